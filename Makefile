@@ -1,0 +1,48 @@
+# kbctl: two commands set everything up on a fresh machine.
+#   make demo   install, ingest sample_corpus/ into the embedded store, search it with the real model
+#   make test   install with test extras, run the whole suite
+#   make bench  install with bench extras, run the benchmarks (figures go to docs/benchmarks.md)
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+KBCTL  := $(BIN)/kbctl
+DEMO_HOME ?= $(CURDIR)/.kbctl/demo
+# torch is pinned to the CPU build on this machine's disk; a plain `torch` would pull CUDA (GBs).
+TORCH  ?= torch==2.13.0
+
+.PHONY: install demo test bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+demo: install
+	@echo "== ingesting sample_corpus/ into $(DEMO_HOME) (embedded PostgreSQL + pgvector, all-MiniLM-L6-v2)"
+	KBCTL_HOME=$(DEMO_HOME) $(KBCTL) ingest sample_corpus/support/billing   -n billing_kb
+	KBCTL_HOME=$(DEMO_HOME) $(KBCTL) ingest sample_corpus/support/technical -n technical_kb
+	KBCTL_HOME=$(DEMO_HOME) $(KBCTL) ingest sample_corpus/support/account   -n account_kb
+	KBCTL_HOME=$(DEMO_HOME) $(KBCTL) ingest sample_corpus/engineering/handbook -n handbook_kb
+	KBCTL_HOME=$(DEMO_HOME) $(KBCTL) ingest sample_corpus/engineering/releases -n releases_kb
+	KBCTL_HOME=$(DEMO_HOME) $(KBCTL) namespaces
+	@echo "== search: how long do refunds take (billing_kb)"
+	KBCTL_HOME=$(DEMO_HOME) $(KBCTL) search "how long do refunds take" -n billing_kb -k 3
+	@echo "== search: LMN-4012 (technical_kb, exact error code)"
+	KBCTL_HOME=$(DEMO_HOME) $(KBCTL) search "LMN-4012" -n technical_kb -k 3
+	@echo "== search: I forgot my password and cannot get in (account_kb)"
+	KBCTL_HOME=$(DEMO_HOME) $(KBCTL) search "I forgot my password and cannot get in" -n account_kb -k 3
+	KBCTL_HOME=$(DEMO_HOME) $(KBCTL) db stop
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .kbctl .pytest_cache

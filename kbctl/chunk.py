@@ -1,0 +1,171 @@
+"""The chunk stage: split documents into pieces the model can read whole.
+
+Structure first: a chunk never spans two sections (heading paths) or two PDF pages. Inside a
+section, paragraphs are packed greedily up to ``chunk.size`` tokens of the profile's tokenizer; a
+paragraph too long for one chunk is split into sentences, and a sentence too long into token
+windows. Consecutive chunks of one section share up to ``chunk.overlap`` tokens of whole sentences.
+
+Every chunk is an exact span of its document's text (``char_start:char_end``) and carries its
+heading path, page and a content hash. Its ``header`` (title and headings) is read by the model
+too, and the whole (header + text + special tokens) never exceeds ``max_tokens``: nothing is
+silently truncated.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from .config import Profile
+from .embed.tokens import Tokenizer, get_tokenizer
+from .types import Block, Chunk, Document
+
+__all__ = ["chunk_document", "chunk_documents", "split_sentences"]
+
+_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}")
+
+
+@dataclass(frozen=True)
+class _Unit:
+    start: int  # offsets in Document.text
+    end: int
+    tokens: int
+    paragraph_start: bool
+
+
+def chunk_documents(docs: Iterable[Document], profile: Profile) -> Iterator[tuple[Document, list[Chunk]]]:
+    """Chunk a stream of documents, yielding each with its chunks."""
+    tok = get_tokenizer(profile)
+    for d in docs:
+        yield d, chunk_document(d, profile, tok)
+
+
+def chunk_document(doc: Document, profile: Profile, tok: Tokenizer | None = None) -> list[Chunk]:
+    """Split one document into chunks following its structure."""
+    tok = tok or get_tokenizer(profile)
+    size = int(profile.chunk["size"])
+    overlap = int(profile.chunk["overlap"])
+    chunks: list[Chunk] = []
+    for heading, page, blocks in _sections(doc.blocks):
+        header = _header(doc.title, heading)
+        budget = profile.max_tokens - tok.special_tokens - (tok.count(header) + 2 if header else 0)
+        if budget < 8:  # an absurdly long title: drop the header rather than the text
+            header, budget = "", profile.max_tokens - tok.special_tokens
+        limit = min(size, budget)
+        units = [u for b in blocks for u in _units(doc.text, b, limit, tok)]
+        for start, end in _pack(units, limit, min(overlap, limit // 2)):
+            text = doc.text[start:end]
+            chunks.append(
+                Chunk(
+                    document_uri=doc.uri,
+                    position=len(chunks),
+                    text=text,
+                    token_count=tok.count(text),
+                    char_start=start,
+                    char_end=end,
+                    heading_path=heading,
+                    page=page,
+                    header=header,
+                )
+            )
+    return chunks
+
+
+def _header(title: str, heading: tuple[str, ...]) -> str:
+    parts = [p for p in (title, *heading) if p]
+    # the first heading is often the title again
+    if len(parts) > 1 and parts[0].strip().lower() == parts[1].strip().lower():
+        parts = parts[1:]
+    return " > ".join(parts)
+
+
+def _sections(blocks: tuple[Block, ...]) -> Iterator[tuple[tuple[str, ...], int | None, list[Block]]]:
+    """Runs of consecutive blocks that share a heading path and a page."""
+    run: list[Block] = []
+    for b in blocks:
+        if run and (b.heading_path != run[0].heading_path or b.page != run[0].page):
+            yield run[0].heading_path, run[0].page, run
+            run = []
+        run.append(b)
+    if run:
+        yield run[0].heading_path, run[0].page, run
+
+
+def _units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:
+    """A block as one unit if it fits, else its sentences, else token windows."""
+    start, end = block.start, block.start + len(block.text)
+    n = tok.count(block.text)
+    if n <= limit:
+        yield _Unit(start, end, n, True)
+        return
+    first = True
+    for s, e in split_sentences(text, start, end):
+        piece = text[s:e]
+        m = tok.count(piece)
+        if m <= limit:
+            yield _Unit(s, e, m, first)
+        else:
+            for ws, we, wm in _windows(piece, s, limit, tok):
+                yield _Unit(ws, we, wm, first)
+                first = False
+        first = False
+
+
+def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """Sentence spans inside ``text[start:end]`` (offsets into ``text``), whitespace trimmed."""
+    end = len(text) if end is None else end
+    spans, pos = [], start
+    for m in _SENTENCE_END.finditer(text, start, end):
+        spans.append((pos, m.start()))
+        pos = m.end()
+    spans.append((pos, end))
+    out = []
+    for s, e in spans:
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if e > s:
+            out.append((s, e))
+    return out
+
+
+def _windows(piece: str, offset: int, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, int]]:
+    """Consecutive windows of at most ``limit`` tokens, cut at token boundaries."""
+    spans = tok.spans(piece)
+    for i in range(0, len(spans), limit):
+        w = spans[i : i + limit]
+        s, e = w[0][0], w[-1][1]
+        yield offset + s, offset + e, len(w)
+
+
+def _pack(units: list[_Unit], limit: int, overlap: int) -> Iterator[tuple[int, int]]:
+    """Greedy packing of units into spans of at most ``limit`` tokens, with sentence overlap."""
+    cur: list[_Unit] = []
+    total = 0
+    for u in units:
+        if cur and total + u.tokens > limit:
+            yield cur[0].start, cur[-1].end
+            cur, total = _tail(cur, overlap, limit - u.tokens)
+        cur.append(u)
+        total += u.tokens
+    if cur:
+        yield cur[0].start, cur[-1].end
+
+
+def _tail(units: list[_Unit], overlap: int, room: int) -> tuple[list[_Unit], int]:
+    """The trailing units (whole sentences) that fit in the overlap and leave room for the next."""
+    keep: list[_Unit] = []
+    total = 0
+    for u in reversed(units):
+        if u.paragraph_start and keep == [] and u is units[-1] and u.tokens > overlap:
+            break
+        if total + u.tokens > min(overlap, room):
+            break
+        keep.insert(0, u)
+        total += u.tokens
+    # a paragraph boundary is a natural break: do not carry whole paragraphs across it
+    if keep and keep[0].paragraph_start and len(keep) == len(units):
+        return [], 0
+    return keep, total

@@ -1,0 +1,95 @@
+"""``kbctl ingest``."""
+
+from __future__ import annotations
+
+import sys
+from typing import List
+
+import typer
+
+from .render import print_json
+from .state import STATE, err, info, warn
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ingest")(ingest)
+
+
+def ingest(
+    paths: List[str] = typer.Argument(None, help="Files, folders, http(s) URLs, feed URLs, or - for stdin."),
+    namespace: str = typer.Option(..., "--namespace", "-n", help="Namespace to ingest into (created on first use)."),
+    profile: str = typer.Option(None, "--profile", "-p", help="Profile for a new namespace (an existing one keeps its pin)."),
+    include: List[str] = typer.Option([], "--include", help="Glob of files to take inside folders (repeatable)."),
+    exclude: List[str] = typer.Option([], "--exclude", help="Glob of files to skip inside folders (repeatable)."),
+    sync: bool = typer.Option(False, "--sync", help="Remove documents whose source is gone (and feed entries no longer listed)."),
+    plan: bool = typer.Option(False, "--plan", help="Print what would happen; write nothing."),
+    no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another ingest holds the namespace."),
+    follow_links: bool = typer.Option(False, "--follow-links", help="For feed entries with only a summary, fetch the linked page."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Also retry the sources that failed in the last run."),
+    no_verify: bool = typer.Option(False, "--no-verify", help="Skip the verify stage at the end."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any item failed."),
+    json_: bool = typer.Option(False, "--json", help="Print the run summary as JSON on stdout."),
+) -> None:
+    """Fetch, extract, chunk, embed and store documents into a namespace."""
+    kb = STATE.kb()
+    progress, finish = _progress(json_ or not sys.stderr.isatty() or STATE.quiet)
+    try:
+        report = kb.ingest(
+            paths or [], namespace, profile=profile or STATE.profile, include=include, exclude=exclude, sync=sync,
+            plan=plan, no_wait=no_wait, follow_links=follow_links, retry_failed=retry_failed,
+            verify=not no_verify, stdin=sys.stdin.buffer if "-" in (paths or []) else None, progress=progress,
+        )
+    finally:
+        finish()
+    _summary(report, json_ or not sys.stdout.isatty())
+    if report.errors:
+        warn(f"{len(report.errors)} item(s) failed; see `kbctl errors -n {namespace}`")
+        if strict:
+            raise typer.Exit(1)
+    if report.verify is not None and not report.verify["ok"]:
+        failed = [c["name"] for c in report.verify["checks"] if not c["ok"]]
+        err.print(f"verify failed: {', '.join(failed)}", highlight=False)
+        raise typer.Exit(3)
+
+
+def _summary(report, as_json: bool) -> None:
+    if as_json:
+        print_json(report.to_json())
+        return
+    d, c = report.documents, report.chunks
+    verb = "would ingest" if report.plan else "ingested"
+    typer.echo(
+        f"{verb} into {report.namespace}: {d['new']} new, {d['changed']} changed, {d['unchanged']} unchanged,"
+        f" {d['removed']} removed, {d['failed']} failed documents; chunks {c['embedded']} embedded,"
+        f" {c['reused']} reused, {c['deleted']} deleted; {report.seconds:.1f}s"
+        + (f"; {report.tokens_to_embed} tokens to embed" if report.plan else "")
+    )
+    for e in report.errors[:20]:
+        typer.echo(f"  failed [{e.stage}] {e.source}: {e.message}", err=True)
+
+
+def _progress(silent: bool):
+    """A Rich progress display on a terminal; nothing otherwise."""
+    if silent:
+        return None, lambda: None
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=None), TextColumn("{task.completed}"),
+                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err, transient=False)
+    tasks = {name: bar.add_task(name, total=None, rate="") for name in ("extract", "embed", "store")}
+    bar.start()
+
+    def on(event: str, data: dict) -> None:
+        if event == "extracted":
+            bar.advance(tasks["extract"], data.get("documents", 1))
+        elif event == "unchanged":
+            bar.advance(tasks["extract"], data.get("documents", 1))
+        elif event == "stored":
+            bar.advance(tasks["embed"], data.get("embedded", 0))
+            bar.advance(tasks["store"], data.get("documents", 0))
+            for name in ("embed", "store"):
+                t = bar.tasks[tasks[name]]
+                if t.elapsed:
+                    bar.update(tasks[name], rate=f"{t.completed / t.elapsed:.1f}/s")
+
+    return on, bar.stop

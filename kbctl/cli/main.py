@@ -1,0 +1,91 @@
+"""``kbctl``: the entry point, global options and the one error boundary."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from typing import Optional
+
+import typer
+
+from . import db as db_cmd
+from . import config_cmd, ingest, namespaces, runs, search
+from .state import STATE, err, setup_logging
+
+app = typer.Typer(
+    name="kbctl",
+    help="Ingest documents into PostgreSQL + pgvector and search them: dense, BM25, hybrid.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def _global(
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="User config file (default: ./kbctl.toml, or KBCTL_CONFIG)."),
+    dsn: Optional[str] = typer.Option(None, "--dsn", help="PostgreSQL DSN (default: KBCTL_DSN, else the embedded server)."),
+    home: Optional[str] = typer.Option(None, "--home", help="Data directory for the embedded server (default: KBCTL_HOME or the user data dir)."),
+    tenant: Optional[str] = typer.Option(None, "--tenant", help="Tenant that scopes namespace names (default: 'default')."),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Embedding profile for new namespaces (default: defaults.profile)."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output on stderr (-vv for debug)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr."),
+) -> None:
+    """Global options: where the store is and which tenant/profile to use."""
+    STATE.config, STATE.dsn, STATE.home, STATE.tenant, STATE.profile = config, dsn, home, tenant, profile
+    STATE.verbose, STATE.quiet = verbose, quiet
+    setup_logging(verbose, quiet)
+
+
+ingest.register(app)
+search.register(app)
+namespaces.register(app)
+runs.register(app)
+app.add_typer(db_cmd.app, name="db")
+app.add_typer(config_cmd.app, name="config")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; every KbctlError becomes one line (and a hint) on stderr with its exit code."""
+    import click
+
+    from ..errors import KbctlError
+
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    code = 0
+    try:
+        rv = app(args=argv, standalone_mode=False, prog_name="kbctl")
+        code = rv if isinstance(rv, int) else 0
+    except click.exceptions.Exit as e:
+        code = e.exit_code
+    except click.exceptions.Abort:
+        err.print("aborted")
+        code = 130
+    except click.ClickException as e:
+        e.show(file=sys.stderr)
+        code = e.exit_code
+    except KbctlError as e:
+        _report(e)
+        code = e.exit_code
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        code = 130
+    except BrokenPipeError:
+        code = 0
+    finally:
+        STATE.close()
+    sys.exit(code)
+
+
+def _report(e) -> None:
+    print(f"error: {e.message}", file=sys.stderr)
+    if e.hint:
+        print(f"hint: {e.hint}", file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

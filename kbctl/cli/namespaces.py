@@ -1,0 +1,69 @@
+"""``kbctl namespaces``: list, create, bind and delete namespaces."""
+
+from __future__ import annotations
+
+import typer
+
+from .render import print_json, table
+from .state import STATE, info
+
+app = typer.Typer(help="List, create, bind and delete namespaces.", no_args_is_help=False, invoke_without_command=True)
+
+
+def register(parent: typer.Typer) -> None:
+    parent.add_typer(app, name="namespaces")
+
+
+@app.callback(invoke_without_command=True)
+def namespaces(
+    ctx: typer.Context,
+    json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
+    all_tenants: bool = typer.Option(False, "--all-tenants", help="Every tenant's namespaces."),
+) -> None:
+    """List namespaces with their profile and counts."""
+    if ctx.invoked_subcommand:
+        return
+    rows = STATE.kb().namespaces(all_tenants=all_tenants)
+    if json_:
+        print_json(rows)
+    else:
+        table(rows, ["tenant", "name", "profile", "model", "dimension", "documents", "chunks"])
+
+
+@app.command("create")
+def create(
+    name: str = typer.Argument(..., help="Namespace name."),
+    profile: str = typer.Option(None, "--profile", "-p", help="Profile to pin (default: defaults.profile)."),
+    description: str = typer.Option("", "--description", help="Free text."),
+) -> None:
+    """Create a namespace pinned to a profile."""
+    ns = STATE.kb().create_namespace(name, profile or STATE.profile, description)
+    info(f"namespace {ns.name} (tenant {ns.tenant}) pinned to {ns.profile_name} [{ns.model}, {ns.dimension}-d]")
+
+
+@app.command("bind")
+def bind(
+    name: str = typer.Argument(..., help="Namespace name."),
+    profile: str = typer.Option(..., "--profile", "-p", help="Profile to pin."),
+) -> None:
+    """Pin an existing namespace to another profile (refused when it holds vectors of another model)."""
+    from ..store import rebind_namespace
+
+    kb = STATE.kb()
+    ns = rebind_namespace(kb.connection(), name, kb.tenant, kb.settings.profile(profile))
+    info(f"namespace {ns.name} pinned to {ns.profile_name} [{ns.model}, {ns.dimension}-d]")
+
+
+@app.command("delete")
+def delete(
+    name: str = typer.Argument(..., help="Namespace name."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+) -> None:
+    """Delete a namespace with all its documents."""
+    from ..store import delete_namespace
+
+    if not yes and not typer.confirm(f"delete namespace {name} and all its documents?", err=True):
+        raise typer.Exit(1)
+    kb = STATE.kb()
+    n = delete_namespace(kb.connection(), name, kb.tenant)
+    info(f"deleted namespace {name} ({n} documents)")

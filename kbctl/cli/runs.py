@@ -1,0 +1,67 @@
+"""``kbctl runs``, ``kbctl errors`` and ``kbctl verify``."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .render import print_json, table
+from .state import STATE
+
+
+def register(app: typer.Typer) -> None:
+    app.command("runs")(runs)
+    app.command("errors")(errors)
+    app.command("verify")(verify)
+
+
+def runs(
+    namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="Only this namespace."),
+    limit: int = typer.Option(20, "--limit", help="How many runs."),
+    json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
+) -> None:
+    """Recent ingest runs with their counts."""
+    rows = STATE.kb().runs(namespace, limit)
+    if json_:
+        print_json(rows)
+        return
+    for r in rows:
+        c = r.get("counts") or {}
+        r["documents"] = " ".join(f"{k}={v}" for k, v in (c.get("documents") or {}).items())
+        r["chunks"] = " ".join(f"{k}={v}" for k, v in (c.get("chunks") or {}).items())
+    table(rows, ["run_id", "namespace", "status", "started_at", "documents", "chunks", "errors"])
+
+
+def errors(
+    namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="Only this namespace."),
+    run: Optional[int] = typer.Option(None, "--run", help="Only this run id."),
+    limit: int = typer.Option(100, "--limit", help="How many rows."),
+    json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
+) -> None:
+    """Items that failed a stage, with the reason."""
+    rows = STATE.kb().errors(namespace, run, limit)
+    if json_:
+        print_json(rows)
+    else:
+        table(rows, ["run_id", "namespace", "stage", "source", "error_class", "message", "retried"])
+
+
+def verify(
+    namespace: str = typer.Option(..., "--namespace", "-n", help="Namespace to check."),
+    sample: int = typer.Option(20, "--sample", help="Chunks to test for self-retrieval."),
+    json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
+) -> None:
+    """Check a namespace: counts, orphans, vectors, pin, indexes, self-retrieval. Exit 3 on failure."""
+    from ..verify import verify_namespace
+
+    kb = STATE.kb()
+    ns = kb.namespace(namespace)
+    prof = kb.profile_for(namespace)
+    report = verify_namespace(kb.connection(), ns, prof, sample)
+    if json_:
+        print_json(report.to_json())
+    else:
+        table([{"check": c.name, "ok": "ok" if c.ok else "FAIL", "detail": c.detail} for c in report.checks], title=f"verify {namespace}")
+    if not report.ok:
+        raise typer.Exit(3)

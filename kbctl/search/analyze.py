@@ -1,0 +1,68 @@
+"""Text analysis for the BM25 lane: the same tokens at ingest and at query time.
+
+Words are lower-cased, English stopwords dropped and the rest stemmed with Snowball (PyStemmer).
+Identifiers that mix letters and digits with ``-``, ``_``, ``.`` or ``/`` (``LMN-4012``,
+``E_RATE_LIMITED``, ``v3.14.2``, ``SKU-TEAM-ANNUAL-2024``) are also kept whole and unstemmed, so an
+exact error code or version matches exactly, while its parts still match loosely.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+
+__all__ = ["Analyzer", "get_analyzer", "ENGLISH_STOPWORDS"]
+
+ENGLISH_STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me more most my myself no nor not now of off on once only or other our ours ourselves out over
+    own same she should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where which while who
+    whom why will with would you your yours yourself yourselves s t don""".split()
+)
+
+_WORD = re.compile(r"\w\w+|\d", re.UNICODE)
+_IDENT = re.compile(r"\b[\w]+(?:[-_./][\w]+)+\b", re.UNICODE)
+
+
+class Analyzer:
+    """Tokenizer + stopwords + stemmer for one language."""
+
+    def __init__(self, language: str = "english") -> None:
+        self.language = language
+        self.stopwords = ENGLISH_STOPWORDS if language == "english" else frozenset()
+        self._stem = None
+        if language != "none":
+            import Stemmer
+
+            self._stem = Stemmer.Stemmer(language).stemWord
+
+    def terms(self, text: str) -> list[str]:
+        """Index terms of ``text`` in order, with repeats."""
+        out = []
+        for w in _WORD.findall(text.lower()):
+            if w in self.stopwords:
+                continue
+            out.append(self._stem(w) if self._stem else w)
+        for m in _IDENT.finditer(text):
+            ident = m.group(0)
+            if any(c.isdigit() for c in ident) or "_" in ident or ident.isupper():
+                out.append(ident.lower())
+        return out
+
+    def counts(self, text: str, title: str = "", title_weight: float = 1.0) -> dict[str, float]:
+        """Term frequencies of a chunk; title terms count ``title_weight`` times each."""
+        tf: Counter[str] = Counter(self.terms(text))
+        if title:
+            for t in self.terms(title):
+                tf[t] += title_weight
+        return dict(tf)
+
+
+@lru_cache(maxsize=8)
+def get_analyzer(language: str = "english") -> Analyzer:
+    """A cached analyzer for a language (Snowball stemmer names: english, french, german…)."""
+    return Analyzer(language)

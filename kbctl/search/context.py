@@ -1,0 +1,55 @@
+"""Prompt-ready context: numbered passages with citations that fit a token budget.
+
+Tokens are counted with a simple, model-independent estimate (words and punctuation marks, about
+what LLM tokenizers produce for English text, rounded up by 1/3 for sub-word splits), so the block
+fits the budget of any common chat model. Passages are added best-first; one that does not fit is
+cut at a sentence boundary if at least half of it fits, else left out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ..types import SearchResult
+
+__all__ = ["estimate_tokens", "format_context"]
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_SENT = re.compile(r"(?<=[.!?])\s+")
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative token estimate for LLM prompts."""
+    return math.ceil(len(_TOKEN.findall(text)) * 4 / 3)
+
+
+def format_context(result: SearchResult, budget: int) -> str:
+    """The hits as ``[n] citation`` + text blocks, within ``budget`` estimated tokens."""
+    parts: list[str] = []
+    used = 0
+    for h in result.hits:
+        head = f"[{h.rank}] {h.citation}\n"
+        block = head + h.text.strip() + "\n"
+        cost = estimate_tokens(block)
+        if used + cost <= budget:
+            parts.append(block)
+            used += cost
+            continue
+        room = budget - used - estimate_tokens(head)
+        cut = _cut(h.text.strip(), room)
+        if cut and estimate_tokens(cut) * 2 >= estimate_tokens(h.text):
+            parts.append(head + cut + " […]\n")
+            used += estimate_tokens(head + cut) + 2
+        break
+    return "\n".join(parts)
+
+
+def _cut(text: str, room: int) -> str:
+    out = ""
+    for s in _SENT.split(text):
+        nxt = (out + " " + s).strip()
+        if estimate_tokens(nxt) > room:
+            break
+        out = nxt
+    return out

@@ -1,0 +1,249 @@
+"""Search: route the query, run the lanes, fuse, shape and cite the hits."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from psycopg import sql
+
+from ..config import Profile
+from ..errors import KbctlError, UsageError
+from ..store.namespaces import Namespace, check_pin
+from ..types import Hit, SearchResult
+from .analyze import get_analyzer
+from .filters import Filter, filters_sql
+from .fuse import fuse
+from .lanes import LaneHit, correct_terms, dense_lane, lexical_lane, vocabulary_df
+from .route import route
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SearchOptions", "run_search"]
+
+MODES = ("auto", "dense", "lexical", "hybrid")
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Per-query settings; ``None`` means the profile's ``[search]`` default."""
+
+    mode: str = "auto"
+    k: int | None = None
+    filters: tuple[Filter, ...] = ()
+    per_doc: int | None = None
+    candidates: int | None = None
+    fusion: str | None = None
+    rrf_k: int | None = None
+    dense_weight: float | None = None
+    rerank: bool | None = None
+    explain: bool = False
+    correct: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: str, opts: SearchOptions) -> SearchResult:
+    """Answer one query over the given namespaces, all pinned to ``profile``."""
+    if opts.mode not in MODES:
+        raise UsageError(f"unknown mode {opts.mode!r}", hint=f"use one of: {', '.join(MODES)}")
+    for ns in namespaces:
+        check_pin(ns, profile)
+    s = profile.search
+    k = opts.k or int(s["k"])
+    analyzer = get_analyzer(str(profile.lexical["language"]))
+    strategy = route(query, bool(opts.filters), analyzer)
+    names = tuple(n.name for n in namespaces)
+    if strategy == "no_match":
+        return SearchResult(query, names, "none", strategy, (), notes=("nothing searchable in the query",))
+    if strategy == "needs_clarification" and opts.mode == "auto":
+        return SearchResult(query, names, "none", strategy, (), notes=("the query is too vague to search; ask what it is about",))
+    if strategy == "metadata":
+        return _metadata(conn, namespaces, query, opts.filters, k, names)
+    if strategy == "needs_clarification":
+        strategy = "hybrid" if opts.filters else "content"
+    mode = "hybrid" if opts.mode == "auto" else opts.mode
+    return _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names)
+
+
+def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names) -> SearchResult:
+    s = profile.search
+    depth = max(opts.candidates or int(s["candidates"]), k)
+    ns_ids = [n.id for n in namespaces]
+    lanes: dict[str, list[LaneHit]] = {}
+    notes: list[str] = []
+    details: dict = {}
+    degraded = False
+    timings: dict[str, float] = {}
+    if mode in ("lexical", "hybrid"):
+        t0 = time.perf_counter()
+        terms, corrections = _query_terms(conn, ns_ids, query, analyzer, profile, opts.correct)
+        if corrections:
+            details["corrections"] = corrections
+            notes.append("corrected: " + ", ".join(f"{a} → {b}" for a, b in corrections.items()))
+        lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile)
+        timings["lexical_ms"] = (time.perf_counter() - t0) * 1000
+    if mode in ("dense", "hybrid"):
+        t0 = time.perf_counter()
+        try:
+            qvec = _embed_query(profile, query)
+        except KbctlError as e:
+            if mode == "dense" and opts.mode == "dense":
+                raise
+            degraded = True
+            notes.append(f"dense lane unavailable ({e.message}); answered from the lexical lane")
+            qvec = None
+            if "lexical" not in lanes:
+                terms, _ = _query_terms(conn, ns_ids, query, analyzer, profile, opts.correct)
+                lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile)
+        if qvec is not None:
+            lanes["dense"], details["dense_path"] = dense_lane(conn, namespaces, qvec, depth, opts.filters, profile)
+        timings["dense_ms"] = (time.perf_counter() - t0) * 1000
+    fused = fuse(
+        lanes,
+        method=opts.fusion or str(s["fusion"]),
+        rrf_k=opts.rrf_k or int(s["rrf_k"]),
+        dense_weight=opts.dense_weight if opts.dense_weight is not None else float(s["dense_weight"]),
+    )
+    per_doc = opts.per_doc if opts.per_doc is not None else int(s["per_doc"])
+    rows = _fetch(conn, [key for key, _ in fused[: max(depth, k)]])
+    ordered = _shape(fused, rows, per_doc, float(s["dedupe_threshold"]))
+    ordered = _maybe_rerank(profile, query, ordered, opts, notes)
+    hits = tuple(_hit(i + 1, score, rows[key], lanes, key) for i, (key, score) in enumerate(ordered[:k]))
+    details["timings_ms"] = {a: round(b, 2) for a, b in timings.items()}
+    return SearchResult(query, names, mode, strategy, hits, degraded=degraded, notes=tuple(notes), details=details)
+
+
+def _query_terms(conn, ns_ids, query, analyzer, profile, correct: bool) -> tuple[dict[str, float], dict[str, str]]:
+    terms: dict[str, float] = {}
+    for t in analyzer.terms(query):
+        terms[t] = terms.get(t, 0.0) + 1.0
+    if not correct or not terms:
+        return terms, {}
+    df = vocabulary_df(conn, ns_ids, list(terms))
+    missing = [t for t in terms if t not in df]
+    fixes = correct_terms(conn, ns_ids, missing, int(profile.lexical["max_edit_distance"]))
+    for bad, good in fixes.items():
+        terms[good] = terms.get(good, 0.0) + terms.pop(bad)
+    return terms, fixes
+
+
+def _embed_query(profile: Profile, query: str):
+    from ..embed import get_embedder
+
+    return get_embedder(profile).embed_query(query)
+
+
+def _maybe_rerank(profile: Profile, query: str, ordered, opts: SearchOptions, notes: list[str]):
+    use = opts.rerank if opts.rerank is not None else bool(profile.rerank.get("kind"))
+    if not use:
+        return ordered
+    from .rerank import rerank
+
+    return rerank(profile, query, ordered, notes)
+
+
+_ROW_SQL = (
+    "SELECT c.namespace_id, c.id, c.document_id, c.text, c.metadata, c.heading_path, c.page, c.position,"
+    " d.uri, d.title, n.name FROM kbctl.chunks c"
+    " JOIN kbctl.documents d ON d.namespace_id = c.namespace_id AND d.id = c.document_id"
+    " JOIN kbctl.namespaces n ON n.id = c.namespace_id"
+    " WHERE (c.namespace_id, c.id) IN (SELECT * FROM unnest(%s::int[], %s::bigint[]))"
+)
+
+
+def _fetch(conn, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
+    if not keys:
+        return {}
+    rows = conn.execute(_ROW_SQL, ([a for a, _ in keys], [b for _, b in keys])).fetchall()
+    return {(r[0], r[1]): r for r in rows}
+
+
+def _shape(fused, rows, per_doc: int, dedupe: float):
+    """Keep at most ``per_doc`` chunks per document and drop near-duplicate texts."""
+    out, per, seen = [], {}, []
+    for key, score in fused:
+        r = rows.get(key)
+        if r is None:
+            continue
+        doc = (r[0], r[2])
+        if per_doc and per.get(doc, 0) >= per_doc:
+            continue
+        sh = _shingles(r[3])
+        if dedupe < 1.0 and any(_jaccard(sh, o) >= dedupe for o in seen):
+            continue
+        per[doc] = per.get(doc, 0) + 1
+        seen.append(sh)
+        out.append((key, score))
+    return out
+
+
+_W = re.compile(r"\w+")
+
+
+def _shingles(text: str) -> frozenset:
+    w = _W.findall(text.lower())
+    return frozenset(zip(w, w[1:], w[2:])) or frozenset(w)
+
+
+def _jaccard(a: frozenset, b: frozenset) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def _hit(rank: int, score, r: tuple, lanes: dict[str, list[LaneHit]], key) -> Hit:
+    ns_id, cid, did, text, meta, heading, page, pos, uri, title, ns_name = r
+    lane_info = {}
+    for name, hits in lanes.items():
+        for h in hits:
+            if (h.namespace_id, h.chunk_id) == key:
+                lane_info[name] = {"rank": h.rank, "score": round(h.score, 6)}
+                break
+        else:
+            lane_info[name] = {"rank": None, "score": None}
+    return Hit(
+        rank=rank,
+        score=None if score is None else round(float(score), 6),
+        doc_id=did,
+        chunk_id=cid,
+        source=_display_source(uri, meta),
+        title=title,
+        text=text,
+        namespace=ns_name,
+        metadata=dict(meta),
+        citation=citation(title, _display_source(uri, meta), page, heading),
+        lanes=lane_info,
+    )
+
+
+def _display_source(uri: str, meta: dict) -> str:
+    return str(meta.get("path") or uri) if uri.startswith("file://") else uri
+
+
+def citation(title: str, source: str, page: int | None, heading: Sequence[str] | None) -> str:
+    """A human-readable citation: title, source, and page or section when known."""
+    parts = [title or source]
+    if source and source != title:
+        parts.append(f"({source})")
+    if page:
+        parts.append(f"p. {page}")
+    if heading:
+        parts.append("§ " + " › ".join(heading))
+    return " ".join(parts)
+
+
+def _metadata(conn, namespaces, query, filters: tuple[Filter, ...], k: int, names) -> SearchResult:
+    """Filters only: matching chunks in a stable order, no score, no reranking."""
+    fsql, fparams = filters_sql(filters)
+    q = sql.SQL(
+        "SELECT c.namespace_id, c.id FROM kbctl.chunks c JOIN kbctl.documents d"
+        " ON d.namespace_id = c.namespace_id AND d.id = c.document_id"
+        " WHERE c.namespace_id = ANY(%s) AND {f} ORDER BY d.uri, c.position LIMIT %s"
+    ).format(f=fsql)
+    keys = [(a, b) for a, b in conn.execute(q, [[n.id for n in namespaces], *fparams, k])]
+    rows = _fetch(conn, keys)
+    hits = tuple(_hit(i + 1, None, rows[key], {}, key) for i, key in enumerate(keys) if key in rows)
+    return SearchResult(query, names, "metadata", "metadata", hits)

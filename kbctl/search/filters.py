@@ -1,0 +1,99 @@
+"""Typed metadata filters, compiled to parameterised SQL on ``chunks.metadata``.
+
+Syntax (one filter per ``--filter``):
+
+=============  ================================================================
+``key=value``  equal; for a list value (tags) the list contains ``value``
+``key!=value`` not equal (and not contained)
+``key>=value`` ``>``, ``<=``, ``<`` compare numbers as numbers and anything else
+               (ISO dates) as text, so ``date>=2024-03-01`` works
+``key~prefix`` starts with ``prefix``
+``key in a,b`` equal to (or contains) any of the values
+=============  ================================================================
+
+Keys are any metadata key; ``source_type``, ``path``, ``uri``, ``title``, ``author``, ``date`` and
+``tags`` are set by extraction. Values are always bound as parameters, never spliced into SQL.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from psycopg import sql
+
+from ..errors import UsageError
+
+__all__ = ["Filter", "parse_filter", "parse_filters", "filters_sql"]
+
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+_FORM = re.compile(r"^\s*(?P<key>[^\s=!<>~]+)\s*(?P<op>!=|>=|<=|=|>|<|~|\s+in\s+)\s*(?P<value>.*?)\s*$")
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+@dataclass(frozen=True)
+class Filter:
+    key: str
+    op: str  # = != >= <= > < ~ in
+    value: str | tuple[str, ...]
+
+    def __str__(self) -> str:
+        v = ",".join(self.value) if isinstance(self.value, tuple) else self.value
+        return f"{self.key} in {v}" if self.op == "in" else f"{self.key}{self.op}{v}"
+
+
+def parse_filter(text: str) -> Filter:
+    """Parse one ``key<op>value`` filter; a malformed one is a UsageError with the syntax."""
+    m = _FORM.match(text)
+    if not m or not m.group("value"):
+        raise UsageError(
+            f"cannot read filter {text!r}",
+            hint="use key=value, key!=value, key>=value, key<=value, key>value, key<value, key~prefix or 'key in a,b'",
+        )
+    key, op, value = m.group("key"), m.group("op").strip(), m.group("value")
+    if not _KEY.match(key):
+        raise UsageError(f"invalid filter key {key!r}", hint="keys are letters, digits, _ . -")
+    if op == "in":
+        return Filter(key, "in", tuple(v.strip() for v in value.split(",") if v.strip()))
+    return Filter(key, op, value)
+
+
+def parse_filters(texts: list[str] | tuple[str, ...] | None) -> tuple[Filter, ...]:
+    return tuple(parse_filter(t) for t in texts or ())
+
+
+def filters_sql(filters: tuple[Filter, ...], alias: str = "c") -> tuple[sql.Composable, list]:
+    """``AND``-joined SQL conditions on ``<alias>.metadata`` and their parameters."""
+    parts: list[sql.Composable] = []
+    params: list = []
+    col = sql.SQL("{}.metadata").format(sql.Identifier(alias))
+    for f in filters:
+        cond, p = _one(col, f)
+        parts.append(cond)
+        params.extend(p)
+    if not parts:
+        return sql.SQL("TRUE"), []
+    return sql.SQL(" AND ").join(parts), params
+
+
+def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
+    if f.op == "=":
+        return sql.SQL("({c} -> %s ? %s OR {c} ->> %s = %s)").format(c=col), [f.key, f.value, f.key, f.value]
+    if f.op == "!=":
+        return (
+            sql.SQL("NOT coalesce({c} -> %s ? %s OR {c} ->> %s = %s, false)").format(c=col),
+            [f.key, f.value, f.key, f.value],
+        )
+    if f.op == "in":
+        vals = list(f.value)
+        return sql.SQL("({c} -> %s ?| %s::text[] OR {c} ->> %s = ANY(%s::text[]))").format(c=col), [f.key, vals, f.key, vals]
+    if f.op == "~":
+        prefix = f.value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        return sql.SQL("({c} ->> %s) LIKE %s").format(c=col), [f.key, prefix]
+    op = sql.SQL(f.op)
+    if _NUMBER.match(f.value):
+        return (
+            sql.SQL("(CASE WHEN jsonb_typeof({c} -> %s) = 'number' THEN ({c} ->> %s)::numeric END) {op} %s::numeric").format(c=col, op=op),
+            [f.key, f.key, f.value],
+        )
+    return sql.SQL("({c} ->> %s) {op} %s").format(c=col, op=op), [f.key, f.value]

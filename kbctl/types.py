@@ -1,0 +1,271 @@
+"""Typed values that flow between the pipeline stages and out of search.
+
+fetch → ``Source`` → extract → ``Document`` (made of ``Block``s) → chunk → ``Chunk`` →
+embed → ``EmbeddedChunk`` → store.  Search returns ``Hit``s inside a ``SearchResult``.
+
+All are frozen dataclasses. ``to_json``/``from_json`` give the NDJSON form used between the
+stage subcommands (bytes travel as base64).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+__all__ = [
+    "Source",
+    "Block",
+    "Document",
+    "Chunk",
+    "EmbeddedChunk",
+    "ItemError",
+    "Hit",
+    "SearchResult",
+    "content_hash",
+]
+
+
+def content_hash(data: str | bytes) -> str:
+    """The hash kbctl uses for document and chunk identity (sha256, hex)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Source:
+    """Raw bytes of one item, as fetched.
+
+    ``uri`` is the canonical identity of the item inside a namespace: ``file:///abs/path`` for files,
+    the URL for web pages, the entry GUID or link for feed entries. ``media_type`` is a best guess
+    (from the file extension or the Content-Type header); extract decides from it and the bytes.
+    """
+
+    uri: str
+    content: bytes
+    media_type: str | None = None
+    kind: str = "file"  # file | url | feed | stdin
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["content"] = base64.b64encode(self.content).decode("ascii")
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Source":
+        d = dict(d)
+        d["content"] = base64.b64decode(d.get("content", ""))
+        return cls(**_known(cls, d))
+
+
+@dataclass(frozen=True)
+class Block:
+    """A structural piece of a document: a section's paragraph, a PDF page's text, a message body.
+
+    ``start`` is the character offset of ``text`` inside ``Document.text``. ``heading_path`` is the
+    chain of headings above the block (Markdown/HTML), ``page`` the 1-based PDF page.
+    """
+
+    text: str
+    start: int = 0
+    heading_path: tuple[str, ...] = ()
+    page: int | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Block":
+        d = dict(d)
+        d["heading_path"] = tuple(d.get("heading_path") or ())
+        return cls(**_known(cls, d))
+
+
+@dataclass(frozen=True)
+class Document:
+    """Extracted text of one document, with its structure and metadata.
+
+    ``text`` is the blocks' texts joined by blank lines; ``content_hash`` is computed from the text,
+    the title and the metadata, so a change in any of them is a new version of the document.
+    ``parent_uri`` links child documents (an e-mail's attachments) to their parent.
+    """
+
+    uri: str
+    title: str
+    text: str
+    blocks: tuple[Block, ...]
+    source_type: str  # text | markdown | html | pdf | email | feed
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    parent_uri: str | None = None
+    content_hash: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.content_hash:
+            import json
+
+            meta = json.dumps(dict(self.metadata), sort_keys=True, default=str)
+            object.__setattr__(self, "content_hash", content_hash(f"{self.title}\x00{meta}\x00{self.text}"))
+
+    @classmethod
+    def from_blocks(
+        cls,
+        uri: str,
+        title: str,
+        blocks: list[Block] | tuple[Block, ...],
+        source_type: str,
+        metadata: Mapping[str, Any] | None = None,
+        parent_uri: str | None = None,
+    ) -> "Document":
+        """Build a document from block texts, computing ``text`` and every block's ``start``."""
+        parts: list[str] = []
+        placed: list[Block] = []
+        pos = 0
+        for b in blocks:
+            t = b.text.strip()
+            if not t:
+                continue
+            if parts:
+                pos += 2
+            placed.append(Block(text=t, start=pos, heading_path=tuple(b.heading_path), page=b.page))
+            parts.append(t)
+            pos += len(t)
+        return cls(
+            uri=uri,
+            title=title,
+            text="\n\n".join(parts),
+            blocks=tuple(placed),
+            source_type=source_type,
+            metadata=dict(metadata or {}),
+            parent_uri=parent_uri,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Document":
+        d = dict(d)
+        d["blocks"] = tuple(Block.from_json(b) for b in d.get("blocks") or ())
+        return cls(**_known(cls, d))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of a document sized for the embedding model.
+
+    ``text`` is exactly ``Document.text[char_start:char_end]``; ``header`` (the document title and the
+    heading path) is put before it when embedding and indexing, but is not part of the cited text.
+    """
+
+    document_uri: str
+    position: int
+    text: str
+    token_count: int
+    char_start: int
+    char_end: int
+    heading_path: tuple[str, ...] = ()
+    page: int | None = None
+    header: str = ""
+    content_hash: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.content_hash:
+            object.__setattr__(self, "content_hash", content_hash(self.embed_text))
+
+    @property
+    def embed_text(self) -> str:
+        """What the model reads: the context header (title, headings) and the chunk's text."""
+        return f"{self.header}\n\n{self.text}" if self.header else self.text
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Chunk":
+        d = dict(d)
+        d["heading_path"] = tuple(d.get("heading_path") or ())
+        return cls(**_known(cls, d))
+
+
+@dataclass(frozen=True, eq=False)
+class EmbeddedChunk:
+    """A chunk with its vector (a list of floats of the profile's dimension)."""
+
+    chunk: Chunk
+    embedding: tuple[float, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"chunk": self.chunk.to_json(), "embedding": list(self.embedding)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "EmbeddedChunk":
+        return cls(chunk=Chunk.from_json(d["chunk"]), embedding=tuple(float(x) for x in d["embedding"]))
+
+
+@dataclass(frozen=True)
+class ItemError:
+    """One item that failed a stage; recorded in the run ledger, never fatal to the batch."""
+
+    stage: str  # fetch | extract | chunk | embed | store
+    source: str
+    error_class: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ItemError":
+        return cls(**_known(cls, d))
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result with everything needed to cite it."""
+
+    rank: int
+    score: float | None
+    doc_id: int
+    chunk_id: int
+    source: str
+    title: str
+    text: str
+    namespace: str
+    metadata: Mapping[str, Any]
+    citation: str
+    lanes: Mapping[str, Mapping[str, float | int | None]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What one query returned, and how."""
+
+    query: str
+    namespaces: tuple[str, ...]
+    mode: str
+    strategy: str
+    hits: tuple[Hit, ...]
+    degraded: bool = False
+    notes: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "namespace": self.namespaces[0] if len(self.namespaces) == 1 else list(self.namespaces),
+            "mode": self.mode,
+            "strategy": self.strategy,
+            "degraded": self.degraded,
+            "notes": list(self.notes),
+            "details": dict(self.details),
+            "hits": [h.to_json() for h in self.hits],
+        }
+
+
+def _known(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep only the keys that are fields of ``cls`` (validation happens in the constructor)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}

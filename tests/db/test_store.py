@@ -1,0 +1,174 @@
+"""Store and search on the real embedded PostgreSQL, with the hash profile (no model to load)."""
+
+from __future__ import annotations
+
+import numpy as np
+import psycopg
+import pytest
+
+from kbctl.chunk import chunk_document
+from kbctl.embed import get_embedder
+from kbctl.errors import ProfileMismatchError
+from kbctl.search.analyze import get_analyzer
+from kbctl.store import ensure_namespace, write_documents
+from kbctl.types import Block, Document, EmbeddedChunk
+
+
+def _doc(uri, title, paras, **meta):
+    return Document.from_blocks(uri, title, [Block(p) for p in paras], "markdown", meta)
+
+
+def _write(kb, ns_name, docs, profile="hash-384", vectors=None):
+    conn = kb.connection()
+    prof = kb.settings.profile(profile)
+    ns = ensure_namespace(conn, ns_name, kb.tenant, prof)
+    emb = get_embedder(prof)
+    items = []
+    for d in docs:
+        chunks = chunk_document(d, prof)
+        vecs = vectors(len(chunks)) if vectors else emb.embed_documents([c.embed_text for c in chunks])
+        items.append((d, [EmbeddedChunk(c, tuple(map(float, v))) for c, v in zip(chunks, vecs)]))
+    write_documents(conn, ns, items, get_analyzer("english"))
+    return ns
+
+
+DOCS = [
+    _doc("mem://refunds", "Refunds", ["Refunds are processed within 5 to 10 business days after approval.",
+                                      "A refund goes back to the original payment method."], tags=["billing", "refund"], year=2024),
+    _doc("mem://invoices", "Invoices", ["Invoices are issued on the first day of each month.",
+                                        "Error LMN-4012 means the invoice could not be generated."], tags=["billing"], year=2023),
+    _doc("mem://sso", "SSO setup", ["Configure SAML single sign-on from the admin console."], tags=["auth"], year=2025),
+]
+
+
+def _counts(conn, ns_id):
+    return conn.execute(
+        "SELECT (SELECT count(*) FROM kbctl.documents WHERE namespace_id = %s), (SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s)",
+        (ns_id, ns_id),
+    ).fetchone()
+
+
+def test_pin_refuses_other_dimension_and_other_model(kb):
+    ns = _write(kb, "pinned", DOCS)
+    conn = kb.connection()
+    before = _counts(conn, ns.id)
+    assert before[0] == 3
+    # 768-d vectors into a 384-d namespace: refused by kbctl before writing...
+    with pytest.raises(ProfileMismatchError, match="768-d vector cannot be stored"):
+        _write(kb, "pinned", [_doc("mem://new", "New", ["some text"])], vectors=lambda n: np.ones((n, 768)))
+    # ...and by the schema itself when kbctl's check is bypassed.
+    with pytest.raises(psycopg.errors.CheckViolation):
+        with conn.transaction():
+            conn.execute(
+                "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start, char_end,"
+                " content_hash, profile_id, dimension, embedding) SELECT namespace_id, document_id, 99, 'x', 1, 0, 1, 'h',"
+                " profile_id, dimension, %s::vector FROM kbctl.chunks WHERE namespace_id = %s LIMIT 1",
+                ("[" + ",".join(["0.1"] * 768) + "]", ns.id),
+            )
+    # A profile of another model cannot query (or write) it.
+    with pytest.raises(ProfileMismatchError, match="pinned to profile 'hash-384'"):
+        kb.search("refunds", "pinned", profile="minilm")
+    assert _counts(conn, ns.id) == before
+
+
+def test_rebinding_a_namespace_with_vectors_is_refused(kb):
+    from kbctl.store import rebind_namespace
+
+    _write(kb, "rebind", DOCS[:1])
+    with pytest.raises(ProfileMismatchError):
+        rebind_namespace(kb.connection(), "rebind", kb.tenant, kb.settings.profile("minilm"))
+
+
+def test_replace_document_keeps_one_version(kb):
+    ns = _write(kb, "replace", DOCS)
+    _write(kb, "replace", [_doc("mem://refunds", "Refunds", ["Refunds now take 3 days."])])
+    conn = kb.connection()
+    texts = [r[0] for r in conn.execute(
+        "SELECT c.text FROM kbctl.chunks c JOIN kbctl.documents d ON d.namespace_id = c.namespace_id AND d.id = c.document_id"
+        " WHERE d.namespace_id = %s AND d.uri = 'mem://refunds'", (ns.id,))]
+    assert texts == ["Refunds now take 3 days."]
+    assert _counts(conn, ns.id)[0] == 3
+    # postings and vocabulary follow the replacement
+    df = dict(conn.execute("SELECT term, df FROM kbctl.lexical_vocab WHERE namespace_id = %s", (ns.id,)).fetchall())
+    assert "busi" not in df and df["refund"] == 1
+
+
+def test_lexical_lane_finds_exact_identifier_first(kb):
+    _write(kb, "lex", DOCS)
+    r = kb.search("LMN-4012", "lex", mode="lexical")
+    assert r.hits and r.hits[0].source == "mem://invoices"
+    assert r.hits[0].lanes["lexical"]["rank"] == 1
+
+
+def test_bm25_scores_match_the_formula(kb):
+    ns = _write(kb, "bm25", DOCS)
+    r = kb.search("refunds", "bm25", mode="lexical")
+    conn = kb.connection()
+    n, total = conn.execute("SELECT chunk_count, total_length FROM kbctl.lexical_stats WHERE namespace_id = %s", (ns.id,)).fetchone()
+    tf, dl = conn.execute("SELECT tf, dl FROM kbctl.lexical_postings WHERE namespace_id = %s AND term = 'refund' AND chunk_id = %s",
+                          (ns.id, r.hits[0].chunk_id)).fetchone()
+    df = conn.execute("SELECT df FROM kbctl.lexical_vocab WHERE namespace_id = %s AND term = 'refund'", (ns.id,)).fetchone()[0]
+    k1, b = 0.9, 0.4
+    idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+    expected = idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / (total / n)))
+    assert r.hits[0].score == pytest.approx(expected, rel=1e-5)
+
+
+def test_typo_is_corrected_and_reported(kb):
+    _write(kb, "typo", DOCS)
+    r = kb.search("refnds", "typo", mode="lexical")
+    assert r.details.get("corrections") == {"refnd": "refund"}
+    assert r.hits and r.hits[0].source == "mem://refunds"
+
+
+def test_strategies(kb):
+    _write(kb, "strat", DOCS)
+    assert kb.search("", "strat").strategy == "no_match"
+    assert kb.search("the and of", "strat").strategy == "no_match"
+    assert kb.search("help", "strat").strategy == "needs_clarification"
+    m = kb.search("", "strat", filters=["tags=billing"])
+    assert m.strategy == "metadata" and all(h.score is None for h in m.hits)
+    assert {h.source for h in m.hits} == {"mem://refunds", "mem://invoices"}
+    assert kb.search("refund", "strat").strategy == "content"
+    h = kb.search("refund", "strat", filters=["year>=2024"])
+    assert h.strategy == "hybrid" and {x.source for x in h.hits} <= {"mem://refunds", "mem://sso"}
+
+
+@pytest.mark.parametrize(
+    "flt, expected",
+    [
+        ("tags=billing", {"mem://refunds", "mem://invoices"}),
+        ("tags!=billing", {"mem://sso"}),
+        ("year>=2024", {"mem://refunds", "mem://sso"}),
+        ("year<2024", {"mem://invoices"}),
+        ("uri~mem://re", {"mem://refunds"}),
+        ("tags in auth,refund", {"mem://refunds", "mem://sso"}),
+        ("title=SSO setup", {"mem://sso"}),
+    ],
+)
+def test_filters_in_every_mode(kb, flt, expected):
+    _write(kb, "filt", DOCS)
+    for mode in ("lexical", "dense", "hybrid"):
+        r = kb.search("refunds invoices sign-on", "filt", mode=mode, filters=[flt], k=10)
+        assert {h.source for h in r.hits} == expected, (mode, flt)
+
+
+def test_namespace_isolation_in_every_mode(kb):
+    _write(kb, "iso_a", DOCS[:2])
+    _write(kb, "iso_b", DOCS[2:])
+    for mode in ("lexical", "dense", "hybrid"):
+        a = kb.search("refunds invoices single sign-on SAML", "iso_a", mode=mode)
+        assert a.hits and all(h.namespace == "iso_a" for h in a.hits)
+        assert "mem://sso" not in {h.source for h in a.hits}
+    both = kb.search("SAML refunds", ["iso_a", "iso_b"], mode="hybrid")
+    assert {h.namespace for h in both.hits} == {"iso_a", "iso_b"}
+
+
+def test_retriever_is_bound_to_its_namespace(kb):
+    from kbctl.errors import KbctlError
+
+    _write(kb, "bound", DOCS)
+    r = kb.retriever("bound")
+    assert r.search("refunds").hits[0].namespace == "bound"
+    with pytest.raises(KbctlError):
+        r.search("refunds", namespace="other")
