@@ -110,7 +110,9 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
     per_doc = opts.per_doc if opts.per_doc is not None else int(s["per_doc"])
     rows = _fetch(conn, [key for key, _ in fused[: max(depth, k)]])
     ordered = _shape(fused, rows, per_doc, float(s["dedupe_threshold"]))
-    ordered = _maybe_rerank(profile, query, ordered, opts, notes)
+    ordered, reranked = _maybe_rerank(profile, query, ordered, rows, opts, notes)
+    if reranked:
+        details["reranked"] = True
     hits = tuple(_hit(i + 1, score, rows[key], lanes, key) for i, (key, score) in enumerate(ordered[:k]))
     details["timings_ms"] = {a: round(b, 2) for a, b in timings.items()}
     return SearchResult(query, names, mode, strategy, hits, degraded=degraded, notes=tuple(notes), details=details)
@@ -136,13 +138,16 @@ def _embed_query(profile: Profile, query: str):
     return get_embedder(profile).embed_query(query)
 
 
-def _maybe_rerank(profile: Profile, query: str, ordered, opts: SearchOptions, notes: list[str]):
+def _maybe_rerank(profile: Profile, query: str, ordered, rows, opts: SearchOptions, notes: list[str]):
     use = opts.rerank if opts.rerank is not None else bool(profile.rerank.get("kind"))
-    if not use:
-        return ordered
+    if not use or not ordered:
+        return ordered, False
     from .rerank import rerank
 
-    return rerank(profile, query, ordered, notes)
+    before = len(notes)
+    texts = {key: rows[key][3] for key, _ in ordered}
+    out = rerank(profile, query, ordered, texts, notes)
+    return out, len(notes) == before
 
 
 _ROW_SQL = (

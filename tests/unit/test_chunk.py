@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+from kbctl.chunk import chunk_document, split_sentences
+from kbctl.config import load_settings
+from kbctl.embed import get_tokenizer
+from kbctl.types import Block, Document
+
+LONG = " ".join(f"Sentence number {i} talks about refunds and invoices in some detail." for i in range(200))
+
+
+def _profile(name="minilm"):
+    return load_settings(env={}).profile(name)
+
+
+def test_chunks_are_exact_spans_within_the_model_limit():
+    prof = _profile()
+    tok = get_tokenizer(prof)
+    doc = Document.from_blocks("mem://d", "A title", [Block("Intro paragraph."), Block(LONG, heading_path=("Refunds", "Timing"))], "markdown")
+    chunks = chunk_document(doc, prof)
+    assert len(chunks) > 5
+    for c in chunks:
+        assert doc.text[c.char_start:c.char_end] == c.text
+        assert c.token_count <= prof.chunk["size"]
+        assert tok.count(c.embed_text) + tok.special_tokens <= prof.max_tokens  # nothing truncated
+    assert chunks[0].heading_path == () and chunks[1].heading_path == ("Refunds", "Timing")
+    assert chunks[1].header == "A title > Refunds > Timing"
+    assert [c.position for c in chunks] == list(range(len(chunks)))
+
+
+def test_overlap_repeats_whole_sentences():
+    prof = _profile()
+    doc = Document.from_blocks("mem://d", "", [Block(LONG)], "text")
+    a, b = chunk_document(doc, prof)[:2]
+    assert b.char_start < a.char_end  # they overlap
+    shared = doc.text[b.char_start:a.char_end]
+    assert shared.startswith("Sentence number") and shared.endswith(".")
+
+
+def test_sections_and_pages_are_never_mixed():
+    prof = _profile("hash-384")
+    blocks = [Block("Page one text.", page=1), Block("More on page one.", page=1), Block("Page two text.", page=2)]
+    chunks = chunk_document(Document.from_blocks("mem://p", "P", blocks, "pdf"), prof)
+    assert [(c.page, c.text) for c in chunks] == [(1, "Page one text.\n\nMore on page one."), (2, "Page two text.")]
+
+
+def test_a_giant_word_is_split_by_tokens():
+    prof = _profile()
+    blob = "ab-" * 2000  # no spaces, no sentence ends: only token windows can split it
+    doc = Document.from_blocks("mem://g", "", [Block(blob)], "text")
+    chunks = chunk_document(doc, prof)
+    assert len(chunks) > 1 and all(c.token_count <= prof.chunk["size"] for c in chunks)
+    assert "".join(c.text for c in chunks) == blob.rstrip("-") or "".join(c.text for c in chunks) == blob
+
+
+def test_content_hash_changes_with_header():
+    prof = _profile("hash-384")
+    a = chunk_document(Document.from_blocks("mem://a", "T1", [Block("same text")], "text"), prof)[0]
+    b = chunk_document(Document.from_blocks("mem://b", "T2", [Block("same text")], "text"), prof)[0]
+    assert a.text == b.text and a.content_hash != b.content_hash
+
+
+def test_split_sentences():
+    t = "Refunds take 5 days. Really? Yes! e.g. this stays. Next one"
+    spans = [t[s:e] for s, e in split_sentences(t)]
+    assert spans[0] == "Refunds take 5 days." and spans[-1] == "Next one"

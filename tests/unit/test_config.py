@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import pytest
+
+from kbctl.config import load_settings
+from kbctl.errors import ConfigError
+
+
+def _user(tmp_path, text):
+    p = tmp_path / "kbctl.toml"
+    p.write_text(text)
+    return p
+
+
+def test_layers_defaults_user_env_flags(tmp_path):
+    p = _user(tmp_path, '[defaults]\ntenant = "from_file"\n[database]\nhome = "/from/file"\n')
+    s = load_settings(p, env={})
+    assert s.tenant == "from_file"
+    s = load_settings(p, env={"KBCTL_TENANT": "from_env"})
+    assert s.tenant == "from_env"
+    s = load_settings(p, {"defaults.tenant": "from_flag"}, env={"KBCTL_TENANT": "from_env"})
+    assert s.tenant == "from_flag"
+    assert str(s.home) == "/from/file"
+
+
+def test_unknown_key_suggests_the_close_one(tmp_path):
+    p = _user(tmp_path, "[database]\nkeep_runing = false\n")
+    with pytest.raises(ConfigError) as e:
+        load_settings(p, env={})
+    assert "database.keep_runing" in e.value.message and "keep_running" in e.value.hint
+
+
+def test_unknown_profile_key_and_bad_type(tmp_path):
+    with pytest.raises(ConfigError, match="profiles.mine.dimensoin"):
+        load_settings(_user(tmp_path, "[profiles.mine]\ndimensoin = 3\n"), env={})
+    with pytest.raises(ConfigError, match="must be int"):
+        load_settings(_user(tmp_path, '[profiles.mine]\ndimension = "big"\n'), env={})
+
+
+def test_user_profile_overrides_shared_settings(tmp_path):
+    s = load_settings(_user(tmp_path, '[profiles.small]\nembedder = "hash"\nmodel = "h"\ndimension = 64\n[profiles.small.chunk]\nsize = 100\n'), env={})
+    p = s.profile("small")
+    assert (p.dimension, p.chunk["size"], p.chunk["overlap"]) == (64, 100, 32)
+    assert p.fingerprint != s.profile("hash-384").fingerprint
+
+
+def test_fingerprint_ignores_precision_and_batch_but_not_model(tmp_path):
+    base = load_settings(env={}).profile("minilm")
+    s = load_settings(_user(tmp_path, '[profiles.minilm]\nprecision = "bf16"\nbatch_size = 8\n'), env={})
+    assert s.profile("minilm").fingerprint == base.fingerprint
+    s = load_settings(_user(tmp_path, '[profiles.minilm]\nmodel = "other"\n'), env={})
+    assert s.profile("minilm").fingerprint != base.fingerprint
+
+
+def test_chunk_size_over_model_limit_is_refused(tmp_path):
+    s = load_settings(_user(tmp_path, "[profiles.big.chunk]\nsize = 400\n"), env={})
+    with pytest.raises(ConfigError, match="exceeds max_tokens"):
+        s.profile("big")
+
+
+def test_unknown_profile(tmp_path):
+    with pytest.raises(ConfigError, match="unknown profile"):
+        load_settings(env={}).profile("minilmm")
