@@ -124,19 +124,45 @@ class KnowledgeBase:
             targets += [_target_of(s) for s in failed if _target_of(s) not in targets]
         if not targets:
             raise UsageError("nothing to ingest", hint="give files, folders, URLs or - for stdin")
+        def sources(lookup):
+            from .fetch import fetch
+
+            state = _DbFeedState(lookup, ns) if ns.id > 0 and not opts.plan else None
+            it = fetch(targets, include=opts.include, exclude=opts.exclude, follow_links=opts.follow_links, state=state, stdin=stdin)
+            return it, state
+
         with runs_store.namespace_lock(conn, ns, wait=not no_wait) if not plan else _nullcontext():
-            return self._ingest_locked(conn, ns, prof, targets, opts, stdin, progress, verify, retry_failed)
+            return self._ingest_locked(conn, ns, prof, targets, sources, _covered(targets), opts, progress, verify, retry_failed)
 
-    def _ingest_locked(self, conn, ns, prof, targets, opts, stdin, progress, verify, retry_failed) -> RunReport:
-        from .fetch import fetch
+    def ingest_records(
+        self,
+        records: Iterable[dict],
+        namespace: str,
+        *,
+        profile: str | None = None,
+        verify: bool = True,
+        progress: Progress | None = None,
+    ) -> RunReport:
+        """Ingest records ``{"id", "title", "text", "metadata"}`` (a BEIR corpus, a JSONL export).
 
+        Each record is a document keyed by its ``id`` and goes through the normal pipeline, so a
+        re-import is incremental too.
+        """
+        conn = self.connection()
+        prof = self.profile_for(namespace, profile)
+        ns = ensure_namespace(conn, namespace, self.tenant, prof)
+        opts = IngestOptions()
+        with runs_store.namespace_lock(conn, ns):
+            return self._ingest_locked(conn, ns, prof, ["records"], lambda lookup: (_record_sources(records), None),
+                                       None, opts, progress, verify, False)
+
+    def _ingest_locked(self, conn, ns, prof, targets, make_sources, covered, opts, progress, verify, retry_failed) -> RunReport:
         run_id = None if opts.plan else runs_store.start_run(conn, ns, "ingest", {"targets": targets, "sync": opts.sync})
         lookup = self.db.connect()
         status = "failed"
         try:
-            state = _DbFeedState(lookup, ns) if ns.id > 0 and not opts.plan else None
-            sources = fetch(targets, include=opts.include, exclude=opts.exclude, follow_links=opts.follow_links, state=state, stdin=stdin)
-            report = run_ingest(conn, ns, prof, sources, opts, lookup_conn=lookup, covered=_covered(targets),
+            sources, state = make_sources(lookup)
+            report = run_ingest(conn, ns, prof, sources, opts, lookup_conn=lookup, covered=covered,
                                 run_id=run_id, progress=progress)
             status = "ok" if not report.errors else "partial"
             if state is not None:
@@ -230,6 +256,23 @@ def open_kb(
         "defaults.profile": profile,
     }
     return KnowledgeBase(load_settings(config, overrides))
+
+
+RECORD_MEDIA_TYPE = "application/x-kbctl-record+json"
+
+
+def _record_sources(records: Iterable[dict]):
+    import json
+
+    from .types import Source
+
+    for r in records:
+        rid = str(r.get("id", r.get("_id", "")))
+        if not rid:
+            yield ItemError("fetch", "record", "UsageError", "record without an id")
+            continue
+        body = {"title": r.get("title") or "", "text": r.get("text") or "", "metadata": r.get("metadata") or {}}
+        yield Source(uri=rid, content=json.dumps(body, sort_keys=True).encode(), media_type=RECORD_MEDIA_TYPE, kind="record")
 
 
 class _nullcontext:

@@ -35,7 +35,7 @@ from .types import Chunk, Document, EmbeddedChunk, ItemError, Source
 
 log = logging.getLogger(__name__)
 
-__all__ = ["IngestOptions", "RunReport", "run_ingest", "source_hash", "Progress"]
+__all__ = ["IngestOptions", "RunReport", "run_ingest", "consume", "Item", "source_hash", "content_sha", "Progress"]
 
 Progress = Callable[[str, dict], None]
 
@@ -84,21 +84,25 @@ class RunReport:
         return d
 
 
-def source_hash(src: Source, profile: Profile) -> str:
-    """Version of a source: its bytes and the settings that decide its chunks."""
-    h = hashlib.sha256(src.content)
-    h.update(json.dumps([dict(profile.chunk), profile.max_tokens, profile.fingerprint], sort_keys=True).encode())
-    return h.hexdigest()
+def content_sha(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
 
 
-@dataclass(frozen=True)
-class _Item:
-    """One source after extract and chunk, on its way to embed and store."""
+def source_hash(sha: str, profile: Profile) -> str:
+    """Version of a source: the hash of its bytes and the settings that decide its chunks."""
+    settings = json.dumps([dict(profile.chunk), profile.max_tokens, profile.fingerprint], sort_keys=True)
+    return hashlib.sha256(f"{sha}\x00{settings}".encode()).hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class Item:
+    """One source after extract and chunk (and, from ``kbctl embed``, with vectors) on its way to store."""
 
     source_uri: str
     source_hash: str
     kind: str
     docs: tuple[tuple[Document, tuple[Chunk, ...]], ...]
+    vectors: Any = None  # {chunk hash: vector} when embedded upstream
 
 
 def run_ingest(
@@ -127,13 +131,28 @@ def run_ingest(
         target=_produce, args=(lookup_conn, ns, profile, sources, q, seen_sources, emit), daemon=True, name="kbctl-extract"
     )
     producer.start()
-    writer = _Writer(conn, ns, profile, report, opts, run_id, emit)
+    consume(conn, ns, profile, _drain(q), report, opts, run_id, emit)
+    producer.join()
+    if opts.sync and covered is not None:
+        _sync(conn, ns, report, seen_sources, covered, opts.plan, emit)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _drain(q: queue.Queue) -> Iterator:
     while True:
         item = q.get()
         if item is None:
-            break
+            return
         if isinstance(item, BaseException):
             raise item
+        yield item
+
+
+def consume(conn, ns: Namespace, profile: Profile, items: Iterable, report: RunReport, opts: IngestOptions, run_id, emit) -> None:
+    """Embed and store a stream of ``Item``s, ``ItemError``s and ("unchanged", n) markers."""
+    writer = _Writer(conn, ns, profile, report, opts, run_id, emit)
+    for item in items:
         if isinstance(item, ItemError):
             report.errors.append(item)
             report.documents["failed"] += 1
@@ -144,11 +163,6 @@ def run_ingest(
         else:
             writer.add(item)
     writer.flush()
-    producer.join()
-    if opts.sync and covered is not None:
-        _sync(conn, ns, report, seen_sources, covered, opts.plan, emit)
-    report.seconds = time.perf_counter() - t0
-    return report
 
 
 def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit) -> None:
@@ -167,7 +181,7 @@ def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit) -
 
 
 def _extract_batch(conn, batch, ns, profile, seen, extract, tok, emit) -> Iterator:
-    hashes = {s.uri: source_hash(s, profile) for s in batch if isinstance(s, Source)}
+    hashes = {s.uri: source_hash(content_sha(s.content), profile) for s in batch if isinstance(s, Source)}
     known = source_versions(conn, ns, list(hashes))
     for s in batch:
         if isinstance(s, ItemError):
@@ -195,7 +209,7 @@ def _extract_batch(conn, batch, ns, profile, seen, extract, tok, emit) -> Iterat
             yield ItemError("chunk", s.uri, type(e).__name__, str(e))
             continue
         emit("extracted", {"source": s.uri, "documents": len(docs)})
-        yield _Item(s.uri, h, s.kind, chunked)
+        yield Item(s.uri, h, s.kind, chunked)
 
 
 def _batches(items: Iterable, n: int) -> Iterator[list]:
@@ -215,11 +229,11 @@ class _Writer:
     def __init__(self, conn, ns: Namespace, profile: Profile, report: RunReport, opts: IngestOptions, run_id, emit) -> None:
         self.conn, self.ns, self.profile, self.report, self.opts = conn, ns, profile, report, opts
         self.run_id, self.emit = run_id, emit
-        self.pending: list[_Item] = []
+        self.pending: list[Item] = []
         self.analyzer = get_analyzer(str(profile.lexical["language"]))
         self._embedder = None
 
-    def add(self, item: _Item) -> None:
+    def add(self, item: Item) -> None:
         self.pending.append(item)
         if sum(len(i.docs) for i in self.pending) >= self.opts.batch_documents:
             self.flush()
@@ -235,6 +249,9 @@ class _Writer:
             self.report.documents[key] += 1
         all_chunks = [c for _, cs, _ in docs for c in cs]
         cache = cached_vectors(self.conn, self.ns, [c.content_hash for c in all_chunks])
+        for i in items:  # vectors computed upstream (kbctl embed) count as embedded there
+            for h, v in (i.vectors or {}).items():
+                cache.setdefault(h, v)
         todo = {c.content_hash: c for c in all_chunks if c.content_hash not in cache}
         self.report.chunks["reused"] += len(all_chunks) - sum(1 for c in all_chunks if c.content_hash in todo)
         if self.opts.plan:
@@ -254,7 +271,7 @@ class _Writer:
         self._drop_stale(items)
         self.emit("stored", {"documents": len(payload), "chunks": len(all_chunks), "embedded": len(todo)})
 
-    def _drop_stale(self, items: list[_Item]) -> None:
+    def _drop_stale(self, items: list[Item]) -> None:
         """Documents a re-read source no longer produces (a message gone from an mbox) leave the store.
 
         Feed entries are the exception: feeds drop old entries routinely, so those go only with --sync.

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from . import db as db_cmd
-from . import config_cmd, ingest, namespaces, runs, search
+from . import config_cmd, ingest, namespaces, runs, search, stages
 from .state import STATE, err, setup_logging
 
 app = typer.Typer(
@@ -44,6 +44,7 @@ ingest.register(app)
 search.register(app)
 namespaces.register(app)
 runs.register(app)
+stages.register(app)
 app.add_typer(db_cmd.app, name="db")
 app.add_typer(config_cmd.app, name="config")
 

@@ -1,0 +1,228 @@
+"""The fetch stage: turn targets (folders, files, ``-``, URLs, feeds) into ``Source``s.
+
+``fetch`` is a generator: it reads one file or one response at a time and yields it, so memory
+does not grow with the corpus. A problem with one item (a missing target, an unreadable or too
+large file, an unreachable URL) is yielded as an ``ItemError`` with ``stage="fetch"`` and the walk
+goes on; the pipeline decides what to do with it. ::
+
+    target                      yields
+    folder                      one Source (kind "file") per extractable file, in path order
+    file                        one Source (kind "file"), whatever its suffix
+    -                           one Source (kind "stdin") read from ``stdin``
+    http(s) URL                 one Source (kind "url"), uri = final URL without fragment
+    http(s) URL of a feed       one Source (kind "feed") with the whole feed; nothing on a 304;
+                                with ``follow_links``, one more Source (kind "url") per entry
+                                that carries only a summary: the page it links to
+
+Source metadata — files: ``path`` (relative to the walked folder; the file name for a file named
+directly), ``abs_path``, ``size``, ``mtime`` (ISO 8601 UTC). URLs and feeds: ``url`` (as
+requested), ``status``, ``content_type`` (the full header), ``charset``, ``etag``,
+``last_modified``, ``fetched_at``; feeds add ``feed_title`` and ``entries`` (their count); linked
+pages add ``feed_url`` and ``entry_id``. Stdin: ``size``, ``sha256``, ``fetched_at`` and
+``name`` when ``FetchOptions.stdin_name`` is set.
+
+This stage never imports the store or the CLI.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO, Iterable, Iterator, Sequence
+from urllib.parse import urldefrag
+
+from .errors import SourceError
+from .sources.folder import file_uri, iter_files, read_file, read_stdin
+from .sources.options import DEFAULT_SUFFIXES, FetchOptions, guess_media_type, iso_utc
+from .sources.state import FeedState, FileFeedState, MemoryFeedState
+from .types import ItemError, Source
+
+__all__ = [
+    "fetch",
+    "list_uris",
+    "iter_files",
+    "FetchOptions",
+    "FeedState",
+    "MemoryFeedState",
+    "FileFeedState",
+    "DEFAULT_SUFFIXES",
+]
+
+log = logging.getLogger(__name__)
+
+Fetched = Source | ItemError
+
+
+def fetch(
+    targets: Iterable[str],
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    follow_links: bool = False,
+    options: FetchOptions | None = None,
+    state: FeedState | None = None,
+    stdin: BinaryIO | None = None,
+) -> Iterator[Source | ItemError]:
+    """Yield a ``Source`` per item found in ``targets`` (or an ``ItemError`` per item that failed).
+
+    ``include``/``exclude`` are globs relative to each walked folder (see ``kbctl.sources.globs``);
+    ``state`` makes feed requests conditional (If-None-Match / If-Modified-Since); ``stdin`` is read
+    for a ``-`` target (default ``sys.stdin.buffer``), once.
+    """
+    opts = options or FetchOptions()
+    stdin_read = False
+    for target in targets:
+        if target == "-":
+            yield _fetch_stdin(stdin if stdin is not None else sys.stdin.buffer, opts, stdin_read)
+            stdin_read = True
+        elif target[:8].lower().startswith(("http://", "https://")):
+            yield from _guarded(target, _fetch_url(target, opts, state, follow_links))
+        elif "://" in target and not target.startswith("file://"):
+            scheme = target.split("://", 1)[0]
+            yield ItemError("fetch", target, "SourceError", f"cannot fetch {target}: unsupported scheme {scheme!r}")
+        else:
+            yield from _guarded(target, _fetch_path(_local_path(target), include, exclude, opts))
+
+
+def list_uris(
+    targets: Iterable[str],
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    options: FetchOptions | None = None,
+) -> set[str]:
+    """The uris ``fetch`` would give the local files in ``targets``, without reading any of them.
+
+    For ``--sync``: a stored ``file://`` source not in this set is gone. Files too large to fetch
+    are listed (they exist); URLs and stdin are not (their identity is known only once fetched).
+    """
+    opts = options or FetchOptions()
+    uris: set[str] = set()
+    for target in targets:
+        if target == "-" or ("://" in target and not target.startswith("file://")):
+            continue
+        path = _local_path(target)
+        if path.is_dir():
+            files = iter_files(path, include, exclude, opts.suffixes, include_hidden=opts.include_hidden)
+            uris.update(file_uri(p) for p in files if isinstance(p, Path))
+        elif os.path.exists(path):
+            uris.add(file_uri(path))
+    return uris
+
+
+def _guarded(target: str, items: Iterator[Fetched]) -> Iterator[Fetched]:
+    """``items``, ending in an ``ItemError`` if something unforeseen breaks them: one target's
+    bug (say, a feed that crashes the parser) must not end the other targets' fetch."""
+    try:
+        yield from items
+    except Exception as e:
+        log.exception("fetch failed on %s", target)
+        yield ItemError("fetch", target, type(e).__name__, str(e) or type(e).__name__)
+
+
+def _local_path(target: str) -> Path:
+    # kbctl's file uris are "file://" + the raw absolute path (not percent-encoded)
+    return Path(target[len("file://") :] if target.startswith("file://") else target)
+
+
+def _fetch_stdin(stream: BinaryIO, opts: FetchOptions, already_read: bool) -> Fetched:
+    if already_read:
+        return ItemError("fetch", "stdin:", "SourceError", "stdin was already read (- given more than once)")
+    try:
+        return read_stdin(stream, opts)
+    except SourceError as e:
+        return ItemError("fetch", "stdin:", "SourceError", e.message)
+    except OSError as e:
+        return ItemError("fetch", "stdin:", "SourceError", f"cannot read stdin: {e.strerror or e}")
+
+
+def _fetch_path(path: Path, include: Sequence[str], exclude: Sequence[str], opts: FetchOptions) -> Iterator[Fetched]:
+    """A folder is walked; a file named directly is always read, whatever its suffix or name."""
+    if not os.path.lexists(path):
+        yield ItemError("fetch", file_uri(path), "SourceError", f"no such file or directory: {path}")
+        return
+    if not path.is_dir():
+        yield _read(path, path.name, opts, regular_only=False)
+        return
+    root = os.path.abspath(path)
+    for item in iter_files(path, include, exclude, opts.suffixes, include_hidden=opts.include_hidden):
+        if isinstance(item, ItemError):
+            yield item
+        else:
+            yield _read(item, os.path.relpath(os.path.abspath(item), root).replace(os.sep, "/"), opts)
+
+
+def _read(path: Path, rel: str, opts: FetchOptions, *, regular_only: bool = True) -> Fetched:
+    try:
+        return read_file(path, rel, opts, regular_only=regular_only)
+    except SourceError as e:
+        return ItemError("fetch", file_uri(path), "SourceError", e.message)
+
+
+def _fetch_url(url: str, opts: FetchOptions, state: FeedState | None, follow_links: bool) -> Iterator[Fetched]:
+    """One URL: a page, or a feed (conditional on ``state``) and maybe the pages its entries link to."""
+    from .sources import feed, url as http
+
+    url = urldefrag(url)[0]
+    known = state.get(url) if state is not None else None
+    try:
+        resp = http.get(url, opts, _conditional_headers(known))
+    except SourceError as e:
+        yield ItemError("fetch", url, "SourceError", e.message)
+        return
+    if resp.status == 304:
+        log.info("%s: not modified since the last fetch (304), nothing to do", url)
+        return
+    parsed = None
+    if feed.may_be_feed(resp.media_type, resp.url):
+        parsed = feed.parse_feed(resp.body, resp.url, resp.headers.get("Content-Type"))
+    if parsed is None:
+        yield _url_source(url, resp, "url")
+        return
+    extra = {"feed_title": parsed.get("feed", {}).get("title"), "entries": len(parsed.get("entries", ()))}
+    yield _url_source(url, resp, "feed", extra)
+    etag, last_modified = resp.headers.get("ETag"), resp.headers.get("Last-Modified")
+    if state is not None and (etag or last_modified):
+        state.set(url, etag, last_modified)
+    if follow_links:
+        yield from _follow(feed.summary_only_links(parsed, resp.url, opts.summary_chars), resp.url, opts)
+
+
+def _follow(links: Iterable[tuple[str, str]], feed_uri: str, opts: FetchOptions) -> Iterator[Fetched]:
+    """The pages that summary-only feed entries link to, each as a Source of kind "url"."""
+    from .sources import url as http
+
+    for entry_id, link in links:
+        try:
+            resp = http.get(link, opts)
+        except SourceError as e:
+            yield ItemError("fetch", link, "SourceError", e.message)
+            continue
+        yield _url_source(link, resp, "url", {"feed_url": feed_uri, "entry_id": entry_id})
+
+
+def _conditional_headers(known: tuple[str | None, str | None] | None) -> dict[str, str]:
+    etag, last_modified = known or (None, None)
+    headers = {}
+    if etag:
+        headers["If-None-Match"] = etag
+    if last_modified:
+        headers["If-Modified-Since"] = last_modified
+    return headers
+
+
+def _url_source(requested: str, resp: Any, kind: str, extra: dict[str, Any] | None = None) -> Source:
+    """A Source from a ``sources.url.Response``; the media type falls back on the URL's suffix."""
+    meta = {
+        "url": requested,
+        "status": resp.status,
+        "content_type": resp.headers.get("Content-Type"),
+        "charset": resp.charset,
+        "etag": resp.headers.get("ETag"),
+        "last_modified": resp.headers.get("Last-Modified"),
+        "fetched_at": iso_utc(),
+        **(extra or {}),
+    }
+    media_type = resp.media_type or guess_media_type(resp.url.split("?", 1)[0])
+    return Source(uri=resp.url, content=resp.body, media_type=media_type, kind=kind, metadata=meta)

@@ -1,0 +1,80 @@
+"""Feeds (RSS, Atom, RDF, JSON Feed): telling a feed from a page, and summary-only entries.
+
+A feed is fetched as one ``Source`` (``kind="feed"``) holding the whole body; the extract stage
+makes one document per entry. ``feedparser`` is imported only when a response may be a feed.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from typing import Any, Iterator
+from urllib.parse import urldefrag, urljoin
+
+__all__ = ["FEED_MEDIA_TYPES", "may_be_feed", "parse_feed", "summary_only_links"]
+
+log = logging.getLogger(__name__)
+
+FEED_MEDIA_TYPES = frozenset(
+    {
+        "application/rss+xml",
+        "application/x-rss+xml",
+        "application/atom+xml",
+        "application/rdf+xml",
+        "application/xml",
+        "text/xml",
+        "application/feed+json",
+    }
+)
+_FEED_SUFFIXES = (".rss", ".atom", ".xml", ".rdf")
+
+
+def may_be_feed(media_type: str | None, url: str) -> bool:
+    """Whether a response is worth parsing as a feed: a feed or XML Content-Type, or none at all
+    (or a generic ``application/octet-stream``) on a URL ending in ``.rss``/``.atom``/``.xml``."""
+    if media_type in FEED_MEDIA_TYPES:
+        return True
+    path = urldefrag(url)[0].split("?", 1)[0].lower()
+    return media_type in (None, "application/octet-stream", "text/plain") and path.endswith(_FEED_SUFFIXES)
+
+
+def parse_feed(body: bytes, url: str, content_type: str | None) -> Any | None:
+    """The parsed feed when ``body`` is one (a recognised format or at least one entry), else ``None``.
+
+    A recognised feed with no entries is still a feed, so that an emptied feed is not taken for an
+    XML page. The body is handed over as a stream: given bytes, feedparser may treat them as a
+    file name and open it.
+    """
+    import feedparser  # heavy-ish, and only needed when a response may be a feed
+
+    headers = {"content-location": url}
+    if content_type:
+        headers["content-type"] = content_type
+    parsed = feedparser.parse(io.BytesIO(body), response_headers=headers)
+    if parsed.get("version") or parsed.get("entries"):
+        return parsed
+    return None
+
+
+def summary_only_links(parsed: Any, base_url: str, min_chars: int) -> Iterator[tuple[str, str]]:
+    """``(entry_id, absolute link)`` of entries with no content, or content under ``min_chars``.
+
+    Only http(s) links are given, each once, in feed order. ``entry_id`` is the entry's id (GUID),
+    else its link.
+    """
+    seen: set[str] = set()
+    for entry in parsed.get("entries", ()):
+        link = entry.get("link")
+        if not link or _content_chars(entry) >= min_chars:
+            continue
+        link = urldefrag(urljoin(base_url, link))[0]
+        if not link.lower().startswith(("http://", "https://")) or link in seen:
+            log.debug("not following %s from %s", link, base_url)
+            continue
+        seen.add(link)
+        yield str(entry.get("id") or link), link
+
+
+def _content_chars(entry: Any) -> int:
+    """Length of the entry's longest ``content`` (0 when it has only a summary)."""
+    return max((len(c.get("value") or "") for c in entry.get("content") or ()), default=0)

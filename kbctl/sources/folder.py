@@ -1,0 +1,197 @@
+"""Local sources: walking folders, reading one file, reading stdin.
+
+Identity: a file's uri is ``file://`` + its absolute, normalised path *as walked* (symlinks are
+not resolved), so a file reached through ``docs/current -> v2`` is ``file:///…/docs/current/x.md``
+and keeps its identity when the link is pointed at ``v3``. Paths are not percent-encoded (the
+uri is ``"file://" + os.path.abspath(path)``, which the pipeline's ``--sync`` relies on).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Collection, Iterator, Sequence
+
+from ..errors import SourceError
+from ..types import ItemError, Source
+from .globs import Pattern, any_match, compile_glob, ignored, load_ignore
+from .options import FetchOptions, guess_media_type, iso_utc, normalise_suffixes
+
+__all__ = ["iter_files", "file_uri", "read_file", "read_stdin", "human_bytes"]
+
+log = logging.getLogger(__name__)
+
+RuleSets = list[tuple[str, tuple[Pattern, ...]]]
+
+
+def file_uri(path: str | os.PathLike[str]) -> str:
+    """The identity of a local file: ``file://`` + its absolute, normalised path (links kept)."""
+    return "file://" + os.path.abspath(path)
+
+
+def human_bytes(n: int) -> str:
+    """``1536`` → ``"1.5 KB"`` (binary units, for messages)."""
+    if n < 1024:
+        return f"{n} bytes"
+    for unit in ("KB", "MB", "GB"):
+        n /= 1024
+        if n < 1024 or unit == "GB":
+            return f"{n:.3g} {unit}" if n < 100 else f"{n:.0f} {unit}"
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class _Filter:
+    """What a folder walk keeps: globs relative to the walk root, suffixes, hidden names."""
+
+    include: tuple[Pattern, ...]
+    exclude: tuple[Pattern, ...]
+    suffixes: frozenset[str]
+    include_hidden: bool
+
+    def prune(self, rel: str, is_dir: bool) -> bool:
+        """Whether an exclude glob names this entry (a folder is then not walked at all)."""
+        return any_match(self.exclude, rel, is_dir)
+
+    def wanted(self, rel: str) -> bool:
+        """Whether a file that survived the excludes is taken: its suffix, then the include globs."""
+        if os.path.splitext(rel)[1].lower() not in self.suffixes:
+            return False
+        if not self.include:
+            return True
+        # a file is included when a glob names it or one of the folders above it ("docs/", "docs/**")
+        parts = rel.split("/")
+        candidates = [(rel, False)] + [("/".join(parts[:k]), True) for k in range(1, len(parts))]
+        return any(any_match(self.include, r, d) for r, d in candidates)
+
+
+def iter_files(
+    root: Path,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    suffixes: Collection[str] | None = None,
+    *,
+    include_hidden: bool = False,
+) -> Iterator[Path | ItemError]:
+    """The files to take under ``root``, depth first in name order, without reading them.
+
+    Applies (in order) hidden names, ``.kbctlignore`` files, ``exclude`` globs, the extractable
+    ``suffixes`` (default ``options.DEFAULT_SUFFIXES``) and ``include`` globs. Symlinked files and folders
+    are followed; a folder reached twice (a symlink loop, or two links to one folder) is walked
+    once and the repeat is logged as a warning. A folder that cannot be listed is an ``ItemError``.
+    """
+    globs = tuple(map(compile_glob, include)), tuple(map(compile_glob, exclude))
+    flt = _Filter(*globs, normalise_suffixes(suffixes), include_hidden)
+    root = Path(root)
+    try:
+        st = os.stat(root)
+    except OSError as e:
+        yield _os_error(root, e)
+        return
+    yield from _walk(root, "", flt, [], {(st.st_dev, st.st_ino)})
+
+
+def _walk(folder: Path, rel: str, flt: _Filter, rule_sets: RuleSets, visited: set[tuple[int, int]]) -> Iterator[Path | ItemError]:
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as e:
+        yield _os_error(folder, e)
+        return
+    rules = load_ignore(folder)
+    if rules:
+        rule_sets = rule_sets + [(rel, rules)]
+    for entry in entries:
+        if entry.name.startswith(".") and not flt.include_hidden:
+            continue
+        child = f"{rel}/{entry.name}" if rel else entry.name
+        is_dir = _is_dir(entry)
+        if ignored(rule_sets, child, is_dir) or flt.prune(child, is_dir):
+            continue
+        path = folder / entry.name
+        if not is_dir:
+            if flt.wanted(child):
+                yield path
+            continue
+        try:
+            st = entry.stat()  # follows symlinks: the identity of the folder itself
+        except OSError as e:
+            yield _os_error(path, e)
+            continue
+        if (st.st_dev, st.st_ino) in visited:
+            log.warning("skipping %s: that folder was already walked (symlink loop or second link to it)", path)
+            continue
+        visited.add((st.st_dev, st.st_ino))
+        yield from _walk(path, child, flt, rule_sets, visited)
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()  # follows symlinks; a broken link is not a folder
+    except OSError:
+        return False
+
+
+def _os_error(path: Path | str, e: OSError) -> ItemError:
+    return ItemError("fetch", file_uri(path), "SourceError", _os_message(path, e))
+
+
+def _os_message(path: Path | str, e: OSError) -> str:
+    if isinstance(e, PermissionError):
+        return f"cannot read {os.path.abspath(path)}: permission denied"
+    if isinstance(e, FileNotFoundError):
+        return f"no such file or directory: {os.path.abspath(path)}"
+    return f"cannot read {os.path.abspath(path)}: {e.strerror or e}"
+
+
+def read_file(path: Path, rel: str, options: FetchOptions, *, regular_only: bool = True) -> Source:
+    """Read one file into a ``Source`` (raises ``SourceError``).
+
+    Files larger than ``options.max_file_bytes`` are refused before being read. ``regular_only``
+    refuses pipes and devices (a FIFO met in a folder walk would block forever); a file named
+    explicitly may be one (``kbctl fetch <(curl …)``), and is then read up to the same limit.
+    """
+    abs_path = os.path.abspath(path)
+    limit = options.max_file_bytes
+    try:
+        st = os.stat(abs_path)
+        if stat.S_ISDIR(st.st_mode) or (regular_only and not stat.S_ISREG(st.st_mode)):
+            raise SourceError(f"cannot read {abs_path}: not a regular file")
+        if st.st_size > limit:
+            raise SourceError(_too_large(abs_path, st.st_size, limit))
+        with open(abs_path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise SourceError(_os_message(abs_path, e)) from None
+    if len(data) > limit:
+        raise SourceError(_too_large(abs_path, len(data), limit))
+    meta = {"path": rel, "abs_path": abs_path, "size": len(data), "mtime": iso_utc(st.st_mtime)}
+    return Source(uri=file_uri(abs_path), content=data, media_type=guess_media_type(abs_path), kind="file", metadata=meta)
+
+
+def _too_large(what: str, size: int, limit: int) -> str:
+    more = "more than " if size == limit + 1 else ""
+    return f"{what} is {more}{human_bytes(size)}, larger than the {human_bytes(limit)} limit (max_file_bytes)"
+
+
+def read_stdin(stream: BinaryIO, options: FetchOptions) -> Source:
+    """Read stdin into a ``Source`` (raises ``SourceError`` beyond ``options.max_file_bytes``).
+
+    The uri is ``stdin:<stdin_name>`` when the options name it, else ``stdin:`` + the first 16 hex
+    digits of the content's sha256, so the same text piped twice is the same source.
+    """
+    limit = options.max_file_bytes
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise SourceError(_too_large("stdin", len(data), limit))
+    digest = hashlib.sha256(data).hexdigest()
+    name = options.stdin_name
+    meta = {"size": len(data), "sha256": digest, "fetched_at": iso_utc()}
+    if name:
+        meta["name"] = name
+    uri = f"stdin:{name}" if name else f"stdin:{digest[:16]}"
+    return Source(uri=uri, content=data, media_type=guess_media_type(name) if name else None, kind="stdin", metadata=meta)

@@ -1,0 +1,517 @@
+"""The fetch stage: folder walks, ignore rules, symlinks, limits, stdin, HTTP, feeds.
+
+HTTP tests run against a ThreadingHTTPServer on 127.0.0.1 with an ephemeral port; nothing leaves
+the machine.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import io
+import json
+import os
+import re
+import socket
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from kbctl.fetch import FetchOptions, FileFeedState, MemoryFeedState, fetch, iter_files, list_uris
+from kbctl.sources import folder as folder_mod
+from kbctl.sources.globs import compile_glob, parse_ignore
+from kbctl.sources.options import guess_media_type
+from kbctl.sources.url import _retry_after, backoff_delay
+from kbctl.types import ItemError, Source
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fetch"
+FAST = FetchOptions(timeout=5, retries=2, backoff_base=0.001, backoff_jitter=0.0, retry_after_cap=0.01)
+
+
+def make_tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+def rels(items) -> list[str]:
+    """``path`` metadata of the Sources (asserting there are no errors)."""
+    items = list(items)
+    errors = [i for i in items if isinstance(i, ItemError)]
+    assert not errors, errors
+    return [i.metadata["path"] for i in items]
+
+
+# -- globs ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "pattern, path, is_dir, expected",
+    [
+        ("*.md", "a.md", False, True),
+        ("*.md", "deep/er/a.md", False, True),  # no slash: the name at any depth
+        ("*.md", "a.txt", False, False),
+        ("**/*.md", "a.md", False, True),  # **/ is zero or more folders
+        ("**/*.md", "x/y/a.md", False, True),
+        ("docs/*.md", "docs/a.md", False, True),
+        ("docs/*.md", "docs/sub/a.md", False, False),  # * stays inside one segment
+        ("docs/*.md", "other/docs/a.md", False, False),  # a slash anchors to the root
+        ("drafts/**", "drafts/a/b.md", False, True),
+        ("drafts/**", "drafts", True, True),  # names the folder itself, so it can be pruned
+        ("drafts/**", "x/drafts/a.md", False, False),
+        ("/top.md", "top.md", False, True),
+        ("/top.md", "sub/top.md", False, False),
+        ("build/", "build", True, True),
+        ("build/", "build", False, False),  # trailing slash: folders only
+        ("note?.md", "note1.md", False, True),
+        ("note[!0-9].md", "note1.md", False, False),
+        ("note[!0-9].md", "notex.md", False, True),
+        ("a+b(1).md", "a+b(1).md", False, True),  # regex characters are literal
+    ],
+)
+def test_glob_patterns(pattern, path, is_dir, expected):
+    assert compile_glob(pattern).matches(path, is_dir) is expected
+
+
+def test_parse_ignore_skips_comments_and_blank_lines():
+    rules = parse_ignore(["# a comment\n", "\n", "   \n", "*.tmp\n", "!keep.tmp\n", "logs/\n", "\\#literal\n"])
+    assert [(r.text, r.negate, r.dir_only) for r in rules] == [
+        ("*.tmp", False, False),
+        ("keep.tmp", True, False),
+        ("logs/", False, True),
+        ("#literal", False, False),
+    ]
+
+
+# -- folders -------------------------------------------------------------------------------------
+
+
+def test_walk_is_sorted_and_keeps_extractable_suffixes_only(tmp_path):
+    make_tree(tmp_path, {"b.txt": "b", "a.md": "a", "c.py": "c", "sub/d.HTML": "d", "sub/e.bin": "e", "z.pdf": "z"})
+    assert rels(fetch([str(tmp_path)])) == ["a.md", "b.txt", "sub/d.HTML", "z.pdf"]
+
+
+def test_include_and_exclude_globs(tmp_path):
+    make_tree(tmp_path, {"a.md": "", "b.txt": "", "docs/c.md": "", "docs/d.txt": "", "drafts/e.md": "", "x/drafts/f.md": ""})
+    root = str(tmp_path)
+    assert rels(fetch([root], include=["**/*.md"])) == ["a.md", "docs/c.md", "drafts/e.md", "x/drafts/f.md"]
+    assert rels(fetch([root], include=["**/*.md"], exclude=["drafts/**"])) == ["a.md", "docs/c.md", "x/drafts/f.md"]
+    assert rels(fetch([root], exclude=["drafts"])) == ["a.md", "b.txt", "docs/c.md", "docs/d.txt"]
+    assert rels(fetch([root], include=["docs/"])) == ["docs/c.md", "docs/d.txt"]  # a folder includes its files
+    assert rels(fetch([root], include=["*.txt"])) == ["b.txt", "docs/d.txt"]
+
+
+def test_excluded_folder_is_not_walked(tmp_path, monkeypatch):
+    make_tree(tmp_path, {"a.md": "", "drafts/deep/b.md": ""})
+    listed = []
+    real = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda p: listed.append(Path(p).name) or real(p))
+    assert rels(fetch([str(tmp_path)], exclude=["drafts/**"])) == ["a.md"]
+    assert "drafts" not in listed and "deep" not in listed
+
+
+def test_kbctlignore_with_dir_patterns_and_negation(tmp_path):
+    make_tree(
+        tmp_path,
+        {
+            ".kbctlignore": "# drafts and scratch files\n\ndrafts/\n*.tmp.md\ndocs/*\n!docs/keep.md\nold.md/\n",
+            "a.md": "",
+            "scratch.tmp.md": "",
+            "drafts/b.md": "",
+            "docs/c.md": "",
+            "docs/keep.md": "",
+            "old.md": "",  # a file: the rule "old.md/" names folders only
+            "sub/old.md/d.md": "",  # a folder named old.md: ignored
+            "sub/.kbctlignore": "!keep.tmp.md\nsecret.md\n",
+            "sub/keep.tmp.md": "",  # re-included by the deeper file
+            "sub/other.tmp.md": "",
+            "sub/secret.md": "",
+            "sub/deeper/secret.md": "",  # no slash in the rule: any depth below sub/
+            "secret.md": "",  # sub's rules do not reach up
+        },
+    )
+    assert rels(fetch([str(tmp_path)])) == ["a.md", "docs/keep.md", "old.md", "secret.md", "sub/keep.tmp.md"]
+
+
+def test_hidden_files_and_folders_are_skipped(tmp_path):
+    make_tree(tmp_path, {"a.md": "", ".hidden.md": "", ".git/b.md": "", "sub/.c.md": ""})
+    assert rels(fetch([str(tmp_path)])) == ["a.md"]
+    shown = FetchOptions(include_hidden=True)
+    assert rels(fetch([str(tmp_path)], options=shown)) == [".git/b.md", ".hidden.md", "a.md", "sub/.c.md"]
+
+
+def test_symlink_loop_terminates_and_yields_each_file_once(tmp_path, caplog):
+    make_tree(tmp_path, {"a/x.md": "x", "b.md": "b"})
+    (tmp_path / "a" / "loop").symlink_to(tmp_path, target_is_directory=True)  # a/loop -> root
+    (tmp_path / "self").symlink_to("self")  # a link to itself: broken, not a folder
+    with caplog.at_level("WARNING", logger="kbctl.sources.folder"):
+        got = rels(fetch([str(tmp_path)]))
+    assert got == ["a/x.md", "b.md"]
+    assert "already walked" in caplog.text
+
+
+def test_symlinked_folder_and_file_are_followed_with_walked_identity(tmp_path):
+    make_tree(tmp_path / "store", {"v2/x.md": "two"})
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "current").symlink_to(tmp_path / "store" / "v2", target_is_directory=True)
+    (root / "link.md").symlink_to(tmp_path / "store" / "v2" / "x.md")
+    got = list(fetch([str(root)]))
+    assert [s.uri for s in got] == [f"file://{root}/current/x.md", f"file://{root}/link.md"]
+    assert all(s.content == b"two" for s in got)
+
+
+def test_unreadable_file_yields_item_error_and_walk_goes_on(tmp_path, monkeypatch):
+    make_tree(tmp_path, {"a.md": "a", "locked.md": "no", "z.md": "z"})
+    locked = str(tmp_path / "locked.md")
+
+    def guarded_open(path, *args, **kwargs):
+        if os.fspath(path) == locked:
+            raise PermissionError(13, "Permission denied", locked)
+        return builtins.open(path, *args, **kwargs)
+
+    # tests run as root, where chmod 000 does not stop reads: fail the open of one file instead
+    monkeypatch.setattr(folder_mod, "open", guarded_open, raising=False)
+    got = list(fetch([str(tmp_path)]))
+    assert [type(x).__name__ for x in got] == ["Source", "ItemError", "Source"]
+    err = got[1]
+    assert (err.stage, err.source, err.error_class) == ("fetch", f"file://{locked}", "SourceError")
+    assert err.message == f"cannot read {locked}: permission denied"
+
+
+def test_files_over_the_size_limit_are_item_errors(tmp_path):
+    make_tree(tmp_path, {"big.md": "x" * 2048, "small.md": "ok"})
+    got = list(fetch([str(tmp_path)], options=FetchOptions(max_file_bytes=1024)))
+    assert isinstance(got[0], ItemError) and isinstance(got[1], Source)
+    assert got[0].message == f"{tmp_path}/big.md is 2 KB, larger than the 1 KB limit (max_file_bytes)"
+    assert got[1].content == b"ok"
+
+
+def test_a_file_named_directly_is_read_whatever_its_suffix(tmp_path):
+    p = tmp_path / "notes.unknownext"
+    p.write_bytes(b"hello")
+    os.utime(p, (0, 1_700_000_000))
+    (src,) = fetch([str(p)])
+    assert src.uri == f"file://{p}" and src.kind == "file" and src.content == b"hello"
+    assert src.media_type is None
+    assert src.metadata == {"path": "notes.unknownext", "abs_path": str(p), "size": 5, "mtime": "2023-11-14T22:13:20Z"}
+
+
+def test_relative_targets_give_absolute_normalised_uris(tmp_path, monkeypatch):
+    make_tree(tmp_path, {"docs/a.md": "a"})
+    monkeypatch.chdir(tmp_path)
+    (src,) = fetch(["./docs/../docs"])
+    assert src.uri == f"file://{tmp_path}/docs/a.md" and src.metadata["path"] == "a.md"
+    (src,) = fetch([f"file://{tmp_path}/docs/a.md"])  # kbctl's own file uris are targets too
+    assert src.content == b"a"
+
+
+def test_missing_target_and_unsupported_scheme_are_item_errors(tmp_path):
+    missing = tmp_path / "nope"
+    got = list(fetch([str(missing), "ftp://example.org/x", str(make_tree(tmp_path / "ok", {"a.md": "a"}))]))
+    assert got[0] == ItemError("fetch", f"file://{missing}", "SourceError", f"no such file or directory: {missing}")
+    assert got[1].source == "ftp://example.org/x" and "unsupported scheme 'ftp'" in got[1].message
+    assert isinstance(got[2], Source)
+
+
+def test_fetch_is_lazy(tmp_path, monkeypatch):
+    make_tree(tmp_path, {f"{i}.md": str(i) for i in range(5)})
+    opened = []
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(path)
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(folder_mod, "open", counting_open, raising=False)
+    it = fetch([str(tmp_path)])
+    assert next(it).content == b"0"
+    assert len(opened) == 1  # one file read per item yielded
+
+
+def test_media_types():
+    assert guess_media_type("a.md") == "text/markdown"
+    assert guess_media_type("a.MBOX") == "application/mbox"
+    assert guess_media_type("a.rss") == "application/rss+xml"
+    assert guess_media_type("a.atom") == "application/atom+xml"
+    assert guess_media_type("a.eml") == "message/rfc822"
+    assert guess_media_type("dir.d/README") is None
+
+
+def test_iter_files_and_list_uris_do_not_read_contents(tmp_path, monkeypatch):
+    make_tree(tmp_path, {"a.md": "a", "b.rst": "b", "sub/c.txt": "c", "drafts/d.md": "d"})
+    monkeypatch.setattr(folder_mod, "open", lambda *a, **k: pytest.fail("read a file"), raising=False)
+    assert list(iter_files(tmp_path, (), ["drafts/**"], None)) == [tmp_path / "a.md", tmp_path / "sub/c.txt"]
+    assert list(iter_files(tmp_path, (), (), [".rst"])) == [tmp_path / "b.rst"]
+    uris = list_uris([str(tmp_path), str(tmp_path / "b.rst"), "-", "https://example.org/"], exclude=["drafts/**"])
+    assert uris == {f"file://{tmp_path}/a.md", f"file://{tmp_path}/sub/c.txt", f"file://{tmp_path}/b.rst"}
+
+
+def test_list_uris_matches_what_fetch_yields(tmp_path):
+    make_tree(tmp_path, {"a.md": "a", "x/b.html": "b", ".h.md": "h", "y/z.py": "z"})
+    assert list_uris([str(tmp_path)]) == {s.uri for s in fetch([str(tmp_path)])}
+
+
+# -- stdin ---------------------------------------------------------------------------------------
+
+
+def test_stdin_is_read_once_and_named_by_its_hash():
+    data = b"# Notes\n\npiped in"
+    got = list(fetch(["-", "-"], stdin=io.BytesIO(data)))
+    src = got[0]
+    digest = hashlib.sha256(data).hexdigest()
+    assert src.uri == f"stdin:{digest[:16]}" and src.kind == "stdin" and src.content == data
+    assert src.media_type is None and src.metadata["sha256"] == digest and src.metadata["size"] == len(data)
+    assert isinstance(got[1], ItemError) and "already read" in got[1].message
+
+
+def test_stdin_name_gives_the_uri_and_media_type():
+    (src,) = fetch(["-"], stdin=io.BytesIO(b"x"), options=FetchOptions(stdin_name="notes.md"))
+    assert (src.uri, src.media_type, src.metadata["name"]) == ("stdin:notes.md", "text/markdown", "notes.md")
+
+
+def test_stdin_over_the_size_limit():
+    (err,) = fetch(["-"], stdin=io.BytesIO(b"x" * 100), options=FetchOptions(max_file_bytes=10))
+    assert isinstance(err, ItemError) and err.source == "stdin:" and "max_file_bytes" in err.message
+
+
+# -- HTTP ----------------------------------------------------------------------------------------
+
+
+class Server:
+    """Routes ``path -> (status, headers, body)`` or a callable of the handler; counts requests."""
+
+    def __init__(self) -> None:
+        self.routes: dict = {}
+        self.hits: Counter = Counter()
+        self.headers: dict[str, list] = {}
+        self.port = 0
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+class QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # the client hanging up on an oversize body is expected
+
+
+def page(body: bytes | str, content_type: str = "text/html; charset=utf-8", **headers: str):
+    body = body.encode() if isinstance(body, str) else body
+    return 200, {"Content-Type": content_type, "Content-Length": str(len(body)), **headers}, body
+
+
+@pytest.fixture
+def server(monkeypatch):
+    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    srv = Server()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            srv.hits[self.path] += 1
+            srv.headers.setdefault(self.path, []).append(dict(self.headers))
+            route = srv.routes.get(self.path, (404, {"Content-Type": "text/plain"}, b"not here"))
+            status, headers, body = route(self) if callable(route) else route
+            self.send_response(status)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = QuietServer(("127.0.0.1", 0), Handler)
+    srv.port = httpd.server_address[1]
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    yield srv
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(5)
+
+
+def test_page_200(server):
+    server.routes["/page.html"] = page("<h1>Hi</h1>", ETag='"p1"', **{"Last-Modified": "Wed, 01 May 2024 12:00:00 GMT"})
+    (src,) = fetch([server.url("/page.html")], options=FAST)
+    assert src.uri == server.url("/page.html") and src.kind == "url" and src.content == b"<h1>Hi</h1>"
+    assert src.media_type == "text/html"
+    meta = dict(src.metadata)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", meta.pop("fetched_at"))
+    assert meta == {
+        "url": server.url("/page.html"),
+        "status": 200,
+        "content_type": "text/html; charset=utf-8",
+        "charset": "utf-8",
+        "etag": '"p1"',
+        "last_modified": "Wed, 01 May 2024 12:00:00 GMT",
+    }
+    assert server.headers["/page.html"][0]["User-Agent"].startswith("kbctl/")
+
+
+def test_redirect_gives_the_final_url_without_fragment(server):
+    server.routes["/old"] = (301, {"Location": "/new.html#section", "Content-Length": "0"}, b"")
+    server.routes["/new.html"] = page("new")
+    (src,) = fetch([server.url("/old#top")], options=FAST)
+    assert src.uri == server.url("/new.html") and src.content == b"new"
+    assert src.metadata["url"] == server.url("/old")
+
+
+def test_404_is_an_item_error_without_retries(server):
+    (err,) = fetch([server.url("/missing")], options=FAST)
+    assert err == ItemError("fetch", server.url("/missing"), "SourceError", f"could not fetch {server.url('/missing')}: HTTP 404 Not Found")
+    assert server.hits["/missing"] == 1
+
+
+def test_connection_refused_is_an_item_error_after_retries():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed on leaving the block: nothing listens there now
+    url = f"http://127.0.0.1:{port}/"
+    (err,) = fetch([url], options=FAST)
+    assert isinstance(err, ItemError) and err.source == url
+    assert err.message == f"could not reach {url}: connection refused after 3 tries"
+
+
+def test_503_then_200_succeeds_on_retry(server):
+    answers = iter([(503, {"Content-Length": "0", "Retry-After": "0"}, b""), page("fine")])
+    server.routes["/flaky"] = lambda handler: next(answers)
+    (src,) = fetch([server.url("/flaky")], options=FAST)
+    assert isinstance(src, Source) and src.content == b"fine"
+    assert server.hits["/flaky"] == 2
+
+
+def test_persistent_5xx_gives_up_after_the_retries(server):
+    server.routes["/down"] = (500, {"Content-Length": "0"}, b"")
+    (err,) = fetch([server.url("/down")], options=FAST)
+    assert err.message == f"could not fetch {server.url('/down')}: HTTP 500 Internal Server Error after 3 tries"
+    assert server.hits["/down"] == 3
+
+
+def test_timeout_is_retried_then_reported(server):
+    def slow(handler):
+        time.sleep(0.5)
+        return page("late")
+
+    server.routes["/slow"] = slow
+    opts = FetchOptions(timeout=0.1, retries=1, backoff_base=0.001)
+    (err,) = fetch([server.url("/slow")], options=opts)
+    assert err.message == f"could not reach {server.url('/slow')}: timed out after 0.1 s after 2 tries"
+
+
+def test_oversize_bodies_are_item_errors(server):
+    server.routes["/big"] = page("x" * 5000)
+    server.routes["/stream"] = (200, {"Content-Type": "text/plain"}, b"y" * 200_000)  # no Content-Length
+    opts = FetchOptions(max_bytes=1000, retries=0)
+    big, stream = fetch([server.url("/big"), server.url("/stream")], options=opts)
+    assert big.message == f"{server.url('/big')} is 4.88 KB, larger than the 1000 bytes limit (max_bytes)"
+    assert stream.message == f"{server.url('/stream')} is larger than the 1000 bytes limit (max_bytes); stopped reading"
+
+
+def test_backoff_is_exponential_and_honours_retry_after_up_to_the_cap():
+    opts = FetchOptions(backoff_base=0.5, backoff_factor=2, backoff_jitter=0.0, retry_after_cap=30)
+    assert [backoff_delay(n, opts) for n in (1, 2, 3)] == [0.5, 1.0, 2.0]
+    assert backoff_delay(1, opts, retry_after=7) == 7
+    assert backoff_delay(1, opts, retry_after=600) == 30
+    jittery = FetchOptions(backoff_base=1.0, backoff_jitter=0.5)
+    assert all(1.0 <= backoff_delay(1, jittery) <= 1.5 for _ in range(50))
+    assert _retry_after({"Retry-After": "12"}) == 12
+    assert 0 < _retry_after({"Retry-After": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 60))}) <= 61
+
+
+# -- feeds ---------------------------------------------------------------------------------------
+
+
+def feed_route(server: Server, etag: str = '"v1"'):
+    body = (FIXTURES / "feed.xml").read_bytes()
+
+    def route(handler):
+        if handler.headers.get("If-None-Match") == etag:
+            return 304, {"ETag": etag}, b""
+        return page(body, "application/rss+xml; charset=utf-8", ETag=etag)
+
+    server.routes["/feed.xml"] = route
+
+
+def test_feed_with_etag_then_304_costs_one_request(server):
+    feed_route(server)
+    state = MemoryFeedState()
+    url = server.url("/feed.xml")
+    (src,) = fetch([url], options=FAST, state=state)
+    assert src.kind == "feed" and src.uri == url and src.media_type == "application/rss+xml"
+    assert src.content == (FIXTURES / "feed.xml").read_bytes()
+    assert (src.metadata["etag"], src.metadata["entries"], src.metadata["feed_title"]) == ('"v1"', 2, "Lumen release notes")
+    assert state.get(url) == ('"v1"', None)
+    assert server.hits["/feed.xml"] == 1
+
+    assert list(fetch([url], options=FAST, state=state, follow_links=True)) == []
+    assert server.hits["/feed.xml"] == 2  # exactly one request for the second run
+    assert server.headers["/feed.xml"][1]["If-None-Match"] == '"v1"'
+    assert server.hits["/post/2.html"] == 0
+
+
+def test_feed_is_fetched_in_full_when_its_etag_changed(server):
+    feed_route(server, etag='"v2"')
+    state = MemoryFeedState()
+    state.set(server.url("/feed.xml"), '"v1"', "Wed, 01 May 2024 12:00:00 GMT")
+    (src,) = fetch([server.url("/feed.xml")], options=FAST, state=state)
+    assert src.kind == "feed" and state.get(server.url("/feed.xml")) == ('"v2"', None)
+    sent = server.headers["/feed.xml"][0]
+    assert (sent["If-None-Match"], sent["If-Modified-Since"]) == ('"v1"', "Wed, 01 May 2024 12:00:00 GMT")
+
+
+def test_follow_links_fetches_pages_of_summary_only_entries(server):
+    feed_route(server)
+    server.routes["/post/2.html"] = page("<p>Full notes of 2.5</p>")
+    got = list(fetch([server.url("/feed.xml")], options=FAST, follow_links=True))
+    assert [s.kind for s in got] == ["feed", "url"]
+    linked = got[1]
+    assert linked.uri == server.url("/post/2.html") and linked.content == b"<p>Full notes of 2.5</p>"
+    assert (linked.metadata["feed_url"], linked.metadata["entry_id"]) == (server.url("/feed.xml"), "lumen-2.5")
+    assert server.hits["/post/1.html"] == 0  # that entry carries its full content
+
+
+def test_follow_links_reports_a_dead_link_and_goes_on(server):
+    feed_route(server)
+    got = list(fetch([server.url("/feed.xml")], options=FAST, follow_links=True))
+    assert isinstance(got[0], Source) and isinstance(got[1], ItemError)
+    assert got[1].source == server.url("/post/2.html") and "HTTP 404" in got[1].message
+
+
+def test_xml_that_is_not_a_feed_is_a_plain_url(server):
+    server.routes["/data.xml"] = page("<?xml version='1.0'?><root><a>1</a></root>", "application/xml")
+    (src,) = fetch([server.url("/data.xml")], options=FAST, state=MemoryFeedState())
+    assert src.kind == "url" and src.media_type == "application/xml"
+
+
+def test_an_unexpected_failure_ends_only_its_target(server, tmp_path, monkeypatch):
+    from kbctl.sources import feed
+
+    def broken(*args):
+        raise RuntimeError("parser exploded")
+
+    monkeypatch.setattr(feed, "parse_feed", broken)
+    feed_route(server)
+    make_tree(tmp_path, {"a.md": "a"})
+    err, src = fetch([server.url("/feed.xml"), str(tmp_path)], options=FAST)
+    assert (err.source, err.error_class, err.message) == (server.url("/feed.xml"), "RuntimeError", "parser exploded")
+    assert src.content == b"a"
+
+
+def test_file_feed_state_round_trips_and_survives_a_corrupt_file(tmp_path):
+    path = tmp_path / "state" / "feeds.json"
+    FileFeedState(path).set("http://h/feed", '"e"', "Wed, 01 May 2024 12:00:00 GMT")
+    assert FileFeedState(path).get("http://h/feed") == ('"e"', "Wed, 01 May 2024 12:00:00 GMT")
+    assert json.loads(path.read_text())["http://h/feed"]["etag"] == '"e"'
+    assert FileFeedState(path).get("http://h/other") is None
+    path.write_text("{not json")
+    broken = FileFeedState(path)
+    assert broken.get("http://h/feed") is None
+    broken.set("http://h/feed", None, "x")
+    assert FileFeedState(path).get("http://h/feed") == (None, "x")
