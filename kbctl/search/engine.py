@@ -42,7 +42,8 @@ class SearchOptions:
     rerank: bool | None = None
     explain: bool = False
     correct: bool = True
-    extra: dict = field(default_factory=dict)
+    ef_search: int | None = None
+    exact_threshold: int | None = None
 
 
 def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: str, opts: SearchOptions) -> SearchResult:
@@ -99,7 +100,8 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
                 terms, _ = _query_terms(conn, ns_ids, query, analyzer, profile, opts.correct)
                 lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile)
         if qvec is not None:
-            lanes["dense"], details["dense_path"] = dense_lane(conn, namespaces, qvec, depth, opts.filters, profile)
+            lanes["dense"], details["dense_path"] = dense_lane(conn, namespaces, qvec, depth, opts.filters, profile,
+                                                                  ef_search=opts.ef_search, exact_threshold=opts.exact_threshold)
         timings["dense_ms"] = (time.perf_counter() - t0) * 1000
     fused = fuse(
         lanes,

@@ -41,13 +41,14 @@ def _ranked(rows: Sequence[tuple[int, int, float]]) -> list[LaneHit]:
 
 
 def dense_lane(
-    conn, namespaces: Sequence[Namespace], qvec: np.ndarray, k: int, filters: tuple[Filter, ...], profile: Profile
+    conn, namespaces: Sequence[Namespace], qvec: np.ndarray, k: int, filters: tuple[Filter, ...], profile: Profile,
+    *, ef_search: int | None = None, exact_threshold: int | None = None,
 ) -> tuple[list[LaneHit], str]:
     """Top-k chunks by vector similarity; returns the hits and the path taken (hnsw | exact)."""
     ns_ids = [n.id for n in namespaces]
     pid, dim = namespaces[0].profile_id, namespaces[0].dimension
     fsql, fparams = filters_sql(filters)
-    threshold = int(profile.hnsw["exact_threshold"])
+    threshold = int(profile.hnsw["exact_threshold"] if exact_threshold is None else exact_threshold)
     size = _filtered_size(conn, ns_ids, fsql, fparams, threshold)
     exact = size <= threshold
     op = sql.SQL(_DIST[profile.distance])
@@ -62,7 +63,7 @@ def dense_lane(
     params = [qvec, ns_ids, *fparams, qvec, k]
     with conn.transaction():
         if not exact:
-            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(int(profile.hnsw["ef_search"]), k))))
+            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(int(ef_search or profile.hnsw["ef_search"]), k))))
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         rows = conn.execute(q, params).fetchall()
     return _ranked([(ns, cid, _similarity(profile.distance, d)) for ns, cid, d in rows]), ("exact" if exact else "hnsw")

@@ -1,0 +1,120 @@
+"""``kbctl eval``: import collections, run evaluations with gates, sweep fusion settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .render import print_json, table
+from .state import STATE, err, info
+
+app = typer.Typer(help="Measure retrieval quality: import, run, sweep.", no_args_is_help=True)
+
+
+@app.command("import")
+def import_(
+    path: Path = typer.Argument(..., help="A BEIR folder (corpus.jsonl, queries.jsonl, qrels/)."),
+    namespace: str = typer.Option(..., "--namespace", "-n", help="Namespace to import into."),
+    profile: str = typer.Option(None, "--profile", "-p", help="Profile for a new namespace."),
+    json_: bool = typer.Option(False, "--json", help="Run summary as JSON on stdout."),
+) -> None:
+    """Ingest a BEIR corpus as documents keyed by their _id (incremental, through the normal pipeline)."""
+    from ..evaluate import import_beir
+
+    report = import_beir(STATE.kb(), path, namespace, profile=profile or STATE.profile)
+    if json_:
+        print_json(report.to_json())
+    else:
+        d, c = report.documents, report.chunks
+        info(f"imported into {namespace}: {d['new']} new, {d['changed']} changed, {d['unchanged']} unchanged,"
+             f" {d['failed']} failed; {c['embedded']} chunks embedded, {c['reused']} reused; {report.seconds:.1f}s")
+
+
+@app.command("run")
+def run(
+    dataset: Path = typer.Argument(..., help="A BEIR folder, or a golden JSONL file (query, namespace, relevant)."),
+    namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="Namespace (golden queries carry their own)."),
+    modes: str = typer.Option("lexical,dense,hybrid", "--modes", help="Comma list of lexical, dense, hybrid, rerank."),
+    k: int = typer.Option(10, "-k", help="Cut-off for P@k."),
+    depth: int = typer.Option(100, "--depth", help="Documents retrieved per query (for Recall@100, MAP)."),
+    split: str = typer.Option("test", "--split", help="qrels split for BEIR: test | train | dev."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N queries."),
+    fail_under: List[str] = typer.Option([], "--fail-under", help="Gate, e.g. ndcg@10=0.65 or hybrid:recall@10=0.8; exit 3 when missed."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the full result (settings, per-query scores) here."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Earlier --json result: print deltas, fail on regression."),
+    tolerance: float = typer.Option(0.01, "--tolerance", help="Allowed drop against --baseline."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML of the gates here."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
+    print_json_: bool = typer.Option(False, "--print-json", help="Print the result JSON on stdout instead of a table."),
+) -> None:
+    """Evaluate each mode on the same queries: nDCG@10, Recall@10/100, P@k, MRR@10, MAP, latency."""
+    from ..errors import CheckFailed
+    from ..evals import compare, load_dataset, parse_gate, render_html, report_to_json, run_eval, write_junit
+    from ..evals.gates import check_gates
+    from ..evaluate import search_fn
+
+    kb = STATE.kb()
+    ds = load_dataset(dataset, split=split)
+    gates = [parse_gate(g) for g in fail_under]
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    settings = {"namespace": namespace, "profile": kb.profile_for(namespace or ds.queries[0].namespace or "").name if (namespace or ds.queries[0].namespace) else None}
+    rep = run_eval(ds, search_fn(kb, ds, namespace, depth), mode_list, k=k, depth=depth, limit=limit, settings=settings)
+    data = report_to_json(rep)
+    if json_path:
+        json_path.write_text(json.dumps(data, indent=1))
+    if report:
+        report.write_text(render_html(rep, tuple(mode_list[:2]) if len(mode_list) >= 2 else None))
+    if print_json_:
+        print_json(data)
+    else:
+        _table(rep, k)
+    failures = check_gates(rep, gates)
+    if junit:
+        write_junit(rep, gates, junit)
+    if baseline:
+        rows, regressions = compare(rep, json.loads(baseline.read_text()), tolerance)
+        table([{"mode": r.mode, "metric": r.metric, "baseline": r.baseline, "current": r.current, "delta": r.delta}
+               for r in rows if not r.metric.startswith("latency")], title="against baseline")
+        failures += regressions
+    if failures:
+        for f in failures:
+            err.print(f"gate failed: {f}", highlight=False, markup=False)
+        raise CheckFailed(f"{len(failures)} eval check(s) failed", hint="see the table above")
+
+
+def _table(rep, k: int) -> None:
+    cols = ["ndcg@10", "recall@10", "recall@100", f"p@{k}", "mrr@10", "map", "latency_ms_p50", "latency_ms_p95"]
+    rows = [{"mode": m.mode, "queries": m.num_queries, **{c: m.metrics.get(c) for c in cols}} for m in rep.modes]
+    table(rows, ["mode", "queries", *cols], title=f"{rep.dataset}")
+
+
+@app.command("sweep")
+def sweep(
+    dataset: Path = typer.Argument(..., help="A BEIR folder or a golden JSONL file."),
+    namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="Namespace."),
+    split: str = typer.Option("test", "--split", help="qrels split."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N queries."),
+    fusion: str = typer.Option("rrf,convex", "--fusion", help="Fusion methods to try."),
+    rrf_k: str = typer.Option("10,30,60,100", "--rrf-k", help="RRF k values."),
+    dense_weight: str = typer.Option("0.3,0.5,0.7", "--dense-weight", help="Convex weights of the dense lane."),
+    candidates: str = typer.Option("50,100,200", "--candidates", help="Candidates per lane."),
+    ef_search: str = typer.Option("100", "--ef-search", help="HNSW ef_search values."),
+    metric: str = typer.Option("ndcg@10", "--metric", help="Metric to rank settings by."),
+) -> None:
+    """Grid search over fusion, RRF k, weights, candidate depth and ef_search; prints the best settings."""
+    from ..evals import load_dataset
+    from ..evaluate import sweep as do_sweep
+
+    nums = lambda s, f=int: [f(x) for x in s.split(",") if x.strip()]  # noqa: E731
+    grid = {"fusion": [x.strip() for x in fusion.split(",")], "rrf_k": nums(rrf_k), "dense_weight": nums(dense_weight, float),
+            "candidates": nums(candidates), "ef_search": nums(ef_search)}
+    results = do_sweep(STATE.kb(), load_dataset(dataset, split=split), namespace, limit=limit, grid=grid, metric=metric)
+    table([{**o, metric: v} for o, v in results[:15]], title=f"best settings by {metric}")
+    best = results[0][0]
+    typer.echo("\n# paste into your profile ([profiles.NAME.search]):")
+    for key in ("fusion", "rrf_k", "dense_weight", "candidates"):
+        typer.echo(f"{key} = {json.dumps(best[key])}")
+    typer.echo(f"# and [profiles.NAME.hnsw] ef_search = {best['ef_search']}")

@@ -1,0 +1,53 @@
+"""Evaluation: datasets, trec_eval-exact metrics, the runner, gates and the HTML report.
+
+The runner takes a search callable, so this package never touches the database::
+
+    from kbctl.evals import load_dataset, run_eval, report_to_json, render_html
+
+    dataset = load_dataset(Path("sample_corpus/eval/queries.jsonl"))
+    report = run_eval(dataset, search=my_search, modes=["lexical", "dense", "hybrid"])
+"""
+
+from __future__ import annotations
+
+from .datasets import EvalDataset, EvalQuery, iter_beir_corpus, load_beir, load_dataset, load_golden
+from .gates import (
+    CompareRow,
+    Gate,
+    GateResult,
+    check_gates,
+    compare,
+    enforce_gates,
+    gate_results,
+    parse_gate,
+    write_junit,
+)
+from .metrics import aggregate, evaluate
+from .report import render_html
+from .runner import EvalReport, ModeResult, report_from_json, report_to_json, run_eval
+
+__all__ = [
+    "EvalQuery",
+    "EvalDataset",
+    "load_beir",
+    "load_golden",
+    "load_dataset",
+    "iter_beir_corpus",
+    "evaluate",
+    "aggregate",
+    "ModeResult",
+    "EvalReport",
+    "run_eval",
+    "report_to_json",
+    "report_from_json",
+    "Gate",
+    "GateResult",
+    "CompareRow",
+    "parse_gate",
+    "gate_results",
+    "check_gates",
+    "enforce_gates",
+    "compare",
+    "write_junit",
+    "render_html",
+]

@@ -1,0 +1,234 @@
+"""Evaluation datasets: BEIR-layout test collections and a team's JSONL golden set.
+
+Two layouts are read, both validated here, at the boundary (a bad line is a ``ConfigError`` whose
+message starts with ``file:line``):
+
+* **BEIR** (a folder): ``corpus.jsonl`` (``_id``, ``title``, ``text``, ``metadata``),
+  ``queries.jsonl`` (``_id``, ``text``) and ``qrels/<split>.tsv`` (``query-id``, ``corpus-id``,
+  ``score``, tab-separated, header line optional). As in BEIR, only the queries that appear in the
+  qrels file are evaluated. The corpus is not loaded; ``iter_beir_corpus`` streams it.
+* **golden** (one ``.jsonl`` file), one query per line::
+
+      {"id": "q01", "query": "how long do refunds take", "namespace": "billing_kb",
+       "relevant": {"support/billing/refunds.md": 2, "support/billing/plan-changes.md": 1}}
+
+  ``relevant`` may also be a list of ids (each grade 1). ``namespace`` is optional; ``notes`` is
+  allowed and ignored.
+
+Grades are integers; above 0 is relevant, 0 or below is judged not relevant.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterator, Literal, Mapping
+
+from kbctl.errors import ConfigError
+
+__all__ = [
+    "EvalQuery",
+    "EvalDataset",
+    "load_beir",
+    "load_golden",
+    "load_dataset",
+    "iter_beir_corpus",
+]
+
+GOLDEN_KEYS = ("id", "query", "namespace", "relevant", "notes")
+
+
+@dataclass(frozen=True)
+class EvalQuery:
+    """One evaluation query; ``namespace`` is where a golden query should be searched."""
+
+    id: str
+    text: str
+    namespace: str | None = None
+
+
+@dataclass(frozen=True)
+class EvalDataset:
+    """Queries with their judgements (``qid -> {docid: grade}``, read-only)."""
+
+    name: str
+    queries: tuple[EvalQuery, ...]
+    qrels: Mapping[str, Mapping[str, int]]
+    corpus_path: Path | None
+    kind: Literal["beir", "golden"]
+
+    def limited(self, limit: int | None) -> "EvalDataset":
+        """The same dataset with only its first ``limit`` queries (all when ``limit`` is None)."""
+        if limit is None or limit >= len(self.queries):
+            return self
+        queries = self.queries[:limit]
+        qrels = {q.id: self.qrels[q.id] for q in queries}
+        return EvalDataset(self.name, queries, MappingProxyType(qrels), self.corpus_path, self.kind)
+
+
+def _error(path: Path, line: int | None, message: str, hint: str | None = None) -> ConfigError:
+    where = f"{path}:{line}" if line is not None else str(path)
+    return ConfigError(f"{where}: {message}", hint=hint)
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)`` for each non-blank line; bad JSON is a ``ConfigError``."""
+    try:
+        fh = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise _error(path, None, f"cannot read: {exc.strerror or exc}") from exc
+    with fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise _error(path, lineno, f"not valid JSON ({exc.msg})") from exc
+            if not isinstance(obj, dict):
+                raise _error(path, lineno, "expected a JSON object")
+            yield lineno, obj
+
+
+def _as_id(value: Any, path: Path, lineno: int, field: str) -> str:
+    """Ids may be written as strings or integers; anything else (or empty) is an error."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
+        raise _error(path, lineno, f"{field!r} must be a non-empty string")
+    return str(value)
+
+
+def _as_text(value: Any, path: Path, lineno: int, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _error(path, lineno, f"{field!r} must be a non-empty string")
+    return value
+
+
+def _as_grade(value: Any, path: Path, lineno: int, docid: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise _error(path, lineno, f"grade of {docid!r} must be an integer, got {value!r}")
+    return value
+
+
+# --- BEIR -------------------------------------------------------------------------------------
+
+
+def read_qrels_tsv(path: Path) -> dict[str, dict[str, int]]:
+    """Read a BEIR qrels file (``query-id``, ``corpus-id``, ``score``; header optional)."""
+    if not path.is_file():
+        raise _error(path, None, "qrels file not found")
+    qrels: dict[str, dict[str, int]] = {}
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            cols = line.rstrip("\r\n").split("\t")
+            if not line.strip() or (lineno == 1 and cols[0] == "query-id"):
+                continue
+            if len(cols) != 3:
+                raise _error(path, lineno, f"expected 3 tab-separated columns, got {len(cols)}")
+            qid, docid, score = (c.strip() for c in cols)
+            try:
+                grade = int(score)
+            except ValueError:
+                raise _error(path, lineno, f"score must be an integer, got {score!r}") from None
+            if docid in qrels.setdefault(qid, {}):
+                raise _error(path, lineno, f"duplicate judgement for query {qid!r}, document {docid!r}")
+            qrels[qid][docid] = grade
+    return qrels
+
+
+def load_beir(dir: Path, split: str = "test") -> EvalDataset:
+    """Load a BEIR-layout folder: the queries of ``qrels/<split>.tsv`` with their judgements."""
+    dir = Path(dir)
+    qrels = read_qrels_tsv(dir / "qrels" / f"{split}.tsv")
+    queries_path = dir / "queries.jsonl"
+    texts: dict[str, str] = {}
+    for lineno, obj in _read_jsonl(queries_path):
+        qid = _as_id(obj.get("_id"), queries_path, lineno, "_id")
+        texts[qid] = _as_text(obj.get("text"), queries_path, lineno, "text")
+    missing = [qid for qid in qrels if qid not in texts]
+    if missing:
+        raise _error(dir / "qrels" / f"{split}.tsv", None,
+                     f"{len(missing)} judged queries are not in {queries_path.name}: {missing[:5]}")
+    # keep the order of queries.jsonl, only the judged ones
+    queries = tuple(EvalQuery(qid, text) for qid, text in texts.items() if qid in qrels)
+    corpus = dir / "corpus.jsonl"
+    frozen = MappingProxyType({q.id: MappingProxyType(qrels[q.id]) for q in queries})
+    return EvalDataset(dir.name, queries, frozen, corpus if corpus.is_file() else None, "beir")
+
+
+def iter_beir_corpus(dir: Path) -> Iterator[dict[str, Any]]:
+    """Stream ``corpus.jsonl`` as dicts with ``_id``, ``title``, ``text``, ``metadata``."""
+    path = Path(dir) / "corpus.jsonl"
+    for lineno, obj in _read_jsonl(path):
+        doc_id = _as_id(obj.get("_id"), path, lineno, "_id")
+        title, text = obj.get("title") or "", obj.get("text")
+        if not isinstance(title, str) or not isinstance(text, str):
+            raise _error(path, lineno, "'title' and 'text' must be strings")
+        metadata = obj.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise _error(path, lineno, "'metadata' must be an object")
+        yield {"_id": doc_id, "title": title, "text": text, "metadata": metadata}
+
+
+# --- golden -----------------------------------------------------------------------------------
+
+
+def _golden_relevant(value: Any, path: Path, lineno: int) -> dict[str, int]:
+    if isinstance(value, list):
+        pairs = [(_as_id(d, path, lineno, "relevant"), 1) for d in value]
+    elif isinstance(value, dict):
+        pairs = [(_as_id(d, path, lineno, "relevant"), _as_grade(g, path, lineno, d))
+                 for d, g in value.items()]
+    else:
+        raise _error(path, lineno, "'relevant' must be an object {docid: grade} or a list of ids")
+    if not any(g > 0 for _, g in pairs):
+        raise _error(path, lineno, "'relevant' names no document with a grade above 0")
+    return dict(pairs)
+
+
+def _golden_line(obj: dict[str, Any], path: Path, lineno: int) -> tuple[EvalQuery, dict[str, int]]:
+    for key in obj:
+        if key not in GOLDEN_KEYS:
+            close = difflib.get_close_matches(key, GOLDEN_KEYS, n=1)
+            raise _error(path, lineno, f"unknown key {key!r}",
+                         hint=f"did you mean {close[0]!r}?" if close else f"keys: {', '.join(GOLDEN_KEYS)}")
+    qid = _as_id(obj.get("id"), path, lineno, "id")
+    text = _as_text(obj.get("query"), path, lineno, "query")
+    namespace = obj.get("namespace")
+    if namespace is not None:
+        namespace = _as_text(namespace, path, lineno, "namespace")
+    return EvalQuery(qid, text, namespace), _golden_relevant(obj.get("relevant"), path, lineno)
+
+
+def load_golden(path: Path) -> EvalDataset:
+    """Load a JSONL golden set (see the module docstring for the line format)."""
+    path = Path(path)
+    queries: list[EvalQuery] = []
+    qrels: dict[str, Mapping[str, int]] = {}
+    for lineno, obj in _read_jsonl(path):
+        query, relevant = _golden_line(obj, path, lineno)
+        if query.id in qrels:
+            raise _error(path, lineno, f"duplicate query id {query.id!r}")
+        queries.append(query)
+        qrels[query.id] = MappingProxyType(relevant)
+    if not queries:
+        raise _error(path, None, "no queries in the golden set")
+    # "eval/queries.jsonl" is better named after its folder
+    name = path.parent.name if path.stem == "queries" and path.parent.name else path.stem
+    return EvalDataset(name, tuple(queries), MappingProxyType(qrels), None, "golden")
+
+
+def load_dataset(path: Path, split: str = "test") -> EvalDataset:
+    """Load a BEIR folder (has ``corpus.jsonl`` or ``qrels/``) or a golden ``.jsonl`` file."""
+    path = Path(path)
+    if path.is_dir():
+        if (path / "corpus.jsonl").is_file() or (path / "qrels").is_dir():
+            return load_beir(path, split)
+        raise _error(path, None, "folder is not a BEIR collection (no corpus.jsonl or qrels/)")
+    if path.suffix == ".jsonl" and path.is_file():
+        return load_golden(path)
+    raise _error(path, None, "not found, or neither a BEIR folder nor a .jsonl golden set")

@@ -1,0 +1,172 @@
+"""Quality gates, baseline comparison and JUnit output for an ``EvalReport``.
+
+A gate is written ``[mode:]metric=value`` (or with ``>=`` / ``<=``)::
+
+    ndcg@10=0.65            every mode must reach 0.65
+    hybrid:recall@100=0.9   only the hybrid mode
+    latency_ms_p95<=250     latencies are upper bounds ("=" means "<=" for them)
+
+``check_gates`` returns the failures as readable lines; ``enforce_gates`` raises ``CheckFailed``
+(exit code 3) when any gate fails. ``compare`` measures a report against a saved JSON report.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from kbctl.errors import CheckFailed, ConfigError, UsageError
+
+from .metrics import is_lower_better, parse_metric
+from .runner import EvalReport
+
+__all__ = [
+    "Gate",
+    "GateResult",
+    "CompareRow",
+    "parse_gate",
+    "gate_results",
+    "check_gates",
+    "enforce_gates",
+    "compare",
+    "write_junit",
+]
+
+_GATE_RE = re.compile(r"^\s*(?:([A-Za-z_][\w-]*)\s*:)?\s*([\w@.]+)\s*(>=|<=|=)\s*([-+0-9.eE]+)\s*$")
+LATENCY_METRICS = ("latency_ms_p50", "latency_ms_p95")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``metric op threshold`` for one mode, or for every mode when ``mode`` is None."""
+
+    metric: str
+    threshold: float
+    mode: str | None = None
+    op: str = ">="
+
+    def __str__(self) -> str:
+        prefix = f"{self.mode}:" if self.mode else ""
+        return f"{prefix}{self.metric}{self.op}{self.threshold:g}"
+
+    def holds(self, value: float) -> bool:
+        """True when ``value`` satisfies the gate."""
+        return value >= self.threshold if self.op == ">=" else value <= self.threshold
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """One gate checked on one mode."""
+
+    gate: Gate
+    mode: str
+    value: float
+    passed: bool
+
+    @property
+    def message(self) -> str:
+        verb = "reached" if self.passed else "missed"
+        return f"{self.mode}: {self.gate.metric} = {self.value:.4f} {verb} {self.gate.op} {self.gate.threshold:g}"
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One metric of one mode against the baseline; ``delta`` = current − baseline."""
+
+    mode: str
+    metric: str
+    baseline: float
+    current: float
+    delta: float
+    regressed: bool
+
+
+def parse_gate(text: str) -> Gate:
+    """Parse ``[mode:]metric=value`` (also ``>=``/``<=``) into a ``Gate``; bad text is a ``UsageError``."""
+    m = _GATE_RE.match(text)
+    if not m:
+        raise UsageError(f"cannot read gate {text!r}", hint="write it as ndcg@10=0.65 or hybrid:ndcg@10=0.65")
+    mode, metric, op, value = m.group(1), m.group(2).lower(), m.group(3), m.group(4)
+    if metric not in LATENCY_METRICS:
+        parse_metric(metric)  # raises UsageError for an unknown metric
+    try:
+        threshold = float(value)
+    except ValueError:
+        raise UsageError(f"gate {text!r}: {value!r} is not a number") from None
+    if op == "=":
+        op = "<=" if is_lower_better(metric) else ">="
+    return Gate(metric, threshold, mode, op)
+
+
+def gate_results(report: EvalReport, gates: Sequence[Gate]) -> list[GateResult]:
+    """Check each gate on each mode it names (all modes when it names none)."""
+    out = []
+    for gate in gates:
+        modes = [report.mode(gate.mode)] if gate.mode else list(report.modes)
+        for result in modes:
+            if gate.metric not in result.metrics:
+                raise UsageError(f"gate {gate}: {gate.metric} was not computed",
+                                 hint=f"computed: {', '.join(result.metrics)}")
+            value = result.metrics[gate.metric]
+            out.append(GateResult(gate, result.mode, value, gate.holds(value)))
+    return out
+
+
+def check_gates(report: EvalReport, gates: Sequence[Gate]) -> list[str]:
+    """The failed gates as readable lines (empty when every gate holds)."""
+    return [r.message for r in gate_results(report, gates) if not r.passed]
+
+
+def enforce_gates(report: EvalReport, gates: Sequence[Gate]) -> None:
+    """Raise ``CheckFailed`` listing the failed gates, if any."""
+    failures = check_gates(report, gates)
+    if failures:
+        raise CheckFailed(f"{len(failures)} eval gate(s) failed: " + "; ".join(failures))
+
+
+def compare(report: EvalReport, baseline_json: Mapping[str, Any],
+            tolerance: float = 0.01) -> tuple[list[CompareRow], list[str]]:
+    """Compare with a saved report; a regression is a quality metric below baseline − tolerance.
+
+    Only modes and metrics present in both are compared. Latencies get rows but never count as
+    regressions: they depend on the machine.
+    """
+    modes = baseline_json.get("modes") if isinstance(baseline_json, Mapping) else None
+    if not isinstance(modes, Mapping):
+        raise ConfigError("baseline is not a kbctl eval report (no 'modes' object)")
+    rows: list[CompareRow] = []
+    for result in report.modes:
+        base = (modes.get(result.mode) or {}).get("metrics") or {}
+        for metric, current in result.metrics.items():
+            if not isinstance(base.get(metric), (int, float)):
+                continue
+            delta = current - float(base[metric])
+            regressed = not is_lower_better(metric) and delta < -tolerance
+            rows.append(CompareRow(result.mode, metric, float(base[metric]), current, delta, regressed))
+    regressions = [f"{r.mode}: {r.metric} {r.baseline:.4f} -> {r.current:.4f} ({r.delta:+.4f})"
+                   for r in rows if r.regressed]
+    return rows, regressions
+
+
+def write_junit(report: EvalReport, gates: Sequence[Gate], path: Path) -> None:
+    """Write JUnit XML: one testcase per mode × gate, a ``<failure>`` for each failed gate."""
+    results = gate_results(report, gates)
+    failures = sum(1 for r in results if not r.passed)
+    suite = ET.Element("testsuite", name=f"kbctl eval {report.dataset}", tests=str(len(results)),
+                       failures=str(failures), errors="0", skipped="0")
+    props = ET.SubElement(suite, "properties")
+    for key, value in report.settings.items():
+        ET.SubElement(props, "property", name=str(key), value=str(value))
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname=f"kbctl.eval.{report.dataset}.{r.mode}",
+                             name=f"{r.gate.metric}{r.gate.op}{r.gate.threshold:g}", time="0")
+        if not r.passed:
+            ET.SubElement(case, "failure", message=r.message, type="CheckFailed").text = r.message
+        ET.SubElement(case, "system-out").text = r.message
+    root = ET.Element("testsuites", name="kbctl eval", tests=str(len(results)), failures=str(failures))
+    root.append(suite)
+    ET.indent(root)
+    Path(path).write_bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))

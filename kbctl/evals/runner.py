@@ -1,0 +1,223 @@
+"""Run an evaluation: every query of a dataset through a search callable, in each mode.
+
+The runner knows nothing about the database. It is given ``search(query, mode)`` that returns
+document ids, best first, each at the rank of its best chunk, and it:
+
+1. times each call with ``time.perf_counter``;
+2. keeps the first occurrence of each document id and the top ``depth`` of them;
+3. scores the list with ``kbctl.evals.metrics`` (trec_eval semantics). The order the search
+   returned is authoritative: scores are replaced by ``-rank`` so trec_eval's re-sorting by score
+   (ties broken by document id) cannot reorder results whose scores tie.
+
+``report_to_json`` / ``report_from_json`` give the saved form (used as a baseline). Gates, baseline
+comparison and JUnit output are in ``kbctl.evals.gates``, re-exported here for convenience.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from kbctl.errors import ConfigError, UsageError
+
+from .datasets import EvalDataset, EvalQuery
+from .metrics import aggregate, evaluate
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "SearchFn",
+    "ProgressFn",
+    "ModeResult",
+    "EvalReport",
+    "CURVE_KS",
+    "run_eval",
+    "metric_names",
+    "percentile",
+    "rank_to_run",
+    "report_to_json",
+    "report_from_json",
+    "SCHEMA",
+]
+
+SearchFn = Callable[[EvalQuery, str], Sequence[tuple[str, float]]]
+ProgressFn = Callable[[str, int, int], None]  # (mode, queries done, queries in total)
+
+CURVE_KS = (1, 3, 5, 10, 20, 50, 100)
+SCHEMA = "kbctl.eval/1"
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    """The scores of one search mode over a dataset.
+
+    ``metrics`` holds the means (and ``latency_ms_p50`` / ``latency_ms_p95``); ``per_query`` the
+    per-query scores; ``latencies_ms`` is in the dataset's query order; ``recall_curve`` is the
+    mean recall at each cut-off of ``CURVE_KS`` up to the search depth.
+    """
+
+    mode: str
+    metrics: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    latencies_ms: list[float]
+    num_queries: int
+    recall_curve: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """An evaluation of one dataset in one or more modes; ``queries`` maps query id to its text."""
+
+    dataset: str
+    k: int
+    modes: tuple[ModeResult, ...]
+    settings: dict[str, Any]
+    queries: dict[str, str] = field(default_factory=dict)
+
+    def mode(self, name: str) -> ModeResult:
+        """The result of mode ``name``."""
+        for result in self.modes:
+            if result.mode == name:
+                return result
+        raise UsageError(f"mode {name!r} is not in this report",
+                         hint=f"modes: {', '.join(m.mode for m in self.modes)}")
+
+    @property
+    def mode_names(self) -> tuple[str, ...]:
+        return tuple(m.mode for m in self.modes)
+
+
+def metric_names(k: int = 10) -> list[str]:
+    """The metrics every mode gets: nDCG/recall/MRR at 10, recall@100, P@k, MAP (and @k if k≠10)."""
+    names = ["ndcg@10", "recall@10", "recall@100", f"p@{k}", "mrr@10", "map"]
+    if k != 10:
+        names += [f"ndcg@{k}", f"recall@{k}", f"mrr@{k}"]
+    return list(dict.fromkeys(names))
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0–100) with linear interpolation, as numpy's default; 0 if empty."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def rank_to_run(hits: Sequence[tuple[str, float]], depth: int) -> dict[str, float]:
+    """First occurrence of each id, top ``depth``, scored ``-rank`` so the given order is kept."""
+    run: dict[str, float] = {}
+    for docid, _score in hits:
+        docid = str(docid)
+        if docid not in run:
+            run[docid] = -float(len(run))
+            if len(run) >= depth:
+                break
+    return run
+
+
+def _search_all(dataset: EvalDataset, search: SearchFn, mode: str, depth: int,
+                progress: ProgressFn | None) -> tuple[dict[str, dict[str, float]], list[float]]:
+    run: dict[str, dict[str, float]] = {}
+    latencies: list[float] = []
+    total = len(dataset.queries)
+    for i, query in enumerate(dataset.queries, start=1):
+        start = time.perf_counter()
+        hits = search(query, mode)
+        latencies.append((time.perf_counter() - start) * 1000.0)
+        run[query.id] = rank_to_run(hits, depth)
+        if progress is not None:
+            progress(mode, i, total)
+    return run, latencies
+
+
+def _score_mode(mode: str, run, latencies: list[float], dataset: EvalDataset, k: int,
+                depth: int) -> ModeResult:
+    names = metric_names(k)
+    per_query = evaluate(run, dataset.qrels, names)
+    metrics = aggregate(per_query) if per_query else dict.fromkeys(names, 0.0)
+    metrics["latency_ms_p50"] = percentile(latencies, 50)
+    metrics["latency_ms_p95"] = percentile(latencies, 95)
+    ks = sorted({c for c in CURVE_KS if c <= depth} | {k})
+    curve_scores = aggregate(evaluate(run, dataset.qrels, [f"recall@{c}" for c in ks]))
+    curve = {c: curve_scores.get(f"recall@{c}", 0.0) for c in ks}
+    return ModeResult(mode, metrics, per_query, latencies, len(per_query), curve)
+
+
+def run_eval(
+    dataset: EvalDataset,
+    search: SearchFn,
+    modes: Sequence[str],
+    k: int = 10,
+    depth: int = 100,
+    limit: int | None = None,
+    progress: ProgressFn | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> EvalReport:
+    """Search every query of ``dataset`` in each of ``modes`` and score the results.
+
+    ``search(query, mode)`` returns ``(docid, score)`` pairs best first; the runner asks for nothing
+    else, so the caller decides ``depth`` and namespaces. ``limit`` keeps the first N queries.
+    ``settings`` (profile, namespace, model…) are recorded in the report next to k/depth/limit.
+    """
+    if not modes:
+        raise UsageError("no search mode to evaluate")
+    if k < 1 or depth < 1:
+        raise UsageError("k and depth must be at least 1")
+    data = dataset.limited(limit)
+    results = []
+    for mode in dict.fromkeys(modes):
+        run, latencies = _search_all(data, search, mode, depth, progress)
+        results.append(_score_mode(mode, run, latencies, data, k, depth))
+        log.info("eval %s %s: ndcg@10=%.4f", data.name, mode, results[-1].metrics["ndcg@10"])
+    recorded = {"dataset": data.name, "kind": data.kind, "k": k, "depth": depth, "limit": limit,
+                "num_queries": len(data.queries), "modes": list(dict.fromkeys(modes)),
+                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **dict(settings or {})}
+    return EvalReport(data.name, k, tuple(results), recorded, {q.id: q.text for q in data.queries})
+
+
+def report_to_json(report: EvalReport) -> dict[str, Any]:
+    """The JSON form: settings, query texts, then per mode its metrics, recall curve and per-query scores."""
+    modes = {}
+    for m in report.modes:
+        per_query = {qid: {**scores, "latency_ms": round(lat, 3)}
+                     for (qid, scores), lat in zip(m.per_query.items(), m.latencies_ms)}
+        modes[m.mode] = {
+            "num_queries": m.num_queries,
+            "metrics": dict(m.metrics),
+            "recall_curve": {str(c): v for c, v in m.recall_curve.items()},
+            "per_query": per_query,
+        }
+    return {"schema": SCHEMA, "dataset": report.dataset, "k": report.k,
+            "settings": dict(report.settings), "queries": dict(report.queries), "modes": modes}
+
+
+def report_from_json(data: Mapping[str, Any]) -> EvalReport:
+    """Rebuild a report from ``report_to_json`` output (e.g. to render a saved run as HTML)."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("modes"), Mapping):
+        raise ConfigError("not a kbctl eval report (no 'modes' object)")
+    results = []
+    for name, m in data["modes"].items():
+        per_query, latencies = {}, []
+        for qid, scores in (m.get("per_query") or {}).items():
+            scores = dict(scores)
+            latencies.append(float(scores.pop("latency_ms", 0.0)))
+            per_query[qid] = scores
+        curve = {int(c): float(v) for c, v in (m.get("recall_curve") or {}).items()}
+        results.append(ModeResult(name, dict(m.get("metrics") or {}), per_query, latencies,
+                                  int(m.get("num_queries", len(per_query))), curve))
+    return EvalReport(str(data.get("dataset", "")), int(data.get("k", 10)), tuple(results),
+                      dict(data.get("settings") or {}), dict(data.get("queries") or {}))
+
+
+def __getattr__(name: str):
+    # gates/compare/JSON/JUnit live in gates.py (which imports this module); re-export lazily
+    from . import gates
+
+    if name in gates.__all__:
+        return getattr(gates, name)
+    raise AttributeError(name)

@@ -1,0 +1,106 @@
+"""Evaluation against a knowledge base: import collections, search adapters, sweeps.
+
+``kbctl.evals`` is pure (metrics, datasets, runner, report) and never touches the database; this
+module connects it to a ``KnowledgeBase``: it imports a BEIR corpus through the normal pipeline and
+turns ``kb.search`` into the document-level search function the runner scores.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .errors import UsageError
+
+__all__ = ["import_beir", "search_fn", "MODES", "sweep"]
+
+MODES = ("lexical", "dense", "hybrid", "rerank")
+
+
+def import_beir(kb, path: Path, namespace: str, *, profile: str | None = None, progress=None):
+    """Ingest a BEIR ``corpus.jsonl`` as documents keyed by their ``_id`` (incremental)."""
+    from .evals import iter_beir_corpus
+
+    records = ({"id": d["_id"], "title": d.get("title", ""), "text": d.get("text", ""), "metadata": d.get("metadata") or {}}
+               for d in iter_beir_corpus(Path(path)))
+    return kb.ingest_records(records, namespace, profile=profile, progress=progress)
+
+
+class _KeyResolver:
+    """Maps stored document URIs to the ids a dataset's judgements use.
+
+    BEIR ids are the URIs themselves. Golden files name documents by path relative to the corpus
+    root (``support/billing/refunds.md``), and messages or feed entries as ``path#id``; an
+    attachment counts as its parent message.
+    """
+
+    def __init__(self, keys: set[str]) -> None:
+        self.keys = keys
+        self.by_fragment = {k.split("#", 1)[1]: k for k in keys if "#" in k}
+        self.cache: dict[str, str] = {}
+
+    def __call__(self, uri: str) -> str:
+        if uri not in self.cache:
+            self.cache[uri] = self._resolve(uri)
+        return self.cache[uri]
+
+    def _resolve(self, uri: str) -> str:
+        if uri in self.keys:
+            return uri
+        path = uri[len("file://"):] if uri.startswith("file://") else uri
+        for candidate in (path, path.split("#attachment/", 1)[0], path.split("#", 1)[0]):
+            for k in self.keys:
+                if candidate == k or candidate.endswith("/" + k):
+                    return k
+        frag = uri.split("#", 1)[-1]
+        return self.by_fragment.get(frag, self.by_fragment.get(uri, uri))
+
+
+def search_fn(kb, dataset, namespace: str | None, depth: int, extra: dict | None = None) -> Callable:
+    """``search(query, mode) -> [(docid, score)]`` at document level (best chunk's rank)."""
+    keys = {d for rel in dataset.qrels.values() for d in rel}
+    resolve = _KeyResolver(keys)
+    extra = dict(extra or {})
+
+    def search(q, mode: str) -> list[tuple[str, float]]:
+        ns = q.namespace or namespace
+        if not ns:
+            raise UsageError(f"query {q.id} has no namespace", hint="pass --namespace")
+        kwargs: dict[str, Any] = dict(extra)
+        lane = mode
+        if mode == "rerank":
+            lane, kwargs["rerank"] = "hybrid", True
+        elif mode not in MODES:
+            lane = kwargs.pop("lane", "hybrid")
+        res = kb.search(q.text, ns, mode=lane, k=depth, per_doc=1, correct=False, **kwargs)
+        out, seen = [], set()
+        for h in res.hits:
+            key = resolve(h.metadata.get("uri") or h.source)
+            if key not in seen:
+                seen.add(key)
+                out.append((key, float(h.score) if h.score is not None else 0.0))
+        return out
+
+    return search
+
+
+def sweep(kb, dataset, namespace: str | None, *, depth: int = 100, limit: int | None = None,
+          grid: dict[str, Sequence[Any]] | None = None, metric: str = "ndcg@10") -> list[tuple[dict, float]]:
+    """Evaluate hybrid search over a grid of fusion settings; best first."""
+    from .evals import run_eval
+
+    grid = grid or {"fusion": ["rrf"], "rrf_k": [10, 30, 60, 100], "candidates": [50, 100, 200]}
+    names = list(grid)
+    results = []
+    for values in itertools.product(*(grid[n] for n in names)):
+        opts = dict(zip(names, values))
+        if opts.get("fusion") == "rrf" and "dense_weight" in opts and opts["dense_weight"] != grid["dense_weight"][0]:
+            continue  # the weight does not matter to RRF
+        if opts.get("fusion") == "convex" and "rrf_k" in opts and opts["rrf_k"] != grid["rrf_k"][0]:
+            continue
+        label = ",".join(f"{k}={v}" for k, v in opts.items())
+        fn = search_fn(kb, dataset, namespace, depth, {"lane": "hybrid", **opts})
+        rep = run_eval(dataset, fn, [label], depth=depth, limit=limit)
+        results.append((opts, rep.modes[0].metrics[metric]))
+    return sorted(results, key=lambda r: -r[1])

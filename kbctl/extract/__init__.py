@@ -1,0 +1,58 @@
+"""The extract stage: turn a fetched ``Source`` into one or more ``Document``\\ s.
+
+::
+
+    format      recognised by                                  documents         source_type
+    text        .txt .text, text/plain, anything textual        1                 text
+    markdown    .md .markdown, text/markdown, front matter      1                 markdown
+    html        .html .htm .xhtml, text/html                    1                 html
+    pdf         .pdf, application/pdf, %PDF- signature          1                 pdf
+    email       .eml, message/rfc822, mail headers              1 + attachments   email (+ theirs)
+    mbox        .mbox, application/mbox, a "From " line         1 per message     email
+    feed        .rss .atom .rdf, feed XML (.xml), feed types    1 per entry       feed
+
+(see ``detect`` for the exact order). Every document carries ``source_type``, ``path`` (for
+``file://`` uris) and the source's own metadata (``size``, ``mtime``…); each module's docstring
+lists what else it keeps. Text must be UTF-8 (a BOM is fine), UTF-16/32 with a BOM, or in the
+charset a transport declared.
+
+``extract`` raises ``kbctl.errors.ExtractError`` (one line, with a hint) for: binary or unknown
+files, undecodable text, corrupt or encrypted PDFs, PDFs without text, malformed or empty feeds,
+generic XML, and documents without any text. Heavy libraries (trafilatura, pdfplumber,
+feedparser) are imported only when a source needs them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..types import Document, Source
+from .detect import SUPPORTED_SUFFIXES, detect_format, guess_media_type
+
+__all__ = ["extract", "SUPPORTED_SUFFIXES", "guess_media_type", "detect_format"]
+
+
+def extract(source: Source) -> list[Document]:
+    """The documents in ``source`` (one, or several for an mbox, a feed or a mail with attachments)."""
+    return _extractor(detect_format(source))(source)
+
+
+def _extractor(fmt: str) -> Callable[[Source], list[Document]]:
+    """The function reading ``fmt``; the modules import their heavy libraries lazily themselves."""
+    if fmt == "text":
+        from .text import extract_text as fn
+    elif fmt == "markdown":
+        from .text import extract_markdown as fn
+    elif fmt == "html":
+        from .html import extract_html as fn
+    elif fmt == "pdf":
+        from .pdf import extract_pdf as fn
+    elif fmt == "email":
+        from .mail import extract_eml as fn
+    elif fmt == "mbox":
+        from .mail import extract_mbox as fn
+    elif fmt == "feed":
+        from .feed import extract_feed as fn
+    else:  # pragma: no cover - detect_format returns only the names above
+        raise ValueError(f"unknown format {fmt!r}")
+    return fn

@@ -1,0 +1,203 @@
+"""Helpers shared by the extractors: decoding bytes, naming, metadata, building documents.
+
+Text is accepted as UTF-8 (with or without a BOM), UTF-16 or UTF-32 with a BOM, or in the
+charset a transport declared (an HTTP ``Content-Type``, kept by fetch as ``metadata["charset"]``)
+when the bytes are not UTF-8. Anything else is an ``ExtractError``: guessing an encoding would
+index mojibake silently.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from datetime import date, datetime, time, timezone
+from typing import Any, Iterable, Mapping
+from urllib.parse import unquote, urldefrag, urlsplit
+
+from ..errors import ExtractError
+from ..types import Block, Document, Source
+
+__all__ = [
+    "decode_text",
+    "file_path",
+    "item_name",
+    "stem_of",
+    "split_paragraphs",
+    "iso_datetime",
+    "json_safe",
+    "normalise_tags",
+    "common_metadata",
+    "build_document",
+    "RESERVED_KEYS",
+]
+
+#: Metadata keys an extractor's own metadata (front matter, PDF info…) may not overwrite.
+RESERVED_KEYS = frozenset({"source_type", "path", "uri"})
+
+# UTF-32 first: its little-endian BOM starts with the UTF-16 one.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_BLANK_LINES = re.compile(r"\n[ \t]*\n\s*")
+_TAG_KEYS = ("tags", "keywords", "categories")
+
+
+def decode_text(data: bytes, charset: str | None = None) -> str:
+    """Bytes → text with ``\\n`` line ends; ``ExtractError`` when they are not text we accept.
+
+    Order: a BOM decides; else strict UTF-8; else the declared ``charset`` (when a transport
+    declared one, since servers often declare latin-1 for UTF-8 bodies, UTF-8 is tried first).
+    """
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            return _normalise_newlines(_strict(data, codec, codec.split("-sig")[0].upper()))
+    try:
+        return _normalise_newlines(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        first = e
+    if charset and _known_codec(charset):
+        return _normalise_newlines(_strict(data, charset, charset))
+    raise ExtractError(
+        f"not valid UTF-8 text (byte 0x{data[first.start]:02x} at offset {first.start})",
+        hint="re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 in.txt > out.txt`",
+    ) from None
+
+
+def _strict(data: bytes, codec: str, label: str) -> str:
+    """Decode strictly; a failure is an ExtractError naming the encoding."""
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError as e:
+        raise ExtractError(
+            f"not valid {label} text (undecodable bytes at offset {e.start})",
+            hint="re-encode the file as UTF-8",
+        ) from None
+
+
+def _known_codec(name: str) -> bool:
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        return False
+    return True
+
+
+def _normalise_newlines(text: str) -> str:
+    """``\\r\\n`` and ``\\r`` → ``\\n``; a leftover BOM character is dropped."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
+
+
+def file_path(uri: str) -> str | None:
+    """The local path of a ``file://`` uri (fragment dropped), else ``None``."""
+    if not uri.startswith("file://"):
+        return None
+    return urldefrag(uri)[0][len("file://"):] or None
+
+
+def item_name(uri: str) -> str:
+    """The file name an item's uri ends in: an e-mail attachment's name, else the last path segment."""
+    if "#attachment/" in uri:
+        return uri.rsplit("#attachment/", 1)[1]
+    base = urldefrag(uri)[0]
+    if base.startswith("stdin:"):
+        return base[len("stdin:"):]
+    if "://" in base:
+        parts = urlsplit(base)
+        return unquote(parts.path.rstrip("/").rsplit("/", 1)[-1]) or parts.netloc
+    return base.rstrip("/").rsplit("/", 1)[-1]
+
+
+def stem_of(uri: str) -> str:
+    """A readable fallback title: the item's file name without its suffix (or the host)."""
+    name = item_name(uri)
+    if "." in name.lstrip("."):
+        name = name.rsplit(".", 1)[0]
+    return name or uri
+
+
+def split_paragraphs(text: str) -> list[str]:
+    """Text split on blank lines, each paragraph stripped, empty ones dropped."""
+    return [p.strip() for p in _BLANK_LINES.split(text) if p.strip()]
+
+
+def iso_datetime(value: datetime | date | None) -> str | None:
+    """ISO 8601; aware datetimes in UTC with a ``Z`` (``2024-05-01T12:00:00Z``), dates as dates."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(timezone.utc)
+            return value.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+        return value.isoformat(timespec="seconds")
+    return value.isoformat()
+
+
+def json_safe(value: Any) -> Any:
+    """A copy of ``value`` that ``json.dumps`` takes as is: dates become ISO strings, tuples lists."""
+    if isinstance(value, (datetime, date)):
+        return iso_datetime(value)
+    if isinstance(value, time):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def normalise_tags(meta: dict[str, Any]) -> dict[str, Any]:
+    """``tags``/``keywords``/``categories`` as lists of strings (``"a, b"`` → ``["a", "b"]``)."""
+    for key in _TAG_KEYS:
+        value = meta.get(key)
+        if isinstance(value, str):
+            meta[key] = [t.strip() for t in value.split(",") if t.strip()]
+        elif isinstance(value, (list, tuple)):
+            meta[key] = [str(t).strip() for t in value if str(t).strip()]
+    return meta
+
+
+def common_metadata(source: Source, source_type: str) -> dict[str, Any]:
+    """What every document carries: ``path`` (of a file uri), the source's metadata, ``source_type``."""
+    meta: dict[str, Any] = {}
+    path = file_path(source.uri)
+    if path:
+        meta["path"] = path
+    meta.update(json_safe(dict(source.metadata)))
+    meta["source_type"] = source_type
+    return meta
+
+
+def build_document(
+    source: Source,
+    *,
+    title: str,
+    blocks: Iterable[Block],
+    source_type: str,
+    metadata: Mapping[str, Any] | None = None,
+    uri: str | None = None,
+    parent_uri: str | None = None,
+) -> Document:
+    """A ``Document`` with the common metadata merged in; ``ExtractError`` when it has no text.
+
+    The extractor's own ``metadata`` wins over the source's, except for ``RESERVED_KEYS``.
+    """
+    blocks = [b for b in blocks if b.text.strip()]
+    if not blocks:
+        raise ExtractError("empty document (no text)", hint="the item holds no extractable text")
+    meta = common_metadata(source, source_type)
+    own = normalise_tags(json_safe(dict(metadata or {})))
+    meta.update({k: v for k, v in own.items() if k not in RESERVED_KEYS and v not in (None, "", [], {})})
+    return Document.from_blocks(
+        uri=uri or source.uri,
+        title=(title or "").strip() or stem_of(uri or source.uri),
+        blocks=blocks,
+        source_type=source_type,
+        metadata=meta,
+        parent_uri=parent_uri,
+    )

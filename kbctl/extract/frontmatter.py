@@ -1,0 +1,272 @@
+"""Front matter of Markdown files: YAML between ``---`` lines, TOML between ``+++`` lines.
+
+TOML is parsed with ``tomllib``. YAML is parsed by ``parse_simple_yaml``, a small safe parser of
+the subset front matter uses (``key: value``, quoted strings, ``[a, b]`` inline lists, ``- item``
+block lists, ``|``/``>`` block strings, comments). Our own parser goes first even when PyYAML is
+installed, so the same file gives the same metadata (and content hash) on every machine, and so
+``time: 12:30`` stays ``"12:30"`` instead of YAML 1.1's 750. Only what it does not support
+(nested mappings, anchors, flow mappings) is handed to ``yaml.safe_load`` when that is importable;
+without PyYAML the unsupported lines are skipped.
+
+Scalars: ``true``/``false`` → bool, ``null``/``~``/empty → None, decimal ints and floats →
+numbers, everything else (ISO dates included) → strings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from .base import json_safe
+
+__all__ = ["split_front_matter", "parse_simple_yaml", "UnsupportedYAML"]
+
+log = logging.getLogger(__name__)
+
+_YAML_OPEN = re.compile(r"\A---[ \t]*\n")
+_YAML_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$\n?", re.M)
+_TOML_OPEN = re.compile(r"\A\+\+\+[ \t]*\n")
+_TOML_CLOSE = re.compile(r"^\+\+\+[ \t]*$\n?", re.M)
+_KEY = re.compile(r"""^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s"'#\-\[\]{}?:][^:#]*?)[ \t]*:(?:[ \t]+(.*?))?[ \t]*$""")
+_ITEM = re.compile(r"^([ \t]*)-(?:[ \t]+(.*?))?[ \t]*$")
+_INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
+_FLOAT = re.compile(r"^[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][-+]?[0-9]+)?$")
+_BOOLS = {"true": True, "false": False}
+_NULLS = {"", "~", "null"}
+
+
+class UnsupportedYAML(ValueError):
+    """The YAML uses something outside the simple front-matter subset."""
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
+    """``(metadata, body, error)``: the front matter parsed and removed from the text.
+
+    A block that does not parse leaves ``metadata`` empty and ``error`` set; the block is still
+    removed from the body (it is not prose). Text without front matter comes back unchanged.
+    """
+    for opening, closing, parse in ((_YAML_OPEN, _YAML_CLOSE, _parse_yaml), (_TOML_OPEN, _TOML_CLOSE, _parse_toml)):
+        head = opening.match(text)
+        if not head:
+            continue
+        end = closing.search(text, head.end())
+        if not end:
+            return {}, text, None  # an opening rule without a closing one is a thematic break
+        raw, body = text[head.end():end.start()], text[end.end():]
+        try:
+            return json_safe(parse(raw)), body, None
+        except ValueError as e:
+            log.warning("front matter not parsed: %s", e)
+            return {}, body, f"{type(e).__name__}: {e}"
+    return {}, text, None
+
+
+def _parse_toml(raw: str) -> dict[str, Any]:
+    import tomllib
+
+    return tomllib.loads(raw)  # TOMLDecodeError is a ValueError
+
+
+def _parse_yaml(raw: str) -> dict[str, Any]:
+    """Our subset parser; PyYAML (when installed) only for what the subset does not cover."""
+    try:
+        return parse_simple_yaml(raw)
+    except UnsupportedYAML:
+        try:
+            import yaml
+        except ImportError:
+            return parse_simple_yaml(raw, strict=False)
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        raise ValueError(str(e).splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise ValueError("YAML front matter is not a mapping")
+    return data
+
+
+def parse_simple_yaml(raw: str, *, strict: bool = True) -> dict[str, Any]:
+    """Parse the front-matter subset of YAML into a dict.
+
+    With ``strict`` (the default) anything outside the subset raises ``UnsupportedYAML``;
+    otherwise such lines are skipped.
+    """
+    lines = raw.split("\n")
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _is_blank(line):
+            i += 1
+            continue
+        m = _KEY.match(line) if not line[0].isspace() else None
+        if m is None:
+            _unsupported(f"line {i + 1}: {line.strip()[:40]!r}", strict)
+            i += 1
+            continue
+        try:
+            value, i = _value(m.group(2) or "", lines, i + 1)
+        except UnsupportedYAML:
+            if strict:
+                raise
+            i = _skip_indented(lines, i + 1)
+            continue
+        out[_key(m.group(1))] = value
+    return out
+
+
+def _value(text: str, lines: list[str], nxt: int) -> tuple[Any, int]:
+    """The value after ``key:`` and the index of the line after it."""
+    text = _strip_comment(text)
+    if text in ("", "~", "null") and nxt < len(lines) and _starts_block(lines[nxt:]):
+        return _block_list(lines, nxt)
+    if text[:1] in ("|", ">") and re.fullmatch(r"[|>][+-]?", text):
+        return _block_string(text[0], lines, nxt)
+    if text.startswith("["):
+        return _inline_list(text), nxt
+    if text.startswith(("{", "&", "*", "!")):
+        raise UnsupportedYAML(f"unsupported value {text[:20]!r}")
+    if nxt < len(lines) and lines[nxt][:1].isspace() and not _is_blank(lines[nxt]):
+        raise UnsupportedYAML("nested mapping or multi-line value")
+    return scalar(text), nxt
+
+
+def _starts_block(rest: list[str]) -> bool:
+    """Whether the next non-blank line is a ``- item`` or an indented (nested) line."""
+    for line in rest:
+        if not _is_blank(line):
+            return bool(_ITEM.match(line)) or line[:1].isspace()
+    return False
+
+
+def _block_list(lines: list[str], i: int) -> tuple[list[Any], int]:
+    items: list[Any] = []
+    while i < len(lines):
+        if _is_blank(lines[i]):
+            i += 1
+            continue
+        m = _ITEM.match(lines[i])
+        if not m:
+            if lines[i][:1].isspace():
+                raise UnsupportedYAML("nested mapping")
+            break
+        item = _strip_comment(m.group(2) or "")
+        if _KEY.match(item) or item.startswith(("[", "{", "-", "&", "*", "!", "|", ">")):
+            raise UnsupportedYAML("list of mappings or nested list")
+        items.append(scalar(item))
+        i += 1
+    return items, i
+
+
+def _block_string(style: str, lines: list[str], i: int) -> tuple[str, int]:
+    """``|`` keeps line breaks, ``>`` folds lines into spaces (blank lines stay breaks)."""
+    body: list[str] = []
+    while i < len(lines) and (lines[i][:1].isspace() or _is_blank(lines[i])):
+        body.append(lines[i])
+        i += 1
+    indent = min((len(b) - len(b.lstrip()) for b in body if b.strip()), default=0)
+    body = [b[indent:] for b in body]
+    if style == "|":
+        return "\n".join(body).strip("\n"), i
+    paragraphs = "\n".join(body).strip("\n").split("\n\n")
+    return "\n".join(" ".join(p.split()) for p in paragraphs), i
+
+
+def _inline_list(text: str) -> list[Any]:
+    if not text.endswith("]"):
+        raise UnsupportedYAML("multi-line flow list")
+    inner = text[1:-1]
+    if any(c in inner for c in "[]{}") and not _all_quoted(inner):
+        raise UnsupportedYAML("nested flow collection")
+    return [scalar(p) for p in _split_commas(inner) if p.strip()]
+
+
+def _split_commas(text: str) -> list[str]:
+    """Split on commas that are not inside quotes."""
+    parts, cur, quote = [], [], None
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch == ",":
+            parts.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def _all_quoted(inner: str) -> bool:
+    return all(p[:1] in "\"'" and p[-1:] == p[:1] for p in _split_commas(inner) if p)
+
+
+def scalar(text: str) -> Any:
+    """One YAML scalar: quoted string, bool, null, int, float, or plain string."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text[1:-1]
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    low = text.lower()
+    if low in _BOOLS:
+        return _BOOLS[low]
+    if low in _NULLS:
+        return None
+    if _INT.match(text):
+        return int(text)
+    if _FLOAT.match(text) and any(c in text for c in ".eE"):
+        return float(text)
+    return text
+
+
+def _key(text: str) -> str:
+    value = scalar(text)
+    return value if isinstance(value, str) else text
+
+
+def _strip_comment(text: str) -> str:
+    """Drop a trailing `` # comment`` that is outside quotes."""
+    text = text.strip()
+    if text and text[0] in "\"'":
+        end = _closing_quote(text)
+        rest = text[end + 1:].strip() if end != -1 else ""
+        return text[: end + 1] if end != -1 and (not rest or rest.startswith("#")) else text
+    return "" if text.startswith("#") else re.split(r"[ \t]+#", text, maxsplit=1)[0].strip()
+
+
+def _closing_quote(text: str) -> int:
+    """Index of the quote closing the one at ``text[0]`` (``\\"`` and ``''`` are escapes), or -1."""
+    q, i = text[0], 1
+    while i < len(text):
+        if q == '"' and text[i] == "\\":
+            i += 2
+        elif text[i] == q and q == "'" and text[i + 1:i + 2] == "'":
+            i += 2
+        elif text[i] == q:
+            return i
+        else:
+            i += 1
+    return -1
+
+
+def _is_blank(line: str) -> bool:
+    s = line.strip()
+    return not s or s.startswith("#")
+
+
+def _skip_indented(lines: list[str], i: int) -> int:
+    while i < len(lines) and (lines[i][:1].isspace() or _ITEM.match(lines[i]) or not lines[i].strip()):
+        i += 1
+    return i
+
+
+def _unsupported(what: str, strict: bool) -> None:
+    if strict:
+        raise UnsupportedYAML(what)

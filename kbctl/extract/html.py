@@ -1,0 +1,178 @@
+"""HTML pages (``source_type="html"``).
+
+The main content is found by trafilatura (precision favoured, comments left out): site chrome such
+as navigation, breadcrumbs, sidebars and footers is dropped. It is read as Markdown, so headings
+become ``heading_path``s, code blocks stay whole, and tables stay as Markdown tables; Markdown
+escapes (``E\\_RATE\\_LIMITED``) and bold markers are removed so identifiers stay searchable.
+When trafilatura finds nothing, the whole ``<body>`` (minus scripts, styles, ``nav``,
+``header``, ``footer``, ``aside`` and forms) is taken as paragraphs.
+
+Metadata: ``author``, ``date`` (only a date the page states, never a guess), ``description``,
+``tags`` (``<meta name="keywords">``, ``article:tag``), ``categories``, ``sitename``,
+``language``. Title: the page's title as trafilatura cleans it, else ``<title>``, else the first
+``<h1>``, else the file's stem.
+
+``html_paragraphs`` (lxml only) turns an HTML fragment — an e-mail body, a feed entry — into
+paragraphs, keeping all of its text.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from ..types import Block, Document, Source
+from .base import build_document, decode_text, stem_of
+from .text import markdown_blocks
+
+__all__ = ["extract_html", "html_paragraphs", "decode_html"]
+
+log = logging.getLogger(__name__)
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+_MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|~<>])")
+_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+_BLOCK_TAGS = (
+    "p", "div", "section", "article", "main", "li", "ul", "ol", "dl", "dt", "dd", "tr", "table",
+    "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "figure", "figcaption", "hr",
+    "header", "footer", "address", "details", "summary",
+)
+_NOISE_TAGS = ("script", "style", "noscript", "template", "head", "svg", "iframe", "object")
+_CHROME_TAGS = ("nav", "header", "footer", "aside", "form")
+_META_KEYS = ("author", "date", "description", "tags", "categories", "sitename", "language")
+
+
+def extract_html(source: Source) -> list[Document]:
+    """One HTML page as one document of its main content."""
+    markup = decode_html(source.content, source.metadata.get("charset"))
+    url = source.uri if source.uri.startswith(("http://", "https://")) else None
+    meta = _page_metadata(markup, url)
+    parts = markdown_blocks(_main_markdown(markup, url) or "")
+    blocks = [_clean_block(b) for b in parts.blocks]
+    fallback_title = parts.first_h1
+    if not blocks:
+        log.debug("trafilatura found no main content in %s; using the whole body", source.uri)
+        paragraphs, fallback_title = _body_paragraphs(markup)
+        blocks = [Block(p) for p in paragraphs]
+    title = meta.pop("title", None) or fallback_title or stem_of(source.uri)
+    return [build_document(source, title=title, blocks=blocks, source_type="html", metadata=meta)]
+
+
+def decode_html(data: bytes, charset: str | None = None) -> str:
+    """HTML bytes as text: a BOM, else UTF-8, else the transport's or the ``<meta>`` charset."""
+    declared = charset
+    if not declared:
+        m = _META_CHARSET.search(data[:4096])
+        declared = m.group(1).decode("ascii", "replace") if m else None
+    return decode_text(data, declared)
+
+
+def _main_markdown(markup: str, url: str | None) -> str | None:
+    """The main content as Markdown, or ``None`` when trafilatura finds none."""
+    import trafilatura  # heavy; only for HTML
+
+    try:
+        return trafilatura.extract(
+            markup, url=url, output_format="markdown", favor_precision=True, include_comments=False,
+            include_tables=True, include_formatting=True, with_metadata=False, deduplicate=False,
+        ) or None
+    except Exception as e:  # trafilatura raises assorted parser errors on broken markup
+        log.warning("trafilatura failed on %s: %s", url or "page", e)
+        return None
+
+
+def _page_metadata(markup: str, url: str | None) -> dict[str, Any]:
+    """Title, author, stated date, description, tags… (empty values dropped)."""
+    from trafilatura import extract_metadata
+
+    try:
+        found = extract_metadata(
+            markup, default_url=url, date_config={"extensive_search": False, "original_date": True}
+        ).as_dict()
+    except Exception as e:
+        log.warning("no metadata from %s: %s", url or "page", e)
+        return {}
+    meta = {k: found.get(k) for k in ("title", *_META_KEYS)}
+    meta["tags"] = _split_tags(found.get("tags"))
+    meta["categories"] = _split_tags(found.get("categories"))
+    return {k: v for k, v in meta.items() if v}
+
+
+def _split_tags(values: Any) -> list[str]:
+    """trafilatura gives ``["a, b"]`` for ``<meta name="keywords" content="a, b">``."""
+    if isinstance(values, str):
+        values = [values]
+    return [t.strip() for v in values or () for t in str(v).split(",") if t.strip()]
+
+
+def _clean_block(block: Block) -> Block:
+    """Undo trafilatura's Markdown escaping and bold markers (code blocks are left alone)."""
+    if block.text.lstrip().startswith(("```", "~~~")):
+        return block
+    text = _BOLD.sub(r"\1", _MD_ESCAPE.sub(r"\1", block.text))
+    return Block(text, heading_path=tuple(_MD_ESCAPE.sub(r"\1", h) for h in block.heading_path), page=block.page)
+
+
+def _body_paragraphs(markup: str) -> tuple[list[str], str | None]:
+    """The fallback: paragraphs of ``<body>`` without the chrome, and the first ``<h1>``/``<title>``."""
+    root = _parse(markup)
+    if root is None:
+        return [], None
+    title = _first_text(root, "//title") or _first_text(root, "//h1")
+    body = root.find(".//body")
+    return _paragraphs(body if body is not None else root, drop=_NOISE_TAGS + _CHROME_TAGS), title
+
+
+def html_paragraphs(markup: str) -> list[str]:
+    """Every paragraph of text in an HTML fragment or page (scripts and styles dropped)."""
+    root = _parse(markup)
+    return [] if root is None else _paragraphs(root, drop=_NOISE_TAGS)
+
+
+def _parse(markup: str):
+    """An lxml tree, or ``None`` for markup with no elements at all."""
+    from lxml import etree, html as lxml_html
+
+    markup = re.sub(r"^\s*<\?xml[^>]*\?>", "", markup)  # lxml refuses str with an encoding declaration
+    try:
+        return lxml_html.document_fromstring(markup) if markup.strip() else None
+    except (etree.ParserError, ValueError) as e:  # "Document is empty" and the like
+        log.debug("no HTML tree: %s", e)
+        return None
+
+
+def _first_text(root, xpath: str) -> str | None:
+    """The whitespace-collapsed text of the first element ``xpath`` finds."""
+    found = root.xpath(xpath)
+    text = " ".join(found[0].text_content().split()) if found else ""
+    return text or None
+
+
+def _paragraphs(root, drop: tuple[str, ...]) -> list[str]:
+    """Text of ``root`` split into paragraphs at block elements and ``<br>`` (whitespace collapsed)."""
+    for el in list(root.iter(*drop)):
+        el.drop_tree()
+    for el in root.iter():
+        in_pre = el.tag == "pre" or any(a.tag == "pre" for a in el.iterancestors())
+        if isinstance(el.tag, str) and not in_pre:
+            el.text = _squash(el.text)
+        if not in_pre:
+            el.tail = _squash(el.tail)
+    for el in root.iter(*_BLOCK_TAGS):
+        el.text = "\n\n" + (el.text or "")
+        el.tail = "\n\n" + (el.tail or "")
+    for el in root.iter("br"):
+        el.tail = "\n" + (el.tail or "")
+    text = root.text_content()
+    return [p for p in (_tidy(p) for p in re.split(r"\n\s*\n", text)) if p]
+
+
+def _squash(text: str | None) -> str | None:
+    """Collapse runs of whitespace (HTML source line breaks are not text)."""
+    return re.sub(r"\s+", " ", text) if text else text
+
+
+def _tidy(paragraph: str) -> str:
+    """Strip every line of a paragraph and drop the empty ones."""
+    return "\n".join(line.strip() for line in paragraph.strip("\n").split("\n") if line.strip())

@@ -1,0 +1,251 @@
+"""E-mail: single messages (``.eml``) and mailboxes (``.mbox``), ``source_type="email"``.
+
+Each message keeps its body — the ``text/plain`` part when there is one, else the HTML part as
+text — split into paragraphs; its title is the subject. Metadata: ``subject``, ``from``, ``to``,
+``cc``, ``date`` (ISO 8601, UTC), ``message_id``, ``in_reply_to``, ``thread_id`` (the first
+Message-ID of ``References``, else ``In-Reply-To``, else its own; all ids without ``<>``),
+``author`` (= ``from``), ``has_attachments``, ``attachments`` (file names) and
+``attachment_errors`` (``"name: reason"`` for attachments that could not be read).
+
+Every attachment that an extractor reads (text, Markdown, HTML, PDF, a forwarded message…)
+becomes child documents: uri ``<message uri>#attachment/<file name>``, ``parent_uri`` the
+message's uri, metadata ``attachment_filename``, ``parent_subject`` and ``thread_id``. A failing
+attachment never fails its message. A message with an empty body but readable attachments keeps
+its subject as its text.
+
+An mbox gives the documents of each of its messages, the uri of each being
+``<mbox uri>#<Message-ID>`` (``#message-<n>`` when it has none); a message that cannot be read is
+skipped and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from email import policy
+from email.message import EmailMessage, Message
+from email.parser import BytesParser
+from typing import Any, Iterator
+
+from ..errors import ExtractError
+from ..types import Block, Document, Source
+from .base import build_document, iso_datetime, split_paragraphs
+from .detect import SUPPORTED_SUFFIXES, guess_media_type
+from .html import html_paragraphs
+
+__all__ = ["extract_eml", "extract_mbox", "message_documents", "split_mbox", "message_metadata"]
+
+log = logging.getLogger(__name__)
+
+_MSG_ID = re.compile(r"<([^<>\s]+)>")
+_FROM_LINE = re.compile(rb"^From [^\n]*\n", re.M)
+_ESCAPED_FROM = re.compile(rb"^>(>*From )", re.M)
+_EXTRACTABLE_TYPES = frozenset({"text/plain", "text/markdown", "text/html", "application/pdf", "message/rfc822"})
+
+
+def extract_eml(source: Source) -> list[Document]:
+    """One message (and its readable attachments)."""
+    return message_documents(parse_message(source.content), source, source.uri)
+
+
+def extract_mbox(source: Source) -> list[Document]:
+    """Every message of an mbox (and their attachments), in mailbox order."""
+    docs: list[Document] = []
+    seen: set[str] = set()
+    raw_messages = split_mbox(source.content)
+    for n, raw in enumerate(raw_messages, 1):
+        msg = parse_message(raw)
+        message_id = _first_id(_header(msg, "Message-ID"))
+        uri = _unique(f"{source.uri}#{message_id or f'message-{n}'}", seen)
+        try:
+            docs.extend(message_documents(msg, source, uri))
+        except ExtractError as e:
+            log.warning("skipping message %d of %s: %s", n, source.uri, e)
+    if not docs:
+        what = "no messages" if not raw_messages else "no message with text"
+        raise ExtractError(f"empty mbox ({what})", hint="check that the file is an mbox (messages start with 'From ' lines)")
+    return docs
+
+
+def split_mbox(data: bytes) -> list[bytes]:
+    """The raw messages of an mbox: split at ``From `` lines, which are dropped; ``>From`` unescaped."""
+    data = data.replace(b"\r\n", b"\n")
+    starts = [m.start() for m in _FROM_LINE.finditer(data) if m.start() == 0 or data[m.start() - 2:m.start()] == b"\n\n"]
+    bounds = zip(starts, starts[1:] + [len(data)])
+    messages = [_FROM_LINE.sub(b"", data[a:b], count=1) for a, b in bounds]
+    return [_ESCAPED_FROM.sub(rb"\1", m).strip(b"\n") + b"\n" for m in messages if m.strip()]
+
+
+def parse_message(data: bytes) -> EmailMessage:
+    """Bytes → ``EmailMessage`` (``email.policy.default``; the parser itself never raises)."""
+    return BytesParser(policy=policy.default).parsebytes(data)
+
+
+def message_documents(msg: EmailMessage, source: Source, uri: str) -> list[Document]:
+    """The message's document followed by its attachments' documents."""
+    meta = message_metadata(msg)
+    children, errors = _attachment_documents(msg, source, uri, meta)
+    if errors:
+        meta["attachment_errors"] = errors
+    blocks = [Block(p) for p in _body_paragraphs(msg)]
+    if not blocks and children:
+        blocks = [Block(meta.get("subject") or "(no subject)")]
+    doc = build_document(source, title=meta.get("subject", ""), blocks=blocks, source_type="email", metadata=meta, uri=uri)
+    return [doc, *children]
+
+
+def message_metadata(msg: Message) -> dict[str, Any]:
+    """Headers as metadata (ids without ``<>``, the date in ISO 8601)."""
+    message_id = _first_id(_header(msg, "Message-ID"))
+    in_reply_to = _first_id(_header(msg, "In-Reply-To"))
+    references = _ids(_header(msg, "References"))
+    attachments = [_filename(p, n) for n, p in enumerate(_attachments(msg), 1)]
+    meta: dict[str, Any] = {
+        "subject": _header(msg, "Subject"),
+        "from": _header(msg, "From"),
+        "to": _header(msg, "To"),
+        "cc": _header(msg, "Cc"),
+        "date": _date(msg),
+        "message_id": message_id,
+        "in_reply_to": in_reply_to,
+        "thread_id": (references[0] if references else None) or in_reply_to or message_id,
+        "has_attachments": bool(attachments),
+        "attachments": attachments,
+    }
+    meta["author"] = meta["from"]
+    return {k: v for k, v in meta.items() if v is not None and v != ""}
+
+
+def _header(msg: Message, name: str) -> str | None:
+    """A header as one line of text (malformed headers as their raw value)."""
+    try:
+        value = msg.get(name)
+    except Exception:  # a header the policy cannot parse: take its raw value
+        value = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
+    return " ".join(str(value).split()) if value is not None else None
+
+
+def _ids(value: str | None) -> list[str]:
+    """Every ``<id>`` in a header, without the brackets."""
+    return _MSG_ID.findall(value or "")
+
+
+def _first_id(value: str | None) -> str | None:
+    """The first ``<id>`` of a header, else the bare value."""
+    if not value:
+        return None
+    found = _ids(value)
+    return found[0] if found else value.strip().strip("<>") or None
+
+
+def _date(msg: Message) -> str | None:
+    """The ``Date`` header in ISO 8601 (UTC), ``None`` when missing or unparseable."""
+    try:
+        header = msg.get("Date")
+        dt = getattr(header, "datetime", None)
+    except Exception:
+        return None
+    return iso_datetime(dt) if dt else None
+
+
+def _body_paragraphs(msg: EmailMessage) -> list[str]:
+    """The plain-text body (or the HTML one as text) as paragraphs."""
+    part = msg.get_body(preferencelist=("plain", "html"))
+    if part is None:
+        return []
+    text = _part_text(part)
+    return html_paragraphs(text) if part.get_content_subtype() == "html" else split_paragraphs(text.replace("\r\n", "\n"))
+
+
+def _part_text(part: EmailMessage) -> str:
+    """A text part decoded with its charset (undeclared or unknown charsets: UTF-8, replacing)."""
+    try:
+        return part.get_content()
+    except (LookupError, UnicodeError, KeyError, AssertionError):
+        payload = part.get_payload(decode=True) or b""
+        return payload.decode("utf-8", errors="replace")
+
+
+def _attachments(msg: Message) -> Iterator[EmailMessage]:
+    """The message's attachments (parts that are not its body)."""
+    if isinstance(msg, EmailMessage) and msg.is_multipart():
+        try:
+            yield from msg.iter_attachments()
+        except (KeyError, TypeError):  # a multipart/related without a usable start part
+            return
+
+
+def _filename(part: Message, n: int) -> str:
+    """The attachment's file name (``attachment-<n>`` when it has none; path parts removed)."""
+    name = part.get_filename() or ""
+    name = re.split(r"[\\/]", name)[-1].strip()
+    if name:
+        return name
+    ext = ".eml" if part.get_content_type() == "message/rfc822" else ""
+    return f"attachment-{n}{ext}"
+
+
+def _attachment_documents(msg: EmailMessage, source: Source, uri: str, meta: dict) -> tuple[list[Document], list[str]]:
+    """Documents of the readable attachments, and ``"name: reason"`` for those that failed."""
+    from . import extract  # the package dispatches; imported late to avoid an import cycle
+
+    docs: list[Document] = []
+    errors: list[str] = []
+    seen: set[str] = set()
+    for n, part in enumerate(_attachments(msg), 1):
+        name = _filename(part, n)
+        if not _extractable(part, name):
+            continue
+        try:
+            child = _child_source(part, name, _unique(f"{uri}#attachment/{name}", seen), source)
+            docs.extend(_as_child(d, uri, name, meta) for d in extract(child))
+        except ExtractError as e:
+            errors.append(f"{name}: {e.message}")
+        except Exception as e:  # one odd attachment must not lose the message
+            log.warning("attachment %s of %s failed: %r", name, uri, e)
+            errors.append(f"{name}: {type(e).__name__}: {e}")
+    return docs, errors
+
+
+def _extractable(part: Message, name: str) -> bool:
+    """Whether an extractor may read the attachment (by file suffix or content type)."""
+    suffix = name[name.rfind("."):].lower() if "." in name else ""
+    return suffix in SUPPORTED_SUFFIXES or part.get_content_type() in _EXTRACTABLE_TYPES
+
+
+def _child_source(part: EmailMessage, name: str, uri: str, parent: Source) -> Source:
+    """The attachment as a Source; text parts re-encoded as UTF-8 from their declared charset."""
+    if part.get_content_type() == "message/rfc822":
+        inner = part.get_payload()
+        content = (inner[0] if isinstance(inner, list) else inner).as_bytes()
+    elif part.get_content_maintype() == "text":
+        content = _part_text(part).encode("utf-8")
+    else:
+        content = part.get_payload(decode=True) or b""
+    metadata = {k: v for k, v in parent.metadata.items() if k not in ("size", "sha256", "charset")}
+    metadata["size"] = len(content)
+    media_type = guess_media_type(name) or part.get_content_type()
+    return Source(uri=uri, content=content, media_type=media_type, kind=parent.kind, metadata=metadata)
+
+
+def _as_child(doc: Document, message_uri: str, name: str, meta: dict) -> Document:
+    """The attachment's document linked to its message (nested children keep their own parent)."""
+    extra = {"attachment_filename": name, "parent_subject": meta.get("subject"), "thread_id": meta.get("thread_id")}
+    return Document.from_blocks(
+        uri=doc.uri,
+        title=doc.title,
+        blocks=doc.blocks,
+        source_type=doc.source_type,
+        metadata={**doc.metadata, **{k: v for k, v in extra.items() if v}},
+        parent_uri=doc.parent_uri or message_uri,
+    )
+
+
+def _unique(uri: str, seen: set[str]) -> str:
+    """``uri``, or ``uri~2``, ``uri~3``… when an earlier item already took it."""
+    candidate, n = uri, 1
+    while candidate in seen:
+        n += 1
+        candidate = f"{uri}~{n}"
+    seen.add(candidate)
+    return candidate
