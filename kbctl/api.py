@@ -258,7 +258,7 @@ def open_kb(
     return KnowledgeBase(load_settings(config, overrides))
 
 
-RECORD_MEDIA_TYPE = "application/x-kbctl-record+json"
+from .extract.record import RECORD_MEDIA_TYPE  # noqa: E402
 
 
 def _record_sources(records: Iterable[dict]):

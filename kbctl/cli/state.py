@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-out = Console(soft_wrap=True)  # results
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)  # results
 err = Console(stderr=True, soft_wrap=True)  # everything else
 
 

@@ -28,12 +28,15 @@ from typing import Callable
 
 from ..types import Document, Source
 from .detect import SUPPORTED_SUFFIXES, detect_format, guess_media_type
+from .record import RECORD_MEDIA_TYPE, extract_record
 
 __all__ = ["extract", "SUPPORTED_SUFFIXES", "guess_media_type", "detect_format"]
 
 
 def extract(source: Source) -> list[Document]:
     """The documents in ``source`` (one, or several for an mbox, a feed or a mail with attachments)."""
+    if source.media_type == RECORD_MEDIA_TYPE:
+        return extract_record(source)
     return _extractor(detect_format(source))(source)
 
 

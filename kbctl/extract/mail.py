@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 _MSG_ID = re.compile(r"<([^<>\s]+)>")
 _FROM_LINE = re.compile(rb"^From [^\n]*\n", re.M)
+_POSTMARK = re.compile(rb"From \S+ +(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ")
 _ESCAPED_FROM = re.compile(rb"^>(>*From )", re.M)
 _EXTRACTABLE_TYPES = frozenset({"text/plain", "text/markdown", "text/html", "application/pdf", "message/rfc822"})
 
@@ -69,11 +70,17 @@ def extract_mbox(source: Source) -> list[Document]:
 
 def split_mbox(data: bytes) -> list[bytes]:
     """The raw messages of an mbox: split at ``From `` lines, which are dropped; ``>From`` unescaped."""
-    data = data.replace(b"\r\n", b"\n")
-    starts = [m.start() for m in _FROM_LINE.finditer(data) if m.start() == 0 or data[m.start() - 2:m.start()] == b"\n\n"]
+    data = data.replace(b"\r\n", b"\n").lstrip(b"\n")
+    starts = [m.start() for m in _FROM_LINE.finditer(data) if _separates(data, m.start())]
     bounds = zip(starts, starts[1:] + [len(data)])
     messages = [_FROM_LINE.sub(b"", data[a:b], count=1) for a, b in bounds]
     return [_ESCAPED_FROM.sub(rb"\1", m).strip(b"\n") + b"\n" for m in messages if m.strip()]
+
+
+def _separates(data: bytes, at: int) -> bool:
+    """A ``From `` line starts a message at the top, after a blank line, or when it is a postmark
+    (``From sender Mon Oct 21 08:02:00 2024``); a body line "From here on…" is none of these."""
+    return at == 0 or data[at - 2:at] == b"\n\n" or bool(_POSTMARK.match(data, at))
 
 
 def parse_message(data: bytes) -> EmailMessage:
