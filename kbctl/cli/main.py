@@ -52,9 +52,9 @@ app.add_typer(evals.app, name="eval")
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every KbctlError becomes one line (and a hint) on stderr with its exit code."""
-    import click
-
     from ..errors import KbctlError
+
+    click = _click_exceptions()
 
     warnings.filterwarnings("ignore")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -81,6 +81,22 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         STATE.close()
     sys.exit(code)
+
+
+def _click_exceptions():
+    """typer vendors its own click (typer._click) and its own Exit/Abort; catch whichever are in use."""
+    import types
+
+    try:
+        from typer import exceptions as tex
+        from typer._click import exceptions as ex
+
+        exc = types.SimpleNamespace(Exit=tex.Exit, Abort=tex.Abort)
+    except ImportError:  # an older typer on the real click
+        from click import exceptions as ex
+
+        exc = ex
+    return types.SimpleNamespace(exceptions=exc, ClickException=ex.ClickException)
 
 
 def _report(e) -> None:

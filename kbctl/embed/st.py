@@ -56,7 +56,8 @@ class SentenceTransformerEmbedder:
         precision = precision or profile.precision
         self.precision = precision if precision in ("fp32", "bf16") else "fp32"
         self._model = self._load()
-        dim = self._model.get_sentence_embedding_dimension()
+        getdim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        dim = getdim()
         if dim != profile.dimension:
             raise EmbeddingError(
                 f"model {profile.model!r} makes {dim}-d vectors but profile {profile.name!r} says {profile.dimension}",

@@ -3,7 +3,8 @@
 Tokens are counted with a simple, model-independent estimate (words and punctuation marks, about
 what LLM tokenizers produce for English text, rounded up by 1/3 for sub-word splits), so the block
 fits the budget of any common chat model. Passages are added best-first; one that does not fit is
-cut at a sentence boundary if at least half of it fits, else left out.
+cut at a sentence boundary if at least half of it fits (the best passage is always cut to fit
+rather than left out), else left out.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def format_context(result: SearchResult, budget: int) -> str:
             continue
         room = budget - used - estimate_tokens(head)
         cut = _cut(h.text.strip(), room)
-        if cut and estimate_tokens(cut) * 2 >= estimate_tokens(h.text):
+        if cut and (not parts or estimate_tokens(cut) * 2 >= estimate_tokens(h.text)):
             parts.append(head + cut + " […]\n")
             used += estimate_tokens(head + cut) + 2
         break
@@ -52,4 +53,9 @@ def _cut(text: str, room: int) -> str:
         if estimate_tokens(nxt) > room:
             break
         out = nxt
+    if not out and room > 0:  # one long sentence: cut at a word
+        for w in text.split():
+            if estimate_tokens(out + " " + w) > room:
+                break
+            out = (out + " " + w).strip()
     return out

@@ -1,0 +1,83 @@
+"""The sample corpus eval fixture through the CLI, with a --fail-under gate (CI's quality gate).
+
+The whole sample corpus is ingested once with the real model into its own tenant; then
+`kbctl eval run` must clear the gates, and a gate set above what search achieves must fail with
+exit code 3, so a regression in search fails the build.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLE
+
+NAMESPACES = {
+    "billing_kb": "support/billing",
+    "technical_kb": "support/technical",
+    "account_kb": "support/account",
+    "handbook_kb": "engineering/handbook",
+    "releases_kb": "engineering/releases",
+}
+TENANT = "sample_eval"
+
+
+@pytest.fixture(scope="module")
+def sample_ingested(kb_home):
+    import kbctl
+
+    kb = kbctl.open(home=kb_home, tenant=TENANT, profile="minilm")
+    for ns, folder in NAMESPACES.items():
+        report = kb.ingest([str(SAMPLE / folder)], ns, verify=False)
+        assert not report.errors, report.errors
+    kb.close()
+    return TENANT
+
+
+def test_sample_eval_passes_its_gates(cli, sample_ingested, tmp_path):
+    out = tmp_path / "eval.json"
+    junit = tmp_path / "junit.xml"
+    p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical,dense,hybrid",
+            "--fail-under", "hybrid:ndcg@10=0.90", "--fail-under", "lexical:ndcg@10=0.85",
+            "--fail-under", "dense:ndcg@10=0.80", "--fail-under", "recall@10=0.90",
+            "--json", str(out), "--junit", str(junit), tenant_override=sample_ingested)
+    assert p.returncode == 0, p.stderr.decode()
+    data = json.loads(out.read_text())
+    for mode in ("lexical", "dense", "hybrid"):
+        m = data["modes"][mode]
+        assert m["num_queries"] >= 50
+        for key in ("ndcg@10", "recall@10", "recall@100", "mrr@10", "latency_ms_p50", "latency_ms_p95"):
+            assert key in m["metrics"]
+    hybrid = data["modes"]["hybrid"]["metrics"]["ndcg@10"]
+    assert hybrid >= max(data["modes"]["dense"]["metrics"]["ndcg@10"], 0.9)
+    assert "<testsuite" in junit.read_text()
+
+
+def test_a_gate_above_reach_fails_with_exit_3(cli, sample_ingested, tmp_path):
+    p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical", "--limit", "10",
+            "--fail-under", "lexical:ndcg@10=1.01", tenant_override=sample_ingested)
+    assert p.returncode == 3
+    assert "gate failed" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
+
+
+def test_baseline_regression_fails(cli, sample_ingested, tmp_path):
+    base = tmp_path / "base.json"
+    p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical", "--limit", "20",
+            "--json", str(base), tenant_override=sample_ingested)
+    assert p.returncode == 0, p.stderr.decode()
+    data = json.loads(base.read_text())
+    data["modes"]["lexical"]["metrics"]["ndcg@10"] = 1.5  # pretend the past was better
+    base.write_text(json.dumps(data))
+    p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical", "--limit", "20",
+            "--baseline", str(base), "--tolerance", "0.01", tenant_override=sample_ingested)
+    assert p.returncode == 3
+
+
+def test_html_report(cli, sample_ingested, tmp_path):
+    html = tmp_path / "r.html"
+    p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical,hybrid", "--limit", "15",
+            "--report", str(html), tenant_override=sample_ingested)
+    assert p.returncode == 0, p.stderr.decode()
+    text = html.read_text()
+    assert "<svg" in text and "ndcg@10" in text.lower()
