@@ -41,9 +41,17 @@ def chunk_documents(docs: Iterable[Document], profile: Profile) -> Iterator[tupl
         yield d, chunk_document(d, profile, tok)
 
 
-def chunk_document(doc: Document, profile: Profile, tok: Tokenizer | None = None) -> list[Chunk]:
-    """Split one document into chunks following its structure."""
+def chunk_document(doc: Document, profile: Profile, tok: Tokenizer | None = None, embed=None) -> list[Chunk]:
+    """Split one document into chunks following its structure.
+
+    With ``chunk.strategy = "semantic"``, a section is split into sentences and a new chunk starts
+    where the cosine similarity of consecutive sentences' embeddings drops below
+    ``chunk.semantic_threshold`` (or the size limit is reached). ``embed(texts) -> vectors``
+    defaults to the profile's embedder.
+    """
     tok = tok or get_tokenizer(profile)
+    if profile.chunk.get("strategy") == "semantic":
+        return _semantic(doc, profile, tok, embed)
     size = int(profile.chunk["size"])
     overlap = int(profile.chunk["overlap"])
     chunks: list[Chunk] = []
@@ -70,6 +78,49 @@ def chunk_document(doc: Document, profile: Profile, tok: Tokenizer | None = None
                 )
             )
     return chunks
+
+
+def _semantic(doc: Document, profile: Profile, tok: Tokenizer, embed) -> list[Chunk]:
+    """Sentence runs that stay on one topic, within the size limit, never across sections/pages."""
+    import numpy as np
+
+    if embed is None:
+        from .embed import get_embedder
+
+        embed = get_embedder(profile).embed_documents
+    size, threshold = int(profile.chunk["size"]), float(profile.chunk["semantic_threshold"])
+    chunks: list[Chunk] = []
+    for heading, page, blocks in _sections(doc.blocks):
+        header = _header(doc.title, heading)
+        limit = min(size, profile.max_tokens - tok.special_tokens - (tok.count(header) + 2 if header else 0))
+        units = [u for b in blocks for u in _sentence_units(doc.text, b, limit, tok)]
+        if not units:
+            continue
+        vecs = np.asarray(embed([doc.text[u.start:u.end] for u in units]), dtype=np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) + 1e-12
+        sims = (vecs[1:] * vecs[:-1]).sum(axis=1)
+        run: list[_Unit] = [units[0]]
+        spans = []
+        for u, sim in zip(units[1:], sims):
+            if sum(x.tokens for x in run) + u.tokens > limit or sim < threshold:
+                spans.append((run[0].start, run[-1].end))
+                run = []
+            run.append(u)
+        spans.append((run[0].start, run[-1].end))
+        for start, end in spans:
+            text = doc.text[start:end]
+            chunks.append(Chunk(doc.uri, len(chunks), text, tok.count(text), start, end, heading, page, header))
+    return chunks
+
+
+def _sentence_units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:
+    for s, e in split_sentences(text, block.start, block.start + len(block.text)):
+        n = tok.count(text[s:e])
+        if n <= limit:
+            yield _Unit(s, e, n, False)
+        else:
+            for ws, we, wm in _windows(text[s:e], s, limit, tok):
+                yield _Unit(ws, we, wm, False)
 
 
 def _header(title: str, heading: tuple[str, ...]) -> str:

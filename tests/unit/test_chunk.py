@@ -63,3 +63,18 @@ def test_split_sentences():
     t = "Refunds take 5 days. Really? Yes! e.g. this stays. Next one"
     spans = [t[s:e] for s, e in split_sentences(t)]
     assert spans[0] == "Refunds take 5 days." and spans[-1] == "Next one"
+
+
+def test_semantic_strategy_splits_where_the_topic_changes(tmp_path):
+    from kbctl.config import load_settings as _ls
+
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text('[profiles.sem]\nembedder = "hash"\nmodel = "hash"\n[profiles.sem.chunk]\nstrategy = "semantic"\nsemantic_threshold = 0.05\n')
+    prof = _ls(cfg, env={}).profile("sem")
+    refunds = "Refunds go back to the card. Refunds take five days. Refunds need approval."
+    sso = "SAML login uses the identity provider. SAML login needs a certificate. SAML login maps groups."
+    doc = Document.from_blocks("mem://mail", "", [Block(refunds + " " + sso)], "email")
+    chunks = chunk_document(doc, prof)
+    assert [c.text for c in chunks] == [refunds, sso]
+    for c in chunks:
+        assert doc.text[c.char_start:c.char_end] == c.text
