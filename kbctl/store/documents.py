@@ -122,10 +122,12 @@ def write_documents(
                 cp.set_types(_CHUNK_TYPES)
                 for (d, chunks), did in zip(items, doc_ids):
                     meta = _chunk_meta_base(d)
+                    tags = meta.get("tags") if isinstance(meta.get("tags"), list) else []
+                    boost = " ".join(str(t) for t in tags)
                     for ec in chunks:
                         c = ec.chunk
                         cid = next(chunk_ids)
-                        tf = analyzer.counts(c.text, c.header, title_weight)
+                        tf = analyzer.counts(c.text, f"{c.header} {boost}".strip(), title_weight)
                         length = float(sum(tf.values()))
                         lengths += length
                         postings.extend((t, cid, f, length) for t, f in tf.items())
