@@ -119,9 +119,10 @@ class KnowledgeBase:
         else:
             ns = ensure_namespace(conn, namespace, self.tenant, prof)
         targets = list(targets)
+        retried: list[str] = []
         if retry_failed and ns.id > 0:
-            failed = runs_store.failed_sources(conn, ns)
-            targets += [_target_of(s) for s in failed if _target_of(s) not in targets]
+            retried = runs_store.failed_sources(conn, ns)
+            targets += [_target_of(s) for s in retried if _target_of(s) not in targets]
         if not targets:
             raise UsageError("nothing to ingest", hint="give files, folders, URLs or - for stdin")
         def sources(lookup):
@@ -132,7 +133,7 @@ class KnowledgeBase:
             return it, state
 
         with runs_store.namespace_lock(conn, ns, wait=not no_wait) if not plan else _nullcontext():
-            return self._ingest_locked(conn, ns, prof, targets, sources, _covered(targets), opts, progress, verify, retry_failed)
+            return self._ingest_locked(conn, ns, prof, targets, sources, _covered(targets), opts, progress, verify, retried)
 
     def ingest_records(
         self,
@@ -154,9 +155,9 @@ class KnowledgeBase:
         opts = IngestOptions()
         with runs_store.namespace_lock(conn, ns):
             return self._ingest_locked(conn, ns, prof, ["records"], lambda lookup: (_record_sources(records), None),
-                                       None, opts, progress, verify, False)
+                                       None, opts, progress, verify, [])
 
-    def _ingest_locked(self, conn, ns, prof, targets, make_sources, covered, opts, progress, verify, retry_failed) -> RunReport:
+    def _ingest_locked(self, conn, ns, prof, targets, make_sources, covered, opts, progress, verify, retried) -> RunReport:
         run_id = None if opts.plan else runs_store.start_run(conn, ns, "ingest", {"targets": targets, "sync": opts.sync})
         lookup = self.db.connect()
         status = "failed"
@@ -172,8 +173,8 @@ class KnowledgeBase:
             if run_id is not None and status == "failed":
                 runs_store.finish_run(conn, ns, run_id, "failed", {})
         if run_id is not None:
-            if retry_failed:
-                runs_store.mark_retried(conn, ns, [t for t in targets])
+            if retried:  # the ledger names sources by URI (file://…), not by the target given
+                runs_store.mark_retried(conn, ns, retried)
             runs_store.record_errors(conn, ns, run_id, report.errors)
             runs_store.finish_run(conn, ns, run_id, status, report.to_json())
         if verify and not opts.plan:

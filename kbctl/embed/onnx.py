@@ -28,7 +28,7 @@ import numpy as np
 from ..config import Profile
 from ..errors import EmbeddingError
 
-__all__ = ["OnnxEmbedder", "onnx_available", "model_cache_dir", "default_cache_root"]
+__all__ = ["OnnxEmbedder", "export_int8", "onnx_available", "model_cache_dir", "default_cache_root"]
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +56,13 @@ def default_cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("kbctl")) / "models"
 
 
-def model_cache_dir(model_path: Path, cache_root: Path) -> Path:
+def model_cache_dir(model: str, model_path: Path, cache_root: Path) -> Path:
     """``<cache_root>/<model>-<sha>``: the hash covers config.json, the weight files' sizes and the recipe."""
     h = hashlib.sha256(RECIPE.encode())
     h.update((model_path / "config.json").read_bytes())
     for f in sorted(model_path.glob("*.safetensors")) + sorted(model_path.glob("*.bin")):
         h.update(f"{f.name}:{f.stat().st_size}".encode())
-    return cache_root / f"{model_path.name.lower()}-{h.hexdigest()[:12]}"
+    return cache_root / f"{model.rstrip('/').split('/')[-1].lower()}-{h.hexdigest()[:12]}"
 
 
 class OnnxEmbedder:
@@ -81,7 +81,7 @@ class OnnxEmbedder:
                 hint="give a local path in the profile, or use precision = 'fp32'",
             )
         self.model_dir = path
-        self.cache_dir = model_cache_dir(path, Path(cache_dir) if cache_dir else default_cache_root())
+        self.cache_dir = model_cache_dir(profile.model, path, Path(cache_dir) if cache_dir else default_cache_root())
         self.exported = not (self.cache_dir / INT8_FILE).exists()
         if self.exported:
             export_int8(path, self.cache_dir)

@@ -77,6 +77,8 @@ def decide_precision(profile: Profile, home: Path | None = None) -> PrecisionCho
     if profile.precision != "auto":
         return PrecisionChoice(profile.precision, float("nan"), float("nan"), "set in the profile")
     order = candidates()
+    if order == ["fp32"]:  # nothing to compare: no need to load the model twice or cache anything
+        return PrecisionChoice("fp32", 1.0, 1.0, "no faster precision on this machine")
     cache = _cache_file(profile, home, order)
     choice = _read_cached(cache)
     if choice is None:

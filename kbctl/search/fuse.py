@@ -1,9 +1,18 @@
-"""Fusion of the lanes' ranked lists.
+"""Fusion of the lanes' ranked lists, at the level of documents as well as chunks.
 
 - ``rrf``: reciprocal rank fusion, ``Σ 1 / (rrf_k + rank)`` over the lanes that found a chunk.
 - ``convex``: ``w·dense + (1 - w)·lexical`` of min-max normalised scores (0 for a lane that missed).
 
 Both reward a chunk found by both lanes over one found by one at the same ranks.
+
+Lanes rank chunks, but evidence is about documents: the lexical lane may find a document through
+one chunk and the dense lane through another, and a long document's several chunks push other
+documents down a lane's list. So ranks are counted in documents (a chunk's rank is one plus the
+number of other documents ranked above it in that lane), and each document's best chunk (its
+*representative*) gets the document's fused score, made of the document's best rank (or score) in
+every lane that found any of its chunks. The other chunks of the document keep their own fused
+score, which is never higher. With one chunk per document this is plain chunk-level fusion; a hit
+without a document id counts as a document of its own.
 """
 
 from __future__ import annotations
@@ -25,34 +34,69 @@ def fuse(lanes: Mapping[str, Sequence[LaneHit]], *, method: str = "rrf", rrf_k: 
         (hits,) = lanes.values()
         return [((h.namespace_id, h.chunk_id), h.score) for h in hits]
     if method == "rrf":
-        scores = _rrf(lanes, rrf_k)
+        contrib = _rrf(lanes, rrf_k)
     elif method == "convex":
-        scores = _convex(lanes, dense_weight)
+        contrib = _convex(lanes, dense_weight)
     else:
         from ..errors import UsageError
 
         raise UsageError(f"unknown fusion {method!r}", hint=f"use one of: {', '.join(FUSIONS)}")
+    scores = _combine(lanes, contrib)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _rrf(lanes: Mapping[str, Sequence[LaneHit]], k: int) -> dict[Key, float]:
-    out: dict[Key, float] = {}
-    for hits in lanes.values():
+def _doc(h: LaneHit) -> tuple:
+    return (h.namespace_id, h.document_id) if h.document_id is not None else ("chunk", h.namespace_id, h.chunk_id)
+
+
+def _combine(lanes: Mapping[str, Sequence[LaneHit]], contrib: Mapping[str, dict[Key, float]]) -> dict[Key, float]:
+    """Chunk scores: own contributions summed; each document's best chunk gets the document's score.
+
+    ``contrib[lane][chunk]`` is the chunk's contribution in that lane; a document's contribution
+    in a lane is the best of its chunks'.
+    """
+    own: dict[Key, float] = {}
+    doc_of: dict[Key, tuple] = {}
+    doc_lane: dict[tuple, dict[str, float]] = {}
+    for name, hits in lanes.items():
         for h in hits:
-            key = (h.namespace_id, h.chunk_id)
-            out[key] = out.get(key, 0.0) + 1.0 / (k + h.rank)
+            key, d = (h.namespace_id, h.chunk_id), _doc(h)
+            c = contrib[name][key]
+            own[key] = own.get(key, 0.0) + c
+            doc_of[key] = d
+            best = doc_lane.setdefault(d, {})
+            best[name] = max(best.get(name, c), c)
+    rep: dict[tuple, Key] = {}
+    for key in sorted(own, key=lambda k: (-own[k], k)):
+        rep.setdefault(doc_of[key], key)
+    out = dict(own)
+    for d, key in rep.items():
+        out[key] = sum(doc_lane[d].values())
     return out
 
 
-def _convex(lanes: Mapping[str, Sequence[LaneHit]], w: float) -> dict[Key, float]:
-    weights = {"dense": w, "lexical": 1.0 - w}
-    out: dict[Key, float] = {}
+def _rrf(lanes: Mapping[str, Sequence[LaneHit]], k: int) -> dict[str, dict[Key, float]]:
+    """``1 / (k + rank)`` with ranks counted in documents."""
+    out: dict[str, dict[Key, float]] = {}
     for name, hits in lanes.items():
+        seen: set = set()
+        lane = out[name] = {}
+        for h in sorted(hits, key=lambda h: h.rank):
+            seen.add(_doc(h))
+            lane[(h.namespace_id, h.chunk_id)] = 1.0 / (k + len(seen))
+    return out
+
+
+def _convex(lanes: Mapping[str, Sequence[LaneHit]], w: float) -> dict[str, dict[Key, float]]:
+    """The lane's weight times its min-max normalised score."""
+    weights = {"dense": w, "lexical": 1.0 - w}
+    out: dict[str, dict[Key, float]] = {}
+    for name, hits in lanes.items():
+        lane = out[name] = {}
         if not hits:
             continue
         lo, hi = min(h.score for h in hits), max(h.score for h in hits)
         span = (hi - lo) or 1.0
         for h in hits:
-            key = (h.namespace_id, h.chunk_id)
-            out[key] = out.get(key, 0.0) + weights.get(name, 0.5) * (h.score - lo) / span
+            lane[(h.namespace_id, h.chunk_id)] = weights.get(name, 0.5) * (h.score - lo) / span
     return out

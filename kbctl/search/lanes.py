@@ -7,6 +7,13 @@ it, HNSW with iterative index scans, so a filtered query still returns k rows.
 Lexical: Okapi BM25 computed from the postings kept at ingest,
 ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` and
 ``tf·(k1 + 1) / (tf + k1·(1 - b + b·dl/avgdl))``, with N, df and avgdl over the queried namespaces.
+On large collections the posting lists of common terms dominate the cost, so the lane prunes them
+exactly (MaxScore): it scores the rarer terms first, and when the common terms together cannot lift
+a chunk that matched none of the rarer ones past the k-th score (a term adds less than
+``weight·idf·(k1 + 1)``), it adds their contributions only to the candidates that can still make
+the top k. The result is the same top k as scoring every posting (up to float rounding).
+
+Each hit carries its chunk's document id, so fusion can rank documents as well as chunks.
 """
 
 from __future__ import annotations
@@ -33,11 +40,13 @@ class LaneHit:
     chunk_id: int
     score: float
     rank: int
+    document_id: int | None = None
 
 
-def _ranked(rows: Sequence[tuple[int, int, float]]) -> list[LaneHit]:
-    rows = sorted(rows, key=lambda r: (-r[2], r[1]))
-    return [LaneHit(ns, cid, float(s), i + 1) for i, (ns, cid, s) in enumerate(rows)]
+def _ranked(rows: Sequence[tuple]) -> list[LaneHit]:
+    """Hits best first from ``(namespace_id, chunk_id, score[, document_id])`` rows."""
+    rows = sorted(rows, key=lambda r: (-round(r[2], 9), r[1]))  # rounding: equal sums added in another order tie
+    return [LaneHit(r[0], r[1], float(r[2]), i + 1, r[3] if len(r) > 3 else None) for i, r in enumerate(rows)]
 
 
 def dense_lane(
@@ -56,7 +65,7 @@ def dense_lane(
     # exact path really scans only the rows the WHERE clause leaves.
     vec = sql.SQL("c.embedding") if exact else sql.SQL("c.embedding::vector({d})").format(d=sql.Literal(dim))
     q = sql.SQL(
-        "SELECT c.namespace_id, c.id, {vec} {op} %s::vector({d}) AS dist FROM kbctl.chunks c"
+        "SELECT c.namespace_id, c.id, {vec} {op} %s::vector({d}) AS dist, c.document_id FROM kbctl.chunks c"
         " WHERE c.profile_id = {pid} AND c.namespace_id = ANY(%s) AND {f}"
         " ORDER BY {vec} {op} %s::vector({d}) LIMIT %s"
     ).format(vec=vec, op=op, d=sql.Literal(dim), pid=sql.Literal(pid), f=fsql)
@@ -66,7 +75,7 @@ def dense_lane(
             conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(int(ef_search or profile.hnsw["ef_search"]), k))))
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         rows = conn.execute(q, params).fetchall()
-    return _ranked([(ns, cid, _similarity(profile.distance, d)) for ns, cid, d in rows]), ("exact" if exact else "hnsw")
+    return _ranked([(ns, cid, _similarity(profile.distance, d), did) for ns, cid, d, did in rows]), ("exact" if exact else "hnsw")
 
 
 def _similarity(distance: str, d: float) -> float:
@@ -129,6 +138,14 @@ def _edit_distance(a: str, b: str, cap: int) -> int:
     return prev[-1]
 
 
+# MaxScore pruning is tried when the query's postings exceed this many rows; terms found in more
+# than PRUNE_DF of the chunks are the "common" ones scored last.
+PRUNE_POSTINGS = 20_000
+PRUNE_DF = 0.1
+
+_BM25 = "sum(q.w * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.dl / %s)))"
+
+
 def lexical_lane(
     conn, namespaces: Sequence[Namespace], terms: dict[str, float], k: int, filters: tuple[Filter, ...], profile: Profile
 ) -> list[LaneHit]:
@@ -147,19 +164,71 @@ def lexical_lane(
     present = [t for t in terms if t in df]
     if not present:
         return []
-    idf = [terms[t] * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in present]
+    weight = {t: terms[t] * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in present}
     k1, b = float(profile.lexical["k1"]), float(profile.lexical["b"])
+    bm25 = [k1 + 1, k1, b, b, avgdl]
     fsql, fparams = filters_sql(filters)
     join = sql.SQL("") if not fparams else sql.SQL(
         " JOIN kbctl.chunks c ON c.namespace_id = p.namespace_id AND c.id = p.chunk_id AND {f}"
     ).format(f=fsql)
+    common = [t for t in present if df[t] > PRUNE_DF * n]
+    rows = None
+    if common and len(common) < len(present) and sum(df[t] for t in present) > PRUNE_POSTINGS:
+        rare = [t for t in present if t not in common]
+        rows = _maxscore(conn, ns_ids, rare, common, weight, k, (k1 + 1), bm25, join, fparams)
+    if rows is None:
+        q = sql.SQL(
+            "SELECT p.namespace_id, p.chunk_id, " + _BM25 + " AS score"
+            " FROM unnest(%s::text[], %s::float8[]) AS q(term, w)"
+            " JOIN kbctl.lexical_postings p ON p.term = q.term AND p.namespace_id = ANY(%s){join}"
+            " GROUP BY p.namespace_id, p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %s"
+        ).format(join=join)
+        rows = conn.execute(q, [*bm25, present, [weight[t] for t in present], ns_ids, *fparams, k]).fetchall()
+    return _ranked(_with_documents(conn, rows))
+
+
+def _maxscore(conn, ns_ids, rare, common, weight, k, tf_bound, bm25, join, fparams) -> list[tuple] | None:
+    """Exact top k scoring ``common`` terms only for chunks that can still reach it; None: not prunable.
+
+    Round 1 scores the rare terms and takes the k-th best score θ. A common term adds less than
+    ``weight·(k1 + 1)``; if all of them together add less than θ, a chunk with no rare term cannot
+    reach the top k, nor can one whose rare-term score plus that bound stays below θ. Round 2 adds
+    the common terms' exact contributions to the remaining candidates, by primary-key lookups.
+    """
+    bound = sum(weight[t] * tf_bound for t in common)
     q = sql.SQL(
-        "SELECT p.namespace_id, p.chunk_id,"
-        " sum(q.w * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.dl / %s))) AS score"
+        "WITH e AS (SELECT p.namespace_id, p.chunk_id, " + _BM25 + " AS score"
         " FROM unnest(%s::text[], %s::float8[]) AS q(term, w)"
         " JOIN kbctl.lexical_postings p ON p.term = q.term AND p.namespace_id = ANY(%s){join}"
-        " GROUP BY p.namespace_id, p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %s"
+        " GROUP BY p.namespace_id, p.chunk_id),"
+        " th AS (SELECT score AS theta FROM e ORDER BY score DESC OFFSET %s LIMIT 1)"
+        " SELECT e.namespace_id, e.chunk_id, e.score FROM e, th WHERE th.theta > %s AND e.score >= th.theta - %s"
     ).format(join=join)
-    params = [k1 + 1, k1, b, b, avgdl, present, idf, ns_ids, *fparams, k]
-    rows = conn.execute(q, params).fetchall()
-    return _ranked(rows)
+    cand = conn.execute(q, [*bm25, rare, [weight[t] for t in rare], ns_ids, *fparams, k - 1, bound, bound]).fetchall()
+    if len(cand) < k:
+        return None
+    extra = conn.execute(
+        "SELECT p.namespace_id, p.chunk_id, " + _BM25 + " AS score"
+        " FROM unnest(%s::int[], %s::bigint[]) AS c(ns, id)"
+        " CROSS JOIN unnest(%s::text[], %s::float8[]) AS q(term, w)"
+        " JOIN kbctl.lexical_postings p ON p.namespace_id = c.ns AND p.term = q.term AND p.chunk_id = c.id"
+        " GROUP BY p.namespace_id, p.chunk_id",
+        [*bm25, [r[0] for r in cand], [r[1] for r in cand], common, [weight[t] for t in common]],
+    ).fetchall()
+    scores = {(a, c): float(s) for a, c, s in cand}
+    for a, c, s in extra:
+        scores[(a, c)] += float(s)
+    best = sorted(scores.items(), key=lambda kv: (-round(kv[1], 9), kv[0][1]))[:k]
+    return [(a, c, s) for (a, c), s in best]
+
+
+def _with_documents(conn, rows: Sequence[tuple]) -> list[tuple]:
+    """``rows`` of (namespace_id, chunk_id, score) with each chunk's document id appended."""
+    if not rows:
+        return []
+    docs = dict(((a, c), d) for a, c, d in conn.execute(
+        "SELECT c.namespace_id, c.id, c.document_id FROM unnest(%s::int[], %s::bigint[]) AS x(ns, id)"
+        " JOIN kbctl.chunks c ON c.namespace_id = x.ns AND c.id = x.id",
+        ([r[0] for r in rows], [r[1] for r in rows]),
+    ))
+    return [(a, c, s, docs.get((a, c))) for a, c, s in rows]

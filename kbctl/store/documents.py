@@ -80,7 +80,12 @@ def cached_vectors(conn, ns: Namespace, hashes: Iterable[str]) -> dict[str, np.n
         " WHERE profile_id = %s AND content_hash = ANY(%s)",
         (ns.profile_id, hashes),
     )
-    return {h: np.asarray(v, dtype=np.float32) for h, v in rows}
+    return {h: _as_array(v) for h, v in rows}
+
+
+def _as_array(v) -> np.ndarray:
+    """A stored vector as float32 (pgvector >= 0.4 loads ``Vector`` objects, older versions ndarrays)."""
+    return np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32)
 
 
 def write_documents(

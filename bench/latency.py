@@ -1,0 +1,76 @@
+"""Search latency per mode at 10k and 100k chunks, in-process, plus one cold CLI call.
+
+In-process: ``kbctl.open(home=…)`` then ``kb.search(q, ns, mode=…, k=10)`` for every SciFact test
+query (default options: typo correction on, no reranking), after one warm-up query per mode so the
+model is loaded and the connection open. Each figure is the wall time of the ``kb.search`` call:
+query embedding, both lanes in PostgreSQL, fusion, shaping and citations.
+
+Cold CLI: the wall time of one ``kbctl search`` process (Python start, imports, model load,
+connection to the already-running embedded server, the query, rendering).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import time
+
+from common import KBCTL, Env, md_table, percentile, save_json
+from scale import make_scaled
+
+MODES = ("lexical", "dense", "hybrid")
+SIZES = {"scale-10k": 10_000, "scale-100k": 100_000}
+TARGET_P95_MS = 100.0
+
+
+def _measure(kb, namespace: str, queries: list[str], mode: str) -> list[float]:
+    kb.search(queries[0], namespace, mode=mode, k=10)  # warm-up
+    out = []
+    for q in queries:
+        t0 = time.perf_counter()
+        kb.search(q, namespace, mode=mode, k=10)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def cold_cli(env: Env, namespace: str, query: str, repeats: int = 3) -> list[float]:
+    """Wall seconds of ``kbctl search`` processes (each one a cold Python + model load)."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run([KBCTL, "--home", str(env.home), "search", query, "-n", namespace, "-k", "10"],
+                       check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def run(env: Env) -> str:
+    """The latency table (and the cold CLI line) for docs/benchmarks.md."""
+    import kbctl
+    from kbctl.evals import load_dataset
+
+    queries = [q.text for q in load_dataset(env.collection("scifact")).queries]
+    kb = kbctl.open(home=env.home)
+    rows, raw = [], {}
+    try:
+        for name, size in SIZES.items():
+            info = make_scaled(kb, "scifact", name, size)
+            print(info, flush=True)
+            for mode in MODES:
+                lat = _measure(kb, name, queries, mode)
+                raw[f"{name}/{mode}"] = lat
+                rows.append({"chunks": f"{size:,}", "mode": mode, "queries": len(lat), "p50 ms": percentile(lat, 50),
+                             "p95 ms": percentile(lat, 95), "mean ms": statistics.fmean(lat)})
+                print(rows[-1], flush=True)
+    finally:
+        kb.close()
+    cold = cold_cli(env, "scale-100k", queries[0])
+    save_json(env, "latency", {"rows": rows, "raw": raw, "cold_cli_s": cold})
+    hybrid100 = next(r for r in rows if r["chunks"] == "100,000" and r["mode"] == "hybrid")
+    body = md_table(rows, ["chunks", "mode", "queries", "p50 ms", "p95 ms", "mean ms"], digits=1)
+    body += (f"\nHybrid p95 at 100k chunks: {hybrid100['p95 ms']:.1f} ms (target < {TARGET_P95_MS:.0f} ms →"
+             f" {'**met**' if hybrid100['p95 ms'] < TARGET_P95_MS else '**missed**'}).\n\n"
+             f"Cold `kbctl search` CLI call (100k namespace, hybrid, server already running): "
+             f"{', '.join(f'{t:.2f}' for t in cold)} s (median {statistics.median(cold):.2f} s).\n")
+    print(body)
+    return body

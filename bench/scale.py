@@ -1,0 +1,85 @@
+"""Scale a namespace up with its own text: copies of its chunks with new ids and perturbed vectors.
+
+``make_scaled(kb, "scifact", "scale-100k", 100_000)`` fills namespace ``scale-100k`` with exactly
+100,000 chunks, copying SciFact's documents, chunks and postings inside PostgreSQL
+(``INSERT … SELECT``), then rebuilding the namespace's vocabulary (df) and statistics, so both lanes
+see a coherent collection. Copy 0 is SciFact unchanged; every later copy adds uniform noise of
+±``NOISE`` per dimension to each vector and re-normalises it (cosine ≈ 0.97 to the original), and
+gets its own content hash, so the embedding cache never hands a perturbed vector to a real ingest.
+
+One chunk in twenty (counted over the whole namespace) carries ``metadata.bench_slice = "yes"``: a
+5% filter for the filtered dense benchmark.
+
+Foreign-key triggers are skipped for the bulk copy (``session_replication_role = replica``); the
+rows copied satisfy them by construction.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+NOISE = 0.025
+OFFSET = 100_000_000  # id offset per copy (ids of copy c: 10^12 + c·OFFSET + original id)
+BASE = 1_000_000_000_000
+
+
+def make_scaled(kb, source: str, name: str, target: int) -> dict:
+    """Create (or reuse, if it already has ``target`` chunks) a scaled copy of ``source``."""
+    conn = kb.connection()
+    src = kb.namespace(source)
+    from kbctl.store import ensure_namespace
+
+    prof = kb.profile_for(source)
+    ns = ensure_namespace(conn, name, kb.tenant, prof, description=f"benchmark: {source} scaled to {target} chunks")
+    have = conn.execute("SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,)).fetchone()[0]
+    if have == target:
+        return {"namespace": name, "chunks": target, "seconds": 0.0, "reused": True}
+    t0 = time.perf_counter()
+    base = conn.execute("SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s", (src.id,)).fetchone()[0]
+    copies = math.ceil(target / base)
+    p = {"src": src.id, "dst": ns.id, "copies": copies, "base": base, "target": target, "off": OFFSET, "big": BASE,
+         "noise": NOISE}
+    with conn.transaction():
+        conn.execute("SET LOCAL session_replication_role = replica")
+        conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+        for table in ("lexical_postings", "lexical_vocab", "lexical_stats", "chunks", "documents"):
+            conn.execute(f"DELETE FROM kbctl.{table} WHERE namespace_id = %s", (ns.id,))
+        conn.execute("CREATE TEMP TABLE bench_src ON COMMIT DROP AS"
+                     " SELECT id, row_number() OVER (ORDER BY id) - 1 AS rn FROM kbctl.chunks WHERE namespace_id = %(src)s", p)
+        conn.execute("CREATE TEMP TABLE bench_copy ON COMMIT DROP AS"
+                     " SELECT s.id, c, %(big)s + c * %(off)s + s.id AS new_id, c * %(base)s + s.rn AS n"
+                     " FROM bench_src s CROSS JOIN generate_series(0, %(copies)s - 1) c"
+                     " WHERE c * %(base)s + s.rn < %(target)s", p)
+        conn.execute("CREATE INDEX ON bench_copy (id)")
+        conn.execute(
+            "INSERT INTO kbctl.documents (namespace_id, id, uri, source_uri, source_hash, title, source_type,"
+            " content_hash, metadata, char_count, chunk_count)"
+            " SELECT %(dst)s, %(big)s + c * %(off)s + d.id, d.uri || '#' || c, d.source_uri || '#' || c, d.source_hash,"
+            " d.title, d.source_type, d.content_hash, d.metadata, d.char_count, d.chunk_count"
+            " FROM kbctl.documents d CROSS JOIN generate_series(0, %(copies)s - 1) c WHERE d.namespace_id = %(src)s", p)
+        conn.execute(
+            "INSERT INTO kbctl.chunks (namespace_id, id, document_id, position, text, token_count, char_start, char_end,"
+            " heading_path, page, content_hash, metadata, profile_id, dimension, embedding, lex_length)"
+            " SELECT %(dst)s, b.new_id, %(big)s + b.c * %(off)s + s.document_id, s.position, s.text, s.token_count,"
+            " s.char_start, s.char_end, s.heading_path, s.page, s.content_hash || ':bench' || b.c,"
+            " s.metadata || jsonb_build_object('uri', (s.metadata->>'uri') || '#' || b.c)"
+            "   || CASE WHEN b.n %% 20 = 0 THEN '{\"bench_slice\": \"yes\"}'::jsonb ELSE '{}'::jsonb END,"
+            " s.profile_id, s.dimension,"
+            " CASE WHEN b.c = 0 THEN s.embedding ELSE l2_normalize((SELECT array_agg(x + (random() - 0.5) * 2 * %(noise)s"
+            "   ORDER BY i) FROM unnest(s.embedding::real[]) WITH ORDINALITY u(x, i))::vector) END,"
+            " s.lex_length"
+            " FROM bench_copy b JOIN kbctl.chunks s ON s.namespace_id = %(src)s AND s.id = b.id", p)
+        conn.execute(
+            "INSERT INTO kbctl.lexical_postings (namespace_id, term, chunk_id, tf, dl)"
+            " SELECT %(dst)s, l.term, b.new_id, l.tf, l.dl"
+            " FROM kbctl.lexical_postings l JOIN bench_copy b ON b.id = l.chunk_id WHERE l.namespace_id = %(src)s", p)
+        conn.execute(
+            "INSERT INTO kbctl.lexical_vocab (namespace_id, term, df)"
+            " SELECT %(dst)s, term, count(*) FROM kbctl.lexical_postings WHERE namespace_id = %(dst)s GROUP BY term", p)
+        conn.execute(
+            "INSERT INTO kbctl.lexical_stats (namespace_id, chunk_count, total_length)"
+            " SELECT %(dst)s, count(*), coalesce(sum(lex_length), 0) FROM kbctl.chunks WHERE namespace_id = %(dst)s", p)
+    for table in ("chunks", "lexical_postings", "lexical_vocab", "documents"):
+        conn.execute(f"ANALYZE kbctl.{table}")
+    return {"namespace": name, "chunks": target, "copies": copies, "seconds": time.perf_counter() - t0, "reused": False}

@@ -1,0 +1,187 @@
+"""Acceptance of the CLI foundation: ingest → search, namespace isolation, fast help, errors.
+
+Every command runs as ``python -m kbctl`` in a subprocess against the session's embedded server,
+in this test's own tenant. Only the first test loads the real model; the rest use ``hash-384``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from tests.conftest import ROOT, SAMPLE
+
+SUPPORT = {"billing_kb": "billing", "technical_kb": "technical", "account_kb": "account"}
+HIT_KEYS = {"rank", "score", "doc_id", "chunk_id", "source", "title", "text", "namespace", "metadata", "citation"}
+HEAVY = ("torch", "sentence_transformers", "psycopg", "trafilatura")
+
+
+def _json(p):
+    assert p.returncode == 0, p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+def _assert_one_line_error(p, code: int) -> list[str]:
+    """Exit ``code``, nothing on stdout, an ``error:`` line (and at most a hint) on stderr, no traceback."""
+    err = p.stderr.decode()
+    assert p.returncode == code, err
+    assert p.stdout == b""
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert [ln for ln in lines if ln.startswith("error:")] == lines[:1], err
+    assert all(ln.startswith(("error:", "hint:")) for ln in lines), err
+    return lines
+
+
+# -- Issue A: ingest and search with the real model ----------------------------------------------
+
+
+def test_ingest_then_search_with_the_real_model(cli):
+    report = _json(cli("ingest", "sample_corpus/support/billing", "-n", "billing_kb", "--json"))
+    assert report["errors"] == [] and report["documents"]["new"] == 15  # 14 files + 1 e-mail attachment
+    assert report["verify"]["ok"]
+
+    result = _json(cli("search", "how long do refunds take", "-n", "billing_kb", "--json"))
+    assert {"query", "namespace", "mode", "hits"} <= set(result)
+    assert result["query"] == "how long do refunds take" and result["namespace"] == "billing_kb"
+    assert result["hits"], result
+    for i, hit in enumerate(result["hits"], 1):
+        assert HIT_KEYS <= set(hit), set(hit)
+        assert hit["rank"] == i and hit["namespace"] == "billing_kb"
+        assert isinstance(hit["score"], float) and hit["text"] and hit["citation"]
+    top = result["hits"][0]
+    assert top["source"] == "refunds.md" and top["title"] == "Refunds"
+    assert top["metadata"]["abs_path"] == str(SAMPLE / "support/billing/refunds.md")
+    assert "refunds.md" in top["citation"]
+
+    # The namespace is pinned to the default real profile.
+    (ns,) = _json(cli("namespaces", "--json"))
+    assert (ns["name"], ns["profile"], ns["model"], ns["dimension"]) == ("billing_kb", "minilm", "all-MiniLM-L6-v2", 384)
+    assert (ns["documents"], ns["chunks"]) == (15, report["verify"]["counts"]["chunks"])
+
+    # Exact identifiers through the lexical lane (no model load).
+    lex = _json(cli("search", "PAY-1051", "-n", "billing_kb", "--mode", "lexical", "--json"))
+    assert lex["mode"] == "lexical" and lex["hits"][0]["source"] == "failed-payments.txt"
+
+    # A metadata query: filters only, no scores.
+    meta = _json(cli("search", "", "-n", "billing_kb", "--filter", "source_type=pdf", "--json"))
+    assert meta["hits"] and {h["source"] for h in meta["hits"]} == {"pricing-and-plans.pdf"}
+    assert all(h["score"] is None for h in meta["hits"])
+
+    # Running again on the unchanged folder embeds nothing.
+    again = _json(cli("ingest", "sample_corpus/support/billing", "-n", "billing_kb", "--sync", "--json"))
+    assert again["chunks"]["embedded"] == 0 and again["documents"]["unchanged"] == 15
+    assert again["documents"]["new"] == again["documents"]["changed"] == again["documents"]["removed"] == 0
+
+
+# -- Issue A: isolation between namespaces ------------------------------------------------------
+
+ISOLATION_QUERIES = ("q01", "q06", "q21", "q22", "q47", "q51")  # two per support namespace, chosen for overlap
+
+
+def _queries() -> list[dict]:
+    rows = [json.loads(ln) for ln in (SAMPLE / "eval/queries.jsonl").read_text().splitlines() if ln.strip()]
+    picked = [r for r in rows if r["id"] in ISOLATION_QUERIES]
+    assert len(picked) == len(ISOLATION_QUERIES)
+    return picked
+
+
+def test_namespaces_are_isolated_in_every_mode(cli):
+    for ns, folder in SUPPORT.items():
+        r = _json(cli("-p", "hash-384", "ingest", f"sample_corpus/support/{folder}", "-n", ns, "--json", "--no-verify"))
+        assert r["errors"] == []
+    listed = {n["name"]: n for n in _json(cli("namespaces", "--json"))}
+    assert set(listed) == set(SUPPORT)
+    assert {n: (v["profile"], v["documents"]) for n, v in listed.items()} == {
+        "billing_kb": ("hash-384", 15), "technical_kb": ("hash-384", 12), "account_kb": ("hash-384", 17),
+    }
+
+    # Each namespace's queries (chosen for words the other namespaces share), in every mode.
+    runs = [(q["query"], q["namespace"], mode) for q in _queries() for mode in ("lexical", "dense", "hybrid", "auto")]
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda a: cli("search", a[0], "-n", a[1], "--mode", a[2], "-k", "10", "--json"), runs))
+    nonempty = 0
+    for (query, ns, mode), p in zip(runs, results):
+        result = _json(p)
+        folder = str(SAMPLE / "support" / SUPPORT[ns]) + "/"
+        for hit in result["hits"]:
+            assert hit["namespace"] == ns, (query, ns, mode, hit["namespace"])
+            assert hit["metadata"]["abs_path"].startswith(folder), (query, ns, mode, hit["metadata"]["abs_path"])
+        nonempty += bool(result["hits"])
+    assert nonempty >= len(runs) * 3 // 4  # the check is not vacuous
+
+
+# -- Issue A: fast help, light imports ----------------------------------------------------------
+
+
+def test_help_is_fast_and_imports_nothing_heavy():
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "kbctl", "--help"], capture_output=True, cwd=ROOT, timeout=60)
+    elapsed = time.perf_counter() - t0
+    assert p.returncode == 0 and b"ingest" in p.stdout and b"search" in p.stdout
+    assert elapsed < 2.0, f"kbctl --help took {elapsed:.2f} s"
+
+    probe = f"import json, sys, kbctl.cli.main; print(json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))"
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, cwd=ROOT, timeout=60)
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout) == []
+
+
+# -- Issue A: errors ------------------------------------------------------------------------------
+
+
+def test_unknown_namespace_is_a_usage_error(cli):
+    lines = _assert_one_line_error(cli("search", "refunds", "-n", "no_such_ns", "--json"), 2)
+    assert "no_such_ns" in lines[0] and lines[1].startswith("hint:")
+
+
+def test_unknown_config_key_suggests_the_right_one(cli, tmp_path):
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text('[profiles.minilm.search]\nfusoin = "rrf"\n')
+    lines = _assert_one_line_error(cli("--config", str(cfg), "config", "show", "--json"), 2)
+    assert "fusoin" in lines[0]
+    assert any("did you mean" in ln and "fusion" in ln for ln in lines), lines
+    # the same file named by the environment
+    lines = _assert_one_line_error(cli("namespaces", env={"KBCTL_CONFIG": str(cfg)}), 2)
+    assert any("did you mean" in ln for ln in lines)
+
+
+def test_unreachable_dsn_is_one_line_without_traceback(cli):
+    p = cli("--dsn", "postgresql://nobody@127.0.0.1:1/x", "namespaces", "--json")
+    lines = _assert_one_line_error(p, 1)
+    assert "127.0.0.1" in lines[0] or "connect" in lines[0]
+
+
+def test_unknown_option_is_a_usage_error_without_traceback(cli):
+    for args in (("search", "refunds", "-n", "billing_kb", "--no-such-option"), ("search", "refunds", "-n", "billing_kb", "-p", "x")):
+        p = cli(*args)
+        assert p.returncode == 2 and p.stdout == b"", p.stderr.decode()
+        assert b"Traceback" not in p.stderr and b"No such option" in p.stderr
+
+
+# -- Issue A: informational commands --------------------------------------------------------------
+
+
+def test_namespaces_db_status_and_config_show_as_json(cli, tenant):
+    assert _json(cli("namespaces", "--json")) == []
+    r = _json(cli("-p", "hash-384", "ingest", "sample_corpus/engineering/releases", "-n", "releases_kb", "--json", "--no-verify"))
+    assert r["documents"]["new"] == 12
+    (ns,) = _json(cli("namespaces", "--json"))
+    assert ns["tenant"] == tenant and ns["name"] == "releases_kb" and ns["profile"] == "hash-384"
+    assert (ns["documents"], ns["dimension"]) == (12, 384) and ns["chunks"] >= 12
+
+    status = _json(cli("db", "status", "--json"))
+    assert status["embedded"] is True
+    assert status["server_version"].split(".")[0] == "18"
+    assert tuple(int(x) for x in status["pgvector"].split(".")[:2]) >= (0, 7)
+    assert status["migrations"] and all(m["checksum_ok"] for m in status["migrations"])
+
+    cfg = _json(cli("config", "show", "--json"))
+    assert cfg["settings"]["defaults"]["tenant"] == tenant  # KBCTL_TENANT applied
+    assert cfg["settings"]["defaults"]["profile"] == "minilm"
+    assert cfg["sources"] and cfg["sources"][0].endswith("default.toml")
+    cfg = _json(cli("-p", "hash-384", "config", "show", "--json"))
+    assert cfg["settings"]["defaults"]["profile"] == "hash-384"  # flags win

@@ -1,0 +1,439 @@
+"""Acceptance of ingestion on the real embedded PostgreSQL, with the hash profile (no model to load).
+
+Formats, incremental runs, the NDJSON pipe, a killed run, bad input, concurrent runs and the run
+ledger. Library calls where that is enough; ``python -m kbctl`` subprocesses (same environment as
+the ``cli`` fixture) where exit codes, pipes, signals or two processes are the point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from kbctl.store.runs import LOCK_CLASS
+from tests.conftest import ROOT, SAMPLE
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ingest"
+BILLING = SAMPLE / "support" / "billing"
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _env(kb_home, tenant) -> dict:
+    return dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant, PYTHONWARNINGS="ignore")
+
+
+def _kbctl(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kbctl", *args]
+
+
+def _run(env, *args: str, timeout: float = 300):
+    return subprocess.run(_kbctl(*args), capture_output=True, env=env, cwd=ROOT, timeout=timeout)
+
+
+def _json(p) -> dict | list:
+    assert p.returncode == 0, p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+def _ns_id(conn, tenant: str, name: str) -> int | None:
+    row = conn.execute("SELECT id FROM kbctl.namespaces WHERE tenant = %s AND name = %s", (tenant, name)).fetchone()
+    return row[0] if row else None
+
+
+def _counts(conn, tenant: str, name: str) -> tuple[int, int]:
+    ns = _ns_id(conn, tenant, name)
+    return conn.execute(
+        "SELECT (SELECT count(*) FROM kbctl.documents WHERE namespace_id = %s),"
+        " (SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s)", (ns, ns)
+    ).fetchone()
+
+
+def _snapshot(conn, tenant: str, name: str, vectors: bool = False) -> dict[str, dict]:
+    """Per document URI: its hashes, parent, and its chunks (position, text, hash[, vector]) in order."""
+    ns = _ns_id(conn, tenant, name)
+    docs = {
+        uri: {"content_hash": ch, "source_uri": su, "source_hash": sh, "parent_uri": pu, "chunk_count": n, "chunks": []}
+        for uri, ch, su, sh, pu, n in conn.execute(
+            "SELECT uri, content_hash, source_uri, source_hash, parent_uri, chunk_count FROM kbctl.documents WHERE namespace_id = %s",
+            (ns,),
+        )
+    }
+    rows = conn.execute(
+        "SELECT d.uri, c.position, c.text, c.content_hash, c.id, c.embedding::real[] FROM kbctl.chunks c"
+        " JOIN kbctl.documents d ON d.namespace_id = c.namespace_id AND d.id = c.document_id"
+        " WHERE c.namespace_id = %s ORDER BY d.uri, c.position",
+        (ns,),
+    )
+    for uri, pos, text, h, cid, emb in rows:
+        docs[uri]["chunks"].append((pos, text, h, cid, np.asarray(emb, dtype=np.float32) if vectors else None))
+    return docs
+
+
+def _content(snap: dict[str, dict]) -> dict[str, tuple]:
+    """What must match between two namespaces holding the same corpus (ids and vectors aside)."""
+    return {u: (d["content_hash"], d["source_hash"], d["parent_uri"], [c[:3] for c in d["chunks"]]) for u, d in snap.items()}
+
+
+def _write_corpus(root: Path, n: int) -> Path:
+    """``n`` Markdown files of six paragraphs each (deterministic)."""
+    root.mkdir(parents=True, exist_ok=True)
+    words = ("lantern harbour ledger ferry quartz meadow signal copper orchard tunnel beacon canyon "
+             "glacier violet ember summit prairie falcon nimbus anchor").split()
+    for i in range(n):
+        paras = [" ".join(words[(i * 7 + p * 13 + w * w) % len(words)] for w in range(70)) + f" doc{i}p{p}." for p in range(6)]
+        (root / f"doc{i:04d}.md").write_text(f"# Document {i}\n\n" + "\n\n".join(paras) + "\n")
+    return root
+
+
+# -- formats -------------------------------------------------------------------------------------
+
+
+def test_every_format_in_the_sample_corpus_ingests(kb):
+    report = kb.ingest([str(SAMPLE / "support"), str(SAMPLE / "engineering")], namespace="corpus")
+    assert report.errors == [] and report.documents["failed"] == 0
+    assert report.verify and report.verify["ok"], report.verify
+    conn = kb.connection()
+    ns = kb.namespace("corpus").id
+    by_type = dict(conn.execute(
+        "SELECT source_type, count(*) FROM kbctl.documents WHERE namespace_id = %s GROUP BY 1", (ns,)
+    ).fetchall())
+    # 31 md; 8 txt + 1 .txt attachment; 4 html; 3 pdf + 1 .pdf attachment; 4 eml + 4 mbox messages; 8 rss + 4 atom entries
+    assert by_type == {"markdown": 31, "text": 9, "html": 4, "pdf": 4, "email": 8, "feed": 12}
+    assert report.documents["new"] == 68
+
+    # PDF chunks carry their page; facts only on page 2 are found there.
+    hit = kb.search("SKU-TEAM-ANNUAL-2024", "corpus", mode="lexical").hits[0]
+    assert hit.source == "billing/pricing-and-plans.pdf" and hit.metadata["page"] == 2
+    hit = kb.search("IP allowlisting private connectivity", "corpus", mode="lexical").hits[0]
+    assert hit.source == "technical/connector-troubleshooting.pdf" and hit.metadata["page"] == 2
+    on_page_2 = kb.search("SKU-TEAM-ANNUAL-2024", "corpus", filters=["page=2", "source_type=pdf"]).hits
+    assert on_page_2 and all(h.metadata["page"] == 2 for h in on_page_2)
+    pages = {p for (p,) in conn.execute(
+        "SELECT DISTINCT c.page FROM kbctl.chunks c JOIN kbctl.documents d ON d.namespace_id = c.namespace_id"
+        " AND d.id = c.document_id WHERE d.namespace_id = %s AND d.uri = %s",
+        (ns, (BILLING / "pricing-and-plans.pdf").as_uri()),
+    )}
+    assert pages == {1, 2}
+
+    # E-mail headers are metadata; attachments are child documents.
+    docs = {u: (t, m, p) for u, t, m, p in conn.execute(
+        "SELECT uri, title, metadata, parent_uri FROM kbctl.documents WHERE namespace_id = %s", (ns,))}
+    eml = (BILLING / "invoice-wire-transfer.eml").as_uri()
+    title, meta, parent = docs[eml]
+    assert parent is None and title == meta["subject"] == "Wire transfer details for invoice INV-2024-00817"
+    assert meta["from"] == "Helena Brandt <billing@lumencloud.example>"
+    assert meta["date"].startswith("2024-10-16") and meta["thread_id"] == "inv-2024-00817.wire.7f3a@lumencloud.example"
+    children = {u: v for u, v in docs.items() if v[2] == eml}
+    assert list(children) == [eml + "#attachment/wire-transfer-instructions.txt"]
+    hit = kb.search("SWIFT", "corpus", mode="lexical").hits[0]
+    assert hit.doc_id and hit.metadata["uri"] in children
+    # the mbox thread: four messages sharing one thread id, each a document of its own
+    mbox = (SAMPLE / "support/account/lost-2fa-device-thread.mbox").as_uri()
+    thread = [v[1] for u, v in docs.items() if u.startswith(mbox + "#")]
+    assert len(thread) == 4 and {m["thread_id"] for m in thread} == {"CAKx7Lq2-lost2fa-01@mail.brightpath.example"}
+    assert mbox + "#T-58213.1.support@lumencloud.example" in docs
+    pdf_child = (SAMPLE / "support/account/data-export-ready.eml").as_uri() + "#attachment/data-export-receipt-DSR-2024-11873.pdf"
+    assert docs[pdf_child][2] == (SAMPLE / "support/account/data-export-ready.eml").as_uri()
+
+    # HTML: the page title, the article without the site chrome around it.
+    html = (BILLING / "dunning-schedule.html").as_uri()
+    assert docs[html][0] == "Overdue invoices: reminder and suspension schedule"
+    text = "\n".join(r[0] for r in conn.execute(
+        "SELECT c.text FROM kbctl.chunks c JOIN kbctl.documents d ON d.namespace_id = c.namespace_id AND d.id = c.document_id"
+        " WHERE d.namespace_id = %s AND d.uri = %s ORDER BY c.position", (ns, html)))
+    assert "suspen" in text.lower() and "Cookie settings" not in text and "Help Center" not in text
+
+    # Feed entries are documents keyed by their guid (RSS) or id (Atom).
+    title, meta, _ = docs["lumencloud-changelog-sdk-3.14.2"]
+    assert title.startswith("Python SDK v3.14.2") and meta["guid"] == "lumencloud-changelog-sdk-3.14.2"
+    assert meta["feed_title"] == "Lumen Cloud Changelog"
+    assert "tag:lumencloud.example,2024:agent-1.9.1" in docs
+    assert kb.search("v3.14.2", "corpus", mode="lexical").hits[0].source == "lumencloud-changelog-sdk-3.14.2"
+
+
+# -- incremental ---------------------------------------------------------------------------------
+
+
+def test_incremental_reingest_sync_and_plan(kb, tmp_path):
+    corpus = tmp_path / "billing"
+    shutil.copytree(BILLING, corpus)
+    conn, t = kb.connection(), kb.tenant
+    first = kb.ingest([str(corpus)], namespace="inc", verify=False)
+    assert first.documents["new"] == 15
+    assert first.chunks["embedded"] + first.chunks["reused"] == _counts(conn, t, "inc")[1] > 0  # reused: cached by chunk hash
+
+    # Unchanged: nothing is extracted or embedded.
+    again = kb.ingest([str(corpus)], namespace="inc", verify=False)
+    assert again.documents == dict(new=0, changed=0, unchanged=15, removed=0, failed=0)
+    assert again.chunks["embedded"] == 0
+
+    # One long document gets a paragraph more: only its changed chunks are embedded.
+    before = _snapshot(conn, t, "inc")
+    target = corpus / "plan-changes.md"
+    uri = target.as_uri()
+    n_before = before[uri]["chunk_count"]
+    assert n_before >= 10
+    target.write_text(target.read_text() + "\n\nAppendix: plan changes requested by phone are confirmed by e-mail within one hour.\n")
+    edit = kb.ingest([str(corpus)], namespace="inc", verify=False)
+    assert edit.documents == dict(new=0, changed=1, unchanged=14, removed=0, failed=0)
+    assert 0 < edit.chunks["embedded"] < n_before
+    after = _snapshot(conn, t, "inc")
+    assert edit.chunks["embedded"] + edit.chunks["reused"] == after[uri]["chunk_count"] >= n_before
+    assert after[uri]["content_hash"] != before[uri]["content_hash"]
+    assert any("confirmed by e-mail within one hour" in c[1] for c in after[uri]["chunks"])
+    others = set(before) - {uri}
+    assert set(after) == set(before)
+    assert {u: (after[u]["content_hash"], [c[3] for c in after[u]["chunks"]]) for u in others} == \
+           {u: (before[u]["content_hash"], [c[3] for c in before[u]["chunks"]]) for u in others}  # not even rewritten
+
+    # --plan writes nothing and reports what would happen.
+    (corpus / "refunds.md").write_text((corpus / "refunds.md").read_text() + "\n\nRefunds to gift cards are not possible.\n")
+    (corpus / "currency.md").unlink()
+    runs_before = len(kb.runs("inc", limit=100))
+    plan = kb.ingest([str(corpus)], namespace="inc", sync=True, plan=True)
+    assert plan.plan and plan.run_id is None and plan.verify is None
+    assert plan.documents == dict(new=0, changed=1, unchanged=13, removed=1, failed=0)
+    assert plan.chunks["embedded"] > 0 and plan.tokens_to_embed > 0
+    assert plan.chunks["deleted"] == after[(corpus / "currency.md").as_uri()]["chunk_count"]
+    assert plan.to_json()["plan"] is True
+    assert _snapshot(conn, t, "inc") == after  # same rows, same ids
+    assert len(kb.runs("inc", limit=100)) == runs_before
+
+    # Deleting a file then --sync removes exactly its document and its chunks.
+    (corpus / "refunds.md").write_text((BILLING / "refunds.md").read_text())
+    gone = (corpus / "currency.md").as_uri()
+    docs_before, chunks_before = _counts(conn, t, "inc")
+    sync = kb.ingest([str(corpus)], namespace="inc", sync=True)
+    assert sync.documents["removed"] == 1 and sync.chunks["deleted"] == after[gone]["chunk_count"] > 0
+    assert _counts(conn, t, "inc") == (docs_before - 1, chunks_before - after[gone]["chunk_count"])
+    final = _snapshot(conn, t, "inc")
+    assert set(final) == set(after) - {gone}
+    assert final[(corpus / "refunds.md").as_uri()]["content_hash"] == after[(corpus / "refunds.md").as_uri()]["content_hash"]
+    assert sync.verify["ok"], sync.verify
+    # without --sync a missing file is left alone
+    (corpus / "proration.md").unlink()
+    kept = kb.ingest([str(corpus)], namespace="inc", verify=False)
+    assert kept.documents["removed"] == 0 and (corpus / "proration.md").as_uri() in _snapshot(conn, t, "inc")
+
+
+# -- the NDJSON pipe ----------------------------------------------------------------------------
+
+
+def test_ndjson_pipe_builds_the_same_store_as_ingest(kb, kb_home, tenant):
+    env = _env(kb_home, tenant)
+    dirs = ["sample_corpus/support/billing", "sample_corpus/support/account"]  # pdf, eml + attachments, mbox
+    k = f"{sys.executable} -m kbctl"
+    pipe = (f"set -o pipefail; {k} fetch {' '.join(dirs)} | {k} extract | {k} chunk -n piped -p hash-384"
+            f" | {k} embed -n piped -p hash-384 | {k} store -n piped -p hash-384")
+    p = subprocess.run(["bash", "-c", pipe], capture_output=True, env=env, cwd=ROOT, timeout=300)
+    stored = _json(p)
+    assert stored["errors"] == [] and stored["documents"]["new"] == 15 + 17 and stored["verify"]["ok"]
+    direct = _json(_run(env, "-p", "hash-384", "ingest", *dirs, "-n", "direct", "--json", "--no-verify"))
+    assert direct["documents"]["new"] == 32 and direct["errors"] == []
+
+    conn = kb.connection()
+    a, b = _snapshot(conn, tenant, "piped", vectors=True), _snapshot(conn, tenant, "direct", vectors=True)
+    assert set(a) == set(b) and len(a) == 32
+    n_chunks = sum(len(d["chunks"]) for d in a.values())
+    assert stored["chunks"]["embedded"] + stored["chunks"]["reused"] == n_chunks == sum(direct["chunks"].values())
+    assert _content(a) == _content(b)
+    for uri in a:
+        for ca, cb in zip(a[uri]["chunks"], b[uri]["chunks"]):
+            assert np.allclose(ca[4], cb[4], atol=1e-6), (uri, ca[0])
+
+    # Piping the same folders again stores nothing new: unchanged sources are skipped.
+    again = _json(subprocess.run(["bash", "-c", pipe], capture_output=True, env=env, cwd=ROOT, timeout=300))
+    assert again["documents"]["new"] == again["documents"]["changed"] == 0 and again["chunks"]["embedded"] == 0
+
+
+# -- a killed run ---------------------------------------------------------------------------------
+
+
+def test_killed_ingest_converges_on_rerun(kb, kb_home, tenant, tmp_path):
+    env = _env(kb_home, tenant)
+    corpus = _write_corpus(tmp_path / "many", 400)
+    conn = kb.connection()
+    proc = subprocess.Popen(_kbctl("-p", "hash-384", "ingest", str(corpus), "-n", "killed", "--json"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    try:
+        deadline, stored = time.monotonic() + 120, 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _ns_id(conn, tenant, "killed") is not None:
+                stored = _counts(conn, tenant, "killed")[0]
+                if stored:
+                    break
+            time.sleep(0.02)
+        assert proc.poll() is None, f"ingest ended before it could be killed: {proc.stderr.read().decode()}"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(30)
+    docs_at_kill, chunks_at_kill = _counts(conn, tenant, "killed")
+    assert 0 < docs_at_kill < 400
+    declared = conn.execute("SELECT sum(chunk_count) FROM kbctl.documents WHERE namespace_id = %s",
+                            (_ns_id(conn, tenant, "killed"),)).fetchone()[0]
+    assert chunks_at_kill == declared > 0  # whole documents only
+
+    rerun = _json(_run(env, "ingest", str(corpus), "-n", "killed", "--json", "--no-verify"))
+    assert rerun["errors"] == []
+    assert (rerun["documents"]["new"], rerun["documents"]["unchanged"]) == (400 - docs_at_kill, docs_at_kill)
+    clean = _json(_run(env, "-p", "hash-384", "ingest", str(corpus), "-n", "clean", "--json", "--no-verify"))
+    assert clean["documents"]["new"] == 400
+
+    assert _counts(conn, tenant, "killed") == _counts(conn, tenant, "clean") == (400, clean["chunks"]["embedded"] + clean["chunks"]["reused"])
+    assert _content(_snapshot(conn, tenant, "killed")) == _content(_snapshot(conn, tenant, "clean"))
+    ns = _ns_id(conn, tenant, "killed")
+    assert conn.execute("SELECT count(*) - count(DISTINCT uri) FROM kbctl.documents WHERE namespace_id = %s", (ns,)).fetchone()[0] == 0
+    verify = _run(env, "verify", "-n", "killed", "--json")
+    assert verify.returncode == 0 and json.loads(verify.stdout)["ok"], verify.stdout.decode()
+    statuses = [r["status"] for r in _json(_run(env, "runs", "-n", "killed", "--json"))]
+    assert statuses == ["ok", "interrupted"]  # newest first: the killed run is marked when the next one starts
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+class _Quiet404(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        self.send_error(404, "Not Found")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_404():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Quiet404)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/missing.html"
+    server.shutdown()
+    server.server_close()
+
+
+def _closed_port_url() -> str:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}/page.html"
+
+
+BAD = {"corrupt.pdf": "extract", "binary.txt": "extract", "latin1.txt": "extract", "malformed.rss": "extract"}
+
+
+def test_bad_inputs_are_recorded_and_the_batch_goes_on(kb, kb_home, tenant, tmp_path, http_404):
+    env = _env(kb_home, tenant)
+    batch = tmp_path / "batch"
+    shutil.copytree(FIXTURES, batch)
+    unreachable = _closed_port_url()
+    p = _run(env, "-p", "hash-384", "ingest", str(batch), http_404, unreachable, "-n", "bad", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    report = json.loads(p.stdout)
+    err = p.stderr.decode()
+    assert "warning:" in err and "6 item(s) failed" in err and "Traceback" not in err
+    assert report["documents"]["new"] == 2 and report["documents"]["failed"] == 6
+
+    # The good files are stored and searchable.
+    conn = kb.connection()
+    uris = set(_snapshot(conn, tenant, "bad"))
+    assert uris == {(batch / "good.md").as_uri(), (batch / "good.txt").as_uri()}
+    assert kb.search("QM-7781", "bad", mode="lexical").hits[0].source == "good.md"
+
+    # Each bad item is one row of the ledger: stage, source, class, message.
+    errors = _json(_run(env, "errors", "-n", "bad", "--json"))
+    assert len(errors) == 6 and {e["run_id"] for e in errors} == {report["run_id"]}
+    by_source = {e["source"]: e for e in errors}
+    expected = {(batch / name).as_uri(): stage for name, stage in BAD.items()} | {http_404: "fetch", unreachable: "fetch"}
+    assert {s: e["stage"] for s, e in by_source.items()} == expected
+    for e in errors:
+        assert e["error_class"] and e["message"] and "\n" not in e["message"] and e["retried"] is False
+    assert by_source[(batch / "corrupt.pdf").as_uri()]["error_class"] == "ExtractError"
+    assert "PDF" in by_source[(batch / "corrupt.pdf").as_uri()]["message"]
+    assert "UTF-8" in by_source[(batch / "latin1.txt").as_uri()]["message"]
+    assert "binary" in by_source[(batch / "binary.txt").as_uri()]["message"]
+    assert "404" in by_source[http_404]["message"]
+    assert by_source[unreachable]["error_class"] == "SourceError"
+
+    # --strict turns failed items into exit 1 (the good file still goes in).
+    p = _run(env, "ingest", str(batch / "good.md"), str(batch / "corrupt.pdf"), str(batch / "latin1.txt"), "-n", "bad", "--strict")
+    assert p.returncode == 1 and b"Traceback" not in p.stderr and b"2 item(s) failed" in p.stderr
+
+    # `kbctl runs` shows both runs with their counts.
+    runs = _json(_run(env, "runs", "-n", "bad", "--json"))
+    assert [(r["status"], r["errors"]) for r in runs] == [("partial", 2), ("partial", 6)]
+    assert runs[1]["counts"]["documents"]["new"] == 2 and runs[1]["counts"]["documents"]["failed"] == 6
+    assert runs[0]["counts"]["documents"]["unchanged"] == 1 and runs[0]["counts"]["documents"]["failed"] == 2
+
+    # Fix one file; --retry-failed with no paths re-attempts the last run's failures only.
+    (batch / "latin1.txt").write_text((batch / "latin1.txt").read_bytes().decode("latin-1"), encoding="utf-8")
+    p = _run(env, "ingest", "-n", "bad", "--retry-failed", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    retry = json.loads(p.stdout)
+    assert retry["documents"]["new"] == 1 and retry["documents"]["failed"] == 1
+    assert [e["source"] for e in retry["errors"]] == [(batch / "corrupt.pdf").as_uri()]
+    assert (batch / "latin1.txt").as_uri() in _snapshot(conn, tenant, "bad")
+    assert kb.search("réception", "bad", mode="lexical").hits[0].source == "latin1.txt"
+    ledger = _json(_run(env, "errors", "-n", "bad", "--json"))
+    again = {(batch / "latin1.txt").as_uri(), (batch / "corrupt.pdf").as_uri()}
+    assert len(ledger) == 6 + 2 + 1
+    for e in ledger:  # earlier failures of the re-attempted sources are marked; the new one is not
+        assert e["retried"] is (e["source"] in again and e["run_id"] != retry["run_id"]), e
+
+
+# -- concurrency ---------------------------------------------------------------------------------
+
+
+def test_concurrent_ingests_into_one_namespace(kb, kb_home, tenant):
+    env = _env(kb_home, tenant)
+    conn = kb.connection()  # the server is up before the two processes race
+    args = _kbctl("-p", "hash-384", "ingest", str(BILLING), "-n", "shared", "--json", "--no-verify")
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [e.decode() for _, e in outs]
+    reports = [json.loads(o) for o, _ in outs]
+    assert sum(r["documents"]["new"] for r in reports) == 15  # the second waited, then found them unchanged
+    assert sorted(r["documents"]["unchanged"] for r in reports) == [0, 15]
+
+    single = _json(_run(env, "-p", "hash-384", "ingest", str(BILLING), "-n", "single", "--json", "--no-verify"))
+    assert single["documents"]["new"] == 15
+    assert _counts(conn, tenant, "shared") == _counts(conn, tenant, "single")
+    assert _content(_snapshot(conn, tenant, "shared")) == _content(_snapshot(conn, tenant, "single"))
+    ns = _ns_id(conn, tenant, "shared")
+    assert conn.execute("SELECT count(*) FROM (SELECT uri FROM kbctl.documents WHERE namespace_id = %s"
+                        " GROUP BY uri HAVING count(*) > 1) d", (ns,)).fetchone()[0] == 0
+
+
+def test_no_wait_fails_at_once_while_another_ingest_holds_the_lock(kb, kb_home, tenant):
+    env = _env(kb_home, tenant)
+    ns = kb.create_namespace("locked", "hash-384")
+    holder = psycopg.connect(kb.db.dsn(), autocommit=True)
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, ns.id))
+        assert LOCK_CLASS == 27490
+        t0 = time.monotonic()
+        p = _run(env, "ingest", str(BILLING), "-n", "locked", "--no-wait")
+        assert time.monotonic() - t0 < 30
+        err = p.stderr.decode()
+        assert p.returncode == 1 and p.stdout == b"" and "Traceback" not in err
+        assert "error: another ingest into namespace 'locked' is running" in err and "hint:" in err
+        assert _counts(kb.connection(), tenant, "locked") == (0, 0)
+        assert kb.runs("locked") == []
+    finally:
+        holder.close()
+    # once the lock is free, the same command goes through
+    assert _run(env, "ingest", str(BILLING), "-n", "locked", "--no-wait", "--no-verify").returncode == 0
+    assert _counts(kb.connection(), tenant, "locked")[0] == 15
