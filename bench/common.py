@@ -102,10 +102,15 @@ def write_section(doc: Path, name: str, body: str) -> None:
     doc.write_text(text)
 
 
-def save_json(env: Env, name: str, data: Any) -> Path:
-    """Keep raw results next to the store, for inspection (never in the repository)."""
+def results_dir(env: Env) -> Path:
+    """``<home>-results/``: raw results next to the store, for inspection (never in the repository)."""
     out = env.home.parent / (env.home.name + "-results")
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{name}.json"
+    return out
+
+
+def save_json(env: Env, name: str, data: Any) -> Path:
+    """Keep raw results next to the store, for inspection (never in the repository)."""
+    path = results_dir(env) / f"{name}.json"
     path.write_text(json.dumps(data, indent=1, default=str))
     return path

@@ -14,7 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from common import Env, kbctl, md_table, save_json
+from common import Env, kbctl, md_table, results_dir, save_json
 
 COLLECTIONS = ("scifact", "cranfield", "cisi")
 MODES = ("lexical", "dense", "hybrid")
@@ -37,11 +37,22 @@ def import_collection(env: Env, name: str) -> dict:
 
 
 def eval_collection(env: Env, name: str) -> dict:
-    """``kbctl eval run`` in lexical, dense and hybrid mode; returns the saved JSON result."""
+    """``kbctl eval run`` in lexical, dense and hybrid mode; returns the saved JSON result.
+
+    The HTML report goes next to the raw results (``<home>-results/<name>.html``), with a headless
+    screenshot of it when Chromium is installed.
+    """
+    report = results_dir(env) / f"{name}.html"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.json"
-        kbctl(env, "eval", "run", str(env.collection(name)), "-n", name, "--modes", ",".join(MODES), "--json", str(path))
-        return json.loads(path.read_text())
+        kbctl(env, "eval", "run", str(env.collection(name)), "-n", name, "--modes", ",".join(MODES), "--json", str(path),
+              "--report", str(report))
+        data = json.loads(path.read_text())
+    from kbctl.evals.screenshot import find_chromium, screenshot_html
+
+    if find_chromium():
+        print(screenshot_html(report, report.with_suffix(".png"), height=1480), flush=True)
+    return data
 
 
 def run(env: Env) -> str:

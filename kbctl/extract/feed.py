@@ -1,8 +1,10 @@
 """RSS and Atom feeds (``source_type="feed"``), parsed with feedparser: one document per entry.
 
 Each entry keeps its content (the longest ``content`` value, HTML turned into text), else its
-summary, as paragraphs. Its uri is the entry's GUID / Atom ``id``, else its link (else
-``<feed uri>#entry-<n>``). Metadata: ``feed_title``, ``feed_url`` (the feed's uri), ``link``,
+summary, as paragraphs. Its uri is the entry's GUID / Atom ``id`` when that is an absolute URI
+(``tag:…``, ``urn:…``, ``https://…``: unique by construction), a bare GUID qualified by the feed
+(``<feed uri>#<guid>``, so two feeds in one namespace that both number their items 1, 2, 3 never
+overwrite each other's entries), else the entry's link (else ``<feed uri>#entry-<n>``). Metadata: ``feed_title``, ``feed_url`` (the feed's uri), ``link``,
 ``guid``, ``published`` (ISO 8601, UTC; the updated time when there is no published one) also
 given as ``date``, ``author``, ``tags``. Entries without any text are skipped.
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import calendar
 import io
 import logging
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -73,7 +76,7 @@ def _entry_document(entry: Any, n: int, source: Source, feed_title: str | None) 
     """One entry as a document (``ExtractError`` when it holds no text)."""
     guid = entry.get("id") or None
     link = entry.get("link") or None
-    uri = guid or link or f"{source.uri}#entry-{n}"
+    uri = entry_uri(guid, link, source.uri, n)
     published = _time(entry.get("published_parsed") or entry.get("updated_parsed"))
     meta = {
         "feed_title": feed_title,
@@ -88,6 +91,16 @@ def _entry_document(entry: Any, n: int, source: Source, feed_title: str | None) 
     title = _plain(entry.get("title_detail") or {}, entry.get("title") or "")
     blocks = [Block(p) for p in _entry_paragraphs(entry)]
     return build_document(source, title=title or link or uri, blocks=blocks, source_type="feed", metadata=meta, uri=uri)
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def entry_uri(guid: str | None, link: str | None, feed_uri: str, n: int) -> str:
+    """An entry's document uri: an absolute GUID, a bare GUID under the feed, the link, or its position."""
+    if guid:
+        return guid if _SCHEME.match(guid) else f"{feed_uri}#{guid}"
+    return link or f"{feed_uri}#entry-{n}"
 
 
 def _entry_paragraphs(entry: Any) -> list[str]:

@@ -326,7 +326,7 @@ def test_rss_entries_with_guid_uris():
     src = fixture_source("feed.rss")
     first, second = extract(src)
     assert first.source_type == "feed"
-    assert first.uri == "acme-changelog-sdk-3.14.2"
+    assert first.uri == f"{src.uri}#acme-changelog-sdk-3.14.2"  # a bare guid is qualified by its feed
     assert second.uri == "https://acme.example/changelog/web-2024-10-1"  # no guid: the link
     assert first.title == "SDK v3.14.2: proxy fix"
     assert [b.text for b in first.blocks] == [
@@ -339,6 +339,15 @@ def test_rss_entries_with_guid_uris():
     assert m["tags"] == ["SDK", "Python"]
     assert "guid" not in second.metadata
     assert_consistent(first)
+
+
+def test_bare_guids_of_two_feeds_never_collide():
+    from kbctl.extract.feed import entry_uri
+
+    assert entry_uri("1", None, "https://a.example/feed", 1) != entry_uri("1", None, "https://b.example/feed", 1)
+    assert entry_uri("urn:uuid:1225c695", "https://x/1", "https://a.example/feed", 1) == "urn:uuid:1225c695"
+    assert entry_uri(None, "https://x/1", "https://a.example/feed", 1) == "https://x/1"
+    assert entry_uri(None, None, "https://a.example/feed", 3) == "https://a.example/feed#entry-3"
 
 
 def test_atom_entries_content_over_summary():
