@@ -9,9 +9,10 @@ Lanes rank chunks, but evidence is about documents: the lexical lane may find a 
 one chunk and the dense lane through another, and a long document's several chunks push other
 documents down a lane's list. So ranks are counted in documents (a chunk's rank is one plus the
 number of other documents ranked above it in that lane), and each document's best chunk (its
-*representative*) gets the document's fused score, made of the document's best rank (or score) in
-every lane that found any of its chunks. The other chunks of the document keep their own fused
-score, which is never higher. With one chunk per document this is plain chunk-level fusion; a hit
+*representative*: the highest chunk-level fused score) gets the document's fused score, made of the
+document's best rank (or score) in every lane that found any of its chunks. The other chunks of
+the document keep their own chunk-level fused score (ranks counted in chunks), which is never
+higher, so within a document chunks stay in the order of their own evidence. With one chunk per document this is plain chunk-level fusion; a hit
 without a document id counts as a document of its own.
 """
 
@@ -34,14 +35,14 @@ def fuse(lanes: Mapping[str, Sequence[LaneHit]], *, method: str = "rrf", rrf_k: 
         (hits,) = lanes.values()
         return [((h.namespace_id, h.chunk_id), h.score) for h in hits]
     if method == "rrf":
-        contrib = _rrf(lanes, rrf_k)
+        doc_contrib, own_contrib = _rrf(lanes, rrf_k, by_document=True), _rrf(lanes, rrf_k, by_document=False)
     elif method == "convex":
-        contrib = _convex(lanes, dense_weight)
+        doc_contrib = own_contrib = _convex(lanes, dense_weight)
     else:
         from ..errors import UsageError
 
         raise UsageError(f"unknown fusion {method!r}", hint=f"use one of: {', '.join(FUSIONS)}")
-    scores = _combine(lanes, contrib)
+    scores = _combine(lanes, doc_contrib, own_contrib)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
@@ -49,11 +50,12 @@ def _doc(h: LaneHit) -> tuple:
     return (h.namespace_id, h.document_id) if h.document_id is not None else ("chunk", h.namespace_id, h.chunk_id)
 
 
-def _combine(lanes: Mapping[str, Sequence[LaneHit]], contrib: Mapping[str, dict[Key, float]]) -> dict[Key, float]:
+def _combine(lanes: Mapping[str, Sequence[LaneHit]], doc_contrib: Mapping[str, dict[Key, float]],
+             own_contrib: Mapping[str, dict[Key, float]]) -> dict[Key, float]:
     """Chunk scores: own contributions summed; each document's best chunk gets the document's score.
 
-    ``contrib[lane][chunk]`` is the chunk's contribution in that lane; a document's contribution
-    in a lane is the best of its chunks'.
+    ``own_contrib[lane][chunk]`` is the chunk's own contribution in that lane; a document's
+    contribution in a lane is the best of its chunks' ``doc_contrib``.
     """
     own: dict[Key, float] = {}
     doc_of: dict[Key, tuple] = {}
@@ -61,8 +63,8 @@ def _combine(lanes: Mapping[str, Sequence[LaneHit]], contrib: Mapping[str, dict[
     for name, hits in lanes.items():
         for h in hits:
             key, d = (h.namespace_id, h.chunk_id), _doc(h)
-            c = contrib[name][key]
-            own[key] = own.get(key, 0.0) + c
+            c = doc_contrib[name][key]
+            own[key] = own.get(key, 0.0) + own_contrib[name][key]
             doc_of[key] = d
             best = doc_lane.setdefault(d, {})
             best[name] = max(best.get(name, c), c)
@@ -75,15 +77,15 @@ def _combine(lanes: Mapping[str, Sequence[LaneHit]], contrib: Mapping[str, dict[
     return out
 
 
-def _rrf(lanes: Mapping[str, Sequence[LaneHit]], k: int) -> dict[str, dict[Key, float]]:
-    """``1 / (k + rank)`` with ranks counted in documents."""
+def _rrf(lanes: Mapping[str, Sequence[LaneHit]], k: int, *, by_document: bool) -> dict[str, dict[Key, float]]:
+    """``1 / (k + rank)`` with ranks counted in documents, or in chunks."""
     out: dict[str, dict[Key, float]] = {}
     for name, hits in lanes.items():
         seen: set = set()
         lane = out[name] = {}
-        for h in sorted(hits, key=lambda h: h.rank):
+        for i, h in enumerate(sorted(hits, key=lambda h: h.rank), 1):
             seen.add(_doc(h))
-            lane[(h.namespace_id, h.chunk_id)] = 1.0 / (k + len(seen))
+            lane[(h.namespace_id, h.chunk_id)] = 1.0 / (k + (len(seen) if by_document else i))
     return out
 
 
