@@ -78,6 +78,9 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
     details: dict = {}
     degraded = False
     timings: dict[str, float] = {}
+    # In hybrid mode the query is embedded on a worker thread while the lexical lane runs in
+    # PostgreSQL: the model (torch releases the GIL) and the server work at the same time.
+    pending = _embedder_pool().submit(_embed_query, profile, query) if mode == "hybrid" else None
     if mode in ("lexical", "hybrid"):
         t0 = time.perf_counter()
         terms, corrections = _query_terms(conn, ns_ids, query, analyzer, profile, opts.correct)
@@ -89,7 +92,7 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
     if mode in ("dense", "hybrid"):
         t0 = time.perf_counter()
         try:
-            qvec = _embed_query(profile, query)
+            qvec = pending.result() if pending is not None else _embed_query(profile, query)
         except KbctlError as e:
             if mode == "dense" and opts.mode == "dense":
                 raise
@@ -111,7 +114,9 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
     )
     per_doc = opts.per_doc if opts.per_doc is not None else int(s["per_doc"])
     rows = _fetch(conn, [key for key, _ in fused[: max(depth, k)]])
-    ordered = _shape(fused, rows, per_doc, float(s["dedupe_threshold"]))
+    use_rerank = opts.rerank if opts.rerank is not None else bool(profile.rerank.get("kind"))
+    limit = max(k, int(profile.rerank.get("top_n") or 50)) if use_rerank else k
+    ordered = _shape(fused, rows, per_doc, float(s["dedupe_threshold"]), limit)
     ordered, reranked = _maybe_rerank(profile, query, ordered, rows, opts, notes)
     if reranked:
         details["reranked"] = True
@@ -132,6 +137,19 @@ def _query_terms(conn, ns_ids, query, analyzer, profile, correct: bool) -> tuple
     for bad, good in fixes.items():
         terms[good] = terms.get(good, 0.0) + terms.pop(bad)
     return terms, fixes
+
+
+_POOL = None
+
+
+def _embedder_pool():
+    """One worker thread for query embeddings (created on first use)."""
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbctl-embed")
+    return _POOL
 
 
 def _embed_query(profile: Profile, query: str):
@@ -168,21 +186,28 @@ def _fetch(conn, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
     return {(r[0], r[1]): r for r in rows}
 
 
-def _shape(fused, rows, per_doc: int, dedupe: float):
-    """Keep at most ``per_doc`` chunks per document and drop near-duplicate texts."""
+def _shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
+    """Keep at most ``per_doc`` chunks per document and drop near-duplicate texts.
+
+    Walks the fused order and stops once ``limit`` hits are kept (the page, or the reranker's
+    window): what comes after cannot change them, and the near-duplicate check is quadratic.
+    """
     out, per, seen = [], {}, []
     for key, score in fused:
+        if limit is not None and len(out) >= limit:
+            break
         r = rows.get(key)
         if r is None:
             continue
         doc = (r[0], r[2])
         if per_doc and per.get(doc, 0) >= per_doc:
             continue
-        sh = _shingles(r[3])
-        if dedupe < 1.0 and any(_jaccard(sh, o) >= dedupe for o in seen):
-            continue
+        if dedupe < 1.0:
+            sh = _shingles(r[3])
+            if any(_near_duplicate(sh, o, dedupe) for o in seen):
+                continue
+            seen.append(sh)
         per[doc] = per.get(doc, 0) + 1
-        seen.append(sh)
         out.append((key, score))
     return out
 
@@ -190,15 +215,22 @@ def _shape(fused, rows, per_doc: int, dedupe: float):
 _W = re.compile(r"\w+")
 
 
-def _shingles(text: str) -> frozenset:
+def _shingles(text: str) -> frozenset[int]:
+    """Word 3-shingles of ``text`` (single words if shorter), as hashes: set operations on ints are
+    several times faster than on tuples of strings, and a 64-bit collision is negligible here."""
     w = _W.findall(text.lower())
-    return frozenset(zip(w, w[1:], w[2:])) or frozenset(w)
+    return frozenset(map(hash, zip(w, w[1:], w[2:]))) or frozenset(map(hash, w))
 
 
-def _jaccard(a: frozenset, b: frozenset) -> float:
+def _near_duplicate(a: frozenset, b: frozenset, threshold: float) -> bool:
+    """Jaccard(a, b) >= threshold; sets whose sizes alone rule it out (J ≤ min/max) are skipped."""
     if not a or not b:
-        return 0.0
-    return len(a & b) / len(a | b)
+        return False
+    la, lb = len(a), len(b)
+    if min(la, lb) < threshold * max(la, lb):
+        return False
+    inter = len(a & b)
+    return inter >= threshold * (la + lb - inter)
 
 
 def _hit(rank: int, score, r: tuple, lanes: dict[str, list[LaneHit]], key) -> Hit:

@@ -12,8 +12,9 @@ number of other documents ranked above it in that lane), and each document's bes
 *representative*: the highest chunk-level fused score) gets the document's fused score, made of the
 document's best rank (or score) in every lane that found any of its chunks. The other chunks of
 the document keep their own chunk-level fused score (ranks counted in chunks), which is never
-higher, so within a document chunks stay in the order of their own evidence. With one chunk per document this is plain chunk-level fusion; a hit
-without a document id counts as a document of its own.
+higher, so within a document chunks stay in the order of their own evidence. With one chunk per
+document this is plain chunk-level fusion; a hit without a document id counts as a document of its
+own.
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def test_text_from_data_is_escaped(report):
     _parse(html)
 
 
-@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium (apt-get install chromium)")
+@pytest.mark.skipif(find_chromium() is None, reason="needs Chromium or Chrome on PATH (apt-get install chromium)")
 def test_screenshot(report, tmp_path):
     html = tmp_path / "report.html"
     html.write_text(render_html(report), encoding="utf-8")
