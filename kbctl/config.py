@@ -124,8 +124,8 @@ class Profile:
             raise ConfigError(f"{where}: dimension {self.dimension} is out of range 1..16000")
         if self.distance not in ("cosine", "l2", "ip"):
             raise ConfigError(f"{where}: distance must be cosine, l2 or ip, not {self.distance!r}")
-        if self.precision not in ("fp32", "bf16", "onnx-int8", "auto"):
-            raise ConfigError(f"{where}: precision must be fp32, bf16, onnx-int8 or auto")
+        if self.precision not in ("fp32", "bf16", "onnx-int8", "onnx-fp32", "auto"):
+            raise ConfigError(f"{where}: precision must be fp32, bf16, onnx-int8, onnx-fp32 or auto")
         size, overlap = int(self.chunk["size"]), int(self.chunk["overlap"])
         if size < 16 or overlap < 0 or overlap >= size:
             raise ConfigError(f"{where}: chunk size must be >= 16 and overlap in [0, size)")

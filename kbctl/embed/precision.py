@@ -2,7 +2,8 @@
 
 Candidates, fastest first: ``onnx-int8`` (when onnx and onnxruntime import), ``bf16`` (only on CPUs
 with native bfloat16: ``avx512_bf16`` or ``amx_bf16``; elsewhere it is emulated and slower than
-fp32), then ``fp32``. A candidate is accepted only if, on a fixed calibration set, every vector
+fp32), ``onnx-fp32`` (fp32 math on onnxruntime: the same vectors to ~1e-6, faster than torch on CPU,
+and a process that only embeds a query never imports torch), then ``fp32``. A candidate is accepted only if, on a fixed calibration set, every vector
 stays within cosine 0.995 of the fp32 vector. The decision is cached as JSON in the model cache dir,
 keyed by the profile's fingerprint, the kbctl version and the candidates, so it is measured once.
 
@@ -59,9 +60,12 @@ def candidates(features: set[str] | None = None) -> list[str]:
     from .onnx import onnx_available
 
     features = cpu_features() if features is None else features
-    out = ["onnx-int8"] if onnx_available() else []
+    onnx = onnx_available()
+    out = ["onnx-int8"] if onnx else []
     if features & _BF16_FLAGS:
         out.append("bf16")
+    if onnx:
+        out.append("onnx-fp32")
     return out + ["fp32"]
 
 

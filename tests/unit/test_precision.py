@@ -124,14 +124,14 @@ def test_int8_applies_prefixes(profile, models_dir, int8):
 
 
 def test_export_is_cached(profile, models_dir, int8):
-    from kbctl.embed.onnx import INT8_FILE, OnnxEmbedder
+    from kbctl.embed.onnx import FP32_FILE, INT8_FILE, OnnxEmbedder
 
     model_file = int8.cache_dir / INT8_FILE
     before = model_file.stat().st_mtime_ns
     again = OnnxEmbedder(dataclasses.replace(profile, precision="onnx-int8"), cache_dir=models_dir)
     assert again.exported is False
     assert model_file.stat().st_mtime_ns == before
-    assert sorted(p.name for p in int8.cache_dir.iterdir()) == [INT8_FILE]  # no temp files left
+    assert sorted(p.name for p in int8.cache_dir.iterdir()) == [FP32_FILE, INT8_FILE]  # no temp files left
 
 
 def test_auto_decides_once_and_records_cosine(profile, models_dir, int8, monkeypatch):
@@ -152,7 +152,7 @@ def test_auto_decides_once_and_records_cosine(profile, models_dir, int8, monkeyp
 
 def test_hash_embedder_ignores_precision():
     prof = load_settings(env={}).profile("hash-384")
-    for precision in ("fp32", "onnx-int8", "auto"):
+    for precision in ("fp32", "onnx-int8", "onnx-fp32", "auto"):
         e = get_embedder(dataclasses.replace(prof, precision=precision))
         assert e.embed_query("x").shape == (384,)
 
@@ -163,3 +163,30 @@ def test_auto_with_no_faster_candidate_is_fp32_without_loading_anything(profile,
     choice = decide_precision(dataclasses.replace(profile, precision="auto"), tmp_path)
     assert choice.precision == "fp32"
     assert not any(tmp_path.iterdir())  # nothing cached either
+
+
+def test_onnx_fp32_equals_torch_fp32_and_needs_no_torch(profile, models_dir, fp32, int8):
+    """onnx-fp32 is the same computation as sentence-transformers, in a process that never imports torch."""
+    import subprocess
+    import sys
+
+    from kbctl.embed.onnx import OnnxEmbedder
+
+    onnx32 = OnnxEmbedder(dataclasses.replace(profile, precision="onnx-fp32"), cache_dir=models_dir)
+    assert onnx32.exported is False  # the int8 fixture's export wrote both graphs
+    a, b = fp32.embed_documents(SENTENCES), onnx32.embed_documents(SENTENCES)
+    assert _cos(a, b).min() >= 0.99999
+    assert np.allclose(a, b, atol=1e-4)
+    assert np.allclose(fp32.embed_query(SENTENCES[0]), onnx32.embed_query(SENTENCES[0]), atol=1e-4)
+    code = (
+        "import dataclasses, sys\n"
+        "from pathlib import Path\n"
+        "from kbctl.config import load_settings\n"
+        "from kbctl.embed.onnx import OnnxEmbedder\n"
+        "p = dataclasses.replace(load_settings(env={}).profile('minilm'), precision='onnx-fp32')\n"
+        f"e = OnnxEmbedder(p, cache_dir=Path({str(models_dir)!r}))\n"
+        "v = e.embed_query('How long do refunds take?')\n"
+        "print(v.shape[0], 'torch' in sys.modules, 'transformers' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["384", "False", "False"]
