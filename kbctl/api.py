@@ -37,6 +37,7 @@ class KnowledgeBase:
         self.settings = settings
         self.db = Database(settings)
         self._conn = None
+        self._sides: dict[str, Any] = {}
 
     # -- connection --------------------------------------------------------------------------------
 
@@ -48,10 +49,19 @@ class KnowledgeBase:
             self._conn = self.db.connect()
         return self._conn
 
+    def _side_connection(self, purpose: str):
+        """Another connection for one purpose of the search engine (opened on first use)."""
+        c = self._sides.get(purpose)
+        if c is None or c.closed:
+            c = self._sides[purpose] = self.db.connect()
+        return c
+
     def close(self) -> None:
-        if self._conn is not None and not self._conn.closed:
-            self._conn.close()
+        for c in (self._conn, *self._sides.values()):
+            if c is not None and not c.closed:
+                c.close()
         self._conn = None
+        self._sides = {}
 
     def __enter__(self) -> "KnowledgeBase":
         return self
@@ -204,7 +214,7 @@ class KnowledgeBase:
         nss = [get_namespace(conn, n, self.tenant) for n in names]
         prof = self.profile_for(names[0], profile)
         opts = SearchOptions(mode=mode, k=k, filters=parse_filters(list(filters)), **options)
-        return run_search(conn, nss, prof, query, opts)
+        return run_search(conn, nss, prof, query, opts, side=self._side_connection)
 
     def retriever(self, namespace: str, **defaults: Any) -> "Retriever":
         """A search function bound to one namespace; the namespace cannot be changed per call."""

@@ -193,6 +193,9 @@ def _open_session(model_file: Path) -> Any:
 
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = os.cpu_count() or 1
+        # Idle pool threads sleep instead of spinning: a query is embedded while PostgreSQL works on
+        # the same cores (hybrid search), and spinning threads would take their time.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
         return ort.InferenceSession(str(model_file), opts, providers=["CPUExecutionProvider"])

@@ -6,7 +6,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from psycopg import sql
 
@@ -46,8 +46,16 @@ class SearchOptions:
     exact_threshold: int | None = None
 
 
-def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: str, opts: SearchOptions) -> SearchResult:
-    """Answer one query over the given namespaces, all pinned to ``profile``."""
+def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: str, opts: SearchOptions,
+               side: Callable[[str], Any] | None = None) -> SearchResult:
+    """Answer one query over the given namespaces, all pinned to ``profile``.
+
+    ``side(purpose)``, when given, returns another connection reserved for ``purpose`` ("dense",
+    "lexical"). Hybrid queries then run the dense lane (query embedding and HNSW scan) on the
+    "dense" one in a worker thread while the lexical lane runs on ``conn``, and a lexical lane with
+    many postings scores half of the chunks on the "lexical" one: the model and two PostgreSQL
+    backends work at once. Without it, only the query embedding overlaps the lexical lane.
+    """
     if opts.mode not in MODES:
         raise UsageError(f"unknown mode {opts.mode!r}", hint=f"use one of: {', '.join(MODES)}")
     for ns in namespaces:
@@ -66,10 +74,10 @@ def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: s
     if strategy == "needs_clarification":
         strategy = "hybrid" if opts.filters else "content"
     mode = "hybrid" if opts.mode == "auto" else opts.mode
-    return _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names)
+    return _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names, side)
 
 
-def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names) -> SearchResult:
+def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names, side=None) -> SearchResult:
     s = profile.search
     depth = max(opts.candidates or int(s["candidates"]), k)
     ns_ids = [n.id for n in namespaces]
@@ -78,21 +86,26 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
     details: dict = {}
     degraded = False
     timings: dict[str, float] = {}
-    # In hybrid mode the query is embedded on a worker thread while the lexical lane runs in
-    # PostgreSQL: the model (torch releases the GIL) and the server work at the same time.
-    pending = _embedder_pool().submit(_embed_query, profile, query) if mode == "hybrid" else None
+    # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the
+    # HNSW scan runs on the side connection) while the lexical lane runs here.
+    pending = _embedder_pool().submit(_dense_job, side, namespaces, profile, query, depth, opts) if mode == "hybrid" else None
     if mode in ("lexical", "hybrid"):
         t0 = time.perf_counter()
         terms, corrections = _query_terms(conn, ns_ids, query, analyzer, profile, opts.correct)
         if corrections:
             details["corrections"] = corrections
             notes.append("corrected: " + ", ".join(f"{a} → {b}" for a, b in corrections.items()))
-        lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile)
+        helper = None if side is None else (lambda fn: _embedder_pool().submit(lambda: fn(side("lexical"))))
+        lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile, helper=helper)
         timings["lexical_ms"] = (time.perf_counter() - t0) * 1000
     if mode in ("dense", "hybrid"):
         t0 = time.perf_counter()
+        dense = None
         try:
-            qvec = pending.result() if pending is not None else _embed_query(profile, query)
+            if pending is not None:
+                qvec, dense, t0 = pending.result()
+            else:
+                qvec = _embed_query(profile, query)
         except KbctlError as e:
             if mode == "dense" and opts.mode == "dense":
                 raise
@@ -102,10 +115,12 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
             if "lexical" not in lanes:
                 terms, _ = _query_terms(conn, ns_ids, query, analyzer, profile, opts.correct)
                 lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile)
-        if qvec is not None:
-            lanes["dense"], details["dense_path"] = dense_lane(conn, namespaces, qvec, depth, opts.filters, profile,
-                                                                  ef_search=opts.ef_search, exact_threshold=opts.exact_threshold)
-        timings["dense_ms"] = (time.perf_counter() - t0) * 1000
+        if qvec is not None and dense is None:
+            dense = dense_lane(conn, namespaces, qvec, depth, opts.filters, profile,
+                               ef_search=opts.ef_search, exact_threshold=opts.exact_threshold)
+        if dense is not None:
+            lanes["dense"], details["dense_path"] = dense
+            timings["dense_ms"] = (time.perf_counter() - t0) * 1000
     fused = fuse(
         lanes,
         method=opts.fusion or str(s["fusion"]),
@@ -143,13 +158,27 @@ _POOL = None
 
 
 def _embedder_pool():
-    """One worker thread for query embeddings (created on first use)."""
+    """Worker threads for the dense lane and the second half of a split lexical lane (created on
+    first use). Their jobs never wait on each other, so a small pool cannot deadlock."""
     global _POOL
     if _POOL is None:
         from concurrent.futures import ThreadPoolExecutor
 
-        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbctl-embed")
+        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbctl-search")
     return _POOL
+
+
+def _dense_job(side, namespaces, profile: Profile, query: str, depth: int, opts: SearchOptions):
+    """The dense lane for a worker thread: (query vector, (hits, path) or None, start time).
+
+    Without a side connection only the embedding runs here; the caller scans on its connection.
+    """
+    t0 = time.perf_counter()
+    qvec = _embed_query(profile, query)
+    if side is None:
+        return qvec, None, t0
+    return qvec, dense_lane(side("dense"), namespaces, qvec, depth, opts.filters, profile, ef_search=opts.ef_search,
+                            exact_threshold=opts.exact_threshold), t0
 
 
 def _embed_query(profile: Profile, query: str):
@@ -192,7 +221,7 @@ def _shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
     Walks the fused order and stops once ``limit`` hits are kept (the page, or the reranker's
     window): what comes after cannot change them, and the near-duplicate check is quadratic.
     """
-    out, per, seen = [], {}, []
+    out, per, seen, exact = [], {}, [], set()
     for key, score in fused:
         if limit is not None and len(out) >= limit:
             break
@@ -203,9 +232,14 @@ def _shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
         if per_doc and per.get(doc, 0) >= per_doc:
             continue
         if dedupe < 1.0:
-            sh = _shingles(r[3])
+            words = _W.findall(r[3].lower())
+            same = hash(tuple(words))  # an exact copy (up to case and punctuation) needs no shingles
+            if same in exact:
+                continue
+            sh = _shingles(words)
             if any(_near_duplicate(sh, o, dedupe) for o in seen):
                 continue
+            exact.add(same)
             seen.append(sh)
         per[doc] = per.get(doc, 0) + 1
         out.append((key, score))
@@ -215,10 +249,11 @@ def _shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
 _W = re.compile(r"\w+")
 
 
-def _shingles(text: str) -> frozenset[int]:
-    """Word 3-shingles of ``text`` (single words if shorter), as hashes: set operations on ints are
-    several times faster than on tuples of strings, and a 64-bit collision is negligible here."""
-    w = _W.findall(text.lower())
+def _shingles(text: str | list[str]) -> frozenset[int]:
+    """Word 3-shingles of ``text`` (or of its words, lower-cased), single words if shorter, as hashes:
+    set operations on ints are several times faster than on tuples of strings, and a 64-bit
+    collision is negligible here."""
+    w = _W.findall(text.lower()) if isinstance(text, str) else text
     return frozenset(map(hash, zip(w, w[1:], w[2:]))) or frozenset(map(hash, w))
 
 

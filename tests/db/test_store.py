@@ -172,3 +172,47 @@ def test_retriever_is_bound_to_its_namespace(kb):
     assert r.search("refunds").hits[0].namespace == "bound"
     with pytest.raises(KbctlError):
         r.search("refunds", namespace="other")
+
+
+def test_split_lexical_lane_equals_the_single_query(kb, monkeypatch):
+    """Scored in two halves of the chunk ids on two connections, the top k is the single query's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import kbctl.search.lanes as lanes
+
+    words = "refund invoice billing payment card account plan upgrade error limit".split()
+    docs = [_doc(f"mem://d{i}", f"Doc {i}", [" ".join(words[(i * j) % len(words)] for j in range(1, 4 + i % 7)) + f" item{i}"])
+            for i in range(60)]
+    ns = _write(kb, "split", docs)
+    conn, prof = kb.connection(), kb.settings.profile("hash-384")
+    terms = {"refund": 1.0, "invoice": 1.0, "billing": 2.0, "limit": 1.0}
+    single = lanes.lexical_lane(conn, [ns], terms, 25, (), prof)
+    other = kb.db.connect()
+    calls = []
+
+    def helper(fn):
+        calls.append(1)
+        return pool.submit(fn, other)
+
+    monkeypatch.setattr(lanes, "SPLIT_POSTINGS", 0)
+    with ThreadPoolExecutor(1) as pool:
+        split = lanes.lexical_lane(conn, [ns], terms, 25, (), prof, helper=helper)
+    other.close()
+    assert calls == [1]  # it really split
+    assert len(single) == 25
+    assert [(h.chunk_id, h.rank) for h in split] == [(h.chunk_id, h.rank) for h in single]
+    assert [h.score for h in split] == pytest.approx([h.score for h in single], rel=1e-9)
+    # the two halves hold chunks of both sides of the median
+    mid = lanes._median_chunk(conn, [ns.id], conn.execute(
+        "SELECT chunk_count FROM kbctl.lexical_stats WHERE namespace_id = %s", (ns.id,)).fetchone()[0])
+    assert any(h.chunk_id <= mid for h in single) and any(h.chunk_id > mid for h in single)
+
+
+def test_hybrid_runs_the_dense_lane_on_its_own_connection(kb):
+    _write(kb, "parallel", DOCS)
+    r = kb.search("refund to the original payment method", "parallel", mode="hybrid")
+    assert r.hits and r.hits[0].source == "mem://refunds"
+    assert set(r.hits[0].lanes) == {"lexical", "dense"}
+    assert "dense" in kb._sides  # the dense lane ran on the side connection
+    kb.close()
+    assert kb._sides == {}
