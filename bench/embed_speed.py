@@ -1,6 +1,6 @@
 """Embedding throughput and agreement with fp32 for each precision, as a markdown table.
 
-    python bench/embed_speed.py [--limit 1000] [--precisions fp32,bf16,onnx-int8] [--write docs/embedding-speed.md]
+    python bench/embed_speed.py [--limit 1000] [--precisions fp32,bf16,onnx-int8,onnx-fp32] [--write docs/embedding-speed.md]
 
 Passages: the first ``--limit`` SciFact documents ("title text") from
 /work/shared/evaldata/scifact/corpus.jsonl when present, else the sample corpus files. Each
@@ -70,7 +70,7 @@ def table(rows: list[tuple[str, float, float, float, float]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=1000)
-    ap.add_argument("--precisions", default="fp32,bf16,onnx-int8")
+    ap.add_argument("--precisions", default="fp32,bf16,onnx-int8,onnx-fp32")
     ap.add_argument("--write", type=Path, help="replace the table after the marker in this markdown file")
     ap.add_argument("--emulated-limit", type=int, default=200, help="passages for bf16 on a CPU without native bf16")
     ap.add_argument("--home", type=Path, help="kbctl home for the model cache (default: a temp dir)")
