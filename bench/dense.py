@@ -58,7 +58,9 @@ def run(env: Env, namespaces: tuple[str, ...] = ("scifact", "scale-10k", "scale-
     from scale import make_scaled
 
     ds = load_dataset(env.collection("scifact"))
-    kb = kbctl.open(home=env.home)
+    from scale import config_file
+
+    kb = kbctl.open(home=env.home, config=config_file(env))
     try:
         emb = get_embedder(kb.profile_for("scifact"))
         qvecs = [emb.embed_query(q.text) for q in ds.queries]

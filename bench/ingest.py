@@ -5,8 +5,9 @@
 2. ``kbctl eval import scifact -n scifact --json``, timed as a process (Python start, model load,
    fetch → extract → chunk → embed → store → verify); the run's own ``seconds`` are reported too.
 3. Embedding only: the same chunk texts (what the model read: header + text, read back from the
-   store) through ``get_embedder(profile).embed_documents`` in batches of ``profile.batch_size``,
-   after the model is loaded.
+   store) through ``get_embedder(profile).embed_documents`` in the groups the pipeline hands it
+   (``GROUP_BATCHES × profile.batch_size`` texts, which the model sorts by length and cuts into
+   batches), after the model is loaded.
 4. The same import again, unchanged: every source is skipped before extraction.
 """
 
@@ -41,7 +42,9 @@ def _embed_only(home, namespace: str) -> dict:
     texts = [f"{h}\n\n{t}" if (h := _header(title, tuple(hp))) else t for title, hp, t in rows]
     emb = get_embedder(prof)
     emb.embed_documents(texts[:8])  # load the model and warm up
-    bs = int(prof.batch_size)
+    from kbctl.embed import GROUP_BATCHES
+
+    bs = int(prof.batch_size) * GROUP_BATCHES
     t0 = time.perf_counter()
     for i in range(0, len(texts), bs):
         emb.embed_documents(texts[i:i + bs])

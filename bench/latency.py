@@ -16,7 +16,7 @@ import subprocess
 import time
 
 from common import KBCTL, Env, md_table, percentile, save_json
-from scale import make_scaled
+from scale import config_file, make_scaled
 
 MODES = ("lexical", "dense", "hybrid")
 SIZES = {"scale-10k": 10_000, "scale-100k": 100_000}
@@ -38,7 +38,8 @@ def cold_cli(env: Env, namespace: str, query: str, repeats: int = 3) -> list[flo
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        subprocess.run([KBCTL, "--home", str(env.home), "search", query, "-n", namespace, "-k", "10"],
+        subprocess.run([KBCTL, "--home", str(env.home), "--config", str(config_file(env)), "search", query, "-n", namespace,
+                        "-k", "10"],
                        check=True, stdout=subprocess.DEVNULL)
         times.append(time.perf_counter() - t0)
     return times
@@ -50,7 +51,9 @@ def run(env: Env) -> str:
     from kbctl.evals import load_dataset
 
     queries = [q.text for q in load_dataset(env.collection("scifact")).queries]
-    kb = kbctl.open(home=env.home)
+    from scale import config_file
+
+    kb = kbctl.open(home=env.home, config=config_file(env))
     rows, raw = [], {}
     try:
         for name, size in SIZES.items():

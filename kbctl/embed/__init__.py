@@ -75,6 +75,11 @@ def get_embedder(profile: Profile, *, home: Path | None = None) -> Embedder:
     return embedder
 
 
+# Chunks are handed to the model GROUP_BATCHES batches at a time: it sorts them by length before
+# cutting batches, so a bigger group means less padding (memory still holds one group).
+GROUP_BATCHES = 4
+
+
 def embed_chunks(
     chunks: Iterable[Chunk], embedder: Embedder, batch_size: int | None = None
 ) -> Iterator[EmbeddedChunk]:
@@ -83,7 +88,7 @@ def embed_chunks(
     batch: list[Chunk] = []
     for c in chunks:
         batch.append(c)
-        if len(batch) >= size * 4:
+        if len(batch) >= size * GROUP_BATCHES:
             yield from _embed_batch(batch, embedder)
             batch = []
     if batch:

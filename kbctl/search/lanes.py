@@ -201,7 +201,11 @@ _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
 
 
 def _median_chunk(conn, ns_ids: list[int], n: int) -> int | None:
-    """The median chunk id of the namespaces (cached per namespaces and chunk count)."""
+    """The median chunk id of the namespaces (cached per namespaces and chunk count).
+
+    A stale cache entry (the namespace changed but kept its count) only unbalances the two halves;
+    the result is exact for any split point.
+    """
     key = (tuple(sorted(ns_ids)), n)
     if key not in _MEDIANS:
         row = conn.execute(
