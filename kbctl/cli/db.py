@@ -7,7 +7,7 @@ import typer
 from .render import print_json, table
 from .state import STATE, info
 
-app = typer.Typer(help="The database: migrate, status, start, stop, url.", no_args_is_help=True)
+app = typer.Typer(help="The database: migrate, status, optimize, start, stop, url.", no_args_is_help=True)
 
 
 @app.command("migrate")
@@ -41,6 +41,30 @@ def status(json_: bool = typer.Option(False, "--json", help="JSON on stdout.")) 
     table(rows, ["version", "name", "applied_at", "checksum_ok"])
     if any(r["checksum_ok"] is False for r in rows):
         raise typer.Exit(3)
+
+
+@app.command("optimize")
+def optimize(
+    reindex: bool = typer.Option(False, "--reindex", help="Also rebuild the B-tree indexes (concurrently: searches go on)."),
+    json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
+) -> None:
+    """Vacuum and analyze kbctl's tables; with --reindex, compact their B-tree indexes (run it from cron)."""
+    from ..db import Database
+
+    db = Database(STATE.settings())
+    conn = db.connect(register=False)
+    try:
+        rows = db.optimize(conn, reindex=reindex)
+    finally:
+        conn.close()
+    if json_:
+        print_json({"reindex": reindex, "tables": rows})
+        return
+    mb = lambda b: f"{b / 2**20:,.1f}"  # noqa: E731
+    table([{"table": r["table"], "MB before": mb(r["bytes_before"]), "MB after": mb(r["bytes_after"])} for r in rows],
+          ["table", "MB before", "MB after"])
+    saved = sum(r["bytes_before"] - r["bytes_after"] for r in rows)
+    info(f"{'vacuumed, analyzed and reindexed' if reindex else 'vacuumed and analyzed'} {len(rows)} tables; {saved / 2**20:,.1f} MB freed")
 
 
 @app.command("start")

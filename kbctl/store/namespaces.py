@@ -174,5 +174,8 @@ def delete_namespace(conn, name: str, tenant: str) -> int:
     ns = get_namespace(conn, name, tenant)
     with conn.transaction():
         n = conn.execute("SELECT count(*) FROM kbctl.documents WHERE namespace_id = %s", (ns.id,)).fetchone()[0]
+        # documents first: their cascade removes the chunks (and postings) before the namespace row,
+        # whose (id, profile, dimension) key the chunks also reference
+        conn.execute("DELETE FROM kbctl.documents WHERE namespace_id = %s", (ns.id,))
         conn.execute("DELETE FROM kbctl.namespaces WHERE id = %s", (ns.id,))
     return int(n)

@@ -113,6 +113,14 @@ def test_namespaces_are_isolated_in_every_mode(cli):
         nonempty += bool(result["hits"])
     assert nonempty >= len(runs) * 3 // 4  # the check is not vacuous
 
+    # Deleting one namespace removes it with its documents and chunks, and leaves the others whole.
+    p = cli("namespaces", "delete", "billing_kb", "--yes")
+    assert p.returncode == 0 and "15 documents" in p.stderr.decode()
+    left = {n["name"]: n["documents"] for n in _json(cli("namespaces", "--json"))}
+    assert left == {"technical_kb": 12, "account_kb": 17}
+    assert _json(cli("search", "refund", "-n", "technical_kb", "--json"))["hits"]
+    assert cli("search", "refund", "-n", "billing_kb", "--json").returncode != 0
+
 
 # -- Issue A: fast help, light imports ----------------------------------------------------------
 
@@ -178,6 +186,8 @@ def test_namespaces_db_status_and_config_show_as_json(cli, tenant):
     assert status["server_version"].split(".")[0] == "18"
     assert tuple(int(x) for x in status["pgvector"].split(".")[:2]) >= (0, 7)
     assert status["migrations"] and all(m["checksum_ok"] for m in status["migrations"])
+    opt = _json(cli("db", "optimize", "--json"))
+    assert opt["reindex"] is False and {t["table"] for t in opt["tables"]} >= {"chunks", "lexical_postings"}
 
     cfg = _json(cli("config", "show", "--json"))
     assert cfg["settings"]["defaults"]["tenant"] == tenant  # KBCTL_TENANT applied

@@ -216,3 +216,52 @@ def test_hybrid_runs_the_dense_lane_on_its_own_connection(kb):
     assert "dense" in kb._sides  # the dense lane ran on the side connection
     kb.close()
     assert kb._sides == {}
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_dense_path_reported_is_the_plan_that_runs(kb, exact):
+    """"hnsw" orders by the profile's HNSW index, "exact" scans the namespace's rows and sorts them.
+
+    The namespace is tiny, so on cost alone the planner would sort it for the hnsw path too: the
+    statement's own settings must keep the index.
+    """
+    from kbctl.search import parse_filters
+    from kbctl.search.lanes import dense_statement, dense_lane
+
+    ns = _write(kb, "plans", DOCS)
+    conn, prof = kb.connection(), kb.profile_for("plans")
+    qvec = get_embedder(prof).embed_query("refund")
+    q, params, settings = dense_statement([ns], qvec, 100, parse_filters([]), prof, exact=exact)
+    with conn.transaction():
+        for stmt in settings:
+            conn.execute(stmt)
+        plan = "\n".join(r[0] for r in conn.execute(psycopg.sql.SQL("EXPLAIN ") + q, params))
+    index = f"chunks_hnsw_p{ns.profile_id}"
+    if exact:
+        assert index not in plan and "Sort" in plan
+    else:
+        assert index in plan and "Sort" not in plan
+    hits, path = dense_lane(conn, [ns], qvec, 100, parse_filters([]), prof, exact_threshold=10**9 if exact else 0)
+    assert path == ("exact" if exact else "hnsw") and len(hits) == _counts(conn, ns.id)[1]
+
+
+def test_optimize_compacts_the_postings_index_after_a_mass_delete(kb):
+    from kbctl.db import Database
+    from kbctl.store.namespaces import delete_namespace
+
+    rng = np.random.default_rng(7)
+    words = [f"w{i:05d}x" for i in range(3000)]
+    docs = [_doc(f"mem://bulk/{i}", f"Bulk {i}", [" ".join(rng.choice(words, 60))]) for i in range(400)]
+    _write(kb, "bulk", docs)
+    conn = kb.connection()
+    index_size = "SELECT pg_relation_size('kbctl.lexical_postings_pkey')"
+    grown = conn.execute(index_size).fetchone()[0]
+    delete_namespace(conn, "bulk", kb.tenant)
+    db = Database(kb.settings)
+    rows = {r["table"]: r for r in db.optimize(conn, reindex=True)}
+    assert {"chunks", "documents", "lexical_postings", "lexical_vocab"} <= set(rows)
+    assert "schema_migrations" not in rows
+    assert conn.execute(index_size).fetchone()[0] < grown  # the pages the namespace held are given back
+    assert rows["lexical_postings"]["bytes_after"] < rows["lexical_postings"]["bytes_before"]
+    with conn.transaction(), pytest.raises(Exception, match="autocommit"):
+        db.optimize(conn)
