@@ -211,14 +211,17 @@ class Database:
         out = []
         for t in tables:
             before = conn.execute(size, (t,)).fetchone()[0]
-            ident = sql.Identifier("kbctl", t)
-            if reindex:
-                for (idx,) in conn.execute(
-                    "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam"
-                    " WHERE x.indrelid = format('kbctl.%%I', %s::text)::regclass AND a.amname = 'btree' ORDER BY 1", (t,)
-                ).fetchall():
-                    conn.execute(sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(sql.Identifier("kbctl", idx)))
-            conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(ident))
+            try:
+                if reindex:
+                    for (idx,) in conn.execute(
+                        "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam"
+                        " WHERE x.indrelid = format('kbctl.%%I', %s::text)::regclass AND a.amname = 'btree' ORDER BY 1", (t,)
+                    ).fetchall():
+                        conn.execute(sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(sql.Identifier("kbctl", idx)))
+                conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier("kbctl", t)))
+            except psycopg.Error as e:
+                raise DatabaseError(f"optimizing kbctl.{t} failed: {_first_line(e)}",
+                                    hint="VACUUM and REINDEX need the owner of kbctl's tables (or a superuser)") from None
             out.append({"table": t, "bytes_before": int(before), "bytes_after": int(conn.execute(size, (t,)).fetchone()[0])})
         return out
 
