@@ -22,6 +22,7 @@ def search(
     filter: List[str] = typer.Option([], "--filter", "-f", help="Metadata filter: key=value, key!=v, key>=v, key<=v, key~prefix, 'key in a,b'."),
     per_doc: Optional[int] = typer.Option(None, "--per-doc", help="At most this many chunks per document."),
     fusion: Optional[str] = typer.Option(None, "--fusion", help="rrf | convex (default: profile search.fusion)."),
+    ef_search: Optional[int] = typer.Option(None, "--ef-search", min=1, help="HNSW ef_search for this query (default: the profile's hnsw.ef_search); higher is slower and closer to exact."),
     rerank: Optional[bool] = typer.Option(None, "--rerank/--no-rerank", help="Rerank fused candidates with the profile's reranker."),
     explain: bool = typer.Option(False, "--explain", help="Show each hit's rank and score in every lane."),
     json_: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
@@ -31,7 +32,8 @@ def search(
 ) -> None:
     """Search one namespace (or several, listed explicitly)."""
     kb = STATE.kb()
-    result = kb.search(query, namespace, mode=mode, k=k, filters=filter, per_doc=per_doc, fusion=fusion, rerank=rerank, explain=explain)
+    result = kb.search(query, namespace, mode=mode, k=k, filters=filter, per_doc=per_doc, fusion=fusion, rerank=rerank, explain=explain,
+                       ef_search=ef_search)
     for note in result.notes:
         warn(note) if result.degraded else (None if STATE.quiet else typer.echo(f"note: {note}", err=True))
     fmt = "json" if json_ else ("jsonl" if jsonl else fmt)

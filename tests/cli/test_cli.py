@@ -89,7 +89,7 @@ def _queries() -> list[dict]:
     return picked
 
 
-def test_namespaces_are_isolated_in_every_mode(cli):
+def test_namespaces_are_isolated_in_every_mode(cli, tmp_path):
     for ns, folder in SUPPORT.items():
         r = _json(cli("-p", "hash-384", "ingest", f"sample_corpus/support/{folder}", "-n", ns, "--json", "--no-verify"))
         assert r["errors"] == []
@@ -112,6 +112,17 @@ def test_namespaces_are_isolated_in_every_mode(cli):
             assert hit["metadata"]["abs_path"].startswith(folder), (query, ns, mode, hit["metadata"]["abs_path"])
         nonempty += bool(result["hits"])
     assert nonempty >= len(runs) * 3 // 4  # the check is not vacuous
+
+    # --ef-search reaches the dense lane and is validated
+    assert _json(cli("search", "refund", "-n", "billing_kb", "--mode", "dense", "--json"))["details"]["dense_path"] == "exact"
+    hnsw = tmp_path / "hnsw.toml"  # a namespace this small is scanned exactly unless the threshold says otherwise
+    hnsw.write_text("[profiles.hash-384.hnsw]\nexact_threshold = 0\n")
+    wide = _json(cli("--config", str(hnsw), "search", "refund", "-n", "billing_kb", "--mode", "dense", "--ef-search", "400", "--json"))
+    default = _json(cli("--config", str(hnsw), "search", "refund", "-n", "billing_kb", "--mode", "dense", "--json"))
+    assert wide["hits"] and wide["hits"][0]["chunk_id"] == default["hits"][0]["chunk_id"]
+    assert (wide["details"]["dense_path"], wide["details"]["ef_search"]) == ("hnsw", 400)
+    assert default["details"]["ef_search"] < 400
+    assert cli("search", "refund", "-n", "billing_kb", "--ef-search", "0").returncode == 2
 
     # Deleting one namespace removes it with its documents and chunks, and leaves the others whole.
     p = cli("namespaces", "delete", "billing_kb", "--yes")
