@@ -5,11 +5,17 @@ Syntax (one filter per ``--filter``):
 =============  ================================================================
 ``key=value``  equal; for a list value (tags) the list contains ``value``
 ``key!=value`` not equal (and not contained)
-``key>=value`` ``>``, ``<=``, ``<`` compare numbers as numbers and anything else
-               (ISO dates) as text, so ``date>=2024-03-01`` works
+``key>=value`` ``>``, ``<=``, ``<`` compare numbers as numbers, ISO dates and
+               datetimes as dates (below), and anything else as text
 ``key~prefix`` starts with ``prefix``
 ``key in a,b`` equal to (or contains) any of the values
 =============  ================================================================
+
+Dates: extraction stores datetimes in UTC as ``2024-05-01T12:00:00Z`` and dates as
+``2024-05-01``, which sort correctly as text. A filter's datetime with an offset is converted to UTC
+the same way, and a bare date means the whole day: ``date<=2024-05-01`` includes
+``2024-05-01T12:00:00Z`` (it becomes ``< 2024-05-02``) and ``date>2024-05-01`` excludes it
+(``>= 2024-05-02``). An impossible date (``2024-02-30``) is a usage error.
 
 Keys are any metadata key; ``source_type``, ``path``, ``uri``, ``title``, ``author``, ``date`` and
 ``tags`` are set by extraction. Values are always bound as parameters, never spliced into SQL.
@@ -29,6 +35,7 @@ __all__ = ["Filter", "parse_filter", "parse_filters", "filters_sql"]
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 _FORM = re.compile(r"^\s*(?P<key>[^\s=!<>~]+)\s*(?P<op>!=|>=|<=|=|>|<|~|\s+in\s+)\s*(?P<value>.*?)\s*$")
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?P<time>[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?$")
 
 
 @dataclass(frozen=True)
@@ -96,4 +103,26 @@ def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
             sql.SQL("(CASE WHEN jsonb_typeof({c} -> %s) = 'number' THEN ({c} ->> %s)::numeric END) {op} %s::numeric").format(c=col, op=op),
             [f.key, f.key, f.value],
         )
-    return sql.SQL("({c} ->> %s) {op} %s").format(c=col, op=op), [f.key, f.value]
+    cmp, value = _date_bound(f)
+    return sql.SQL("({c} ->> %s) {op} %s").format(c=col, op=sql.SQL(cmp)), [f.key, value]
+
+
+def _date_bound(f: Filter) -> tuple[str, str]:
+    """The comparison and bound for an ISO date or datetime value (others are returned as they are)."""
+    from datetime import date, datetime, timedelta, timezone
+
+    m = _ISO.match(f.value)
+    if not m:
+        return f.op, f.value
+    try:
+        if not m.group("time"):
+            day = date.fromisoformat(f.value)
+            if f.op in ("<=", ">"):  # the whole day is "at or before" it, none of it "after" it
+                return ("<" if f.op == "<=" else ">="), (day + timedelta(days=1)).isoformat()
+            return f.op, day.isoformat()
+        dt = datetime.fromisoformat(f.value.replace(" ", "T", 1))
+    except ValueError:
+        raise UsageError(f"{f.value!r} in filter {str(f)!r} is not a valid date", hint="use YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|±HH:MM]") from None
+    if dt.tzinfo is not None:
+        return f.op, dt.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+    return f.op, dt.isoformat(timespec="seconds")

@@ -34,10 +34,12 @@ def _write(kb, ns_name, docs, profile="hash-384", vectors=None):
 
 DOCS = [
     _doc("mem://refunds", "Refunds", ["Refunds are processed within 5 to 10 business days after approval.",
-                                      "A refund goes back to the original payment method."], tags=["billing", "refund"], year=2024),
+                                      "A refund goes back to the original payment method."], tags=["billing", "refund"], year=2024,
+         date="2024-08-14T10:00:00Z"),
     _doc("mem://invoices", "Invoices", ["Invoices are issued on the first day of each month.",
-                                        "Error LMN-4012 means the invoice could not be generated."], tags=["billing"], year=2023),
-    _doc("mem://sso", "SSO setup", ["Configure SAML single sign-on from the admin console."], tags=["auth"], year=2025),
+                                        "Error LMN-4012 means the invoice could not be generated."], tags=["billing"], year=2023,
+         date="2023-12-31T23:30:00Z"),
+    _doc("mem://sso", "SSO setup", ["Configure SAML single sign-on from the admin console."], tags=["auth"], year=2025, date="2025-01-02"),
 ]
 
 
@@ -144,6 +146,12 @@ def test_strategies(kb):
         ("uri~mem://re", {"mem://refunds"}),
         ("tags in auth,refund", {"mem://refunds", "mem://sso"}),
         ("title=SSO setup", {"mem://sso"}),
+        # a bare date is the whole day; a datetime with an offset is compared in UTC
+        ("date<=2024-08-14", {"mem://refunds", "mem://invoices"}),
+        ("date>2024-08-14", {"mem://sso"}),
+        ("date<2024-01-01", {"mem://invoices"}),
+        ("date>=2024-01-01T00:30:00+01:00", {"mem://refunds", "mem://invoices", "mem://sso"}),
+        ("date<2024-08-14T12:00:00+02:00", {"mem://invoices"}),
     ],
 )
 def test_filters_in_every_mode(kb, flt, expected):
@@ -151,6 +159,14 @@ def test_filters_in_every_mode(kb, flt, expected):
     for mode in ("lexical", "dense", "hybrid"):
         r = kb.search("refunds invoices sign-on", "filt", mode=mode, filters=[flt], k=10)
         assert {h.source for h in r.hits} == expected, (mode, flt)
+
+
+def test_an_impossible_date_in_a_filter_is_a_usage_error(kb):
+    from kbctl.errors import UsageError
+
+    _write(kb, "baddate", DOCS)
+    with pytest.raises(UsageError, match="not a valid date"):
+        kb.search("refunds", "baddate", filters=["date>=2024-02-30"])
 
 
 def test_namespace_isolation_in_every_mode(kb):
