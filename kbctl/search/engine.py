@@ -120,7 +120,7 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
                                ef_search=opts.ef_search, exact_threshold=opts.exact_threshold)
         if dense is not None:
             lanes["dense"], details["dense_path"] = dense
-            if details["dense_path"] == "hnsw":
+            if details["dense_path"] != "exact":
                 details["ef_search"] = max(int(opts.ef_search or profile.hnsw["ef_search"]), depth)
             timings["dense_ms"] = (time.perf_counter() - t0) * 1000
     fused = fuse(

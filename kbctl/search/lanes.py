@@ -56,17 +56,27 @@ def dense_lane(
     conn, namespaces: Sequence[Namespace], qvec: np.ndarray, k: int, filters: tuple[Filter, ...], profile: Profile,
     *, ef_search: int | None = None, exact_threshold: int | None = None,
 ) -> tuple[list[LaneHit], str]:
-    """Top-k chunks by vector similarity; returns the hits and the path taken (hnsw | exact)."""
+    """Top-k chunks by vector similarity; returns the hits and the path taken (hnsw | exact | hnsw+exact)."""
     ns_ids = [n.id for n in namespaces]
     fsql, fparams = filters_sql(filters)
     threshold = int(profile.hnsw["exact_threshold"] if exact_threshold is None else exact_threshold)
-    exact = _filtered_size(conn, ns_ids, fsql, fparams, threshold) <= threshold
+    size = _filtered_size(conn, ns_ids, fsql, fparams, threshold)
+    exact = size <= threshold
+    path = "exact" if exact else "hnsw"
+    rows = _dense_rows(conn, namespaces, qvec, k, filters, profile, exact, ef_search)
+    if not exact and len(rows) < min(k, size):
+        # The iterative scan gave up (hnsw.max_scan_tuples) before finding k rows that exist: the
+        # namespace or filter keeps too small a part of the index. Finish with the exact scan.
+        rows, path = _dense_rows(conn, namespaces, qvec, k, filters, profile, True, None), "hnsw+exact"
+    return _ranked([(ns, cid, _similarity(profile.distance, d), did) for ns, cid, d, did in rows]), path
+
+
+def _dense_rows(conn, namespaces, qvec, k, filters, profile, exact: bool, ef_search) -> list[tuple]:
     q, params, settings = dense_statement(namespaces, qvec, k, filters, profile, exact=exact, ef_search=ef_search)
     with conn.transaction():
         for stmt in settings:
             conn.execute(stmt)
-        rows = conn.execute(q, params).fetchall()
-    return _ranked([(ns, cid, _similarity(profile.distance, d), did) for ns, cid, d, did in rows]), ("exact" if exact else "hnsw")
+        return conn.execute(q, params).fetchall()
 
 
 def dense_statement(
@@ -91,6 +101,7 @@ def dense_statement(
         settings = [
             sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)),
             sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"),
+            sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(int(profile.hnsw.get("max_scan_tuples", 20000)))),
             # The path is decided above, by the filtered set's size. A planner misestimate must not
             # turn "hnsw" into a sort over every vector of the namespace (83 ms instead of 4 at 10k).
             sql.SQL("SET LOCAL enable_sort = off"),

@@ -281,3 +281,29 @@ def test_optimize_compacts_the_postings_index_after_a_mass_delete(kb):
     assert rows["lexical_postings"]["bytes_after"] < rows["lexical_postings"]["bytes_before"]
     with conn.transaction(), pytest.raises(Exception, match="autocommit"):
         db.optimize(conn)
+
+
+def test_a_small_namespace_in_a_shared_index_still_gets_k_rows(kb):
+    """An iterative HNSW scan that stops early (max_scan_tuples) is finished by an exact scan."""
+    import dataclasses
+
+    from kbctl.search import parse_filters
+    from kbctl.search.lanes import dense_lane
+
+    rng = np.random.default_rng(3)
+    words = [f"v{i:04d}q" for i in range(2000)]
+    _write(kb, "shared_big", [_doc(f"mem://big/{i}", f"Big {i}", [" ".join(rng.choice(words, 8))]) for i in range(3000)])
+    others = [f"s{i:04d}z" for i in range(2000)]  # far from the query: its first index candidates are all "big"
+    small = _write(kb, "shared_small", [_doc(f"mem://small/{i}", f"Small {i}", [" ".join(rng.choice(others, 40))]) for i in range(30)])
+    conn, prof = kb.connection(), kb.profile_for("shared_small")
+    n_small = _counts(conn, small.id)[1]
+    qvec = get_embedder(prof).embed_query("v0001q v0002q")
+    stingy = dataclasses.replace(prof, hnsw={**prof.hnsw, "max_scan_tuples": 1, "ef_search": 10})
+    assert n_small >= 20
+    hits, path = dense_lane(conn, [small], qvec, 10, parse_filters([]), stingy, exact_threshold=0)
+    assert path == "hnsw+exact" and len(hits) == 10
+    exact, _ = dense_lane(conn, [small], qvec, 10, parse_filters([]), stingy, exact_threshold=10**9)
+    assert [h.chunk_id for h in hits] == [h.chunk_id for h in exact]
+    # with room to scan, the index alone fills k
+    hits, path = dense_lane(conn, [small], qvec, 100, parse_filters([]), prof, exact_threshold=0)
+    assert path == "hnsw" and len(hits) == n_small
