@@ -190,8 +190,12 @@ class Database:
             if own:
                 conn.close()
 
-    def optimize(self, conn, *, reindex: bool = False) -> list[dict]:
+    def optimize(self, conn, *, reindex: bool = False, full: bool = False) -> list[dict]:
         """VACUUM (ANALYZE) every kbctl table; with ``reindex``, rebuild its B-tree indexes concurrently.
+
+        ``full`` runs ``VACUUM (FULL, ANALYZE)`` instead: every table and index is rewritten (rows
+        take the current storage layout, e.g. vectors inline after migration 005, and HNSW indexes
+        are rebuilt), under an exclusive lock: searches and ingests wait until it is done.
 
         Bulk ingests and replaced documents leave B-tree pages half full: the BM25 postings key
         (read by every lexical query, index-only) measured 708 MB before and 318 MB after a rebuild
@@ -212,13 +216,13 @@ class Database:
         for t in tables:
             before = conn.execute(size, (t,)).fetchone()[0]
             try:
-                if reindex:
+                if reindex and not full:
                     for (idx,) in conn.execute(
                         "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam"
                         " WHERE x.indrelid = format('kbctl.%%I', %s::text)::regclass AND a.amname = 'btree' ORDER BY 1", (t,)
                     ).fetchall():
                         conn.execute(sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(sql.Identifier("kbctl", idx)))
-                conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier("kbctl", t)))
+                conn.execute(sql.SQL("VACUUM ({} ANALYZE) {}").format(sql.SQL("FULL," if full else ""), sql.Identifier("kbctl", t)))
             except psycopg.Error as e:
                 raise DatabaseError(f"optimizing kbctl.{t} failed: {_first_line(e)}",
                                     hint="VACUUM and REINDEX need the owner of kbctl's tables (or a superuser)") from None

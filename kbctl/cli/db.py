@@ -46,6 +46,7 @@ def status(json_: bool = typer.Option(False, "--json", help="JSON on stdout.")) 
 @app.command("optimize")
 def optimize(
     reindex: bool = typer.Option(False, "--reindex", help="Also rebuild the B-tree indexes (concurrently: searches go on)."),
+    full: bool = typer.Option(False, "--full", help="Rewrite every table and index (VACUUM FULL): exclusive locks, searches wait."),
     json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ) -> None:
     """Vacuum and analyze kbctl's tables; with --reindex, compact their B-tree indexes (run it from cron)."""
@@ -54,17 +55,18 @@ def optimize(
     db = Database(STATE.settings())
     conn = db.connect(register=False)
     try:
-        rows = db.optimize(conn, reindex=reindex)
+        rows = db.optimize(conn, reindex=reindex, full=full)
     finally:
         conn.close()
     if json_:
-        print_json({"reindex": reindex, "tables": rows})
+        print_json({"reindex": reindex, "full": full, "tables": rows})
         return
     mb = lambda b: f"{b / 2**20:,.1f}"  # noqa: E731
     table([{"table": r["table"], "MB before": mb(r["bytes_before"]), "MB after": mb(r["bytes_after"])} for r in rows],
           ["table", "MB before", "MB after"])
     saved = sum(r["bytes_before"] - r["bytes_after"] for r in rows)
-    info(f"{'vacuumed, analyzed and reindexed' if reindex else 'vacuumed and analyzed'} {len(rows)} tables; {saved / 2**20:,.1f} MB freed")
+    done = "rewrote" if full else ("vacuumed, analyzed and reindexed" if reindex else "vacuumed and analyzed")
+    info(f"{done} {len(rows)} tables; {saved / 2**20:,.1f} MB freed")
 
 
 @app.command("start")

