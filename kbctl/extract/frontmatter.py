@@ -56,11 +56,30 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
             return {}, text, None  # an opening rule without a closing one is a thematic break
         raw, body = text[head.end():end.start()], text[end.end():]
         try:
-            return json_safe(parse(raw)), body, None
+            return _datetimes_in_utc(json_safe(parse(raw))), body, None
         except ValueError as e:
             log.warning("front matter not parsed: %s", e)
             return {}, body, f"{type(e).__name__}: {e}"
     return {}, text, None
+
+
+_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$")
+
+
+def _datetimes_in_utc(meta: dict[str, Any]) -> dict[str, Any]:
+    """Top-level datetimes written with an offset (``2024-05-01 12:00+02:00``) as UTC
+    (``2024-05-01T10:00:00Z``), the form every other extractor stores, so date filters compare them."""
+    from datetime import datetime, timezone
+
+    out = dict(meta)
+    for key, value in meta.items():
+        if isinstance(value, str) and _DATETIME.match(value.strip()):
+            try:
+                dt = datetime.fromisoformat(value.strip().replace(" ", "T", 1))
+            except ValueError:
+                continue
+            out[key] = dt.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+    return out
 
 
 def _parse_toml(raw: str) -> dict[str, Any]:

@@ -467,3 +467,12 @@ def test_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "[]"
+
+
+def test_front_matter_datetimes_with_an_offset_are_stored_in_utc():
+    meta, _, err = split_front_matter(
+        "---\ndate: 2024-05-01 12:00+02:00\nupdated: 2024-05-01T23:30:00-01:00\nday: 2024-05-01\n"
+        "note: not 2024-05-01 12:00+02:00\nbad: 2024-13-01T10:00Z\n---\nbody\n")
+    assert err is None
+    assert meta["date"] == "2024-05-01T10:00:00Z" and meta["updated"] == "2024-05-02T00:30:00Z"
+    assert (meta["day"], meta["note"], meta["bad"]) == ("2024-05-01", "not 2024-05-01 12:00+02:00", "2024-13-01T10:00Z")
