@@ -19,7 +19,7 @@ import logging
 import re
 from typing import Any
 
-from .base import json_safe
+from .base import iso_datetime, json_safe
 
 __all__ = ["split_front_matter", "parse_simple_yaml", "UnsupportedYAML"]
 
@@ -69,7 +69,7 @@ _DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+
 def _datetimes_in_utc(meta: dict[str, Any]) -> dict[str, Any]:
     """Top-level datetimes written with an offset (``2024-05-01 12:00+02:00``) as UTC
     (``2024-05-01T10:00:00Z``), the form every other extractor stores, so date filters compare them."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     out = dict(meta)
     for key, value in meta.items():
@@ -78,7 +78,7 @@ def _datetimes_in_utc(meta: dict[str, Any]) -> dict[str, Any]:
                 dt = datetime.fromisoformat(value.strip().replace(" ", "T", 1))
             except ValueError:
                 continue
-            out[key] = dt.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+            out[key] = iso_datetime(dt)
     return out
 
 

@@ -17,7 +17,7 @@ from ..types import Hit, SearchResult
 from .analyze import get_analyzer
 from .filters import Filter, filters_sql
 from .fuse import fuse
-from .lanes import LaneHit, correct_terms, dense_lane, lexical_lane, vocabulary_df
+from .lanes import LaneHit, correct_terms, dense_lane, effective_ef_search, lexical_lane, vocabulary_df
 from .route import route
 
 log = logging.getLogger(__name__)
@@ -88,14 +88,14 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
     timings: dict[str, float] = {}
     # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the
     # HNSW scan runs on the side connection) while the lexical lane runs here.
-    pending = _embedder_pool().submit(_dense_job, side, namespaces, profile, query, depth, opts) if mode == "hybrid" else None
+    pending = _search_pool().submit(_dense_job, side, namespaces, profile, query, depth, opts) if mode == "hybrid" else None
     if mode in ("lexical", "hybrid"):
         t0 = time.perf_counter()
         terms, corrections = _query_terms(conn, ns_ids, query, analyzer, profile, opts.correct)
         if corrections:
             details["corrections"] = corrections
             notes.append("corrected: " + ", ".join(f"{a} → {b}" for a, b in corrections.items()))
-        helper = None if side is None else (lambda fn: _embedder_pool().submit(lambda: fn(side("lexical"))))
+        helper = None if side is None else (lambda fn: _search_pool().submit(lambda: fn(side("lexical"))))
         lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile, helper=helper)
         timings["lexical_ms"] = (time.perf_counter() - t0) * 1000
     if mode in ("dense", "hybrid"):
@@ -121,7 +121,7 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
         if dense is not None:
             lanes["dense"], details["dense_path"] = dense
             if details["dense_path"] != "exact":
-                details["ef_search"] = max(int(opts.ef_search or profile.hnsw["ef_search"]), depth)
+                details["ef_search"] = effective_ef_search(profile, opts.ef_search, depth)
             timings["dense_ms"] = (time.perf_counter() - t0) * 1000
     fused = fuse(
         lanes,
@@ -159,7 +159,7 @@ def _query_terms(conn, ns_ids, query, analyzer, profile, correct: bool) -> tuple
 _POOL = None
 
 
-def _embedder_pool():
+def _search_pool():
     """Worker threads for the dense lane and the second half of a split lexical lane (created on
     first use). Their jobs never wait on each other, so a small pool cannot deadlock."""
     global _POOL

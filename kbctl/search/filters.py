@@ -134,7 +134,9 @@ def _contains_any(col: sql.Composable, key: str, values: list[str]) -> tuple[sql
 
 def _date_bound(f: Filter) -> tuple[str, str]:
     """The comparison and bound for an ISO date or datetime value (others are returned as they are)."""
-    from datetime import date, datetime, timedelta, timezone
+    from datetime import date, datetime, timedelta
+
+    from ..extract.base import iso_datetime
 
     m = _ISO.match(f.value)
     if not m:
@@ -148,6 +150,4 @@ def _date_bound(f: Filter) -> tuple[str, str]:
         dt = datetime.fromisoformat(f.value.replace(" ", "T", 1))
     except ValueError:
         raise UsageError(f"{f.value!r} in filter {str(f)!r} is not a valid date", hint="use YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|±HH:MM]") from None
-    if dt.tzinfo is not None:
-        return f.op, dt.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
-    return f.op, dt.isoformat(timespec="seconds")
+    return f.op, iso_datetime(dt)  # the form extraction stores: UTC with a Z when an offset is given

@@ -32,7 +32,7 @@ from ..config import Profile
 from ..store.namespaces import Namespace
 from .filters import Filter, filters_sql
 
-__all__ = ["LaneHit", "dense_lane", "lexical_lane", "vocabulary_df", "correct_terms"]
+__all__ = ["LaneHit", "dense_lane", "dense_statement", "effective_ef_search", "lexical_lane", "vocabulary_df", "correct_terms"]
 
 _DIST = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
 
@@ -97,16 +97,20 @@ def dense_statement(
     ).format(vec=vec, op=op, d=sql.Literal(dim), pid=sql.Literal(pid), f=fsql)
     settings = []
     if not exact:
-        ef = max(int(ef_search or profile.hnsw["ef_search"]), k)
         settings = [
-            sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)),
+            sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(effective_ef_search(profile, ef_search, k))),
             sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"),
-            sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(int(profile.hnsw.get("max_scan_tuples", 20000)))),
+            sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(int(profile.hnsw["max_scan_tuples"]))),
             # The path is decided above, by the filtered set's size. A planner misestimate must not
             # turn "hnsw" into a sort over every vector of the namespace (83 ms instead of 4 at 10k).
             sql.SQL("SET LOCAL enable_sort = off"),
         ]
     return q, [qvec, [n.id for n in namespaces], *fparams, qvec, k], settings
+
+
+def effective_ef_search(profile: Profile, ef_search: int | None, k: int) -> int:
+    """The ef_search an HNSW scan for k rows runs with: the query's or the profile's, at least k."""
+    return max(int(ef_search or profile.hnsw["ef_search"]), k)
 
 
 def _similarity(distance: str, d: float) -> float:
