@@ -18,6 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Iterator, Protocol, Sequence
 
+import logging
+
 import numpy as np
 
 from ..config import Profile
@@ -25,7 +27,9 @@ from ..errors import EmbeddingError
 from ..types import Chunk, EmbeddedChunk
 from .tokens import Tokenizer, get_tokenizer
 
-__all__ = ["Embedder", "get_embedder", "embed_chunks", "Tokenizer", "get_tokenizer"]
+log = logging.getLogger(__name__)
+
+__all__ = ["Embedder", "get_embedder", "prepare", "embed_chunks", "Tokenizer", "get_tokenizer", "PURPOSES"]
 
 
 class Embedder(Protocol):
@@ -38,19 +42,28 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> np.ndarray: ...
 
 
-_CACHE: dict[tuple[str, str], Embedder] = {}
+_CACHE: dict[tuple[str, str, str], Embedder] = {}
+
+PURPOSES = ("throughput", "query")
 
 
-def get_embedder(profile: Profile, *, home: Path | None = None) -> Embedder:
+def get_embedder(profile: Profile, *, cache_dir: Path | None = None, purpose: str = "throughput") -> Embedder:
     """The embedder for a profile, loaded once per process.
 
     ``profile.precision`` picks the backend: ``fp32``/``bf16`` run sentence-transformers on torch,
-    ``onnx-int8``/``onnx-fp32`` run an exported graph on onnxruntime, ``auto`` the fastest of them that this
-    CPU supports and that stays within cosine 0.995 of fp32 (see ``kbctl.embed.precision``). ``home``
-    is the kbctl home; exported models and the ``auto`` decision are cached under ``home/models``
-    (default: the user cache dir). The hash embedder ignores precision.
+    ``onnx-int8``/``onnx-fp32`` run an exported graph on onnxruntime, ``auto`` lets
+    ``kbctl.embed.precision`` decide per ``purpose``: ``"throughput"`` (ingest: the fastest backend
+    per text) or ``"query"`` (one query in a short-lived process: the backend that loads fastest,
+    which is ONNX and never torch when an ONNX backend agrees with fp32).
+
+    Exported models and the ``auto`` decision live in ``cache_dir``, else the profile's
+    ``cache_dir`` (``<home>/models`` for profiles resolved from settings), else the user cache dir.
+    The hash embedder ignores precision and purpose.
     """
-    key = (profile.fingerprint, profile.precision)
+    if purpose not in PURPOSES:
+        raise EmbeddingError(f"unknown embedding purpose {purpose!r}")
+    cache = Path(cache_dir) if cache_dir else (Path(profile.cache_dir) if profile.cache_dir else None)
+    key = (profile.fingerprint, profile.precision, purpose if profile.precision == "auto" else "")
     if key in _CACHE:
         return _CACHE[key]
     if profile.embedder == "hash":
@@ -60,19 +73,38 @@ def get_embedder(profile: Profile, *, home: Path | None = None) -> Embedder:
     elif profile.embedder != "sentence-transformers":  # Profile validation makes this unreachable from config
         raise EmbeddingError(f"unknown embedder {profile.embedder!r}")
     elif profile.precision == "auto":
-        from .precision import choose_precision
+        from .precision import cached_decision, choose_precision
 
-        embedder = get_embedder(replace(profile, precision=choose_precision(profile, home)), home=home)
+        if purpose == "query" and cached_decision(profile, cache) is None:
+            log.warning("profile %r is not prepared on this machine: measuring its backends now (once); "
+                        "`kbctl ingest` does this ahead of the first search", profile.name)
+        chosen = choose_precision(profile, cache, purpose)
+        embedder = get_embedder(replace(profile, precision=chosen), cache_dir=cache)
     elif profile.precision in ("onnx-int8", "onnx-fp32"):
         from .onnx import OnnxEmbedder
 
-        embedder = OnnxEmbedder(profile, cache_dir=Path(home) / "models" if home else None)
+        embedder = OnnxEmbedder(profile, cache_dir=cache)
     else:
         from .st import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder(profile, precision=profile.precision)
     _CACHE[key] = embedder
     return embedder
+
+
+def prepare(profile: Profile, *, cache_dir: Path | None = None):
+    """Make a profile ready on this machine: the ``auto`` decision measured and recorded, the ONNX
+    export written. Ingest calls this first, so a later search never pays for it. Returns the
+    decision (a ``PrecisionChoice``); cheap when it is already recorded."""
+    from .precision import decide_precision
+
+    cache = Path(cache_dir) if cache_dir else (Path(profile.cache_dir) if profile.cache_dir else None)
+    choice = decide_precision(profile, cache)
+    if profile.embedder == "sentence-transformers" and choice.query_precision in ("onnx-fp32", "onnx-int8"):
+        from .onnx import ensure_export
+
+        ensure_export(replace(profile, precision=choice.query_precision), cache)
+    return choice
 
 
 # Chunks are handed to the model GROUP_BATCHES batches at a time: it sorts them by length before

@@ -72,6 +72,28 @@ def model_cache_dir(model: str, model_path: Path, cache_root: Path) -> Path:
     return cache_root / f"{model.rstrip('/').split('/')[-1].lower()}-{h.hexdigest()[:12]}"
 
 
+def ensure_export(profile: Profile, cache_dir: Path | None = None) -> Path:
+    """The exported graph for ``profile.precision`` (``onnx-fp32``/``onnx-int8``), exporting it if missing.
+
+    Returns its path; loads no session, so ingest can prepare what a first search will open.
+    """
+    from .st import resolve_model_path
+
+    path = Path(resolve_model_path(profile.model, profile.allow_download))
+    if not (path / "config.json").exists():
+        raise EmbeddingError(f"{profile.precision} needs a local model directory; {profile.model!r} is not one",
+                             hint="give a local path in the profile, or use precision = 'fp32'")
+    out = model_cache_dir(profile.model, path, Path(cache_dir) if cache_dir else default_cache_root())
+    model_file = out / FILES.get(profile.precision, INT8_FILE)
+    if not model_file.exists():
+        export_onnx(path, out)
+    write_optimized(model_file)
+    return model_file
+
+
+__all__.append("ensure_export")
+
+
 class OnnxEmbedder:
     """The profile's model as an ONNX graph (``profile.precision``: ``onnx-int8``, the default, or
     ``onnx-fp32``); same interface as ``SentenceTransformerEmbedder``."""
@@ -188,21 +210,74 @@ def _load_tokenizer(path: Path, max_len: int) -> Any:
 
 
 def _open_session(model_file: Path) -> Any:
+    """An onnxruntime session on ``model_file``, from its pre-optimized copy when there is one.
+
+    Graph optimization takes about a third of a cold session's creation; the optimized graph is saved
+    once next to the model (``optimized_copy``; ``prepare``/ingest writes it) and later sessions
+    load it directly. Its name carries the onnxruntime version and the CPU's flags, as onnxruntime
+    asks of offline-optimized models.
+    """
     try:
         import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = os.cpu_count() or 1
-        # Idle pool threads sleep instead of spinning: a query is embedded while PostgreSQL works on
-        # the same cores (hybrid search), and spinning threads would take their time.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3
-        return ort.InferenceSession(str(model_file), opts, providers=["CPUExecutionProvider"])
     except ImportError:
         raise EmbeddingError("the ONNX backend needs onnxruntime, which is not installed", hint=_HINT) from None
+    optimized = optimized_copy(model_file)
+    try:
+        if optimized.exists():
+            try:
+                return ort.InferenceSession(str(optimized), _session_options(ort), providers=["CPUExecutionProvider"])
+            except Exception as e:  # a damaged copy only costs the optimization: fall back to the model
+                log.warning("ignoring %s (%s)", optimized, _first_line(e))
+        return ort.InferenceSession(str(model_file), _session_options(ort), providers=["CPUExecutionProvider"])
     except Exception as e:
         raise EmbeddingError(f"cannot load {model_file}: {e}", hint=f"delete {model_file.parent} to re-export") from None
+
+
+def _session_options(ort: Any, save_to: Path | None = None) -> Any:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = os.cpu_count() or 1
+    # Idle pool threads sleep instead of spinning: a query is embedded while PostgreSQL works on
+    # the same cores (hybrid search), and spinning threads would take their time.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    if save_to is not None:
+        # Extended (not layout) optimizations are what onnxruntime saves portably for a CPU.
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        opts.optimized_model_filepath = str(save_to)
+    return opts
+
+
+def optimized_copy(model_file: Path) -> Path:
+    """Where the pre-optimized graph of ``model_file`` lives for this onnxruntime and CPU."""
+    import onnxruntime as ort
+
+    from .precision import cpu_features
+
+    tag = hashlib.sha256(f"{ort.__version__}|{' '.join(sorted(cpu_features()))}".encode()).hexdigest()[:10]
+    return model_file.with_name(f"{model_file.stem}.opt-{tag}.onnx")
+
+
+def write_optimized(model_file: Path) -> Path:
+    """Save the optimized graph of ``model_file`` (atomically) so later sessions skip optimization."""
+    import onnxruntime as ort
+
+    target = optimized_copy(model_file)
+    if target.exists():
+        return target
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    try:
+        ort.InferenceSession(str(model_file), _session_options(ort, save_to=tmp), providers=["CPUExecutionProvider"])
+        os.replace(tmp, target)
+    except Exception as e:  # optional: a session without it is only slower to open
+        log.warning("could not save an optimized copy of %s: %s", model_file.name, _first_line(e))
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]
 
 
 def export_onnx(model_path: Path, out_dir: Path) -> Path:

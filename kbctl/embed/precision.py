@@ -1,11 +1,26 @@
 """Choosing the numeric precision (and backend) of a model for ``precision = "auto"``.
 
-Candidates, fastest first: ``onnx-int8`` (when onnx and onnxruntime import), ``bf16`` (only on CPUs
+``auto`` makes two decisions, recorded together:
+
+- **throughput** (ingest, ``kbctl embed``, eval imports, re-embedding): the fastest backend per text
+  that this CPU runs and that agrees with fp32;
+- **query** (one query in a short-lived process, such as a cold ``kbctl search``): the backend that
+  *loads* fastest among those that agree with fp32. Loading dominates there: torch and
+  sentence-transformers cost about 5 s and 350 MB before the first vector, an ONNX session about
+  0.2 s. So the query backend is ``onnx-fp32`` (the same computation as fp32), else ``onnx-int8``,
+  and never torch while an ONNX backend agrees; without ONNX it is ``fp32``.
+
+Both use the same rule, so a query vector and the namespace's stored vectors are each within
+cosine 0.995 of the fp32 vector of their text.
+
+Throughput candidates, fastest first: ``onnx-int8`` (when onnx and onnxruntime import), ``bf16`` (only on CPUs
 with native bfloat16: ``avx512_bf16`` or ``amx_bf16``; elsewhere it is emulated and slower than
 fp32), ``onnx-fp32`` (fp32 math on onnxruntime: the same vectors to ~1e-6, faster than torch on CPU,
 and a process that only embeds a query never imports torch), then ``fp32``. A candidate is accepted only if, on a fixed calibration set, every vector
-stays within cosine 0.995 of the fp32 vector. The decision is cached as JSON in the model cache dir,
-keyed by the profile's fingerprint, the kbctl version and the candidates, so it is measured once.
+stays within cosine 0.995 of the fp32 vector. The decision is cached as JSON in the model cache dir
+(``<home>/models`` unless ``models.cache_dir`` says otherwise), keyed by the profile's fingerprint,
+the kbctl version and the candidates, so it is measured once: ``kbctl ingest`` prepares it (and the
+ONNX export) before anything is embedded, so a first search finds it ready.
 
 Precision is not part of the profile's fingerprint: vectors made at an accepted precision are
 interchangeable with fp32 ones for search, so a namespace filled with fp32 can be queried with int8.
@@ -25,23 +40,44 @@ import numpy as np
 from ..config import Profile
 from ..errors import EmbeddingError
 
-__all__ = ["PrecisionChoice", "cpu_features", "candidates", "decide_precision", "choose_precision", "MIN_COSINE"]
+__all__ = [
+    "PrecisionChoice", "cpu_features", "candidates", "decide_precision", "choose_precision", "cached_decision",
+    "MIN_COSINE", "QUERY_ORDER",
+]
 
 log = logging.getLogger(__name__)
 
 MIN_COSINE = 0.995
 
 _BF16_FLAGS = {"avx512_bf16", "amx_bf16"}
+# Query backends by load time, fastest first (both ONNX backends open a session in ~0.2 s; fp32 is
+# preferred between them because it is the more faithful). torch is the fallback, never the choice.
+QUERY_ORDER = ("onnx-fp32", "onnx-int8")
+_LOGGED: set[Path] = set()  # decisions already reported in this process (-v)
+# Bumped when the recorded decision changes shape, so older cache files are re-measured.
+_DECISION_FORMAT = 2
 
 
 @dataclass(frozen=True)
 class PrecisionChoice:
-    """What ``auto`` resolved to, and the agreement with fp32 it measured (1.0 for fp32 itself)."""
+    """What ``auto`` resolved to, and the agreement with fp32 it measured (1.0 for fp32 itself).
+
+    ``precision`` is the throughput backend; ``query_precision`` the backend for embedding a query
+    in a short-lived process (see the module docstring), with its own measured agreement and reason.
+    """
 
     precision: str
     min_cosine: float
     mean_cosine: float
     reason: str
+    query_precision: str = ""
+    query_min_cosine: float = float("nan")
+    query_reason: str = ""
+    cpu_flags: tuple[str, ...] = ()
+
+    def for_purpose(self, purpose: str) -> str:
+        """The precision to load for ``purpose`` (``"throughput"`` or ``"query"``)."""
+        return (self.query_precision or self.precision) if purpose == "query" else self.precision
 
 
 def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
@@ -69,51 +105,103 @@ def candidates(features: set[str] | None = None) -> list[str]:
     return out + ["fp32"]
 
 
-def choose_precision(profile: Profile, home: Path | None = None) -> str:
-    """The precision ``auto`` means for this profile on this machine (see ``decide_precision``)."""
-    return decide_precision(profile, home).precision
+def choose_precision(profile: Profile, cache_dir: Path | None = None, purpose: str = "throughput") -> str:
+    """The precision ``auto`` means for this profile on this machine and purpose (see ``decide_precision``)."""
+    return decide_precision(profile, cache_dir).for_purpose(purpose)
 
 
-def decide_precision(profile: Profile, home: Path | None = None) -> PrecisionChoice:
-    """Validate the candidates against fp32 once, cache and return the fastest that agrees."""
+def decide_precision(profile: Profile, cache_dir: Path | None = None) -> PrecisionChoice:
+    """Validate the candidates against fp32 once, cache and return both decisions.
+
+    ``cache_dir`` is the model cache (``<home>/models``); ``None`` means the user cache dir.
+    """
     if profile.embedder != "sentence-transformers":
         return PrecisionChoice("fp32", 1.0, 1.0, f"{profile.embedder} embedder has no precision")
     if profile.precision != "auto":
-        return PrecisionChoice(profile.precision, float("nan"), float("nan"), "set in the profile")
-    order = candidates()
+        return PrecisionChoice(profile.precision, float("nan"), float("nan"), "set in the profile",
+                               profile.precision, float("nan"), "set in the profile")
+    features = cpu_features()
+    order = candidates(features)
     if order == ["fp32"]:  # nothing to compare: no need to load the model twice or cache anything
-        return PrecisionChoice("fp32", 1.0, 1.0, "no faster precision on this machine")
-    cache = _cache_file(profile, home, order)
+        why = "no faster precision on this machine"
+        return PrecisionChoice("fp32", 1.0, 1.0, why, "fp32", 1.0, why, _flags(features))
+    cache = _cache_file(profile, cache_dir, order)
     choice = _read_cached(cache)
     if choice is None:
-        choice = _validate(profile, home, order)
+        log.info("preparing %s on this machine (once): measuring its backends against fp32 into %s",
+                    profile.model, cache.parent)
+        choice = dataclasses.replace(_validate(profile, cache_dir, order), cpu_flags=_flags(features))
         _write_cached(cache, choice)
+    if cache in _LOGGED:
+        return choice
+    _LOGGED.add(cache)
     log.info(
-        "precision auto -> %s (min cosine %.4f, mean %.4f to fp32): %s",
-        choice.precision, choice.min_cosine, choice.mean_cosine, choice.reason,
+        "precision auto -> %s for throughput (min cosine %.4f to fp32: %s); %s for queries (%s)",
+        choice.precision, choice.min_cosine, choice.reason, choice.query_precision, choice.query_reason,
     )
     return choice
 
 
-def _validate(profile: Profile, home: Path | None, order: list[str]) -> PrecisionChoice:
+def cached_decision(profile: Profile, cache_dir: Path | None = None) -> PrecisionChoice | None:
+    """The recorded ``auto`` decision for this profile on this machine, without measuring anything."""
+    if profile.embedder != "sentence-transformers" or profile.precision != "auto":
+        return decide_precision(profile, cache_dir)
+    order = candidates()
+    if order == ["fp32"]:
+        return decide_precision(profile, cache_dir)
+    return _read_cached(_cache_file(profile, cache_dir, order))
+
+
+def _flags(features: set[str]) -> tuple[str, ...]:
+    """The CPU flags that decide the candidates (recorded with the decision)."""
+    return tuple(sorted(features & (_BF16_FLAGS | {"avx2", "avx512f", "avx512_vnni", "amx_int8"})))
+
+
+def _validate(profile: Profile, cache_dir: Path | None, order: list[str]) -> PrecisionChoice:
+    """Measure each candidate needed against fp32: the throughput order until one agrees, then the
+    query order (load time) until one agrees. Each backend is measured at most once."""
     from . import get_embedder
 
-    reference = get_embedder(dataclasses.replace(profile, precision="fp32"), home=home)
+    reference = get_embedder(dataclasses.replace(profile, precision="fp32"), cache_dir=cache_dir)
     base = _unit(reference.embed_documents(CALIBRATION))
+    measured: dict[str, tuple[float, float] | str] = {}
+
+    def check(precision: str) -> tuple[float, float] | str:
+        if precision not in measured:
+            try:
+                other = get_embedder(dataclasses.replace(profile, precision=precision), cache_dir=cache_dir)
+                cos = (_unit(other.embed_documents(CALIBRATION)) * base).sum(axis=1)
+                measured[precision] = (float(cos.min()), float(cos.mean()))
+            except EmbeddingError as e:
+                measured[precision] = f"{precision} unavailable ({e.message})"
+        return measured[precision]
+
+    def why_not(precision: str) -> str:
+        m = measured[precision]
+        return m if isinstance(m, str) else f"{precision} min cosine {m[0]:.4f} < {MIN_COSINE}"
+
+    throughput = PrecisionChoice("fp32", 1.0, 1.0, "no faster precision on this machine")
     rejected: list[str] = []
     for precision in order[:-1]:
-        try:
-            other = get_embedder(dataclasses.replace(profile, precision=precision), home=home)
-            cos = (_unit(other.embed_documents(CALIBRATION)) * base).sum(axis=1)
-        except EmbeddingError as e:
-            rejected.append(f"{precision} unavailable ({e.message})")
-            continue
-        lo, mean = float(cos.min()), float(cos.mean())
-        if lo >= MIN_COSINE:
+        m = check(precision)
+        if not isinstance(m, str) and m[0] >= MIN_COSINE:
             why = f"fastest candidate within cosine {MIN_COSINE} of fp32"
-            return PrecisionChoice(precision, lo, mean, "; ".join([*rejected, why]))
-        rejected.append(f"{precision} min cosine {lo:.4f} < {MIN_COSINE}")
-    return PrecisionChoice("fp32", 1.0, 1.0, "; ".join(rejected) or "no faster precision on this machine")
+            throughput = PrecisionChoice(precision, m[0], m[1], "; ".join([*rejected, why]))
+            break
+        rejected.append(why_not(precision))
+    else:
+        if rejected:
+            throughput = dataclasses.replace(throughput, reason="; ".join(rejected))
+    q_rejected: list[str] = []
+    for precision in (p for p in QUERY_ORDER if p in order):
+        m = check(precision)
+        if not isinstance(m, str) and m[0] >= MIN_COSINE:
+            why = f"loads fastest (no torch) within cosine {MIN_COSINE} of fp32"
+            return dataclasses.replace(throughput, query_precision=precision, query_min_cosine=m[0],
+                                       query_reason="; ".join([*q_rejected, why]))
+        q_rejected.append(why_not(precision))
+    why = "; ".join([*q_rejected, "no ONNX backend agrees: fp32 (torch) is the most faithful"])
+    return dataclasses.replace(throughput, query_precision="fp32", query_min_cosine=1.0, query_reason=why)
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -121,20 +209,22 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.clip(np.linalg.norm(v, axis=1, keepdims=True), 1e-12, None)
 
 
-def _cache_file(profile: Profile, home: Path | None, order: list[str]) -> Path:
+def _cache_file(profile: Profile, cache_dir: Path | None, order: list[str]) -> Path:
     from .. import __version__
     from .onnx import default_cache_root
 
-    root = Path(home) / "models" if home else default_cache_root()
-    key = json.dumps([profile.fingerprint, __version__, order, MIN_COSINE, len(CALIBRATION)])
+    root = Path(cache_dir) if cache_dir else (Path(profile.cache_dir) if profile.cache_dir else default_cache_root())
+    key = json.dumps([profile.fingerprint, __version__, order, MIN_COSINE, len(CALIBRATION), _DECISION_FORMAT])
     name = profile.model.rstrip("/").split("/")[-1].lower()
     return root / f"precision-{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
 
 
 def _read_cached(path: Path) -> PrecisionChoice | None:
     try:
-        return PrecisionChoice(**json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["cpu_flags"] = tuple(data.get("cpu_flags", ()))
+        return PrecisionChoice(**data)
+    except (OSError, ValueError, TypeError, AttributeError):
         return None
 
 

@@ -135,9 +135,8 @@ def test_export_is_cached(profile, models_dir, int8):
 
 
 def test_auto_decides_once_and_records_cosine(profile, models_dir, int8, monkeypatch):
-    home = models_dir.parent
     auto = dataclasses.replace(profile, precision="auto")
-    choice = decide_precision(auto, home)
+    choice = decide_precision(auto, models_dir)
     assert isinstance(choice, PrecisionChoice)
     assert choice.precision in candidates()
     if choice.precision != "fp32":
@@ -147,7 +146,8 @@ def test_auto_decides_once_and_records_cosine(profile, models_dir, int8, monkeyp
     assert json.loads(cached.read_text())["precision"] == choice.precision
     # A second call reads the cache: validating again would fail here.
     monkeypatch.setattr("kbctl.embed.precision._validate", lambda *a: pytest.fail("re-validated"))
-    assert decide_precision(auto, home) == choice
+    assert decide_precision(auto, models_dir) == choice
+    assert choice.query_precision in ("onnx-fp32", "onnx-int8")  # ONNX is installed here: never torch for queries
 
 
 def test_hash_embedder_ignores_precision():
@@ -190,3 +190,57 @@ def test_onnx_fp32_equals_torch_fp32_and_needs_no_torch(profile, models_dir, fp3
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["384", "False", "False"]
+
+
+class _Fake:
+    """An embedder whose vectors are fp32's plus a set amount of noise (or that cannot load)."""
+
+    def __init__(self, precision: str, noise: float) -> None:
+        self.precision, self.noise = precision, noise
+
+    def embed_documents(self, texts):
+        rng = np.random.default_rng(len(texts))
+        base = np.stack([np.random.default_rng(abs(hash(t)) % 2**32).normal(size=16) for t in texts])
+        return base + self.noise * rng.normal(size=base.shape) * np.linalg.norm(base, axis=1, keepdims=True)
+
+
+def _fake_backends(monkeypatch, noise: dict, broken=()):
+    """Route get_embedder to fakes; returns the list of precisions loaded, in order."""
+    from kbctl.errors import EmbeddingError
+
+    loaded = []
+
+    def fake(profile, *, cache_dir=None, purpose="throughput"):
+        loaded.append(profile.precision)
+        if profile.precision in broken:
+            raise EmbeddingError(f"{profile.precision} cannot load")
+        return _Fake(profile.precision, noise.get(profile.precision, 0.0))
+
+    monkeypatch.setattr("kbctl.embed.get_embedder", fake)
+    return loaded
+
+
+@pytest.mark.parametrize(
+    "order, noise, broken, throughput, query",
+    [
+        # a bf16 CPU where int8 is too far from fp32: bf16 for ingest, onnx-fp32 for queries
+        (["onnx-int8", "bf16", "onnx-fp32", "fp32"], {"onnx-int8": 0.2}, (), "bf16", "onnx-fp32"),
+        # int8 agrees: it is both the fastest per text and an ONNX backend, but fp32 ONNX is preferred for queries
+        (["onnx-int8", "bf16", "onnx-fp32", "fp32"], {}, (), "onnx-int8", "onnx-fp32"),
+        # no ONNX installed: torch for both, fp32 for queries (bf16 loads no faster and is less faithful)
+        (["bf16", "fp32"], {}, (), "bf16", "fp32"),
+        # the fp32 export cannot load: the int8 graph serves queries
+        (["onnx-int8", "bf16", "onnx-fp32", "fp32"], {}, ("onnx-fp32",), "onnx-int8", "onnx-int8"),
+        # nothing agrees: fp32 everywhere
+        (["onnx-int8", "onnx-fp32", "fp32"], {"onnx-int8": 0.2, "onnx-fp32": 0.2}, (), "fp32", "fp32"),
+    ],
+)
+def test_auto_decides_throughput_and_query_backends_apart(profile, tmp_path, monkeypatch, order, noise, broken, throughput, query):
+    from kbctl.embed.precision import _validate
+
+    loaded = _fake_backends(monkeypatch, noise, broken)
+    choice = _validate(dataclasses.replace(profile, precision="auto"), tmp_path, order)
+    assert (choice.precision, choice.query_precision) == (throughput, query)
+    assert len(loaded) == len(set(loaded))  # each backend measured once
+    if query != "fp32":
+        assert choice.query_min_cosine >= MIN_COSINE
