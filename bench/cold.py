@@ -162,46 +162,56 @@ def import_shares(env: dict[str, str]) -> list[tuple[str, float]]:
     return sorted(total.items(), key=lambda kv: -kv[1])[:12]
 
 
+def run(env=None, runs: int = 7, home: Path | None = None) -> str:
+    """Measure and return the markdown for docs/benchmarks.md (the ``cold`` section)."""
+    home = home or (Path(str(env.home) + "-cold") if env is not None else Path(tempfile.gettempdir()) / "kbctl-bench-cold")
+    prepare(home)
+    argv = ["search", QUERY, "-n", NS, "-k", "5"]
+    rows = []
+    env_auto = _env(home)
+    d = decision(env_auto, False)
+    rows.append(("auto, this CPU", d, measure(argv, env_auto, runs)))
+    env_nb = _env(home, cache=home / "models-no-bf16")
+    d_nb = decision(env_nb, True)
+    rows.append(("auto, bf16 hidden (a CPU without avx512_bf16)", d_nb, measure(argv, env_nb, runs, no_bf16=True)))
+    cfg = home / "bf16.toml"
+    cfg.write_text('[profiles.minilm]\nprecision = "bf16"\n')
+    rows.append(("bf16 pinned (torch for the query: the old default here)", {**d, "query": "bf16"},
+                 measure(argv, _env(home, config=cfg), runs)))
+    phases = breakdown(env_auto)
+    imports = import_shares(env_auto)
+    subprocess.run([PY, "-m", "kbctl", "db", "stop"], env=env_auto, capture_output=True)
+
+    lines = [f"Median of {runs} processes each (after one warm-up), sample corpus `technical_kb`, query `{QUERY}`, server running.", "",
+             "| setting | CPU flags seen | throughput backend | query backend | cold `kbctl search` median (s) | runs (s) | peak RSS (MiB) | heavy modules imported |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, dec, m in rows:
+        flags = ", ".join(f for f in dec["features"] if "bf16" in f or f in ("avx2", "avx512f")) or "none"
+        lines.append(f"| {name} | {flags} | {dec['throughput']} | {dec['query']} | {m['median_s']:.2f} | "
+                     f"{', '.join(f'{x:.2f}' for x in m['runs_s'])} | {m['peak_mib']:.0f} | {', '.join(m['heavy']) or 'none'} |")
+    lines += ["", "Where the time goes (`auto` on this CPU; median of 5 processes, steps timed in order):", "",
+              "| step | ms |", "|---|---|"]
+    lines += [f"| {n} | {v:.1f} |" for n, v in phases]
+    lines += ["", "Import time by top-level package (`-X importtime`, cumulative, one `kbctl search` process):", "",
+              "| package | ms |", "|---|---|"]
+    lines += [f"| {n} | {v:.1f} |" for n, v in imports]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--home", type=Path, default=Path(tempfile.gettempdir()) / "kbctl-bench-cold")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args()
-    prepare(a.home)
-    argv = ["search", QUERY, "-n", NS, "-k", "5"]
-    rows = []
-    env = _env(a.home)
-    d = decision(env, False)
-    rows.append(("auto, this CPU", d, measure(argv, env, a.runs)))
-    env_nb = _env(a.home, cache=a.home / "models-no-bf16")
-    d_nb = decision(env_nb, True)
-    rows.append(("auto, bf16 hidden (a CPU without avx512_bf16)", d_nb, measure(argv, env_nb, a.runs, no_bf16=True)))
-    cfg = a.home / "bf16.toml"
-    cfg.write_text('[profiles.minilm]\nprecision = "bf16"\n')
-    env_bf = _env(a.home, config=cfg)
-    rows.append(("bf16 pinned (torch for the query: the old default here)", {"throughput": "bf16", "query": "bf16", "flags": d["flags"]},
-                 measure(argv, env_bf, a.runs)))
-    phases = breakdown(env)
-    imports = import_shares(env)
-    subprocess.run([PY, "-m", "kbctl", "db", "stop"], env=env, capture_output=True)
+    from common import machine
 
-    lines = ["| setting | CPU flags seen | throughput backend | query backend | cold `kbctl search` median (s) | runs (s) | peak RSS (MiB) | heavy modules imported |",
-             "|---|---|---|---|---|---|---|---|"]
-    for name, dec, m in rows:
-        flags = ", ".join(f for f in dec.get("features", dec["flags"]) if "bf16" in f or f in ("avx2", "avx512f")) or "none"
-        lines.append(f"| {name} | {flags} | {dec['throughput']} | {dec['query']} | {m['median_s']:.2f} | "
-                     f"{', '.join(f'{x:.2f}' for x in m['runs_s'])} | {m['peak_mib']:.0f} | {', '.join(m['heavy']) or 'none'} |")
-    lines += ["", "Where the time goes (`auto` on this CPU; median of 5 processes, steps timed in order):", "",
-              "| step | ms |", "|---|---|"]
-    lines += [f"| {n} | {v:.1f} |" for n, v in phases]
-    lines += ["", "Import time by top-level package (`-X importtime`, cumulative, one process):", "",
-              "| package | ms |", "|---|---|"]
-    lines += [f"| {n} | {v:.1f} |" for n, v in imports]
-    text = "\n".join(lines) + "\n"
+    t0 = time.perf_counter()
+    text = run(runs=a.runs, home=a.home)
     print(text)
     if not a.no_write:
-        write_section(REPO / "docs/benchmarks.md", "cold", text)
+        stamp = f"_Measured {machine()}; part took {time.perf_counter() - t0:.0f} s (`python bench/run.py --only cold`)._\n\n"
+        write_section(REPO / "docs/benchmarks.md", "cold", stamp + text)
 
 
 if __name__ == "__main__":

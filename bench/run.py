@@ -15,6 +15,8 @@ never copied into the repository. The store is a dedicated home (``--home``, def
 - ``dense``:   HNSW vs exact top-10 agreement, unfiltered and 5%-filtered → docs/benchmarks.md
 - ``latency``: search p50/p95 per mode at 10k and 100k chunks, cold CLI call → docs/benchmarks.md
 - ``ingest``:  end-to-end chunks/s vs embedding only, unchanged re-import → docs/benchmarks.md
+- ``cold``:    cold ``kbctl search`` wall time and peak memory per backend decision, and its breakdown
+  → docs/benchmarks.md (the sample corpus only: needs no collection)
 """
 
 from __future__ import annotations
@@ -28,14 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO, Env, kbctl, machine, write_section  # noqa: E402
 
-PARTS = ("quality", "sweep", "parity", "dense", "latency", "ingest")
+PARTS = ("quality", "sweep", "parity", "dense", "latency", "ingest", "cold")
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {"quality": ("docs/retrieval-quality.md", "README.md"), "sweep": ("docs/retrieval-quality.md",),
         "parity": ("docs/benchmarks.md",), "dense": ("docs/benchmarks.md",), "latency": ("docs/benchmarks.md",),
-        "ingest": ("docs/benchmarks.md",)}
+        "ingest": ("docs/benchmarks.md",), "cold": ("docs/benchmarks.md",)}
 
 
 def _part(name: str):
+    import cold
     import dense
     import ingest
     import latency
@@ -43,7 +46,7 @@ def _part(name: str):
     import quality
 
     return {"quality": quality.run, "sweep": quality.sweep, "parity": parity.run, "dense": dense.run,
-            "latency": latency.run, "ingest": ingest.run}[name]
+            "latency": latency.run, "ingest": ingest.run, "cold": cold.run}[name]
 
 
 def main(argv: list[str] | None = None) -> int:
