@@ -115,15 +115,23 @@ class KnowledgeBase:
         plan: bool = False,
         no_wait: bool = False,
         follow_links: bool = False,
+        follow_symlinks: bool = False,
         retry_failed: bool = False,
         verify: bool = True,
         stdin: BinaryIO | None = None,
         progress: Progress | None = None,
     ) -> RunReport:
-        """Run fetch → extract → chunk → embed → store (→ verify) over ``targets`` into ``namespace``."""
+        """Run fetch → extract → chunk → embed → store (→ verify) over ``targets`` into ``namespace``.
+
+        Fetching follows the ``[fetch]`` settings; ``follow_symlinks`` lets folder walks follow
+        symlinks that lead out of the folders given (skipped and recorded otherwise).
+        """
         conn = self.connection()
         prof = self.profile_for(namespace, profile)
         opts = IngestOptions(tuple(include), tuple(exclude), sync, plan, no_wait, follow_links)
+        from .sources.options import FetchOptions  # a bad [fetch] table fails here, before the run starts
+
+        fetch_opts = FetchOptions.from_config(self.settings.data.get("fetch", {}), follow_symlinks=follow_symlinks)
         if plan:
             ns = get_namespace(conn, namespace, self.tenant, required=False) or _placeholder(namespace, self.tenant, prof)
         else:
@@ -139,7 +147,8 @@ class KnowledgeBase:
             from .fetch import fetch
 
             state = _DbFeedState(lookup, ns) if ns.id > 0 and not opts.plan else None
-            it = fetch(targets, include=opts.include, exclude=opts.exclude, follow_links=opts.follow_links, state=state, stdin=stdin)
+            it = fetch(targets, include=opts.include, exclude=opts.exclude, follow_links=opts.follow_links, state=state, stdin=stdin,
+                       options=fetch_opts)
             return it, state
 
         with runs_store.namespace_lock(conn, ns, wait=not no_wait) if not plan else _nullcontext():

@@ -21,7 +21,14 @@ requested), ``status``, ``content_type`` (the full header), ``charset``, ``etag`
 pages add ``feed_url`` and ``entry_id``. Stdin: ``size``, ``sha256``, ``fetched_at`` and
 ``name`` when ``FetchOptions.stdin_name`` is set.
 
-This stage never imports the store or the CLI.
+Safety, by default: a folder walk does not follow symlinks out of the folder, nor open FIFOs,
+sockets or devices (each is recorded as an ``ItemError``); a URL may reach public addresses only
+(checked on the address connected to, at every redirect hop and for every feed link), within a
+deadline and a minimum rate; a ``file:`` source is read only when given as a target, never from a
+redirect or a feed link. ``FetchOptions`` (from the ``[fetch]`` table) opts in to more.
+
+This module only tells targets apart: ``sources.folder`` walks and reads files, ``sources.url``
+owns HTTP (pages, feeds and their links). This stage never imports the store or the CLI.
 """
 
 from __future__ import annotations
@@ -30,13 +37,13 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, Sequence
-from urllib.parse import urldefrag
+from typing import BinaryIO, Iterable, Iterator, Sequence
 
 from .errors import SourceError
 from .sources.folder import file_uri, iter_files, read_file, read_stdin
-from .sources.options import DEFAULT_SUFFIXES, FetchOptions, guess_media_type, iso_utc
+from .sources.options import DEFAULT_SUFFIXES, FetchOptions
 from .sources.state import FeedState, FileFeedState, MemoryFeedState
+from .sources.url import fetch_url, is_http_url
 from .types import ItemError, Source
 
 __all__ = [
@@ -77,8 +84,8 @@ def fetch(
         if target == "-":
             yield _fetch_stdin(stdin if stdin is not None else sys.stdin.buffer, opts, stdin_read)
             stdin_read = True
-        elif target[:8].lower().startswith(("http://", "https://")):
-            yield from _guarded(target, _fetch_url(target, opts, state, follow_links))
+        elif is_http_url(target):
+            yield from _guarded(target, fetch_url(target, opts, state, follow_links))
         elif "://" in target and not target.startswith("file://"):
             scheme = target.split("://", 1)[0]
             yield ItemError("fetch", target, "SourceError", f"cannot fetch {target}: unsupported scheme {scheme!r}")
@@ -104,7 +111,8 @@ def list_uris(
             continue
         path = _local_path(target)
         if path.is_dir():
-            files = iter_files(path, include, exclude, opts.suffixes, include_hidden=opts.include_hidden)
+            files = iter_files(path, include, exclude, opts.suffixes, include_hidden=opts.include_hidden,
+                               follow_symlinks=opts.follow_symlinks)
             uris.update(file_uri(p) for p in files if isinstance(p, Path))
         elif os.path.exists(path):
             uris.add(file_uri(path))
@@ -146,7 +154,9 @@ def _fetch_path(path: Path, include: Sequence[str], exclude: Sequence[str], opts
         yield _read(path, path.name, opts, regular_only=False)
         return
     root = os.path.abspath(path)
-    for item in iter_files(path, include, exclude, opts.suffixes, include_hidden=opts.include_hidden):
+    walk = iter_files(path, include, exclude, opts.suffixes, include_hidden=opts.include_hidden,
+                      follow_symlinks=opts.follow_symlinks)
+    for item in walk:
         if isinstance(item, ItemError):
             yield item
         else:
@@ -158,71 +168,3 @@ def _read(path: Path, rel: str, opts: FetchOptions, *, regular_only: bool = True
         return read_file(path, rel, opts, regular_only=regular_only)
     except SourceError as e:
         return ItemError("fetch", file_uri(path), "SourceError", e.message)
-
-
-def _fetch_url(url: str, opts: FetchOptions, state: FeedState | None, follow_links: bool) -> Iterator[Fetched]:
-    """One URL: a page, or a feed (conditional on ``state``) and maybe the pages its entries link to."""
-    from .sources import feed, url as http
-
-    url = urldefrag(url)[0]
-    known = state.get(url) if state is not None else None
-    try:
-        resp = http.get(url, opts, _conditional_headers(known))
-    except SourceError as e:
-        yield ItemError("fetch", url, "SourceError", e.message)
-        return
-    if resp.status == 304:
-        log.info("%s: not modified since the last fetch (304), nothing to do", url)
-        return
-    parsed = None
-    if feed.may_be_feed(resp.media_type, resp.url):
-        parsed = feed.parse_feed(resp.body, resp.url, resp.headers.get("Content-Type"))
-    if parsed is None:
-        yield _url_source(url, resp, "url")
-        return
-    extra = {"feed_title": parsed.get("feed", {}).get("title"), "entries": len(parsed.get("entries", ()))}
-    yield _url_source(url, resp, "feed", extra)
-    etag, last_modified = resp.headers.get("ETag"), resp.headers.get("Last-Modified")
-    if state is not None and (etag or last_modified):
-        state.set(url, etag, last_modified)
-    if follow_links:
-        yield from _follow(feed.summary_only_links(parsed, resp.url, opts.summary_chars), resp.url, opts)
-
-
-def _follow(links: Iterable[tuple[str, str]], feed_uri: str, opts: FetchOptions) -> Iterator[Fetched]:
-    """The pages that summary-only feed entries link to, each as a Source of kind "url"."""
-    from .sources import url as http
-
-    for entry_id, link in links:
-        try:
-            resp = http.get(link, opts)
-        except SourceError as e:
-            yield ItemError("fetch", link, "SourceError", e.message)
-            continue
-        yield _url_source(link, resp, "url", {"feed_url": feed_uri, "entry_id": entry_id})
-
-
-def _conditional_headers(known: tuple[str | None, str | None] | None) -> dict[str, str]:
-    etag, last_modified = known or (None, None)
-    headers = {}
-    if etag:
-        headers["If-None-Match"] = etag
-    if last_modified:
-        headers["If-Modified-Since"] = last_modified
-    return headers
-
-
-def _url_source(requested: str, resp: Any, kind: str, extra: dict[str, Any] | None = None) -> Source:
-    """A Source from a ``sources.url.Response``; the media type falls back on the URL's suffix."""
-    meta = {
-        "url": requested,
-        "status": resp.status,
-        "content_type": resp.headers.get("Content-Type"),
-        "charset": resp.charset,
-        "etag": resp.headers.get("ETag"),
-        "last_modified": resp.headers.get("Last-Modified"),
-        "fetched_at": iso_utc(),
-        **(extra or {}),
-    }
-    media_type = resp.media_type or guess_media_type(resp.url.split("?", 1)[0])
-    return Source(uri=resp.url, content=resp.body, media_type=media_type, kind=kind, metadata=meta)

@@ -25,6 +25,7 @@ def ingest(
     plan: bool = typer.Option(False, "--plan", help="Print what would happen; write nothing."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another ingest holds the namespace."),
     follow_links: bool = typer.Option(False, "--follow-links", help="For feed entries with only a summary, fetch the linked page."),
+    follow_symlinks: bool = typer.Option(False, "--follow-symlinks", help="Follow symlinks that lead out of the folders given (skipped otherwise)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Also retry the sources that failed in the last run."),
     no_verify: bool = typer.Option(False, "--no-verify", help="Skip the verify stage at the end."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any item failed."),
@@ -36,7 +37,7 @@ def ingest(
     try:
         report = kb.ingest(
             paths or [], namespace, profile=profile or STATE.profile, include=include, exclude=exclude, sync=sync,
-            plan=plan, no_wait=no_wait, follow_links=follow_links, retry_failed=retry_failed,
+            plan=plan, no_wait=no_wait, follow_links=follow_links, follow_symlinks=follow_symlinks, retry_failed=retry_failed,
             verify=not no_verify, stdin=sys.stdin.buffer if "-" in (paths or []) else None, progress=progress,
         )
     finally:

@@ -28,13 +28,16 @@ def fetch(
     include: List[str] = typer.Option([], "--include", help="Glob of files to take inside folders."),
     exclude: List[str] = typer.Option([], "--exclude", help="Glob of files to skip inside folders."),
     follow_links: bool = typer.Option(False, "--follow-links", help="Fetch the pages feed entries link to."),
+    follow_symlinks: bool = typer.Option(False, "--follow-symlinks", help="Follow symlinks that lead out of the folders given (skipped otherwise)."),
 ) -> None:
     """Fetch sources; print one `source` (or `error`) record per line."""
-    from ..fetch import fetch as do_fetch
+    from ..fetch import FetchOptions, fetch as do_fetch
     from ..stages import source_records, write_records
 
     stdin = sys.stdin.buffer if "-" in paths else None
-    write_records(source_records(do_fetch(paths, include=include, exclude=exclude, follow_links=follow_links, stdin=stdin)), sys.stdout)
+    opts = FetchOptions.from_config(STATE.settings().data.get("fetch", {}), follow_symlinks=follow_symlinks)
+    fetched = do_fetch(paths, include=include, exclude=exclude, follow_links=follow_links, options=opts, stdin=stdin)
+    write_records(source_records(fetched), sys.stdout)
 
 
 def extract() -> None:

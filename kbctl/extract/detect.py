@@ -13,28 +13,11 @@ import mimetypes
 import re
 
 from ..errors import ExtractError
+from ..mediatypes import MEDIA_TYPES  # suffix → media type: one table, shared with fetch
 from ..types import Source
 from .base import item_name
 
 __all__ = ["SUPPORTED_SUFFIXES", "MEDIA_TYPES", "guess_media_type", "detect_format", "is_feed_xml"]
-
-#: Suffix → media type, for every suffix an extractor reads.
-MEDIA_TYPES: dict[str, str] = {
-    ".txt": "text/plain",
-    ".text": "text/plain",
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".xhtml": "application/xhtml+xml",
-    ".pdf": "application/pdf",
-    ".eml": "message/rfc822",
-    ".mbox": "application/mbox",
-    ".rss": "application/rss+xml",
-    ".atom": "application/atom+xml",
-    ".rdf": "application/rdf+xml",
-    ".xml": "application/xml",
-}
 
 #: File suffixes (lower case, with the dot) that ``extract`` can read.
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset(MEDIA_TYPES)

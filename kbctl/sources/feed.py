@@ -59,8 +59,8 @@ def parse_feed(body: bytes, url: str, content_type: str | None) -> Any | None:
 def summary_only_links(parsed: Any, base_url: str, min_chars: int) -> Iterator[tuple[str, str]]:
     """``(entry_id, absolute link)`` of entries with no content, or content under ``min_chars``.
 
-    Only http(s) links are given, each once, in feed order. ``entry_id`` is the entry's id (GUID),
-    else its link.
+    Each link is given once, in feed order, whatever its scheme: the follower refuses (and
+    records) any that is not http(s). ``entry_id`` is the entry's id (GUID), else its link.
     """
     seen: set[str] = set()
     for entry in parsed.get("entries", ()):
@@ -68,8 +68,7 @@ def summary_only_links(parsed: Any, base_url: str, min_chars: int) -> Iterator[t
         if not link or _content_chars(entry) >= min_chars:
             continue
         link = urldefrag(urljoin(base_url, link))[0]
-        if not link.lower().startswith(("http://", "https://")) or link in seen:
-            log.debug("not following %s from %s", link, base_url)
+        if link in seen:
             continue
         seen.add(link)
         yield str(entry.get("id") or link), link

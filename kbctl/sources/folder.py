@@ -4,6 +4,11 @@ Identity: a file's uri is ``file://`` + its absolute, normalised path *as walked
 not resolved), so a file reached through ``docs/current -> v2`` is ``file:///…/docs/current/x.md``
 and keeps its identity when the link is pointed at ``v3``. Paths are not percent-encoded (the
 uri is ``"file://" + os.path.abspath(path)``, which the pipeline's ``--sync`` relies on).
+
+A walk stays inside its folder: a symlink whose target (resolved) lies outside the folder given is
+skipped and recorded as an ``ItemError`` (``passwd.txt -> /etc/passwd`` must not become searchable)
+unless ``follow_symlinks``. FIFOs, sockets and devices are recorded and never opened, so a walk
+cannot block on them; ``.kbctlignore`` files are opened without blocking too.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class _Filter:
     exclude: tuple[Pattern, ...]
     suffixes: frozenset[str]
     include_hidden: bool
+    root: str | None  # the real path the walk stays in; None: symlinks are followed anywhere
 
     def prune(self, rel: str, is_dir: bool) -> bool:
         """Whether an exclude glob names this entry (a folder is then not walked at all)."""
@@ -76,16 +82,20 @@ def iter_files(
     suffixes: Collection[str] | None = None,
     *,
     include_hidden: bool = False,
+    follow_symlinks: bool = False,
 ) -> Iterator[Path | ItemError]:
     """The files to take under ``root``, depth first in name order, without reading them.
 
     Applies (in order) hidden names, ``.kbctlignore`` files, ``exclude`` globs, the extractable
-    ``suffixes`` (default ``options.DEFAULT_SUFFIXES``) and ``include`` globs. Symlinked files and folders
-    are followed; a folder reached twice (a symlink loop, or two links to one folder) is walked
-    once and the repeat is logged as a warning. A folder that cannot be listed is an ``ItemError``.
+    ``suffixes`` (default ``options.DEFAULT_SUFFIXES``) and ``include`` globs. Symlinked files and
+    folders inside ``root`` are followed; those leading out of it are ``ItemError`` records unless
+    ``follow_symlinks``. A folder reached twice (a symlink loop, or two links to one folder) is
+    walked once and the repeat is logged as a warning. A folder that cannot be listed, and a FIFO,
+    socket or device, is an ``ItemError``.
     """
     globs = tuple(map(compile_glob, include)), tuple(map(compile_glob, exclude))
-    flt = _Filter(*globs, normalise_suffixes(suffixes), include_hidden)
+    inside = None if follow_symlinks else os.path.realpath(root)
+    flt = _Filter(*globs, normalise_suffixes(suffixes), include_hidden, inside)
     root = Path(root)
     try:
         st = os.stat(root)
@@ -113,9 +123,15 @@ def _walk(folder: Path, rel: str, flt: _Filter, rule_sets: RuleSets, visited: se
         if ignored(rule_sets, child, is_dir) or flt.prune(child, is_dir):
             continue
         path = folder / entry.name
+        if flt.root is not None and entry.is_symlink() and (is_dir or flt.wanted(child)):
+            target = os.path.realpath(path)
+            if os.path.commonpath([flt.root, target]) != flt.root:
+                yield _skipped(path, f"a symlink to {target}, outside {flt.root} (--follow-symlinks to take it)")
+                continue
         if not is_dir:
             if flt.wanted(child):
-                yield path
+                special = _special_kind(entry)
+                yield _skipped(path, f"{special}, not a regular file") if special else path
             continue
         try:
             st = entry.stat()  # follows symlinks: the identity of the folder itself
@@ -136,6 +152,31 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
+def _special_kind(entry: os.DirEntry[str]) -> str | None:
+    """``"a FIFO"``, ``"a socket"``, ``"a character device"``… for what is not a regular file (links
+    followed); ``None`` for a regular file or one that cannot be stat'ed (its read will say why)."""
+    try:
+        mode = entry.stat().st_mode
+    except OSError:
+        return None
+    for test, kind in _SPECIAL:
+        if test(mode):
+            return kind
+    return None
+
+
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _skipped(path: Path, why: str) -> ItemError:
+    return ItemError("fetch", file_uri(path), "SourceError", f"skipped {os.path.abspath(path)}: {why}")
+
+
 def _os_error(path: Path | str, e: OSError) -> ItemError:
     return ItemError("fetch", file_uri(path), "SourceError", _os_message(path, e))
 
@@ -152,8 +193,9 @@ def read_file(path: Path, rel: str, options: FetchOptions, *, regular_only: bool
     """Read one file into a ``Source`` (raises ``SourceError``).
 
     Files larger than ``options.max_file_bytes`` are refused before being read. ``regular_only``
-    refuses pipes and devices (a FIFO met in a folder walk would block forever); a file named
-    explicitly may be one (``kbctl fetch <(curl …)``), and is then read up to the same limit.
+    refuses pipes and devices (a FIFO met in a folder walk would block forever), checked before
+    the open and again on what was opened (without blocking); a file named explicitly may be one
+    (``kbctl fetch <(curl …)``), and is then read up to the same limit.
     """
     abs_path = os.path.abspath(path)
     limit = options.max_file_bytes
@@ -163,7 +205,9 @@ def read_file(path: Path, rel: str, options: FetchOptions, *, regular_only: bool
             raise SourceError(f"cannot read {abs_path}: not a regular file")
         if st.st_size > limit:
             raise SourceError(_too_large(abs_path, st.st_size, limit))
-        with open(abs_path, "rb") as f:
+        with open(abs_path, "rb", opener=_nonblocking if regular_only else None) as f:
+            if regular_only and not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped since the stat
+                raise SourceError(f"cannot read {abs_path}: not a regular file")
             data = f.read(limit + 1)
     except OSError as e:
         raise SourceError(_os_message(abs_path, e)) from None
@@ -171,6 +215,11 @@ def read_file(path: Path, rel: str, options: FetchOptions, *, regular_only: bool
         raise SourceError(_too_large(abs_path, len(data), limit))
     meta = {"path": rel, "abs_path": abs_path, "size": len(data), "mtime": iso_utc(st.st_mtime)}
     return Source(uri=file_uri(abs_path), content=data, media_type=guess_media_type(abs_path), kind="file", metadata=meta)
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    """``open``'s opener for a file that must be regular: a FIFO put in its place does not block."""
+    return os.open(path, flags | os.O_NONBLOCK)
 
 
 def _too_large(what: str, size: int, limit: int) -> str:

@@ -14,7 +14,9 @@ the ``.kbctlignore``). The syntax is the common subset of shell globs and ``.git
 from __future__ import annotations
 
 import logging
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -127,7 +129,15 @@ def load_ignore(folder: Path) -> tuple[Pattern, ...]:
     """The rules of ``folder/.kbctlignore`` (none when it is missing or unreadable)."""
     path = folder / IGNORE_FILE
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
+        # a FIFO or a device named .kbctlignore must not hang the walk: it is never opened, and the
+        # open does not block (nor is the file read) should one take the file's place after the stat
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            log.warning("%s is not a regular file; its rules are not applied", path)
+            return ()
+        with open(path, encoding="utf-8", errors="replace", opener=lambda p, f: os.open(p, f | os.O_NONBLOCK)) as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                log.warning("%s is not a regular file; its rules are not applied", path)
+                return ()
             return parse_ignore(f)
     except FileNotFoundError:
         return ()

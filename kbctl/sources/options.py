@@ -1,36 +1,20 @@
-"""Options of the fetch stage and the guessing of media types from file names."""
+"""Options of the fetch stage (and, from ``kbctl.mediatypes``, the guessing of media types)."""
 
 from __future__ import annotations
 
-import mimetypes
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Collection
+from typing import Any, Collection, Mapping
+
+from ..errors import ConfigError
+from ..mediatypes import SUFFIXES, guess_media_type
 
 __all__ = ["FetchOptions", "DEFAULT_SUFFIXES", "normalise_suffixes", "guess_media_type", "default_user_agent", "iso_utc"]
 
 MB = 1024 * 1024
 
 #: Suffixes the extract stage can read; files with other suffixes are skipped when walking a folder.
-DEFAULT_SUFFIXES: frozenset[str] = frozenset(
-    {".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf", ".eml", ".mbox", ".rss", ".atom", ".xml"}
-)
-
-# Our own map wins over ``mimetypes``, whose answers depend on the host's /etc/mime.types.
-_MEDIA_TYPES = {
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".txt": "text/plain",
-    ".text": "text/plain",
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".pdf": "application/pdf",
-    ".eml": "message/rfc822",
-    ".mbox": "application/mbox",
-    ".rss": "application/rss+xml",
-    ".atom": "application/atom+xml",
-    ".xml": "application/xml",
-}
+DEFAULT_SUFFIXES: frozenset[str] = SUFFIXES
 
 
 def default_user_agent() -> str:
@@ -59,6 +43,14 @@ class FetchOptions:
     ``backoff_jitter`` of that at random, or the server's ``Retry-After`` capped at
     ``retry_after_cap``. Feeds: entries whose content is shorter than ``summary_chars`` count as
     summary-only for ``follow_links``.
+
+    Policy (see ``kbctl.sources.policy``): one try of a request (its redirects included) may take
+    ``deadline`` seconds in all, and once ``min_rate_grace`` seconds have passed since an answer's
+    first byte it must have come at ``min_rate`` bytes/s on average (0 turns the check off).
+    Addresses that are not public (loopback, private, link-local, multicast, reserved) are refused
+    unless ``allow_private``, or unless ``allow_hosts`` names the host, its address or a network
+    holding it (``"wiki.internal"``, ``"127.0.0.1"``, ``"10.0.0.0/8"``). A folder walk skips (and
+    records) symlinks that lead out of the folder unless ``follow_symlinks``.
     """
 
     timeout: float = 20.0
@@ -74,6 +66,28 @@ class FetchOptions:
     include_hidden: bool = False
     stdin_name: str | None = None
     summary_chars: int = 500
+    deadline: float = 60.0
+    min_rate: float = 1024.0
+    min_rate_grace: float = 10.0
+    allow_private: bool = False
+    allow_hosts: tuple[str, ...] = ()
+    follow_symlinks: bool = False
+
+    @classmethod
+    def from_config(cls, table: Mapping[str, Any], **overrides: Any) -> "FetchOptions":
+        """Options from the ``[fetch]`` table of the settings, then ``overrides`` (``ConfigError``
+        for a value out of range or an ``allow_hosts`` entry that is neither a host nor a network)."""
+        from .policy import parse_allow_hosts
+
+        values = {k: _CONFIG_KEYS[k](v) for k, v in table.items() if k in _CONFIG_KEYS}
+        for key in ("timeout", "deadline"):
+            if key in values and values[key] <= 0:
+                raise ConfigError(f"fetch.{key} must be more than 0 seconds, not {values[key]:g}")
+        for key in ("min_rate", "min_rate_grace", "max_bytes", "max_file_bytes", "retries"):
+            if key in values and values[key] < 0:
+                raise ConfigError(f"fetch.{key} must not be negative, not {values[key]:g}")
+        parse_allow_hosts(values.get("allow_hosts", ()))
+        return cls(**{**values, **overrides})
 
     @property
     def extractable(self) -> frozenset[str]:
@@ -81,20 +95,25 @@ class FetchOptions:
         return normalise_suffixes(self.suffixes)
 
 
+#: The keys of the ``[fetch]`` table and how each becomes a ``FetchOptions`` field.
+_CONFIG_KEYS = {
+    "timeout": float,
+    "deadline": float,
+    "min_rate": float,
+    "min_rate_grace": float,
+    "max_bytes": int,
+    "max_file_bytes": int,
+    "retries": int,
+    "allow_private": bool,
+    "allow_hosts": lambda hosts: tuple(str(h) for h in hosts),
+}
+
+
 def normalise_suffixes(suffixes: Collection[str] | None) -> frozenset[str]:
     """Suffixes lower-cased with a leading dot (``"MD"`` → ``".md"``); ``None`` → ``DEFAULT_SUFFIXES``."""
     if suffixes is None:
         return DEFAULT_SUFFIXES
     return frozenset(s.lower() if s.startswith(".") else "." + s.lower() for s in suffixes)
-
-
-def guess_media_type(name: str) -> str | None:
-    """The media type of a file name, from its suffix (``None`` when unknown)."""
-    dot = name.rfind(".")
-    suffix = name[dot:].lower() if dot > name.rfind("/") else ""
-    if suffix in _MEDIA_TYPES:
-        return _MEDIA_TYPES[suffix]
-    return mimetypes.guess_type(name, strict=False)[0]
 
 
 def iso_utc(ts: float | None = None) -> str:

@@ -1,16 +1,28 @@
-"""One HTTP(S) GET with the stdlib: redirects, a timeout, a body-size cap, retries with backoff.
+"""HTTP(S) for the fetch stage: URLs and feeds into ``Source``\\ s, and the one GET behind them.
 
-``get`` raises ``SourceError`` with a readable message when the URL cannot be fetched::
+``fetch_url`` is all ``kbctl.fetch`` calls for an http(s) target: it GETs the URL (conditionally,
+for a feed it has seen), yields the page or the feed, and with ``follow_links`` the pages that
+summary-only entries link to. ``get`` is one GET with the stdlib (``http.client``): redirects, a
+timeout, a deadline, a minimum rate, a body-size cap, retries with backoff, and the address policy
+of ``kbctl.sources.policy`` checked on every connection, so at every redirect hop and for every
+feed link. ``get`` raises ``SourceError`` with a readable message when the URL cannot be fetched::
 
+    refused http://10.0.0.5/: 10.0.0.5 is a private address              (hint: how to allow it)
+    refused http://127.0.0.1/x (redirected from http://host/): 127.0.0.1 is a loopback address
+    refused file:///etc/passwd (redirected from http://host/): only http and https are followed
     could not reach http://host/: connection refused after 4 tries
     could not reach http://host/: host not found
     could not fetch http://host/x: HTTP 404 Not Found
     could not fetch http://host/x: HTTP 503 Service Unavailable after 4 tries
+    could not fetch http://host/x: took longer than the 60 s limit (deadline)
+    could not fetch http://host/x: sent 12 bytes/s, slower than the 1024 bytes/s minimum (min_rate)
     http://host/big is 31 MB, larger than the 20 MB limit (max_bytes)
     http://host/big is larger than the 20 MB limit (max_bytes); stopped reading
 
-Connection errors, timeouts, 429 and 5xx are retried; other 4xx, TLS certificate errors and
-unknown hosts are not. A 304 is an answer, not an error: ``get`` returns it with an empty body.
+Connection errors, timeouts, 429 and 5xx are retried; other 4xx, refusals, a missed deadline or
+rate, TLS certificate errors and unknown hosts are not. A 304 is an answer, not an error: ``get``
+returns it with an empty body. The ``*_proxy`` environment variables are not used: through a proxy
+the address policy could not see the address connected to.
 """
 
 from __future__ import annotations
@@ -23,22 +35,113 @@ import random
 import socket
 import ssl
 import time
-import urllib.error
-import urllib.request
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Mapping
-from urllib.parse import urldefrag, urlsplit
+from functools import lru_cache
+from typing import Any, Callable, Iterable, Iterator, Mapping
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 from ..errors import SourceError
+from ..types import ItemError, Source
+from . import policy
 from .folder import human_bytes
-from .options import FetchOptions
+from .options import FetchOptions, guess_media_type, iso_utc
+from .state import FeedState
 
-__all__ = ["Response", "get", "backoff_delay", "is_http_url"]
+__all__ = ["Response", "fetch_url", "get", "backoff_delay", "is_http_url", "MAX_REDIRECTS"]
 
 log = logging.getLogger(__name__)
 
 _CHUNK = 64 * 1024
+_REDIRECTS = (301, 302, 303, 307, 308)
+#: Redirects followed in one try before giving up.
+MAX_REDIRECTS = 10
+
+Fetched = Source | ItemError
+
+
+# -- URLs and feeds into Sources ------------------------------------------------------------------
+
+
+def fetch_url(url: str, opts: FetchOptions, state: FeedState | None = None, follow_links: bool = False) -> Iterator[Fetched]:
+    """One URL: a page, or a feed (conditional on ``state``) and maybe the pages its entries link to."""
+    from . import feed
+
+    url = urldefrag(url)[0]
+    known = state.get(url) if state is not None else None
+    try:
+        resp = get(url, opts, _conditional_headers(known))
+    except SourceError as e:
+        yield item_error(url, e)
+        return
+    if resp.status == 304:
+        log.info("%s: not modified since the last fetch (304), nothing to do", url)
+        return
+    parsed = None
+    if feed.may_be_feed(resp.media_type, resp.url):
+        parsed = feed.parse_feed(resp.body, resp.url, resp.headers.get("Content-Type"))
+    if parsed is None:
+        yield _url_source(url, resp, "url")
+        return
+    extra = {"feed_title": parsed.get("feed", {}).get("title"), "entries": len(parsed.get("entries", ()))}
+    yield _url_source(url, resp, "feed", extra)
+    etag, last_modified = resp.headers.get("ETag"), resp.headers.get("Last-Modified")
+    if state is not None and (etag or last_modified):
+        state.set(url, etag, last_modified)
+    if follow_links:
+        yield from _follow(feed.summary_only_links(parsed, resp.url, opts.summary_chars), resp.url, opts)
+
+
+def _follow(links: Iterable[tuple[str, str]], feed_uri: str, opts: FetchOptions) -> Iterator[Fetched]:
+    """The pages that summary-only feed entries link to, each as a Source of kind "url"; a link
+    that is not http(s) is refused (a feed never makes kbctl read a local file)."""
+    for entry_id, link in links:
+        if not is_http_url(link):
+            why = f"refused {link} (linked from {feed_uri}): only http and https links are followed"
+            yield ItemError("fetch", link, "SourceError", why)
+            continue
+        try:
+            resp = get(link, opts)
+        except SourceError as e:
+            yield item_error(link, e)
+            continue
+        yield _url_source(link, resp, "url", {"feed_url": feed_uri, "entry_id": entry_id})
+
+
+def item_error(source: str, e: SourceError) -> ItemError:
+    """The ledger record of a failed fetch: one line, the hint (if any) after the message."""
+    message = f"{e.message}; {e.hint}" if e.hint else e.message
+    return ItemError("fetch", source, "SourceError", message)
+
+
+def _conditional_headers(known: tuple[str | None, str | None] | None) -> dict[str, str]:
+    etag, last_modified = known or (None, None)
+    headers = {}
+    if etag:
+        headers["If-None-Match"] = etag
+    if last_modified:
+        headers["If-Modified-Since"] = last_modified
+    return headers
+
+
+def _url_source(requested: str, resp: "Response", kind: str, extra: dict[str, Any] | None = None) -> Source:
+    """A Source from a ``Response``; the media type falls back on the URL's suffix."""
+    meta = {
+        "url": requested,
+        "status": resp.status,
+        "content_type": resp.headers.get("Content-Type"),
+        "charset": resp.charset,
+        "etag": resp.headers.get("ETag"),
+        "last_modified": resp.headers.get("Last-Modified"),
+        "fetched_at": iso_utc(),
+        **(extra or {}),
+    }
+    media_type = resp.media_type or guess_media_type(resp.url.split("?", 1)[0])
+    return Source(uri=resp.url, content=resp.body, media_type=media_type, kind=kind, metadata=meta)
+
+
+# -- one GET --------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -70,6 +173,7 @@ class _Retry(Exception):
         self.reason, self.verb, self.retry_after = reason, verb, retry_after
 
 
+
 def is_http_url(target: str) -> bool:
     """Whether ``target`` is an http(s) URL."""
     return target[:8].lower().startswith(("http://", "https://"))
@@ -83,11 +187,12 @@ def get(
     sleep: Callable[[float], None] = time.sleep,
 ) -> Response:
     """GET ``url``, following redirects and retrying transient failures (raises ``SourceError``)."""
+    rules = policy.FetchPolicy.from_options(options)
     tries = 0
     while True:
         tries += 1
         try:
-            return _get_once(url, options, dict(headers or {}))
+            return _get_once(url, options, rules, dict(headers or {}))
         except _Retry as e:
             if tries > options.retries:
                 plural = "try" if tries == 1 else "tries"
@@ -106,35 +211,78 @@ def backoff_delay(tries: int, options: FetchOptions, retry_after: float | None =
     return delay + random.uniform(0, delay * options.backoff_jitter)
 
 
-def _get_once(url: str, options: FetchOptions, headers: dict[str, str]) -> Response:
-    req = urllib.request.Request(url, headers={"User-Agent": options.user_agent, "Accept": "*/*", **headers})
+def _get_once(url: str, options: FetchOptions, rules: policy.FetchPolicy, headers: dict[str, str]) -> Response:
+    """One try: the request and its redirects, all within ``options.deadline``."""
+    clock = policy.Clock(options.deadline, options.timeout)
+    current = url
+    for _ in range(MAX_REDIRECTS + 1):
+        answer = _exchange(url, current, options, rules, headers, clock)
+        if isinstance(answer, Response):
+            return answer
+        current = urljoin(current, answer)
+        if urlsplit(current).scheme.lower() not in ("http", "https"):
+            raise SourceError(f"refused {current} (redirected from {url}): only http and https are followed")
+    raise SourceError(f"could not fetch {url}: more than {MAX_REDIRECTS} redirects")
+
+
+def _exchange(
+    url: str, current: str, options: FetchOptions, rules: policy.FetchPolicy, headers: dict[str, str], clock: policy.Clock
+) -> Response | str:
+    """GET ``current`` (``url`` or a hop of its redirects): the ``Response``, or where to go next."""
+    scheme, host, port, path = _split(url, current)
     try:
-        with _opener().open(req, timeout=options.timeout) as resp:
-            final = urldefrag(resp.geturl())[0]
-            return Response(final, resp.status, resp.headers, _read_capped(resp, final, options.max_bytes))
-    except urllib.error.HTTPError as e:
-        with e:
-            return _http_error(url, e)
-    except urllib.error.URLError as e:
-        raise _connection_error(url, e.reason, options) from None
-    except (OSError, http.client.HTTPException) as e:  # while reading the body
-        raise _connection_error(url, e, options) from None
-    except ValueError as e:  # a malformed URL ("http://[::1")
+        with closing(_Connection(scheme, host, port, options, rules, clock)) as conn:
+            sent = {"User-Agent": options.user_agent, "Accept": "*/*", "Connection": "close", **headers}
+            conn.request("GET", path, headers=sent)
+            with closing(conn.getresponse()) as resp:
+                return _answer(url, current, resp, options)
+    except policy.Refused as e:
+        hop = urldefrag(current)[0]
+        where = hop if hop == url else f"{hop} (redirected from {url})"
+        raise SourceError(f"refused {where}: {e}", hint=policy.OPT_IN_HINT) from None
+    except policy.TooSlow as e:
+        raise SourceError(f"could not fetch {url}: {e}") from None
+    except http.client.InvalidURL as e:
         raise SourceError(f"could not fetch {url}: invalid URL ({e})") from None
+    except (OSError, http.client.HTTPException) as e:
+        if isinstance(e, TimeoutError) and clock.bounded:
+            raise SourceError(f"could not fetch {url}: {clock.overdue()}") from None
+        raise _connection_error(url, e, options) from None
 
 
-def _http_error(url: str, e: urllib.error.HTTPError) -> Response:
-    """A 304 is returned; 429 and 5xx are retried; anything else is final."""
-    if e.code == 304:
-        return Response(urldefrag(e.geturl() or url)[0], 304, e.headers, b"")
-    status = f"HTTP {e.code} {e.reason}".rstrip()
-    if e.code == 429 or 500 <= e.code < 600:
-        raise _Retry(status, verb="fetch", retry_after=_retry_after(e.headers))
+def _split(url: str, current: str) -> tuple[str, str, int, str]:
+    """``(scheme, host, port, path?query)`` of ``current`` (``SourceError`` for a malformed URL)."""
+    try:
+        parts = urlsplit(current)
+        port = parts.port
+    except ValueError as e:  # "http://[::1", "http://h:port/"
+        raise SourceError(f"could not fetch {url}: invalid URL ({e})") from None
+    scheme = parts.scheme.lower()
+    if not parts.hostname:
+        raise SourceError(f"could not fetch {url}: invalid URL (no host)")
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return scheme, parts.hostname, port or (443 if scheme == "https" else 80), path
+
+
+def _answer(url: str, current: str, resp: http.client.HTTPResponse, options: FetchOptions) -> Response | str:
+    """A 2xx (its body read) or a 304 is a ``Response``; a redirect gives its Location; 429 and 5xx
+    are retried; anything else is final."""
+    final = urldefrag(current)[0]
+    location = resp.getheader("Location")
+    if resp.status in _REDIRECTS and location:
+        return location.strip()
+    if resp.status == 304:
+        return Response(final, 304, resp.msg, b"")
+    if 200 <= resp.status < 300:
+        return Response(final, resp.status, resp.msg, _read_capped(resp, final, options.max_bytes))
+    status = f"HTTP {resp.status} {resp.reason}".rstrip()
+    if resp.status == 429 or 500 <= resp.status < 600:
+        raise _Retry(status, verb="fetch", retry_after=_retry_after(resp.msg))
     raise SourceError(f"could not fetch {url}: {status}")
 
 
 def _connection_error(url: str, reason: object, options: FetchOptions) -> Exception:
-    """Turn what urllib met under the HTTP layer into a retry or a final ``SourceError``."""
+    """Turn what the HTTP client met under the HTTP layer into a retry or a final ``SourceError``."""
     if isinstance(reason, ConnectionRefusedError):
         return _Retry("connection refused")
     if isinstance(reason, (TimeoutError, socket.timeout)):
@@ -151,7 +299,7 @@ def _connection_error(url: str, reason: object, options: FetchOptions) -> Except
         return _Retry(f"connection broken ({type(reason).__name__})")
     if isinstance(reason, OSError):
         return _Retry(reason.strerror or str(reason) or type(reason).__name__)
-    return SourceError(f"could not fetch {url}: {reason}")  # e.g. "unknown url type"
+    return SourceError(f"could not fetch {url}: {reason}")
 
 
 def _retry_after(headers: email.message.Message | None) -> float | None:
@@ -173,7 +321,7 @@ def _retry_after(headers: email.message.Message | None) -> float | None:
 
 def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int) -> bytes:
     """The body, refusing (by Content-Length, else while reading) anything past ``limit`` bytes."""
-    length = resp.headers.get("Content-Length", "").strip()
+    length = (resp.getheader("Content-Length") or "").strip()
     if length.isdigit() and int(length) > limit:
         raise SourceError(f"{url} is {human_bytes(int(length))}, larger than the {human_bytes(limit)} limit (max_bytes)")
     chunks, total = [], 0
@@ -185,16 +333,32 @@ def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-class _RedirectHandler(urllib.request.HTTPRedirectHandler):
-    """Follow redirects to http(s) only (urllib would also follow one to ftp://)."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
-        if urlsplit(newurl).scheme.lower() not in ("http", "https"):
-            raise urllib.error.HTTPError(newurl, code, f"redirect to {newurl} refused (not http/https)", headers, fp)
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+# -- the connection ---------------------------------------------------------------------------------
 
 
-def _opener() -> urllib.request.OpenerDirector:
-    # built per request: ProxyHandler reads the *_proxy environment variables when it is made
-    return urllib.request.build_opener(_RedirectHandler)
+class _Connection(http.client.HTTPConnection):
+    """An HTTP or HTTPS connection made by ``policy.connect`` (so only to an allowed address),
+    whose socket keeps to the try's deadline and the minimum rate."""
 
+    def __init__(
+        self, scheme: str, host: str, port: int, options: FetchOptions, rules: policy.FetchPolicy, clock: policy.Clock
+    ) -> None:
+        super().__init__(host, port, timeout=options.timeout)
+        self.default_port = 443 if scheme == "https" else 80  # the Host header names only other ports
+        self._tls, self._options, self._rules, self._clock = scheme == "https", options, rules, clock
+
+    def connect(self) -> None:
+        sock = policy.connect(self.host, self.port, self._rules, self._clock.timeout())
+        try:
+            if self._tls:
+                sock.settimeout(self._clock.timeout())
+                sock = _tls_context().wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = policy.MeteredSocket(sock, self._clock, self._options.min_rate, self._options.min_rate_grace)
+
+
+@lru_cache(maxsize=1)
+def _tls_context() -> ssl.SSLContext:
+    return ssl.create_default_context()

@@ -339,6 +339,8 @@ BAD = {"corrupt.pdf": "extract", "binary.txt": "extract", "latin1.txt": "extract
 
 def test_bad_inputs_are_recorded_and_the_batch_goes_on(kb, kb_home, tenant, tmp_path, http_404):
     env = _env(kb_home, tenant)
+    (tmp_path / "kbctl.toml").write_text('[fetch]\nallow_hosts = ["127.0.0.1"]\n')  # loopback is refused by default
+    env["KBCTL_CONFIG"] = str(tmp_path / "kbctl.toml")
     batch = tmp_path / "batch"
     shutil.copytree(FIXTURES, batch)
     unreachable = _closed_port_url()

@@ -1,7 +1,7 @@
 """The fetch stage: folder walks, ignore rules, symlinks, limits, stdin, HTTP, feeds.
 
 HTTP tests run against a ThreadingHTTPServer on 127.0.0.1 with an ephemeral port; nothing leaves
-the machine.
+the machine. Loopback is refused by default (see test_fetch_policy.py), so their options opt in.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from kbctl.sources.url import _retry_after, backoff_delay
 from kbctl.types import ItemError, Source
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fetch"
-FAST = FetchOptions(timeout=5, retries=2, backoff_base=0.001, backoff_jitter=0.0, retry_after_cap=0.01)
+FAST = FetchOptions(timeout=5, retries=2, backoff_base=0.001, backoff_jitter=0.0, retry_after_cap=0.01, allow_hosts=("127.0.0.1",))
 
 
 def make_tree(root: Path, files: dict[str, str]) -> Path:
@@ -162,9 +162,13 @@ def test_symlinked_folder_and_file_are_followed_with_walked_identity(tmp_path):
     root.mkdir()
     (root / "current").symlink_to(tmp_path / "store" / "v2", target_is_directory=True)
     (root / "link.md").symlink_to(tmp_path / "store" / "v2" / "x.md")
-    got = list(fetch([str(root)]))
+    got = list(fetch([str(root)], options=FetchOptions(follow_symlinks=True)))  # they lead out of kb/
     assert [s.uri for s in got] == [f"file://{root}/current/x.md", f"file://{root}/link.md"]
     assert all(s.content == b"two" for s in got)
+    inside = make_tree(tmp_path / "kb2", {"store/v2/x.md": "two"})
+    (inside / "current").symlink_to(inside / "store" / "v2", target_is_directory=True)
+    got = list(fetch([str(inside)], include=["current/"]))  # links inside the folder are followed by default
+    assert [s.uri for s in got] == [f"file://{inside}/current/x.md"]
 
 
 def test_unreadable_file_yields_item_error_and_walk_goes_on(tmp_path, monkeypatch):
@@ -241,6 +245,20 @@ def test_media_types():
     assert guess_media_type("a.atom") == "application/atom+xml"
     assert guess_media_type("a.eml") == "message/rfc822"
     assert guess_media_type("dir.d/README") is None
+
+
+def test_fetch_and_extract_share_one_media_type_table(tmp_path, monkeypatch):
+    from kbctl.extract.detect import SUPPORTED_SUFFIXES, guess_media_type as extract_guess
+
+    monkeypatch.setattr("mimetypes.guess_type", lambda *a, **k: (None, None))  # not the host's table
+    assert FetchOptions().extractable == SUPPORTED_SUFFIXES
+    for suffix in SUPPORTED_SUFFIXES:
+        assert guess_media_type("a" + suffix) == extract_guess("a" + suffix) is not None, suffix
+    make_tree(tmp_path, {"page.xhtml": "<html/>", "feed.rdf": "<rdf:RDF/>"})
+    assert {s.metadata["path"]: s.media_type for s in fetch([str(tmp_path)])} == {
+        "feed.rdf": "application/rdf+xml",
+        "page.xhtml": "application/xhtml+xml",
+    }
 
 
 def test_iter_files_and_list_uris_do_not_read_contents(tmp_path, monkeypatch):
@@ -400,7 +418,7 @@ def test_timeout_is_retried_then_reported(server):
         return page("late")
 
     server.routes["/slow"] = slow
-    opts = FetchOptions(timeout=0.1, retries=1, backoff_base=0.001)
+    opts = FetchOptions(timeout=0.1, retries=1, backoff_base=0.001, allow_private=True)
     (err,) = fetch([server.url("/slow")], options=opts)
     assert err.message == f"could not reach {server.url('/slow')}: timed out after 0.1 s after 2 tries"
 
@@ -408,7 +426,7 @@ def test_timeout_is_retried_then_reported(server):
 def test_oversize_bodies_are_item_errors(server):
     server.routes["/big"] = page("x" * 5000)
     server.routes["/stream"] = (200, {"Content-Type": "text/plain"}, b"y" * 200_000)  # no Content-Length
-    opts = FetchOptions(max_bytes=1000, retries=0)
+    opts = FetchOptions(max_bytes=1000, retries=0, allow_private=True)
     big, stream = fetch([server.url("/big"), server.url("/stream")], options=opts)
     assert big.message == f"{server.url('/big')} is 4.88 KB, larger than the 1000 bytes limit (max_bytes)"
     assert stream.message == f"{server.url('/stream')} is larger than the 1000 bytes limit (max_bytes); stopped reading"

@@ -1,0 +1,43 @@
+"""The one table of file suffixes kbctl reads and their media types.
+
+The fetch stage uses it to pick the files of a folder walk and to label what it fetched; the
+extract stage uses it to tell formats apart. Keeping one table means fetch never takes a suffix
+that extract cannot read, and both name a file's type the same way. Our own table wins over
+``mimetypes``, whose answers depend on the host's ``/etc/mime.types``.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+
+__all__ = ["MEDIA_TYPES", "SUFFIXES", "guess_media_type"]
+
+#: Suffix (lower case, with the dot) → media type, for every suffix an extractor reads.
+MEDIA_TYPES: dict[str, str] = {
+    ".txt": "text/plain",
+    ".text": "text/plain",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".xhtml": "application/xhtml+xml",
+    ".pdf": "application/pdf",
+    ".eml": "message/rfc822",
+    ".mbox": "application/mbox",
+    ".rss": "application/rss+xml",
+    ".atom": "application/atom+xml",
+    ".rdf": "application/rdf+xml",
+    ".xml": "application/xml",
+}
+
+#: The suffixes of ``MEDIA_TYPES``.
+SUFFIXES: frozenset[str] = frozenset(MEDIA_TYPES)
+
+
+def guess_media_type(name: str) -> str | None:
+    """The media type of a file name or path from its suffix (``None`` when unknown)."""
+    dot = name.rfind(".")
+    suffix = name[dot:].lower() if dot > name.rfind("/") else ""
+    if suffix in MEDIA_TYPES:
+        return MEDIA_TYPES[suffix]
+    return mimetypes.guess_type("x" + suffix, strict=False)[0] if suffix else None
