@@ -43,7 +43,7 @@ def _agreement(kb, namespace: str, qvecs, filters=(), ef_search: int | None = No
         kept = conn.execute(sql.SQL("SELECT count(*) FROM kbctl.chunks c WHERE c.namespace_id = %s AND {}").format(fsql),
                             [ns.id, *fp]).fetchone()[0]
     return {"namespace": namespace, "filter": " ".join(filters) or "none",
-            "ef_search": ef_search or int(prof.hnsw["ef_search"]), "rows": rows, "rows kept": kept,
+            "ef_search": ef_search or prof.hnsw.ef_search, "rows": rows, "rows kept": kept,
             "queries": len(qvecs), "top-10 agreement": float(np.mean(overlaps)), "min agreement": float(np.min(overlaps)),
             "queries < 10 (HNSW)": short_h, "queries < 10 (exact)": short_e,
             "paths": ", ".join(sorted({f"{a}/{b}" for a, b in paths}))}

@@ -50,10 +50,10 @@ def chunk_document(doc: Document, profile: Profile, tok: Tokenizer | None = None
     defaults to the profile's embedder.
     """
     tok = tok or get_tokenizer(profile)
-    if profile.chunk.get("strategy") == "semantic":
+    if profile.chunk.strategy == "semantic":
         return _semantic(doc, profile, tok, embed)
-    size = int(profile.chunk["size"])
-    overlap = int(profile.chunk["overlap"])
+    size = profile.chunk.size
+    overlap = profile.chunk.overlap
     chunks: list[Chunk] = []
     for heading, page, blocks in _sections(doc.blocks):
         header = _header(doc.title, heading)
@@ -88,7 +88,7 @@ def _semantic(doc: Document, profile: Profile, tok: Tokenizer, embed) -> list[Ch
         from .embed import get_embedder
 
         embed = get_embedder(profile).embed_documents
-    size, threshold = int(profile.chunk["size"]), float(profile.chunk["semantic_threshold"])
+    size, threshold = profile.chunk.size, profile.chunk.semantic_threshold
     chunks: list[Chunk] = []
     for heading, page, blocks in _sections(doc.blocks):
         header = _header(doc.title, heading)

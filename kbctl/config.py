@@ -8,12 +8,13 @@ exist in the packaged defaults; an unknown key is a ``ConfigError`` that suggest
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -24,7 +25,18 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Settings", "Profile", "load_settings", "default_config_path", "FINGERPRINT_KEYS"]
+__all__ = [
+    "Settings",
+    "Profile",
+    "ChunkSettings",
+    "HnswSettings",
+    "LexicalSettings",
+    "SearchSettings",
+    "RerankSettings",
+    "load_settings",
+    "default_config_path",
+    "FINGERPRINT_KEYS",
+]
 
 # Keys whose values decide what a vector means: two profiles that agree on them make compatible vectors.
 FINGERPRINT_KEYS = (
@@ -44,6 +56,7 @@ ENV_KEYS = {
     "KBCTL_HOME": ("database", "home"),
     "KBCTL_TENANT": ("defaults", "tenant"),
     "KBCTL_PROFILE": ("defaults", "profile"),
+    "KBCTL_MODEL_CACHE": ("models", "cache_dir"),
 }
 
 
@@ -54,6 +67,167 @@ def default_config_path() -> Path:
         if p.exists():
             return p
     raise ConfigError("packaged default.toml is missing", hint="reinstall kbctl")
+
+
+# The enums of the profile's parts (a unit test keeps them equal to the search modules' own).
+CHUNK_STRATEGIES = ("structure", "semantic")
+SEARCH_MODES = ("auto", "dense", "lexical", "hybrid")
+FUSIONS = ("rrf", "convex")
+# Reranker kinds a profile may name ("" is off); ``kbctl.search.rerank.register_reranker`` adds to it.
+RERANK_KINDS = {"", "cross-encoder"}
+
+
+@dataclass(frozen=True)
+class ChunkSettings:
+    """``[profile.chunk]``: how documents are cut into chunks (part of every source's hash)."""
+
+    size: int
+    overlap: int
+    strategy: str
+    semantic_threshold: float
+
+    def _check(self, where: str) -> None:
+        _range(where, "chunk.size", self.size, 16)
+        _range(where, "chunk.overlap", self.overlap, 0)
+        if self.overlap >= self.size:
+            raise ConfigError(f"{where}: chunk.overlap ({self.overlap}) must be less than chunk.size ({self.size})")
+        _one_of(where, "chunk.strategy", self.strategy, CHUNK_STRATEGIES)
+        _range(where, "chunk.semantic_threshold", self.semantic_threshold, -1, 1)
+
+
+@dataclass(frozen=True)
+class HnswSettings:
+    """``[profile.hnsw]``: pgvector HNSW build and query parameters, within pgvector's limits."""
+
+    m: int
+    ef_construction: int
+    ef_search: int
+    exact_threshold: int
+    max_scan_tuples: int
+
+    def _check(self, where: str) -> None:
+        _range(where, "hnsw.m", self.m, 2, 100)
+        _range(where, "hnsw.ef_construction", self.ef_construction, 4, 1000)
+        if self.ef_construction < 2 * self.m:
+            raise ConfigError(
+                f"{where}: hnsw.ef_construction ({self.ef_construction}) must be at least 2 * hnsw.m ({2 * self.m})",
+                hint="pgvector refuses to build the index otherwise",
+            )
+        _range(where, "hnsw.ef_search", self.ef_search, 1, 1000)
+        _range(where, "hnsw.exact_threshold", self.exact_threshold, 0)
+        _range(where, "hnsw.max_scan_tuples", self.max_scan_tuples, 1)
+
+
+@dataclass(frozen=True)
+class LexicalSettings:
+    """``[profile.lexical]``: BM25 parameters and text analysis."""
+
+    k1: float
+    b: float
+    language: str
+    title_weight: float
+    max_edit_distance: int
+
+    def _check(self, where: str) -> None:
+        _range(where, "lexical.k1", self.k1, 0)
+        _range(where, "lexical.b", self.b, 0, 1)
+        if self.language != "none":
+            import Stemmer
+
+            try:
+                Stemmer.Stemmer(self.language)
+            except KeyError:
+                raise ConfigError(
+                    f"{where}: lexical.language {self.language!r} has no Snowball stemmer",
+                    hint=f"use 'none' or one of: {', '.join(Stemmer.algorithms())}",
+                ) from None
+        _range(where, "lexical.title_weight", self.title_weight, 0)
+        _range(where, "lexical.max_edit_distance", self.max_edit_distance, 0)
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """``[profile.search]``: the defaults of every query (``SearchOptions`` overrides them per query)."""
+
+    mode: str
+    k: int
+    candidates: int
+    fusion: str
+    rrf_k: int
+    dense_weight: float
+    per_doc: int
+    dedupe_threshold: float
+
+    def _check(self, where: str) -> None:
+        _one_of(where, "search.mode", self.mode, SEARCH_MODES)
+        _range(where, "search.k", self.k, 1)
+        _range(where, "search.candidates", self.candidates, 1)
+        _one_of(where, "search.fusion", self.fusion, FUSIONS)
+        _range(where, "search.rrf_k", self.rrf_k, 0)
+        _range(where, "search.dense_weight", self.dense_weight, 0, 1)
+        _range(where, "search.per_doc", self.per_doc, 0)
+        _range(where, "search.dedupe_threshold", self.dedupe_threshold, 0, 1)
+
+
+@dataclass(frozen=True)
+class RerankSettings:
+    """``[profile.rerank]``: the optional reranker of the fused candidates."""
+
+    kind: str
+    model: str
+    top_n: int
+
+    def _check(self, where: str) -> None:
+        _one_of(where, "rerank.kind", self.kind, sorted(RERANK_KINDS))
+        if self.kind == "cross-encoder" and not self.model:
+            raise ConfigError(f"{where}: rerank.kind is 'cross-encoder' but rerank.model is empty",
+                              hint="name a cross-encoder model or a local path")
+        _range(where, "rerank.top_n", self.top_n, 1)
+
+
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def _part(cls: type, where: str, part: str, table: Any) -> Any:
+    """One settings dataclass from its merged TOML table, every key present and of its field's type.
+
+    An int is accepted where a float is expected and kept as written, so what hashes it (a source's
+    version) is the same as when the parts were plain tables.
+    """
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where}: '{part}' must be a table")
+    names = [f.name for f in fields(cls)]
+    for key in table:
+        if key not in names:
+            raise ConfigError(f"{where}: unknown key '{part}.{key}'", hint=_suggest(key, names))
+    values = {}
+    for f in fields(cls):
+        if f.name not in table:
+            raise ConfigError(f"{where}: missing key '{part}.{f.name}'")
+        values[f.name] = _typed(where, f"{part}.{f.name}", _TYPES[str(f.type)], table[f.name])
+    settings = cls(**values)
+    settings._check(where)
+    return settings
+
+
+def _typed(where: str, key: str, want: type, value: Any) -> Any:
+    ok = isinstance(value, (int, float) if want is float else want)
+    if want is not bool and isinstance(value, bool):
+        ok = False
+    if not ok:
+        raise ConfigError(f"{where}: '{key}' must be {want.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _range(where: str, key: str, value: float, lo: float | None = None, hi: float | None = None) -> None:
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        span = f"in {lo}..{hi}" if lo is not None and hi is not None else f">= {lo}" if lo is not None else f"<= {hi}"
+        raise ConfigError(f"{where}: {key} must be {span}, got {value}")
+
+
+def _one_of(where: str, key: str, value: str, allowed: Any) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{where}: {key} must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -73,11 +247,14 @@ class Profile:
     batch_size: int
     precision: str
     allow_download: bool
-    chunk: Mapping[str, Any] = field(default_factory=dict)
-    hnsw: Mapping[str, Any] = field(default_factory=dict)
-    lexical: Mapping[str, Any] = field(default_factory=dict)
-    search: Mapping[str, Any] = field(default_factory=dict)
-    rerank: Mapping[str, Any] = field(default_factory=dict)
+    chunk: ChunkSettings
+    hnsw: HnswSettings
+    lexical: LexicalSettings
+    search: SearchSettings
+    rerank: RerankSettings
+    # Where this machine keeps the profile's exported models and ``auto`` decision (``<home>/models``
+    # when resolved from settings). Not part of the pin: it says where, not what a vector means.
+    cache_dir: str = field(default="", compare=False)
 
     @property
     def pin(self) -> dict[str, Any]:
@@ -93,6 +270,7 @@ class Profile:
     @classmethod
     def from_table(cls, name: str, t: Mapping[str, Any]) -> "Profile":
         """Build a profile from a merged TOML table, checking types and values."""
+        where = f"profile {name!r}"
         p = cls(
             name=name,
             embedder=str(t["embedder"]),
@@ -107,11 +285,11 @@ class Profile:
             batch_size=int(t["batch_size"]),
             precision=str(t["precision"]),
             allow_download=bool(t["allow_download"]),
-            chunk=dict(t["chunk"]),
-            hnsw=dict(t["hnsw"]),
-            lexical=dict(t["lexical"]),
-            search=dict(t["search"]),
-            rerank=dict(t["rerank"]),
+            chunk=_part(ChunkSettings, where, "chunk", t["chunk"]),
+            hnsw=_part(HnswSettings, where, "hnsw", t["hnsw"]),
+            lexical=_part(LexicalSettings, where, "lexical", t["lexical"]),
+            search=_part(SearchSettings, where, "search", t["search"]),
+            rerank=_part(RerankSettings, where, "rerank", t["rerank"]),
         )
         p._check()
         return p
@@ -126,9 +304,7 @@ class Profile:
             raise ConfigError(f"{where}: distance must be cosine, l2 or ip, not {self.distance!r}")
         if self.precision not in ("fp32", "bf16", "onnx-int8", "onnx-fp32", "auto"):
             raise ConfigError(f"{where}: precision must be fp32, bf16, onnx-int8, onnx-fp32 or auto")
-        size, overlap = int(self.chunk["size"]), int(self.chunk["overlap"])
-        if size < 16 or overlap < 0 or overlap >= size:
-            raise ConfigError(f"{where}: chunk size must be >= 16 and overlap in [0, size)")
+        size = self.chunk.size
         if size > self.max_tokens:
             raise ConfigError(
                 f"{where}: chunk.size {size} exceeds max_tokens {self.max_tokens}",
@@ -162,6 +338,12 @@ class Settings:
         return Path(platformdirs.user_data_dir("kbctl")).resolve()
 
     @property
+    def model_cache(self) -> Path:
+        """Where exported models and ``precision = "auto"`` decisions live: ``models.cache_dir``, else ``<home>/models``."""
+        d = self.data.get("models", {}).get("cache_dir", "")
+        return Path(d).expanduser().resolve() if d else self.home / "models"
+
+    @property
     def tenant(self) -> str:
         return str(self.data["defaults"]["tenant"])
 
@@ -172,7 +354,7 @@ class Settings:
         if name not in profiles:
             raise ConfigError(f"unknown profile {name!r}", hint=_suggest(name, profiles) or f"known: {', '.join(profiles)}")
         merged = _merge(copy.deepcopy(dict(self.data["profile"])), profiles[name])
-        return Profile.from_table(name, merged)
+        return dataclasses.replace(Profile.from_table(name, merged), cache_dir=str(self.model_cache))
 
     def profile_names(self) -> list[str]:
         return list(self.data.get("profiles", {}))

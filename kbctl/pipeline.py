@@ -1,8 +1,24 @@
-"""``ingest``: fetch → extract → chunk → embed → store → verify, as one stream.
+"""``ingest``: fetch → extract → chunk → embed → store → verify, under the namespace lock and the run ledger.
 
-This is the only module that knows the order of the stages. A producer thread fetches, extracts
-and chunks sources into a bounded queue while the calling thread embeds and stores, so the model is
-not idle waiting for input and memory does not grow with the corpus.
+This is the only module that knows the order of the stages, and the only one that opens and closes
+runs in the ledger. Every way in is an ``IngestRun`` handed to ``run``; only where the stream
+enters differs::
+
+    caller                                      IngestRun           stages
+    KnowledgeBase.ingest, kbctl ingest          targets             fetch → extract → … → verify
+    KnowledgeBase.ingest_records                sources (records)   extract → chunk → … → verify
+    KnowledgeBase.store, kbctl store (NDJSON)   items (embedded)    store → verify
+
+``run`` takes the namespace lock (not for a plan), opens a run row, streams the stages, records
+the items that failed and closes the row ``ok`` or ``partial``. A run that ends in an exception is
+closed ``failed``; one stopped by Ctrl-C or SIGTERM, ``interrupted``; one killed outright (SIGKILL)
+stays ``running`` until the next run of its namespace starts and marks it ``interrupted``. The
+NDJSON commands ``kbctl extract`` and ``kbctl chunk`` call ``extract_source`` and ``chunk_source``,
+so an item fails the same way, with the same ``ItemError``, on every path.
+
+A producer thread fetches, extracts and chunks sources into a bounded queue while the calling
+thread embeds and stores (``writer.Writer``), so the model is not idle waiting for input and memory
+does not grow with the corpus.
 
 Incremental by construction:
 
@@ -16,26 +32,36 @@ A run killed at any point leaves whole documents only; running again converges.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
+import os
 import queue
+import signal
 import threading
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence
 
 from .chunk import chunk_document
 from .config import Profile
-from .embed import get_embedder, get_tokenizer
-from .errors import KbctlError, LockTimeout
-from .search.analyze import get_analyzer
-from .store import Namespace, cached_vectors, stored_uris_of_source, delete_documents, source_versions, stored_hashes, stored_uris, write_documents
-from .types import Chunk, Document, EmbeddedChunk, ItemError, Source
+from .embed import get_tokenizer
+from .errors import KbctlError, UsageError
+from .store import Namespace, chunk_count_of, delete_documents, source_versions, stored_uris
+from .store import runs as runs_store
+from .types import Document, ItemError, Source, content_hash
+from .writer import Item, consume
 
 log = logging.getLogger(__name__)
 
-__all__ = ["IngestOptions", "RunReport", "run_ingest", "consume", "Item", "source_hash", "content_sha", "Progress"]
+__all__ = [
+    "STAGES", "PROGRESS_STAGES", "IngestOptions", "IngestRun", "RunReport", "run", "consume", "Item",
+    "extract_source", "chunk_source", "source_hash", "Progress",
+]
+
+STAGES = ("fetch", "extract", "chunk", "embed", "store", "verify")
+PROGRESS_STAGES = ("extract", "embed", "store")  # the stages whose items progress events count
 
 Progress = Callable[[str, dict], None]
 
@@ -50,6 +76,31 @@ class IngestOptions:
     follow_links: bool = False
     batch_documents: int = 64
     queue_size: int = 256
+
+
+@dataclass(frozen=True, eq=False)
+class IngestRun:
+    """One run as asked for: into which namespace, with which profile, from where, and how.
+
+    The stream enters at fetch with ``targets``, at extract with ``sources`` (records made into
+    ``Source``s), or at store with ``items`` (embedded upstream); ``targets`` also names the run in
+    the ledger. ``feed_state(conn, namespace)`` keeps feeds' ETags between runs; ``command`` is the
+    ledger's name for the run.
+    """
+
+    namespace: Namespace
+    profile: Profile
+    targets: tuple[str, ...] = ()
+    sources: Iterable[Source | ItemError] | None = None
+    items: Iterable[Item | ItemError] | None = None
+    command: str = "ingest"
+    options: IngestOptions = IngestOptions()
+    fetch_options: Any = None  # a sources.options.FetchOptions; fetch's defaults when None
+    stdin: BinaryIO | None = None
+    feed_state: Callable[[Any, Namespace], Any] | None = None
+    retry_failed: bool = False
+    verify: bool = True
+    progress: Progress | None = None
 
 
 @dataclass
@@ -84,59 +135,145 @@ class RunReport:
         return d
 
 
-def content_sha(content: bytes) -> str:
-    return hashlib.sha256(content).hexdigest()
-
-
 def source_hash(sha: str, profile: Profile) -> str:
     """Version of a source: the hash of its bytes and the settings that decide its chunks."""
-    settings = json.dumps([dict(profile.chunk), profile.max_tokens, profile.fingerprint], sort_keys=True)
-    return hashlib.sha256(f"{sha}\x00{settings}".encode()).hexdigest()
+    settings = json.dumps([asdict(profile.chunk), profile.max_tokens, profile.fingerprint], sort_keys=True)
+    return content_hash(f"{sha}\x00{settings}")
 
 
-@dataclass(frozen=True, eq=False)
-class Item:
-    """One source after extract and chunk (and, from ``kbctl embed``, with vectors) on its way to store."""
+def run(conn, req: IngestRun, *, connect: Callable[[], Any]) -> RunReport:
+    """Run ``req`` on ``conn``: lock the namespace, open a run, stream the stages, close the run, verify.
 
-    source_uri: str
-    source_hash: str
-    kind: str
-    docs: tuple[tuple[Document, tuple[Chunk, ...]], ...]
-    vectors: Any = None  # {chunk hash: vector} when embedded upstream
-
-
-def run_ingest(
-    conn,
-    ns: Namespace,
-    profile: Profile,
-    sources: Iterable[Source | ItemError],
-    opts: IngestOptions,
-    *,
-    lookup_conn,
-    covered: Callable[[str], bool] | None = None,
-    run_id: int | None = None,
-    progress: Progress | None = None,
-) -> RunReport:
-    """Ingest a stream of sources into ``ns`` (already locked by the caller when writing).
-
-    ``lookup_conn`` is a second connection, used only by the producer thread to look up stored
-    source versions (a psycopg connection must not be used by two threads at once).
+    ``connect()`` opens the second connection the producer thread uses to look up stored source
+    versions (a psycopg connection must not be used by two threads at once).
     """
+    req, retried = _with_retried(conn, req)
+    if not req.targets and req.sources is None and req.items is None:
+        raise UsageError("nothing to ingest", hint="give files, folders, URLs or - for stdin")
+    opts, ns = req.options, req.namespace
+    with nullcontext() if opts.plan else runs_store.namespace_lock(conn, ns, wait=not opts.no_wait):
+        if not opts.plan:  # the auto decision and ONNX export, made here once so a first search finds them
+            from .embed import prepare
+
+            prepare(req.profile)
+        report = _ledgered(conn, req, retried, connect)
+        if req.verify and not opts.plan:
+            from .verify import verify_namespace
+
+            report.verify = verify_namespace(conn, ns, req.profile).to_json()
+    return report
+
+
+def _ledgered(conn, req: IngestRun, retried: list[str], connect) -> RunReport:
+    """Stream the stages inside a run of the ledger: opened first, closed however the stream ends."""
+    ns, plan = req.namespace, req.options.plan
+    options = {"targets": list(req.targets), "sync": req.options.sync}
+    run_id = None if plan else runs_store.start_run(conn, ns, req.command, options)
+    report = RunReport(run_id=run_id, namespace=ns.name, plan=plan)
     t0 = time.perf_counter()
-    emit = progress or (lambda event, data: None)
-    report = RunReport(run_id=run_id, namespace=ns.name, plan=opts.plan)
+    try:
+        with _sigterm_interrupts():
+            _stream(conn, req, report, connect)
+    except BaseException as e:
+        report.seconds = time.perf_counter() - t0
+        if run_id is not None:
+            _close_quietly(conn, ns, report, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+        raise
+    report.seconds = time.perf_counter() - t0
+    if run_id is not None:
+        if retried:  # the ledger names sources by URI (file://…), not by the target given
+            runs_store.mark_retried(conn, ns, retried)
+        _close(conn, ns, report, "ok" if not report.errors else "partial")
+    return report
+
+
+def _close(conn, ns: Namespace, report: RunReport, status: str) -> None:
+    runs_store.record_errors(conn, ns, report.run_id, report.errors)
+    runs_store.finish_run(conn, ns, report.run_id, status, report.to_json())
+
+
+def _close_quietly(conn, ns: Namespace, report: RunReport, status: str) -> None:
+    """Close a run that is ending in an exception; a failure here must not hide that exception."""
+    try:
+        _close(conn, ns, report, status)
+    except Exception as e:  # the database may be what failed; the next run marks this one instead
+        log.warning("could not mark run %s %s: %s", report.run_id, status, e)
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops a run the way Ctrl-C does, so the ledger marks it interrupted on the way out.
+
+    Only in the main thread, and only when nothing else handles SIGTERM (an application's own
+    handler is left alone).
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt("terminated")
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _with_retried(conn, req: IngestRun) -> tuple[IngestRun, list[str]]:
+    """With ``retry_failed``, the sources that failed in the last run join the targets."""
+    if not req.retry_failed or req.namespace.id <= 0:
+        return req, []
+    retried = runs_store.failed_sources(conn, req.namespace)
+    targets = list(req.targets)
+    targets += [_target_of(s) for s in retried if _target_of(s) not in targets]
+    return replace(req, targets=tuple(targets)), retried
+
+
+def _stream(conn, req: IngestRun, report: RunReport, connect) -> None:
+    emit = req.progress or (lambda event, data: None)
+    ns, prof, opts = req.namespace, req.profile, req.options
+    if req.items is not None:  # embedded upstream: the store stage only
+        consume(conn, ns, prof, _unless_stored(conn, ns, req.items), report, opts, report.run_id, emit)
+        return
+    lookup = connect()
+    try:
+        sources, state = _sources(lookup, req)
+        covered = _covered(req.targets) if req.sources is None else None
+        _produce_and_consume(conn, lookup, req, sources, covered, report, emit)
+        if state is not None:  # feeds' new ETags are kept only once their entries are stored
+            state.commit()
+    finally:
+        lookup.close()
+
+
+def _sources(lookup, req: IngestRun) -> tuple[Iterable[Source | ItemError], Any]:
+    """The stream's input and the feed state to commit: the sources given, or the targets fetched."""
+    if req.sources is not None:
+        return req.sources, None
+    from .fetch import fetch
+
+    o = req.options
+    state = req.feed_state(lookup, req.namespace) if req.feed_state and req.namespace.id > 0 and not o.plan else None
+    it = fetch(req.targets, include=o.include, exclude=o.exclude, follow_links=o.follow_links, state=state,
+               stdin=req.stdin, options=req.fetch_options)
+    return it, state
+
+
+def _produce_and_consume(conn, lookup, req: IngestRun, sources, covered, report: RunReport, emit) -> None:
+    """Fetch, extract and chunk in a producer thread; embed and store here; then ``--sync``."""
+    ns, profile, opts = req.namespace, req.profile, req.options
     seen_sources: set[str] = set()
     q: queue.Queue = queue.Queue(maxsize=opts.queue_size)
     producer = threading.Thread(
-        target=_produce, args=(lookup_conn, ns, profile, sources, q, seen_sources, emit), daemon=True, name="kbctl-extract"
+        target=_produce, args=(lookup, ns, profile, sources, q, seen_sources, emit), daemon=True, name="kbctl-extract"
     )
     producer.start()
-    consume(conn, ns, profile, _drain(q), report, opts, run_id, emit)
+    consume(conn, ns, profile, _drain(q), report, opts, report.run_id, emit)
     producer.join()
     if opts.sync and covered is not None:
         _sync(conn, ns, report, seen_sources, covered, opts.plan, emit)
-    report.seconds = time.perf_counter() - t0
-    return report
 
 
 def _drain(q: queue.Queue) -> Iterator:
@@ -149,30 +286,23 @@ def _drain(q: queue.Queue) -> Iterator:
         yield item
 
 
-def consume(conn, ns: Namespace, profile: Profile, items: Iterable, report: RunReport, opts: IngestOptions, run_id, emit) -> None:
-    """Embed and store a stream of ``Item``s, ``ItemError``s and ("unchanged", n) markers."""
-    writer = _Writer(conn, ns, profile, report, opts, run_id, emit)
+def _unless_stored(conn, ns: Namespace, items: Iterable[Item | ItemError]) -> Iterator:
+    """Items embedded upstream whose source version is stored already become ("unchanged", n)."""
     for item in items:
-        if isinstance(item, ItemError):
-            report.errors.append(item)
-            report.documents["failed"] += 1
-            emit("error", item.to_json())
-        elif isinstance(item, tuple) and item[0] == "unchanged":
-            report.documents["unchanged"] += item[1]
-            emit("unchanged", {"documents": item[1]})
-        else:
-            writer.add(item)
-    writer.flush()
+        if isinstance(item, Item):
+            known = source_versions(conn, ns, [item.source_uri]).get(item.source_uri)
+            if known and known[0] == item.source_hash:
+                yield ("unchanged", len(known[1]))
+                continue
+        yield item
 
 
 def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit) -> None:
     """Fetch, extract and chunk in a background thread; put items on the queue, then None."""
     try:
-        from .extract import extract
-
         tok = get_tokenizer(profile)
         for batch in _batches(sources, 32):
-            for out in _extract_batch(conn, batch, ns, profile, seen, extract, tok, emit):
+            for out in _extract_batch(conn, batch, ns, profile, seen, tok, emit):
                 q.put(out)
     except BaseException as e:  # hand anything unexpected to the consumer thread
         q.put(e)
@@ -180,8 +310,8 @@ def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit) -
         q.put(None)
 
 
-def _extract_batch(conn, batch, ns, profile, seen, extract, tok, emit) -> Iterator:
-    hashes = {s.uri: source_hash(content_sha(s.content), profile) for s in batch if isinstance(s, Source)}
+def _extract_batch(conn, batch, ns, profile, seen, tok, emit) -> Iterator:
+    hashes = {s.uri: source_hash(content_hash(s.content), profile) for s in batch if isinstance(s, Source)}
     known = source_versions(conn, ns, list(hashes))
     for s in batch:
         if isinstance(s, ItemError):
@@ -194,22 +324,38 @@ def _extract_batch(conn, batch, ns, profile, seen, extract, tok, emit) -> Iterat
             seen.update(known[s.uri][1])
             yield ("unchanged", len(known[s.uri][1]))
             continue
-        try:
-            docs = extract(s)
-        except KbctlError as e:
-            yield ItemError("extract", s.uri, type(e).__name__, e.message)
-            continue
-        except Exception as e:  # an extractor bug must not stop the batch
-            log.exception("extractor failed on %s", s.uri)
-            yield ItemError("extract", s.uri, type(e).__name__, str(e) or type(e).__name__)
-            continue
-        try:
-            chunked = tuple((d, tuple(chunk_document(d, profile, tok))) for d in docs)
-        except Exception as e:
-            yield ItemError("chunk", s.uri, type(e).__name__, str(e))
+        docs = extract_source(s)
+        chunked = docs if isinstance(docs, ItemError) else chunk_source(s.uri, docs, profile, tok)
+        if isinstance(chunked, ItemError):
+            yield chunked
             continue
         emit("extracted", {"source": s.uri, "documents": len(docs)})
         yield Item(s.uri, h, s.kind, chunked)
+
+
+def extract_source(source: Source) -> tuple[Document, ...] | ItemError:
+    """The extract stage for one source: its documents, or the ``ItemError`` that stands for it."""
+    from .extract import extract
+
+    try:
+        return tuple(extract(source))
+    except Exception as e:  # an extractor bug must not stop the batch either
+        return _item_error("extract", source.uri, e)
+
+
+def chunk_source(source_uri: str, docs: Sequence[Document], profile: Profile, tok) -> tuple | ItemError:
+    """The chunk stage for one source's documents: ``((document, chunks), ...)``, or one ``ItemError``."""
+    try:
+        return tuple((d, tuple(chunk_document(d, profile, tok))) for d in docs)
+    except Exception as e:
+        return _item_error("chunk", source_uri, e)
+
+
+def _item_error(stage: str, source: str, e: Exception) -> ItemError:
+    if isinstance(e, KbctlError):
+        return ItemError(stage, source, type(e).__name__, e.message)
+    log.exception("%s failed on %s", stage, source)
+    return ItemError(stage, source, type(e).__name__, str(e) or type(e).__name__)
 
 
 def _batches(items: Iterable, n: int) -> Iterator[list]:
@@ -223,72 +369,23 @@ def _batches(items: Iterable, n: int) -> Iterator[list]:
         yield batch
 
 
-class _Writer:
-    """Embeds what the cache does not have and writes documents in batches."""
+def _target_of(source_uri: str) -> str:
+    return source_uri[len("file://"):] if source_uri.startswith("file://") else source_uri
 
-    def __init__(self, conn, ns: Namespace, profile: Profile, report: RunReport, opts: IngestOptions, run_id, emit) -> None:
-        self.conn, self.ns, self.profile, self.report, self.opts = conn, ns, profile, report, opts
-        self.run_id, self.emit = run_id, emit
-        self.pending: list[Item] = []
-        self.analyzer = get_analyzer(str(profile.lexical["language"]))
-        self._embedder = None
 
-    def add(self, item: Item) -> None:
-        self.pending.append(item)
-        if sum(len(i.docs) for i in self.pending) >= self.opts.batch_documents:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.pending:
-            return
-        items, self.pending = self.pending, []
-        docs = [(d, c, i) for i in items for d, c in i.docs]
-        old = stored_hashes(self.conn, self.ns, [d.uri for d, _, _ in docs])
-        for d, _, _ in docs:
-            key = "unchanged" if old.get(d.uri) == d.content_hash else ("changed" if d.uri in old else "new")
-            self.report.documents[key] += 1
-        all_chunks = [c for _, cs, _ in docs for c in cs]
-        cache = cached_vectors(self.conn, self.ns, [c.content_hash for c in all_chunks])
-        for i in items:  # vectors computed upstream (kbctl embed) count as embedded there
-            for h, v in (i.vectors or {}).items():
-                cache.setdefault(h, v)
-        todo = {c.content_hash: c for c in all_chunks if c.content_hash not in cache}
-        self.report.chunks["reused"] += len(all_chunks) - sum(1 for c in all_chunks if c.content_hash in todo)
-        if self.opts.plan:
-            self.report.chunks["embedded"] += len(todo)
-            self.report.tokens_to_embed += sum(c.token_count for c in todo.values())
-            return
-        if todo:
-            vecs = self._embed(list(todo.values()))
-            cache.update(vecs)
-            self.report.chunks["embedded"] += len(todo)
-        payload = [(d, [EmbeddedChunk(c, cache[c.content_hash]) for c in cs]) for d, cs, _ in docs]
-        sources = {d.uri: (i.source_uri, i.source_hash) for d, _, i in docs}
-        write_documents(
-            self.conn, self.ns, payload, self.analyzer,
-            title_weight=float(self.profile.lexical["title_weight"]), run_id=self.run_id, sources=sources,
-        )
-        self._drop_stale(items)
-        self.emit("stored", {"documents": len(payload), "chunks": len(all_chunks), "embedded": len(todo)})
-
-    def _drop_stale(self, items: list[Item]) -> None:
-        """Documents a re-read source no longer produces (a message gone from an mbox) leave the store.
-
-        Feed entries are the exception: feeds drop old entries routinely, so those go only with --sync.
-        """
-        for i in items:
-            if i.kind == "feed" and not self.opts.sync:
-                continue
-            now = {d.uri for d, _ in i.docs}
-            stale = [u for u, src in stored_uris_of_source(self.conn, self.ns, i.source_uri) if u not in now]
-            if stale:
-                self.report.documents["removed"] += delete_documents(self.conn, self.ns, stale)
-
-    def _embed(self, chunks: list[Chunk]) -> dict:
-        if self._embedder is None:
-            self._embedder = get_embedder(self.profile)
-        vectors = self._embedder.embed_documents([c.embed_text for c in chunks])
-        return {c.content_hash: v for c, v in zip(chunks, vectors)}
+def _covered(targets: Sequence[str]) -> Callable[[str], bool]:
+    """Which stored source URIs the walked targets speak for (for --sync)."""
+    prefixes, exact = [], set()
+    for t in targets:
+        if t == "-":
+            continue
+        p = Path(t)
+        if p.is_dir():
+            prefixes.append("file://" + os.path.abspath(t).rstrip("/") + "/")
+        elif p.exists() or "://" not in t:
+            exact.add("file://" + os.path.abspath(t))
+        # URLs are never "gone": a fetch that failed or answered 304 yields no source
+    return lambda uri: uri in exact or any(uri.startswith(px) for px in prefixes)
 
 
 def _sync(conn, ns: Namespace, report: RunReport, seen: set[str], covered: Callable[[str], bool], plan: bool, emit) -> None:
@@ -296,11 +393,7 @@ def _sync(conn, ns: Namespace, report: RunReport, seen: set[str], covered: Calla
     gone = [uri for uri, src in stored_uris(conn, ns).items() if covered(src or uri) and (src or uri) not in seen]
     if not gone:
         return
-    n_chunks = conn.execute(
-        "SELECT count(*) FROM kbctl.chunks c JOIN kbctl.documents d ON d.namespace_id = c.namespace_id"
-        " AND d.id = c.document_id WHERE d.namespace_id = %s AND d.uri = ANY(%s)",
-        (ns.id, gone),
-    ).fetchone()[0]
+    n_chunks = chunk_count_of(conn, ns, gone)
     report.documents["removed"] += len(gone)
     report.chunks["deleted"] += int(n_chunks)
     if not plan:

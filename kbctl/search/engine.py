@@ -8,14 +8,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from psycopg import sql
-
 from ..config import Profile
 from ..errors import KbctlError, UsageError
+from ..store import search as store
 from ..store.namespaces import Namespace, check_pin
 from ..types import Hit, SearchResult
-from .analyze import get_analyzer
-from .filters import Filter, filters_sql
+from ..textutil.analyze import get_analyzer
+from .filters import Filter
 from .fuse import fuse
 from .lanes import LaneHit, correct_terms, dense_lane, effective_ef_search, lexical_lane, vocabulary_df
 from .route import route
@@ -60,9 +59,8 @@ def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: s
         raise UsageError(f"unknown mode {opts.mode!r}", hint=f"use one of: {', '.join(MODES)}")
     for ns in namespaces:
         check_pin(ns, profile)
-    s = profile.search
-    k = opts.k or int(s["k"])
-    analyzer = get_analyzer(str(profile.lexical["language"]))
+    k = opts.k or profile.search.k
+    analyzer = get_analyzer(profile.lexical.language)
     strategy = route(query, bool(opts.filters), analyzer)
     names = tuple(n.name for n in namespaces)
     if strategy == "no_match":
@@ -79,7 +77,7 @@ def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: s
 
 def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names, side=None) -> SearchResult:
     s = profile.search
-    depth = max(opts.candidates or int(s["candidates"]), k)
+    depth = max(opts.candidates or s.candidates, k)
     ns_ids = [n.id for n in namespaces]
     lanes: dict[str, list[LaneHit]] = {}
     notes: list[str] = []
@@ -125,15 +123,15 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
             timings["dense_ms"] = (time.perf_counter() - t0) * 1000
     fused = fuse(
         lanes,
-        method=opts.fusion or str(s["fusion"]),
-        rrf_k=opts.rrf_k or int(s["rrf_k"]),
-        dense_weight=opts.dense_weight if opts.dense_weight is not None else float(s["dense_weight"]),
+        method=opts.fusion or s.fusion,
+        rrf_k=opts.rrf_k or s.rrf_k,
+        dense_weight=opts.dense_weight if opts.dense_weight is not None else s.dense_weight,
     )
-    per_doc = opts.per_doc if opts.per_doc is not None else int(s["per_doc"])
+    per_doc = opts.per_doc if opts.per_doc is not None else s.per_doc
     rows = _fetch(conn, [key for key, _ in fused[: max(depth, k)]])
-    use_rerank = opts.rerank if opts.rerank is not None else bool(profile.rerank.get("kind"))
-    limit = max(k, int(profile.rerank.get("top_n") or 50)) if use_rerank else k
-    ordered = _shape(fused, rows, per_doc, float(s["dedupe_threshold"]), limit)
+    use_rerank = opts.rerank if opts.rerank is not None else bool(profile.rerank.kind)
+    limit = max(k, profile.rerank.top_n) if use_rerank else k
+    ordered = _shape(fused, rows, per_doc, s.dedupe_threshold, limit)
     ordered, reranked = _maybe_rerank(profile, query, ordered, rows, opts, notes)
     if reranked:
         details["reranked"] = True
@@ -150,7 +148,7 @@ def _query_terms(conn, ns_ids, query, analyzer, profile, correct: bool) -> tuple
         return terms, {}
     df = vocabulary_df(conn, ns_ids, list(terms))
     missing = [t for t in terms if t not in df]
-    fixes = correct_terms(conn, ns_ids, missing, int(profile.lexical["max_edit_distance"]))
+    fixes = correct_terms(conn, ns_ids, missing, profile.lexical.max_edit_distance)
     for bad, good in fixes.items():
         terms[good] = terms.get(good, 0.0) + terms.pop(bad)
     return terms, fixes
@@ -186,11 +184,13 @@ def _dense_job(side, namespaces, profile: Profile, query: str, depth: int, opts:
 def _embed_query(profile: Profile, query: str):
     from ..embed import get_embedder
 
-    return get_embedder(profile).embed_query(query)
+    # "query": the backend that loads fastest (ONNX, never torch when ONNX agrees), not the one
+    # ingest uses for throughput; both agree with fp32 (kbctl.embed.precision).
+    return get_embedder(profile, purpose="query").embed_query(query)
 
 
 def _maybe_rerank(profile: Profile, query: str, ordered, rows, opts: SearchOptions, notes: list[str]):
-    use = opts.rerank if opts.rerank is not None else bool(profile.rerank.get("kind"))
+    use = opts.rerank if opts.rerank is not None else bool(profile.rerank.kind)
     if not use or not ordered:
         return ordered, False
     from .rerank import rerank
@@ -201,20 +201,8 @@ def _maybe_rerank(profile: Profile, query: str, ordered, rows, opts: SearchOptio
     return out, len(notes) == before
 
 
-_ROW_SQL = (
-    "SELECT c.namespace_id, c.id, c.document_id, c.text, c.metadata, c.heading_path, c.page, c.position,"
-    " d.uri, d.title, n.name FROM kbctl.chunks c"
-    " JOIN kbctl.documents d ON d.namespace_id = c.namespace_id AND d.id = c.document_id"
-    " JOIN kbctl.namespaces n ON n.id = c.namespace_id"
-    " WHERE (c.namespace_id, c.id) IN (SELECT * FROM unnest(%s::int[], %s::bigint[]))"
-)
-
-
 def _fetch(conn, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
-    if not keys:
-        return {}
-    rows = conn.execute(_ROW_SQL, ([a for a, _ in keys], [b for _, b in keys])).fetchall()
-    return {(r[0], r[1]): r for r in rows}
+    return store.hit_rows(conn, keys)
 
 
 def _shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
@@ -313,13 +301,7 @@ def citation(title: str, source: str, page: int | None, heading: Sequence[str] |
 
 def _metadata(conn, namespaces, query, filters: tuple[Filter, ...], k: int, names) -> SearchResult:
     """Filters only: matching chunks in a stable order, no score, no reranking."""
-    fsql, fparams = filters_sql(filters)
-    q = sql.SQL(
-        "SELECT c.namespace_id, c.id FROM kbctl.chunks c JOIN kbctl.documents d"
-        " ON d.namespace_id = c.namespace_id AND d.id = c.document_id"
-        " WHERE c.namespace_id = ANY(%s) AND {f} ORDER BY d.uri, c.position LIMIT %s"
-    ).format(f=fsql)
-    keys = [(a, b) for a, b in conn.execute(q, [[n.id for n in namespaces], *fparams, k])]
+    keys = store.metadata_keys(conn, [n.id for n in namespaces], filters, k)
     rows = _fetch(conn, keys)
     hits = tuple(_hit(i + 1, None, rows[key], {}, key) for i, key in enumerate(keys) if key in rows)
     return SearchResult(query, names, "metadata", "metadata", hits)

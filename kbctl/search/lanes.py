@@ -26,15 +26,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from psycopg import sql
 
 from ..config import Profile
+from ..store import search as store
 from ..store.namespaces import Namespace
-from .filters import Filter, filters_sql
+from .filters import Filter
 
 __all__ = ["LaneHit", "dense_lane", "dense_statement", "effective_ef_search", "lexical_lane", "vocabulary_df", "correct_terms"]
-
-_DIST = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
 
 
 @dataclass(frozen=True)
@@ -58,9 +56,8 @@ def dense_lane(
 ) -> tuple[list[LaneHit], str]:
     """Top-k chunks by vector similarity; returns the hits and the path taken (hnsw | exact | hnsw+exact)."""
     ns_ids = [n.id for n in namespaces]
-    fsql, fparams = filters_sql(filters)
-    threshold = int(profile.hnsw["exact_threshold"] if exact_threshold is None else exact_threshold)
-    size = _filtered_size(conn, ns_ids, fsql, fparams, threshold)
+    threshold = profile.hnsw.exact_threshold if exact_threshold is None else exact_threshold
+    size = _filtered_size(conn, ns_ids, filters, threshold)
     exact = size <= threshold
     path = "exact" if exact else "hnsw"
     rows = _dense_rows(conn, namespaces, qvec, k, filters, profile, exact, ef_search)
@@ -72,69 +69,40 @@ def dense_lane(
 
 
 def _dense_rows(conn, namespaces, qvec, k, filters, profile, exact: bool, ef_search) -> list[tuple]:
-    q, params, settings = dense_statement(namespaces, qvec, k, filters, profile, exact=exact, ef_search=ef_search)
-    with conn.transaction():
-        for stmt in settings:
-            conn.execute(stmt)
-        return conn.execute(q, params).fetchall()
+    return store.dense_rows(conn, dense_statement(namespaces, qvec, k, filters, profile, exact=exact, ef_search=ef_search))
 
 
 def dense_statement(
     namespaces: Sequence[Namespace], qvec: np.ndarray, k: int, filters: tuple[Filter, ...], profile: Profile,
     *, exact: bool, ef_search: int | None = None,
-) -> tuple[sql.Composed, list, list[sql.Composed]]:
-    """The dense query, its parameters and the ``SET LOCAL`` statements to run before it."""
-    pid, dim = namespaces[0].profile_id, namespaces[0].dimension
-    fsql, fparams = filters_sql(filters)
-    op = sql.SQL(_DIST[profile.distance])
-    # The HNSW index is on embedding::vector(dim); ordering by the bare column cannot use it, so the
-    # exact path really scans only the rows the WHERE clause leaves.
-    vec = sql.SQL("c.embedding") if exact else sql.SQL("c.embedding::vector({d})").format(d=sql.Literal(dim))
-    q = sql.SQL(
-        "SELECT c.namespace_id, c.id, {vec} {op} %s::vector({d}) AS dist, c.document_id FROM kbctl.chunks c"
-        " WHERE c.profile_id = {pid} AND c.namespace_id = ANY(%s) AND {f}"
-        " ORDER BY {vec} {op} %s::vector({d}) LIMIT %s"
-    ).format(vec=vec, op=op, d=sql.Literal(dim), pid=sql.Literal(pid), f=fsql)
-    settings = []
-    if not exact:
-        settings = [
-            sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(effective_ef_search(profile, ef_search, k))),
-            sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"),
-            sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(int(profile.hnsw["max_scan_tuples"]))),
-            # The path is decided above, by the filtered set's size. A planner misestimate must not
-            # turn "hnsw" into a sort over every vector of the namespace (83 ms instead of 4 at 10k).
-            sql.SQL("SET LOCAL enable_sort = off"),
-        ]
-    return q, [qvec, [n.id for n in namespaces], *fparams, qvec, k], settings
+) -> tuple[Any, list, list[Any]]:
+    """The dense query, its parameters and the ``SET LOCAL`` statements to run before it (the
+    profile's ``[hnsw]`` settings; ``kbctl.store.search.dense_statement``)."""
+    return store.dense_statement(
+        namespaces, qvec, k, filters, profile.distance, exact=exact,
+        ef_search=effective_ef_search(profile, ef_search, k), max_scan_tuples=profile.hnsw.max_scan_tuples,
+    )
 
 
 def effective_ef_search(profile: Profile, ef_search: int | None, k: int) -> int:
     """The ef_search an HNSW scan for k rows runs with: the query's or the profile's, at least k."""
-    return max(int(ef_search or profile.hnsw["ef_search"]), k)
+    return max(ef_search or profile.hnsw.ef_search, k)
 
 
 def _similarity(distance: str, d: float) -> float:
     return 1.0 - d if distance == "cosine" else -d
 
 
-def _filtered_size(conn, ns_ids: list[int], fsql: sql.Composable, fparams: list, threshold: int) -> int:
+def _filtered_size(conn, ns_ids: list[int], filters: tuple[Filter, ...], threshold: int) -> int:
     """How many rows the namespaces and filters leave, counted up to threshold + 1."""
-    if not fparams:
-        row = conn.execute("SELECT coalesce(sum(chunk_count), 0) FROM kbctl.lexical_stats WHERE namespace_id = ANY(%s)", (ns_ids,)).fetchone()
-        return int(row[0])
-    q = sql.SQL(
-        "SELECT count(*) FROM (SELECT 1 FROM kbctl.chunks c WHERE c.namespace_id = ANY(%s) AND {f} LIMIT %s) x"
-    ).format(f=fsql)
-    return int(conn.execute(q, [ns_ids, *fparams, threshold + 1]).fetchone()[0])
+    if not filters:
+        return store.chunk_total(conn, ns_ids)
+    return store.filtered_size(conn, ns_ids, filters, threshold + 1)
 
 
 def vocabulary_df(conn, ns_ids: list[int], terms: Sequence[str]) -> dict[str, int]:
     """Document frequency of each term over the namespaces (absent terms are missing)."""
-    rows = conn.execute(
-        "SELECT term, sum(df)::int FROM kbctl.lexical_vocab WHERE namespace_id = ANY(%s) AND term = ANY(%s) GROUP BY term",
-        (ns_ids, list(set(terms))),
-    )
-    return dict(rows.fetchall())
+    return store.vocabulary_df(conn, ns_ids, terms)
 
 
 def correct_terms(conn, ns_ids: list[int], missing: Sequence[str], max_distance: int) -> dict[str, str]:
@@ -151,12 +119,7 @@ def correct_terms(conn, ns_ids: list[int], missing: Sequence[str], max_distance:
     for t in missing:
         if len(t) < 4 or any(c.isdigit() for c in t) or max_distance <= 0:
             continue  # short words and identifiers are not guessed at
-        rows = conn.execute(
-            "SELECT term, sum(df) AS df FROM kbctl.lexical_vocab WHERE namespace_id = ANY(%s)"
-            " AND length(term) BETWEEN %s AND %s AND (left(term, 1) = %s OR substr(term, 2, 1) = %s)"
-            " GROUP BY term ORDER BY df DESC LIMIT 5000",
-            (ns_ids, len(t) - max_distance, len(t) + max_distance, t[0], t[1:2]),
-        ).fetchall()
+        rows = store.correction_candidates(conn, ns_ids, t, max_distance)
         close = process.extract(t, [term for term, _ in rows], scorer=Levenshtein.distance,
                                 score_cutoff=max_distance, limit=None)
         best = min(((dist, -rows[i][1], rows[i][0]) for _, dist, i in close), default=None)
@@ -164,8 +127,6 @@ def correct_terms(conn, ns_ids: list[int], missing: Sequence[str], max_distance:
             out[t] = best[2]
     return out
 
-
-_BM25 = "sum(q.w * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.dl / %s)))"
 
 # A query whose terms have more postings than this is scored in two halves of the chunk ids at once
 # when the caller offers a second connection (``helper``).
@@ -189,10 +150,7 @@ def lexical_lane(
     if not terms:
         return []
     ns_ids = [n.id for n in namespaces]
-    n, total = conn.execute(
-        "SELECT coalesce(sum(chunk_count), 0)::float8, coalesce(sum(total_length), 0)::float8 FROM kbctl.lexical_stats WHERE namespace_id = ANY(%s)",
-        (ns_ids,),
-    ).fetchone()
+    n, total = store.lexical_stats(conn, ns_ids)
     if not n:
         return []
     avgdl = float(total) / float(n) or 1.0
@@ -201,21 +159,11 @@ def lexical_lane(
     if not present:
         return []
     weight = [terms[t] * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in present]
-    k1, b = float(profile.lexical["k1"]), float(profile.lexical["b"])
-    fsql, fparams = filters_sql(filters)
-    join = sql.SQL("") if not fparams else sql.SQL(
-        " JOIN kbctl.chunks c ON c.namespace_id = p.namespace_id AND c.id = p.chunk_id AND {f}"
-    ).format(f=fsql)
-    q = sql.SQL(
-        "SELECT p.namespace_id, p.chunk_id, " + _BM25 + " AS score"
-        " FROM unnest(%s::text[], %s::float8[]) AS q(term, w)"
-        " JOIN kbctl.lexical_postings p ON p.term = q.term AND p.namespace_id = ANY(%s)"
-        " AND p.chunk_id BETWEEN %s AND %s{join}"
-        " GROUP BY p.namespace_id, p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %s"
-    ).format(join=join)
+    k1, b = profile.lexical.k1, profile.lexical.b
+    statement = store.bm25_statement(filters)
 
     def part(c, lo: int, hi: int) -> list[tuple]:
-        return c.execute(q, [k1 + 1, k1, b, b, avgdl, present, weight, ns_ids, lo, hi, *fparams, k]).fetchall()
+        return store.bm25_rows(c, statement, ns_ids, present, weight, k1=k1, b=b, avgdl=avgdl, k=k, lo=lo, hi=hi)
 
     mid = None
     if helper is not None and sum(df[t] for t in present) > SPLIT_POSTINGS:
@@ -226,10 +174,10 @@ def lexical_lane(
         upper = helper(lambda c: part(c, mid + 1, _MAX_ID))
         lower = part(conn, _MIN_ID, mid)
         rows = sorted(lower + upper.result(), key=lambda r: (-r[2], r[1]))[:k]
-    return _ranked(_with_documents(conn, rows))
+    return _ranked(store.with_documents(conn, rows))
 
 
-_MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
+_MIN_ID, _MAX_ID = store.MIN_ID, store.MAX_ID
 
 
 def _median_chunk(conn, ns_ids: list[int], n: int) -> int | None:
@@ -240,22 +188,8 @@ def _median_chunk(conn, ns_ids: list[int], n: int) -> int | None:
     """
     key = (tuple(sorted(ns_ids)), n)
     if key not in _MEDIANS:
-        row = conn.execute(
-            "SELECT id FROM kbctl.chunks WHERE namespace_id = ANY(%s) ORDER BY id OFFSET %s LIMIT 1", (ns_ids, n // 2)
-        ).fetchone()
+        mid = store.median_chunk(conn, ns_ids, n // 2)
         if len(_MEDIANS) > 256:
             _MEDIANS.clear()
-        _MEDIANS[key] = int(row[0]) if row else None
+        _MEDIANS[key] = mid
     return _MEDIANS[key]
-
-
-def _with_documents(conn, rows: Sequence[tuple]) -> list[tuple]:
-    """``rows`` of (namespace_id, chunk_id, score) with each chunk's document id appended."""
-    if not rows:
-        return []
-    docs = dict(((a, c), d) for a, c, d in conn.execute(
-        "SELECT c.namespace_id, c.id, c.document_id FROM unnest(%s::int[], %s::bigint[]) AS x(ns, id)"
-        " JOIN kbctl.chunks c ON c.namespace_id = x.ns AND c.id = x.id",
-        ([r[0] for r in rows], [r[1] for r in rows]),
-    ))
-    return [(a, c, s, docs.get((a, c))) for a, c, s in rows]

@@ -15,7 +15,7 @@ import logging
 import os
 from typing import Callable, Protocol, Sequence
 
-from ..config import Profile
+from ..config import RERANK_KINDS, Profile
 
 log = logging.getLogger(__name__)
 
@@ -47,18 +47,22 @@ class CrossEncoderReranker:
 
 
 _FACTORIES: dict[str, Callable[[Profile], Reranker]] = {
-    "cross-encoder": lambda p: CrossEncoderReranker(str(p.rerank["model"]), p.allow_download),
+    "cross-encoder": lambda p: CrossEncoderReranker(p.rerank.model, p.allow_download),
 }
 _LOADED: dict[tuple[str, str], Reranker] = {}
 
 
 def register_reranker(kind: str, factory: Callable[[Profile], Reranker]) -> None:
-    """Make a reranker kind available to profiles (``[profile.rerank] kind = "<kind>"``)."""
+    """Make a reranker kind available to profiles (``[profile.rerank] kind = "<kind>"``).
+
+    Register before loading the profiles that name it: a profile's kind is checked when it loads.
+    """
     _FACTORIES[kind] = factory
+    RERANK_KINDS.add(kind)
 
 
 def get_reranker(profile: Profile) -> Reranker:
-    kind, model = str(profile.rerank.get("kind") or "cross-encoder"), str(profile.rerank.get("model") or "")
+    kind, model = profile.rerank.kind or "cross-encoder", profile.rerank.model
     key = (kind, model)
     if key not in _LOADED:
         if kind not in _FACTORIES:
@@ -71,7 +75,7 @@ def get_reranker(profile: Profile) -> Reranker:
 
 def rerank(profile: Profile, query: str, ordered: list, texts: dict, notes: list[str]) -> list:
     """Reorder the top ``rerank.top_n`` of ``ordered`` [(key, score)] by the reranker's scores."""
-    n = int(profile.rerank.get("top_n") or 50)
+    n = profile.rerank.top_n
     head, tail = ordered[:n], ordered[n:]
     try:
         scores = get_reranker(profile).score(query, [texts[key] for key, _ in head])

@@ -14,8 +14,10 @@ from psycopg import sql
 
 from ..config import Profile
 from ..errors import NamespaceNotFound, ProfileMismatchError, UsageError
+from .queries import query, template
 
-__all__ = ["Namespace", "ensure_profile", "get_namespace", "ensure_namespace", "list_namespaces", "delete_namespace", "check_pin"]
+__all__ = ["Namespace", "ensure_profile", "get_namespace", "ensure_namespace", "list_namespaces", "namespace_ids", "delete_namespace",
+           "check_pin"]
 
 _OPS = {"cosine": "vector_cosine_ops", "l2": "vector_l2_ops", "ip": "vector_ip_ops"}
 
@@ -42,15 +44,12 @@ def hnsw_index_name(profile_id: int) -> str:
 
 def ensure_profile(conn, profile: Profile) -> int:
     """Record a profile (once per fingerprint) and its HNSW index; returns its id."""
-    row = conn.execute("SELECT id FROM kbctl.profiles WHERE fingerprint = %s", (profile.fingerprint,)).fetchone()
+    row = conn.execute(query("namespaces/find_profile"), (profile.fingerprint,)).fetchone()
     if row:
         return int(row[0])
     with conn.transaction():
         row = conn.execute(
-            "INSERT INTO kbctl.profiles (name, fingerprint, embedder, model, revision, dimension, distance,"
-            " normalize, query_prefix, document_prefix, max_tokens, settings)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (fingerprint) DO UPDATE SET name = kbctl.profiles.name RETURNING id",
+            query("namespaces/insert_profile"),
             (
                 profile.name, profile.fingerprint, profile.embedder, profile.model, profile.revision,
                 profile.dimension, profile.distance, profile.normalize, profile.query_prefix,
@@ -65,33 +64,24 @@ def ensure_profile(conn, profile: Profile) -> int:
 def create_hnsw_index(conn, profile_id: int, profile: Profile) -> None:
     """The partial HNSW index of one profile's vectors, typed to its dimension."""
     conn.execute(
-        sql.SQL(
-            "CREATE INDEX IF NOT EXISTS {name} ON kbctl.chunks USING hnsw"
-            " ((embedding::vector({dim})) {ops}) WITH (m = {m}, ef_construction = {efc})"
-            " WHERE profile_id = {pid}"
-        ).format(
+        template(
+            "namespaces/create_hnsw_index",
             name=sql.Identifier(hnsw_index_name(profile_id)),
             dim=sql.Literal(int(profile.dimension)),
             ops=sql.SQL(_OPS[profile.distance]),
-            m=sql.Literal(int(profile.hnsw["m"])),
-            efc=sql.Literal(int(profile.hnsw["ef_construction"])),
+            m=sql.Literal(profile.hnsw.m),
+            efc=sql.Literal(profile.hnsw.ef_construction),
             pid=sql.Literal(int(profile_id)),
         )
     )
 
 
-_NS_SELECT = (
-    "SELECT n.id, n.tenant, n.name, n.profile_id, p.name, p.fingerprint, p.model, n.dimension, p.distance,"
-    " n.description FROM kbctl.namespaces n JOIN kbctl.profiles p ON p.id = n.profile_id"
-)
-
-
 def get_namespace(conn, name: str, tenant: str = "default", *, required: bool = True) -> Namespace | None:
     """The namespace ``name`` of ``tenant``; raises NamespaceNotFound when ``required``."""
-    row = conn.execute(_NS_SELECT + " WHERE n.tenant = %s AND n.name = %s", (tenant, name)).fetchone()
+    row = conn.execute(query("namespaces/get_namespace"), (tenant, name)).fetchone()
     if row is None:
         if required:
-            known = [r[0] for r in conn.execute("SELECT name FROM kbctl.namespaces WHERE tenant = %s ORDER BY name", (tenant,))]
+            known = [r[0] for r in conn.execute(query("namespaces/names_of_tenant"), (tenant,))]
             hint = f"known namespaces: {', '.join(known)}" if known else "ingest something first: kbctl ingest PATH -n NAME"
             raise NamespaceNotFound(f"namespace {name!r} does not exist (tenant {tenant!r})", hint=hint)
         return None
@@ -117,11 +107,7 @@ def ensure_namespace(conn, name: str, tenant: str, profile: Profile, description
         return ns
     pid = ensure_profile(conn, profile)
     try:
-        conn.execute(
-            "INSERT INTO kbctl.namespaces (tenant, name, profile_id, dimension, description)"
-            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant, name) DO NOTHING",
-            (tenant, name, pid, profile.dimension, description),
-        )
+        conn.execute(query("namespaces/insert_namespace"), (tenant, name, pid, profile.dimension, description))
     except Exception as e:  # the CHECK on the name
         import psycopg
 
@@ -141,41 +127,36 @@ def rebind_namespace(conn, name: str, tenant: str, profile: Profile) -> Namespac
     ns = get_namespace(conn, name, tenant)
     if ns.fingerprint == profile.fingerprint:
         return ns
-    n = conn.execute("SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,)).fetchone()[0]
+    n = conn.execute(query("namespaces/chunk_count"), (ns.id,)).fetchone()[0]
     if n:
         check_pin(ns, profile)  # raises with the full explanation
     pid = ensure_profile(conn, profile)
-    conn.execute(
-        "UPDATE kbctl.namespaces SET profile_id = %s, dimension = %s, updated_at = now() WHERE id = %s",
-        (pid, profile.dimension, ns.id),
-    )
+    conn.execute(query("namespaces/rebind"), (pid, profile.dimension, ns.id))
     return get_namespace(conn, name, tenant)
 
 
 def list_namespaces(conn, tenant: str | None = None) -> list[dict]:
     """Every namespace (of a tenant, or all) with its profile and document/chunk counts."""
-    q = (
-        "SELECT n.tenant, n.name, p.name AS profile, p.model, n.dimension, p.fingerprint,"
-        " (SELECT count(*) FROM kbctl.documents d WHERE d.namespace_id = n.id) AS documents,"
-        " (SELECT count(*) FROM kbctl.chunks c WHERE c.namespace_id = n.id) AS chunks,"
-        " n.created_at FROM kbctl.namespaces n JOIN kbctl.profiles p ON p.id = n.profile_id"
-    )
-    params: tuple = ()
-    if tenant is not None:
-        q += " WHERE n.tenant = %s"
-        params = (tenant,)
-    cur = conn.execute(q + " ORDER BY n.tenant, n.name", params)
+    if tenant is None:
+        cur = conn.execute(query("namespaces/list"))
+    else:
+        cur = conn.execute(query("namespaces/list_of_tenant"), (tenant,))
     cols = [c.name for c in cur.description]
     return [dict(zip(cols, r)) | {"created_at": r[-1].isoformat()} for r in cur]
+
+
+def namespace_ids(conn, tenant: str) -> list[int]:
+    """The ids of a tenant's namespaces."""
+    return [r[0] for r in conn.execute(query("namespaces/ids_of_tenant"), (tenant,))]
 
 
 def delete_namespace(conn, name: str, tenant: str) -> int:
     """Delete a namespace and everything in it; returns the number of documents removed."""
     ns = get_namespace(conn, name, tenant)
     with conn.transaction():
-        n = conn.execute("SELECT count(*) FROM kbctl.documents WHERE namespace_id = %s", (ns.id,)).fetchone()[0]
+        n = conn.execute(query("namespaces/document_count"), (ns.id,)).fetchone()[0]
         # documents first: their cascade removes the chunks (and postings) before the namespace row,
         # whose (id, profile, dimension) key the chunks also reference
-        conn.execute("DELETE FROM kbctl.documents WHERE namespace_id = %s", (ns.id,))
-        conn.execute("DELETE FROM kbctl.namespaces WHERE id = %s", (ns.id,))
+        conn.execute(query("namespaces/delete_documents"), (ns.id,))
+        conn.execute(query("namespaces/delete_namespace"), (ns.id,))
     return int(n)

@@ -9,7 +9,7 @@ import pytest
 from kbctl.chunk import chunk_document
 from kbctl.embed import get_embedder
 from kbctl.errors import ProfileMismatchError
-from kbctl.search.analyze import get_analyzer
+from kbctl.textutil.analyze import get_analyzer
 from kbctl.store import ensure_namespace, write_documents
 from kbctl.types import Block, Document, EmbeddedChunk
 
@@ -298,7 +298,7 @@ def test_a_small_namespace_in_a_shared_index_still_gets_k_rows(kb):
     conn, prof = kb.connection(), kb.profile_for("shared_small")
     n_small = _counts(conn, small.id)[1]
     qvec = get_embedder(prof).embed_query("v0001q v0002q")
-    stingy = dataclasses.replace(prof, hnsw={**prof.hnsw, "max_scan_tuples": 1, "ef_search": 10})
+    stingy = dataclasses.replace(prof, hnsw=dataclasses.replace(prof.hnsw, max_scan_tuples=1, ef_search=10))
     assert n_small >= 20
     hits, path = dense_lane(conn, [small], qvec, 10, parse_filters([]), stingy, exact_threshold=0)
     assert path == "hnsw+exact" and len(hits) == 10

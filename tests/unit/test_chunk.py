@@ -20,7 +20,7 @@ def test_chunks_are_exact_spans_within_the_model_limit():
     assert len(chunks) > 5
     for c in chunks:
         assert doc.text[c.char_start:c.char_end] == c.text
-        assert c.token_count <= prof.chunk["size"]
+        assert c.token_count <= prof.chunk.size
         assert tok.count(c.embed_text) + tok.special_tokens <= prof.max_tokens  # nothing truncated
     assert chunks[0].heading_path == () and chunks[1].heading_path == ("Refunds", "Timing")
     assert chunks[1].header == "A title > Refunds > Timing"
@@ -48,7 +48,7 @@ def test_a_giant_word_is_split_by_tokens():
     blob = "ab-" * 2000  # no spaces, no sentence ends: only token windows can split it
     doc = Document.from_blocks("mem://g", "", [Block(blob)], "text")
     chunks = chunk_document(doc, prof)
-    assert len(chunks) > 1 and all(c.token_count <= prof.chunk["size"] for c in chunks)
+    assert len(chunks) > 1 and all(c.token_count <= prof.chunk.size for c in chunks)
     assert "".join(c.text for c in chunks) == blob.rstrip("-") or "".join(c.text for c in chunks) == blob
 
 
