@@ -1,6 +1,7 @@
 # kbctl: two commands set everything up on a fresh machine.
 #   make demo   install, ingest sample_corpus/ into the embedded store, search it with the real model
-#   make test   install with test extras, run the whole suite
+#   make test   install with test extras, lint (make lint), run the whole suite
+#   make lint   ruff check, mypy, and the layer contracts of pyproject.toml (lint-imports)
 #   make bench  install with bench extras, run the benchmarks (figures go to docs/benchmarks.md)
 
 PYTHON ?= python3
@@ -11,7 +12,7 @@ DEMO_HOME ?= $(CURDIR)/.kbctl/demo
 # torch is pinned to the CPU build on this machine's disk; a plain `torch` would pull CUDA (GBs).
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo test bench clean
+.PHONY: install demo lint test bench clean
 
 install: $(VENV)/.installed
 
@@ -37,7 +38,12 @@ demo: install
 	KBCTL_HOME=$(DEMO_HOME) $(KBCTL) search "I forgot my password and cannot get in" -n account_kb -k 3
 	KBCTL_HOME=$(DEMO_HOME) $(KBCTL) db stop
 
-test: install
+lint: install
+	$(BIN)/ruff check kbctl tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: install lint
 	$(BIN)/python -m pytest -q
 
 bench: install

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, write_section  # noqa: E402
+from common import REPO, write_section
 
 PY = sys.executable
 QUERY = "LMN-4012 scope denied"

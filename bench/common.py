@@ -46,17 +46,6 @@ def timed(fn, *args, **kwargs) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default), 0 for no values."""
-    if not values:
-        return 0.0
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
 def fmt(v: Any, digits: int = 3) -> str:
     if v is None:
         return "–"

@@ -9,7 +9,6 @@ index can serve). Agreement is the mean overlap of the two top-10 sets over the 
 from __future__ import annotations
 
 import numpy as np
-
 from common import Env, md_table, save_json
 
 K = 10
@@ -36,8 +35,9 @@ def _agreement(kb, namespace: str, qvecs, filters=(), ef_search: int | None = No
     rows = conn.execute("SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,)).fetchone()[0]
     kept = rows
     if filters:
-        from kbctl.search.filters import filters_sql
         from psycopg import sql
+
+        from kbctl.search.filters import filters_sql
 
         fsql, fp = filters_sql(flt)
         kept = conn.execute(sql.SQL("SELECT count(*) FROM kbctl.chunks c WHERE c.namespace_id = %s AND {}").format(fsql),
@@ -51,11 +51,11 @@ def _agreement(kb, namespace: str, qvecs, filters=(), ef_search: int | None = No
 
 def run(env: Env, namespaces: tuple[str, ...] = ("scifact", "scale-10k", "scale-100k")) -> str:
     """HNSW vs exact agreement on the SciFact test queries, unfiltered and 5%-filtered."""
+    from scale import make_scaled
+
     import kbctl
     from kbctl.embed import get_embedder
     from kbctl.evals import load_dataset
-
-    from scale import make_scaled
 
     ds = load_dataset(env.collection("scifact"))
     from scale import config_file

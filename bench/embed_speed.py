@@ -89,7 +89,7 @@ def main() -> None:
         name = f"{precision} (emulated, {len(subset)} passages)" if len(subset) < len(texts) else precision
         rows.append((name, rate, float(cos.min()), float(cos.mean()), load))
         print(f"{precision}: {rate:.1f} passages/s, load {load:.1f}s", file=sys.stderr, flush=True)
-    auto = decide_precision(dataclasses.replace(profile, precision="auto"), home)
+    auto = decide_precision(dataclasses.replace(profile, precision="auto"), home, load=get_embedder)
     flags = sorted(cpu_features() & {"avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16"})
     report = "\n".join([
         table(rows),

@@ -81,10 +81,10 @@ def run(env: Env) -> str:
     rows, raw = [], {}
     try:
         infos = [make_scaled(kb, "scifact", name, size) for name, size in SIZES.items()]
-        from kbctl.db import Database
+        from kbctl.store.admin import optimize
 
         t0 = time.perf_counter()
-        Database(kb.settings).optimize(kb.connection(), reindex=True)
+        optimize(kb.connection(), reindex=True)
         print(infos, f"optimize --reindex: {time.perf_counter() - t0:.1f} s", flush=True)
         for name, size in SIZES.items():
             print(name, warm_page_cache(kb), flush=True)

@@ -16,11 +16,9 @@ All runs are scored by pytrec_eval (nDCG@10, test qrels of SciFact).
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 
 import numpy as np
-
 from common import Env, md_table, save_json
 
 K1, B = 0.9, 0.4
@@ -79,7 +77,7 @@ def _chunk_tokens(kb, namespace: str) -> tuple[list[list[str]], list[str]]:
     toks: dict[int, list[str]] = defaultdict(list)
     owner: dict[int, str] = {}
     for cid, term, tf, uri in rows:
-        toks[cid].extend([term] * int(round(tf)))
+        toks[cid].extend([term] * round(tf))
         owner[cid] = uri
     ids = sorted(toks)
     return [toks[i] for i in ids], [owner[i] for i in ids]
@@ -90,7 +88,7 @@ def run(env: Env, namespace: str = "scifact") -> str:
     import kbctl
     from kbctl.evals import iter_beir_corpus, load_dataset
     from kbctl.evaluate import search_fn
-    from kbctl.search.analyze import get_analyzer
+    from kbctl.textutil.analyze import get_analyzer
 
     path = env.collection("scifact")
     ds = load_dataset(path)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, Env, kbctl, machine, write_section  # noqa: E402
+from common import REPO, Env, kbctl, machine, write_section
 
 PARTS = ("quality", "sweep", "parity", "dense", "latency", "ingest", "cold")
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.

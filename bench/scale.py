@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 NOISE = 0.025
 OFFSET = 100_000_000  # id offset per copy (ids of copy c: 10^12 + c·OFFSET + original id)
@@ -34,7 +35,7 @@ BASE = 1_000_000_000_000
 SCALED = ("scale-10k", "scale-100k")
 
 
-def config_file(env) -> "Path":
+def config_file(env) -> Path:
     """A kbctl config declaring one profile per scaled namespace and binding the namespace to it."""
     from common import results_dir
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "__version__",
@@ -61,7 +61,7 @@ _LAZY = {
 _default = None
 
 
-def open(**kwargs: Any):  # noqa: A001 - mirrors sqlite3.connect / llm's style of a module-level opener
+def open(**kwargs: Any):  # shadows the builtin on purpose: sqlite3.connect / llm's module-level opener
     """Open a KnowledgeBase: ``config=``, ``dsn=``, ``home=``, ``tenant=``, ``profile=`` override settings."""
     from .api import open_kb
 

@@ -63,7 +63,7 @@ class KnowledgeBase:
         self._conn = None
         self._sides = {}
 
-    def __enter__(self) -> "KnowledgeBase":
+    def __enter__(self) -> KnowledgeBase:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -225,7 +225,7 @@ class KnowledgeBase:
         opts = SearchOptions(mode=mode, k=k, filters=parse_filters(list(filters)), **options)
         return run_search(conn, nss, prof, query, opts, side=self._side_connection)
 
-    def retriever(self, namespace: str, **defaults: Any) -> "Retriever":
+    def retriever(self, namespace: str, **defaults: Any) -> Retriever:
         """A search function bound to one namespace; the namespace cannot be changed per call."""
         self.namespace(namespace)  # fail now, not at the first query
         return Retriever(self, namespace, dict(defaults))

@@ -13,17 +13,12 @@ import difflib
 import hashlib
 import json
 import os
-import sys
+import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = [
     "Settings",
@@ -268,7 +263,7 @@ class Profile:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @classmethod
-    def from_table(cls, name: str, t: Mapping[str, Any]) -> "Profile":
+    def from_table(cls, name: str, t: Mapping[str, Any]) -> Profile:
         """Build a profile from a merged TOML table, checking types and values."""
         where = f"profile {name!r}"
         p = cls(

@@ -20,8 +20,9 @@ import signal
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from .config import Settings
 from .errors import DatabaseError, MigrationError
@@ -84,7 +85,7 @@ class Database:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._server = None
+        self._server: Any = None  # a pgserver.PostgresServer once started
         self._dsn: str | None = None
 
     @property
@@ -330,7 +331,7 @@ def _apply(conn, m: Migration) -> bool:
         raise MigrationError(f"migration {m.version:03d}-{m.name} failed: {_first_line(e)}") from None
 
 
-def _applied(conn) -> dict[int, tuple[str, object]]:
+def _applied(conn) -> dict[int, tuple[str, datetime]]:
     exists = conn.execute("SELECT to_regclass('kbctl.schema_migrations')").fetchone()[0]
     if not exists:
         return {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .errors import UsageError
 
@@ -86,7 +86,7 @@ def search_fn(kb, dataset, namespace: str | None, depth: int, extra: dict | None
 
 
 def sweep(kb, dataset, namespace: str | None, *, depth: int = 100, limit: int | None = None,
-          grid: dict[str, Sequence[Any]] | None = None, metric: str = "ndcg@10") -> list[tuple[dict, float]]:
+          grid: Mapping[str, Sequence[Any]] | None = None, metric: str = "ndcg@10") -> list[tuple[dict, float]]:
     """Evaluate hybrid search over a grid of fusion settings; best first."""
     from .evals import run_eval
 

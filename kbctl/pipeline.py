@@ -188,6 +188,8 @@ def _ledgered(conn, req: IngestRun, retried: list[str], connect) -> RunReport:
 
 
 def _close(conn, ns: Namespace, report: RunReport, status: str) -> None:
+    if report.run_id is None:  # a plan opens no run
+        return
     runs_store.record_errors(conn, ns, report.run_id, report.errors)
     runs_store.finish_run(conn, ns, report.run_id, status, report.to_json())
 
@@ -197,7 +199,8 @@ def _close_quietly(conn, ns: Namespace, report: RunReport, status: str) -> None:
     try:
         _close(conn, ns, report, status)
     except Exception as e:  # the database may be what failed; the next run marks this one instead
-        log.warning("could not mark run %s %s: %s", report.run_id, status, e)
+        # A lost connection is the error being reported already: no second line on stderr for it.
+        log.log(logging.INFO if conn.closed else logging.WARNING, "could not mark run %s %s: %s", report.run_id, status, e)
 
 
 @contextmanager
@@ -325,7 +328,10 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit) -> Iterator:
             yield ("unchanged", len(known[s.uri][1]))
             continue
         docs = extract_source(s)
-        chunked = docs if isinstance(docs, ItemError) else chunk_source(s.uri, docs, profile, tok)
+        if isinstance(docs, ItemError):
+            yield docs
+            continue
+        chunked = chunk_source(s.uri, docs, profile, tok)
         if isinstance(chunked, ItemError):
             yield chunked
             continue

@@ -26,8 +26,8 @@ import numpy as np
 from .chunk import chunk_document
 from .config import Profile
 from .errors import KbctlError, UsageError
-from .pipeline import Item, content_sha, source_hash
-from .types import Chunk, Document, ItemError, Source
+from .pipeline import Item, source_hash
+from .types import Chunk, Document, ItemError, Source, content_hash
 
 __all__ = ["read_records", "write_records", "source_records", "extract_records", "chunk_records", "embed_records", "store_items"]
 
@@ -81,7 +81,7 @@ def extract_records(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any
         except Exception as e:
             yield {"type": "error", "error": ItemError("extract", src.uri, type(e).__name__, str(e)).to_json()}
             continue
-        sha = content_sha(src.content)
+        sha = content_hash(src.content)
         for d in docs:
             yield {"type": "document", "source_uri": src.uri, "source_sha": sha, "source_kind": src.kind, "document": d.to_json()}
 
@@ -103,7 +103,8 @@ class _LazyEmbedder:
     """Loads the model only if something actually needs embedding."""
 
     def __init__(self, profile: Profile) -> None:
-        self.profile, self._e = profile, None
+        self.profile = profile
+        self._e: Any = None  # the Embedder, loaded on first use
 
     def __call__(self, texts: list[str]):
         if self._e is None:

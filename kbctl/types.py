@@ -12,7 +12,10 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "Source",
@@ -55,7 +58,7 @@ class Source:
         return d
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Source":
+    def from_json(cls, d: Mapping[str, Any]) -> Source:
         d = dict(d)
         d["content"] = base64.b64decode(d.get("content", ""))
         return cls(**_known(cls, d))
@@ -75,7 +78,7 @@ class Block:
     page: int | None = None
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Block":
+    def from_json(cls, d: Mapping[str, Any]) -> Block:
         d = dict(d)
         d["heading_path"] = tuple(d.get("heading_path") or ())
         return cls(**_known(cls, d))
@@ -115,7 +118,7 @@ class Document:
         source_type: str,
         metadata: Mapping[str, Any] | None = None,
         parent_uri: str | None = None,
-    ) -> "Document":
+    ) -> Document:
         """Build a document from block texts, computing ``text`` and every block's ``start``."""
         parts: list[str] = []
         placed: list[Block] = []
@@ -143,7 +146,7 @@ class Document:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Document":
+    def from_json(cls, d: Mapping[str, Any]) -> Document:
         d = dict(d)
         d["blocks"] = tuple(Block.from_json(b) for b in d.get("blocks") or ())
         return cls(**_known(cls, d))
@@ -181,7 +184,7 @@ class Chunk:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Chunk":
+    def from_json(cls, d: Mapping[str, Any]) -> Chunk:
         d = dict(d)
         d["heading_path"] = tuple(d.get("heading_path") or ())
         return cls(**_known(cls, d))
@@ -189,16 +192,17 @@ class Chunk:
 
 @dataclass(frozen=True, eq=False)
 class EmbeddedChunk:
-    """A chunk with its vector (a list of floats of the profile's dimension)."""
+    """A chunk with its vector: floats of the profile's dimension, as a tuple, or (on the way to
+    the store) the numpy array the model or the vector cache returned."""
 
     chunk: Chunk
-    embedding: tuple[float, ...]
+    embedding: tuple[float, ...] | np.ndarray
 
     def to_json(self) -> dict[str, Any]:
         return {"chunk": self.chunk.to_json(), "embedding": list(self.embedding)}
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "EmbeddedChunk":
+    def from_json(cls, d: Mapping[str, Any]) -> EmbeddedChunk:
         return cls(chunk=Chunk.from_json(d["chunk"]), embedding=tuple(float(x) for x in d["embedding"]))
 
 
@@ -215,7 +219,7 @@ class ItemError:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "ItemError":
+    def from_json(cls, d: Mapping[str, Any]) -> ItemError:
         return cls(**_known(cls, d))
 
 

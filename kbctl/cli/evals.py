@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -36,18 +35,18 @@ def import_(
 @app.command("run")
 def run(
     dataset: Path = typer.Argument(..., help="A BEIR folder, or a golden JSONL file (query, namespace, relevant)."),
-    namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="Namespace (golden queries carry their own)."),
+    namespace: str | None = typer.Option(None, "--namespace", "-n", help="Namespace (golden queries carry their own)."),
     modes: str = typer.Option("lexical,dense,hybrid", "--modes", help="Comma list of lexical, dense, hybrid, rerank."),
     k: int = typer.Option(10, "-k", help="Cut-off for P@k."),
     depth: int = typer.Option(100, "--depth", help="Documents retrieved per query (for Recall@100, MAP)."),
     split: str = typer.Option("test", "--split", help="qrels split for BEIR: test | train | dev."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N queries."),
-    fail_under: List[str] = typer.Option([], "--fail-under", help="Gate, e.g. ndcg@10=0.65 or hybrid:recall@10=0.8; exit 3 when missed."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the full result (settings, per-query scores) here."),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Earlier --json result: print deltas, fail on regression."),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N queries."),
+    fail_under: list[str] = typer.Option([], "--fail-under", help="Gate, e.g. ndcg@10=0.65 or hybrid:recall@10=0.8; exit 3 when missed."),
+    json_path: Path | None = typer.Option(None, "--json", help="Write the full result (settings, per-query scores) here."),
+    baseline: Path | None = typer.Option(None, "--baseline", help="Earlier --json result: print deltas, fail on regression."),
     tolerance: float = typer.Option(0.01, "--tolerance", help="Allowed drop against --baseline."),
-    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML of the gates here."),
-    report: Optional[Path] = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
+    junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML of the gates here."),
+    report: Path | None = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
     print_json_: bool = typer.Option(False, "--print-json", help="Print the result JSON on stdout instead of a table."),
 ) -> None:
     """Evaluate each mode on the same queries: nDCG@10, Recall@10/100, P@k, MRR@10, MAP, latency."""
@@ -66,7 +65,7 @@ def run(
     if json_path:
         json_path.write_text(json.dumps(data, indent=1))
     if report:
-        report.write_text(render_html(rep, tuple(mode_list[:2]) if len(mode_list) >= 2 else None))
+        report.write_text(render_html(rep, (mode_list[0], mode_list[1]) if len(mode_list) >= 2 else None))
     if print_json_:
         print_json(data)
     else:
@@ -94,9 +93,9 @@ def _table(rep, k: int) -> None:
 @app.command("sweep")
 def sweep(
     dataset: Path = typer.Argument(..., help="A BEIR folder or a golden JSONL file."),
-    namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="Namespace."),
+    namespace: str | None = typer.Option(None, "--namespace", "-n", help="Namespace."),
     split: str = typer.Option("test", "--split", help="qrels split."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N queries."),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N queries."),
     fusion: str = typer.Option("rrf,convex", "--fusion", help="Fusion methods to try."),
     rrf_k: str = typer.Option("10,30,60,100", "--rrf-k", help="RRF k values."),
     dense_weight: str = typer.Option("0.3,0.5,0.7", "--dense-weight", help="Convex weights of the dense lane."),

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import sys
-from typing import List
 
 import typer
 
 from .render import print_json
-from .state import STATE, err, info, warn
+from .state import STATE, err, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -16,11 +15,11 @@ def register(app: typer.Typer) -> None:
 
 
 def ingest(
-    paths: List[str] = typer.Argument(None, help="Files, folders, http(s) URLs, feed URLs, or - for stdin."),
+    paths: list[str] = typer.Argument(None, help="Files, folders, http(s) URLs, feed URLs, or - for stdin."),
     namespace: str = typer.Option(..., "--namespace", "-n", help="Namespace to ingest into (created on first use)."),
     profile: str = typer.Option(None, "--profile", "-p", help="Profile for a new namespace (an existing one keeps its pin)."),
-    include: List[str] = typer.Option([], "--include", help="Glob of files to take inside folders (repeatable)."),
-    exclude: List[str] = typer.Option([], "--exclude", help="Glob of files to skip inside folders (repeatable)."),
+    include: list[str] = typer.Option([], "--include", help="Glob of files to take inside folders (repeatable)."),
+    exclude: list[str] = typer.Option([], "--exclude", help="Glob of files to skip inside folders (repeatable)."),
     sync: bool = typer.Option(False, "--sync", help="Remove documents whose source is gone (and feed entries no longer listed)."),
     plan: bool = typer.Option(False, "--plan", help="Print what would happen; write nothing."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another ingest holds the namespace."),
@@ -81,9 +80,7 @@ def _progress(silent: bool):
     bar.start()
 
     def on(event: str, data: dict) -> None:
-        if event == "extracted":
-            bar.advance(tasks["extract"], data.get("documents", 1))
-        elif event == "unchanged":
+        if event == "extracted" or event == "unchanged":
             bar.advance(tasks["extract"], data.get("documents", 1))
         elif event == "stored":
             bar.advance(tasks["embed"], data.get("embedded", 0))

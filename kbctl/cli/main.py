@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from typing import Optional
 
 import typer
 
-from . import db as db_cmd
 from . import config_cmd, evals, ingest, namespaces, runs, search, stages
+from . import db as db_cmd
 from .state import STATE, err, setup_logging
 
 app = typer.Typer(
@@ -26,11 +25,11 @@ app = typer.Typer(
 
 @app.callback()
 def _global(
-    config: Optional[str] = typer.Option(None, "--config", "-c", help="User config file (default: ./kbctl.toml, or KBCTL_CONFIG)."),
-    dsn: Optional[str] = typer.Option(None, "--dsn", help="PostgreSQL DSN (default: KBCTL_DSN, else the embedded server)."),
-    home: Optional[str] = typer.Option(None, "--home", help="Data directory for the embedded server (default: KBCTL_HOME or the user data dir)."),
-    tenant: Optional[str] = typer.Option(None, "--tenant", help="Tenant that scopes namespace names (default: 'default')."),
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Embedding profile for new namespaces (default: defaults.profile)."),
+    config: str | None = typer.Option(None, "--config", "-c", help="User config file (default: ./kbctl.toml, or KBCTL_CONFIG)."),
+    dsn: str | None = typer.Option(None, "--dsn", help="PostgreSQL DSN (default: KBCTL_DSN, else the embedded server)."),
+    home: str | None = typer.Option(None, "--home", help="Data directory for the embedded server (default: KBCTL_HOME or the user data dir)."),
+    tenant: str | None = typer.Option(None, "--tenant", help="Tenant that scopes namespace names (default: 'default')."),
+    profile: str | None = typer.Option(None, "--profile", "-p", help="Embedding profile for new namespaces (default: defaults.profile)."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output on stderr (-vv for debug)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr."),
 ) -> None:

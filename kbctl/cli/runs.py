@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from .render import print_json, table
@@ -17,7 +15,7 @@ def register(app: typer.Typer) -> None:
 
 
 def runs(
-    namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="Only this namespace."),
+    namespace: str | None = typer.Option(None, "--namespace", "-n", help="Only this namespace."),
     limit: int = typer.Option(20, "--limit", help="How many runs."),
     json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ) -> None:
@@ -34,8 +32,8 @@ def runs(
 
 
 def errors(
-    namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="Only this namespace."),
-    run: Optional[int] = typer.Option(None, "--run", help="Only this run id."),
+    namespace: str | None = typer.Option(None, "--namespace", "-n", help="Only this namespace."),
+    run: int | None = typer.Option(None, "--run", help="Only this run id."),
     limit: int = typer.Option(100, "--limit", help="How many rows."),
     json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import typer
 
 from .render import hits_markdown, hits_table, print_json, print_jsonl
@@ -16,14 +14,14 @@ def register(app: typer.Typer) -> None:
 
 def search(
     query: str = typer.Argument("", help="What to look for (may be empty with --filter: a metadata query)."),
-    namespace: List[str] = typer.Option(..., "--namespace", "-n", help="Namespace to search (repeat to search several)."),
+    namespace: list[str] = typer.Option(..., "--namespace", "-n", help="Namespace to search (repeat to search several)."),
     mode: str = typer.Option("auto", "--mode", "-m", help="auto | dense | lexical | hybrid."),
-    k: Optional[int] = typer.Option(None, "-k", "--top", help="Number of results (default: profile search.k)."),
-    filter: List[str] = typer.Option([], "--filter", "-f", help="Metadata filter: key=value, key!=v, key>=v, key<=v, key~prefix, 'key in a,b'."),
-    per_doc: Optional[int] = typer.Option(None, "--per-doc", help="At most this many chunks per document."),
-    fusion: Optional[str] = typer.Option(None, "--fusion", help="rrf | convex (default: profile search.fusion)."),
-    ef_search: Optional[int] = typer.Option(None, "--ef-search", min=1, help="HNSW ef_search for this query (default: the profile's hnsw.ef_search); higher is slower and closer to exact."),
-    rerank: Optional[bool] = typer.Option(None, "--rerank/--no-rerank", help="Rerank fused candidates with the profile's reranker."),
+    k: int | None = typer.Option(None, "-k", "--top", help="Number of results (default: profile search.k)."),
+    filter: list[str] = typer.Option([], "--filter", "-f", help="Metadata filter: key=value, key!=v, key>=v, key<=v, key~prefix, 'key in a,b'."),
+    per_doc: int | None = typer.Option(None, "--per-doc", help="At most this many chunks per document."),
+    fusion: str | None = typer.Option(None, "--fusion", help="rrf | convex (default: profile search.fusion)."),
+    ef_search: int | None = typer.Option(None, "--ef-search", min=1, help="HNSW ef_search for this query (default: the profile's hnsw.ef_search); higher is slower and closer to exact."),
+    rerank: bool | None = typer.Option(None, "--rerank/--no-rerank", help="Rerank fused candidates with the profile's reranker."),
     explain: bool = typer.Option(False, "--explain", help="Show each hit's rank and score in every lane."),
     json_: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
     jsonl: bool = typer.Option(False, "--jsonl", help="One JSON object per hit on stdout."),

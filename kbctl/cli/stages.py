@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import List
 
 import typer
 
@@ -24,14 +23,15 @@ def _stdin_lines():
 
 
 def fetch(
-    paths: List[str] = typer.Argument(..., help="Files, folders, URLs, feeds, or - for stdin."),
-    include: List[str] = typer.Option([], "--include", help="Glob of files to take inside folders."),
-    exclude: List[str] = typer.Option([], "--exclude", help="Glob of files to skip inside folders."),
+    paths: list[str] = typer.Argument(..., help="Files, folders, URLs, feeds, or - for stdin."),
+    include: list[str] = typer.Option([], "--include", help="Glob of files to take inside folders."),
+    exclude: list[str] = typer.Option([], "--exclude", help="Glob of files to skip inside folders."),
     follow_links: bool = typer.Option(False, "--follow-links", help="Fetch the pages feed entries link to."),
     follow_symlinks: bool = typer.Option(False, "--follow-symlinks", help="Follow symlinks that lead out of the folders given (skipped otherwise)."),
 ) -> None:
     """Fetch sources; print one `source` (or `error`) record per line."""
-    from ..fetch import FetchOptions, fetch as do_fetch
+    from ..fetch import FetchOptions
+    from ..fetch import fetch as do_fetch
     from ..stages import source_records, write_records
 
     stdin = sys.stdin.buffer if "-" in paths else None

@@ -14,11 +14,10 @@ Heavy imports (torch, sentence-transformers) happen only when a model is first u
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Iterator, Protocol, Sequence
-
-import logging
 
 import numpy as np
 
@@ -78,7 +77,7 @@ def get_embedder(profile: Profile, *, cache_dir: Path | None = None, purpose: st
         if purpose == "query" and cached_decision(profile, cache) is None:
             log.warning("profile %r is not prepared on this machine: measuring its backends now (once); "
                         "`kbctl ingest` does this ahead of the first search", profile.name)
-        chosen = choose_precision(profile, cache, purpose)
+        chosen = choose_precision(profile, cache, purpose, load=get_embedder)
         embedder = get_embedder(replace(profile, precision=chosen), cache_dir=cache)
     elif profile.precision in ("onnx-int8", "onnx-fp32"):
         from .onnx import OnnxEmbedder
@@ -99,7 +98,7 @@ def prepare(profile: Profile, *, cache_dir: Path | None = None):
     from .precision import decide_precision
 
     cache = Path(cache_dir) if cache_dir else (Path(profile.cache_dir) if profile.cache_dir else None)
-    choice = decide_precision(profile, cache)
+    choice = decide_precision(profile, cache, load=get_embedder)
     if profile.embedder == "sentence-transformers" and choice.query_precision in ("onnx-fp32", "onnx-int8"):
         from .onnx import ensure_export
 

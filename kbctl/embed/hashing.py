@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from itertools import pairwise
 from typing import Sequence
 
 import numpy as np
@@ -34,7 +35,7 @@ class HashEmbedder:
     def _one(self, text: str) -> np.ndarray:
         v = np.zeros(self.dimension, dtype=np.float32)
         words = _WORD.findall(text.lower())
-        for feat in words + [a + " " + b for a, b in zip(words, words[1:])]:
+        for feat in words + [a + " " + b for a, b in pairwise(words)]:
             h = hashlib.blake2b(feat.encode(), digest_size=8).digest()
             idx = int.from_bytes(h[:4], "little") % self.dimension
             v[idx] += 1.0 if h[4] & 1 else -1.0

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..config import Profile
 from ..errors import EmbeddingError
+from .cpu import cpu_features
 
 __all__ = ["OnnxEmbedder", "export_onnx", "export_int8", "onnx_available", "model_cache_dir", "default_cache_root"]
 
@@ -252,8 +253,6 @@ def optimized_copy(model_file: Path) -> Path:
     """Where the pre-optimized graph of ``model_file`` lives for this onnxruntime and CPU."""
     import onnxruntime as ort
 
-    from .precision import cpu_features
-
     tag = hashlib.sha256(f"{ort.__version__}|{' '.join(sorted(cpu_features()))}".encode()).hexdigest()[:10]
     return model_file.with_name(f"{model_file.stem}.opt-{tag}.onnx")
 
@@ -316,7 +315,7 @@ def _export_fp32(model_path: Path, target: Path) -> None:
             super().__init__()
             self.model = model
 
-        def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]
+        def forward(self, input_ids, attention_mask, token_type_ids):
             return self.model(
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
             ).last_hidden_state

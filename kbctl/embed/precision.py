@@ -34,16 +34,24 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
+from .._version import __version__
 from ..config import Profile
 from ..errors import EmbeddingError
+from .cpu import cpu_features
+from .onnx import default_cache_root, onnx_available
 
 __all__ = [
     "PrecisionChoice", "cpu_features", "candidates", "decide_precision", "choose_precision", "cached_decision",
-    "MIN_COSINE", "QUERY_ORDER",
+    "MIN_COSINE", "QUERY_ORDER", "Load",
 ]
+
+#: How to load the embedder of a profile: ``kbctl.embed.get_embedder``, passed in by the package
+#: (which imports this module, so this module cannot import it back).
+Load = Callable[..., Any]
 
 log = logging.getLogger(__name__)
 
@@ -80,21 +88,8 @@ class PrecisionChoice:
         return (self.query_precision or self.precision) if purpose == "query" else self.precision
 
 
-def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
-    """The CPU's feature flags (``avx2``, ``avx512_bf16``…) from /proc/cpuinfo; empty if unreadable."""
-    try:
-        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith(("flags", "Features")):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
 def candidates(features: set[str] | None = None) -> list[str]:
     """Precisions worth trying on this machine, fastest first; always ends with ``fp32``."""
-    from .onnx import onnx_available
-
     features = cpu_features() if features is None else features
     onnx = onnx_available()
     out = ["onnx-int8"] if onnx else []
@@ -105,32 +100,29 @@ def candidates(features: set[str] | None = None) -> list[str]:
     return out + ["fp32"]
 
 
-def choose_precision(profile: Profile, cache_dir: Path | None = None, purpose: str = "throughput") -> str:
+def choose_precision(profile: Profile, cache_dir: Path | None = None, purpose: str = "throughput", *,
+                     load: Load) -> str:
     """The precision ``auto`` means for this profile on this machine and purpose (see ``decide_precision``)."""
-    return decide_precision(profile, cache_dir).for_purpose(purpose)
+    return decide_precision(profile, cache_dir, load=load).for_purpose(purpose)
 
 
-def decide_precision(profile: Profile, cache_dir: Path | None = None) -> PrecisionChoice:
+def decide_precision(profile: Profile, cache_dir: Path | None = None, *, load: Load) -> PrecisionChoice:
     """Validate the candidates against fp32 once, cache and return both decisions.
 
     ``cache_dir`` is the model cache (``<home>/models``); ``None`` means the user cache dir.
+    ``load`` loads a profile's embedder to measure it (``kbctl.embed.get_embedder``).
     """
-    if profile.embedder != "sentence-transformers":
-        return PrecisionChoice("fp32", 1.0, 1.0, f"{profile.embedder} embedder has no precision")
-    if profile.precision != "auto":
-        return PrecisionChoice(profile.precision, float("nan"), float("nan"), "set in the profile",
-                               profile.precision, float("nan"), "set in the profile")
     features = cpu_features()
     order = candidates(features)
-    if order == ["fp32"]:  # nothing to compare: no need to load the model twice or cache anything
-        why = "no faster precision on this machine"
-        return PrecisionChoice("fp32", 1.0, 1.0, why, "fp32", 1.0, why, _flags(features))
+    fixed = _fixed_choice(profile, features, order)
+    if fixed is not None:
+        return fixed
     cache = _cache_file(profile, cache_dir, order)
     choice = _read_cached(cache)
     if choice is None:
         log.info("preparing %s on this machine (once): measuring its backends against fp32 into %s",
                     profile.model, cache.parent)
-        choice = dataclasses.replace(_validate(profile, cache_dir, order), cpu_flags=_flags(features))
+        choice = dataclasses.replace(_validate(profile, cache_dir, order, load), cpu_flags=_flags(features))
         _write_cached(cache, choice)
     if cache in _LOGGED:
         return choice
@@ -144,12 +136,23 @@ def decide_precision(profile: Profile, cache_dir: Path | None = None) -> Precisi
 
 def cached_decision(profile: Profile, cache_dir: Path | None = None) -> PrecisionChoice | None:
     """The recorded ``auto`` decision for this profile on this machine, without measuring anything."""
-    if profile.embedder != "sentence-transformers" or profile.precision != "auto":
-        return decide_precision(profile, cache_dir)
-    order = candidates()
-    if order == ["fp32"]:
-        return decide_precision(profile, cache_dir)
-    return _read_cached(_cache_file(profile, cache_dir, order))
+    features = cpu_features()
+    order = candidates(features)
+    fixed = _fixed_choice(profile, features, order)
+    return fixed if fixed is not None else _read_cached(_cache_file(profile, cache_dir, order))
+
+
+def _fixed_choice(profile: Profile, features: set[str], order: list[str]) -> PrecisionChoice | None:
+    """The decision when there is nothing to measure (no ``auto``, or no candidate but fp32), else None."""
+    if profile.embedder != "sentence-transformers":
+        return PrecisionChoice("fp32", 1.0, 1.0, f"{profile.embedder} embedder has no precision")
+    if profile.precision != "auto":
+        return PrecisionChoice(profile.precision, float("nan"), float("nan"), "set in the profile",
+                               profile.precision, float("nan"), "set in the profile")
+    if order == ["fp32"]:  # nothing to compare: no need to load the model twice or cache anything
+        why = "no faster precision on this machine"
+        return PrecisionChoice("fp32", 1.0, 1.0, why, "fp32", 1.0, why, _flags(features))
+    return None
 
 
 def _flags(features: set[str]) -> tuple[str, ...]:
@@ -157,19 +160,17 @@ def _flags(features: set[str]) -> tuple[str, ...]:
     return tuple(sorted(features & (_BF16_FLAGS | {"avx2", "avx512f", "avx512_vnni", "amx_int8"})))
 
 
-def _validate(profile: Profile, cache_dir: Path | None, order: list[str]) -> PrecisionChoice:
+def _validate(profile: Profile, cache_dir: Path | None, order: list[str], load: Load) -> PrecisionChoice:
     """Measure each candidate needed against fp32: the throughput order until one agrees, then the
     query order (load time) until one agrees. Each backend is measured at most once."""
-    from . import get_embedder
-
-    reference = get_embedder(dataclasses.replace(profile, precision="fp32"), cache_dir=cache_dir)
+    reference = load(dataclasses.replace(profile, precision="fp32"), cache_dir=cache_dir)
     base = _unit(reference.embed_documents(CALIBRATION))
     measured: dict[str, tuple[float, float] | str] = {}
 
     def check(precision: str) -> tuple[float, float] | str:
         if precision not in measured:
             try:
-                other = get_embedder(dataclasses.replace(profile, precision=precision), cache_dir=cache_dir)
+                other = load(dataclasses.replace(profile, precision=precision), cache_dir=cache_dir)
                 cos = (_unit(other.embed_documents(CALIBRATION)) * base).sum(axis=1)
                 measured[precision] = (float(cos.min()), float(cos.mean()))
             except EmbeddingError as e:
@@ -210,9 +211,6 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 
 def _cache_file(profile: Profile, cache_dir: Path | None, order: list[str]) -> Path:
-    from .. import __version__
-    from .onnx import default_cache_root
-
     root = Path(cache_dir) if cache_dir else (Path(profile.cache_dir) if profile.cache_dir else default_cache_root())
     key = json.dumps([profile.fingerprint, __version__, order, MIN_COSINE, len(CALIBRATION), _DECISION_FORMAT])
     name = profile.model.rstrip("/").split("/")[-1].lower()

@@ -35,7 +35,7 @@ def resolve_model_path(model: str, allow_download: bool = False) -> str:
             mod = __import__(module)
         except ImportError:
             continue
-        path = Path(getattr(mod, "MODEL_DIR", Path(mod.__file__).parent / "model"))
+        path = Path(getattr(mod, "MODEL_DIR", None) or Path(str(mod.__file__)).parent / "model")
         if (path / "config.json").exists():
             return str(path)
     if not allow_download:

@@ -60,7 +60,7 @@ class EvalDataset:
     corpus_path: Path | None
     kind: Literal["beir", "golden"]
 
-    def limited(self, limit: int | None) -> "EvalDataset":
+    def limited(self, limit: int | None) -> EvalDataset:
         """The same dataset with only its first ``limit`` queries (all when ``limit`` is None)."""
         if limit is None or limit >= len(self.queries):
             return self

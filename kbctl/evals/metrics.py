@@ -39,6 +39,7 @@ __all__ = [
     "evaluate",
     "aggregate",
     "is_lower_better",
+    "percentile",
 ]
 
 Judgements = Mapping[str, int]
@@ -151,3 +152,13 @@ def aggregate(per_query: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     n = len(per_query)
     return {name: total / n for name, total in sums.items()} if n else {}
 
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0–100) with linear interpolation, as numpy's default; 0 if empty."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)

@@ -10,7 +10,7 @@ document ids, best first, each at the rank of its best chunk, and it:
    (ties broken by document id) cannot reorder results whose scores tie.
 
 ``report_to_json`` / ``report_from_json`` give the saved form (used as a baseline). Gates, baseline
-comparison and JUnit output are in ``kbctl.evals.gates``, re-exported here for convenience.
+comparison and JUnit output are in ``kbctl.evals.gates`` (which imports this module).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 from kbctl.errors import ConfigError, UsageError
 
 from .datasets import EvalDataset, EvalQuery
-from .metrics import aggregate, evaluate
+from .metrics import aggregate, evaluate, percentile
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,6 @@ __all__ = [
     "CURVE_KS",
     "run_eval",
     "metric_names",
-    "percentile",
     "rank_to_run",
     "report_to_json",
     "report_from_json",
@@ -95,17 +94,6 @@ def metric_names(k: int = 10) -> list[str]:
     if k != 10:
         names += [f"ndcg@{k}", f"recall@{k}", f"mrr@{k}"]
     return list(dict.fromkeys(names))
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0–100) with linear interpolation, as numpy's default; 0 if empty."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def rank_to_run(hits: Sequence[tuple[str, float]], depth: int) -> dict[str, float]:
@@ -212,12 +200,3 @@ def report_from_json(data: Mapping[str, Any]) -> EvalReport:
                                   int(m.get("num_queries", len(per_query))), curve))
     return EvalReport(str(data.get("dataset", "")), int(data.get("k", 10)), tuple(results),
                       dict(data.get("settings") or {}), dict(data.get("queries") or {}))
-
-
-def __getattr__(name: str):
-    # gates/compare/JSON/JUnit live in gates.py (which imports this module); re-export lazily
-    from . import gates
-
-    if name in gates.__all__:
-        return getattr(gates, name)
-    raise AttributeError(name)

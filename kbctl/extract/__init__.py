@@ -24,6 +24,7 @@ feedparser) are imported only when a source needs them.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 from ..types import Document, Source
@@ -43,19 +44,28 @@ def extract(source: Source) -> list[Document]:
 def _extractor(fmt: str) -> Callable[[Source], list[Document]]:
     """The function reading ``fmt``; the modules import their heavy libraries lazily themselves."""
     if fmt == "text":
-        from .text import extract_text as fn
-    elif fmt == "markdown":
-        from .text import extract_markdown as fn
-    elif fmt == "html":
-        from .html import extract_html as fn
-    elif fmt == "pdf":
-        from .pdf import extract_pdf as fn
-    elif fmt == "email":
-        from .mail import extract_eml as fn
-    elif fmt == "mbox":
-        from .mail import extract_mbox as fn
-    elif fmt == "feed":
-        from .feed import extract_feed as fn
-    else:  # pragma: no cover - detect_format returns only the names above
-        raise ValueError(f"unknown format {fmt!r}")
-    return fn
+        from .text import extract_text
+
+        return extract_text
+    if fmt == "markdown":
+        from .text import extract_markdown
+
+        return extract_markdown
+    if fmt == "html":
+        from .html import extract_html
+
+        return extract_html
+    if fmt == "pdf":
+        from .pdf import extract_pdf
+
+        return extract_pdf
+    if fmt in ("email", "mbox"):
+        from .mail import extract_eml, extract_mbox
+
+        # attachments are read by this same dispatch, handed down so mail never imports the package
+        return partial(extract_eml if fmt == "email" else extract_mbox, extract_part=extract)
+    if fmt == "feed":
+        from .feed import extract_feed
+
+        return extract_feed
+    raise ValueError(f"unknown format {fmt!r}")  # pragma: no cover - detect_format returns only the names above

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import codecs
 import re
-from datetime import date, datetime, time, timezone
+from datetime import date, datetime, time
 from typing import Any, Iterable, Mapping
 from urllib.parse import unquote, urldefrag, urlsplit
 
 from ..errors import ExtractError
+from ..textutil.dates import iso_datetime
 from ..types import Block, Document, Source
 
 __all__ = [
@@ -23,7 +24,6 @@ __all__ = [
     "item_name",
     "stem_of",
     "split_paragraphs",
-    "iso_datetime",
     "json_safe",
     "normalise_tags",
     "common_metadata",
@@ -122,18 +122,6 @@ def stem_of(uri: str) -> str:
 def split_paragraphs(text: str) -> list[str]:
     """Text split on blank lines, each paragraph stripped, empty ones dropped."""
     return [p.strip() for p in _BLANK_LINES.split(text) if p.strip()]
-
-
-def iso_datetime(value: datetime | date | None) -> str | None:
-    """ISO 8601; aware datetimes in UTC with a ``Z`` (``2024-05-01T12:00:00Z``), dates as dates."""
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc)
-            return value.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
-        return value.isoformat(timespec="seconds")
-    return value.isoformat()
 
 
 def json_safe(value: Any) -> Any:

@@ -151,9 +151,9 @@ def _head_text(head: bytes) -> str:
 
 def is_feed_xml(text: str) -> bool:
     """Whether the XML's root element is ``rss``, ``feed`` (Atom) or ``rdf:RDF`` (RSS 1.0)."""
-    rest = text[_XML_PROLOG.match(text).end():]
+    rest = _XML_PROLOG.sub("", text, count=1)  # the pattern is anchored and matches at least ""
     m = _ROOT.match(rest)
-    return bool(m) and m.group(1).rsplit(":", 1)[-1] in ("rss", "feed", "RDF")
+    return m is not None and m.group(1).rsplit(":", 1)[-1] in ("rss", "feed", "RDF")
 
 
 def _xml_kind(text: str) -> str:

@@ -18,12 +18,13 @@ import calendar
 import io
 import logging
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import ExtractError
+from ..textutil.dates import iso_datetime
 from ..types import Block, Document, Source
-from .base import build_document, iso_datetime, split_paragraphs
+from .base import build_document, split_paragraphs
 from .html import html_paragraphs
 
 __all__ = ["extract_feed", "parse_feed_bytes"]
@@ -129,4 +130,4 @@ def _time(struct: Any) -> str | None:
     """feedparser's UTC ``time.struct_time`` as ISO 8601."""
     if not struct:
         return None
-    return iso_datetime(datetime.fromtimestamp(calendar.timegm(struct), timezone.utc))
+    return iso_datetime(datetime.fromtimestamp(calendar.timegm(struct), UTC))

@@ -19,7 +19,8 @@ import logging
 import re
 from typing import Any
 
-from .base import iso_datetime, json_safe
+from ..textutil.dates import iso_datetime
+from .base import json_safe
 
 __all__ = ["split_front_matter", "parse_simple_yaml", "UnsupportedYAML"]
 
@@ -204,7 +205,9 @@ def _inline_list(text: str) -> list[Any]:
 
 def _split_commas(text: str) -> list[str]:
     """Split on commas that are not inside quotes."""
-    parts, cur, quote = [], [], None
+    parts: list[str] = []
+    cur: list[str] = []
+    quote: str | None = None
     for ch in text:
         if quote:
             quote = None if ch == quote else quote
@@ -264,9 +267,7 @@ def _closing_quote(text: str) -> int:
     """Index of the quote closing the one at ``text[0]`` (``\\"`` and ``''`` are escapes), or -1."""
     q, i = text[0], 1
     while i < len(text):
-        if q == '"' and text[i] == "\\":
-            i += 2
-        elif text[i] == q and q == "'" and text[i + 1:i + 2] == "'":
+        if (q == '"' and text[i] == "\\") or (text[i] == q and q == "'" and text[i + 1:i + 2] == "'"):
             i += 2
         elif text[i] == q:
             return i

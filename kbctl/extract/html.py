@@ -132,7 +132,8 @@ def html_paragraphs(markup: str) -> list[str]:
 
 def _parse(markup: str):
     """An lxml tree, or ``None`` for markup with no elements at all."""
-    from lxml import etree, html as lxml_html
+    from lxml import etree
+    from lxml import html as lxml_html
 
     markup = re.sub(r"^\s*<\?xml[^>]*\?>", "", markup)  # lxml refuses str with an encoding declaration
     try:

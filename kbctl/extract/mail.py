@@ -23,13 +23,14 @@ from __future__ import annotations
 import logging
 import re
 from email import policy
-from email.message import EmailMessage, Message
+from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesParser
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..errors import ExtractError
+from ..textutil.dates import iso_datetime
 from ..types import Block, Document, Source
-from .base import build_document, iso_datetime, split_paragraphs
+from .base import build_document, split_paragraphs
 from .detect import SUPPORTED_SUFFIXES, guess_media_type
 from .html import html_paragraphs
 
@@ -44,13 +45,18 @@ _ESCAPED_FROM = re.compile(rb"^>(>*From )", re.M)
 _EXTRACTABLE_TYPES = frozenset({"text/plain", "text/markdown", "text/html", "application/pdf", "message/rfc822"})
 
 
-def extract_eml(source: Source) -> list[Document]:
-    """One message (and its readable attachments)."""
-    return message_documents(parse_message(source.content), source, source.uri)
+#: Reads an attachment of any format: ``kbctl.extract.extract``, passed in by the package that
+#: dispatches to this module (so this module does not import it back).
+ExtractPart = Callable[[Source], list[Document]]
 
 
-def extract_mbox(source: Source) -> list[Document]:
-    """Every message of an mbox (and their attachments), in mailbox order."""
+def extract_eml(source: Source, *, extract_part: ExtractPart) -> list[Document]:
+    """One message (and its readable attachments, read with ``extract_part``)."""
+    return message_documents(parse_message(source.content), source, source.uri, extract_part)
+
+
+def extract_mbox(source: Source, *, extract_part: ExtractPart) -> list[Document]:
+    """Every message of an mbox (and their attachments, read with ``extract_part``), in mailbox order."""
     docs: list[Document] = []
     seen: set[str] = set()
     raw_messages = split_mbox(source.content)
@@ -59,7 +65,7 @@ def extract_mbox(source: Source) -> list[Document]:
         message_id = _first_id(_header(msg, "Message-ID"))
         uri = _unique(f"{source.uri}#{message_id or f'message-{n}'}", seen)
         try:
-            docs.extend(message_documents(msg, source, uri))
+            docs.extend(message_documents(msg, source, uri, extract_part))
         except ExtractError as e:
             log.warning("skipping message %d of %s: %s", n, source.uri, e)
     if not docs:
@@ -88,10 +94,10 @@ def parse_message(data: bytes) -> EmailMessage:
     return BytesParser(policy=policy.default).parsebytes(data)
 
 
-def message_documents(msg: EmailMessage, source: Source, uri: str) -> list[Document]:
+def message_documents(msg: EmailMessage, source: Source, uri: str, extract_part: ExtractPart) -> list[Document]:
     """The message's document followed by its attachments' documents."""
     meta = message_metadata(msg)
-    children, errors = _attachment_documents(msg, source, uri, meta)
+    children, errors = _attachment_documents(msg, source, uri, meta, extract_part)
     if errors:
         meta["attachment_errors"] = errors
     blocks = [Block(p) for p in _body_paragraphs(msg)]
@@ -164,13 +170,13 @@ def _body_paragraphs(msg: EmailMessage) -> list[str]:
     return html_paragraphs(text) if part.get_content_subtype() == "html" else split_paragraphs(text.replace("\r\n", "\n"))
 
 
-def _part_text(part: EmailMessage) -> str:
+def _part_text(part: MIMEPart) -> str:
     """A text part decoded with its charset (undeclared or unknown charsets: UTF-8, replacing)."""
     try:
         return part.get_content()
     except (LookupError, UnicodeError, KeyError, AssertionError):
-        payload = part.get_payload(decode=True) or b""
-        return payload.decode("utf-8", errors="replace")
+        payload = part.get_payload(decode=True)
+        return payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else ""
 
 
 def _attachments(msg: Message) -> Iterator[EmailMessage]:
@@ -192,10 +198,10 @@ def _filename(part: Message, n: int) -> str:
     return f"attachment-{n}{ext}"
 
 
-def _attachment_documents(msg: EmailMessage, source: Source, uri: str, meta: dict) -> tuple[list[Document], list[str]]:
+def _attachment_documents(
+    msg: EmailMessage, source: Source, uri: str, meta: dict, extract_part: ExtractPart
+) -> tuple[list[Document], list[str]]:
     """Documents of the readable attachments, and ``"name: reason"`` for those that failed."""
-    from . import extract  # the package dispatches; imported late to avoid an import cycle
-
     docs: list[Document] = []
     errors: list[str] = []
     seen: set[str] = set()
@@ -205,7 +211,7 @@ def _attachment_documents(msg: EmailMessage, source: Source, uri: str, meta: dic
             continue
         try:
             child = _child_source(part, name, _unique(f"{uri}#attachment/{name}", seen), source)
-            docs.extend(_as_child(d, uri, name, meta) for d in extract(child))
+            docs.extend(_as_child(d, uri, name, meta) for d in extract_part(child))
         except ExtractError as e:
             errors.append(f"{name}: {e.message}")
         except Exception as e:  # one odd attachment must not lose the message
@@ -224,11 +230,13 @@ def _child_source(part: EmailMessage, name: str, uri: str, parent: Source) -> So
     """The attachment as a Source; text parts re-encoded as UTF-8 from their declared charset."""
     if part.get_content_type() == "message/rfc822":
         inner = part.get_payload()
-        content = (inner[0] if isinstance(inner, list) else inner).as_bytes()
+        message = inner[0] if isinstance(inner, list) else inner
+        content = message.as_bytes() if isinstance(message, Message) else str(message).encode("utf-8")
     elif part.get_content_maintype() == "text":
         content = _part_text(part).encode("utf-8")
     else:
-        content = part.get_payload(decode=True) or b""
+        payload = part.get_payload(decode=True)
+        content = payload if isinstance(payload, bytes) else b""
     metadata = {k: v for k, v in parent.metadata.items() if k not in ("size", "sha256", "charset")}
     metadata["size"] = len(content)
     media_type = guess_media_type(name) or part.get_content_type()

@@ -17,13 +17,15 @@ from __future__ import annotations
 import io
 import logging
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
+from itertools import pairwise
 from statistics import median
 from typing import Any
 
 from ..errors import ExtractError
+from ..textutil.dates import iso_datetime
 from ..types import Block, Document, Source
-from .base import build_document, iso_datetime, stem_of
+from .base import build_document, stem_of
 
 __all__ = ["extract_pdf", "pdf_date", "drop_running_lines"]
 
@@ -81,7 +83,7 @@ def _page_paragraphs(page) -> list[str]:
     lines = [ln for ln in page.extract_text_lines(return_chars=False) if ln["text"].strip()]
     if not lines:
         return []
-    gaps = [b["top"] - a["bottom"] for a, b in zip(lines, lines[1:])]
+    gaps = [b["top"] - a["bottom"] for a, b in pairwise(lines)]
     heights = [ln["bottom"] - ln["top"] for ln in lines]
     limit = max(1.5 * median(g for g in gaps if g > 0) if any(g > 0 for g in gaps) else 0, median(heights))
     paragraphs, current = [], [lines[0]["text"].strip()]
@@ -160,7 +162,7 @@ def pdf_date(value: str | None) -> str | None:
 
 def _offset(tz: str) -> timezone:
     if tz == "Z":
-        return timezone.utc
+        return UTC
     digits = tz.replace("'", "")
     sign = -1 if digits[0] == "-" else 1
     return timezone(sign * timedelta(hours=int(digits[1:3]), minutes=int(digits[3:5] or 0)))

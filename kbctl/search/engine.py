@@ -5,15 +5,15 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..config import Profile
 from ..errors import KbctlError, UsageError
 from ..store import search as store
 from ..store.namespaces import Namespace, check_pin
-from ..types import Hit, SearchResult
 from ..textutil.analyze import get_analyzer
+from ..types import Hit, SearchResult
 from .filters import Filter
 from .fuse import fuse
 from .lanes import LaneHit, correct_terms, dense_lane, effective_ef_search, lexical_lane, vocabulary_df
@@ -211,7 +211,10 @@ def _shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
     Walks the fused order and stops once ``limit`` hits are kept (the page, or the reranker's
     window): what comes after cannot change them, and the near-duplicate check is quadratic.
     """
-    out, per, seen, exact = [], {}, [], set()
+    out: list[tuple[Any, float]] = []
+    per: dict[tuple, int] = {}
+    seen: list[frozenset[int]] = []
+    exact: set[int] = set()
     for key, score in fused:
         if limit is not None and len(out) >= limit:
             break
@@ -259,8 +262,8 @@ def _near_duplicate(a: frozenset, b: frozenset, threshold: float) -> bool:
 
 
 def _hit(rank: int, score, r: tuple, lanes: dict[str, list[LaneHit]], key) -> Hit:
-    ns_id, cid, did, text, meta, heading, page, pos, uri, title, ns_name = r
-    lane_info = {}
+    _ns_id, cid, did, text, meta, heading, page, _pos, uri, title, ns_name = r
+    lane_info: dict[str, dict[str, Any]] = {}
     for name, hits in lanes.items():
         for h in hits:
             if (h.namespace_id, h.chunk_id) == key:

@@ -136,7 +136,7 @@ def _date_bound(f: Filter) -> tuple[str, str]:
     """The comparison and bound for an ISO date or datetime value (others are returned as they are)."""
     from datetime import date, datetime, timedelta
 
-    from ..extract.base import iso_datetime
+    from ..textutil.dates import iso_datetime
 
     m = _ISO.match(f.value)
     if not m:

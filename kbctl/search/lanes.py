@@ -168,7 +168,7 @@ def lexical_lane(
     mid = None
     if helper is not None and sum(df[t] for t in present) > SPLIT_POSTINGS:
         mid = _median_chunk(conn, ns_ids, int(n))
-    if mid is None:
+    if mid is None or helper is None:
         rows = part(conn, _MIN_ID, _MAX_ID)
     else:
         upper = helper(lambda c: part(c, mid + 1, _MAX_ID))

@@ -17,7 +17,7 @@ nothing searchable still gives ``no_match`` or ``metadata``).
 
 from __future__ import annotations
 
-from .analyze import Analyzer
+from ..textutil.analyze import Analyzer
 
 __all__ = ["route", "STRATEGIES", "VAGUE_WORDS"]
 

@@ -13,7 +13,6 @@ cannot block on them; ``.kbctlignore`` files are opened without blocking too.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import stat
@@ -22,9 +21,10 @@ from pathlib import Path
 from typing import BinaryIO, Collection, Iterator, Sequence
 
 from ..errors import SourceError
-from ..types import ItemError, Source
+from ..textutil.dates import iso_utc
+from ..types import ItemError, Source, content_hash
 from .globs import Pattern, any_match, compile_glob, ignored, load_ignore
-from .options import FetchOptions, guess_media_type, iso_utc, normalise_suffixes
+from .options import FetchOptions, guess_media_type, normalise_suffixes
 
 __all__ = ["iter_files", "file_uri", "read_file", "read_stdin", "human_bytes"]
 
@@ -42,10 +42,11 @@ def human_bytes(n: int) -> str:
     """``1536`` → ``"1.5 KB"`` (binary units, for messages)."""
     if n < 1024:
         return f"{n} bytes"
+    size = float(n)
     for unit in ("KB", "MB", "GB"):
-        n /= 1024
-        if n < 1024 or unit == "GB":
-            return f"{n:.3g} {unit}" if n < 100 else f"{n:.0f} {unit}"
+        size /= 1024
+        if size < 1024 or unit == "GB":
+            return f"{size:.3g} {unit}" if size < 100 else f"{size:.0f} {unit}"
     raise AssertionError("unreachable")
 
 
@@ -237,7 +238,7 @@ def read_stdin(stream: BinaryIO, options: FetchOptions) -> Source:
     data = stream.read(limit + 1)
     if len(data) > limit:
         raise SourceError(_too_large("stdin", len(data), limit))
-    digest = hashlib.sha256(data).hexdigest()
+    digest = content_hash(data)
     name = options.stdin_name
     meta = {"size": len(data), "sha256": digest, "fetched_at": iso_utc()}
     if name:

@@ -116,9 +116,7 @@ def parse_ignore(lines: Iterable[str]) -> tuple[Pattern, ...]:
         if not line or line.startswith("#"):
             continue
         negate = line.startswith("!")
-        if negate:
-            line = line[1:]
-        elif line.startswith(("\\#", "\\!")):
+        if negate or line.startswith(("\\#", "\\!")):
             line = line[1:]
         if line.strip("/"):
             rules.append(compile_glob(line, negate=negate))

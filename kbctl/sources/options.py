@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Collection, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from ..errors import ConfigError
 from ..mediatypes import SUFFIXES, guess_media_type
 
-__all__ = ["FetchOptions", "DEFAULT_SUFFIXES", "normalise_suffixes", "guess_media_type", "default_user_agent", "iso_utc"]
+__all__ = ["FetchOptions", "DEFAULT_SUFFIXES", "normalise_suffixes", "guess_media_type", "default_user_agent"]
 
 MB = 1024 * 1024
 
@@ -18,14 +17,10 @@ DEFAULT_SUFFIXES: frozenset[str] = SUFFIXES
 
 
 def default_user_agent() -> str:
-    """``kbctl/<version> (+https://github.com/kbctl/kbctl)``, the version read from the installed package."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
+    """``kbctl/<version> (+https://github.com/kbctl/kbctl)``."""
+    from .._version import __version__
 
-        v = version("kbctl")
-    except (ImportError, PackageNotFoundError):
-        v = "0.1.0"
-    return f"kbctl/{v} (+https://github.com/kbctl/kbctl)"
+    return f"kbctl/{__version__} (+https://github.com/kbctl/kbctl)"
 
 
 @dataclass(frozen=True)
@@ -74,7 +69,7 @@ class FetchOptions:
     follow_symlinks: bool = False
 
     @classmethod
-    def from_config(cls, table: Mapping[str, Any], **overrides: Any) -> "FetchOptions":
+    def from_config(cls, table: Mapping[str, Any], **overrides: Any) -> FetchOptions:
         """Options from the ``[fetch]`` table of the settings, then ``overrides`` (``ConfigError``
         for a value out of range or an ``allow_hosts`` entry that is neither a host nor a network)."""
         from .policy import parse_allow_hosts
@@ -96,7 +91,7 @@ class FetchOptions:
 
 
 #: The keys of the ``[fetch]`` table and how each becomes a ``FetchOptions`` field.
-_CONFIG_KEYS = {
+_CONFIG_KEYS: dict[str, Callable[[Any], Any]] = {
     "timeout": float,
     "deadline": float,
     "min_rate": float,
@@ -114,9 +109,3 @@ def normalise_suffixes(suffixes: Collection[str] | None) -> frozenset[str]:
     if suffixes is None:
         return DEFAULT_SUFFIXES
     return frozenset(s.lower() if s.startswith(".") else "." + s.lower() for s in suffixes)
-
-
-def iso_utc(ts: float | None = None) -> str:
-    """A POSIX timestamp (now by default) as ISO 8601 in UTC, to the second: ``2024-05-01T12:00:00Z``."""
-    dt = datetime.now(timezone.utc) if ts is None else datetime.fromtimestamp(ts, timezone.utc)
-    return dt.isoformat(timespec="seconds").replace("+00:00", "Z")

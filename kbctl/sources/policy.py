@@ -139,7 +139,7 @@ class FetchPolicy:
     networks: tuple[IPNetwork, ...] = ()
 
     @classmethod
-    def from_options(cls, options: Any) -> "FetchPolicy":
+    def from_options(cls, options: Any) -> FetchPolicy:
         """The policy of a ``FetchOptions`` (its ``allow_private`` and ``allow_hosts``)."""
         hosts, networks = parse_allow_hosts(options.allow_hosts)
         return cls(bool(options.allow_private), hosts, networks)
@@ -168,7 +168,7 @@ def allowed_addresses(host: str, port: int, policy: FetchPolicy, resolve: Callab
     infos = (resolve or getaddrinfo)(host, port, type=socket.SOCK_STREAM)
     allowed, reasons = [], []
     for info in infos:
-        reason = policy.refusal(host, info[4][0])
+        reason = policy.refusal(host, str(info[4][0]))
         if reason is None:
             allowed.append(info)
         else:

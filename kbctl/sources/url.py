@@ -37,16 +37,17 @@ import ssl
 import time
 from contextlib import closing
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator, Mapping
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 from ..errors import SourceError
+from ..textutil.dates import iso_utc
 from ..types import ItemError, Source
 from . import policy
 from .folder import human_bytes
-from .options import FetchOptions, guess_media_type, iso_utc
+from .options import FetchOptions, guess_media_type
 from .state import FeedState
 
 __all__ = ["Response", "fetch_url", "get", "backoff_delay", "is_http_url", "MAX_REDIRECTS"]
@@ -125,7 +126,7 @@ def _conditional_headers(known: tuple[str | None, str | None] | None) -> dict[st
     return headers
 
 
-def _url_source(requested: str, resp: "Response", kind: str, extra: dict[str, Any] | None = None) -> Source:
+def _url_source(requested: str, resp: Response, kind: str, extra: dict[str, Any] | None = None) -> Source:
     """A Source from a ``Response``; the media type falls back on the URL's suffix."""
     meta = {
         "url": requested,
@@ -304,7 +305,7 @@ def _connection_error(url: str, reason: object, options: FetchOptions) -> Except
 
 def _retry_after(headers: email.message.Message | None) -> float | None:
     """Seconds from a Retry-After header (delta-seconds or an HTTP date)."""
-    value = (headers or {}).get("Retry-After")
+    value = headers.get("Retry-After") if headers is not None else None
     if not value:
         return None
     value = value.strip()
@@ -315,8 +316,8 @@ def _retry_after(headers: email.message.Message | None) -> float | None:
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return (when - datetime.now(timezone.utc)).total_seconds()
+        when = when.replace(tzinfo=UTC)
+    return (when - datetime.now(UTC)).total_seconds()
 
 
 def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int) -> bytes:

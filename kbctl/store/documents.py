@@ -16,7 +16,7 @@ import numpy as np
 from psycopg.types.json import Jsonb
 
 from ..errors import ProfileMismatchError
-from ..search.analyze import Analyzer
+from ..textutil.analyze import Analyzer
 from ..types import Document, EmbeddedChunk
 from .namespaces import Namespace
 
@@ -127,7 +127,8 @@ def write_documents(
                 cp.set_types(_CHUNK_TYPES)
                 for (d, chunks), did in zip(items, doc_ids):
                     meta = _chunk_meta_base(d)
-                    tags = meta.get("tags") if isinstance(meta.get("tags"), list) else []
+                    tags = meta.get("tags")
+                    tags = tags if isinstance(tags, list) else []
                     boost = " ".join(str(t) for t in tags)
                     for ec in chunks:
                         c = ec.chunk
@@ -147,7 +148,7 @@ def write_documents(
 
 def _check_dimensions(ns: Namespace, items) -> None:
     """Refuse vectors of another size before touching anything (the schema refuses them too)."""
-    for d, chunks in items:
+    for _doc, chunks in items:
         for ec in chunks:
             if len(ec.embedding) != ns.dimension:
                 raise ProfileMismatchError(

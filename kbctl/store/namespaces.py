@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Literal, overload
 
 from psycopg import sql
 
@@ -74,6 +75,12 @@ def create_hnsw_index(conn, profile_id: int, profile: Profile) -> None:
             pid=sql.Literal(int(profile_id)),
         )
     )
+
+
+@overload
+def get_namespace(conn, name: str, tenant: str = ..., *, required: Literal[True] = ...) -> Namespace: ...
+@overload
+def get_namespace(conn, name: str, tenant: str = ..., *, required: bool) -> Namespace | None: ...
 
 
 def get_namespace(conn, name: str, tenant: str = "default", *, required: bool = True) -> Namespace | None:

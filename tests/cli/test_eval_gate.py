@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLE
+from tests.conftest import SAMPLE
 
 NAMESPACES = {
     "billing_kb": "support/billing",

@@ -310,7 +310,7 @@ def test_killed_ingest_converges_on_rerun(kb, kb_home, tenant, tmp_path):
 
 
 class _Quiet404(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         self.send_error(404, "Not Found")
 
     def log_message(self, *args):

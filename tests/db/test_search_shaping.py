@@ -17,8 +17,8 @@ def test_missing_model_degrades_to_lexical(tmp_path, kb_home, tenant):
     kb = kbctl.open(config=cfg, home=kb_home, tenant=tenant)
     # vectors written while "the model was there" (384-d, like the pinned profile)
     from kbctl.chunk import chunk_document
-    from kbctl.search.analyze import get_analyzer
     from kbctl.store import ensure_namespace, write_documents
+    from kbctl.textutil.analyze import get_analyzer
     from kbctl.types import EmbeddedChunk
 
     rng = np.random.default_rng(0)

@@ -9,8 +9,8 @@ import pytest
 from kbctl.chunk import chunk_document
 from kbctl.embed import get_embedder
 from kbctl.errors import ProfileMismatchError
-from kbctl.textutil.analyze import get_analyzer
 from kbctl.store import ensure_namespace, write_documents
+from kbctl.textutil.analyze import get_analyzer
 from kbctl.types import Block, Document, EmbeddedChunk
 
 
@@ -59,14 +59,13 @@ def test_pin_refuses_other_dimension_and_other_model(kb):
     with pytest.raises(ProfileMismatchError, match="768-d vector cannot be stored"):
         _write(kb, "pinned", [_doc("mem://new", "New", ["some text"])], vectors=lambda n: np.ones((n, 768)))
     # ...and by the schema itself when kbctl's check is bypassed.
-    with pytest.raises(psycopg.errors.CheckViolation):
-        with conn.transaction():
-            conn.execute(
-                "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start, char_end,"
-                " content_hash, profile_id, dimension, embedding) SELECT namespace_id, document_id, 99, 'x', 1, 0, 1, 'h',"
-                " profile_id, dimension, %s::vector FROM kbctl.chunks WHERE namespace_id = %s LIMIT 1",
-                ("[" + ",".join(["0.1"] * 768) + "]", ns.id),
-            )
+    with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
+        conn.execute(
+            "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start, char_end,"
+            " content_hash, profile_id, dimension, embedding) SELECT namespace_id, document_id, 99, 'x', 1, 0, 1, 'h',"
+            " profile_id, dimension, %s::vector FROM kbctl.chunks WHERE namespace_id = %s LIMIT 1",
+            ("[" + ",".join(["0.1"] * 768) + "]", ns.id),
+        )
     # A profile of another model cannot query (or write) it.
     with pytest.raises(ProfileMismatchError, match="pinned to profile 'hash-384'"):
         kb.search("refunds", "pinned", profile="minilm")
@@ -242,7 +241,7 @@ def test_dense_path_reported_is_the_plan_that_runs(kb, exact):
     statement's own settings must keep the index.
     """
     from kbctl.search import parse_filters
-    from kbctl.search.lanes import dense_statement, dense_lane
+    from kbctl.search.lanes import dense_lane, dense_statement
 
     ns = _write(kb, "plans", DOCS)
     conn, prof = kb.connection(), kb.profile_for("plans")
@@ -262,7 +261,7 @@ def test_dense_path_reported_is_the_plan_that_runs(kb, exact):
 
 
 def test_optimize_compacts_the_postings_index_after_a_mass_delete(kb):
-    from kbctl.db import Database
+    from kbctl.store.admin import optimize
     from kbctl.store.namespaces import delete_namespace
 
     rng = np.random.default_rng(7)
@@ -273,14 +272,13 @@ def test_optimize_compacts_the_postings_index_after_a_mass_delete(kb):
     index_size = "SELECT pg_relation_size('kbctl.lexical_postings_pkey')"
     grown = conn.execute(index_size).fetchone()[0]
     delete_namespace(conn, "bulk", kb.tenant)
-    db = Database(kb.settings)
-    rows = {r["table"]: r for r in db.optimize(conn, reindex=True)}
+    rows = {r["table"]: r for r in optimize(conn, reindex=True)}
     assert {"chunks", "documents", "lexical_postings", "lexical_vocab"} <= set(rows)
     assert "schema_migrations" not in rows
     assert conn.execute(index_size).fetchone()[0] < grown  # the pages the namespace held are given back
     assert rows["lexical_postings"]["bytes_after"] < rows["lexical_postings"]["bytes_before"]
     with conn.transaction(), pytest.raises(Exception, match="autocommit"):
-        db.optimize(conn)
+        optimize(conn)
 
 
 def test_a_small_namespace_in_a_shared_index_still_gets_k_rows(kb):

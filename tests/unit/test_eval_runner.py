@@ -10,12 +10,11 @@ from types import MappingProxyType
 import pytest
 
 from kbctl.errors import CheckFailed, ConfigError, UsageError
-from kbctl.evals import runner
 from kbctl.evals.datasets import EvalDataset, EvalQuery
 from kbctl.evals.gates import Gate, check_gates, compare, enforce_gates, parse_gate, write_junit
+from kbctl.evals.metrics import percentile
 from kbctl.evals.runner import (
     CURVE_KS,
-    percentile,
     rank_to_run,
     report_from_json,
     report_to_json,
@@ -172,9 +171,3 @@ def test_junit(report, tmp_path: Path):
     failed = [c for c in cases if c.find("failure") is not None]
     assert len(failed) == 1 and failed[0].get("classname").endswith(".bad")
     assert suite.get("tests") == "3" and suite.get("failures") == "1" and root.get("failures") == "1"
-
-
-def test_runner_reexports_gates():
-    assert runner.parse_gate is parse_gate and runner.write_junit is write_junit
-    with pytest.raises(AttributeError):
-        runner.no_such_name  # noqa: B018

@@ -248,7 +248,8 @@ def test_media_types():
 
 
 def test_fetch_and_extract_share_one_media_type_table(tmp_path, monkeypatch):
-    from kbctl.extract.detect import SUPPORTED_SUFFIXES, guess_media_type as extract_guess
+    from kbctl.extract.detect import SUPPORTED_SUFFIXES
+    from kbctl.extract.detect import guess_media_type as extract_guess
 
     monkeypatch.setattr("mimetypes.guess_type", lambda *a, **k: (None, None))  # not the host's table
     assert FetchOptions().extractable == SUPPORTED_SUFFIXES
@@ -331,7 +332,7 @@ def server(monkeypatch):
     srv = Server()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's naming
+        def do_GET(self):
             srv.hits[self.path] += 1
             srv.headers.setdefault(self.path, []).append(dict(self.headers))
             route = srv.routes.get(self.path, (404, {"Content-Type": "text/plain"}, b"not here"))

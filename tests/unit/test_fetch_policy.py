@@ -122,7 +122,7 @@ class Site:
         site = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's naming
+            def do_GET(self):
                 site.hits[self.path] += 1
                 route = site.routes.get(self.path, (404, {"Content-Length": "0"}, b""))
                 if callable(route):

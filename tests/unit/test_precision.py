@@ -136,7 +136,7 @@ def test_export_is_cached(profile, models_dir, int8):
 
 def test_auto_decides_once_and_records_cosine(profile, models_dir, int8, monkeypatch):
     auto = dataclasses.replace(profile, precision="auto")
-    choice = decide_precision(auto, models_dir)
+    choice = decide_precision(auto, models_dir, load=get_embedder)
     assert isinstance(choice, PrecisionChoice)
     assert choice.precision in candidates()
     if choice.precision != "fp32":
@@ -146,7 +146,7 @@ def test_auto_decides_once_and_records_cosine(profile, models_dir, int8, monkeyp
     assert json.loads(cached.read_text())["precision"] == choice.precision
     # A second call reads the cache: validating again would fail here.
     monkeypatch.setattr("kbctl.embed.precision._validate", lambda *a: pytest.fail("re-validated"))
-    assert decide_precision(auto, models_dir) == choice
+    assert decide_precision(auto, models_dir, load=get_embedder) == choice
     assert choice.query_precision in ("onnx-fp32", "onnx-int8")  # ONNX is installed here: never torch for queries
 
 
@@ -160,7 +160,7 @@ def test_hash_embedder_ignores_precision():
 def test_auto_with_no_faster_candidate_is_fp32_without_loading_anything(profile, tmp_path, monkeypatch):
     monkeypatch.setattr("kbctl.embed.precision.candidates", lambda *a: ["fp32"])
     monkeypatch.setattr("kbctl.embed.precision._validate", lambda *a: pytest.fail("validated"))
-    choice = decide_precision(dataclasses.replace(profile, precision="auto"), tmp_path)
+    choice = decide_precision(dataclasses.replace(profile, precision="auto"), tmp_path, load=get_embedder)
     assert choice.precision == "fp32"
     assert not any(tmp_path.iterdir())  # nothing cached either
 
@@ -236,10 +236,11 @@ def _fake_backends(monkeypatch, noise: dict, broken=()):
     ],
 )
 def test_auto_decides_throughput_and_query_backends_apart(profile, tmp_path, monkeypatch, order, noise, broken, throughput, query):
+    import kbctl.embed
     from kbctl.embed.precision import _validate
 
     loaded = _fake_backends(monkeypatch, noise, broken)
-    choice = _validate(dataclasses.replace(profile, precision="auto"), tmp_path, order)
+    choice = _validate(dataclasses.replace(profile, precision="auto"), tmp_path, order, kbctl.embed.get_embedder)
     assert (choice.precision, choice.query_precision) == (throughput, query)
     assert len(loaded) == len(set(loaded))  # each backend measured once
     if query != "fp32":

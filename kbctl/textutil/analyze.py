@@ -55,11 +55,11 @@ class Analyzer:
 
     def counts(self, text: str, title: str = "", title_weight: float = 1.0) -> dict[str, float]:
         """Term frequencies of a chunk; title terms count ``title_weight`` times each."""
-        tf: Counter[str] = Counter(self.terms(text))
+        tf: dict[str, float] = dict(Counter(self.terms(text)))
         if title:
             for t in self.terms(title):
-                tf[t] += title_weight
-        return dict(tf)
+                tf[t] = tf.get(t, 0) + title_weight
+        return tf
 
 
 @lru_cache(maxsize=8)

@@ -1,0 +1,104 @@
+"""Layering conventions: no import cycles, and the import-linter contracts cover every module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+KBCTL = Path(__file__).resolve().parents[2] / "kbctl"
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """``module -> modules it imports`` inside kbctl, as grimp sees them (imports inside functions
+    and under ``TYPE_CHECKING`` included)."""
+    import grimp
+
+    graph = grimp.build_graph("kbctl", cache_dir=None)
+    return {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+
+
+def _package_graph(modules: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The same imports between ``kbctl.<top-level module or subpackage>``."""
+    top = lambda m: ".".join(m.split(".")[:2])  # noqa: E731
+    out: dict[str, set[str]] = {}
+    for importer, imported in modules.items():
+        out.setdefault(top(importer), set()).update(t for t in map(top, imported) if t != top(importer))
+    return out
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def _describe(components: list[list[str]], graph: dict[str, set[str]]) -> str:
+    return "\n".join(
+        " ; ".join(f"{a} -> {b}" for a in c for b in sorted(graph[a]) if b in c) for c in components
+    )
+
+
+def test_no_import_cycles():
+    """No module imports itself back, even lazily: a cycle means two layers that are really one."""
+    graph = _import_graph()
+    found = cycles(graph)
+    assert not found, "import cycles between kbctl modules:\n" + _describe(found, graph)
+
+
+def test_no_import_cycles_between_subpackages():
+    """``kbctl.store`` and ``kbctl.search`` (and every other pair of top-level parts) depend one way."""
+    graph = _package_graph(_import_graph())
+    found = cycles(graph)
+    assert not found, "import cycles between kbctl's top-level modules and subpackages:\n" + _describe(found, graph)
+
+
+def test_the_cycle_finder_finds_cycles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e", "d"}, "f": {"g"}, "g": {"f"}}
+    assert cycles(graph) == [["a", "b", "c"], ["f", "g"]]
+
+
+def test_the_typer_rich_contract_lists_every_library_module():
+    """The import-linter contract "only kbctl.cli imports typer and rich" names its modules one by
+    one: a new top-level module or subpackage must be added to it."""
+    import tomllib
+
+    config = tomllib.loads((KBCTL.parent / "pyproject.toml").read_text())["tool"]["importlinter"]
+    [contract] = [c for c in config["contracts"] if set(c.get("forbidden_modules", ())) == {"typer", "rich"}]
+    parts = {p.stem if p.suffix == ".py" else p.name for p in KBCTL.iterdir()
+             if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
+    assert {f"kbctl.{p}" for p in parts - {"cli", "__main__"}} == set(contract["source_modules"])
