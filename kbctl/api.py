@@ -10,15 +10,19 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Sequence
 
+import psycopg
+
 from .config import Profile, Settings, load_settings
 from .db import Database
-from .errors import ConfigError, UsageError
+from .errors import ConfigError, UsageError, from_psycopg
 from .pipeline import IngestOptions, Progress, RunReport, run_ingest
 from .search import SearchOptions, parse_filters, run_search
 from .store import Namespace, ensure_namespace, get_namespace, list_namespaces
@@ -29,7 +33,42 @@ log = logging.getLogger(__name__)
 
 __all__ = ["KnowledgeBase", "Retriever", "open_kb"]
 
+_SEARCH_RETRIES = 2  # a search only reads: after a serialization failure or deadlock it simply runs again
 
+
+def _psycopg_boundary(cls):
+    """The library's error boundary: a psycopg error leaving a public method of ``cls`` leaves as a kbctl error."""
+    for name, fn in list(vars(cls).items()):
+        if callable(fn) and not name.startswith("_"):
+            setattr(cls, name, _converting(fn))
+    return cls
+
+
+def _converting(fn):
+    @functools.wraps(fn)
+    def method(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except psycopg.Error as e:
+            err = from_psycopg(e)  # keep psycopg's error as the cause of a new one, for debugging
+            raise err from (e if err.__traceback__ is None else err.__cause__)
+
+    return method
+
+
+def _read_retried(read):
+    """``read()``, run again (twice at most) when a serialization failure or deadlock cancels it."""
+    for attempt in range(_SEARCH_RETRIES + 1):
+        try:
+            return read()
+        except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as e:
+            if attempt == _SEARCH_RETRIES:
+                raise
+            log.info("search cancelled (%s); running it again", e.sqlstate)
+            time.sleep(0.05 * (attempt + 1))
+
+
+@_psycopg_boundary
 class KnowledgeBase:
     """A store plus resolved settings. Holds one connection, opened on first use."""
 
@@ -223,7 +262,7 @@ class KnowledgeBase:
         nss = [get_namespace(conn, n, self.tenant) for n in names]
         prof = self.profile_for(names[0], profile)
         opts = SearchOptions(mode=mode, k=k, filters=parse_filters(list(filters)), **options)
-        return run_search(conn, nss, prof, query, opts, side=self._side_connection)
+        return _read_retried(lambda: run_search(conn, nss, prof, query, opts, side=self._side_connection))
 
     def retriever(self, namespace: str, **defaults: Any) -> Retriever:
         """A search function bound to one namespace; the namespace cannot be changed per call."""

@@ -428,15 +428,3 @@ def _quiet_pgserver() -> Iterator[None]:
 def _first_line(e: BaseException) -> str:
     s = str(e).strip()
     return s.splitlines()[0] if s else type(e).__name__
-
-
-@contextmanager
-def transaction(conn) -> Iterator[None]:
-    """A transaction block that wraps psycopg errors into DatabaseError."""
-    import psycopg
-
-    try:
-        with conn.transaction():
-            yield
-    except psycopg.Error as e:
-        raise DatabaseError(f"database error: {_first_line(e)}") from None

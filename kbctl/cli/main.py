@@ -50,8 +50,12 @@ app.add_typer(evals.app, name="eval")
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; every KbctlError becomes one line (and a hint) on stderr with its exit code."""
-    from ..errors import KbctlError
+    """Run the CLI; every KbctlError becomes one line (and a hint) on stderr with its exit code.
+
+    A psycopg error is converted here too (``errors.from_psycopg``), for commands that call the store
+    directly rather than through ``KnowledgeBase``: no database error reaches a user as a traceback.
+    """
+    from ..errors import KbctlError, from_psycopg
 
     click = _click_exceptions()
 
@@ -77,6 +81,12 @@ def main(argv: list[str] | None = None) -> None:
         code = 130
     except BrokenPipeError:
         code = 0
+    except Exception as e:  # after BrokenPipeError: only a psycopg error is handled here
+        if not _is_psycopg_error(e):
+            raise
+        kb_error = from_psycopg(e)
+        _report(kb_error)
+        code = kb_error.exit_code
     finally:
         STATE.close()
     sys.exit(code)
@@ -96,6 +106,12 @@ def _click_exceptions():
 
         exc = ex
     return types.SimpleNamespace(exceptions=exc, ClickException=ex.ClickException)
+
+
+def _is_psycopg_error(e: BaseException) -> bool:
+    """Without importing psycopg (``kbctl --help`` stays fast): if it is not loaded, ``e`` is not its error."""
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(e, psycopg.Error)
 
 
 def _report(e) -> None:
