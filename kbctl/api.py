@@ -12,22 +12,23 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Sequence
 
 import psycopg
 
 from .config import Profile, Settings, load_settings
-from .db import Database
+from .db import Database, register_vector
 from .errors import ConfigError, UsageError, from_psycopg
-from .pipeline import IngestOptions, Progress, RunReport, run_ingest
 from .search import SearchOptions, parse_filters, run_search
 from .store import Namespace, ensure_namespace, get_namespace, list_namespaces
 from .store import runs as runs_store
 from .types import ItemError, SearchResult
+
+if TYPE_CHECKING:  # the ingest pipeline is imported when ingesting: a search does not load it
+    from .pipeline import Item, Progress, RunReport
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +84,11 @@ class KnowledgeBase:
     def connection(self):
         """The open connection (migrations applied when ``database.auto_migrate``)."""
         if self._conn is None or self._conn.closed:
+            conn = self.db.connect(register=False)
             if self.settings.data["database"]["auto_migrate"]:
-                self.db.migrate()
-            self._conn = self.db.connect()
+                self.db.migrate(conn)  # on the same connection: a cold command opens one, not two
+            register_vector(conn)  # after migrating: the vector type exists from migration 001 on
+            self._conn = conn
         return self._conn
 
     def _side_connection(self, purpose: str):
@@ -165,33 +168,20 @@ class KnowledgeBase:
         Fetching follows the ``[fetch]`` settings; ``follow_symlinks`` lets folder walks follow
         symlinks that lead out of the folders given (skipped and recorded otherwise).
         """
-        conn = self.connection()
-        prof = self.profile_for(namespace, profile)
-        opts = IngestOptions(tuple(include), tuple(exclude), sync, plan, no_wait, follow_links)
+        from .pipeline import IngestOptions, IngestRun, run
         from .sources.options import FetchOptions  # a bad [fetch] table fails here, before the run starts
 
+        conn = self.connection()
+        prof = self.profile_for(namespace, profile)
         fetch_opts = FetchOptions.from_config(self.settings.data.get("fetch", {}), follow_symlinks=follow_symlinks)
         if plan:
             ns = get_namespace(conn, namespace, self.tenant, required=False) or _placeholder(namespace, self.tenant, prof)
         else:
             ns = ensure_namespace(conn, namespace, self.tenant, prof)
-        targets = list(targets)
-        retried: list[str] = []
-        if retry_failed and ns.id > 0:
-            retried = runs_store.failed_sources(conn, ns)
-            targets += [_target_of(s) for s in retried if _target_of(s) not in targets]
-        if not targets:
-            raise UsageError("nothing to ingest", hint="give files, folders, URLs or - for stdin")
-        def sources(lookup):
-            from .fetch import fetch
-
-            state = _DbFeedState(lookup, ns) if ns.id > 0 and not opts.plan else None
-            it = fetch(targets, include=opts.include, exclude=opts.exclude, follow_links=opts.follow_links, state=state, stdin=stdin,
-                       options=fetch_opts)
-            return it, state
-
-        with runs_store.namespace_lock(conn, ns, wait=not no_wait) if not plan else _nullcontext():
-            return self._ingest_locked(conn, ns, prof, targets, sources, _covered(targets), opts, progress, verify, retried)
+        opts = IngestOptions(tuple(include), tuple(exclude), sync, plan, no_wait, follow_links)
+        req = IngestRun(ns, prof, targets=tuple(targets), options=opts, fetch_options=fetch_opts, stdin=stdin,
+                        feed_state=_DbFeedState, retry_failed=retry_failed, verify=verify, progress=progress)
+        return run(conn, req, connect=self.db.connect)
 
     def ingest_records(
         self,
@@ -207,39 +197,35 @@ class KnowledgeBase:
         Each record is a document keyed by its ``id`` and goes through the normal pipeline, so a
         re-import is incremental too.
         """
+        from .pipeline import IngestRun, run
+
         conn = self.connection()
         prof = self.profile_for(namespace, profile)
         ns = ensure_namespace(conn, namespace, self.tenant, prof)
-        opts = IngestOptions()
-        with runs_store.namespace_lock(conn, ns):
-            return self._ingest_locked(conn, ns, prof, ["records"], lambda lookup: (_record_sources(records), None),
-                                       None, opts, progress, verify, [])
+        req = IngestRun(ns, prof, targets=("records",), sources=_record_sources(records), verify=verify, progress=progress)
+        return run(conn, req, connect=self.db.connect)
 
-    def _ingest_locked(self, conn, ns, prof, targets, make_sources, covered, opts, progress, verify, retried) -> RunReport:
-        run_id = None if opts.plan else runs_store.start_run(conn, ns, "ingest", {"targets": targets, "sync": opts.sync})
-        lookup = self.db.connect()
-        status = "failed"
-        try:
-            sources, state = make_sources(lookup)
-            report = run_ingest(conn, ns, prof, sources, opts, lookup_conn=lookup, covered=covered,
-                                run_id=run_id, progress=progress)
-            status = "ok" if not report.errors else "partial"
-            if state is not None:
-                state.commit()
-        finally:
-            lookup.close()
-            if run_id is not None and status == "failed":
-                runs_store.finish_run(conn, ns, run_id, "failed", {})
-        if run_id is not None:
-            if retried:  # the ledger names sources by URI (file://…), not by the target given
-                runs_store.mark_retried(conn, ns, retried)
-            runs_store.record_errors(conn, ns, run_id, report.errors)
-            runs_store.finish_run(conn, ns, run_id, status, report.to_json())
-        if verify and not opts.plan:
-            from .verify import verify_namespace
+    def store(
+        self,
+        items: Iterable[Item | ItemError],
+        namespace: str,
+        *,
+        profile: str | None = None,
+        verify: bool = True,
+        progress: Progress | None = None,
+    ) -> RunReport:
+        """Store items embedded upstream (``kbctl store``): the store stage (→ verify) of a run.
 
-            report.verify = verify_namespace(conn, ns, prof).to_json()
-        return report
+        The same lock, ledger and writer as ``ingest``: a source whose version is stored already is
+        counted unchanged, an ``ItemError`` is recorded in the ledger.
+        """
+        from .pipeline import IngestRun, run
+
+        conn = self.connection()
+        prof = self.profile_for(namespace, profile)
+        ns = ensure_namespace(conn, namespace, self.tenant, prof)
+        req = IngestRun(ns, prof, items=items, command="store", verify=verify, progress=progress)
+        return run(conn, req, connect=self.db.connect)
 
     # -- search -------------------------------------------------------------------------------------
 
@@ -280,7 +266,9 @@ class KnowledgeBase:
     def _ns_ids(self, namespace: str | None) -> list[int]:
         if namespace:
             return [self.namespace(namespace).id]
-        return [r[0] for r in self.connection().execute("SELECT id FROM kbctl.namespaces WHERE tenant = %s", (self.tenant,))]
+        from .store.namespaces import namespace_ids
+
+        return namespace_ids(self.connection(), self.tenant)
 
 
 @dataclass(frozen=True)
@@ -334,35 +322,8 @@ def _record_sources(records: Iterable[dict]):
         yield Source(uri=rid, content=json.dumps(body, sort_keys=True).encode(), media_type=RECORD_MEDIA_TYPE, kind="record")
 
 
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 def _placeholder(name: str, tenant: str, prof: Profile) -> Namespace:
     return Namespace(-1, tenant, name, -1, prof.name, prof.fingerprint, prof.model, prof.dimension, prof.distance)
-
-
-def _target_of(source_uri: str) -> str:
-    return source_uri[len("file://"):] if source_uri.startswith("file://") else source_uri
-
-
-def _covered(targets: Sequence[str]) -> Callable[[str], bool]:
-    """Which stored source URIs the walked targets speak for (for --sync)."""
-    prefixes, exact = [], set()
-    for t in targets:
-        if t == "-":
-            continue
-        p = Path(t)
-        if p.is_dir():
-            prefixes.append("file://" + os.path.abspath(t).rstrip("/") + "/")
-        elif p.exists() or "://" not in t:
-            exact.add("file://" + os.path.abspath(t))
-        # URLs are never "gone": a fetch that failed or answered 304 yields no source
-    return lambda uri: uri in exact or any(uri.startswith(px) for px in prefixes)
 
 
 class _DbFeedState:
@@ -382,18 +343,14 @@ class _DbFeedState:
         self.pending.clear()
 
     def get(self, url: str):
-        row = self.conn.execute(
-            "SELECT etag, last_modified FROM kbctl.feed_state WHERE namespace_id = %s AND url = %s", (self.ns.id, url)
-        ).fetchone()
-        return (row[0], row[1]) if row else None
+        from .store.feeds import feed_state
+
+        return feed_state(self.conn, self.ns, url)
 
     def set(self, url: str, etag: str | None, last_modified: str | None) -> None:
         self.pending[url] = (etag, last_modified)
 
     def _save(self, url: str, etag: str | None, last_modified: str | None) -> None:
-        self.conn.execute(
-            "INSERT INTO kbctl.feed_state (namespace_id, url, etag, last_modified) VALUES (%s, %s, %s, %s)"
-            " ON CONFLICT (namespace_id, url) DO UPDATE SET etag = EXCLUDED.etag,"
-            " last_modified = EXCLUDED.last_modified, updated_at = now()",
-            (self.ns.id, url, etag, last_modified),
-        )
+        from .store.feeds import save_feed_state
+
+        save_feed_state(self.conn, self.ns, url, etag, last_modified)

@@ -11,10 +11,11 @@ enters differs::
 
 ``run`` takes the namespace lock (not for a plan), opens a run row, streams the stages, records
 the items that failed and closes the row ``ok`` or ``partial``. A run that ends in an exception is
-closed ``failed``; one stopped by Ctrl-C or SIGTERM, ``interrupted``; one killed outright (SIGKILL)
-stays ``running`` until the next run of its namespace starts and marks it ``interrupted``. The
-NDJSON commands ``kbctl extract`` and ``kbctl chunk`` call ``extract_source`` and ``chunk_source``,
-so an item fails the same way, with the same ``ItemError``, on every path.
+closed ``failed``; one stopped by Ctrl-C or SIGTERM (at a safe point: ``interrupts``),
+``interrupted``; one killed outright (SIGKILL) stays ``running`` until the next run of its
+namespace starts and marks it ``interrupted``. The NDJSON commands ``kbctl extract`` and
+``kbctl chunk`` call ``extract_source`` and ``chunk_source``, so an item fails the same way, with
+the same ``ItemError``, on every path.
 
 A producer thread fetches, extracts and chunks sources into a bounded queue while the calling
 thread embeds and stores (``writer.Writer``), so the model is not idle waiting for input and memory
@@ -36,10 +37,9 @@ import json
 import logging
 import os
 import queue
-import signal
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence
@@ -48,6 +48,7 @@ from .chunk import chunk_document
 from .config import Profile
 from .embed import get_tokenizer
 from .errors import KbctlError, UsageError
+from .interrupts import Interrupts
 from .store import Namespace, chunk_count_of, delete_documents, source_versions, stored_uris
 from .store import runs as runs_store
 from .types import Document, ItemError, Source, content_hash
@@ -171,9 +172,10 @@ def _ledgered(conn, req: IngestRun, retried: list[str], connect) -> RunReport:
     run_id = None if plan else runs_store.start_run(conn, ns, req.command, options)
     report = RunReport(run_id=run_id, namespace=ns.name, plan=plan)
     t0 = time.perf_counter()
+    stop = Interrupts()
     try:
-        with _sigterm_interrupts():
-            _stream(conn, req, report, connect)
+        with stop.deferred():
+            _stream(conn, req, report, connect, stop.interruptible)
     except BaseException as e:
         report.seconds = time.perf_counter() - t0
         if run_id is not None:
@@ -203,27 +205,6 @@ def _close_quietly(conn, ns: Namespace, report: RunReport, status: str) -> None:
         log.log(logging.INFO if conn.closed else logging.WARNING, "could not mark run %s %s: %s", report.run_id, status, e)
 
 
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM stops a run the way Ctrl-C does, so the ledger marks it interrupted on the way out.
-
-    Only in the main thread, and only when nothing else handles SIGTERM (an application's own
-    handler is left alone).
-    """
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt("terminated")
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def _with_retried(conn, req: IngestRun) -> tuple[IngestRun, list[str]]:
     """With ``retry_failed``, the sources that failed in the last run join the targets."""
     if not req.retry_failed or req.namespace.id <= 0:
@@ -234,17 +215,18 @@ def _with_retried(conn, req: IngestRun) -> tuple[IngestRun, list[str]]:
     return replace(req, targets=tuple(targets)), retried
 
 
-def _stream(conn, req: IngestRun, report: RunReport, connect) -> None:
+def _stream(conn, req: IngestRun, report: RunReport, connect, interruptible) -> None:
+    """The stages from where ``req`` enters; Ctrl-C and SIGTERM stop it only where it waits for input."""
     emit = req.progress or (lambda event, data: None)
     ns, prof, opts = req.namespace, req.profile, req.options
     if req.items is not None:  # embedded upstream: the store stage only
-        consume(conn, ns, prof, _unless_stored(conn, ns, req.items), report, opts, report.run_id, emit)
+        consume(conn, ns, prof, _unless_stored(conn, ns, interruptible(req.items)), report, opts, report.run_id, emit)
         return
     lookup = connect()
     try:
         sources, state = _sources(lookup, req)
         covered = _covered(req.targets) if req.sources is None else None
-        _produce_and_consume(conn, lookup, req, sources, covered, report, emit)
+        _produce_and_consume(conn, lookup, req, sources, covered, report, emit, interruptible)
         if state is not None:  # feeds' new ETags are kept only once their entries are stored
             state.commit()
     finally:
@@ -264,7 +246,7 @@ def _sources(lookup, req: IngestRun) -> tuple[Iterable[Source | ItemError], Any]
     return it, state
 
 
-def _produce_and_consume(conn, lookup, req: IngestRun, sources, covered, report: RunReport, emit) -> None:
+def _produce_and_consume(conn, lookup, req: IngestRun, sources, covered, report: RunReport, emit, interruptible) -> None:
     """Fetch, extract and chunk in a producer thread; embed and store here; then ``--sync``."""
     ns, profile, opts = req.namespace, req.profile, req.options
     seen_sources: set[str] = set()
@@ -273,7 +255,7 @@ def _produce_and_consume(conn, lookup, req: IngestRun, sources, covered, report:
         target=_produce, args=(lookup, ns, profile, sources, q, seen_sources, emit), daemon=True, name="kbctl-extract"
     )
     producer.start()
-    consume(conn, ns, profile, _drain(q), report, opts, report.run_id, emit)
+    consume(conn, ns, profile, interruptible(_drain(q)), report, opts, report.run_id, emit)
     producer.join()
     if opts.sync and covered is not None:
         _sync(conn, ns, report, seen_sources, covered, opts.plan, emit)

@@ -11,9 +11,12 @@ Every line is one JSON object with a ``type``:
 - ``error``: ``{"type": "error", "error": {...ItemError}}``: passed through to ``store``'s run ledger
 
 A stage passes through the records it does not handle, so any stage's output can be saved,
-inspected and replayed. ``store`` groups consecutive records of one source, skips sources whose
-version is already stored, and writes through the same code as ``kbctl ingest``, so the pipe and
-``ingest`` produce the same store.
+inspected and replayed. Apart from ``embed``'s batching, this module only converts records to
+typed values and back; the work is ``kbctl.pipeline``'s. ``extract`` and ``chunk`` call its
+``extract_source`` and ``chunk_source`` (an item fails with the same ``ItemError`` as in ``kbctl
+ingest``); ``store`` groups consecutive records of one source into an ``Item`` for
+``KnowledgeBase.store``, which runs them through the same lock, ledger and writer as ``kbctl
+ingest``: the pipe and ``ingest`` produce the same store and the same run ledger.
 """
 
 from __future__ import annotations
@@ -23,10 +26,9 @@ from typing import IO, Any, Iterable, Iterator
 
 import numpy as np
 
-from .chunk import chunk_document
 from .config import Profile
-from .errors import KbctlError, UsageError
-from .pipeline import Item, source_hash
+from .errors import UsageError
+from .pipeline import Item, chunk_source, extract_source, source_hash
 from .types import Chunk, Document, ItemError, Source, content_hash
 
 __all__ = ["read_records", "write_records", "source_records", "extract_records", "chunk_records", "embed_records", "store_items"]
@@ -65,21 +67,15 @@ def source_records(items: Iterable[Source | ItemError]) -> Iterator[dict[str, An
 
 
 def extract_records(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """source → document records (one or more per source); failures become error records."""
-    from .extract import extract
-
+    """source → document records (one or more per source); a failure is an error record."""
     for rec in records:
         if rec["type"] != "source":
             yield rec
             continue
         src = Source.from_json(rec["source"])
-        try:
-            docs = extract(src)
-        except KbctlError as e:
-            yield {"type": "error", "error": ItemError("extract", src.uri, type(e).__name__, e.message).to_json()}
-            continue
-        except Exception as e:
-            yield {"type": "error", "error": ItemError("extract", src.uri, type(e).__name__, str(e)).to_json()}
+        docs = extract_source(src)
+        if isinstance(docs, ItemError):
+            yield {"type": "error", "error": docs.to_json()}
             continue
         sha = content_hash(src.content)
         for d in docs:
@@ -87,16 +83,31 @@ def extract_records(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any
 
 
 def chunk_records(records: Iterable[dict[str, Any]], profile: Profile) -> Iterator[dict[str, Any]]:
-    """document → chunked records, measured in the profile's tokens."""
+    """document → chunked records, measured in the profile's tokens; a source that fails is one error record."""
     from .embed import get_tokenizer
 
     tok = get_tokenizer(profile)
+    group: list[dict[str, Any]] = []  # the documents of one source arrive together
     for rec in records:
-        if rec["type"] != "document":
-            yield rec
+        if rec["type"] == "document" and (not group or group[0]["source_uri"] == rec["source_uri"]):
+            group.append(rec)
             continue
-        doc = Document.from_json(rec["document"])
-        yield {**rec, "type": "chunked", "chunks": [c.to_json() for c in chunk_document(doc, profile, tok)]}
+        yield from _chunk_group(group, profile, tok)
+        group = [rec] if rec["type"] == "document" else []
+        if not group:
+            yield rec
+    yield from _chunk_group(group, profile, tok)
+
+
+def _chunk_group(group: list[dict[str, Any]], profile: Profile, tok) -> Iterator[dict[str, Any]]:
+    if not group:
+        return
+    chunked = chunk_source(group[0]["source_uri"], [Document.from_json(r["document"]) for r in group], profile, tok)
+    if isinstance(chunked, ItemError):
+        yield {"type": "error", "error": chunked.to_json()}
+        return
+    for rec, (_, chunks) in zip(group, chunked):
+        yield {**rec, "type": "chunked", "chunks": [c.to_json() for c in chunks]}
 
 
 class _LazyEmbedder:
@@ -148,37 +159,33 @@ def _embed_pending(pending, cache, embed: _LazyEmbedder) -> Iterator[dict[str, A
         yield {**r, "type": "embedded", "embeddings": [np.asarray(known[h], dtype=np.float32).tolist() for h in hashes]}
 
 
-def store_items(records: Iterable[dict[str, Any]], profile: Profile, versions) -> Iterator[Item | ItemError | tuple]:
-    """Group embedded records by source into Items; ``versions(uris)`` gives stored source versions."""
+def store_items(records: Iterable[dict[str, Any]], profile: Profile) -> Iterator[Item | ItemError]:
+    """Group embedded records by source into ``Item``s (versioned with ``profile``); error records into ``ItemError``s."""
     group: list[dict[str, Any]] = []
     for rec in records:
         if rec["type"] == "error":
-            yield from _flush_group(group, profile, versions)
+            yield from _item(group, profile)
             group = []
             yield ItemError.from_json(rec["error"])
             continue
         if rec["type"] != "embedded":
             raise UsageError(f"store needs embedded records, got {rec['type']!r}", hint="pipe through `kbctl embed -n NS` first")
         if group and group[0]["source_uri"] != rec["source_uri"]:
-            yield from _flush_group(group, profile, versions)
+            yield from _item(group, profile)
             group = []
         group.append(rec)
-    yield from _flush_group(group, profile, versions)
+    yield from _item(group, profile)
 
 
-def _flush_group(group, profile, versions) -> Iterator[Item | tuple]:
+def _item(group: list[dict[str, Any]], profile: Profile) -> Iterator[Item]:
     if not group:
         return
     first = group[0]
-    h = source_hash(first["source_sha"], profile)
-    known = versions([first["source_uri"]]).get(first["source_uri"])
-    if known and known[0] == h:
-        yield ("unchanged", len(known[1]))
-        return
     docs, vectors = [], {}
     for r in group:
         chunks = tuple(Chunk.from_json(c) for c in r["chunks"])
         for c, v in zip(chunks, r["embeddings"]):
             vectors[c.content_hash] = np.asarray(v, dtype=np.float32)
         docs.append((Document.from_json(r["document"]), chunks))
+    h = source_hash(first["source_sha"], profile)
     yield Item(first["source_uri"], h, first.get("source_kind", "file"), tuple(docs), vectors)

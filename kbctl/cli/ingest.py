@@ -74,9 +74,11 @@ def _progress(silent: bool):
         return None, lambda: None
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ..pipeline import PROGRESS_STAGES
+
     bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=None), TextColumn("{task.completed}"),
                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err, transient=False)
-    tasks = {name: bar.add_task(name, total=None, rate="") for name in ("extract", "embed", "store")}
+    tasks = {name: bar.add_task(name, total=None, rate="") for name in PROGRESS_STAGES}
     bar.start()
 
     def on(event: str, data: dict) -> None:

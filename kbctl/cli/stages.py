@@ -75,26 +75,12 @@ def store(
     no_verify: bool = typer.Option(False, "--no-verify", help="Skip the verify stage at the end."),
 ) -> None:
     """Read `embedded` records; write them (and failed items) into the namespace; print the run summary."""
-    from ..pipeline import IngestOptions, RunReport, consume
     from ..stages import read_records, store_items
-    from ..store import ensure_namespace, source_versions
-    from ..store import runs as runs_store
 
     kb = STATE.kb()
-    conn = kb.connection()
     prof = kb.profile_for(namespace, profile or STATE.profile)
-    ns = ensure_namespace(conn, namespace, kb.tenant, prof)
-    with runs_store.namespace_lock(conn, ns):
-        run_id = runs_store.start_run(conn, ns, "store", {})
-        report = RunReport(run_id=run_id, namespace=ns.name)
-        items = store_items(read_records(_stdin_lines()), prof, lambda uris: source_versions(conn, ns, uris))
-        consume(conn, ns, prof, items, report, IngestOptions(), run_id, lambda e, d: None)
-        runs_store.record_errors(conn, ns, run_id, report.errors)
-        runs_store.finish_run(conn, ns, run_id, "ok" if not report.errors else "partial", report.to_json())
-    if not no_verify:
-        from ..verify import verify_namespace
-
-        report.verify = verify_namespace(conn, ns, prof).to_json()
+    items = store_items(read_records(_stdin_lines()), prof)
+    report = kb.store(items, namespace, profile=prof.name, verify=not no_verify)
     print_json(report.to_json())
     if report.errors:
         warn(f"{len(report.errors)} item(s) failed; see `kbctl errors -n {namespace}`")

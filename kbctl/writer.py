@@ -1,0 +1,118 @@
+"""The embed and store stages of a run, in batches: ``Item``s in, documents written.
+
+``pipeline`` hands the stream of every run to ``consume``, and so to one ``Writer``, whether an
+item was extracted and chunked in this process (``kbctl ingest``) or arrived embedded on stdin
+(``kbctl store``), so the two write the same rows and count them the same way: a chunk is ``embedded`` when the store held
+no vector for its hash before the batch, ``reused`` when it did; vectors computed upstream only
+spare the model the work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from .config import Profile
+from .embed import get_embedder
+from .store import Namespace, cached_vectors, delete_documents, stored_hashes, stored_uris_of_source, write_documents
+from .textutil.analyze import get_analyzer
+from .types import Chunk, Document, EmbeddedChunk, ItemError
+
+__all__ = ["Item", "Writer", "consume"]
+
+
+@dataclass(frozen=True, eq=False)
+class Item:
+    """One source after extract and chunk (and, from ``kbctl embed``, with vectors) on its way to store."""
+
+    source_uri: str
+    source_hash: str
+    kind: str
+    docs: tuple[tuple[Document, tuple[Chunk, ...]], ...]
+    vectors: Any = None  # {chunk hash: vector} when embedded upstream
+
+
+def consume(conn, ns: Namespace, profile: Profile, items: Iterable, report, opts, run_id, emit) -> None:
+    """Embed and store a stream of ``Item``s, ``ItemError``s and ("unchanged", n) markers.
+
+    ``report`` is the run's ``pipeline.RunReport`` (counted into), ``opts`` its ``pipeline.IngestOptions``
+    (not imported here: ``pipeline`` imports this module).
+    """
+    writer = Writer(conn, ns, profile, report, opts, run_id, emit)
+    for item in items:
+        if isinstance(item, ItemError):
+            report.errors.append(item)
+            report.documents["failed"] += 1
+            emit("error", item.to_json())
+        elif isinstance(item, tuple) and item[0] == "unchanged":
+            report.documents["unchanged"] += item[1]
+            emit("unchanged", {"documents": item[1]})
+        else:
+            writer.add(item)
+    writer.flush()
+
+
+class Writer:
+    """Embeds what the store does not have and writes documents in batches."""
+
+    def __init__(self, conn, ns: Namespace, profile: Profile, report, opts, run_id, emit: Callable[[str, dict], None]) -> None:
+        self.conn, self.ns, self.profile, self.report, self.opts = conn, ns, profile, report, opts
+        self.run_id, self.emit = run_id, emit
+        self.pending: list[Item] = []
+        self.analyzer = get_analyzer(profile.lexical.language)
+        self._embedder: Any = None  # the Embedder, loaded when a chunk needs a vector
+
+    def add(self, item: Item) -> None:
+        self.pending.append(item)
+        if sum(len(i.docs) for i in self.pending) >= self.opts.batch_documents:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        items, self.pending = self.pending, []
+        docs = [(d, c, i) for i in items for d, c in i.docs]
+        old = stored_hashes(self.conn, self.ns, [d.uri for d, _, _ in docs])
+        for d, _, _ in docs:
+            key = "unchanged" if old.get(d.uri) == d.content_hash else ("changed" if d.uri in old else "new")
+            self.report.documents[key] += 1
+        all_chunks = [c for _, cs, _ in docs for c in cs]
+        cache = cached_vectors(self.conn, self.ns, [c.content_hash for c in all_chunks])
+        todo = {c.content_hash: c for c in all_chunks if c.content_hash not in cache}
+        self.report.chunks["reused"] += len(all_chunks) - sum(1 for c in all_chunks if c.content_hash in todo)
+        self.report.chunks["embedded"] += len(todo)
+        if self.opts.plan:
+            self.report.tokens_to_embed += sum(c.token_count for c in todo.values())
+            return
+        for i in items:  # vectors computed upstream (kbctl embed) need no model here
+            cache.update((h, v) for h, v in (i.vectors or {}).items() if h in todo)
+        missing = [c for h, c in todo.items() if h not in cache]
+        if missing:
+            cache.update(self._embed(missing))
+        payload = [(d, [EmbeddedChunk(c, cache[c.content_hash]) for c in cs]) for d, cs, _ in docs]
+        sources = {d.uri: (i.source_uri, i.source_hash) for d, _, i in docs}
+        write_documents(
+            self.conn, self.ns, payload, self.analyzer,
+            title_weight=self.profile.lexical.title_weight, run_id=self.run_id, sources=sources,
+        )
+        self._drop_stale(items)
+        self.emit("stored", {"documents": len(payload), "chunks": len(all_chunks), "embedded": len(todo)})
+
+    def _drop_stale(self, items: list[Item]) -> None:
+        """Documents a re-read source no longer produces (a message gone from an mbox) leave the store.
+
+        Feed entries are the exception: feeds drop old entries routinely, so those go only with --sync.
+        """
+        for i in items:
+            if i.kind == "feed" and not self.opts.sync:
+                continue
+            now = {d.uri for d, _ in i.docs}
+            stale = [u for u, src in stored_uris_of_source(self.conn, self.ns, i.source_uri) if u not in now]
+            if stale:
+                self.report.documents["removed"] += delete_documents(self.conn, self.ns, stale)
+
+    def _embed(self, chunks: list[Chunk]) -> dict:
+        if self._embedder is None:
+            self._embedder = get_embedder(self.profile)
+        vectors = self._embedder.embed_documents([c.embed_text for c in chunks])
+        return {c.content_hash: v for c, v in zip(chunks, vectors)}
