@@ -37,7 +37,7 @@ def _agreement(kb, namespace: str, qvecs, filters=(), ef_search: int | None = No
     if filters:
         from psycopg import sql
 
-        from kbctl.search.filters import filters_sql
+        from kbctl.store.filters import filter_sql as filters_sql
 
         fsql, fp = filters_sql(flt)
         kept = conn.execute(sql.SQL("SELECT count(*) FROM kbctl.chunks c WHERE c.namespace_id = %s AND {}").format(fsql),

@@ -239,45 +239,6 @@ class Database:
             if own:
                 conn.close()
 
-    def optimize(self, conn, *, reindex: bool = False, full: bool = False) -> list[dict]:
-        """VACUUM (ANALYZE) every kbctl table; with ``reindex``, rebuild its B-tree indexes concurrently.
-
-        ``full`` runs ``VACUUM (FULL, ANALYZE)`` instead: every table and index is rewritten (rows
-        take the current storage layout, e.g. vectors inline after migration 005, and HNSW indexes
-        are rebuilt), under an exclusive lock: searches and ingests wait until it is done.
-
-        Bulk ingests and replaced documents leave B-tree pages half full: the BM25 postings key
-        (read by every lexical query, index-only) measured 708 MB before and 318 MB after a rebuild
-        at 100k chunks. ``REINDEX … CONCURRENTLY`` does not block searches or ingests. HNSW indexes
-        are left alone (VACUUM repairs their graph; a rebuild costs minutes per 100k vectors).
-        Returns one row per table: its size with indexes before and after, in bytes.
-        """
-        import psycopg
-        from psycopg import sql
-
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE or not conn.autocommit:
-            raise DatabaseError("optimize needs an autocommit connection outside a transaction")
-        tables = [r[0] for r in conn.execute(
-            "SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'kbctl'::regnamespace AND c.relkind = 'r'"
-            " AND c.relname <> 'schema_migrations' ORDER BY c.relname")]
-        size = "SELECT pg_total_relation_size(format('kbctl.%%I', %s::text)::regclass)"
-        out = []
-        for t in tables:
-            before = conn.execute(size, (t,)).fetchone()[0]
-            try:
-                if reindex and not full:
-                    for (idx,) in conn.execute(
-                        "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam"
-                        " WHERE x.indrelid = format('kbctl.%%I', %s::text)::regclass AND a.amname = 'btree' ORDER BY 1", (t,)
-                    ).fetchall():
-                        conn.execute(sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(sql.Identifier("kbctl", idx)))
-                conn.execute(sql.SQL("VACUUM ({} ANALYZE) {}").format(sql.SQL("FULL," if full else ""), sql.Identifier("kbctl", t)))
-            except psycopg.Error as e:
-                raise DatabaseError(f"optimizing kbctl.{t} failed: {_first_line(e)}",
-                                    hint="VACUUM and REINDEX need the owner of kbctl's tables (or a superuser)") from None
-            out.append({"table": t, "bytes_before": int(before), "bytes_after": int(conn.execute(size, (t,)).fetchone()[0])})
-        return out
-
     def status(self, conn) -> list[dict]:
         """Every shipped migration with whether (and when) it was applied and if its checksum holds."""
         applied = _applied(conn)
@@ -348,6 +309,9 @@ def _register_vector(conn) -> None:
             f"pgvector is not available in this database: {_first_line(e)}",
             hint="run `kbctl db migrate` (needs a role allowed to CREATE EXTENSION vector)",
         ) from None
+
+
+register_vector = _register_vector  # public: a connection opened unregistered (to migrate first) registers later
 
 
 def _read_pid(pid_file: Path) -> int | None:

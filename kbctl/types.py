@@ -24,10 +24,15 @@ __all__ = [
     "Chunk",
     "EmbeddedChunk",
     "ItemError",
+    "Filter",
     "Hit",
     "SearchResult",
     "content_hash",
 ]
+
+
+# Characters of a document's text encoded at a time when hashing it (the same digest as all at once).
+_HASH_WINDOW = 1 << 20
 
 
 def content_hash(data: str | bytes) -> str:
@@ -64,7 +69,7 @@ class Source:
         return cls(**_known(cls, d))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a long document has 100k of these
 class Block:
     """A structural piece of a document: a section's paragraph, a PDF page's text, a message body.
 
@@ -107,7 +112,10 @@ class Document:
             import json
 
             meta = json.dumps(dict(self.metadata), sort_keys=True, default=str)
-            object.__setattr__(self, "content_hash", content_hash(f"{self.title}\x00{meta}\x00{self.text}"))
+            h = hashlib.sha256(f"{self.title}\x00{meta}\x00".encode())
+            for i in range(0, len(self.text), _HASH_WINDOW):  # never a second copy of a long text
+                h.update(self.text[i : i + _HASH_WINDOW].encode("utf-8"))
+            object.__setattr__(self, "content_hash", h.hexdigest())
 
     @classmethod
     def from_blocks(
@@ -152,7 +160,7 @@ class Document:
         return cls(**_known(cls, d))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a long document has 100k of these
 class Chunk:
     """A piece of a document sized for the embedding model.
 
@@ -221,6 +229,19 @@ class ItemError:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ItemError:
         return cls(**_known(cls, d))
+
+
+@dataclass(frozen=True)
+class Filter:
+    """One metadata filter of a search, ``key <op> value`` (``kbctl.search.filters.parse_filter``)."""
+
+    key: str
+    op: str  # = != >= <= > < ~ in
+    value: str | tuple[str, ...]
+
+    def __str__(self) -> str:
+        v = ",".join(self.value) if isinstance(self.value, tuple) else self.value
+        return f"{self.key} in {v}" if self.op == "in" else f"{self.key}{self.op}{v}"
 
 
 @dataclass(frozen=True)

@@ -23,17 +23,17 @@ def migrate() -> None:
 def status(json_: bool = typer.Option(False, "--json", help="JSON on stdout.")) -> None:
     """Server, schema version and migration checksums."""
     from ..db import Database
+    from ..store.admin import server_versions
 
     db = Database(STATE.settings())
     conn = db.connect(register=False)
     try:
         rows = db.status(conn)
-        version = conn.execute("SELECT current_setting('server_version')").fetchone()[0]
-        ext = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        version, pgvector = server_versions(conn)
     finally:
         conn.close()
     data = {"embedded": db.embedded, "home": str(db.settings.home) if db.embedded else None, "server_version": version,
-            "pgvector": ext[0] if ext else None, "migrations": rows}
+            "pgvector": pgvector, "migrations": rows}
     if json_:
         print_json(data)
         return
@@ -46,16 +46,16 @@ def status(json_: bool = typer.Option(False, "--json", help="JSON on stdout.")) 
 @app.command("optimize")
 def optimize(
     reindex: bool = typer.Option(False, "--reindex", help="Also rebuild the B-tree indexes (concurrently: searches go on)."),
-    full: bool = typer.Option(False, "--full", help="Rewrite every table and index (VACUUM FULL): exclusive locks, searches wait."),
+    full: bool = typer.Option(False, "--full", help="Rewrite every table and index (a full vacuum): exclusive locks, searches wait."),
     json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ) -> None:
     """Vacuum and analyze kbctl's tables; with --reindex, compact their B-tree indexes (run it from cron)."""
     from ..db import Database
+    from ..store.admin import optimize as optimize_store
 
-    db = Database(STATE.settings())
-    conn = db.connect(register=False)
+    conn = Database(STATE.settings()).connect(register=False)
     try:
-        rows = db.optimize(conn, reindex=reindex, full=full)
+        rows = optimize_store(conn, reindex=reindex, full=full)
     finally:
         conn.close()
     if json_:

@@ -1,11 +1,16 @@
 """The store: PostgreSQL tables behind namespaces, documents, chunks, postings and the run ledger.
 
-The only package that writes corpus data. Search reads through ``kbctl.search``.
+The only package that talks to PostgreSQL (with ``kbctl.db``, which runs the server and the
+migrations). Its static statements are the named files in ``sql/queries/<group>/<name>.sql``
+(``queries.query``); dynamic parts (filters, identifiers, per-profile index names) are composed
+with ``psycopg.sql``. Modules: ``namespaces``, ``documents``, ``runs`` (the ledger), ``search``
+(the lanes' statements), ``filters``, ``checks`` (verify), ``feeds``, ``admin`` (``kbctl db``).
 """
 
 from .documents import (
     WriteStats,
     cached_vectors,
+    chunk_count_of,
     delete_documents,
     source_versions,
     stored_hashes,
@@ -21,11 +26,12 @@ from .namespaces import (
     ensure_profile,
     get_namespace,
     list_namespaces,
+    namespace_ids,
     rebind_namespace,
 )
 
 __all__ = [
-    "Namespace", "WriteStats", "cached_vectors", "check_pin", "delete_documents", "delete_namespace",
-    "ensure_namespace", "ensure_profile", "get_namespace", "list_namespaces", "rebind_namespace",
+    "Namespace", "WriteStats", "cached_vectors", "check_pin", "chunk_count_of", "delete_documents", "delete_namespace",
+    "ensure_namespace", "ensure_profile", "get_namespace", "list_namespaces", "namespace_ids", "rebind_namespace",
     "source_versions", "stored_hashes", "stored_uris", "stored_uris_of_source", "write_documents",
 ]

@@ -19,14 +19,12 @@ from ..errors import ProfileMismatchError
 from ..textutil.analyze import Analyzer
 from ..types import Document, EmbeddedChunk
 from .namespaces import Namespace
+from .queries import query
 
-__all__ = ["stored_hashes", "cached_vectors", "write_documents", "delete_documents", "stored_uris", "stored_uris_of_source", "source_versions", "WriteStats"]
+__all__ = ["stored_hashes", "cached_vectors", "write_documents", "delete_documents", "stored_uris", "stored_uris_of_source", "source_versions",
+           "chunk_count_of", "WriteStats"]
 
-_CHUNK_COLS = (
-    "namespace_id, id, document_id, position, text, token_count, char_start, char_end, heading_path,"
-    " page, content_hash, metadata, profile_id, dimension, embedding, lex_length"
-)
-_CHUNK_TYPES = [
+_CHUNK_TYPES = [  # the columns of documents/copy_chunks, in order
     "integer", "bigint", "bigint", "integer", "text", "integer", "integer", "integer", "text[]",
     "integer", "text", "jsonb", "integer", "integer", "vector", "real",
 ]
@@ -41,32 +39,22 @@ class WriteStats:
 
 def stored_hashes(conn, ns: Namespace, uris: Sequence[str]) -> dict[str, str]:
     """Content hashes of the stored versions of ``uris`` (missing ones are absent)."""
-    rows = conn.execute(
-        "SELECT uri, content_hash FROM kbctl.documents WHERE namespace_id = %s AND uri = ANY(%s)",
-        (ns.id, list(uris)),
-    )
-    return dict(rows.fetchall())
+    return dict(conn.execute(query("documents/stored_hashes"), (ns.id, list(uris))).fetchall())
 
 
 def stored_uris(conn, ns: Namespace) -> dict[str, str]:
     """Every stored document URI of a namespace, with the URI of the source it came from."""
-    return dict(conn.execute("SELECT uri, source_uri FROM kbctl.documents WHERE namespace_id = %s", (ns.id,)).fetchall())
+    return dict(conn.execute(query("documents/stored_uris"), (ns.id,)).fetchall())
 
 
 def stored_uris_of_source(conn, ns: Namespace, source_uri: str) -> list[tuple[str, str]]:
     """(document URI, source URI) of the stored documents that came from one source."""
-    return conn.execute(
-        "SELECT uri, source_uri FROM kbctl.documents WHERE namespace_id = %s AND source_uri = %s", (ns.id, source_uri)
-    ).fetchall()
+    return conn.execute(query("documents/stored_uris_of_source"), (ns.id, source_uri)).fetchall()
 
 
 def source_versions(conn, ns: Namespace, source_uris: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
     """For each stored source URI: its source hash and the URIs of the documents it produced."""
-    rows = conn.execute(
-        "SELECT source_uri, min(source_hash), array_agg(uri) FROM kbctl.documents"
-        " WHERE namespace_id = %s AND source_uri = ANY(%s) GROUP BY source_uri HAVING count(DISTINCT source_hash) = 1",
-        (ns.id, list(source_uris)),
-    )
+    rows = conn.execute(query("documents/source_versions"), (ns.id, list(source_uris)))
     return {s: (h, list(u)) for s, h, u in rows}
 
 
@@ -75,11 +63,7 @@ def cached_vectors(conn, ns: Namespace, hashes: Iterable[str]) -> dict[str, np.n
     hashes = list(set(hashes))
     if not hashes:
         return {}
-    rows = conn.execute(
-        "SELECT DISTINCT ON (content_hash) content_hash, embedding FROM kbctl.chunks"
-        " WHERE profile_id = %s AND content_hash = ANY(%s)",
-        (ns.profile_id, hashes),
-    )
+    rows = conn.execute(query("documents/cached_vectors"), (ns.profile_id, hashes))
     return {h: _as_array(v) for h, v in rows}
 
 
@@ -115,15 +99,12 @@ def write_documents(
         postings: list[tuple[str, int, float, float]] = []
         lengths = 0.0
         with conn.cursor() as cur:
-            with cur.copy(
-                "COPY kbctl.documents (namespace_id, id, uri, parent_uri, source_uri, source_hash, title,"
-                " source_type, content_hash, metadata, char_count, chunk_count, run_id) FROM STDIN"
-            ) as cp:
+            with cur.copy(query("documents/copy_documents")) as cp:
                 for (d, chunks), did in zip(items, doc_ids):
                     su, sh = sources.get(d.uri, (d.uri, ""))
                     cp.write_row((ns.id, did, d.uri, d.parent_uri, su, sh, d.title, d.source_type, d.content_hash,
                                   json.dumps(dict(d.metadata), default=str), len(d.text), len(chunks), run_id))
-            with cur.copy(f"COPY kbctl.chunks ({_CHUNK_COLS}) FROM STDIN (FORMAT BINARY)") as cp:
+            with cur.copy(query("documents/copy_chunks")) as cp:
                 cp.set_types(_CHUNK_TYPES)
                 for (d, chunks), did in zip(items, doc_ids):
                     meta = _chunk_meta_base(d)
@@ -166,6 +147,11 @@ def delete_documents(conn, ns: Namespace, uris: Sequence[str]) -> int:
         return _delete(conn, ns, list(uris))
 
 
+def chunk_count_of(conn, ns: Namespace, uris: Sequence[str]) -> int:
+    """How many chunks the stored documents with these URIs have."""
+    return int(conn.execute(query("documents/chunk_count_of_uris"), (ns.id, list(uris))).fetchone()[0])
+
+
 def _chunk_meta_base(d: Document) -> dict:
     meta = dict(d.metadata)
     meta.setdefault("source_type", d.source_type)
@@ -177,57 +163,32 @@ def _chunk_meta_base(d: Document) -> dict:
 def _next_ids(conn, table: str, n: int) -> list[int]:
     if n == 0:
         return []
-    rows = conn.execute(
-        "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)", (f"kbctl.{table}", n)
-    ).fetchall()
+    rows = conn.execute(query("documents/next_ids"), (f"kbctl.{table}", n)).fetchall()
     return [int(r[0]) for r in rows]
 
 
 def _write_postings(cur, ns: Namespace, postings: list[tuple[str, int, float, float]]) -> None:
-    with cur.copy("COPY kbctl.lexical_postings (namespace_id, term, chunk_id, tf, dl) FROM STDIN (FORMAT BINARY)") as cp:
+    with cur.copy(query("documents/copy_postings")) as cp:
         cp.set_types(["integer", "text", "bigint", "real", "real"])
         for t, cid, f, dl in postings:
             cp.write_row((ns.id, t, cid, f, dl))
     df = Counter(p[0] for p in postings)
     if df:
-        cur.execute(
-            "INSERT INTO kbctl.lexical_vocab (namespace_id, term, df)"
-            " SELECT %s, t, n FROM unnest(%s::text[], %s::int[]) AS x(t, n)"
-            " ON CONFLICT (namespace_id, term) DO UPDATE SET df = kbctl.lexical_vocab.df + EXCLUDED.df",
-            (ns.id, list(df.keys()), list(df.values())),
-        )
+        cur.execute(query("documents/add_vocabulary"), (ns.id, list(df.keys()), list(df.values())))
 
 
 def _add_stats(conn, ns: Namespace, nchunks: int, length: float) -> None:
-    conn.execute(
-        "INSERT INTO kbctl.lexical_stats (namespace_id, chunk_count, total_length) VALUES (%s, %s, %s)"
-        " ON CONFLICT (namespace_id) DO UPDATE SET chunk_count = kbctl.lexical_stats.chunk_count + EXCLUDED.chunk_count,"
-        " total_length = kbctl.lexical_stats.total_length + EXCLUDED.total_length",
-        (ns.id, nchunks, length),
-    )
+    conn.execute(query("documents/add_statistics"), (ns.id, nchunks, length))
 
 
 def _delete(conn, ns: Namespace, uris: list[str]) -> int:
     """Delete documents by URI, with their child documents, inside the caller's transaction."""
-    ids = [r[0] for r in conn.execute(
-        "SELECT id FROM kbctl.documents WHERE namespace_id = %s AND (uri = ANY(%s) OR parent_uri = ANY(%s))",
-        (ns.id, uris, uris),
-    )]
+    ids = [r[0] for r in conn.execute(query("documents/ids_of_uris"), (ns.id, uris, uris))]
     if not ids:
         return 0
-    conn.execute(
-        "WITH old AS (SELECT p.term, count(*) AS n FROM kbctl.lexical_postings p"
-        " JOIN kbctl.chunks c ON c.namespace_id = p.namespace_id AND c.id = p.chunk_id"
-        " WHERE c.namespace_id = %s AND c.document_id = ANY(%s) GROUP BY p.term)"
-        " UPDATE kbctl.lexical_vocab v SET df = v.df - old.n FROM old"
-        " WHERE v.namespace_id = %s AND v.term = old.term",
-        (ns.id, ids, ns.id),
-    )
-    conn.execute("DELETE FROM kbctl.lexical_vocab WHERE namespace_id = %s AND df <= 0", (ns.id,))
-    n, length = conn.execute(
-        "SELECT count(*), coalesce(sum(lex_length), 0) FROM kbctl.chunks WHERE namespace_id = %s AND document_id = ANY(%s)",
-        (ns.id, ids),
-    ).fetchone()
+    conn.execute(query("documents/subtract_vocabulary"), (ns.id, ids, ns.id))
+    conn.execute(query("documents/drop_unused_vocabulary"), (ns.id,))
+    n, length = conn.execute(query("documents/chunk_totals"), (ns.id, ids)).fetchone()
     _add_stats(conn, ns, -int(n), -float(length))
-    conn.execute("DELETE FROM kbctl.documents WHERE namespace_id = %s AND id = ANY(%s)", (ns.id, ids))
+    conn.execute(query("documents/delete_documents"), (ns.id, ids))
     return len(ids)

@@ -1,10 +1,72 @@
-"""Layering conventions: no import cycles, and the import-linter contracts cover every module."""
+"""Layering conventions: no import cycles, the import-linter contracts cover every module, and only
+the store (``kbctl/store/``) and ``kbctl/db.py`` talk to PostgreSQL."""
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 KBCTL = Path(__file__).resolve().parents[2] / "kbctl"
+
+SQL = re.compile(
+    r"\b(SELECT|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+(TABLE|INDEX|EXTENSION)|ALTER\s+TABLE"
+    r"|DROP\s+|VACUUM|REINDEX|SET\s+LOCAL|COPY\s+\w+)\b"
+)
+
+
+def _outside_the_store(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.py") if "store" not in p.relative_to(root).parts[:1] and p != root / "db.py")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, owners) and node.body and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def sql_offenders(root: Path = KBCTL) -> list[str]:
+    """``path:line: text`` for each string constant (docstrings aside) that reads like SQL, and each
+    use of ``psycopg.sql`` (statement composition), in a module outside the store."""
+    out = []
+    for path in _outside_the_store(root):
+        tree = ast.parse(path.read_text(), str(path))
+        docs = _docstrings(tree)
+        rel = path.relative_to(root.parent)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                if SQL.search(node.value):
+                    out.append((str(rel), node.lineno, repr(node.value.strip()[:60])))
+            elif isinstance(node, ast.ImportFrom) and node.module in ("psycopg", "psycopg.sql"):
+                if node.module == "psycopg.sql" or any(a.name == "sql" for a in node.names):
+                    out.append((str(rel), node.lineno, "imports psycopg.sql"))
+            elif isinstance(node, ast.Import) and any(a.name == "psycopg.sql" for a in node.names):
+                out.append((str(rel), node.lineno, "imports psycopg.sql"))
+    return [f"{path}:{line}: {what}" for path, line, what in sorted(out)]
+
+
+def test_no_sql_outside_the_store():
+    offenders = sql_offenders()
+    assert not offenders, "SQL outside kbctl/store/ (move it to sql/queries and a store function):\n" + "\n".join(offenders)
+
+
+def test_the_scan_finds_sql(tmp_path):
+    """The check above is not vacuous: statements, SET LOCAL and psycopg.sql are found, docstrings are not."""
+    pkg = tmp_path / "kbctl"
+    (pkg / "store").mkdir(parents=True)
+    (pkg / "store" / "ok.py").write_text('Q = "SELECT 1"\n')
+    (pkg / "db.py").write_text('Q = "CREATE TABLE t ()"\n')
+    (pkg / "lane.py").write_text(
+        '"""SELECT in a docstring is prose."""\nfrom psycopg import sql\n'
+        'def f(conn):\n    """UPDATE t SET x: prose too."""\n'
+        '    conn.execute("SET LOCAL enable_sort = off")\n    return conn.execute("SELECT 1 FROM x")\n'
+    )
+    found = sql_offenders(pkg)
+    assert [f.split(": ", 1)[0] for f in found] == ["kbctl/lane.py:2", "kbctl/lane.py:5", "kbctl/lane.py:6"]
 
 
 def _import_graph() -> dict[str, set[str]]:

@@ -1,0 +1,105 @@
+"""Metadata filters (``kbctl.types.Filter``) compiled to SQL conditions on ``chunks.metadata``.
+
+What each operator means (numbers compared as numbers, ISO dates as the whole day) is documented
+with the syntax in ``kbctl.search.filters``. Values are always bound as parameters, never spliced
+into SQL; the key is a parameter too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from psycopg import sql
+
+from ..errors import UsageError
+from ..types import Filter
+
+__all__ = ["filter_sql"]
+
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?P<time>[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?$")
+
+
+def filter_sql(filters: tuple[Filter, ...], alias: str = "c") -> tuple[sql.Composable, list]:
+    """``AND``-joined SQL conditions on ``<alias>.metadata`` and their parameters (``TRUE`` for none)."""
+    parts: list[sql.Composable] = []
+    params: list = []
+    col = sql.SQL("{}.metadata").format(sql.Identifier(alias))
+    for f in filters:
+        cond, p = _one(col, f)
+        parts.append(cond)
+        params.extend(p)
+    if not parts:
+        return sql.SQL("TRUE"), []
+    return sql.SQL(" AND ").join(parts), params
+
+
+def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
+    if isinstance(f.value, tuple):  # "in": the only operator with several values
+        vals = list(f.value)
+        has, hp = _contains_any(col, f.key, vals)
+        return (sql.SQL("({h} AND ({c} -> %s ?| %s::text[] OR {c} ->> %s = ANY(%s::text[])))").format(h=has, c=col),
+                [*hp, f.key, vals, f.key, vals])
+    value = f.value
+    if f.op == "=":
+        has, hp = _contains_any(col, f.key, [value])
+        return sql.SQL("({h} AND ({c} -> %s ? %s OR {c} ->> %s = %s))").format(h=has, c=col), [*hp, f.key, value, f.key, value]
+    if f.op == "!=":
+        return (
+            sql.SQL("NOT coalesce({c} -> %s ? %s OR {c} ->> %s = %s, false)").format(c=col),
+            [f.key, value, f.key, value],
+        )
+    if f.op == "~":
+        prefix = value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        return sql.SQL("({c} ->> %s) LIKE %s").format(c=col), [f.key, prefix]
+    op = sql.SQL(f.op)
+    if _NUMBER.match(value):
+        return (
+            sql.SQL("(CASE WHEN jsonb_typeof({c} -> %s) = 'number' THEN ({c} ->> %s)::numeric END) {op} %s::numeric").format(c=col, op=op),
+            [f.key, f.key, value],
+        )
+    cmp, bound = _date_bound(f, value)
+    return sql.SQL("({c} ->> %s) {op} %s").format(c=col, op=sql.SQL(cmp)), [f.key, bound]
+
+
+def _contains_any(col: sql.Composable, key: str, values: list[str]) -> tuple[sql.Composable, list]:
+    """``metadata @> …`` alternatives that the GIN (jsonb_path_ops) index answers.
+
+    They find the rows whose ``key`` is the value as a string, number or boolean, or an array that
+    holds it: a superset of what ``=`` / ``in`` match, which the exact condition next to them then
+    narrows. Without them an equality filter read every chunk of the namespace (20 ms at 10k
+    chunks for a filter keeping 5%; 5 ms with them).
+    """
+    docs = []
+    for v in values:
+        scalars: list = [v]
+        if _NUMBER.match(v):
+            scalars.append(float(v) if "." in v else int(v))
+        elif v in ("true", "false"):
+            scalars.append(v == "true")
+        for x in scalars:
+            docs += [json.dumps({key: x}), json.dumps({key: [x]})]
+    cond = sql.SQL(" OR ").join(sql.SQL("{c} @> %s::jsonb").format(c=col) for _ in docs)
+    return sql.SQL("({})").format(cond), docs
+
+
+def _date_bound(f: Filter, value: str) -> tuple[str, str]:
+    """The comparison and bound for an ISO date or datetime ``value`` of ``f`` (others are returned as they are)."""
+    from datetime import date, datetime, timedelta
+
+    from ..textutil.dates import iso_datetime
+
+    m = _ISO.match(value)
+    if not m:
+        return f.op, value
+    try:
+        if not m.group("time"):
+            day = date.fromisoformat(value)
+            if f.op in ("<=", ">"):  # the whole day is "at or before" it, none of it "after" it
+                return ("<" if f.op == "<=" else ">="), (day + timedelta(days=1)).isoformat()
+            return f.op, day.isoformat()
+        dt = datetime.fromisoformat(value.replace(" ", "T", 1))
+    except ValueError:
+        raise UsageError(f"{value!r} in filter {str(f)!r} is not a valid date", hint="use YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|±HH:MM]") from None
+    return f.op, iso_datetime(dt)  # the form extraction stores: UTC with a Z when an offset is given

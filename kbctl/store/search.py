@@ -1,0 +1,143 @@
+"""The statements behind the search lanes: BM25 over the postings, the dense scan, hits, metadata.
+
+The lanes (``kbctl.search.lanes``) decide what to run (the dense path, the split of the lexical
+lane, the BM25 weights); the statements are here, the static ones in ``sql/queries/search``.
+Dense statements come with the ``SET LOCAL`` settings they run under, in one transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from psycopg import sql
+
+from ..types import Filter
+from .filters import filter_sql
+from .namespaces import Namespace
+from .queries import query, template
+
+__all__ = [
+    "MIN_ID", "MAX_ID", "lexical_stats", "chunk_total", "filtered_size", "vocabulary_df", "correction_candidates",
+    "bm25_statement", "bm25_rows", "median_chunk", "with_documents", "dense_statement", "dense_rows", "hit_rows", "metadata_keys",
+]
+
+MIN_ID, MAX_ID = -(2**63), 2**63 - 1  # the whole range of chunk ids
+_DIST = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
+
+
+def lexical_stats(conn, ns_ids: list[int]) -> tuple[float, float]:
+    """(chunk count, total lexical length) over the namespaces."""
+    n, total = conn.execute(query("search/lexical_stats"), (ns_ids,)).fetchone()
+    return n, total
+
+
+def chunk_total(conn, ns_ids: list[int]) -> int:
+    """How many chunks the namespaces hold, from their statistics."""
+    return int(conn.execute(query("search/chunk_total"), (ns_ids,)).fetchone()[0])
+
+
+def filtered_size(conn, ns_ids: list[int], filters: tuple[Filter, ...], limit: int) -> int:
+    """How many chunks of the namespaces the (non-empty) filters keep, counted up to ``limit``."""
+    fsql, fparams = filter_sql(filters)
+    q = template("search/filtered_size", f=fsql)
+    return int(conn.execute(q, [ns_ids, *fparams, limit]).fetchone()[0])
+
+
+def vocabulary_df(conn, ns_ids: list[int], terms: Sequence[str]) -> dict[str, int]:
+    """Document frequency of each term over the namespaces (absent terms are missing)."""
+    return dict(conn.execute(query("search/vocabulary_df"), (ns_ids, list(set(terms)))).fetchall())
+
+
+def correction_candidates(conn, ns_ids: list[int], term: str, max_distance: int) -> list[tuple[str, int]]:
+    """(term, df) of the 5000 most frequent terms within ``max_distance`` in length of ``term``
+    that share its first or second letter."""
+    return conn.execute(
+        query("search/correction_candidates"),
+        (ns_ids, len(term) - max_distance, len(term) + max_distance, term[0], term[1:2]),
+    ).fetchall()
+
+
+def bm25_statement(filters: tuple[Filter, ...]) -> tuple[sql.Composed, list]:
+    """The BM25 statement (joined to the chunks when filtered) and the filters' parameters."""
+    fsql, fparams = filter_sql(filters)
+    join = sql.SQL("") if not fparams else sql.SQL(
+        " JOIN kbctl.chunks c ON c.namespace_id = p.namespace_id AND c.id = p.chunk_id AND {f}"
+    ).format(f=fsql)
+    return template("search/lexical_lane", join=join), fparams
+
+
+def bm25_rows(
+    conn, statement: tuple[sql.Composed, list], ns_ids: list[int], terms: list[str], weights: list[float], *,
+    k1: float, b: float, avgdl: float, k: int, lo: int = MIN_ID, hi: int = MAX_ID,
+) -> list[tuple]:
+    """(namespace_id, chunk_id, score) of the top k chunks with ids in [lo, hi] (``bm25_statement``)."""
+    q, fparams = statement
+    return conn.execute(q, [k1 + 1, k1, b, b, avgdl, terms, weights, ns_ids, lo, hi, *fparams, k]).fetchall()
+
+
+def median_chunk(conn, ns_ids: list[int], offset: int) -> int | None:
+    """The id of the chunk at ``offset`` in id order over the namespaces."""
+    row = conn.execute(query("search/median_chunk"), (ns_ids, offset)).fetchone()
+    return int(row[0]) if row else None
+
+
+def with_documents(conn, rows: Sequence[tuple]) -> list[tuple]:
+    """``rows`` of (namespace_id, chunk_id, score) with each chunk's document id appended."""
+    if not rows:
+        return []
+    docs = dict(((a, c), d) for a, c, d in conn.execute(
+        query("search/chunk_documents"), ([r[0] for r in rows], [r[1] for r in rows])
+    ))
+    return [(a, c, s, docs.get((a, c))) for a, c, s in rows]
+
+
+def dense_statement(
+    namespaces: Sequence[Namespace], qvec: np.ndarray, k: int, filters: tuple[Filter, ...], distance: str, *,
+    exact: bool, ef_search: int, max_scan_tuples: int,
+) -> tuple[sql.Composed, list, list[sql.Composable]]:
+    """The dense query, its parameters and the ``SET LOCAL`` statements to run before it.
+
+    ``exact`` orders by the bare column, which the HNSW index (on ``embedding::vector(dim)``)
+    cannot serve, so the exact path really scans only the rows the WHERE clause leaves.
+    """
+    pid, dim = namespaces[0].profile_id, namespaces[0].dimension
+    fsql, fparams = filter_sql(filters)
+    vec = sql.SQL("c.embedding") if exact else sql.SQL("c.embedding::vector({d})").format(d=sql.Literal(dim))
+    q = template("search/dense_lane", vec=vec, op=sql.SQL(_DIST[distance]), d=sql.Literal(dim), pid=sql.Literal(pid), f=fsql)
+    settings: list[sql.Composable] = []
+    if not exact:
+        settings = [
+            sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search)),
+            sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"),
+            sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(max_scan_tuples)),
+            # The path is decided by the caller, by the filtered set's size. A planner misestimate must
+            # not turn "hnsw" into a sort over every vector of the namespace (83 ms instead of 4 at 10k).
+            sql.SQL("SET LOCAL enable_sort = off"),
+        ]
+    return q, [qvec, [n.id for n in namespaces], *fparams, qvec, k], settings
+
+
+def dense_rows(conn, statement: tuple[sql.Composed, list, list[sql.Composed]]) -> list[tuple]:
+    """Run a ``dense_statement`` under its settings: (namespace_id, chunk_id, distance, document_id) rows."""
+    q, params, settings = statement
+    with conn.transaction():
+        for stmt in settings:
+            conn.execute(stmt)
+        return conn.execute(q, params).fetchall()
+
+
+def hit_rows(conn, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
+    """What each hit (namespace_id, chunk_id) shows, keyed by it: ids, text, metadata, heading path,
+    page, position, document URI and title, namespace name."""
+    if not keys:
+        return {}
+    rows = conn.execute(query("search/hits"), ([a for a, _ in keys], [b for _, b in keys])).fetchall()
+    return {(r[0], r[1]): r for r in rows}
+
+
+def metadata_keys(conn, ns_ids: list[int], filters: tuple[Filter, ...], k: int) -> list[tuple[int, int]]:
+    """The first k chunks the filters keep, by document URI and position."""
+    fsql, fparams = filter_sql(filters)
+    q = template("search/metadata_matches", f=fsql)
+    return [(a, b) for a, b in conn.execute(q, [ns_ids, *fparams, k])]

@@ -1,0 +1,2 @@
+-- The server's PostgreSQL version.
+SELECT current_setting('server_version')

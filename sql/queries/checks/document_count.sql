@@ -1,0 +1,2 @@
+-- The documents of a namespace. Parameters: namespace id.
+SELECT count(*) FROM kbctl.documents WHERE namespace_id = %s

@@ -1,0 +1,2 @@
+-- The names of kbctl's indexes.
+SELECT indexname FROM pg_indexes WHERE schemaname = 'kbctl'

@@ -1,0 +1,2 @@
+-- The namespace row. Parameters: namespace id.
+DELETE FROM kbctl.namespaces WHERE id = %s

@@ -1,0 +1,2 @@
+-- A tenant's namespace ids. Parameters: tenant.
+SELECT id FROM kbctl.namespaces WHERE tenant = %s

@@ -1,0 +1,8 @@
+-- Every namespace with its profile and document and chunk counts.
+SELECT n.tenant, n.name, p.name AS profile, p.model, n.dimension, p.fingerprint,
+       (SELECT count(*) FROM kbctl.documents d WHERE d.namespace_id = n.id) AS documents,
+       (SELECT count(*) FROM kbctl.chunks c WHERE c.namespace_id = n.id) AS chunks,
+       n.created_at
+FROM kbctl.namespaces n
+JOIN kbctl.profiles p ON p.id = n.profile_id
+ORDER BY n.tenant, n.name
