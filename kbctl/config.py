@@ -68,6 +68,9 @@ def default_config_path() -> Path:
 CHUNK_STRATEGIES = ("structure", "semantic")
 SEARCH_MODES = ("auto", "dense", "lexical", "hybrid")
 FUSIONS = ("rrf", "convex")
+# Pseudo-relevance feedback: off, or hybrid (RM3 for the lexical lane and Rocchio for the dense one,
+# both from the fused first round; kbctl.search.prf).
+PRF_MODES = ("off", "hybrid")
 # Reranker kinds a profile may name ("" is off); ``kbctl.search.rerank.register_reranker`` adds to it.
 RERANK_KINDS = {"", "cross-encoder"}
 
@@ -152,6 +155,13 @@ class SearchSettings:
     dense_weight: float
     per_doc: int
     dedupe_threshold: float
+    prf: str
+    prf_docs: int
+    prf_terms: int
+    prf_query_weight: float
+    prf_vector_docs: int
+    prf_vector_weight: float
+    prf_max_postings: int
 
     def _check(self, where: str) -> None:
         _one_of(where, "search.mode", self.mode, SEARCH_MODES)
@@ -162,6 +172,13 @@ class SearchSettings:
         _range(where, "search.dense_weight", self.dense_weight, 0, 1)
         _range(where, "search.per_doc", self.per_doc, 0)
         _range(where, "search.dedupe_threshold", self.dedupe_threshold, 0, 1)
+        _one_of(where, "search.prf", self.prf, PRF_MODES)
+        _range(where, "search.prf_docs", self.prf_docs, 1, 100)
+        _range(where, "search.prf_terms", self.prf_terms, 1, 200)
+        _range(where, "search.prf_query_weight", self.prf_query_weight, 0, 1)
+        _range(where, "search.prf_vector_docs", self.prf_vector_docs, 0, 100)
+        _range(where, "search.prf_vector_weight", self.prf_vector_weight, 0, 1)
+        _range(where, "search.prf_max_postings", self.prf_max_postings, 0)
 
 
 @dataclass(frozen=True)

@@ -57,11 +57,43 @@ class _KeyResolver:
         return self.by_fragment.get(frag, self.by_fragment.get(uri, uri))
 
 
+class Ranked(list):
+    """Documents ``[(docid, score)]`` best first, and ``passages``: the hits' passage ids best first
+    (``DOC#HEADING`` as a golden set judges them, ``DOC#heading › path`` for unjudged sections)."""
+
+    passages: list[str]
+
+
+def _passage_matcher(dataset) -> Callable[[str, Sequence[str]], str]:
+    """(document key, heading path) → the judged passage id it belongs to, or its own id."""
+    judged: dict[str, dict[str, str]] = {}
+    for rel in getattr(dataset, "passage_qrels", {}).values():
+        for key in rel:
+            doc, _, heading = key.rpartition("#")
+            judged.setdefault(doc, {})[heading.strip()] = key
+
+    def match(doc: str, heading: Sequence[str]) -> str:
+        path = " › ".join(heading)
+        names = judged.get(doc, {})
+        for h in (path, *reversed(heading)):
+            if h in names:
+                return names[h]
+        return f"{doc}#{path}"
+
+    return match
+
+
 def search_fn(kb, dataset, namespace: str | None, depth: int, extra: dict | None = None) -> Callable:
-    """``search(query, mode) -> [(docid, score)]`` at document level (best chunk's rank)."""
+    """``search(query, mode) -> [(docid, score)]`` at document level (best chunk's rank).
+
+    When the dataset judges passages, every chunk is kept (``per_doc=0``) and the result also
+    carries the passage order (``Ranked.passages``); a document's rank is still its best chunk's.
+    """
     keys = {d for rel in dataset.qrels.values() for d in rel}
     resolve = _KeyResolver(keys)
     extra = dict(extra or {})
+    with_passages = bool(getattr(dataset, "passage_qrels", None))
+    passage_of = _passage_matcher(dataset)
 
     def search(q, mode: str) -> list[tuple[str, float]]:
         ns = q.namespace or namespace
@@ -73,10 +105,13 @@ def search_fn(kb, dataset, namespace: str | None, depth: int, extra: dict | None
             lane, kwargs["rerank"] = "hybrid", True
         elif mode not in MODES:
             lane = kwargs.pop("lane", "hybrid")
-        res = kb.search(q.text, ns, mode=lane, k=depth, per_doc=1, correct=False, **kwargs)
-        out, seen = [], set()
+        res = kb.search(q.text, ns, mode=lane, k=depth, per_doc=0 if with_passages else 1, correct=False, **kwargs)
+        out, seen = Ranked(), set()
+        out.passages = []
         for h in res.hits:
             key = resolve(h.metadata.get("uri") or h.source)
+            if with_passages:
+                out.passages.append(passage_of(key, h.metadata.get("heading_path") or []))
             if key not in seen:
                 seen.add(key)
                 out.append((key, float(h.score) if h.score is not None else 0.0))

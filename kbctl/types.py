@@ -259,6 +259,9 @@ class Hit:
     metadata: Mapping[str, Any]
     citation: str
     lanes: Mapping[str, Mapping[str, float | int | None]] = field(default_factory=dict)
+    # 0 to 1 for people: the score over the best score this query could get (``kbctl.search.engine``);
+    # ``score`` stays the raw fused (or lane, or reranker) score.
+    relevance: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

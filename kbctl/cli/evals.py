@@ -86,6 +86,8 @@ def run(
 
 def _table(rep, k: int) -> None:
     cols = ["ndcg@10", "recall@10", "recall@100", f"p@{k}", "mrr@10", "map", "latency_ms_p50", "latency_ms_p95"]
+    passage = [c for c in ("passage_ndcg@10", "passage_mrr@10") if any(c in m.metrics for m in rep.modes)]
+    cols[6:6] = passage
     rows = [{"mode": m.mode, "queries": m.num_queries, **{c: m.metrics.get(c) for c in cols}} for m in rep.modes]
     table(rows, ["mode", "queries", *cols], title=f"{rep.dataset}")
 

@@ -53,16 +53,17 @@ def snippet(text: str, width: int = 240) -> str:
 
 
 def hits_table(result) -> None:
-    """Search hits as a table: rank, score, namespace, citation and a snippet."""
+    """Search hits as a table: rank, relevance (0–1; raw scores are in --json and --explain),
+    namespace, citation and a snippet."""
     t = Table(highlight=False, show_lines=True)
     t.add_column("#", justify="right")
-    t.add_column("score", justify="right")
+    t.add_column("relevance", justify="right")
     if len(result.namespaces) > 1:
         t.add_column("namespace")
     t.add_column("source", overflow="fold", max_width=40)
     t.add_column("text", overflow="fold")
     for h in result.hits:
-        row = [str(h.rank), "—" if h.score is None else f"{h.score:.4f}"]
+        row = [str(h.rank), _relevance(h)]
         if len(result.namespaces) > 1:
             row.append(h.namespace)
         row += [h.citation, snippet(h.text)]
@@ -70,9 +71,17 @@ def hits_table(result) -> None:
     out.print(t)
 
 
+def _relevance(h) -> str:
+    """A hit's 0–1 relevance as shown to people (its raw score when no relevance is known)."""
+    rel = getattr(h, "relevance", None)
+    if rel is not None:
+        return f"{rel:.2f}"
+    return "—" if h.score is None else f"{h.score:.4f}"
+
+
 def hits_markdown(result) -> str:
     lines = [f"## Results for: {result.query}", ""]
     for h in result.hits:
-        score = "" if h.score is None else f" (score {h.score:.4f})"
+        score = "" if h.score is None else f" (relevance {_relevance(h)})"
         lines += [f"### {h.rank}. {h.title or h.source}{score}", "", f"*{h.citation}*", "", h.text.strip(), ""]
     return "\n".join(lines)

@@ -22,6 +22,7 @@ def search(
     fusion: str | None = typer.Option(None, "--fusion", help="rrf | convex (default: profile search.fusion)."),
     ef_search: int | None = typer.Option(None, "--ef-search", min=1, help="HNSW ef_search for this query (default: the profile's hnsw.ef_search); higher is slower and closer to exact."),
     rerank: bool | None = typer.Option(None, "--rerank/--no-rerank", help="Rerank fused candidates with the profile's reranker."),
+    prf: str | None = typer.Option(None, "--prf", help="Pseudo-relevance feedback: off | hybrid (default: profile search.prf; hybrid searches only)."),
     explain: bool = typer.Option(False, "--explain", help="Show each hit's rank and score in every lane."),
     json_: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
     jsonl: bool = typer.Option(False, "--jsonl", help="One JSON object per hit on stdout."),
@@ -31,7 +32,7 @@ def search(
     """Search one namespace (or several, listed explicitly)."""
     kb = STATE.kb()
     result = kb.search(query, namespace, mode=mode, k=k, filters=filter, per_doc=per_doc, fusion=fusion, rerank=rerank, explain=explain,
-                       ef_search=ef_search)
+                       ef_search=ef_search, prf=prf)
     for note in result.notes:
         warn(note) if result.degraded else (None if STATE.quiet else typer.echo(f"note: {note}", err=True))
     fmt = "json" if json_ else ("jsonl" if jsonl else fmt)
@@ -60,7 +61,7 @@ def _explain(result) -> None:
 
     rows = []
     for h in result.hits:
-        row = {"#": h.rank, "fused": h.score}
+        row = {"#": h.rank, "relevance": h.relevance, "fused": h.score}
         for lane, v in h.lanes.items():
             row[f"{lane} rank"] = v.get("rank")
             row[f"{lane} score"] = v.get("score")

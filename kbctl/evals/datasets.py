@@ -13,7 +13,13 @@ message starts with ``file:line``):
        "relevant": {"support/billing/refunds.md": 2, "support/billing/plan-changes.md": 1}}
 
   ``relevant`` may also be a list of ids (each grade 1). ``namespace`` is optional; ``notes`` is
-  allowed and ignored.
+  allowed and ignored. ``passages`` (optional) judges sections: ``{"DOC#HEADING": grade}``, where
+  DOC is a document id as in ``relevant`` and HEADING the section's heading (its last heading, or
+  the whole heading path joined by `` › ``), split at the last ``#``::
+
+      "passages": {"support/technical/api-error-codes.md#LMN-4012 — E_SCOPE_DENIED": 2}
+
+  A passage's document counts as relevant with the passage's grade unless ``relevant`` grades it.
 
 Grades are integers; above 0 is relevant, 0 or below is judged not relevant.
 """
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterator, Literal, Mapping
@@ -38,7 +44,8 @@ __all__ = [
     "iter_beir_corpus",
 ]
 
-GOLDEN_KEYS = ("id", "query", "namespace", "relevant", "notes")
+GOLDEN_KEYS = ("id", "query", "namespace", "relevant", "passages", "notes")
+PASSAGE_SEP = "#"
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,7 @@ class EvalDataset:
     qrels: Mapping[str, Mapping[str, int]]
     corpus_path: Path | None
     kind: Literal["beir", "golden"]
+    passage_qrels: Mapping[str, Mapping[str, int]] = field(default_factory=lambda: MappingProxyType({}))
 
     def limited(self, limit: int | None) -> EvalDataset:
         """The same dataset with only its first ``limit`` queries (all when ``limit`` is None)."""
@@ -66,7 +74,9 @@ class EvalDataset:
             return self
         queries = self.queries[:limit]
         qrels = {q.id: self.qrels[q.id] for q in queries}
-        return EvalDataset(self.name, queries, MappingProxyType(qrels), self.corpus_path, self.kind)
+        passages = {q.id: self.passage_qrels[q.id] for q in queries if q.id in self.passage_qrels}
+        return EvalDataset(self.name, queries, MappingProxyType(qrels), self.corpus_path, self.kind,
+                           MappingProxyType(passages))
 
 
 def _error(path: Path, line: int | None, message: str, hint: str | None = None) -> ConfigError:
@@ -190,6 +200,18 @@ def _golden_relevant(value: Any, path: Path, lineno: int) -> dict[str, int]:
     return dict(pairs)
 
 
+def _golden_passages(value: Any, path: Path, lineno: int) -> dict[str, int]:
+    if not isinstance(value, dict) or not value:
+        raise _error(path, lineno, "'passages' must be an object {\"DOC#HEADING\": grade}")
+    out = {}
+    for key, grade in value.items():
+        doc, _, heading = str(key).rpartition(PASSAGE_SEP)
+        if not doc.strip() or not heading.strip():
+            raise _error(path, lineno, f"passage {key!r} must be written DOC#HEADING")
+        out[str(key)] = _as_grade(grade, path, lineno, str(key))
+    return out
+
+
 def _golden_line(obj: dict[str, Any], path: Path, lineno: int) -> tuple[EvalQuery, dict[str, int]]:
     for key in obj:
         if key not in GOLDEN_KEYS:
@@ -209,17 +231,23 @@ def load_golden(path: Path) -> EvalDataset:
     path = Path(path)
     queries: list[EvalQuery] = []
     qrels: dict[str, Mapping[str, int]] = {}
+    passage_qrels: dict[str, Mapping[str, int]] = {}
     for lineno, obj in _read_jsonl(path):
         query, relevant = _golden_line(obj, path, lineno)
         if query.id in qrels:
             raise _error(path, lineno, f"duplicate query id {query.id!r}")
+        if obj.get("passages") is not None:
+            passages = _golden_passages(obj["passages"], path, lineno)
+            for key, grade in passages.items():
+                relevant.setdefault(key.rpartition(PASSAGE_SEP)[0], grade)
+            passage_qrels[query.id] = MappingProxyType(passages)
         queries.append(query)
         qrels[query.id] = MappingProxyType(relevant)
     if not queries:
         raise _error(path, None, "no queries in the golden set")
     # "eval/queries.jsonl" is better named after its folder
     name = path.parent.name if path.stem == "queries" and path.parent.name else path.stem
-    return EvalDataset(name, tuple(queries), MappingProxyType(qrels), None, "golden")
+    return EvalDataset(name, tuple(queries), MappingProxyType(qrels), None, "golden", MappingProxyType(passage_qrels))
 
 
 def load_dataset(path: Path, split: str = "test") -> EvalDataset:

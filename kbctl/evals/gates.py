@@ -3,6 +3,7 @@
 A gate is written ``[mode:]metric=value`` (or with ``>=`` / ``<=``)::
 
     ndcg@10=0.65            every mode must reach 0.65
+    passage_mrr@10=0.9      passage-level (sections judged in the golden set's "passages")
     hybrid:recall@100=0.9   only the hybrid mode
     latency_ms_p95<=250     latencies are upper bounds ("=" means "<=" for them)
 
@@ -21,7 +22,7 @@ from typing import Any, Mapping, Sequence
 from kbctl.errors import CheckFailed, ConfigError, UsageError
 
 from .metrics import is_lower_better, parse_metric
-from .runner import EvalReport
+from .runner import PASSAGE_PREFIX, EvalReport
 
 __all__ = [
     "Gate",
@@ -91,7 +92,7 @@ def parse_gate(text: str) -> Gate:
         raise UsageError(f"cannot read gate {text!r}", hint="write it as ndcg@10=0.65 or hybrid:ndcg@10=0.65")
     mode, metric, op, value = m.group(1), m.group(2).lower(), m.group(3), m.group(4)
     if metric not in LATENCY_METRICS:
-        parse_metric(metric)  # raises UsageError for an unknown metric
+        parse_metric(metric.removeprefix(PASSAGE_PREFIX))  # raises UsageError for an unknown metric
     try:
         threshold = float(value)
     except ValueError:

@@ -45,6 +45,10 @@ SearchFn = Callable[[EvalQuery, str], Sequence[tuple[str, float]]]
 ProgressFn = Callable[[str, int, int], None]  # (mode, queries done, queries in total)
 
 CURVE_KS = (1, 3, 5, 10, 20, 50, 100)
+# Passage-level metrics (over chunks, each judged section counted once at its best chunk's rank),
+# computed when the dataset judges passages and the search function reports them.
+PASSAGE_METRICS = ("ndcg@10", "mrr@10")
+PASSAGE_PREFIX = "passage_"
 SCHEMA = "kbctl.eval/1"
 
 
@@ -63,6 +67,7 @@ class ModeResult:
     latencies_ms: list[float]
     num_queries: int
     recall_curve: dict[int, float] = field(default_factory=dict)
+    passage_per_query: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -109,8 +114,11 @@ def rank_to_run(hits: Sequence[tuple[str, float]], depth: int) -> dict[str, floa
 
 
 def _search_all(dataset: EvalDataset, search: SearchFn, mode: str, depth: int,
-                progress: ProgressFn | None) -> tuple[dict[str, dict[str, float]], list[float]]:
+                progress: ProgressFn | None) -> tuple[dict[str, dict[str, float]], list[float], dict[str, dict[str, float]]]:
+    """The document run, the latencies and the passage run (from the hits' ``passages`` attribute:
+    passage ids best first, when the search function gives them)."""
     run: dict[str, dict[str, float]] = {}
+    passages: dict[str, dict[str, float]] = {}
     latencies: list[float] = []
     total = len(dataset.queries)
     for i, query in enumerate(dataset.queries, start=1):
@@ -118,22 +126,30 @@ def _search_all(dataset: EvalDataset, search: SearchFn, mode: str, depth: int,
         hits = search(query, mode)
         latencies.append((time.perf_counter() - start) * 1000.0)
         run[query.id] = rank_to_run(hits, depth)
+        chunks = getattr(hits, "passages", None)
+        if chunks is not None:
+            passages[query.id] = rank_to_run([(p, 0.0) for p in chunks], depth)
         if progress is not None:
             progress(mode, i, total)
-    return run, latencies
+    return run, latencies, passages
 
 
 def _score_mode(mode: str, run, latencies: list[float], dataset: EvalDataset, k: int,
-                depth: int) -> ModeResult:
+                depth: int, passages: Mapping[str, Mapping[str, float]] | None = None) -> ModeResult:
     names = metric_names(k)
     per_query = evaluate(run, dataset.qrels, names)
     metrics = aggregate(per_query) if per_query else dict.fromkeys(names, 0.0)
+    passage_per_query: dict[str, dict[str, float]] = {}
+    if dataset.passage_qrels and passages is not None:
+        passage_per_query = evaluate(passages, dataset.passage_qrels, list(PASSAGE_METRICS))
+        for name, value in aggregate(passage_per_query).items():
+            metrics[PASSAGE_PREFIX + name] = value
     metrics["latency_ms_p50"] = percentile(latencies, 50)
     metrics["latency_ms_p95"] = percentile(latencies, 95)
     ks = sorted({c for c in CURVE_KS if c <= depth} | {k})
     curve_scores = aggregate(evaluate(run, dataset.qrels, [f"recall@{c}" for c in ks]))
     curve = {c: curve_scores.get(f"recall@{c}", 0.0) for c in ks}
-    return ModeResult(mode, metrics, per_query, latencies, len(per_query), curve)
+    return ModeResult(mode, metrics, per_query, latencies, len(per_query), curve, passage_per_query)
 
 
 def run_eval(
@@ -159,8 +175,8 @@ def run_eval(
     data = dataset.limited(limit)
     results = []
     for mode in dict.fromkeys(modes):
-        run, latencies = _search_all(data, search, mode, depth, progress)
-        results.append(_score_mode(mode, run, latencies, data, k, depth))
+        run, latencies, passages = _search_all(data, search, mode, depth, progress)
+        results.append(_score_mode(mode, run, latencies, data, k, depth, passages))
         log.info("eval %s %s: ndcg@10=%.4f", data.name, mode, results[-1].metrics["ndcg@10"])
     recorded = {"dataset": data.name, "kind": data.kind, "k": k, "depth": depth, "limit": limit,
                 "num_queries": len(data.queries), "modes": list(dict.fromkeys(modes)),
@@ -180,6 +196,8 @@ def report_to_json(report: EvalReport) -> dict[str, Any]:
             "recall_curve": {str(c): v for c, v in m.recall_curve.items()},
             "per_query": per_query,
         }
+        if m.passage_per_query:
+            modes[m.mode]["passage_per_query"] = m.passage_per_query
     return {"schema": SCHEMA, "dataset": report.dataset, "k": report.k,
             "settings": dict(report.settings), "queries": dict(report.queries), "modes": modes}
 
@@ -197,6 +215,7 @@ def report_from_json(data: Mapping[str, Any]) -> EvalReport:
             per_query[qid] = scores
         curve = {int(c): float(v) for c, v in (m.get("recall_curve") or {}).items()}
         results.append(ModeResult(name, dict(m.get("metrics") or {}), per_query, latencies,
-                                  int(m.get("num_queries", len(per_query))), curve))
+                                  int(m.get("num_queries", len(per_query))), curve,
+                                  {q: dict(v) for q, v in (m.get("passage_per_query") or {}).items()}))
     return EvalReport(str(data.get("dataset", "")), int(data.get("k", 10)), tuple(results),
                       dict(data.get("settings") or {}), dict(data.get("queries") or {}))

@@ -8,15 +8,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..config import Profile
+from ..config import PRF_MODES, Profile
 from ..errors import KbctlError, UsageError
 from ..store import search as store
 from ..store.namespaces import Namespace, check_pin
 from ..textutil.analyze import get_analyzer
 from ..types import Hit, SearchResult
+from ..validate import count
 from .filters import Filter
 from .fuse import fuse
 from .lanes import LaneHit, correct_terms, dense_lane, effective_ef_search, lexical_lane, vocabulary_df
+from .prf import cap_postings, feedback_keys, rm3_terms, rocchio
 from .route import route
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,24 @@ class SearchOptions:
     correct: bool = True
     ef_search: int | None = None
     exact_threshold: int | None = None
+    prf: str | None = None
+
+    def __post_init__(self) -> None:
+        """Check every number once, here, where every caller's query settings arrive (``validate``).
+
+        k and candidates are capped at pgvector's largest ef_search, which an HNSW scan for them uses.
+        """
+        for what, flag, lo, hi in _RANGES:
+            if getattr(self, what) is not None:
+                count(what, getattr(self, what), lo, hi, flag=flag)
+        w = self.dense_weight
+        if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w <= 1):
+            raise UsageError(f"dense_weight must be a number in 0..1, got {w!r}")
+
+
+MAX_EF_SEARCH = 1000  # pgvector's hnsw.ef_search range is 1..1000; PostgreSQL drops a value outside it
+_RANGES = (("k", "-k", 1, MAX_EF_SEARCH), ("per_doc", "--per-doc", 0, None), ("candidates", "--candidates", 1, MAX_EF_SEARCH),
+           ("ef_search", "--ef-search", 1, MAX_EF_SEARCH), ("exact_threshold", None, 0, None), ("rrf_k", None, 0, None))
 
 
 def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: str, opts: SearchOptions,
@@ -84,6 +104,9 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
     details: dict = {}
     degraded = False
     timings: dict[str, float] = {}
+    terms: dict[str, float] = {}
+    qvec = None
+    lexical_info: dict[str, float] = {}
     # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the
     # HNSW scan runs on the side connection) while the lexical lane runs here.
     pending = _search_pool().submit(_dense_job, side, namespaces, profile, query, depth, opts) if mode == "hybrid" else None
@@ -94,7 +117,7 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
             details["corrections"] = corrections
             notes.append("corrected: " + ", ".join(f"{a} → {b}" for a, b in corrections.items()))
         helper = None if side is None else (lambda fn: _search_pool().submit(lambda: fn(side("lexical"))))
-        lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile, helper=helper)
+        lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile, helper=helper, info=lexical_info)
         timings["lexical_ms"] = (time.perf_counter() - t0) * 1000
     if mode in ("dense", "hybrid"):
         t0 = time.perf_counter()
@@ -121,12 +144,17 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
             if details["dense_path"] != "exact":
                 details["ef_search"] = effective_ef_search(profile, opts.ef_search, depth)
             timings["dense_ms"] = (time.perf_counter() - t0) * 1000
-    fused = fuse(
-        lanes,
-        method=opts.fusion or s.fusion,
-        rrf_k=opts.rrf_k or s.rrf_k,
-        dense_weight=opts.dense_weight if opts.dense_weight is not None else s.dense_weight,
-    )
+    fusion = {"method": opts.fusion or s.fusion, "rrf_k": opts.rrf_k or s.rrf_k,
+              "dense_weight": opts.dense_weight if opts.dense_weight is not None else s.dense_weight}
+    fused = fuse(lanes, **fusion)
+    prf = opts.prf or s.prf
+    if prf not in PRF_MODES:
+        raise UsageError(f"unknown prf {prf!r}", hint=f"use one of: {', '.join(PRF_MODES)}")
+    if prf == "hybrid" and mode == "hybrid" and not degraded and qvec is not None and terms and fused:
+        t0 = time.perf_counter()
+        lanes, fused, details["prf"] = _feedback_round(conn, namespaces, profile, terms, qvec, lanes, fused, depth,
+                                                       opts, fusion, side)
+        timings["prf_ms"] = (time.perf_counter() - t0) * 1000
     per_doc = opts.per_doc if opts.per_doc is not None else s.per_doc
     rows = _fetch(conn, [key for key, _ in fused[: max(depth, k)]])
     use_rerank = opts.rerank if opts.rerank is not None else bool(profile.rerank.kind)
@@ -135,9 +163,41 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
     ordered, reranked = _maybe_rerank(profile, query, ordered, rows, opts, notes)
     if reranked:
         details["reranked"] = True
-    hits = tuple(_hit(i + 1, score, rows[key], lanes, key) for i, (key, score) in enumerate(ordered[:k]))
+    scale = _relevance(lanes, fusion, profile.distance, lexical_info.get("bound"), reranked)
+    hits = tuple(_hit(i + 1, score, rows[key], lanes, key, scale) for i, (key, score) in enumerate(ordered[:k]))
     details["timings_ms"] = {a: round(b, 2) for a, b in timings.items()}
     return SearchResult(query, names, mode, strategy, hits, degraded=degraded, notes=tuple(notes), details=details)
+
+
+def _feedback_round(conn, namespaces, profile: Profile, terms: dict[str, float], qvec, lanes, fused, depth: int,
+                    opts: SearchOptions, fusion: dict, side):
+    """Hybrid pseudo-relevance feedback (``kbctl.search.prf``): the best documents of the fused
+    first round expand the BM25 query (RM3, from their stored postings) and move the query vector
+    (Rocchio, from their stored vectors); both lanes run again, as in the first round (the dense one
+    on the side connection while the lexical one runs here), and are fused the same way."""
+    s = profile.search
+    doc_of = {(h.namespace_id, h.chunk_id): (h.namespace_id, h.document_id)
+              for hits in lanes.values() for h in hits if h.document_id is not None}
+    feedback = feedback_keys(fused, doc_of, s.prf_docs)
+    keys = [key for key, _ in feedback]
+    vkeys = keys[: s.prf_vector_docs]
+    vectors = store.feedback_vectors(conn, vkeys)
+    qvec2 = rocchio(qvec, [vectors[key] for key in vkeys if key in vectors], s.prf_vector_weight)
+
+    def dense_round(c):
+        return dense_lane(c, namespaces, qvec2, depth, opts.filters, profile, ef_search=opts.ef_search,
+                          exact_threshold=opts.exact_threshold)[0]
+
+    pending = _search_pool().submit(lambda: dense_round(side("dense"))) if side is not None else None
+    expanded = rm3_terms(terms, feedback, store.feedback_postings(conn, keys), s.prf_terms, s.prf_query_weight)
+    df = vocabulary_df(conn, [n.id for n in namespaces], list(expanded))
+    expanded = cap_postings(expanded, list(terms), df, s.prf_max_postings)
+    helper = None if side is None else (lambda fn: _search_pool().submit(lambda: fn(side("lexical"))))
+    new = {"lexical": lexical_lane(conn, namespaces, expanded, depth, opts.filters, profile, helper=helper)}
+    new["dense"] = pending.result() if pending is not None else dense_round(conn)
+    added = sorted((t for t in expanded if t not in terms), key=lambda t: -expanded[t])
+    info = {"docs": len(feedback), "vector_docs": len(vectors), "terms": added}
+    return new, fuse(new, **fusion), info
 
 
 def _query_terms(conn, ns_ids, query, analyzer, profile, correct: bool) -> tuple[dict[str, float], dict[str, str]]:
@@ -261,7 +321,28 @@ def _near_duplicate(a: frozenset, b: frozenset, threshold: float) -> bool:
     return inter >= threshold * (la + lb - inter)
 
 
-def _hit(rank: int, score, r: tuple, lanes: dict[str, list[LaneHit]], key) -> Hit:
+def _relevance(lanes: dict[str, list[LaneHit]], fusion: dict, distance: str, bound: float | None,
+               reranked: bool) -> Callable[[float], float | None]:
+    """Score → a 0–1 relevance a person can read: the score over the best this query could score.
+
+    Fused: RRF's best is rank 1 in every lane (``lanes / (rrf_k + 1)``), convex's is 1 (top of both
+    lanes). Dense alone: the cosine similarity. Lexical alone: BM25 over its bound (every query term
+    with tf → ∞). Reranked: the cross-encoder's logit through a sigmoid.
+    """
+    import math
+
+    if reranked:
+        return lambda x: 1.0 / (1.0 + math.exp(-x))
+    if len(lanes) > 1:
+        best = 1.0 if fusion["method"] == "convex" else len(lanes) / (fusion["rrf_k"] + 1.0)
+        return lambda x: x / best
+    if "dense" in lanes:
+        return (lambda x: x) if distance == "cosine" else (lambda x: None)
+    return (lambda x: x / bound) if bound else (lambda x: None)
+
+
+def _hit(rank: int, score, r: tuple, lanes: dict[str, list[LaneHit]], key,
+         scale: Callable[[float], float | None] | None = None) -> Hit:
     _ns_id, cid, did, text, meta, heading, page, _pos, uri, title, ns_name = r
     lane_info: dict[str, dict[str, Any]] = {}
     for name, hits in lanes.items():
@@ -283,7 +364,12 @@ def _hit(rank: int, score, r: tuple, lanes: dict[str, list[LaneHit]], key) -> Hi
         metadata=dict(meta),
         citation=citation(title, _display_source(uri, meta), page, heading),
         lanes=lane_info,
+        relevance=None if score is None or scale is None else _clamp01(scale(float(score))),
     )
+
+
+def _clamp01(x: float | None) -> float | None:
+    return None if x is None else round(min(1.0, max(0.0, x)), 3)
 
 
 def _display_source(uri: str, meta: dict) -> str:

@@ -8,12 +8,9 @@ Lexical: Okapi BM25 computed from the postings kept at ingest,
 ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` and
 ``tf·(k1 + 1) / (tf + k1·(1 - b + b·dl/avgdl))``, with N, df and avgdl over the queried namespaces.
 Postings are read by index-only scans (tf and dl are INCLUDEd in the primary key, so a term's
-postings are consecutive index entries), and every posting of the query's terms is scored: about
-1 µs per posting in PostgreSQL, so 100k postings (a long query at 100k chunks) take ~100 ms.
-Exact MaxScore pruning (term at a time: score the rare terms, add the common ones only to the chunks
-that can still reach the top k) was measured and removed: once postings are index-only the extra
-round trips and the candidate join cost more than the postings they skip (p95 166 ms against 96 ms
-at 100k chunks and k = 100; docs/benchmarks.md).
+postings are consecutive index entries), and every posting of the query's terms is scored: with
+index-only postings, pruning (MaxScore) costs more round trips than the postings it skips
+(docs/benchmarks.md has the figures).
 
 Each hit carries its chunk's document id, so fusion can rank documents as well as chunks.
 """
@@ -138,14 +135,15 @@ Helper = Callable[[Callable[[Any], Any]], "Future[Any]"]
 
 def lexical_lane(
     conn, namespaces: Sequence[Namespace], terms: dict[str, float], k: int, filters: tuple[Filter, ...], profile: Profile,
-    *, helper: Helper | None = None,
+    *, helper: Helper | None = None, info: dict | None = None,
 ) -> list[LaneHit]:
     """Top-k chunks by Okapi BM25 over the query terms (term → query weight).
 
     ``helper(fn)`` runs ``fn(connection)`` on another connection in parallel and returns a Future.
     With it, a query with many postings is split at the namespace's median chunk id: each half is
     aggregated by its own backend, and the two top-k lists merge into exactly the single query's
-    top k (every chunk lies in one half, with its whole score).
+    top k (every chunk lies in one half, with its whole score). ``info``, when given, receives
+    ``bound``: the score no chunk can reach (every term's weight times k1 + 1, tf → ∞).
     """
     if not terms:
         return []
@@ -160,6 +158,8 @@ def lexical_lane(
         return []
     weight = [terms[t] * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in present]
     k1, b = profile.lexical.k1, profile.lexical.b
+    if info is not None:
+        info["bound"] = sum(weight) * (k1 + 1)
     statement = store.bm25_statement(filters)
 
     def part(c, lo: int, hi: int) -> list[tuple]:

@@ -114,7 +114,8 @@ def write_documents(
                     for ec in chunks:
                         c = ec.chunk
                         cid = next(chunk_ids)
-                        tf = analyzer.counts(c.text, f"{c.header} {boost}".strip(), title_weight)
+                        own = c.heading_path[-1] if c.heading_path and c.heading_path[-1].strip().lower() != (d.title or "").strip().lower() else ""
+                    tf = analyzer.counts(c.text, f"{c.header} {boost}".strip(), title_weight, own_heading=own)
                         length = float(sum(tf.values()))
                         lengths += length
                         postings.extend((t, cid, f, length) for t, f in tf.items())

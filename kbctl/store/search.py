@@ -20,6 +20,7 @@ from .queries import query, template
 __all__ = [
     "MIN_ID", "MAX_ID", "lexical_stats", "chunk_total", "filtered_size", "vocabulary_df", "correction_candidates",
     "bm25_statement", "bm25_rows", "median_chunk", "with_documents", "dense_statement", "dense_rows", "hit_rows", "metadata_keys",
+    "feedback_postings", "feedback_vectors",
 ]
 
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1  # the whole range of chunk ids
@@ -134,6 +135,21 @@ def hit_rows(conn, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
         return {}
     rows = conn.execute(query("search/hits"), ([a for a, _ in keys], [b for _, b in keys])).fetchall()
     return {(r[0], r[1]): r for r in rows}
+
+
+def feedback_postings(conn, keys: Sequence[tuple[int, int]]) -> list[tuple[int, int, str, float, float]]:
+    """(namespace_id, chunk_id, term, tf, dl) of every stored posting of the chunks ``keys``."""
+    if not keys:
+        return []
+    return conn.execute(query("search/feedback_postings"), ([a for a, _ in keys], [b for _, b in keys])).fetchall()
+
+
+def feedback_vectors(conn, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
+    """The stored embedding of each chunk of ``keys``, keyed by (namespace_id, chunk_id)."""
+    if not keys:
+        return {}
+    rows = conn.execute(query("search/feedback_vectors"), ([a for a, _ in keys], [b for _, b in keys])).fetchall()
+    return {(a, b): np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32) for a, b, v in rows}
 
 
 def metadata_keys(conn, ns_ids: list[int], filters: tuple[Filter, ...], k: int) -> list[tuple[int, int]]:

@@ -53,13 +53,26 @@ class Analyzer:
                 out.append(ident.lower())
         return out
 
-    def counts(self, text: str, title: str = "", title_weight: float = 1.0) -> dict[str, float]:
-        """Term frequencies of a chunk; title terms count ``title_weight`` times each."""
+    def counts(self, text: str, title: str = "", title_weight: float = 1.0, own_heading: str = "") -> dict[str, float]:
+        """Term frequencies of a chunk; title terms count ``title_weight`` times each.
+
+        ``title`` is the chunk's header (document title and heading path). The chunk's own section
+        heading (``own_heading``, the last of the path unless it is the title) names what the
+        section is about, so its terms count ``OWN_HEADING_WEIGHT`` times more: a section headed
+        "LMN-4012 — E_SCOPE_DENIED" outranks a shorter one that merely mentions LMN-4012.
+        """
         tf: dict[str, float] = dict(Counter(self.terms(text)))
         if title:
             for t in self.terms(title):
                 tf[t] = tf.get(t, 0) + title_weight
+        if own_heading:
+            for t in self.terms(own_heading):
+                tf[t] = tf.get(t, 0) + OWN_HEADING_WEIGHT
         return tf
+
+
+# Extra term frequency of each term of a chunk's own section heading (on top of the header's).
+OWN_HEADING_WEIGHT = 2.0
 
 
 @lru_cache(maxsize=8)
