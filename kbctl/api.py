@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Sequence
 
 import psycopg
 
@@ -23,16 +23,19 @@ from .config import Profile, Settings, load_settings
 from .db import Database, register_vector
 from .errors import ConfigError, UsageError, from_psycopg
 from .search import SearchOptions, parse_filters, run_search
-from .store import Namespace, ensure_namespace, get_namespace, list_namespaces
+from .store import Namespace, delete_namespace, ensure_namespace, get_namespace, list_namespaces, rebind_namespace
 from .store import runs as runs_store
 from .types import ItemError, SearchResult
 
 if TYPE_CHECKING:  # the ingest pipeline is imported when ingesting: a search does not load it
+    from .db import Migration
+    from .evaluate import EvalRun
     from .pipeline import Item, Progress, RunReport
+    from .verify import VerifyReport
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KnowledgeBase", "Retriever", "open_kb"]
+__all__ = ["KnowledgeBase", "Retriever", "DatabaseStatus", "open_kb"]
 
 _SEARCH_RETRIES = 2  # a search only reads: after a serialization failure or deadlock it simply runs again
 
@@ -141,7 +144,28 @@ class KnowledgeBase:
         return list_namespaces(self.connection(), None if all_tenants else self.tenant)
 
     def create_namespace(self, name: str, profile: str | None = None, description: str = "") -> Namespace:
+        """Create ``name`` pinned to a profile (or return it, when it exists with the same pin)."""
         return ensure_namespace(self.connection(), name, self.tenant, self.profile_for(name, profile), description)
+
+    def bind_namespace(self, name: str, profile: str) -> Namespace:
+        """Pin an existing namespace to another profile.
+
+        Refused (``ConfigError``) when it holds vectors of another model or dimension: the new
+        profile could not search them.
+        """
+        return rebind_namespace(self.connection(), name, self.tenant, self.settings.profile(profile))
+
+    def delete_namespace(self, name: str) -> int:
+        """Delete a namespace with its documents and chunks; returns how many documents it held."""
+        return delete_namespace(self.connection(), name, self.tenant)
+
+    def verify(self, namespace: str, sample: int = 20) -> VerifyReport:
+        """Check that a namespace's store is whole: counts, orphans, vectors, pin, indexes and
+        ``sample`` chunks that must find themselves (``report.ok`` is False when a check fails)."""
+        from .verify import verify_namespace
+
+        ns = self.namespace(namespace)
+        return verify_namespace(self.connection(), ns, self.profile_for(namespace), sample)
 
     # -- ingest -------------------------------------------------------------------------------------
 
@@ -269,6 +293,205 @@ class KnowledgeBase:
         from .store.namespaces import namespace_ids
 
         return namespace_ids(self.connection(), self.tenant)
+
+    # -- the stages as NDJSON records (kbctl fetch | extract | chunk | embed | store) ---------------
+
+    def fetch_records(
+        self,
+        targets: Sequence[str],
+        *,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        follow_links: bool = False,
+        follow_symlinks: bool = False,
+        stdin: BinaryIO | None = None,
+    ) -> Iterator[dict]:
+        """``source`` records of what ``targets`` name (an ``error`` record for each that fails), per ``[fetch]``."""
+        from .fetch import FetchOptions, fetch
+        from .stages import source_records
+
+        opts = FetchOptions.from_config(self.settings.data.get("fetch", {}), follow_symlinks=follow_symlinks)
+        return source_records(fetch(list(targets), include=list(include), exclude=list(exclude),
+                                    follow_links=follow_links, options=opts, stdin=stdin))
+
+    def extract_records(self, lines: Iterable[str]) -> Iterator[dict]:
+        """NDJSON ``source`` records → ``document`` records; other records pass through."""
+        from . import stages
+
+        return stages.extract_records(stages.read_records(lines))
+
+    def chunk_records(self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None) -> Iterator[dict]:
+        """NDJSON ``document`` records → ``chunked`` records, in the tokens of the namespace's (or the named) profile."""
+        from . import stages
+
+        return stages.chunk_records(stages.read_records(lines), self._stage_profile(namespace, profile))
+
+    def embed_records(self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None) -> Iterator[dict]:
+        """NDJSON ``chunked`` records → ``embedded`` records; chunks ``namespace`` stores already keep their vectors."""
+        from . import stages
+
+        prof = self._stage_profile(namespace, profile)
+        return stages.embed_records(stages.read_records(lines), prof, cache=self._stored_vectors(namespace))
+
+    def store_records(self, lines: Iterable[str], namespace: str, *, profile: str | None = None, verify: bool = True) -> RunReport:
+        """Write NDJSON ``embedded`` (and ``error``) records into ``namespace``: ``store`` over them as items."""
+        from . import stages
+
+        prof = self.profile_for(namespace, profile)
+        return self.store(stages.store_items(stages.read_records(lines), prof), namespace, profile=prof.name, verify=verify)
+
+    def _stage_profile(self, namespace: str | None, profile: str | None) -> Profile:
+        return self.profile_for(namespace, profile) if namespace else self.settings.profile(profile)
+
+    def _stored_vectors(self, namespace: str | None):
+        """``lookup(hashes) -> {hash: vector}`` over the namespace's stored chunks; None without one."""
+        ns = get_namespace(self.connection(), namespace, self.tenant, required=False) if namespace else None
+        if ns is None:
+            return None
+        from .store import cached_vectors
+
+        return lambda hashes: cached_vectors(self.connection(), ns, hashes)
+
+    # -- the database ------------------------------------------------------------------------------
+
+    def migrate(self, target: int | None = None) -> list[Migration]:
+        """Apply pending schema migrations (up to version ``target``); returns those applied now.
+
+        Each runs in a transaction under an advisory lock, so concurrent callers apply it once.
+        """
+        return self.db.migrate(target=target)
+
+    def db_status(self) -> DatabaseStatus:
+        """The server, its PostgreSQL and pgvector versions, and every migration with its checksum.
+
+        On a connection of its own that does not migrate: pending migrations show as not applied.
+        """
+        from .store.admin import server_versions
+
+        conn = self.db.connect(register=False)
+        try:
+            rows = self.db.status(conn)
+            version, pgvector = server_versions(conn)
+        finally:
+            conn.close()
+        embedded = self.db.embedded
+        return DatabaseStatus(embedded, self.settings.home if embedded else None, self.db.pgdata if embedded else None,
+                              version, pgvector, rows)
+
+    def optimize(self, *, reindex: bool = False, full: bool = False) -> list[dict]:
+        """Vacuum and analyze kbctl's tables; ``reindex`` also compacts their B-tree indexes, ``full``
+        rewrites everything under exclusive locks. Returns each table's bytes before and after."""
+        from .store.admin import optimize
+
+        conn = self.db.connect(register=False)  # autocommit: VACUUM cannot run in a transaction
+        try:
+            return optimize(conn, reindex=reindex, full=full)
+        finally:
+            conn.close()
+
+    def start_server(self) -> Path | None:
+        """Start the embedded server (it stays up until ``stop_server``); its data directory, or None with a DSN."""
+        if not self.db.embedded:
+            return None
+        self.db.dsn()
+        return self.db.pgdata
+
+    def stop_server(self) -> bool:
+        """Stop the embedded server; False when none was running."""
+        return self.db.stop()
+
+    def dsn(self) -> str:
+        """The connection URL (the embedded server is started when there is no DSN)."""
+        return self.db.dsn()
+
+    # -- evaluation --------------------------------------------------------------------------------
+
+    def import_beir(self, path: str | Path, namespace: str, *, profile: str | None = None,
+                    progress: Progress | None = None) -> RunReport:
+        """Ingest a BEIR ``corpus.jsonl`` as documents keyed by their ``_id`` (incremental, the normal pipeline)."""
+        from .evaluate import import_beir
+
+        return import_beir(self, Path(path), namespace, profile=profile, progress=progress)
+
+    def evaluate(
+        self,
+        dataset: str | Path,
+        *,
+        namespace: str | None = None,
+        modes: Sequence[str] = ("lexical", "dense", "hybrid"),
+        k: int = 10,
+        depth: int = 100,
+        split: str = "test",
+        limit: int | None = None,
+        gates: Sequence[str] = (),
+        baseline: str | Path | dict | None = None,
+        tolerance: float = 0.01,
+    ) -> EvalRun:
+        """Score each search mode on a dataset's queries, then check ``gates`` and a ``baseline``.
+
+        ``dataset`` is a BEIR folder or a golden JSONL file; a gate reads ``ndcg@10=0.65`` or
+        ``hybrid:recall@10=0.8``; ``baseline`` is an earlier report (its JSON, or the file), and a
+        quality metric more than ``tolerance`` below it is a regression. ``run.ok`` is False when a
+        gate fails or a metric regressed.
+        """
+        from .evaluate import evaluate
+
+        return evaluate(self, Path(dataset), namespace=namespace, modes=modes, k=k, depth=depth, split=split,
+                        limit=limit, gates=gates, baseline=baseline, tolerance=tolerance)
+
+    def sweep(self, dataset: str | Path, *, namespace: str | None = None, split: str = "test", limit: int | None = None,
+              grid: dict[str, Sequence[Any]] | None = None, metric: str = "ndcg@10") -> list[tuple[dict, float]]:
+        """Evaluate hybrid search over a grid of fusion settings; (settings, ``metric``) pairs, best first."""
+        from .evals import load_dataset
+        from .evaluate import sweep
+
+        return sweep(self, load_dataset(Path(dataset), split=split), namespace, limit=limit, grid=grid, metric=metric)
+
+    # -- settings ----------------------------------------------------------------------------------
+
+    def config_report(self, profile: str | None = None) -> dict:
+        """The resolved settings: the layers read, every setting, a profile's pin and fingerprint,
+        and the precision decision recorded on this machine (read, never measured here)."""
+        from .embed.precision import cached_decision
+
+        prof = self.settings.profile(profile)
+        return {"sources": list(self.settings.sources), "settings": self.settings.data,
+                "profile": {"name": prof.name, "fingerprint": prof.fingerprint, **prof.pin},
+                "precision": _precision_json(prof.precision, cached_decision(prof))}
+
+    def context(self, result: SearchResult, budget: int = 2000) -> str:
+        """A search result as a context block for a prompt: the best hits with citations, within ``budget`` tokens."""
+        from .search.context import format_context
+
+        return format_context(result, budget)
+
+
+@dataclass(frozen=True)
+class DatabaseStatus:
+    """What ``kb.db_status()`` found: the server, its versions and every migration with its checksum."""
+
+    embedded: bool
+    home: Path | None  # the embedded server's home (None with a DSN)
+    pgdata: Path | None
+    server_version: str
+    pgvector: str | None
+    migrations: list[dict]
+
+    @property
+    def checksums_ok(self) -> bool:
+        """False when an applied migration's file changed since it was applied."""
+        return not any(m["checksum_ok"] is False for m in self.migrations)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"embedded": self.embedded, "home": str(self.home) if self.home else None,
+                "server_version": self.server_version, "pgvector": self.pgvector, "migrations": self.migrations}
+
+
+def _precision_json(precision: str, d) -> dict:
+    if d is None:
+        return {"setting": precision, "decided": False}
+    return {"setting": precision, "decided": True, "throughput": d.precision, "throughput_reason": d.reason,
+            "query": d.for_purpose("query"), "query_reason": d.query_reason or d.reason, "cpu_flags": list(d.cpu_flags)}
 
 
 @dataclass(frozen=True)

@@ -126,14 +126,6 @@ class Database:
                 hint=f"see {self.pgdata / 'log'}; or set KBCTL_DSN to use another server",
             ) from None
 
-    def running(self) -> bool:
-        """Whether the embedded server is up (always True for a DSN: we cannot tell without connecting).
-
-        Only a PID proven to be this data directory's postmaster counts (see ``_postmaster``); a stale
-        pid file is removed on the way, a corrupt one raises DatabaseError.
-        """
-        return True if not self.embedded else self._postmaster(strict=False) is not None
-
     def stop(self) -> bool:
         """Stop the embedded server; returns False when none serves the data directory.
 
@@ -211,21 +203,6 @@ class Database:
         if register:
             _register_vector(conn)
         return conn
-
-    def pool(self, min_size: int = 1, max_size: int = 4):
-        """A connection pool whose connections have pgvector registered."""
-        from psycopg_pool import ConnectionPool
-
-        timeout = float(self.settings.data["database"]["connect_timeout"])
-        return ConnectionPool(
-            self.dsn(),
-            min_size=min_size,
-            max_size=max_size,
-            kwargs={"autocommit": True},
-            configure=_register_vector,
-            timeout=timeout,
-            open=True,
-        )
 
     # -- migrations -------------------------------------------------------------------------------
 

@@ -8,12 +8,17 @@ turns ``kb.search`` into the document-level search function the runner scores.
 from __future__ import annotations
 
 import itertools
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from .errors import UsageError
+from .errors import ConfigError, UsageError
 
-__all__ = ["import_beir", "search_fn", "MODES", "sweep"]
+if TYPE_CHECKING:
+    from .evals import CompareRow, EvalReport, Gate
+
+__all__ = ["import_beir", "search_fn", "MODES", "sweep", "evaluate", "EvalRun"]
 
 MODES = ("lexical", "dense", "hybrid", "rerank")
 
@@ -139,3 +144,70 @@ def sweep(kb, dataset, namespace: str | None, *, depth: int = 100, limit: int | 
         rep = run_eval(dataset, fn, [label], depth=depth, limit=limit)
         results.append((opts, rep.modes[0].metrics[metric]))
     return sorted(results, key=lambda r: -r[1])
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """One ``kb.evaluate``: the report, the gates it failed and, with a baseline, the comparison."""
+
+    report: EvalReport
+    gates: tuple[Gate, ...] = ()
+    gate_failures: tuple[str, ...] = ()
+    comparison: tuple[CompareRow, ...] = ()
+    regressions: tuple[str, ...] = ()
+
+    @property
+    def failures(self) -> list[str]:
+        """Failed gates, then regressions against the baseline, as readable lines."""
+        return [*self.gate_failures, *self.regressions]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON (settings, metrics and per-query scores): a later run's baseline."""
+        from .evals import report_to_json
+
+        return report_to_json(self.report)
+
+    def html(self) -> str:
+        """A self-contained HTML report comparing the first two modes."""
+        from .evals import render_html
+
+        names = self.report.mode_names
+        return render_html(self.report, (names[0], names[1]) if len(names) >= 2 else None)
+
+    def write_junit(self, path: Path) -> None:
+        """JUnit XML of the gates: one testcase per mode and gate."""
+        from .evals import write_junit
+
+        write_junit(self.report, self.gates, path)
+
+
+def evaluate(kb, dataset: Path, *, namespace: str | None = None, modes: Sequence[str] = ("lexical", "dense", "hybrid"),
+             k: int = 10, depth: int = 100, split: str = "test", limit: int | None = None, gates: Sequence[str] = (),
+             baseline: str | Path | Mapping[str, Any] | None = None, tolerance: float = 0.01) -> EvalRun:
+    """Run ``dataset``'s queries through ``kb.search`` in each mode; check ``gates`` and ``baseline``.
+
+    Gates and the baseline are read before any query runs, so a typo fails at once.
+    """
+    from .evals import check_gates, compare, load_dataset, parse_gate, run_eval
+
+    ds = load_dataset(dataset, split=split)
+    parsed = tuple(parse_gate(g) for g in gates)
+    base = _read_baseline(baseline) if baseline is not None else None
+    ns = namespace or (ds.queries[0].namespace if ds.queries else None)
+    settings = {"namespace": namespace, "profile": kb.profile_for(ns).name if ns else None}
+    rep = run_eval(ds, search_fn(kb, ds, namespace, depth), list(modes), k=k, depth=depth, limit=limit, settings=settings)
+    rows, regressions = compare(rep, base, tolerance) if base is not None else ([], [])
+    return EvalRun(rep, parsed, tuple(check_gates(rep, parsed)), tuple(rows), tuple(regressions))
+
+
+def _read_baseline(baseline: str | Path | Mapping[str, Any]) -> Mapping[str, Any]:
+    if isinstance(baseline, Mapping):
+        return baseline
+    try:
+        return json.loads(Path(baseline).read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"cannot read the baseline {baseline}: {e}", hint="pass a file an earlier `kbctl eval run --json` wrote") from None

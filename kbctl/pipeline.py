@@ -57,12 +57,11 @@ from .writer import Item, consume
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "STAGES", "PROGRESS_STAGES", "IngestOptions", "IngestRun", "RunReport", "run", "consume", "Item",
+    "STAGES", "IngestOptions", "IngestRun", "RunReport", "run", "consume", "Item",
     "extract_source", "chunk_source", "source_hash", "Progress",
 ]
 
 STAGES = ("fetch", "extract", "chunk", "embed", "store", "verify")
-PROGRESS_STAGES = ("extract", "embed", "store")  # the stages whose items progress events count
 
 Progress = Callable[[str, dict], None]
 

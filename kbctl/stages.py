@@ -31,7 +31,7 @@ from .errors import UsageError
 from .pipeline import Item, chunk_source, extract_source, source_hash
 from .types import Chunk, Document, ItemError, Source, content_hash
 
-__all__ = ["read_records", "write_records", "source_records", "extract_records", "chunk_records", "embed_records", "store_items"]
+__all__ = ["read_records", "source_records", "extract_records", "chunk_records", "embed_records", "store_items"]
 
 
 def read_records(stream: IO[str] | Iterable[str]) -> Iterator[dict[str, Any]]:
@@ -47,15 +47,6 @@ def read_records(stream: IO[str] | Iterable[str]) -> Iterator[dict[str, Any]]:
         if not isinstance(rec, dict) or rec.get("type") not in ("source", "document", "chunked", "embedded", "error"):
             raise UsageError(f"stdin line {n}: not a kbctl stage record", hint="expected a 'type' of source, document, chunked, embedded or error")
         yield rec
-
-
-def write_records(records: Iterable[dict[str, Any]], out: IO[str]) -> int:
-    n = 0
-    for r in records:
-        out.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
-        n += 1
-    out.flush()
-    return n
 
 
 def source_records(items: Iterable[Source | ItemError]) -> Iterator[dict[str, Any]]:

@@ -2,15 +2,23 @@
 
 The server runs in a temporary KBCTL_HOME and is stopped when the session ends, so no server
 process outlives the tests. Every test gets its own tenant, so namespaces never collide.
+
+``cli`` runs a command in this process through ``kbctl.cli.main.main``, the CLI's error boundary
+(exit codes, one-line errors); ``cli_process`` runs ``python -m kbctl`` for the few tests where a
+real process is the point (stdout/stderr of a process, pipes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import pytest
 
@@ -59,18 +67,58 @@ def real_kb(kb_home, tenant):
     k.close()
 
 
+@dataclass(frozen=True)
+class CliResult:
+    """What a ``kbctl`` command did: the fields of ``subprocess.CompletedProcess`` the tests read."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+def run_kbctl(args, *, input: bytes | None = None, env: Mapping[str, str | None] | None = None) -> CliResult:
+    """``kbctl ARGS`` in this process, through ``main()``; stdin, stdout, stderr and ``env`` isolated.
+
+    ``main()`` is the error boundary of ``python -m kbctl``: it exits with the command's code after
+    turning a KbctlError into one line on stderr. Any other exception propagates into the test.
+    """
+    from typer.testing import CliRunner
+
+    from kbctl.cli.main import main
+
+    code: int | str | None = 0
+    with warnings.catch_warnings(), contextlib.chdir(ROOT), CliRunner().isolation(input=input, env=env) as (out, err, _):
+        try:
+            main(list(args))
+        except SystemExit as e:
+            code = e.code
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        return CliResult(tuple(args), code if isinstance(code, int) else (0 if code is None else 1), out.getvalue(), err.getvalue())
+
+
 @pytest.fixture
 def cli(kb_home, tenant):
-    """Run ``kbctl`` in a subprocess against the session's server and this test's tenant."""
+    """Run ``kbctl`` in this process against the session's server and this test's tenant."""
 
     def run(*args: str, input: bytes | None = None, check: bool = False, tenant_override: str | None = None, env: dict | None = None):
-        e = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant_override or tenant, PYTHONWARNINGS="ignore")
-        e.update(env or {})
-        p = subprocess.run(
-            [sys.executable, "-m", "kbctl", *args], input=input, capture_output=True, env=e, cwd=ROOT, timeout=600
-        )
+        p = run_kbctl(args, input=input, env={"KBCTL_HOME": str(kb_home), "KBCTL_TENANT": tenant_override or tenant, **(env or {})})
         if check and p.returncode != 0:
             raise AssertionError(f"kbctl {' '.join(args)} exited {p.returncode}:\n{p.stderr.decode()}")
         return p
+
+    return run
+
+
+@pytest.fixture
+def cli_process(kb_home, tenant):
+    """Run ``python -m kbctl`` in a subprocess against the session's server and this test's tenant."""
+
+    def run(*args: str, input: bytes | None = None, tenant_override: str | None = None, env: dict | None = None):
+        e = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant_override or tenant, PYTHONWARNINGS="ignore")
+        e.update(env or {})
+        return subprocess.run([sys.executable, "-m", "kbctl", *args], input=input, capture_output=True, env=e, cwd=ROOT, timeout=600)
 
     return run

@@ -13,33 +13,20 @@ app = typer.Typer(help="The database: migrate, status, optimize, start, stop, ur
 @app.command("migrate")
 def migrate() -> None:
     """Apply pending schema migrations."""
-    from ..db import Database
-
-    applied = Database(STATE.settings()).migrate()
+    applied = STATE.kb().migrate()
     info(f"applied {len(applied)} migration(s)" + (": " + ", ".join(f"{m.version:03d}-{m.name}" for m in applied) if applied else ""))
 
 
 @app.command("status")
 def status(json_: bool = typer.Option(False, "--json", help="JSON on stdout.")) -> None:
     """Server, schema version and migration checksums."""
-    from ..db import Database
-    from ..store.admin import server_versions
-
-    db = Database(STATE.settings())
-    conn = db.connect(register=False)
-    try:
-        rows = db.status(conn)
-        version, pgvector = server_versions(conn)
-    finally:
-        conn.close()
-    data = {"embedded": db.embedded, "home": str(db.settings.home) if db.embedded else None, "server_version": version,
-            "pgvector": pgvector, "migrations": rows}
+    st = STATE.kb().db_status()
     if json_:
-        print_json(data)
+        print_json(st.to_json())
         return
-    info(f"{'embedded server in ' + str(db.pgdata) if db.embedded else 'server from DSN'}; PostgreSQL {version}, pgvector {data['pgvector']}")
-    table(rows, ["version", "name", "applied_at", "checksum_ok"])
-    if any(r["checksum_ok"] is False for r in rows):
+    info(f"{'embedded server in ' + str(st.pgdata) if st.embedded else 'server from DSN'}; PostgreSQL {st.server_version}, pgvector {st.pgvector}")
+    table(st.migrations, ["version", "name", "applied_at", "checksum_ok"])
+    if not st.checksums_ok:
         raise typer.Exit(3)
 
 
@@ -50,14 +37,7 @@ def optimize(
     json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ) -> None:
     """Vacuum and analyze kbctl's tables; with --reindex, compact their B-tree indexes (run it from cron)."""
-    from ..db import Database
-    from ..store.admin import optimize as optimize_store
-
-    conn = Database(STATE.settings()).connect(register=False)
-    try:
-        rows = optimize_store(conn, reindex=reindex, full=full)
-    finally:
-        conn.close()
+    rows = STATE.kb().optimize(reindex=reindex, full=full)
     if json_:
         print_json({"reindex": reindex, "full": full, "tables": rows})
         return
@@ -72,28 +52,17 @@ def optimize(
 @app.command("start")
 def start() -> None:
     """Start the embedded server (it stays up until `kbctl db stop`)."""
-    from ..db import Database
-
-    db = Database(STATE.settings())
-    if not db.embedded:
-        info("a DSN is configured: there is no embedded server to start")
-        return
-    db.dsn()
-    info(f"embedded PostgreSQL running in {db.pgdata}")
+    pgdata = STATE.kb().start_server()
+    info(f"embedded PostgreSQL running in {pgdata}" if pgdata else "a DSN is configured: there is no embedded server to start")
 
 
 @app.command("stop")
 def stop() -> None:
     """Stop the embedded server."""
-    from ..db import Database
-
-    db = Database(STATE.settings())
-    info("stopped" if db.stop() else "not running")
+    info("stopped" if STATE.kb().stop_server() else "not running")
 
 
 @app.command("url")
 def url() -> None:
     """Print the connection URL (starting the embedded server if needed)."""
-    from ..db import Database
-
-    typer.echo(Database(STATE.settings()).dsn())
+    typer.echo(STATE.kb().dsn())

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from ..errors import CheckFailed
 from .render import print_json, table
 from .state import STATE, err, info
 
@@ -21,9 +22,7 @@ def import_(
     json_: bool = typer.Option(False, "--json", help="Run summary as JSON on stdout."),
 ) -> None:
     """Ingest a BEIR corpus as documents keyed by their _id (incremental, through the normal pipeline)."""
-    from ..evaluate import import_beir
-
-    report = import_beir(STATE.kb(), path, namespace, profile=profile or STATE.profile)
+    report = STATE.kb().import_beir(path, namespace, profile=profile or STATE.profile)
     if json_:
         print_json(report.to_json())
     else:
@@ -50,38 +49,26 @@ def run(
     print_json_: bool = typer.Option(False, "--print-json", help="Print the result JSON on stdout instead of a table."),
 ) -> None:
     """Evaluate each mode on the same queries: nDCG@10, Recall@10/100, P@k, MRR@10, MAP, latency."""
-    from ..errors import CheckFailed
-    from ..evals import compare, load_dataset, parse_gate, render_html, report_to_json, run_eval, write_junit
-    from ..evals.gates import check_gates
-    from ..evaluate import search_fn
-
-    kb = STATE.kb()
-    ds = load_dataset(dataset, split=split)
-    gates = [parse_gate(g) for g in fail_under]
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
-    settings = {"namespace": namespace, "profile": kb.profile_for(namespace or ds.queries[0].namespace or "").name if (namespace or ds.queries[0].namespace) else None}
-    rep = run_eval(ds, search_fn(kb, ds, namespace, depth), mode_list, k=k, depth=depth, limit=limit, settings=settings)
-    data = report_to_json(rep)
+    result = STATE.kb().evaluate(dataset, namespace=namespace, modes=mode_list, k=k, depth=depth, split=split, limit=limit,
+                                 gates=fail_under, baseline=baseline, tolerance=tolerance)
     if json_path:
-        json_path.write_text(json.dumps(data, indent=1))
+        json_path.write_text(json.dumps(result.to_json(), indent=1))
     if report:
-        report.write_text(render_html(rep, (mode_list[0], mode_list[1]) if len(mode_list) >= 2 else None))
-    if print_json_:
-        print_json(data)
-    else:
-        _table(rep, k)
-    failures = check_gates(rep, gates)
+        report.write_text(result.html())
     if junit:
-        write_junit(rep, gates, junit)
+        result.write_junit(junit)
+    if print_json_:
+        print_json(result.to_json())
+    else:
+        _table(result.report, k)
     if baseline:
-        rows, regressions = compare(rep, json.loads(baseline.read_text()), tolerance)
         table([{"mode": r.mode, "metric": r.metric, "baseline": r.baseline, "current": r.current, "delta": r.delta}
-               for r in rows if not r.metric.startswith("latency")], title="against baseline")
-        failures += regressions
-    if failures:
-        for f in failures:
+               for r in result.comparison if not r.metric.startswith("latency")], title="against baseline")
+    if not result.ok:
+        for f in result.failures:
             err.print(f"gate failed: {f}", highlight=False, markup=False)
-        raise CheckFailed(f"{len(failures)} eval check(s) failed", hint="see the table above")
+        raise CheckFailed(f"{len(result.failures)} eval check(s) failed", hint="see the table above")
 
 
 def _table(rep, k: int) -> None:
@@ -106,13 +93,10 @@ def sweep(
     metric: str = typer.Option("ndcg@10", "--metric", help="Metric to rank settings by."),
 ) -> None:
     """Grid search over fusion, RRF k, weights, candidate depth and ef_search; prints the best settings."""
-    from ..evals import load_dataset
-    from ..evaluate import sweep as do_sweep
-
     nums = lambda s, f=int: [f(x) for x in s.split(",") if x.strip()]  # noqa: E731
     grid = {"fusion": [x.strip() for x in fusion.split(",")], "rrf_k": nums(rrf_k), "dense_weight": nums(dense_weight, float),
             "candidates": nums(candidates), "ef_search": nums(ef_search)}
-    results = do_sweep(STATE.kb(), load_dataset(dataset, split=split), namespace, limit=limit, grid=grid, metric=metric)
+    results = STATE.kb().sweep(dataset, namespace=namespace, split=split, limit=limit, grid=grid, metric=metric)
     table([{**o, metric: v} for o, v in results[:15]], title=f"best settings by {metric}")
     best = results[0][0]
     typer.echo("\n# paste into your profile ([profiles.NAME.search]):")

@@ -68,17 +68,18 @@ def _summary(report, as_json: bool) -> None:
         typer.echo(f"  failed [{e.stage}] {e.source}: {e.message}", err=True)
 
 
+_BARS = ("extract", "embed", "store")  # one bar per stage whose progress events this display counts
+
+
 def _progress(silent: bool):
     """A Rich progress display on a terminal; nothing otherwise."""
     if silent:
         return None, lambda: None
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..pipeline import PROGRESS_STAGES
-
     bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=None), TextColumn("{task.completed}"),
                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err, transient=False)
-    tasks = {name: bar.add_task(name, total=None, rate="") for name in PROGRESS_STAGES}
+    tasks = {name: bar.add_task(name, total=None, rate="") for name in _BARS}
     bar.start()
 
     def on(event: str, data: dict) -> None:

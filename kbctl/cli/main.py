@@ -52,8 +52,8 @@ app.add_typer(evals.app, name="eval")
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every KbctlError becomes one line (and a hint) on stderr with its exit code.
 
-    A psycopg error is converted here too (``errors.from_psycopg``), for commands that call the store
-    directly rather than through ``KnowledgeBase``: no database error reaches a user as a traceback.
+    A psycopg error is converted here too (``errors.from_psycopg``): ``KnowledgeBase`` converts those
+    leaving its methods, but a stage's records are produced lazily, after the method returned.
     """
     from ..errors import KbctlError, from_psycopg
 

@@ -47,10 +47,7 @@ def bind(
     profile: str = typer.Option(..., "--profile", "-p", help="Profile to pin."),
 ) -> None:
     """Pin an existing namespace to another profile (refused when it holds vectors of another model)."""
-    from ..store import rebind_namespace
-
-    kb = STATE.kb()
-    ns = rebind_namespace(kb.connection(), name, kb.tenant, kb.settings.profile(profile))
+    ns = STATE.kb().bind_namespace(name, profile)
     info(f"namespace {ns.name} pinned to {ns.profile_name} [{ns.model}, {ns.dimension}-d]")
 
 
@@ -60,10 +57,7 @@ def delete(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
 ) -> None:
     """Delete a namespace with all its documents."""
-    from ..store import delete_namespace
-
     if not yes and not typer.confirm(f"delete namespace {name} and all its documents?", err=True):
         raise typer.Exit(1)
-    kb = STATE.kb()
-    n = delete_namespace(kb.connection(), name, kb.tenant)
+    n = STATE.kb().delete_namespace(name)
     info(f"deleted namespace {name} ({n} documents)")

@@ -51,12 +51,7 @@ def verify(
     json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ) -> None:
     """Check a namespace: counts, orphans, vectors, pin, indexes, self-retrieval. Exit 3 on failure."""
-    from ..verify import verify_namespace
-
-    kb = STATE.kb()
-    ns = kb.namespace(namespace)
-    prof = kb.profile_for(namespace)
-    report = verify_namespace(kb.connection(), ns, prof, sample)
+    report = STATE.kb().verify(namespace, sample)
     if json_:
         print_json(report.to_json())
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .render import hits_markdown, hits_table, print_json, print_jsonl
+from .render import hits_markdown, hits_table, print_json, print_jsonl, table
 from .state import STATE, out, warn
 
 
@@ -43,9 +43,7 @@ def search(
     elif fmt == "markdown":
         out.print(hits_markdown(result), markup=False, highlight=False)
     elif fmt == "context":
-        from ..search.context import format_context
-
-        out.print(format_context(result, budget), markup=False, highlight=False)
+        out.print(kb.context(result, budget), markup=False, highlight=False)
     else:
         typer.echo(f"strategy: {result.strategy}  mode: {result.mode}  namespaces: {', '.join(result.namespaces)}", err=True)
         if result.hits:
@@ -57,8 +55,6 @@ def search(
 
 
 def _explain(result) -> None:
-    from .render import table
-
     rows = []
     for h in result.hits:
         row = {"#": h.rank, "relevance": h.relevance, "fused": h.score}

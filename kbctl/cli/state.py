@@ -40,8 +40,10 @@ class State:
         return self._kb
 
     def close(self) -> None:
+        """Close the knowledge base; the next command (in this process, as in tests) opens a new one."""
         if self._kb is not None:
             self._kb.close()
+            self._kb = None
 
 
 STATE = State()

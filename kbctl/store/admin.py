@@ -18,10 +18,10 @@ def optimize(conn, *, reindex: bool = False, full: bool = False) -> list[dict]:
     take the current storage layout, e.g. vectors inline after migration 005, and HNSW indexes
     are rebuilt), under an exclusive lock: searches and ingests wait until it is done.
 
-    Bulk ingests and replaced documents leave B-tree pages half full: the BM25 postings key
-    (read by every lexical query, index-only) measured 708 MB before and 318 MB after a rebuild
-    at 100k chunks. ``REINDEX … CONCURRENTLY`` does not block searches or ingests. HNSW indexes
-    are left alone (VACUUM repairs their graph; a rebuild costs minutes per 100k vectors).
+    Bulk ingests and replaced documents leave B-tree pages half full, the BM25 postings key (read
+    by every lexical query, index-only) among them; a rebuild compacts it (docs/benchmarks.md).
+    ``REINDEX … CONCURRENTLY`` does not block searches or ingests. HNSW indexes are left alone
+    (VACUUM repairs their graph; a rebuild costs minutes per 100k vectors).
     Returns one row per table: its size with indexes before and after, in bytes.
     """
     import psycopg

@@ -68,14 +68,14 @@ def _contains_any(col: sql.Composable, key: str, values: list[str]) -> tuple[sql
 
     They find the rows whose ``key`` is the value as a string, number or boolean, or an array that
     holds it: a superset of what ``=`` / ``in`` match, which the exact condition next to them then
-    narrows. Without them an equality filter read every chunk of the namespace (20 ms at 10k
-    chunks for a filter keeping 5%; 5 ms with them).
+    narrows. Without them an equality filter reads every chunk of the namespace (figures in
+    docs/benchmarks.md).
     """
     docs = []
     for v in values:
         scalars: list = [v]
-        if _NUMBER.match(v):
-            scalars.append(float(v) if "." in v else int(v))
+        if _NUMBER.match(v) and math.isfinite(float(v)):  # "x=1e999" can only match the text
+            scalars.append(int(v) if v.lstrip("+-").isdigit() else float(v))
         elif v in ("true", "false"):
             scalars.append(v == "true")
         for x in scalars:

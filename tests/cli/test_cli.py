@@ -1,16 +1,18 @@
 """Acceptance of the CLI foundation: ingest → search, namespace isolation, fast help, errors.
 
-Every command runs as ``python -m kbctl`` in a subprocess against the session's embedded server,
-in this test's own tenant. Only the first test loads the real model; the rest use ``hash-384``.
+Commands run in this process through the CLI's ``main()`` (the ``cli`` fixture), against the
+session's embedded server, in this test's own tenant; a few run as ``python -m kbctl`` processes
+(``cli_process``) where exit codes, stdout/stderr and pipes of a real process are the point. Only
+the first test loads the real model; the rest use ``hash-384``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from tests.conftest import ROOT, SAMPLE
 
@@ -36,7 +38,7 @@ def _assert_one_line_error(p, code: int) -> list[str]:
     return lines
 
 
-# -- Issue A: ingest and search with the real model ----------------------------------------------
+# -- ingest and search with the real model --------------------------------------------------------
 
 
 def test_ingest_then_search_with_the_real_model(cli):
@@ -77,7 +79,7 @@ def test_ingest_then_search_with_the_real_model(cli):
     assert again["documents"]["new"] == again["documents"]["changed"] == again["documents"]["removed"] == 0
 
 
-# -- Issue A: isolation between namespaces ------------------------------------------------------
+# -- isolation between namespaces ---------------------------------------------------------------
 
 ISOLATION_QUERIES = ("q01", "q06", "q21", "q22", "q47", "q51")  # two per support namespace, chosen for overlap
 
@@ -101,8 +103,7 @@ def test_namespaces_are_isolated_in_every_mode(cli, tmp_path):
 
     # Each namespace's queries (chosen for words the other namespaces share), in every mode.
     runs = [(q["query"], q["namespace"], mode) for q in _queries() for mode in ("lexical", "dense", "hybrid", "auto")]
-    with ThreadPoolExecutor(3) as pool:
-        results = list(pool.map(lambda a: cli("search", a[0], "-n", a[1], "--mode", a[2], "-k", "10", "--json"), runs))
+    results = [cli("search", query, "-n", ns, "--mode", mode, "-k", "10", "--json") for query, ns, mode in runs]
     nonempty = 0
     for (query, ns, mode), p in zip(runs, results):
         result = _json(p)
@@ -133,7 +134,7 @@ def test_namespaces_are_isolated_in_every_mode(cli, tmp_path):
     assert cli("search", "refund", "-n", "billing_kb", "--json").returncode != 0
 
 
-# -- Issue A: fast help, light imports ----------------------------------------------------------
+# -- fast help, light imports -------------------------------------------------------------------
 
 
 def test_help_is_fast_and_imports_nothing_heavy():
@@ -149,11 +150,11 @@ def test_help_is_fast_and_imports_nothing_heavy():
     assert json.loads(p.stdout) == []
 
 
-# -- Issue A: errors ------------------------------------------------------------------------------
+# -- errors --------------------------------------------------------------------------------------
 
 
-def test_unknown_namespace_is_a_usage_error(cli):
-    lines = _assert_one_line_error(cli("search", "refunds", "-n", "no_such_ns", "--json"), 2)
+def test_unknown_namespace_is_a_usage_error_in_a_process(cli_process):
+    lines = _assert_one_line_error(cli_process("search", "refunds", "-n", "no_such_ns", "--json"), 2)
     assert "no_such_ns" in lines[0] and lines[1].startswith("hint:")
 
 
@@ -168,10 +169,27 @@ def test_unknown_config_key_suggests_the_right_one(cli, tmp_path):
     assert any("did you mean" in ln for ln in lines)
 
 
-def test_unreachable_dsn_is_one_line_without_traceback(cli):
-    p = cli("--dsn", "postgresql://nobody@127.0.0.1:1/x", "namespaces", "--json")
+def test_unreachable_dsn_is_one_line_without_traceback_in_a_process(cli_process):
+    p = cli_process("--dsn", "postgresql://nobody@127.0.0.1:1/x", "namespaces", "--json")
     lines = _assert_one_line_error(p, 1)
     assert "127.0.0.1" in lines[0] or "connect" in lines[0]
+
+
+def test_json_on_stdout_parses_through_a_pipe_and_messages_stay_on_stderr(kb_home, tenant):
+    env = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant, PYTHONWARNINGS="ignore")
+    kbctl, parse = f"{sys.executable} -m kbctl -p hash-384", f"{sys.executable} -c 'import json, sys; print(json.dumps(json.load(sys.stdin)))'"
+    # ingest prints its summary as JSON when stdout is a pipe, and its warnings on stderr
+    p = subprocess.run(["bash", "-o", "pipefail", "-c",
+                        f"{kbctl} ingest sample_corpus/engineering/releases sample_corpus/no-such-file.md -n piped --no-verify | {parse}"],
+                       capture_output=True, env=env, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    report = json.loads(p.stdout)
+    assert report["documents"]["new"] == 12 and len(report["errors"]) == 1
+    assert "1 item(s) failed" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
+    p = subprocess.run(["bash", "-o", "pipefail", "-c", f"{kbctl} search 'release notes' -n piped --json | {parse}"],
+                       capture_output=True, env=env, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout)["hits"]
 
 
 def test_unknown_option_is_a_usage_error_without_traceback(cli):
@@ -181,7 +199,7 @@ def test_unknown_option_is_a_usage_error_without_traceback(cli):
         assert b"Traceback" not in p.stderr and b"No such option" in p.stderr
 
 
-# -- Issue A: informational commands --------------------------------------------------------------
+# -- informational commands ------------------------------------------------------------------------
 
 
 def test_namespaces_db_status_and_config_show_as_json(cli, tenant):
@@ -209,3 +227,29 @@ def test_namespaces_db_status_and_config_show_as_json(cli, tenant):
     assert cfg["sources"] and cfg["sources"][0].endswith("default.toml")
     cfg = _json(cli("-p", "hash-384", "config", "show", "--json"))
     assert cfg["settings"]["defaults"]["profile"] == "hash-384"  # flags win
+
+
+def test_namespace_bind_verify_stages_and_migrate_through_the_library(cli):
+    assert cli("-p", "hash-384", "namespaces", "create", "fresh").returncode == 0
+    p = cli("namespaces", "bind", "fresh", "-p", "minilm")
+    assert p.returncode == 0 and "pinned to minilm" in p.stderr.decode()
+    assert {n["name"]: n["profile"] for n in _json(cli("namespaces", "--json"))} == {"fresh": "minilm"}
+
+    # the NDJSON stages, each one command, piped by hand
+    records = cli("fetch", "sample_corpus/engineering/releases", check=True).stdout
+    for stage in (("extract",), ("-p", "hash-384", "chunk"), ("-p", "hash-384", "embed")):
+        records = cli(*stage, input=records, check=True).stdout
+    report = _json(cli("-p", "hash-384", "store", "-n", "piped", input=records))
+    assert report["documents"]["new"] == 12 and report["verify"]["ok"]
+    chunked = cli("chunk", "-n", "piped", input=cli("extract", input=cli("fetch", "sample_corpus/engineering/releases").stdout).stdout)
+    again = [json.loads(ln) for ln in cli("embed", "-n", "piped", input=chunked.stdout, check=True).stdout.splitlines()]
+    assert len(again) == 12 and {r["type"] for r in again} == {"embedded"}  # the namespace's profile and stored vectors
+
+    verify = _json(cli("verify", "-n", "piped", "--json"))
+    assert verify["ok"] and verify["counts"]["documents"] == 12
+    assert [r["status"] for r in _json(cli("runs", "-n", "piped", "--json"))] == ["ok"]
+    assert _json(cli("errors", "-n", "piped", "--json")) == []
+    p = cli("db", "migrate")
+    assert p.returncode == 0 and "applied 0 migration(s)" in p.stderr.decode()
+    shown = cli("config", "show", check=True).stdout.decode()
+    assert "# resolved profile minilm: fingerprint" in shown and "precision" in shown

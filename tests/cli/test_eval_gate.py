@@ -2,7 +2,7 @@
 
 The whole sample corpus is ingested once with the real model into its own tenant; then
 `kbctl eval run` must clear the gates, and a gate set above what search achieves must fail with
-exit code 3, so a regression in search fails the build.
+exit code 3 (checked in a real process), so a regression in search fails the build.
 """
 
 from __future__ import annotations
@@ -54,14 +54,14 @@ def test_sample_eval_passes_its_gates(cli, sample_ingested, tmp_path):
     assert "<testsuite" in junit.read_text()
 
 
-def test_a_gate_above_reach_fails_with_exit_3(cli, sample_ingested, tmp_path):
-    p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical", "--limit", "10",
+def test_a_gate_above_reach_fails_with_exit_3(cli_process, sample_ingested, tmp_path):
+    p = cli_process("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical", "--limit", "10",
             "--fail-under", "lexical:ndcg@10=1.01", tenant_override=sample_ingested)
     assert p.returncode == 3
     assert "gate failed" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
 
 
-def test_baseline_regression_fails(cli, sample_ingested, tmp_path):
+def test_a_drop_below_the_baseline_fails_with_exit_3(cli, sample_ingested, tmp_path):
     base = tmp_path / "base.json"
     p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical", "--limit", "20",
             "--json", str(base), tenant_override=sample_ingested)
@@ -74,7 +74,7 @@ def test_baseline_regression_fails(cli, sample_ingested, tmp_path):
     assert p.returncode == 3
 
 
-def test_html_report(cli, sample_ingested, tmp_path):
+def test_eval_run_writes_an_html_report_with_charts(cli, sample_ingested, tmp_path):
     html = tmp_path / "r.html"
     p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical,hybrid", "--limit", "15",
             "--report", str(html), tenant_override=sample_ingested)

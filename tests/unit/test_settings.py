@@ -6,8 +6,7 @@ import copy
 import dataclasses
 import hashlib
 import json
-import subprocess
-import sys
+import os
 
 import pytest
 
@@ -24,6 +23,7 @@ from kbctl.config import (
     load_settings,
 )
 from kbctl.errors import ConfigError
+from tests.conftest import run_kbctl
 
 
 def _table(**parts) -> dict:
@@ -200,10 +200,10 @@ def test_a_registered_reranker_kind_is_accepted():
 def test_cli_reports_a_bad_setting_in_one_line(tmp_path):
     cfg = tmp_path / "kbctl.toml"
     cfg.write_text("[profile.hnsw]\nm = 1\n")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KBCTL_HOME": str(tmp_path / "home")}
-    r = subprocess.run([sys.executable, "-m", "kbctl", "--config", str(cfg), "config", "show"],
-                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
-    assert r.returncode == 2, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "hnsw.m must be in 2..100, got 1" in lines[0], r.stderr
-    assert "Traceback" not in r.stderr and r.stdout == ""
+    env = {k: None for k in os.environ if k.startswith("KBCTL_")} | {"KBCTL_HOME": str(tmp_path / "home")}
+    r = run_kbctl(["--config", str(cfg), "config", "show"], env=env)
+    stderr = r.stderr.decode()
+    assert r.returncode == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "hnsw.m must be in 2..100, got 1" in lines[0], stderr
+    assert r.stdout == b""
