@@ -164,7 +164,8 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
     if reranked:
         details["reranked"] = True
     scale = _relevance(lanes, fusion, profile.distance, lexical_info.get("bound"), reranked)
-    hits = tuple(_hit(i + 1, score, rows[key], lanes, key, scale) for i, (key, score) in enumerate(ordered[:k]))
+    by_key = {name: {(h.namespace_id, h.chunk_id): h for h in hs} for name, hs in lanes.items()}
+    hits = tuple(_hit(i + 1, score, rows[key], by_key, key, scale) for i, (key, score) in enumerate(ordered[:k]))
     details["timings_ms"] = {a: round(b, 2) for a, b in timings.items()}
     return SearchResult(query, names, mode, strategy, hits, degraded=degraded, notes=tuple(notes), details=details)
 
@@ -273,7 +274,7 @@ def _shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
     """
     out: list[tuple[Any, float]] = []
     per: dict[tuple, int] = {}
-    seen: list[frozenset[int]] = []
+    seen = _ShingleIndex()
     exact: set[int] = set()
     for key, score in fused:
         if limit is not None and len(out) >= limit:
@@ -290,16 +291,43 @@ def _shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
             if same in exact:
                 continue
             sh = _shingles(words)
-            if any(_near_duplicate(sh, o, dedupe) for o in seen):
+            if seen.has_near_duplicate(sh, dedupe):
                 continue
             exact.add(same)
-            seen.append(sh)
+            seen.add(sh)
         per[doc] = per.get(doc, 0) + 1
         out.append((key, score))
     return out
 
 
 _W = re.compile(r"\w+")
+
+
+class _ShingleIndex:
+    """The shingle sets kept so far, with an inverted index (shingle → sets holding it), so that a
+    new set is compared only with the sets it shares a shingle with: their intersection sizes come
+    from one pass over its shingles, and the Jaccard test is exact. Checking 100 hits pairwise cost
+    ~5,000 set intersections per query (tens of ms in the eval's depth-100 searches)."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+        self.index: dict[int, list[int]] = {}
+
+    def has_near_duplicate(self, sh: frozenset[int], threshold: float) -> bool:
+        if not sh:
+            return False
+        common: dict[int, int] = {}
+        for s in sh:
+            for i in self.index.get(s, ()):
+                common[i] = common.get(i, 0) + 1
+        la = len(sh)
+        return any(inter >= threshold * (la + self.sizes[i] - inter) for i, inter in common.items())
+
+    def add(self, sh: frozenset[int]) -> None:
+        i = len(self.sizes)
+        self.sizes.append(len(sh))
+        for s in sh:
+            self.index.setdefault(s, []).append(i)
 
 
 def _shingles(text: str | list[str]) -> frozenset[int]:
@@ -341,17 +369,13 @@ def _relevance(lanes: dict[str, list[LaneHit]], fusion: dict, distance: str, bou
     return (lambda x: x / bound) if bound else (lambda x: None)
 
 
-def _hit(rank: int, score, r: tuple, lanes: dict[str, list[LaneHit]], key,
+def _hit(rank: int, score, r: tuple, lanes: dict[str, dict[tuple[int, int], LaneHit]], key,
          scale: Callable[[float], float | None] | None = None) -> Hit:
     _ns_id, cid, did, text, meta, heading, page, _pos, uri, title, ns_name = r
     lane_info: dict[str, dict[str, Any]] = {}
     for name, hits in lanes.items():
-        for h in hits:
-            if (h.namespace_id, h.chunk_id) == key:
-                lane_info[name] = {"rank": h.rank, "score": round(h.score, 6)}
-                break
-        else:
-            lane_info[name] = {"rank": None, "score": None}
+        h = hits.get(key)
+        lane_info[name] = {"rank": None, "score": None} if h is None else {"rank": h.rank, "score": round(h.score, 6)}
     return Hit(
         rank=rank,
         score=None if score is None else round(float(score), 6),

@@ -5,8 +5,8 @@
   to sum to 1); the ``terms`` most likely terms are kept and mixed with the original query,
   ``w·P(t|q) + (1 − w)·P(t|R)``. The result is a weighted BM25 query (the lane multiplies each
   weight by the term's idf).
-- **Rocchio** (dense lane): ``(1 − w)·q + w·centroid`` of the stored vectors of the best
-  ``vector_docs`` feedback chunks, re-normalised.
+- **Rocchio** (dense lane): ``q + w·centroid`` of the stored vectors of the best ``vector_docs``
+  feedback chunks (both unit length), re-normalised.
 
 Feedback is taken from the *fused* list only: expanding one lane from its own top documents was
 fragile in the experiments that motivated this (docs/retrieval-quality.md).
@@ -80,11 +80,11 @@ def cap_postings(weights: Mapping[str, float], original: Sequence[str], df: Mapp
 
 
 def rocchio(qvec: np.ndarray, vectors: Sequence[np.ndarray], weight: float) -> np.ndarray:
-    """``(1 − weight)·q + weight·centroid(vectors)``, unit length (the query itself without vectors)."""
+    """``q + weight·centroid(vectors)`` (both unit length), re-normalised; the query itself without vectors."""
     if not len(vectors) or weight <= 0:
         return qvec
     q = np.asarray(qvec, dtype=np.float32)
     c = np.mean(np.stack([np.asarray(v, dtype=np.float32) for v in vectors]), axis=0)
     c /= np.linalg.norm(c) or 1.0
-    out = (1.0 - weight) * q / (np.linalg.norm(q) or 1.0) + weight * c
+    out = q / (np.linalg.norm(q) or 1.0) + weight * c
     return (out / (np.linalg.norm(out) or 1.0)).astype(np.float32)

@@ -21,6 +21,8 @@ NAMESPACES = {
     "releases_kb": "engineering/releases",
 }
 TENANT = "sample_eval"
+# Identifier queries whose defining section (headed by the identifier) must be the first passage.
+IDENTIFIER_QUERIES = ("q19", "q20", "q83", "q84", "q85", "q86", "q87")
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +43,8 @@ def test_sample_eval_passes_its_gates(cli, sample_ingested, tmp_path):
     p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical,dense,hybrid",
             "--fail-under", "hybrid:ndcg@10=0.90", "--fail-under", "lexical:ndcg@10=0.85",
             "--fail-under", "dense:ndcg@10=0.80", "--fail-under", "recall@10=0.90",
+            "--fail-under", "hybrid:passage_mrr@10=0.90", "--fail-under", "lexical:passage_mrr@10=0.85",
+            "--fail-under", "hybrid:passage_ndcg@10=0.90",
             "--json", str(out), "--junit", str(junit), tenant_override=sample_ingested)
     assert p.returncode == 0, p.stderr.decode()
     data = json.loads(out.read_text())
@@ -51,6 +55,9 @@ def test_sample_eval_passes_its_gates(cli, sample_ingested, tmp_path):
             assert key in m["metrics"]
     hybrid = data["modes"]["hybrid"]["metrics"]["ndcg@10"]
     assert hybrid >= max(data["modes"]["dense"]["metrics"]["ndcg@10"], 0.9)
+    for mode in ("lexical", "hybrid"):
+        passages = data["modes"][mode]["passage_per_query"]
+        assert {q: passages[q]["mrr@10"] for q in IDENTIFIER_QUERIES} == dict.fromkeys(IDENTIFIER_QUERIES, 1.0), mode
     assert "<testsuite" in junit.read_text()
 
 

@@ -171,3 +171,41 @@ def test_junit(report, tmp_path: Path):
     failed = [c for c in cases if c.find("failure") is not None]
     assert len(failed) == 1 and failed[0].get("classname").endswith(".bad")
     assert suite.get("tests") == "3" and suite.get("failures") == "1" and root.get("failures") == "1"
+
+
+def test_passage_metrics_from_judged_sections(tmp_path):
+    from kbctl.evals.datasets import load_golden
+    from kbctl.evals.runner import report_from_json, report_to_json, run_eval
+
+    path = tmp_path / "queries.jsonl"
+    path.write_text(json.dumps({"id": "q1", "query": "LMN-4012", "relevant": {"a.md": 2},
+                                "passages": {"a.md#LMN-4012 — E_SCOPE_DENIED": 2}}) + "\n"
+                    + json.dumps({"id": "q2", "query": "other", "relevant": {"b.md": 1}}) + "\n")
+    ds = load_golden(path)
+    assert dict(ds.passage_qrels["q1"]) == {"a.md#LMN-4012 — E_SCOPE_DENIED": 2} and "q2" not in ds.passage_qrels
+
+    class Hits(list):
+        passages: list
+
+    def search(q, mode):
+        out = Hits([("a.md", 1.0), ("b.md", 0.5)])
+        first = "a.md#Deprecated codes" if mode == "worse" else "a.md#LMN-4012 — E_SCOPE_DENIED"
+        out.passages = [first, "a.md#LMN-4012 — E_SCOPE_DENIED" if mode == "worse" else "a.md#Deprecated codes"]
+        return out
+
+    rep = run_eval(ds, search, ["best", "worse"])
+    assert rep.mode("best").metrics["passage_mrr@10"] == 1.0
+    assert rep.mode("worse").metrics["passage_mrr@10"] == 0.5
+    assert parse_gate("passage_mrr@10=1").metric == "passage_mrr@10"
+    assert check_gates(rep, [parse_gate("passage_mrr@10=1")]) == ["worse: passage_mrr@10 = 0.5000 missed >= 1"]
+    again = report_from_json(report_to_json(rep))
+    assert again.mode("worse").passage_per_query == rep.mode("worse").passage_per_query
+
+
+def test_a_passage_must_name_document_and_heading(tmp_path):
+    from kbctl.evals.datasets import load_golden
+
+    path = tmp_path / "queries.jsonl"
+    path.write_text(json.dumps({"id": "q1", "query": "x", "relevant": {"a.md": 1}, "passages": {"a.md": 2}}) + "\n")
+    with pytest.raises(ConfigError, match="DOC#HEADING"):
+        load_golden(path)

@@ -67,6 +67,12 @@ BAD_VALUES = [
     ("search", "dense_weight", 1.5, r"search.dense_weight must be in 0..1"),
     ("search", "dense_weight", -0.1, r"search.dense_weight must be in 0..1"),
     ("search", "per_doc", -1, "search.per_doc must be >= 0"),
+    ("search", "prf", "rm3", "search.prf must be one of 'off', 'hybrid'"),
+    ("search", "prf_docs", 0, r"search.prf_docs must be in 1..100"),
+    ("search", "prf_terms", 0, r"search.prf_terms must be in 1..200"),
+    ("search", "prf_query_weight", 1.5, r"search.prf_query_weight must be in 0..1"),
+    ("search", "prf_vector_weight", -0.1, r"search.prf_vector_weight must be in 0..1"),
+    ("search", "prf_max_postings", -1, "search.prf_max_postings must be >= 0"),
     ("search", "dedupe_threshold", 1.1, r"search.dedupe_threshold must be in 0..1"),
     ("rerank", "kind", "llm", "rerank.kind must be one of"),
     ("rerank", "top_n", 0, "rerank.top_n must be >= 1"),
@@ -144,8 +150,10 @@ def test_defaults_load_with_the_right_types():
     assert p.chunk == ChunkSettings(size=200, overlap=32, strategy="structure", semantic_threshold=0.35)
     assert p.hnsw == HnswSettings(m=16, ef_construction=64, ef_search=100, exact_threshold=1000, max_scan_tuples=20000)
     assert p.lexical == LexicalSettings(k1=0.9, b=0.4, language="english", title_weight=1.0, max_edit_distance=2)
-    assert p.search == SearchSettings(mode="auto", k=10, candidates=100, fusion="rrf", rrf_k=30, dense_weight=0.5,
-                                      per_doc=0, dedupe_threshold=0.9)
+    assert p.search == SearchSettings(mode="auto", k=10, candidates=100, fusion="convex", rrf_k=30, dense_weight=0.5,
+                                      per_doc=0, dedupe_threshold=0.9, prf="off", prf_docs=10, prf_terms=20,
+                                      prf_query_weight=0.7, prf_vector_docs=3, prf_vector_weight=0.5,
+                                      prf_max_postings=50000)
     assert p.rerank == RerankSettings(kind="", model="", top_n=50)
     for part in (p.chunk, p.hnsw, p.lexical, p.search, p.rerank):
         for f in dataclasses.fields(part):
