@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, Sequence
 
 from .errors import SourceError
-from .sources.folder import file_uri, iter_files, read_file, read_stdin
+from .sources.folder import file_path, file_uri, iter_files, read_file, read_stdin
 from .sources.options import DEFAULT_SUFFIXES, FetchOptions
 from .sources.state import FeedState, FileFeedState, MemoryFeedState
 from .sources.url import fetch_url, is_http_url
@@ -130,8 +130,8 @@ def _guarded(target: str, items: Iterator[Fetched]) -> Iterator[Fetched]:
 
 
 def _local_path(target: str) -> Path:
-    # kbctl's file uris are "file://" + the raw absolute path (not percent-encoded)
-    return Path(target[len("file://") :] if target.startswith("file://") else target)
+    # kbctl's file uris are "file://" + the absolute path with only "%" and "#" percent-encoded
+    return Path(file_path(target) if target.startswith("file://") else target)
 
 
 def _fetch_stdin(stream: BinaryIO, opts: FetchOptions, already_read: bool) -> Fetched:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import queue
 import threading
 import time
@@ -113,6 +112,7 @@ class RunReport:
     chunks: dict[str, int] = field(default_factory=lambda: dict(embedded=0, reused=0, deleted=0))
     tokens_to_embed: int = 0
     errors: list[ItemError] = field(default_factory=list)
+    warnings: list[ItemError] = field(default_factory=list)  # recorded, but the items went in
     seconds: float = 0.0
     plan: bool = False
     verify: dict | None = None
@@ -127,6 +127,8 @@ class RunReport:
             "errors": [e.to_json() for e in self.errors],
             "seconds": round(self.seconds, 3),
         }
+        if self.warnings:
+            d["warnings"] = [w.to_json() for w in self.warnings]
         if self.plan:
             d["plan"] = True
             d["tokens_to_embed"] = self.tokens_to_embed
@@ -191,7 +193,7 @@ def _ledgered(conn, req: IngestRun, retried: list[str], connect) -> RunReport:
 def _close(conn, ns: Namespace, report: RunReport, status: str) -> None:
     if report.run_id is None:  # a plan opens no run
         return
-    runs_store.record_errors(conn, ns, report.run_id, report.errors)
+    runs_store.record_errors(conn, ns, report.run_id, [*report.errors, *report.warnings])
     runs_store.finish_run(conn, ns, report.run_id, status, report.to_json())
 
 
@@ -285,13 +287,25 @@ def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit) -
     """Fetch, extract and chunk in a background thread; put items on the queue, then None."""
     try:
         tok = get_tokenizer(profile)
-        for batch in _batches(sources, 32):
+        for batch in _batches(_once(sources), 32):
             for out in _extract_batch(conn, batch, ns, profile, seen, tok, emit):
                 q.put(out)
     except BaseException as e:  # hand anything unexpected to the consumer thread
         q.put(e)
     finally:
         q.put(None)
+
+
+def _once(sources: Iterable[Source | ItemError]) -> Iterator[Source | ItemError]:
+    """Each source once: one given again in the same run (``docs docs/a.md``) is a warning."""
+    given: set[str] = set()
+    for s in sources:
+        if isinstance(s, Source) and s.uri in given:
+            yield ItemError("fetch", s.uri, "DuplicateSourceWarning", f"{s.uri} was given more than once in this run; read once")
+            continue
+        if isinstance(s, Source):
+            given.add(s.uri)
+        yield s
 
 
 def _extract_batch(conn, batch, ns, profile, seen, tok, emit) -> Iterator:
@@ -357,20 +371,24 @@ def _batches(items: Iterable, n: int) -> Iterator[list]:
 
 
 def _target_of(source_uri: str) -> str:
-    return source_uri[len("file://"):] if source_uri.startswith("file://") else source_uri
+    from .sources.folder import file_path
+
+    return file_path(source_uri) if source_uri.startswith("file://") else source_uri
 
 
 def _covered(targets: Sequence[str]) -> Callable[[str], bool]:
     """Which stored source URIs the walked targets speak for (for --sync)."""
+    from .sources.folder import file_uri
+
     prefixes, exact = [], set()
     for t in targets:
         if t == "-":
             continue
         p = Path(t)
         if p.is_dir():
-            prefixes.append("file://" + os.path.abspath(t).rstrip("/") + "/")
+            prefixes.append(file_uri(t).rstrip("/") + "/")
         elif p.exists() or "://" not in t:
-            exact.add("file://" + os.path.abspath(t))
+            exact.add(file_uri(t))
         # URLs are never "gone": a fetch that failed or answered 304 yields no source
     return lambda uri: uri in exact or any(uri.startswith(px) for px in prefixes)
 

@@ -14,6 +14,8 @@ import hashlib
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Mapping
 
+from .textutil.clean import CLEANED, clean_metadata, clean_text, removed
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -46,8 +48,9 @@ def content_hash(data: str | bytes) -> str:
 class Source:
     """Raw bytes of one item, as fetched.
 
-    ``uri`` is the canonical identity of the item inside a namespace: ``file:///abs/path`` for files,
-    the URL for web pages, the entry GUID or link for feed entries. ``media_type`` is a best guess
+    ``uri`` is the canonical identity of the item inside a namespace: ``file:///abs/path`` for files
+    (``%`` and ``#`` percent-encoded), the canonical URL for web pages and feeds (whose entries are
+    documents ``<feed uri>#<guid>``). ``media_type`` is a best guess
     (from the file extension or the Content-Type header); extract decides from it and the bytes.
     """
 
@@ -96,6 +99,10 @@ class Document:
     ``text`` is the blocks' texts joined by blank lines; ``content_hash`` is computed from the text,
     the title and the metadata, so a change in any of them is a new version of the document.
     ``parent_uri`` links child documents (an e-mail's attachments) to their parent.
+
+    Whatever PostgreSQL cannot store (NUL, lone surrogates, NaN in metadata) is removed when a
+    document is built (``kbctl.textutil.clean``); ``notes`` says what was, as (warning class,
+    message) pairs the run records as warnings, with the extractors' own notes (a repeated id).
     """
 
     uri: str
@@ -106,9 +113,10 @@ class Document:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     parent_uri: str | None = None
     content_hash: str = ""
+    notes: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.content_hash:
+        if self._clean() or not self.content_hash:
             import json
 
             meta = json.dumps(dict(self.metadata), sort_keys=True, default=str)
@@ -116,6 +124,32 @@ class Document:
             for i in range(0, len(self.text), _HASH_WINDOW):  # never a second copy of a long text
                 h.update(self.text[i : i + _HASH_WINDOW].encode("utf-8"))
             object.__setattr__(self, "content_hash", h.hexdigest())
+
+    def _clean(self) -> bool:
+        """Remove what the store refuses, in place (once, at construction); whether anything went."""
+        notes = [note for f in ("uri", "parent_uri", "title") if (note := self._clean_field(f))]
+        text, n = clean_text(self.text)
+        if n:
+            object.__setattr__(self, "blocks", _shifted(self.blocks, self.text))
+            object.__setattr__(self, "text", text)
+            notes.append(removed(n, "the text"))
+        meta, meta_notes = clean_metadata(self.metadata)
+        if meta_notes:
+            object.__setattr__(self, "metadata", meta)
+            notes += meta_notes
+        if notes:
+            object.__setattr__(self, "notes", (*self.notes, *((CLEANED, m) for m in notes)))
+        return bool(notes)
+
+    def _clean_field(self, name: str) -> str | None:
+        value = getattr(self, name)
+        if value is None:
+            return None
+        clean, n = clean_text(value)
+        if not n:
+            return None
+        object.__setattr__(self, name, clean)
+        return removed(n, f"the {name}")
 
     @classmethod
     def from_blocks(
@@ -126,13 +160,17 @@ class Document:
         source_type: str,
         metadata: Mapping[str, Any] | None = None,
         parent_uri: str | None = None,
+        notes: tuple[tuple[str, str], ...] = (),
     ) -> Document:
         """Build a document from block texts, computing ``text`` and every block's ``start``."""
         parts: list[str] = []
         placed: list[Block] = []
         pos = 0
+        dropped = 0
         for b in blocks:
-            t = b.text.strip()
+            t, n = clean_text(b.text)  # here, so that blocks and text agree without shifting offsets
+            dropped += n
+            t = t.strip()
             if not t:
                 continue
             if parts:
@@ -148,15 +186,20 @@ class Document:
             source_type=source_type,
             metadata=dict(metadata or {}),
             parent_uri=parent_uri,
+            notes=(*notes, (CLEANED, removed(dropped, "the text"))) if dropped else notes,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if not self.notes:
+            del d["notes"]
+        return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Document:
         d = dict(d)
         d["blocks"] = tuple(Block.from_json(b) for b in d.get("blocks") or ())
+        d["notes"] = tuple((str(c), str(m)) for c, m in d.get("notes") or ())
         return cls(**_known(cls, d))
 
 
@@ -216,12 +259,20 @@ class EmbeddedChunk:
 
 @dataclass(frozen=True)
 class ItemError:
-    """One item that failed a stage; recorded in the run ledger, never fatal to the batch."""
+    """One item that failed a stage; recorded in the run ledger, never fatal to the batch.
+
+    A warning (an ``error_class`` ending in ``Warning``: a value cleaned, an id repeated, a source
+    given twice) is recorded the same way, but the item was stored (or read once) all the same.
+    """
 
     stage: str  # fetch | extract | chunk | embed | store
     source: str
     error_class: str
     message: str
+
+    @property
+    def is_warning(self) -> bool:
+        return self.error_class.endswith("Warning")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -291,6 +342,19 @@ class SearchResult:
             "details": dict(self.details),
             "hits": [h.to_json() for h in self.hits],
         }
+
+
+def _shifted(blocks: tuple[Block, ...], text: str) -> tuple[Block, ...]:
+    """``blocks`` of ``text`` cleaned, their ``start`` moved back by what was removed before them."""
+    import bisect
+
+    gone = [i for i, ch in enumerate(text) if ch == "\x00" or "\ud800" <= ch <= "\udfff"]
+    out = []
+    for b in blocks:
+        t, _ = clean_text(b.text)
+        if t:
+            out.append(Block(t, b.start - bisect.bisect_left(gone, b.start), b.heading_path, b.page))
+    return tuple(out)
 
 
 def _known(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:

@@ -92,10 +92,10 @@ def _normalise_newlines(text: str) -> str:
 
 
 def file_path(uri: str) -> str | None:
-    """The local path of a ``file://`` uri (fragment dropped), else ``None``."""
+    """The local path of a ``file://`` uri (fragment dropped, ``%25``/``%23`` decoded), else ``None``."""
     if not uri.startswith("file://"):
         return None
-    return urldefrag(uri)[0][len("file://"):] or None
+    return unquote(urldefrag(uri)[0][len("file://"):]) or None
 
 
 def item_name(uri: str) -> str:
@@ -170,10 +170,12 @@ def build_document(
     metadata: Mapping[str, Any] | None = None,
     uri: str | None = None,
     parent_uri: str | None = None,
+    notes: tuple[tuple[str, str], ...] = (),
 ) -> Document:
     """A ``Document`` with the common metadata merged in; ``ExtractError`` when it has no text.
 
-    The extractor's own ``metadata`` wins over the source's, except for ``RESERVED_KEYS``.
+    The extractor's own ``metadata`` wins over the source's, except for ``RESERVED_KEYS``;
+    ``notes`` are (warning class, message) pairs the run records as warnings.
     """
     blocks = [b for b in blocks if b.text.strip()]
     if not blocks:
@@ -188,4 +190,5 @@ def build_document(
         source_type=source_type,
         metadata=meta,
         parent_uri=parent_uri,
+        notes=notes,
     )

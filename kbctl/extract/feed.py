@@ -1,12 +1,16 @@
 """RSS and Atom feeds (``source_type="feed"``), parsed with feedparser: one document per entry.
 
 Each entry keeps its content (the longest ``content`` value, HTML turned into text), else its
-summary, as paragraphs. Its uri is the entry's GUID / Atom ``id`` when that is an absolute URI
-(``tag:…``, ``urn:…``, ``https://…``: unique by construction), a bare GUID qualified by the feed
-(``<feed uri>#<guid>``, so two feeds in one namespace that both number their items 1, 2, 3 never
-overwrite each other's entries), else the entry's link (else ``<feed uri>#entry-<n>``). Metadata: ``feed_title``, ``feed_url`` (the feed's uri), ``link``,
-``guid``, ``published`` (ISO 8601, UTC; the updated time when there is no published one) also
-given as ``date``, ``author``, ``tags``. Entries without any text are skipped.
+summary, as paragraphs. Its uri is the feed's uri plus the entry's GUID / Atom ``id`` as written
+(``<feed uri>#<guid>``), else its link (``<feed uri>#<link>``), else a hash of its title and text
+(``<feed uri>#sha256:<16 hex>``). So entries belong to their feed by construction: two feeds that
+both number their items 1, 2, 3 never overwrite each other's entries, and an entry whose GUID is a
+page's URL (RSS's default, and what ``--follow-links`` fetches) never replaces that page. A GUID
+repeated within a feed keeps the first entry as is and the later ones as ``…~2``, ``…~3``, each
+with a ``DuplicateIdWarning`` note. Metadata: ``feed_title``, ``feed_url`` (the feed's uri),
+``link`` (absolute), ``guid`` (as written), ``published`` (ISO 8601, UTC; the updated time when
+there is no published one) also given as ``date``, ``author``, ``tags``. Entries without any text
+are skipped.
 
 Errors: a feed feedparser could not parse and that has no entries ("malformed feed"), and a feed
 with no entry holding text ("empty feed").
@@ -17,13 +21,14 @@ from __future__ import annotations
 import calendar
 import io
 import logging
-import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urljoin
 
 from ..errors import ExtractError
 from ..textutil.dates import iso_datetime
-from ..types import Block, Document, Source
+from ..types import Block, Document, Source, content_hash
 from .base import build_document, split_paragraphs
 from .html import html_paragraphs
 
@@ -32,6 +37,8 @@ __all__ = ["extract_feed", "parse_feed_bytes"]
 log = logging.getLogger(__name__)
 
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
+#: The warning class of the note on an entry whose id an earlier entry of its feed already took.
+DUPLICATE_ID = "DuplicateIdWarning"
 
 
 def extract_feed(source: Source) -> list[Document]:
@@ -42,9 +49,10 @@ def extract_feed(source: Source) -> list[Document]:
         raise _no_entries(parsed)
     feed_title = (parsed.get("feed") or {}).get("title")
     docs: list[Document] = []
+    taken: set[str] = set()
     for n, entry in enumerate(entries, 1):
         try:
-            docs.append(_entry_document(entry, n, source, feed_title))
+            docs.append(_unique(_entry_document(entry, n, source, feed_title), n, taken))
         except ExtractError as e:
             log.info("skipping entry %d of %s: %s", n, source.uri, e)
     if not docs:
@@ -52,13 +60,28 @@ def extract_feed(source: Source) -> list[Document]:
     return docs
 
 
+def _unique(doc: Document, n: int, taken: set[str]) -> Document:
+    """``doc``, or ``doc`` at ``<uri>~2``, ``~3``… with a note when an earlier entry took its uri."""
+    uri, k = doc.uri, 1
+    while uri in taken:
+        k += 1
+        uri = f"{doc.uri}~{k}"
+    taken.add(uri)
+    if uri == doc.uri:
+        return doc
+    note = (DUPLICATE_ID, f"entry {n} repeats the id of an earlier entry of the feed; stored as {uri}")
+    return replace(doc, uri=uri, notes=(*doc.notes, note))
+
+
 def parse_feed_bytes(data: bytes, uri: str, media_type: str | None = None) -> Any:
-    """feedparser's result for the bytes (given as a stream: bytes may be taken for a file name)."""
+    """feedparser's result for the bytes (given as a stream: bytes may be taken for a file name).
+
+    No base URI is given (``uri`` is unused), so ids stay as the feed writes them: feedparser would
+    resolve a relative GUID against it (``1`` → ``file:///dir/1``) and make it collide with a page.
+    """
     import feedparser  # only for feeds
 
-    headers = {"content-location": uri}
-    if media_type:
-        headers["content-type"] = media_type
+    headers = {"content-type": media_type} if media_type else {}
     return feedparser.parse(io.BytesIO(data), response_headers=headers)
 
 
@@ -75,9 +98,11 @@ def _no_entries(parsed: Any) -> ExtractError:
 
 def _entry_document(entry: Any, n: int, source: Source, feed_title: str | None) -> Document:
     """One entry as a document (``ExtractError`` when it holds no text)."""
-    guid = entry.get("id") or None
-    link = entry.get("link") or None
-    uri = entry_uri(guid, link, source.uri, n)
+    guid = (entry.get("id") or "").strip() or None
+    link = urljoin(source.uri, entry.get("link").strip()) if (entry.get("link") or "").strip() else None
+    title = _plain(entry.get("title_detail") or {}, entry.get("title") or "")
+    paragraphs = _entry_paragraphs(entry)
+    uri = entry_uri(guid, link, source.uri, "sha256:" + content_hash("\n\n".join([title, *paragraphs]))[:16])
     published = _time(entry.get("published_parsed") or entry.get("updated_parsed"))
     meta = {
         "feed_title": feed_title,
@@ -89,19 +114,13 @@ def _entry_document(entry: Any, n: int, source: Source, feed_title: str | None) 
         "author": entry.get("author"),
         "tags": [t.get("term") for t in entry.get("tags") or () if t.get("term")],
     }
-    title = _plain(entry.get("title_detail") or {}, entry.get("title") or "")
-    blocks = [Block(p) for p in _entry_paragraphs(entry)]
+    blocks = [Block(p) for p in paragraphs]
     return build_document(source, title=title or link or uri, blocks=blocks, source_type="feed", metadata=meta, uri=uri)
 
 
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-
-
-def entry_uri(guid: str | None, link: str | None, feed_uri: str, n: int) -> str:
-    """An entry's document uri: an absolute GUID, a bare GUID under the feed, the link, or its position."""
-    if guid:
-        return guid if _SCHEME.match(guid) else f"{feed_uri}#{guid}"
-    return link or f"{feed_uri}#entry-{n}"
+def entry_uri(guid: str | None, link: str | None, feed_uri: str, fallback: str) -> str:
+    """An entry's document uri: ``<feed uri>#`` + its GUID, else its link, else ``fallback`` (a hash)."""
+    return f"{feed_uri}#{guid or link or fallback}"
 
 
 def _entry_paragraphs(entry: Any) -> list[str]:

@@ -6,7 +6,7 @@ title is the first non-empty line when shorter than 120 characters, else the fil
 Markdown (``source_type="markdown"``) keeps:
 
 - front matter (YAML ``---`` or TOML ``+++``) as metadata, removed from the text; a block that
-  does not parse is reported under ``front_matter_error``;
+  does not parse is reported under ``front_matter_error`` and as a ``MetadataWarning`` note;
 - headings (ATX ``#``…``######`` and Setext ``===``/``---``) as structure: each block carries the
   ``heading_path`` of the headings above it, the heading lines themselves are not in the text;
 - fenced code blocks (````` ``` ````` or ``~~~``) whole, as one block, fences included;
@@ -54,7 +54,8 @@ def extract_markdown(source: Source) -> list[Document]:
         meta["front_matter_error"] = error
     title = meta.get("title") if isinstance(meta.get("title"), str) else None
     title = title or parts.first_h1 or stem_of(source.uri)
-    return [build_document(source, title=title, blocks=parts.blocks, source_type="markdown", metadata=meta)]
+    notes = (("MetadataWarning", f"front matter not read: {error}"),) if error else ()
+    return [build_document(source, title=title, blocks=parts.blocks, source_type="markdown", metadata=meta, notes=notes)]
 
 
 class MarkdownParts(NamedTuple):

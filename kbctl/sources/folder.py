@@ -2,8 +2,10 @@
 
 Identity: a file's uri is ``file://`` + its absolute, normalised path *as walked* (symlinks are
 not resolved), so a file reached through ``docs/current -> v2`` is ``file:///…/docs/current/x.md``
-and keeps its identity when the link is pointed at ``v3``. Paths are not percent-encoded (the
-uri is ``"file://" + os.path.abspath(path)``, which the pipeline's ``--sync`` relies on).
+and keeps its identity when the link is pointed at ``v3``. Only ``%`` and ``#`` are
+percent-encoded (``%25``, ``%23``), so a file named ``feed.rss#1`` or ``a.eml#attachment/x`` is
+never taken for a feed's entry or a message's attachment, whose uris are ``<file uri>#…``;
+``file_path`` turns a uri back into the path.
 
 A walk stays inside its folder: a symlink whose target (resolved) lies outside the folder given is
 skipped and recorded as an ``ItemError`` (``passwd.txt -> /etc/passwd`` must not become searchable)
@@ -19,6 +21,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Collection, Iterator, Sequence
+from urllib.parse import unquote
 
 from ..errors import SourceError
 from ..textutil.dates import iso_utc
@@ -26,7 +29,7 @@ from ..types import ItemError, Source, content_hash
 from .globs import Pattern, any_match, compile_glob, ignored, load_ignore
 from .options import FetchOptions, guess_media_type, normalise_suffixes
 
-__all__ = ["iter_files", "file_uri", "read_file", "read_stdin", "human_bytes"]
+__all__ = ["iter_files", "file_uri", "file_path", "read_file", "read_stdin", "human_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +38,12 @@ RuleSets = list[tuple[str, tuple[Pattern, ...]]]
 
 def file_uri(path: str | os.PathLike[str]) -> str:
     """The identity of a local file: ``file://`` + its absolute, normalised path (links kept)."""
-    return "file://" + os.path.abspath(path)
+    return "file://" + os.path.abspath(path).replace("%", "%25").replace("#", "%23")
+
+
+def file_path(uri: str) -> str:
+    """The path a ``file://`` uri (without fragment) names: the inverse of ``file_uri``."""
+    return unquote(uri[len("file://"):] if uri.startswith("file://") else uri)
 
 
 def human_bytes(n: int) -> str:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator, Mapping
-from urllib.parse import urldefrag, urljoin, urlsplit
+from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
 from ..errors import SourceError
 from ..textutil.dates import iso_utc
@@ -50,7 +50,7 @@ from .folder import human_bytes
 from .options import FetchOptions, guess_media_type
 from .state import FeedState
 
-__all__ = ["Response", "fetch_url", "get", "backoff_delay", "is_http_url", "MAX_REDIRECTS"]
+__all__ = ["Response", "fetch_url", "get", "backoff_delay", "is_http_url", "canonical_url", "MAX_REDIRECTS"]
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,28 @@ def _url_source(requested: str, resp: Response, kind: str, extra: dict[str, Any]
         **(extra or {}),
     }
     media_type = resp.media_type or guess_media_type(resp.url.split("?", 1)[0])
-    return Source(uri=resp.url, content=resp.body, media_type=media_type, kind=kind, metadata=meta)
+    return Source(uri=canonical_url(resp.url), content=resp.body, media_type=media_type, kind=kind, metadata=meta)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def canonical_url(url: str) -> str:
+    """One form per URL, a page's identity: scheme and host in lower case, the default port, the
+    fragment and an empty path dropped (``HTTP://Example.COM:80#x`` → ``http://example.com/``)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    try:
+        port = parts.port
+        netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
+    except ValueError:  # a port that is not a number: left as written, in lower case
+        netloc = hostport.lower()
+    netloc = f"{userinfo}@{netloc}" if userinfo else netloc
+    path = parts.path or ("/" if netloc else "")
+    return urlunsplit((scheme, netloc, path, parts.query, ""))
 
 
 # -- one GET --------------------------------------------------------------------------------------

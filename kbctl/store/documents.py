@@ -3,16 +3,22 @@
 A batch of documents is written in one transaction: the old versions (chunks, postings, vocabulary
 counts) are removed and the new ones copied in with binary COPY, so a reader sees either the old or
 the new version of each document, never half of one, and a killed run leaves no orphans.
+
+One document the database refuses (a constraint, an encoding, a value) costs only itself: the
+batch is tried under a savepoint, and when that fails each document is written under its own, so
+the others land and the refused one is returned in ``WriteStats.failed`` with the reason.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
+import psycopg
 from psycopg.types.json import Jsonb
 
 from ..errors import ProfileMismatchError
@@ -21,7 +27,9 @@ from ..types import Document, EmbeddedChunk
 from .namespaces import Namespace
 from .queries import query
 
-__all__ = ["stored_hashes", "cached_vectors", "write_documents", "delete_documents", "stored_uris", "stored_uris_of_source", "source_versions",
+log = logging.getLogger(__name__)
+
+__all__ = ["stored_hashes", "stored_owners", "cached_vectors", "write_documents", "delete_documents", "stored_uris", "stored_uris_of_source", "source_versions",
            "chunk_count_of", "WriteStats"]
 
 _CHUNK_TYPES = [  # the columns of documents/copy_chunks, in order
@@ -30,16 +38,29 @@ _CHUNK_TYPES = [  # the columns of documents/copy_chunks, in order
 ]
 
 
+#: What the database may refuse of one document without the batch being at fault.
+_REFUSED = (psycopg.DataError, psycopg.IntegrityError, ValueError)
+
+
 @dataclass(frozen=True)
 class WriteStats:
+    """Documents and chunks written, old versions replaced, and (uri, error class, reason) of the refused."""
+
     documents: int
     chunks: int
     replaced: int
+    failed: tuple[tuple[str, str, str], ...] = ()
 
 
 def stored_hashes(conn, ns: Namespace, uris: Sequence[str]) -> dict[str, str]:
     """Content hashes of the stored versions of ``uris`` (missing ones are absent)."""
     return dict(conn.execute(query("documents/stored_hashes"), (ns.id, list(uris))).fetchall())
+
+
+def stored_owners(conn, ns: Namespace, uris: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """(content hash, source URI) of the stored versions of ``uris`` (missing ones are absent)."""
+    rows = conn.execute(query("documents/stored_owners"), (ns.id, list(uris)))
+    return {u: (h, s) for u, h, s in rows}
 
 
 def stored_uris(conn, ns: Namespace) -> dict[str, str]:
@@ -82,49 +103,88 @@ def write_documents(
     run_id: int | None = None,
     sources: Mapping[str, tuple[str, str]] | None = None,
 ) -> WriteStats:
-    """Replace the stored versions of these documents with the given ones, atomically.
+    """Replace the stored versions of these documents with the given ones, each atomically.
 
     ``sources`` maps a document URI to its (source URI, source hash), for the unchanged-source check.
+    A document the database refuses is left out (its old version stays) and listed in ``failed``;
+    a child whose parent is refused is left out with it.
     """
     sources = sources or {}
     _check_dimensions(ns, items)
     if not items:
         return WriteStats(0, 0, 0)
-    uris = [d.uri for d, _ in items]
     with conn.transaction():
-        replaced = _delete(conn, ns, uris)
-        doc_ids = _next_ids(conn, "documents", len(items))
-        nchunks = sum(len(c) for _, c in items)
-        chunk_ids = iter(_next_ids(conn, "chunks", nchunks))
-        postings: list[tuple[str, int, float, float]] = []
-        lengths = 0.0
-        with conn.cursor() as cur:
-            with cur.copy(query("documents/copy_documents")) as cp:
-                for (d, chunks), did in zip(items, doc_ids):
-                    su, sh = sources.get(d.uri, (d.uri, ""))
-                    cp.write_row((ns.id, did, d.uri, d.parent_uri, su, sh, d.title, d.source_type, d.content_hash,
-                                  json.dumps(dict(d.metadata), default=str), len(d.text), len(chunks), run_id))
-            with cur.copy(query("documents/copy_chunks")) as cp:
-                cp.set_types(_CHUNK_TYPES)
-                for (d, chunks), did in zip(items, doc_ids):
-                    meta = _chunk_meta_base(d)
-                    tags = meta.get("tags")
-                    tags = tags if isinstance(tags, list) else []
-                    boost = " ".join(str(t) for t in tags)
-                    for ec in chunks:
-                        c = ec.chunk
-                        cid = next(chunk_ids)
-                        own = c.heading_path[-1] if c.heading_path and c.heading_path[-1].strip().lower() != (d.title or "").strip().lower() else ""
+        try:
+            with conn.transaction():  # a savepoint: the whole batch at once, the common case
+                return _write(conn, ns, items, analyzer, title_weight, run_id, sources)
+        except _REFUSED as e:
+            log.info("a batch of %d documents was refused (%s); writing them one by one", len(items), _reason(e))
+        return _one_by_one(conn, ns, items, analyzer, title_weight, run_id, sources)
+
+
+def _one_by_one(conn, ns: Namespace, items, analyzer, title_weight, run_id, sources) -> WriteStats:
+    """Each document under its own savepoint: the refused ones are listed, the others written."""
+    done = [0, 0, 0]
+    failed: list[tuple[str, str, str]] = []
+    lost: set[str] = set()
+    for item in items:
+        d = item[0]
+        if d.parent_uri is not None and d.parent_uri in lost:
+            failed.append((d.uri, "ParentNotStored", f"its parent {d.parent_uri} was not stored"))
+            lost.add(d.uri)
+            continue
+        try:
+            with conn.transaction():
+                s = _write(conn, ns, [item], analyzer, title_weight, run_id, sources)
+        except _REFUSED as e:
+            failed.append((d.uri, type(e).__name__, _reason(e)))
+            lost.add(d.uri)
+            continue
+        done = [done[0] + s.documents, done[1] + s.chunks, done[2] + s.replaced]
+    return WriteStats(done[0], done[1], done[2], failed=tuple(failed))
+
+
+def _reason(e: Exception) -> str:
+    """The first line of what the database (or the driver) said."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _write(conn, ns: Namespace, items, analyzer: Analyzer, title_weight: float, run_id, sources) -> WriteStats:
+    """Write ``items`` inside the caller's transaction: old versions out, new ones copied in."""
+    uris = [d.uri for d, _ in items]
+    replaced = _delete(conn, ns, uris)
+    doc_ids = _next_ids(conn, "documents", len(items))
+    nchunks = sum(len(c) for _, c in items)
+    chunk_ids = iter(_next_ids(conn, "chunks", nchunks))
+    postings: list[tuple[str, int, float, float]] = []
+    lengths = 0.0
+    with conn.cursor() as cur:
+        with cur.copy(query("documents/copy_documents")) as cp:
+            for (d, chunks), did in zip(items, doc_ids):
+                su, sh = sources.get(d.uri, (d.uri, ""))
+                cp.write_row((ns.id, did, d.uri, d.parent_uri, su, sh, d.title, d.source_type, d.content_hash,
+                              json.dumps(dict(d.metadata), default=str), len(d.text), len(chunks), run_id))
+        with cur.copy(query("documents/copy_chunks")) as cp:
+            cp.set_types(_CHUNK_TYPES)
+            for (d, chunks), did in zip(items, doc_ids):
+                meta = _chunk_meta_base(d)
+                tags = meta.get("tags")
+                tags = tags if isinstance(tags, list) else []
+                boost = " ".join(str(t) for t in tags)
+                for ec in chunks:
+                    c = ec.chunk
+                    cid = next(chunk_ids)
+                    own = c.heading_path[-1] if c.heading_path and c.heading_path[-1].strip().lower() != (d.title or "").strip().lower() else ""
                     tf = analyzer.counts(c.text, f"{c.header} {boost}".strip(), title_weight, own_heading=own)
-                        length = float(sum(tf.values()))
-                        lengths += length
-                        postings.extend((t, cid, f, length) for t, f in tf.items())
-                        m = dict(meta, heading_path=list(c.heading_path), page=c.page)
-                        cp.write_row((ns.id, cid, did, c.position, c.text, c.token_count, c.char_start, c.char_end,
-                                      list(c.heading_path), c.page, c.content_hash, Jsonb(m), ns.profile_id,
-                                      ns.dimension, np.asarray(ec.embedding, dtype=np.float32), length))
-            _write_postings(cur, ns, postings)
-        _add_stats(conn, ns, nchunks, lengths)
+                    length = float(sum(tf.values()))
+                    lengths += length
+                    postings.extend((t, cid, f, length) for t, f in tf.items())
+                    m = dict(meta, heading_path=list(c.heading_path), page=c.page)
+                    cp.write_row((ns.id, cid, did, c.position, c.text, c.token_count, c.char_start, c.char_end,
+                                  list(c.heading_path), c.page, c.content_hash, Jsonb(m), ns.profile_id,
+                                  ns.dimension, np.asarray(ec.embedding, dtype=np.float32), length))
+        _write_postings(cur, ns, postings)
+    _add_stats(conn, ns, nchunks, lengths)
     return WriteStats(len(items), nchunks, replaced)
 
 

@@ -158,12 +158,12 @@ def test_every_format_in_the_sample_corpus_ingests(kb):
         " WHERE d.namespace_id = %s AND d.uri = %s ORDER BY c.position", (ns, html)))
     assert "suspen" in text.lower() and "Cookie settings" not in text and "Help Center" not in text
 
-    # Feed entries are documents keyed by their guid (RSS; a bare guid under its feed) or id (Atom).
+    # Feed entries are documents keyed by their feed and their guid (RSS) or id (Atom): <feed uri>#<guid>.
     rss = (SAMPLE / "engineering/releases/releases.rss").as_uri()
     title, meta, _ = docs[rss + "#lumencloud-changelog-sdk-3.14.2"]
     assert title.startswith("Python SDK v3.14.2") and meta["guid"] == "lumencloud-changelog-sdk-3.14.2"
     assert meta["feed_title"] == "Lumen Cloud Changelog"
-    assert "tag:lumencloud.example,2024:agent-1.9.1" in docs
+    assert (SAMPLE / "engineering/releases/lumen-agent.atom").as_uri() + "#tag:lumencloud.example,2024:agent-1.9.1" in docs
     hit = kb.search("v3.14.2", "corpus", mode="lexical").hits[0]
     assert hit.source.endswith("releases.rss") and hit.metadata["uri"] == rss + "#lumencloud-changelog-sdk-3.14.2"
 

@@ -327,7 +327,7 @@ def test_rss_entries_with_guid_uris():
     first, second = extract(src)
     assert first.source_type == "feed"
     assert first.uri == f"{src.uri}#acme-changelog-sdk-3.14.2"  # a bare guid is qualified by its feed
-    assert second.uri == "https://acme.example/changelog/web-2024-10-1"  # no guid: the link
+    assert second.uri == f"{src.uri}#https://acme.example/changelog/web-2024-10-1"  # no guid: the link, under the feed
     assert first.title == "SDK v3.14.2: proxy fix"
     assert [b.text for b in first.blocks] == [
         "Fixes certificate verification behind TLS-intercepting proxies.", "Upgrade with pip."
@@ -341,18 +341,31 @@ def test_rss_entries_with_guid_uris():
     assert_consistent(first)
 
 
-def test_bare_guids_of_two_feeds_never_collide():
+def test_entries_belong_to_their_feed():
     from kbctl.extract.feed import entry_uri
 
-    assert entry_uri("1", None, "https://a.example/feed", 1) != entry_uri("1", None, "https://b.example/feed", 1)
-    assert entry_uri("urn:uuid:1225c695", "https://x/1", "https://a.example/feed", 1) == "urn:uuid:1225c695"
-    assert entry_uri(None, "https://x/1", "https://a.example/feed", 1) == "https://x/1"
-    assert entry_uri(None, None, "https://a.example/feed", 3) == "https://a.example/feed#entry-3"
+    assert entry_uri("1", None, "https://a.example/feed", "h") != entry_uri("1", None, "https://b.example/feed", "h")
+    assert entry_uri("urn:uuid:1225c695", "https://x/1", "https://a.example/feed", "h") == "https://a.example/feed#urn:uuid:1225c695"
+    assert entry_uri(None, "https://x/1", "https://a.example/feed", "h") == "https://a.example/feed#https://x/1"
+    assert entry_uri(None, None, "https://a.example/feed", "sha256:0a1b") == "https://a.example/feed#sha256:0a1b"
+
+
+def test_feed_guids_as_written_and_repeats_suffixed():
+    rss = ('<?xml version="1.0"?><rss version="2.0"><channel><title>F</title>'
+           "<item><guid>1</guid><link>p/1.html</link><description>one</description></item>"
+           "<item><guid>1</guid><description>again</description></item>"
+           "<item><description>no id at all</description></item></channel></rss>")
+    src = mem("https://a.example/feeds/f.rss", rss, "application/rss+xml")
+    first, again, anon = extract(src)
+    assert first.uri == f"{src.uri}#1" and first.metadata["guid"] == "1" and not first.notes  # not resolved to /feeds/1
+    assert first.metadata["link"] == "https://a.example/feeds/p/1.html"
+    assert again.uri == f"{src.uri}#1~2" and again.notes[0][0] == "DuplicateIdWarning"
+    assert anon.uri.startswith(f"{src.uri}#sha256:") and extract(src)[2].uri == anon.uri  # stable
 
 
 def test_atom_entries_content_over_summary():
     first, second = extract(fixture_source("feed.atom"))
-    assert first.uri == "tag:acme.example,2024:agent-1.9.1"
+    assert first.uri.endswith("feed.atom#tag:acme.example,2024:agent-1.9.1")
     assert first.text == "The status page on port 8089 now listens on 127.0.0.1 only.\n\nAll customers on 1.9.0 should upgrade."
     assert first.metadata["published"] == "2024-10-29T11:00:00Z"
     assert first.metadata["author"] == "Lea Fischer" and first.metadata["tags"] == ["security"]
