@@ -17,6 +17,8 @@ never copied into the repository. The store is a dedicated home (``--home``, def
 - ``ingest``:  end-to-end chunks/s vs embedding only, unchanged re-import → docs/benchmarks.md
 - ``cold``:    cold ``kbctl search`` wall time and peak memory per backend decision, and its breakdown
   → docs/benchmarks.md (the sample corpus only: needs no collection)
+- ``memory``:  peak RSS and time of ``kbctl ingest`` on 1–45 MB text files and a 100k-entry feed
+  → docs/benchmarks.md (inputs made at run time: needs no collection)
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO, Env, kbctl, machine, write_section
 
-PARTS = ("quality", "sweep", "parity", "dense", "latency", "ingest", "cold")
+PARTS = ("quality", "sweep", "parity", "dense", "latency", "ingest", "cold", "memory")
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {"quality": ("docs/retrieval-quality.md", "README.md"), "sweep": ("docs/retrieval-quality.md",),
         "parity": ("docs/benchmarks.md",), "dense": ("docs/benchmarks.md",), "latency": ("docs/benchmarks.md",),
-        "ingest": ("docs/benchmarks.md",), "cold": ("docs/benchmarks.md",)}
+        "ingest": ("docs/benchmarks.md",), "cold": ("docs/benchmarks.md",), "memory": ("docs/benchmarks.md",)}
 
 
 def _part(name: str):
@@ -42,11 +44,12 @@ def _part(name: str):
     import dense
     import ingest
     import latency
+    import memory
     import parity
     import quality
 
     return {"quality": quality.run, "sweep": quality.sweep, "parity": parity.run, "dense": dense.run,
-            "latency": latency.run, "ingest": ingest.run, "cold": cold.run}[name]
+            "latency": latency.run, "ingest": ingest.run, "cold": cold.run, "memory": memory.run}[name]
 
 
 def main(argv: list[str] | None = None) -> int:

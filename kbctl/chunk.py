@@ -9,6 +9,11 @@ Every chunk is an exact span of its document's text (``char_start:char_end``) an
 heading path, page and a content hash. Its ``header`` (title and headings) is read by the model
 too, and the whole (header + text + special tokens) never exceeds ``max_tokens``: nothing is
 silently truncated.
+
+Memory stays a small multiple of the document: long paragraphs and sentences are measured and cut
+a bounded stretch of text at a time, never tokenized whole. A document longer than
+``chunk.max_document_chars`` is refused with an ``ExtractError`` ("document too long"), which the
+pipeline records as a failed item: it is not truncated, so nothing is indexed that was not read.
 """
 
 from __future__ import annotations
@@ -19,10 +24,15 @@ from typing import Iterable, Iterator
 
 from .config import Profile
 from .embed.tokens import Tokenizer, get_tokenizer
+from .errors import ExtractError
 from .types import Block, Chunk, Document
 
 __all__ = ["chunk_document", "chunk_documents", "split_sentences"]
 
+# A token is rarely longer than this many characters: a block longer than ``limit`` times this is
+# measured on a prefix, and token windows are cut from pieces this many times ``limit`` long, so a
+# huge paragraph is never tokenized whole (which holds every token's string and offsets at once).
+_CHARS_PER_TOKEN = 16
 _SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}")
 
 
@@ -50,6 +60,7 @@ def chunk_document(doc: Document, profile: Profile, tok: Tokenizer | None = None
     defaults to the profile's embedder.
     """
     tok = tok or get_tokenizer(profile)
+    _check_length(doc, profile.chunk.max_document_chars)
     if profile.chunk.strategy == "semantic":
         return _semantic(doc, profile, tok, embed)
     size = profile.chunk.size
@@ -61,7 +72,7 @@ def chunk_document(doc: Document, profile: Profile, tok: Tokenizer | None = None
         if budget < 8:  # an absurdly long title: drop the header rather than the text
             header, budget = "", profile.max_tokens - tok.special_tokens
         limit = min(size, budget)
-        units = [u for b in blocks for u in _units(doc.text, b, limit, tok)]
+        units = (u for b in blocks for u in _units(doc.text, b, limit, tok))
         for start, end in _pack(units, limit, min(overlap, limit // 2)):
             text = doc.text[start:end]
             chunks.append(
@@ -78,6 +89,15 @@ def chunk_document(doc: Document, profile: Profile, tok: Tokenizer | None = None
                 )
             )
     return chunks
+
+
+def _check_length(doc: Document, limit: int) -> None:
+    """A document longer than ``chunk.max_document_chars`` is refused (recorded as a failed item)."""
+    if len(doc.text) > limit:
+        raise ExtractError(
+            f"document too long: {len(doc.text):,} characters, over the {limit:,} of chunk.max_document_chars",
+            hint="split the file, or raise [profile.chunk] max_document_chars",
+        )
 
 
 def _semantic(doc: Document, profile: Profile, tok: Tokenizer, embed) -> list[Chunk]:
@@ -119,7 +139,7 @@ def _sentence_units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iter
         if n <= limit:
             yield _Unit(s, e, n, False)
         else:
-            for ws, we, wm in _windows(text[s:e], s, limit, tok):
+            for ws, we, wm in _windows(text, s, e, limit, tok):
                 yield _Unit(ws, we, wm, False)
 
 
@@ -146,52 +166,84 @@ def _sections(blocks: tuple[Block, ...]) -> Iterator[tuple[tuple[str, ...], int 
 def _units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:
     """A block as one unit if it fits, else its sentences, else token windows."""
     start, end = block.start, block.start + len(block.text)
-    n = tok.count(block.text)
-    if n <= limit:
+    n = _count_within(tok, block.text, limit)
+    if n is not None:
         yield _Unit(start, end, n, True)
         return
     first = True
-    for s, e in split_sentences(text, start, end):
-        piece = text[s:e]
-        m = tok.count(piece)
-        if m <= limit:
+    for s, e in _sentences(text, start, end):
+        m = _count_within(tok, text[s:e], limit) if e - s <= limit * _CHARS_PER_TOKEN else None
+        if m is not None:
             yield _Unit(s, e, m, first)
         else:
-            for ws, we, wm in _windows(piece, s, limit, tok):
+            for ws, we, wm in _windows(text, s, e, limit, tok):
                 yield _Unit(ws, we, wm, first)
                 first = False
         first = False
 
 
+def _count_within(tok: Tokenizer, text: str, limit: int) -> int | None:
+    """``tok.count(text)`` when it is at most ``limit``, else ``None``; a long text is first measured
+    on a prefix cut at whitespace (tokenizers split at whitespace, so the prefix has no more tokens)."""
+    cap = limit * _CHARS_PER_TOKEN
+    if len(text) > cap:
+        cut = max(text.rfind(" ", 0, cap), text.rfind("\n", 0, cap))
+        if cut > 0 and tok.count(text[:cut]) > limit:
+            return None
+    n = tok.count(text)
+    return n if n <= limit else None
+
+
 def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     """Sentence spans inside ``text[start:end]`` (offsets into ``text``), whitespace trimmed."""
+    return list(_sentences(text, start, end))
+
+
+def _sentences(text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:
+    """``split_sentences`` one span at a time."""
     end = len(text) if end is None else end
-    spans, pos = [], start
+    pos = start
     for m in _SENTENCE_END.finditer(text, start, end):
-        spans.append((pos, m.start()))
+        yield from _trimmed(text, pos, m.start())
         pos = m.end()
-    spans.append((pos, end))
-    out = []
-    for s, e in spans:
-        while s < e and text[s].isspace():
-            s += 1
-        while e > s and text[e - 1].isspace():
-            e -= 1
-        if e > s:
-            out.append((s, e))
-    return out
+    yield from _trimmed(text, pos, end)
 
 
-def _windows(piece: str, offset: int, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, int]]:
-    """Consecutive windows of at most ``limit`` tokens, cut at token boundaries."""
-    spans = tok.spans(piece)
-    for i in range(0, len(spans), limit):
-        w = spans[i : i + limit]
-        s, e = w[0][0], w[-1][1]
-        yield offset + s, offset + e, len(w)
+def _trimmed(text: str, s: int, e: int) -> Iterator[tuple[int, int]]:
+    while s < e and text[s].isspace():
+        s += 1
+    while e > s and text[e - 1].isspace():
+        e -= 1
+    if e > s:
+        yield s, e
 
 
-def _pack(units: list[_Unit], limit: int, overlap: int) -> Iterator[tuple[int, int]]:
+def _windows(text: str, start: int, end: int, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, int]]:
+    """Consecutive windows of ``text[start:end]`` of at most ``limit`` tokens, cut at token boundaries.
+
+    The span is tokenized a stretch of ``limit * _CHARS_PER_TOKEN`` characters at a time (cut at
+    whitespace when there is some); the tokens after the stretch's last full window start the next.
+    """
+    pos, stretch = start, limit * _CHARS_PER_TOKEN
+    while pos < end:
+        stop = end if end - pos <= stretch else _cut(text, pos, pos + stretch)
+        spans = tok.spans(text[pos:stop])
+        if not spans:
+            break
+        whole = len(spans) if stop == end or len(spans) <= limit else len(spans) // limit * limit
+        for i in range(0, whole, limit):
+            w = spans[i : min(i + limit, whole)]
+            yield pos + w[0][0], pos + w[-1][1], len(w)
+        pos = stop if whole == len(spans) else pos + spans[whole][0]
+
+
+def _cut(text: str, start: int, stop: int) -> int:
+    """Where to end a stretch: the last whitespace before ``stop`` (else ``stop``)."""
+    cut = max(text.rfind(" ", start, stop), text.rfind("\n", start, stop))
+    return cut if cut > start else stop
+
+
+def _pack(units: Iterable[_Unit], limit: int, overlap: int) -> Iterator[tuple[int, int]]:
     """Greedy packing of units into spans of at most ``limit`` tokens, with sentence overlap."""
     cur: list[_Unit] = []
     total = 0

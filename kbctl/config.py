@@ -83,6 +83,7 @@ class ChunkSettings:
     overlap: int
     strategy: str
     semantic_threshold: float
+    max_document_chars: int
 
     def _check(self, where: str) -> None:
         _range(where, "chunk.size", self.size, 16)
@@ -91,6 +92,7 @@ class ChunkSettings:
             raise ConfigError(f"{where}: chunk.overlap ({self.overlap}) must be less than chunk.size ({self.size})")
         _one_of(where, "chunk.strategy", self.strategy, CHUNK_STRATEGIES)
         _range(where, "chunk.semantic_threshold", self.semantic_threshold, -1, 1)
+        _range(where, "chunk.max_document_chars", self.max_document_chars, 1)
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,14 @@ import io
 import logging
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Iterable
 from urllib.parse import urljoin
 
 from ..errors import ExtractError
 from ..textutil.dates import iso_datetime
 from ..types import Block, Document, Source, content_hash
 from .base import build_document, split_paragraphs
+from .feed_stream import STREAM_MIN_BYTES, OddFeed, stream_feed
 from .html import html_paragraphs
 
 __all__ = ["extract_feed", "parse_feed_bytes"]
@@ -42,21 +43,36 @@ DUPLICATE_ID = "DuplicateIdWarning"
 
 
 def extract_feed(source: Source) -> list[Document]:
-    """One document per feed entry that has text."""
+    """One document per feed entry that has text.
+
+    A feed of ``STREAM_MIN_BYTES`` or more is read entry by entry (``feed_stream``), so a 100k-entry
+    feed never sits in memory as feedparser's tree; one that reader finds odd goes to feedparser.
+    """
+    if len(source.content) >= STREAM_MIN_BYTES:
+        try:
+            return _documents(stream_feed(source.content), source)
+        except OddFeed as e:
+            log.info("reading %s with feedparser: %s", source.uri, e)
     parsed = parse_feed_bytes(source.content, source.uri, source.media_type)
     entries = parsed.get("entries") or []
     if not entries:
         raise _no_entries(parsed)
     feed_title = (parsed.get("feed") or {}).get("title")
+    return _documents(((feed_title, e) for e in entries), source)
+
+
+def _documents(entries: Iterable[tuple[str | None, Any]], source: Source) -> list[Document]:
+    """The documents of ``(feed title, entry)`` pairs; entries without text are skipped."""
     docs: list[Document] = []
     taken: set[str] = set()
-    for n, entry in enumerate(entries, 1):
+    n = 0
+    for n, (feed_title, entry) in enumerate(entries, 1):
         try:
             docs.append(_unique(_entry_document(entry, n, source, feed_title), n, taken))
         except ExtractError as e:
             log.info("skipping entry %d of %s: %s", n, source.uri, e)
     if not docs:
-        raise ExtractError(f"empty feed (none of its {len(entries)} entries has text)", hint="the feed carries titles only")
+        raise ExtractError(f"empty feed (none of its {n} entries has text)", hint="the feed carries titles only")
     return docs
 
 

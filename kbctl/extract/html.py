@@ -4,8 +4,11 @@ The main content is found by trafilatura (precision favoured, comments left out)
 as navigation, breadcrumbs, sidebars and footers is dropped. It is read as Markdown, so headings
 become ``heading_path``s, code blocks stay whole, and tables stay as Markdown tables; Markdown
 escapes (``E\\_RATE\\_LIMITED``) and bold markers are removed so identifiers stay searchable.
-When trafilatura finds nothing, the whole ``<body>`` (minus scripts, styles, ``nav``,
-``header``, ``footer``, ``aside`` and forms) is taken as paragraphs.
+When trafilatura finds nothing, or the page is over 2 million characters (trafilatura takes minutes
+on those), the whole ``<body>`` (minus scripts, styles, ``nav``, ``header``, ``footer``, ``aside`` and
+forms) is taken as paragraphs, read with lxml without its depth and text-size limits; when even
+that finds no text (a nest deeper than libxml2's 2048 levels), the page's tags are stripped. Either
+fallback is recorded in the ``extract_note`` metadata.
 
 Metadata: ``author``, ``date`` (only a date the page states, never a guess), ``description``,
 ``tags`` (``<meta name="keywords">``, ``article:tag``), ``categories``, ``sitename``,
@@ -40,6 +43,12 @@ _BLOCK_TAGS = (
 )
 _NOISE_TAGS = ("script", "style", "noscript", "template", "head", "svg", "iframe", "object")
 _CHROME_TAGS = ("nav", "header", "footer", "aside", "form")
+# Above this, trafilatura is not tried (it takes minutes on an 8 MB page) and metadata is read from
+# the page's first characters only; the body fallback (lxml, then tag stripping) reads the whole page.
+_LARGE_PAGE_CHARS = 2_000_000
+_NOISE_ELEMENTS = re.compile(r"<(head|script|style|noscript|template)\b.*?</\1\s*>|<!--.*?-->", re.I | re.S)
+_BLOCK_TAG = re.compile(rf"</?(?:{'|'.join(_BLOCK_TAGS)})\b[^>]*>|<br\b[^>]*>", re.I)
+_ANY_TAG = re.compile(r"<[^>]*>")
 _META_KEYS = ("author", "date", "description", "tags", "categories", "sitename", "language")
 
 
@@ -47,13 +56,19 @@ def extract_html(source: Source) -> list[Document]:
     """One HTML page as one document of its main content."""
     markup = decode_html(source.content, source.metadata.get("charset"))
     url = source.uri if source.uri.startswith(("http://", "https://")) else None
-    meta = _page_metadata(markup, url)
-    parts = markdown_blocks(_main_markdown(markup, url) or "")
+    large = len(markup) > _LARGE_PAGE_CHARS
+    meta = _page_metadata(markup[:_LARGE_PAGE_CHARS] if large else markup, url)
+    parts = markdown_blocks((None if large else _main_markdown(markup, url)) or "")
     blocks = [_clean_block(b) for b in parts.blocks]
     fallback_title = parts.first_h1
     if not blocks:
-        log.debug("trafilatura found no main content in %s; using the whole body", source.uri)
         paragraphs, fallback_title = _body_paragraphs(markup)
+        why = f"page too large for trafilatura ({len(markup):,} characters)" if large else "trafilatura found no main content"
+        meta["extract_note"] = f"{why}: the text of the whole <body> (lxml)"
+        if not paragraphs:
+            paragraphs = _stripped_paragraphs(markup)
+            meta["extract_note"] = f"{why}, nor lxml any text: the page's text with its tags stripped"
+        log.info("%s: %s", source.uri, meta["extract_note"])
         blocks = [Block(p) for p in paragraphs]
     title = meta.pop("title", None) or fallback_title or stem_of(source.uri)
     return [build_document(source, title=title, blocks=blocks, source_type="html", metadata=meta)]
@@ -137,7 +152,9 @@ def _parse(markup: str):
 
     markup = re.sub(r"^\s*<\?xml[^>]*\?>", "", markup)  # lxml refuses str with an encoding declaration
     try:
-        return lxml_html.document_fromstring(markup) if markup.strip() else None
+        # huge_tree: no depth limit (a 10k-deep nest) and no 10 MB limit on one text node
+        parser = lxml_html.HTMLParser(huge_tree=True)
+        return lxml_html.document_fromstring(markup, parser=parser) if markup.strip() else None
     except (etree.ParserError, ValueError) as e:  # "Document is empty" and the like
         log.debug("no HTML tree: %s", e)
         return None
@@ -154,8 +171,9 @@ def _paragraphs(root, drop: tuple[str, ...]) -> list[str]:
     """Text of ``root`` split into paragraphs at block elements and ``<br>`` (whitespace collapsed)."""
     for el in list(root.iter(*drop)):
         el.drop_tree()
+    in_pres = {d for p in root.iter("pre") for d in p.iter()}  # not iterancestors: O(depth) per element
     for el in root.iter():
-        in_pre = el.tag == "pre" or any(a.tag == "pre" for a in el.iterancestors())
+        in_pre = el in in_pres
         if isinstance(el.tag, str) and not in_pre:
             el.text = _squash(el.text)
         if not in_pre:
@@ -165,8 +183,36 @@ def _paragraphs(root, drop: tuple[str, ...]) -> list[str]:
         el.tail = "\n\n" + (el.tail or "")
     for el in root.iter("br"):
         el.tail = "\n" + (el.tail or "")
-    text = root.text_content()
+    text = _text_of(root)
     return [p for p in (_tidy(p) for p in re.split(r"\n\s*\n", text)) if p]
+
+
+def _text_of(root) -> str:
+    """``root.text_content()`` without recursion: libxml2's XPath gives nothing for a 10k-deep nest."""
+    parts = [root.text or ""]
+    stack = [(root, iter(root))]
+    while stack:
+        el, children = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            if el is not root and el.tail:
+                parts.append(el.tail)
+        else:
+            if isinstance(child.tag, str) and child.text:  # a comment's text is not text
+                parts.append(child.text)
+            stack.append((child, iter(child)))
+    return "".join(parts)
+
+
+def _stripped_paragraphs(markup: str) -> list[str]:
+    """The last resort: scripts, styles and tags removed, entities decoded, split at block tags."""
+    import html
+
+    text = _NOISE_ELEMENTS.sub(" ", markup)
+    text = _BLOCK_TAG.sub("\n\n", text)
+    text = html.unescape(_ANY_TAG.sub(" ", text))
+    return [p for p in (" ".join(p.split()) for p in re.split(r"\n\s*\n", text)) if p]
 
 
 def _squash(text: str | None) -> str | None:

@@ -9,7 +9,7 @@ Title: the info ``Title``, else the first line of page 1 (when shorter than 120 
 the file's stem.
 
 Errors: a PDF pdfplumber cannot open or read is "corrupt or unreadable PDF"; an encrypted one is
-"encrypted PDF"; one without any text (a scan) says that OCR is not supported.
+"encrypted PDF (password required)"; one without any text (a scan) says that OCR is not supported.
 """
 
 from __future__ import annotations
@@ -69,13 +69,29 @@ def _read(data: bytes) -> tuple[dict[str, Any], list[list[str]]]:
 
 def _pdf_error(e: Exception) -> ExtractError:
     name = type(e).__name__
-    if "Password" in name or "Encrypt" in name:
-        return ExtractError("encrypted PDF (a password is needed to read it)", hint="decrypt it first, e.g. `qpdf --decrypt`")
+    if any("Password" in n or "Encrypt" in n for n in _causes(e)):
+        return ExtractError("encrypted PDF (password required)", hint="decrypt it first, e.g. `qpdf --decrypt`")
     reason = str(e).strip() or name
     return ExtractError(
         f"corrupt or unreadable PDF: {reason[:200]}",
         hint="re-export the PDF or repair it (e.g. `qpdf in.pdf out.pdf`)",
     )
+
+
+def _causes(e: BaseException) -> list[str]:
+    """Class names of ``e``, its causes and its arguments: pdfplumber wraps pdfminer's
+    ``PDFPasswordIncorrect`` in a ``PdfminerException``."""
+    names: list[str] = []
+    seen: set[int] = set()
+    todo: list[object] = [e]
+    while todo:
+        x = todo.pop()
+        if not isinstance(x, BaseException) or id(x) in seen:
+            continue
+        seen.add(id(x))
+        names.append(type(x).__name__)
+        todo += [x.__cause__, x.__context__, *x.args]
+    return names
 
 
 def _page_paragraphs(page) -> list[str]:

@@ -19,7 +19,7 @@ else the file's stem.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 from ..types import Block, Document, Source
 from .base import build_document, decode_text, split_paragraphs, stem_of
@@ -28,6 +28,7 @@ from .frontmatter import split_front_matter
 __all__ = ["extract_text", "extract_markdown", "markdown_blocks", "MarkdownParts"]
 
 _TITLE_MAX = 120
+_FIRST_LINE = re.compile(r"\S[^\n]*")
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
@@ -38,10 +39,11 @@ _NOT_SETEXT_TEXT = re.compile(r"^\s*(?:[-*+>|]|\d+[.)])\s")
 def extract_text(source: Source) -> list[Document]:
     """A plain-text file as one document of paragraphs."""
     text = decode_text(source.content, source.metadata.get("charset"))
-    paragraphs = split_paragraphs(text)
-    first = next((ln.strip() for ln in text.split("\n") if ln.strip()), "")
+    m = _FIRST_LINE.search(text)  # not text.split("\n"): a second copy of a long file
+    first = m.group(0).strip() if m else ""
     title = first if 0 < len(first) < _TITLE_MAX else stem_of(source.uri)
-    blocks = [Block(p) for p in paragraphs]
+    blocks = [Block(p) for p in split_paragraphs(text)]
+    del text  # the decoded whole is not needed once it is in paragraphs: the document joins them again
     return [build_document(source, title=title, blocks=blocks, source_type="text")]
 
 
@@ -133,9 +135,18 @@ def markdown_blocks(text: str) -> MarkdownParts:
     not taken for an empty one.
     """
     s = _Splitter()
-    for line in text.split("\n"):
+    for line in _lines(text):
         s.line(line)
     s.flush()
     if not s.blocks and s.all_headings:
         s.blocks.append(Block("\n".join(s.all_headings)))
     return MarkdownParts(s.blocks, s.first_h1)
+
+
+def _lines(text: str) -> Iterator[str]:
+    """``text.split("\\n")`` one line at a time: a long file's lines are never all held at once."""
+    start = 0
+    while (end := text.find("\n", start)) >= 0:
+        yield text[start:end]
+        start = end + 1
+    yield text[start:]
