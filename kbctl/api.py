@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Sequence
 
 import psycopg
 
+from . import validate
 from .config import Profile, Settings, load_settings
 from .db import Database, register_vector
 from .errors import ConfigError, UsageError, from_psycopg
@@ -77,6 +78,7 @@ class KnowledgeBase:
     """A store plus resolved settings. Holds one connection, opened on first use."""
 
     def __init__(self, settings: Settings) -> None:
+        validate.name("tenant", settings.tenant)  # every namespace name is scoped by it
         self.settings = settings
         self.db = Database(settings)
         self._conn = None
@@ -271,12 +273,13 @@ class KnowledgeBase:
         conn = self.connection()
         nss = [get_namespace(conn, n, self.tenant) for n in names]
         prof = self.profile_for(names[0], profile)
-        opts = SearchOptions(mode=mode, k=k, filters=parse_filters(list(filters)), **options)
+        opts = _search_options(mode=mode, k=k, filters=filters, **options)
         return _read_retried(lambda: run_search(conn, nss, prof, query, opts, side=self._side_connection))
 
     def retriever(self, namespace: str, **defaults: Any) -> Retriever:
         """A search function bound to one namespace; the namespace cannot be changed per call."""
         self.namespace(namespace)  # fail now, not at the first query
+        _search_options(**{k: v for k, v in defaults.items() if k != "profile"})  # and for bad defaults
         return Retriever(self, namespace, dict(defaults))
 
     # -- ledger -------------------------------------------------------------------------------------
@@ -508,6 +511,16 @@ class Retriever:
         return self.kb.search(query, self.namespace, **{**self.defaults, **options})
 
     __call__ = search
+
+
+def _search_options(*, filters: Sequence[str] = (), **options: Any) -> SearchOptions:
+    """Per-query settings from a caller's keywords, each checked (``SearchOptions``); an unknown one is a UsageError."""
+    if isinstance(filters, str):
+        filters = [filters]
+    try:
+        return SearchOptions(filters=parse_filters(list(filters)), **options)
+    except TypeError as e:  # an unknown keyword
+        raise UsageError(f"unknown search option: {e}", hint="see kbctl.search.SearchOptions") from None
 
 
 def open_kb(

@@ -427,6 +427,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 (byte {e.object[e.start]:#04x} at offset {e.start})",
+                          hint="TOML files are UTF-8: save the file as UTF-8") from None
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror}") from None
 

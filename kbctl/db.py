@@ -238,14 +238,10 @@ def _apply(conn, m: Migration) -> bool:
 
     try:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            conn.execute("CREATE SCHEMA IF NOT EXISTS kbctl")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS kbctl.schema_migrations ("
-                " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
-                " applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            row = conn.execute("SELECT checksum FROM kbctl.schema_migrations WHERE version = %s", (m.version,)).fetchone()
+            conn.execute(load_query("migrations/lock"), (MIGRATION_LOCK,))
+            conn.execute(load_query("migrations/create_schema"))
+            conn.execute(load_query("migrations/create_ledger"))
+            row = conn.execute(load_query("migrations/applied_checksum"), (m.version,)).fetchone()
             if row is not None:
                 if row[0] != m.checksum:
                     raise MigrationError(
@@ -254,10 +250,7 @@ def _apply(conn, m: Migration) -> bool:
                     )
                 return False
             conn.execute(m.sql)
-            conn.execute(
-                "INSERT INTO kbctl.schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
-                (m.version, m.name, m.checksum),
-            )
+            conn.execute(load_query("migrations/record"), (m.version, m.name, m.checksum))
             log.info("applied migration %03d-%s", m.version, m.name)
             return True
     except psycopg.errors.InsufficientPrivilege as e:
@@ -270,10 +263,10 @@ def _apply(conn, m: Migration) -> bool:
 
 
 def _applied(conn) -> dict[int, tuple[str, datetime]]:
-    exists = conn.execute("SELECT to_regclass('kbctl.schema_migrations')").fetchone()[0]
+    exists = conn.execute(load_query("migrations/ledger_exists")).fetchone()[0]
     if not exists:
         return {}
-    return {v: (c, t) for v, c, t in conn.execute("SELECT version, checksum, applied_at FROM kbctl.schema_migrations")}
+    return {v: (c, t) for v, c, t in conn.execute(load_query("migrations/applied"))}
 
 
 def _register_vector(conn) -> None:

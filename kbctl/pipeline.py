@@ -10,8 +10,9 @@ enters differs::
     KnowledgeBase.store, kbctl store (NDJSON)   items (embedded)    store → verify
 
 ``run`` takes the namespace lock (not for a plan), opens a run row, streams the stages, records
-the items that failed and closes the row ``ok`` or ``partial``. A run that ends in an exception is
-closed ``failed``; one stopped by Ctrl-C or SIGTERM (at a safe point: ``interrupts``),
+the items that failed, verifies, and closes the row ``ok``, ``partial`` (items failed) or
+``failed_verify`` (verify did not hold: the command exits 3), with verify's report in its counts. A
+run that ends in an exception is closed ``failed``; one stopped by Ctrl-C or SIGTERM (at a safe point: ``interrupts``),
 ``interrupted``; one killed outright (SIGKILL) stays ``running`` until the next run of its
 namespace starts and marks it ``interrupted``. The NDJSON commands ``kbctl extract`` and
 ``kbctl chunk`` call ``extract_source`` and ``chunk_source``, so an item fails the same way, with
@@ -159,10 +160,6 @@ def run(conn, req: IngestRun, *, connect: Callable[[], Any]) -> RunReport:
 
             prepare(req.profile)
         report = _ledgered(conn, req, retried, connect)
-        if req.verify and not opts.plan:
-            from .verify import verify_namespace
-
-            report.verify = verify_namespace(conn, ns, req.profile).to_json()
     return report
 
 
@@ -186,8 +183,29 @@ def _ledgered(conn, req: IngestRun, retried: list[str], connect) -> RunReport:
     if run_id is not None:
         if retried:  # the ledger names sources by URI (file://…), not by the target given
             runs_store.mark_retried(conn, ns, retried)
-        _close(conn, ns, report, "ok" if not report.errors else "partial")
+        _verified(conn, req, report)
+        _close(conn, ns, report, _status(report))
     return report
+
+
+def _verified(conn, req: IngestRun, report: RunReport) -> None:
+    """The verify stage, before the run is closed, so the run's status says what verify found."""
+    if not req.verify:
+        return
+    from .verify import verify_namespace
+
+    try:
+        report.verify = verify_namespace(conn, req.namespace, req.profile).to_json()
+    except BaseException as e:
+        _close_quietly(conn, req.namespace, report, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+        raise
+
+
+def _status(report: RunReport) -> str:
+    """``failed_verify`` when verify failed (the command exits 3), else ``ok``, or ``partial`` with failed items."""
+    if report.verify is not None and not report.verify["ok"]:
+        return "failed_verify"
+    return "ok" if not report.errors else "partial"
 
 
 def _close(conn, ns: Namespace, report: RunReport, status: str) -> None:
@@ -273,14 +291,30 @@ def _drain(q: queue.Queue) -> Iterator:
 
 
 def _unless_stored(conn, ns: Namespace, items: Iterable[Item | ItemError]) -> Iterator:
-    """Items embedded upstream whose source version is stored already become ("unchanged", n)."""
+    """Items embedded upstream whose source version is stored already become ("unchanged", n); one
+    with a vector the store must not hold becomes an ``ItemError`` (nothing of it is stored)."""
     for item in items:
         if isinstance(item, Item):
             known = source_versions(conn, ns, [item.source_uri]).get(item.source_uri)
             if known and known[0] == item.source_hash:
                 yield ("unchanged", len(known[1]))
                 continue
+            bad = _bad_vector(item, ns.dimension)
+            if bad is not None:
+                yield bad
+                continue
         yield item
+
+
+def _bad_vector(item: Item, dimension: int) -> ItemError | None:
+    """The error of an item embedded upstream whose vectors are not finite, non-zero and of ``dimension`` numbers."""
+    from .validate import vector_problem
+
+    for h, v in (item.vectors or {}).items():
+        problem = vector_problem(v, dimension)
+        if problem:
+            return ItemError("store", item.source_uri, "UsageError", f"the vector of chunk {h[:12]} {problem}")
+    return None
 
 
 def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit) -> None:

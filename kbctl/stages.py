@@ -168,6 +168,14 @@ def store_items(records: Iterable[dict[str, Any]], profile: Profile) -> Iterator
     yield from _item(group, profile)
 
 
+def _vector(v: Any) -> Any:
+    """``v`` as float32, or as it came when it is not a list of numbers (the store refuses it, as an ItemError)."""
+    try:
+        return np.asarray(v, dtype=np.float32)
+    except (TypeError, ValueError):
+        return v
+
+
 def _item(group: list[dict[str, Any]], profile: Profile) -> Iterator[Item]:
     if not group:
         return
@@ -176,7 +184,7 @@ def _item(group: list[dict[str, Any]], profile: Profile) -> Iterator[Item]:
     for r in group:
         chunks = tuple(Chunk.from_json(c) for c in r["chunks"])
         for c, v in zip(chunks, r["embeddings"]):
-            vectors[c.content_hash] = np.asarray(v, dtype=np.float32)
+            vectors[c.content_hash] = _vector(v)
         docs.append((Document.from_json(r["document"]), chunks))
     h = source_hash(first["source_sha"], profile)
     yield Item(first["source_uri"], h, first.get("source_kind", "file"), tuple(docs), vectors)

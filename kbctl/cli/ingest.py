@@ -44,12 +44,14 @@ def ingest(
     _summary(report, json_ or not sys.stdout.isatty())
     if report.errors:
         warn(f"{len(report.errors)} item(s) failed; see `kbctl errors -n {namespace}`")
-        if strict:
-            raise typer.Exit(1)
-    if report.verify is not None and not report.verify["ok"]:
-        failed = [c["name"] for c in report.verify["checks"] if not c["ok"]]
+    for w in (report.verify or {}).get("warnings", []):
+        warn(w)
+    if report.verify is not None and not report.verify["ok"]:  # the run is recorded failed_verify
+        failed = [c["name"] for c in report.verify["checks"] if not c["ok"] and c["severity"] == "error"]
         err.print(f"verify failed: {', '.join(failed)}", highlight=False)
         raise typer.Exit(3)
+    if report.errors and strict:
+        raise typer.Exit(1)
 
 
 def _summary(report, as_json: bool) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from .render import print_json, table
-from .state import STATE
+from .state import STATE, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -47,14 +47,17 @@ def errors(
 
 def verify(
     namespace: str = typer.Option(..., "--namespace", "-n", help="Namespace to check."),
-    sample: int = typer.Option(20, "--sample", help="Chunks to test for self-retrieval."),
+    sample: int = typer.Option(20, "--sample", help="Chunks to check for self-retrieval (and HNSW recall)."),
     json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ) -> None:
-    """Check a namespace: counts, orphans, vectors, pin, indexes, self-retrieval. Exit 3 on failure."""
+    """Check a namespace: counts, orphans, vectors, pin, indexes, self-retrieval; HNSW recall warns. Exit 3 on failure."""
     report = STATE.kb().verify(namespace, sample)
     if json_:
         print_json(report.to_json())
     else:
-        table([{"check": c.name, "ok": "ok" if c.ok else "FAIL", "detail": c.detail} for c in report.checks], title=f"verify {namespace}")
+        table([{"check": c.name, "ok": "ok" if c.ok else ("WARN" if c.severity == "warning" else "FAIL"), "detail": c.detail}
+               for c in report.checks], title=f"verify {namespace}")
+    for c in report.warnings:
+        warn(f"{c.name}: {c.detail}")
     if not report.ok:
         raise typer.Exit(3)

@@ -13,6 +13,7 @@ import math
 import re
 
 from ..types import SearchResult
+from ..validate import count
 
 __all__ = ["estimate_tokens", "format_context"]
 
@@ -26,7 +27,8 @@ def estimate_tokens(text: str) -> int:
 
 
 def format_context(result: SearchResult, budget: int) -> str:
-    """The hits as ``[n] citation`` + text blocks, within ``budget`` estimated tokens."""
+    """The hits as ``[n] citation`` + text blocks, within ``budget`` estimated tokens (at least 1)."""
+    count("budget", budget, 1, flag="--budget")
     parts: list[str] = []
     used = 0
     for h in result.hits:

@@ -11,6 +11,9 @@ Syntax (one filter per ``--filter``):
 ``key in a,b`` equal to (or contains) any of the values
 =============  ================================================================
 
+A comparison's number must be finite (``1e999``, ``inf`` and ``nan`` are usage errors, not text);
+an ``in`` list must have values and no empty one (``key in ,`` is a usage error).
+
 Dates: extraction stores datetimes in UTC as ``2024-05-01T12:00:00Z`` and dates as
 ``2024-05-01``, which sort correctly as text. A filter's datetime with an offset is converted to UTC
 the same way, and a bare date means the whole day: ``date<=2024-05-01`` includes
@@ -23,6 +26,7 @@ Keys are any metadata key; ``source_type``, ``path``, ``uri``, ``title``, ``auth
 
 from __future__ import annotations
 
+import math
 import re
 
 from ..errors import UsageError
@@ -31,6 +35,8 @@ from ..types import Filter
 __all__ = ["Filter", "parse_filter", "parse_filters"]
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+# What a comparison reads as a number (``kbctl.store.filters`` compares it as one): it must be finite.
+_NUMERIC = re.compile(r"^[+-]?((\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?|nan|inf|infinity)$", re.IGNORECASE)
 _FORM = re.compile(r"^\s*(?P<key>[^\s=!<>~]+)\s*(?P<op>!=|>=|<=|=|>|<|~|\s+in\s+)\s*(?P<value>.*?)\s*$")
 
 
@@ -46,7 +52,12 @@ def parse_filter(text: str) -> Filter:
     if not _KEY.match(key):
         raise UsageError(f"invalid filter key {key!r}", hint="keys are letters, digits, _ . -")
     if op == "in":
-        return Filter(key, "in", tuple(v.strip() for v in value.split(",") if v.strip()))
+        items = tuple(v.strip() for v in value.split(","))
+        if not all(items):
+            raise UsageError(f"filter {text!r}: an 'in' list needs values, none of them empty", hint="write 'key in a,b,c'")
+        return Filter(key, "in", items)
+    if op in ("<", "<=", ">", ">=") and _NUMERIC.match(value) and not math.isfinite(float(value)):
+        raise UsageError(f"filter {text!r}: {value!r} is not a finite number", hint="compare with a number such as 10, -2.5 or 1e6")
     return Filter(key, op, value)
 
 

@@ -1,5 +1,5 @@
 """The statements behind ``kbctl verify``: counts, orphans, vectors, indexes, lexical statistics and
-the self-retrieval sample of one namespace (``sql/queries/checks``)."""
+the sampled chunks (looked up exactly, and through HNSW for the recall figure) of one namespace (``sql/queries/checks``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .queries import query, template
 
 __all__ = [
     "counts", "orphans", "bad_vectors", "index_names", "lexical_statistics", "lexical_length", "sample_chunks",
-    "self_retrieval",
+    "sample_lookup", "hnsw_found",
 ]
 
 _DIST = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
@@ -57,14 +57,27 @@ def sample_chunks(conn, ns: Namespace, sample: int) -> list[tuple]:
     return conn.execute(query("checks/sample_chunks"), (ns.id, sample)).fetchall()
 
 
-def self_retrieval(conn, ns: Namespace, rows: list[tuple]) -> int:
-    """How many sampled chunks find themselves (or their copy) in the top 3 of an HNSW search."""
-    q = template("checks/self_retrieval", pid=sql.Literal(ns.profile_id), d=sql.Literal(ns.dimension),
+def sample_lookup(conn, ns: Namespace, ids: list[int]) -> dict[int, tuple]:
+    """For each sampled chunk id, looked up exactly (no HNSW): (distance to itself, chunks strictly
+    nearer to its vector, chunks of the namespace with its hash and another vector, lexical length,
+    summed term frequencies of its postings, postings whose document length disagrees)."""
+    q = template("checks/sample_lookup", op=sql.SQL(_DIST[ns.distance]))
+    return {r[0]: tuple(r[1:]) for r in conn.execute(q, (ns.id, ids))}
+
+
+def hnsw_found(conn, ns: Namespace, rows: list[tuple], k: int, *, ef_search: int, max_scan_tuples: int) -> int:
+    """How many sampled chunks (id, hash, vector, distance to itself) an HNSW search for k rows finds,
+    under the settings a search runs with: the chunk itself, a copy (its hash) or a chunk at its
+    own distance (a tie: vectors equal to its own)."""
+    q = template("checks/hnsw_recall", pid=sql.Literal(ns.profile_id), d=sql.Literal(ns.dimension),
                  op=sql.SQL(_DIST[ns.distance]))
     found = 0
     with conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search)))
         conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        for cid, h, emb in rows:
-            top = conn.execute(q, (ns.id, emb)).fetchall()
-            found += any(r[0] == cid or r[1] == h for r in top)
+        conn.execute(sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(max_scan_tuples)))
+        conn.execute("SET LOCAL enable_sort = off")  # as a search: the index, never a sort of the namespace
+        for cid, h, emb, own in rows:
+            top = conn.execute(q, (emb, ns.id, emb, k)).fetchall()
+            found += any(r[0] == cid or r[1] == h or (own is not None and r[2] <= own + 1e-6) for r in top)
     return found

@@ -8,6 +8,7 @@ into SQL; the key is a parameter too.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from psycopg import sql
@@ -17,7 +18,7 @@ from ..types import Filter
 
 __all__ = ["filter_sql"]
 
-_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")  # a comparison's is finite (kbctl.search.filters)
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?P<time>[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?$")
 
 

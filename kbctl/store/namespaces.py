@@ -13,6 +13,7 @@ from typing import Literal, overload
 
 from psycopg import sql
 
+from .. import validate
 from ..config import Profile
 from ..errors import NamespaceNotFound, ProfileMismatchError, UsageError
 from .queries import query, template
@@ -84,7 +85,12 @@ def get_namespace(conn, name: str, tenant: str = ..., *, required: bool) -> Name
 
 
 def get_namespace(conn, name: str, tenant: str = "default", *, required: bool = True) -> Namespace | None:
-    """The namespace ``name`` of ``tenant``; raises NamespaceNotFound when ``required``."""
+    """The namespace ``name`` of ``tenant``; raises NamespaceNotFound when ``required``.
+
+    Every verb of the library finds its namespace here first, so a name that no namespace can have
+    (empty, spaces, a slash: ``validate.name``) is a UsageError here, for every caller.
+    """
+    validate.name("namespace", name)
     row = conn.execute(query("namespaces/get_namespace"), (tenant, name)).fetchone()
     if row is None:
         if required:

@@ -263,7 +263,13 @@ def test_invalid_parameter_is_a_usage_error(run_main, filled, tmp_path, monkeypa
     monkeypatch.setenv("PGOPTIONS", "-c session_preload_libraries=vector")
     cfg = tmp_path / "kbctl.toml"
     cfg.write_text("[profiles.hash-384.hnsw]\nexact_threshold = 0\n")  # take the HNSW path on a tiny namespace
-    rc, _, err = run_main("--config", str(cfg), "search", "refunds", "-n", "docs", "--mode", "dense", "--ef-search", "5000")
+    args = ("--config", str(cfg), "search", "refunds", "-n", "docs", "--mode", "dense", "--ef-search", "5000")
+    rc, _, err = run_main(*args)
+    assert_one_error(rc, err, 2, "--ef-search")  # SearchOptions refuses it before any server sees it
+    from kbctl.search import engine
+
+    monkeypatch.setattr(engine, "_RANGES", tuple(r for r in engine._RANGES if r[0] != "ef_search"))
+    rc, _, err = run_main(*args)
     assert_one_error(rc, err, 2, "hnsw.ef_search")
 
 

@@ -1,0 +1,58 @@
+"""Checks of the values callers hand the library: counts, names and vectors.
+
+Each check runs once, where the library receives the value (``SearchOptions``, ``KnowledgeBase``,
+the store path of items embedded upstream), so the CLI, Python callers and a server share it. A
+bad value is a ``UsageError`` (exit 2) that names the input, its allowed range and what was given.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from .errors import UsageError
+
+__all__ = ["NAME_PATTERN", "count", "name", "vector_problem"]
+
+# The namespaces table's own CHECK; tenants follow it too.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+
+
+def count(what: str, value: Any, lo: int, hi: int | None = None, *, flag: str | None = None) -> int:
+    """``value`` as an int in ``lo..hi``; anything else (a bool, a float, out of range) is a UsageError."""
+    label = f"{what} ({flag})" if flag else what
+    span = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{label} must be a whole number {span}, got {value!r}")
+    if value < lo or (hi is not None and value > hi):
+        raise UsageError(f"{label} must be {'in ' + span if hi is not None else span}, got {value}")
+    return value
+
+
+def name(kind: str, value: Any) -> str:
+    """A tenant or namespace name: a letter or digit first, then letters, digits, ``_ . : -`` (128 at most)."""
+    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+        what = "empty" if value in ("", None) else f"{value!r} is not a valid name"
+        raise UsageError(f"{kind} name: {what}",
+                         hint=f"a {kind} name starts with a letter or digit, then letters, digits, _ . : - (at most 128)")
+    return value
+
+
+def vector_problem(vector: Any, dimension: int) -> str | None:
+    """What is wrong with ``vector`` as a stored embedding of ``dimension`` numbers, or None."""
+    import numpy as np
+
+    try:
+        v = np.asarray(vector, dtype=np.float64)
+    except (TypeError, ValueError):
+        return "is not a list of numbers"
+    if v.ndim != 1 or v.shape[0] != dimension:
+        return f"has {v.shape[0] if v.ndim == 1 else 'a nested list of'} numbers, the profile's dimension is {dimension}"
+    if not np.isfinite(v).all():
+        return "holds NaN or an infinite number"
+    if not v.any():
+        return "is all zeros (it has no direction: no distance to it is defined)"
+    if not math.isfinite(float(np.linalg.norm(v.astype(np.float32)))):
+        return "overflows single precision"
+    return None

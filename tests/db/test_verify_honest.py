@@ -1,0 +1,149 @@
+"""Verify checks the data, not the index's recall: a healthy namespace whose HNSW search misses
+sampled chunks passes with a recall warning (exit 0, ledger ``ok``); a real data problem fails
+(exit 3) and the run ledger says ``failed_verify``.
+
+HNSW misses are forced, not waited for: the ``hash-384-sparse`` profile is ``hash-384``'s embedder
+with the sparsest graph pgvector builds (m = 2, ef_construction = 4) searched with ef_search = 1
+and max_scan_tuples = 1, and its documents are replaced a few times. Its own query prefix gives it
+its own fingerprint, so its index is built with those settings.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+import kbctl
+
+SPARSE = """
+[profiles.hash-384-sparse]
+embedder = "hash"
+model = "hash"
+dimension = 384
+query_prefix = "verify-honest: "
+
+[profiles.hash-384-sparse.hnsw]
+m = 2
+ef_construction = 4
+ef_search = 1
+max_scan_tuples = 1
+"""
+
+
+@pytest.fixture
+def config(tmp_path):
+    p = tmp_path / "kbctl.toml"
+    p.write_text(SPARSE)
+    return p
+
+
+@pytest.fixture
+def sparse(kb_home, tenant, config):
+    k = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384-sparse", config=config)
+    yield k
+    k.close()
+
+
+@pytest.fixture
+def run_main(kb_home, tenant, config, capsys):
+    from kbctl.cli.main import main
+    from kbctl.cli.state import STATE
+
+    def run(*args):
+        STATE._kb = None
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as ex:
+            main(["--home", str(kb_home), "--tenant", tenant, "--config", str(config), "--profile", "hash-384-sparse", *args])
+        STATE._kb = None
+        out, err = capsys.readouterr()
+        return ex.value.code, out, err
+
+    yield run
+    STATE._kb = None
+
+
+def _corpus(path, seed: int, n: int = 150):
+    rnd = random.Random(seed)
+    words = [f"w{i}" for i in range(300)]
+    path.mkdir(exist_ok=True)
+    for i in range(n):
+        paras = ("\n\n".join(" ".join(rnd.choice(words) for _ in range(20)) for _ in range(2)))
+        (path / f"d{i}.md").write_text(f"# Doc {i}\n\n{paras}\n")
+    return path
+
+
+@pytest.fixture
+def replaced(sparse, tmp_path):
+    """A namespace whose documents were all replaced twice; its HNSW search misses some sampled chunks."""
+    corpus = tmp_path / "corpus"
+    for seed in range(3):
+        _corpus(corpus, seed)
+        sparse.ingest([str(corpus)], namespace="rep", verify=False)
+    return corpus
+
+
+def _check(report: dict, name: str) -> dict:
+    return next(c for c in report["checks"] if c["name"] == name)
+
+
+def test_hnsw_misses_are_a_recall_warning_not_a_failure(sparse, replaced, run_main):
+    (replaced / "d0.md").write_text("# Doc 0\n\nA replacement, verified on the way in.\n")
+    report = sparse.ingest([str(replaced)], namespace="rep")
+    v = report.verify
+    assert v["ok"], v
+    assert _check(v, "self-retrieval")["ok"], v
+    recall = _check(v, "hnsw-recall")
+    assert not recall["ok"] and recall["severity"] == "warning", v
+    assert v["recall"]["hnsw"] < v["recall"]["threshold"] and v["recall"]["ef_search"] == 1, v
+    assert sparse.runs("rep")[0]["status"] == "ok"
+
+    code, out, err = run_main("verify", "-n", "rep", "--json")
+    assert code == 0, err
+    assert json.loads(out)["ok"] and "recall" in err
+
+    code, out, err = run_main("ingest", str(replaced), "-n", "rep", "--json")
+    assert code == 0, err
+    code, out, _ = run_main("runs", "-n", "rep", "--json")
+    assert json.loads(out)[0]["status"] == "ok"
+
+
+def _twin_chunk(kb, namespace: str) -> int:
+    """A chunk whose content hash another chunk of the namespace shares (verify samples all of them here)."""
+    ns = kb.namespace(namespace)
+    return kb.connection().execute(
+        "SELECT min(id) FROM kbctl.chunks WHERE namespace_id = %s GROUP BY content_hash HAVING count(*) > 1 LIMIT 1",
+        (ns.id,)).fetchone()[0]
+
+
+DAMAGE = {
+    "postings": "DELETE FROM kbctl.lexical_postings WHERE namespace_id = %(ns)s AND chunk_id = %(id)s",
+    "zero vector": "UPDATE kbctl.chunks SET embedding = array_fill(0, ARRAY[384])::vector WHERE namespace_id = %(ns)s AND id = %(id)s",
+    "another vector": "UPDATE kbctl.chunks SET embedding = (SELECT embedding FROM kbctl.chunks WHERE namespace_id = %(ns)s"
+                      " AND content_hash <> (SELECT content_hash FROM kbctl.chunks WHERE namespace_id = %(ns)s AND id = %(id)s)"
+                      " LIMIT 1) WHERE namespace_id = %(ns)s AND id = %(id)s",
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_real_data_problem_fails_and_the_ledger_says_so(sparse, tmp_path, run_main, damage):
+    name = "bad_" + damage.replace(" ", "_")  # the parameters share a tenant (its name is cut at 40 characters)
+    corpus = _corpus(tmp_path / "c", 7, n=12)
+    (corpus / "twin.md").write_text((corpus / "d0.md").read_text())  # d0's chunk, stored twice
+    sparse.ingest([str(corpus)], namespace=name, verify=False)
+    code, out, err = run_main("verify", "-n", name, "--json")
+    assert code == 0, out
+    ns = sparse.namespace(name)
+    sparse.connection().execute(DAMAGE[damage], {"ns": ns.id, "id": _twin_chunk(sparse, name)})
+
+    code, out, err = run_main("verify", "-n", name, "--json", "--sample", "1000")
+    assert code == 3, (out, err)
+    assert not _check(json.loads(out), "self-retrieval")["ok"], out
+
+    (corpus / "new.md").write_text("# New\n\nOne more document.\n")
+    code, out, err = run_main("ingest", str(corpus), "-n", name, "--json")
+    assert code == 3, err
+    code, out, _ = run_main("runs", "-n", name, "--json")
+    latest = json.loads(out)[0]
+    assert latest["status"] == "failed_verify" and latest["counts"]["verify"]["ok"] is False, latest

@@ -1,0 +1,209 @@
+"""Every input checked once, where the library receives it: a bad value is a UsageError (exit 2)
+saying what is wrong, through ``KnowledgeBase`` and through the CLI's ``main`` alike; never a
+traceback, an empty result with exit 0, or a value PostgreSQL silently ignores."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kbctl.config import load_settings
+from kbctl.errors import ConfigError, UsageError
+from kbctl.search import parse_filters
+from kbctl.types import Filter
+
+DOCS = {
+    "a": {"refunds.md": "# Refunds\n\nRefunds are processed within 5 business days.\n",
+          "invoices.md": "---\nauthor: Ann\nprice: 12\n---\n# Invoices\n\nInvoices are issued monthly.\n"},
+    "b": {"secret.md": "---\nauthor: Bob\nprice: 3\n---\n# Secret\n\nRefunds and invoices of another team.\n"},
+}
+
+
+@pytest.fixture
+def two(kb, tmp_path):
+    """Two namespaces of one tenant, ``a`` and ``b``."""
+    for ns, files in DOCS.items():
+        d = tmp_path / ns
+        d.mkdir()
+        for name, text in files.items():
+            (d / name).write_text(text)
+        kb.ingest([str(d)], namespace=ns, verify=False)
+    return kb
+
+
+@pytest.fixture
+def run_main(kb_home, tenant, capsys):
+    """The CLI's main() in this process: (exit code, stdout, stderr)."""
+    from kbctl.cli.main import main
+    from kbctl.cli.state import STATE
+
+    def run(*args, tenant_=tenant):
+        STATE._kb = None
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as ex:
+            main(["--home", str(kb_home), "--tenant", tenant_, "--profile", "hash-384", *args])
+        STATE._kb = None
+        out, err = capsys.readouterr()
+        return ex.value.code, out, err
+
+    yield run
+    STATE._kb = None
+
+
+def _usage(run, *args, **kw) -> str:
+    code, out, err = run(*args, **kw)
+    assert code == 2, (code, out, err)
+    assert "Traceback" not in err and err.startswith("error: "), err
+    return err
+
+
+# -- search options --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("options, what", [
+    ({"k": -5}, "k"), ({"k": 0}, "k"), ({"k": 1001}, "k"), ({"per_doc": -1}, "per_doc"),
+    ({"candidates": 0}, "candidates"), ({"ef_search": 0}, "ef_search"), ({"ef_search": 1001}, "ef_search"),
+    ({"k": True}, "k"), ({"k": 2.5}, "k"),
+])
+def test_search_options_out_of_range_are_usage_errors(two, options, what):
+    with pytest.raises(UsageError, match=what):
+        two.search("refunds", "a", **options)
+
+
+def test_retriever_defaults_are_checked_when_it_is_made(two):
+    with pytest.raises(UsageError, match="k"):
+        two.retriever("a", k=-3)
+    with pytest.raises(UsageError, match="k"):
+        two.retriever("a").search("refunds", k=0)
+
+
+@pytest.mark.parametrize("args, what", [
+    (("-k", "-5"), "k"), (("-k", "0"), "k"), (("--per-doc", "-1"), "per-doc"),
+    (("--ef-search", "1001"), "ef-search"), (("--format", "context", "--budget", "0"), "budget"),
+])
+def test_search_options_through_the_cli(two, run_main, args, what):
+    assert what in _usage(run_main, "search", "refunds", "-n", "a", *args)
+
+
+def test_budget(two):
+    res = two.search("refunds", "a")
+    with pytest.raises(UsageError, match="budget"):
+        two.context(res, -1)
+
+
+# -- names -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["", " ", "a b", "-x", "x" * 200, "a/b", "ä"])
+def test_namespace_names(kb, tmp_path, name):
+    with pytest.raises(UsageError, match="namespace"):
+        kb.search("refunds", name)
+    (tmp_path / "a.md").write_text("hello")
+    with pytest.raises(UsageError, match="namespace"):
+        kb.ingest([str(tmp_path / "a.md")], namespace=name)
+
+
+def test_empty_tenant(kb_home, run_main):
+    import kbctl
+
+    with pytest.raises(UsageError, match="tenant"):
+        kbctl.open(home=kb_home, tenant="", profile="hash-384").search("x", "a")
+    with pytest.raises(UsageError, match="tenant"):
+        kbctl.open(home=kb_home, tenant="a b", profile="hash-384").namespaces()
+    assert "tenant" in _usage(run_main, "search", "refunds", "-n", "a", tenant_="")
+
+
+# -- filters ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["author in ,", "author in a,,b", "author in  , ", "price<=1e999", "price>-1e999",
+                                  "price>=nan", "price<inf", "price<=-Infinity"])
+def test_bad_filters(two, run_main, text):
+    with pytest.raises(UsageError):
+        parse_filters([text])
+    with pytest.raises(UsageError):
+        two.search("refunds", "a", filters=[text])
+    _usage(run_main, "search", "refunds", "-n", "a", "--filter", text)
+
+
+def test_exponent_numbers_compare_as_numbers(two):
+    assert [h.title for h in two.search("", "a", filters=["price>=1.1e1"]).hits] == ["Invoices"]
+    assert [h.title for h in two.search("", "a", filters=["price<1e1"]).hits] == []
+
+
+# -- configuration ---------------------------------------------------------------------------------
+
+
+def test_config_not_utf8(tmp_path, run_main):
+    bad = tmp_path / "kbctl.toml"
+    bad.write_bytes(b"[defaults]\ntenant = \"caf\xe9\"\n")
+    with pytest.raises(ConfigError, match="UTF-8"):
+        load_settings(bad)
+    assert "UTF-8" in _usage(run_main, "--config", str(bad), "namespaces")
+
+
+# -- vectors given to kbctl store ------------------------------------------------------------------
+
+
+def _embedded(kb, tmp_path) -> list[dict]:
+    (tmp_path / "v").mkdir()
+    for i in range(4):
+        (tmp_path / "v" / f"d{i}.md").write_text(f"# Doc {i}\n\nText number {i} about refunds.\n")
+    lines = [json.dumps(r) for r in kb.fetch_records([str(tmp_path / "v")])]
+    lines = [json.dumps(r) for r in kb.extract_records(lines)]
+    lines = [json.dumps(r) for r in kb.chunk_records(lines, profile="hash-384")]
+    return list(kb.embed_records(lines, profile="hash-384"))
+
+
+BAD_VECTORS = {"nan": lambda v: [math.nan, *v[1:]], "inf": lambda v: [math.inf, *v[1:]], "zero": lambda v: [0.0] * len(v),
+               "dimension": lambda v: v[:-1]}
+
+
+def test_bad_vectors_are_item_errors(kb, tmp_path):
+    records = _embedded(kb, tmp_path)
+    for rec, bad in zip(records, BAD_VECTORS.values()):
+        rec["embeddings"] = [bad(v) for v in rec["embeddings"]]
+    report = kb.store_records([json.dumps(r, allow_nan=True) for r in records], "vec")
+    assert report.documents["failed"] == 4 and report.documents["new"] == 0
+    assert {e.stage for e in report.errors} == {"store"}
+    assert kb.namespaces()[0]["chunks"] == 0
+    assert len(kb.errors("vec")) == 4
+
+
+def test_bad_vectors_through_the_cli(kb, tmp_path, run_main, monkeypatch):
+    import io
+
+    records = _embedded(kb, tmp_path)
+    records[0]["embeddings"] = [[0.0] * len(v) for v in records[0]["embeddings"]]
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(json.dumps(r) + "\n" for r in records)))
+    code, out, err = run_main("store", "-n", "vec")
+    assert code == 0 and "Traceback" not in err, err
+    report = json.loads(out)
+    assert report["documents"]["failed"] == 1 and report["documents"]["new"] == 3, report
+    assert "zero" in report["errors"][0]["message"]
+
+
+# -- any filter expression: typed filters or a UsageError, and never another namespace's hits ------
+
+TOKENS = ["author", "price", "tags", "date", "a.b", "=", "!=", ">=", "<=", ">", "<", "~", " in ", ",", "'", '"', " ",
+          "1", "-2", "3.5", "1e999", "-1e999", "1e3", "inf", "nan", "Infinity", "Ann", "Bob", "2024-01-01", "2024-02-30", "%", "_"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.sampled_from(TOKENS), min_size=1, max_size=6).map("".join), min_size=1, max_size=2))
+def test_filters_parse_or_refuse_and_stay_in_their_namespace(two, texts):
+    try:
+        filters = parse_filters(texts)
+    except UsageError:
+        return
+    assert all(isinstance(f, Filter) for f in filters)
+    for query in ("", "refunds invoices"):
+        try:
+            res = two.search(query, "a", filters=texts)
+        except UsageError:
+            continue
+        assert all(h.namespace == "a" for h in res.hits), (texts, res.hits)
