@@ -407,6 +407,140 @@ class KnowledgeBase:
         """The connection URL (the embedded server is started when there is no DSN)."""
         return self.db.dsn()
 
+    # -- the agent surface (kbctl serve, kbctl mcp) -----------------------------------------------
+
+    def document(self, doc_id: int, namespaces: Sequence[str], *, around_chunk: int | None = None, window: int = 2,
+                 principal: Principal | None = None) -> dict:
+        """Document ``doc_id`` if it is in one of ``namespaces`` and ``principal`` may view it: its fields
+        and its chunks (all of them, or ``window`` on each side of chunk ``around_chunk``).
+
+        Anything else (no such document, another namespace, withheld by its ACL, a chunk not of this
+        document) is the same ``UsageError`` ("… is not available"), so a caller learns nothing of it.
+        """
+        from .store.reading import chunk_position, document_chunks, document_row
+
+        validate.count("window", window, 0, 50)
+        conn = self.connection()
+        nss = {n.id: n for n in (get_namespace(conn, name, self.tenant, required=False) for name in namespaces) if n}
+        row = document_row(conn, int(doc_id), list(nss)) if nss else None
+        if row is None or not self._gate(list(nss.values()), principal, False).allows(row["namespace_id"], row["acl"]):
+            raise _unavailable("document", doc_id)
+        lo, hi = 0, max(row["chunk_count"], 1)
+        if around_chunk is not None:
+            pos = chunk_position(conn, row["namespace_id"], row["id"], int(around_chunk))
+            if pos is None:
+                raise _unavailable("chunk", around_chunk)
+            lo, hi = max(pos - window, 0), pos + window
+        chunks = document_chunks(conn, row["namespace_id"], row["id"], lo, hi)
+        doc = {k: v for k, v in row.items() if k not in ("namespace_id", "acl")}
+        return {**doc, "doc_id": doc.pop("id"), "chunks": chunks}
+
+    def namespace_names(self) -> list[str]:
+        """This tenant's namespace names (without the counts ``namespaces`` reads)."""
+        from .store.reading import namespace_names
+
+        return namespace_names(self.connection(), self.tenant)
+
+    def passage_vectors(self, hits: Sequence[Any]) -> dict[tuple[str, int], Any]:
+        """The stored vector of each hit's chunk, keyed by (namespace name, chunk id) (for MMR)."""
+        from .store.search import feedback_vectors
+
+        conn = self.connection()
+        ids = {n: get_namespace(conn, n, self.tenant).id for n in {h.namespace for h in hits}}
+        names = {v: k for k, v in ids.items()}
+        vecs = feedback_vectors(conn, [(ids[h.namespace], h.chunk_id) for h in hits])
+        return {(names[a], b): v for (a, b), v in vecs.items()}
+
+    def create_agent_token(self, agent: str) -> str:
+        """A new bearer token for ``[agents.AGENT]`` (stored hashed: it is shown only now)."""
+        import secrets
+
+        from .store.agents import create_token
+
+        if agent not in self.settings.data.get("agents", {}):
+            raise ConfigError(f"no agent {agent!r} is configured", hint=f"add [agents.{agent}] to kbctl.toml")
+        token = "kb_" + secrets.token_urlsafe(32)
+        create_token(self.connection(), self.tenant, agent, token)
+        return token
+
+    def revoke_agent_tokens(self, agent: str) -> int:
+        """Revoke every token of ``agent``; how many were valid."""
+        from .store.agents import revoke_tokens
+
+        return revoke_tokens(self.connection(), self.tenant, agent)
+
+    def agent_of_token(self, token: str) -> tuple[str, str] | None:
+        """(tenant, agent) of a valid bearer token, else None."""
+        from .store.agents import agent_of_token
+
+        return agent_of_token(self.connection(), token)
+
+    def log_query(self, agent: str, tool: str, result: SearchResult) -> int:
+        """Log a query of ``agent`` and the documents it returned (``[server] log_queries``); its id."""
+        from .store.agents import log_query
+
+        conn = self.connection()
+        ids = {n: get_namespace(conn, n, self.tenant).id for n in result.namespaces}
+        docs = list(dict.fromkeys((ids[h.namespace], h.doc_id) for h in result.hits))
+        return log_query(conn, self.tenant, agent, tool, list(ids.values()), result.query, docs)
+
+    def record_feedback(self, agent: str, query_id: int, doc_id: int, useful: bool) -> None:
+        """Judge a document a logged query of ``agent`` returned; any other pair is ``_unavailable``."""
+        from .store.agents import logged_query, record_feedback
+
+        logged = logged_query(self.connection(), int(query_id), self.tenant, agent)
+        if logged is None:
+            raise _unavailable("query", query_id)
+        owners = [ns for ns, d in logged[1] if d == int(doc_id)]
+        if not owners:
+            raise _unavailable("document", doc_id)
+        record_feedback(self.connection(), int(query_id), owners[0], int(doc_id), bool(useful))
+
+    def import_feedback(self, namespace: str, path: str | Path) -> int:
+        """Write the judged queries over ``namespace`` as a golden JSONL eval dataset (``kbctl eval
+        run`` reads it); how many queries. A query with no useful document is left out."""
+        import json
+
+        from .store.agents import judged_queries
+
+        queries: dict[int, dict] = {}
+        for qid, text, uri, useful in judged_queries(self.connection(), self.namespace(namespace).id):
+            q = queries.setdefault(qid, {"id": f"fb{qid}", "query": text, "namespace": namespace, "relevant": {}})
+            q["relevant"][uri] = 1 if useful else 0
+        keep = [q for q in queries.values() if any(g > 0 for g in q["relevant"].values())]
+        Path(path).write_text("".join(json.dumps(q, sort_keys=True) + "\n" for q in keep))
+        return len(keep)
+
+    def stats(self) -> dict:
+        """Ingest figures of this tenant from the run ledger (what ``/metrics`` exports, without a server)."""
+        from .store.reading import ledger_stats
+
+        rows = ledger_stats(self.connection(), self.tenant)
+        totals = {k: sum(r[k] for r in rows) for k in ("runs", "documents", "chunks", "errors")}
+        return {"tenant": self.tenant, "totals": totals, "namespaces": rows}
+
+    def serve(self, *, host: str | None = None, port: int | None = None) -> None:
+        """Run ``kbctl serve``: MCP over streamable HTTP at /mcp, the JSON API, /healthz and /metrics
+        (``kbctl.server``), until SIGTERM or Ctrl-C; requests in flight are drained first."""
+        from .server import serve_http
+
+        serve_http(self.settings, KnowledgeBase, host=host, port=port)
+
+    def serve_stdio(self, agent: str | None = None) -> None:
+        """Run ``kbctl mcp``: MCP over stdin/stdout, scoped to ``[agents.AGENT]`` when given."""
+        from .server import serve_stdio
+
+        serve_stdio(self.settings, KnowledgeBase, agent)
+
+    def search_via_server(self, query: str, namespace: str | Sequence[str], **options: Any) -> SearchResult:
+        """``search``, answered by the running server at ``[server] url`` when there is one (a warm
+        process: no model load), else (none configured, unreachable, or options it does not take)
+        in this process."""
+        from .server.client import forward_search
+
+        result = forward_search(self.settings, query, namespace, options)
+        return result if result is not None else self.search(query, namespace, **options)
+
     # -- evaluation --------------------------------------------------------------------------------
 
     def import_beir(self, path: str | Path, namespace: str, *, profile: str | None = None,
@@ -511,6 +645,11 @@ class Retriever:
         return self.kb.search(query, self.namespace, **{**self.defaults, **options})
 
     __call__ = search
+
+
+def _unavailable(kind: str, ident: Any) -> UsageError:
+    """The one answer for what does not exist and what the caller may not see (nothing tells them apart)."""
+    return UsageError(f"{kind} {ident!r} is not available")
 
 
 def _search_options(*, filters: Sequence[str] = (), **options: Any) -> SearchOptions:

@@ -52,6 +52,7 @@ ENV_KEYS = {
     "KBCTL_TENANT": ("defaults", "tenant"),
     "KBCTL_PROFILE": ("defaults", "profile"),
     "KBCTL_MODEL_CACHE": ("models", "cache_dir"),
+    "KBCTL_SERVER": ("server", "url"),
 }
 
 
@@ -446,11 +447,14 @@ def _validate(layer: Mapping[str, Any], defaults: Mapping[str, Any], where: str,
         if prefix == "namespaces.":
             _validate_namespace(dotted, value, where)
             continue
+        if prefix == "agents.":
+            _validate_agent(dotted, value, where)
+            continue
         if key not in defaults:
             hint = _suggest(key, defaults)
             raise ConfigError(f"{where}: unknown key '{dotted}'", hint=hint or "see `kbctl config show`")
         expected = defaults[key]
-        if dotted in ("profiles", "namespaces"):
+        if dotted in ("profiles", "namespaces", "agents"):
             if not isinstance(value, dict):
                 raise ConfigError(f"{where}: [{dotted}] must be a table")
             _validate(value, defaults, where, f"{dotted}.")
@@ -470,6 +474,27 @@ def _validate_namespace(dotted: str, value: Any, where: str) -> None:
             raise ConfigError(f"{where}: unknown key '{dotted}.{k}'", hint=_suggest(k, NAMESPACE_KEYS))
         if not isinstance(v, NAMESPACE_KEYS[k]):
             raise ConfigError(f"{where}: '{dotted}.{k}' must be a string")
+
+_TYPE_NAMES = {str: "string", list: "list", bool: "boolean", int: "whole number"}
+
+# ``[agents.NAME]``: what an agent reaching kbctl through ``kbctl mcp`` / ``kbctl serve`` may use
+# (``kbctl.server.agents``): its namespaces and tools (empty: all), default k and token budget
+# (0: the server's), the tenant it searches (empty: the server's) and who it searches as.
+AGENT_KEYS: dict[str, type] = {"namespaces": list, "tools": list, "k": int, "budget": int, "tenant": str,
+                               "principal": str, "groups": list, "description": str}
+
+
+def _validate_agent(dotted: str, value: Any, where: str) -> None:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: [{dotted}] must be a table")
+    for k, v in value.items():
+        if k not in AGENT_KEYS:
+            raise ConfigError(f"{where}: unknown key '{dotted}.{k}'", hint=_suggest(k, AGENT_KEYS))
+        want = AGENT_KEYS[k]
+        if not isinstance(v, want) or (want is int and isinstance(v, bool)) or (
+                isinstance(v, list) and not all(isinstance(x, str) for x in v)):
+            raise ConfigError(f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[want]}{' of strings' if want is list else ''}")
+
 
 
 def _same_type(expected: Any, value: Any) -> bool:

@@ -31,6 +31,16 @@ def import_(
              f" {d['failed']} failed; {c['embedded']} chunks embedded, {c['reused']} reused; {report.seconds:.1f}s")
 
 
+@app.command("import-feedback")
+def import_feedback(
+    namespace: str = typer.Option(..., "--namespace", "-n", help="Namespace whose judged queries to export."),
+    out: Path = typer.Option(..., "--out", "-o", help="Golden JSONL file to write (kbctl eval run reads it)."),
+) -> None:
+    """Turn the queries agents judged (record_feedback) into a golden eval dataset."""
+    n = STATE.kb().import_feedback(namespace, out)
+    info(f"wrote {n} judged queries to {out}")
+
+
 @app.command("run")
 def run(
     dataset: Path = typer.Argument(..., help="A BEIR folder, or a golden JSONL file (query, namespace, relevant)."),

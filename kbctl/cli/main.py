@@ -8,7 +8,7 @@ import warnings
 
 import typer
 
-from . import config_cmd, evals, ingest, namespaces, runs, search, stages
+from . import config_cmd, evals, ingest, namespaces, runs, search, serve, stages
 from . import db as db_cmd
 from .state import STATE, err, setup_logging
 
@@ -44,6 +44,7 @@ search.register(app)
 namespaces.register(app)
 runs.register(app)
 stages.register(app)
+serve.register(app)
 app.add_typer(db_cmd.app, name="db")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(evals.app, name="eval")

@@ -31,7 +31,7 @@ def search(
 ) -> None:
     """Search one namespace (or several, listed explicitly)."""
     kb = STATE.kb()
-    result = kb.search(query, namespace, mode=mode, k=k, filters=filter, per_doc=per_doc, fusion=fusion, rerank=rerank, explain=explain,
+    result = kb.search_via_server(query, namespace, mode=mode, k=k, filters=filter, per_doc=per_doc, fusion=fusion, rerank=rerank, explain=explain,
                        ef_search=ef_search, prf=prf)
     for note in result.notes:
         warn(note) if result.degraded else (None if STATE.quiet else typer.echo(f"note: {note}", err=True))

@@ -1,0 +1,56 @@
+"""``kbctl mcp``, ``kbctl serve``, ``kbctl agents`` and ``kbctl stats``: the agent surface."""
+
+from __future__ import annotations
+
+import typer
+
+from .render import print_json, table
+from .state import STATE, info
+
+agents_app = typer.Typer(help="Agents that reach kbctl through kbctl mcp / kbctl serve ([agents.NAME]).", no_args_is_help=True)
+token_app = typer.Typer(help="Bearer tokens of agents (stored hashed).", no_args_is_help=True)
+agents_app.add_typer(token_app, name="token")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mcp")(mcp)
+    app.command("serve")(serve)
+    app.command("stats")(stats)
+    app.add_typer(agents_app, name="agents")
+
+
+def mcp(agent: str | None = typer.Option(None, "--agent", "-a", help="Expose only this [agents.NAME]'s tools and namespaces.")) -> None:
+    """Serve MCP over stdin/stdout (for an MCP client that starts kbctl itself)."""
+    STATE.kb().serve_stdio(agent)
+
+
+def serve(
+    host: str | None = typer.Option(None, "--host", help="Address to listen on (default: server.host, 127.0.0.1)."),
+    port: int | None = typer.Option(None, "--port", help="Port (default: server.port, 8765)."),
+) -> None:
+    """Serve MCP over streamable HTTP at /mcp, the JSON API under /v1, /healthz and /metrics."""
+    STATE.kb().serve(host=host, port=port)
+
+
+@token_app.command("create")
+def token_create(name: str = typer.Argument(..., help="An agent configured as [agents.NAME].")) -> None:
+    """Create a bearer token for an agent and print it (once: only its hash is kept)."""
+    token = STATE.kb().create_agent_token(name)
+    info(f"token for agent {name!r} (shown once; send it as 'Authorization: Bearer <token>'):")
+    typer.echo(token)
+
+
+@token_app.command("revoke")
+def token_revoke(name: str = typer.Argument(..., help="The agent whose tokens to revoke.")) -> None:
+    """Revoke every token of an agent."""
+    info(f"revoked {STATE.kb().revoke_agent_tokens(name)} token(s) of {name!r}")
+
+
+def stats(json_: bool = typer.Option(False, "--json", help="One JSON object on stdout.")) -> None:
+    """Ingest figures from the run ledger (the figures /metrics exports), without a server."""
+    s = STATE.kb().stats()
+    if json_:
+        print_json(s)
+        return
+    table([{"namespace": r["name"], "runs": r["runs"], "documents": r["documents"], "chunks": r["chunks"],
+            "errors": r["errors"]} for r in s["namespaces"]], title=f"tenant {s['tenant']}")

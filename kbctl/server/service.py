@@ -1,0 +1,125 @@
+"""The warm process behind ``kbctl serve`` and ``kbctl mcp``: knowledge bases opened once and reused.
+
+Each request borrows a ``KnowledgeBase`` (its own database connections) from a pool of
+``[server] workers`` per tenant; the query embedder is loaded once per process (``kbctl.embed``
+caches it), before the first request. A request whose client went away is cancelled where it
+stands: waiting for a connection, it never starts; running, its statements are cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+import logging
+import queue
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+from ..config import Settings
+from ..errors import KbctlError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Service", "Cancel", "CANCEL", "Cancelled"]
+
+
+class Cancelled(KbctlError):
+    """The client went away before its request finished."""
+
+
+class Cancel:
+    """A request's cancel handle: set by the HTTP layer when the client disconnects."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self.kb: Any = None
+        self._lock = threading.Lock()
+
+    def attach(self, kb: Any) -> None:
+        with self._lock:
+            if self.cancelled and kb is not None:
+                raise Cancelled("the client went away")
+            self.kb = kb
+
+    def cancel(self) -> None:
+        """Stop the request: statements running on its connections are cancelled by the server."""
+        with self._lock:
+            self.cancelled = True
+            kb = self.kb
+        if kb is not None:
+            for conn in (kb._conn, *kb._sides.values()):
+                if conn is not None and not conn.closed:
+                    with contextlib.suppress(Exception):
+                        conn.cancel_safe(timeout=2)
+
+
+CANCEL: contextvars.ContextVar[Cancel | None] = contextvars.ContextVar("kbctl_cancel", default=None)
+
+
+class Service:
+    """Pools of knowledge bases (one per tenant) over one set of settings."""
+
+    def __init__(self, settings: Settings, open_kb: Callable[[Settings], Any]) -> None:
+        self.settings, self.open_kb = settings, open_kb  # KnowledgeBase (passed in: kbctl.api imports this package)
+        self.server = settings.data["server"]
+        self.workers = int(self.server["workers"])
+        self._pools: dict[str, queue.LifoQueue] = {}
+        self._made: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.model_load_seconds: dict[str, float] = {}
+
+    def settings_for(self, tenant: str | None) -> Settings:
+        if not tenant or tenant == self.settings.tenant:
+            return self.settings
+        data = copy.deepcopy(dict(self.settings.data))
+        data["defaults"]["tenant"] = tenant
+        return Settings(data=data, sources=self.settings.sources)
+
+    @contextlib.contextmanager
+    def kb(self, tenant: str | None = None) -> Iterator[Any]:
+        """Borrow a knowledge base of ``tenant`` (the server's by default) for one request."""
+        tenant = tenant or self.settings.tenant
+        pool = self._pool(tenant)
+        try:
+            kb = pool.get_nowait()
+        except queue.Empty:
+            kb = self._make(tenant) or pool.get()
+        cancel = CANCEL.get()
+        try:
+            if cancel is not None:
+                cancel.attach(kb)
+            yield kb
+        finally:
+            if cancel is not None:
+                cancel.attach(None)
+            pool.put(kb)
+
+    def _pool(self, tenant: str) -> queue.LifoQueue:
+        with self._lock:
+            return self._pools.setdefault(tenant, queue.LifoQueue())
+
+    def _make(self, tenant: str) -> Any:
+        with self._lock:
+            if self._made.get(tenant, 0) >= self.workers:
+                return None
+            self._made[tenant] = self._made.get(tenant, 0) + 1
+        return self.open_kb(self.settings_for(tenant))
+
+    def warm(self) -> None:
+        """Connect once and load the default profile's query embedder (timed for /metrics)."""
+        from ..embed import get_embedder
+
+        with self.kb() as kb:
+            kb.namespaces()
+            prof = kb.settings.profile()
+        t0 = time.perf_counter()
+        get_embedder(prof, purpose="query").embed_query("warm up")
+        self.model_load_seconds[prof.name] = time.perf_counter() - t0
+        log.info("profile %s query embedder ready in %.2f s", prof.name, self.model_load_seconds[prof.name])
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            while not pool.empty():
+                pool.get_nowait().close()

@@ -1,0 +1,135 @@
+"""``kbctl serve`` over 127.0.0.1 with httpx: every endpoint, auth, limits and SIGTERM draining."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import pytest
+
+from .conftest import free_port, start_server, stop
+
+
+def post(served, path, body, agent="ops", **kw):
+    return httpx.post(served.url + path, json=body, headers=served.headers(agent), timeout=30, **kw)
+
+
+def get(served, path, agent="ops", **kw):
+    return httpx.get(served.url + path, headers=served.headers(agent), timeout=30, **kw)
+
+
+def test_search_returns_passages_with_citations(served):
+    r = post(served, "/v1/search", {"query": "how long do refunds take", "namespaces": ["billing_kb"], "k": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert 1 <= len(body["passages"]) <= 3 and body["query_id"] > 0
+    p = body["passages"][0]
+    assert {"citation", "doc_id", "chunk_id", "text", "namespace"} <= set(p) and p["namespace"] == "billing_kb"
+
+
+def test_search_context_fits_the_budget(served):
+    r = post(served, "/v1/search", {"query": "refund", "namespaces": ["billing_kb"], "budget": 120})
+    assert r.status_code == 200, r.text
+    from kbctl.search.context import estimate_tokens
+
+    assert r.json()["context"].startswith("[1] ") and estimate_tokens(r.json()["context"]) <= 120
+    assert r.json()["citations"]
+
+
+def test_paging_and_snippets(served):
+    first = post(served, "/v1/search", {"query": "payment", "namespaces": ["billing_kb"], "k": 6, "limit": 2, "snippets": True}).json()
+    assert len(first["passages"]) == 2 and first["next_cursor"] == "2"
+    second = post(served, "/v1/search", {"query": "payment", "namespaces": ["billing_kb"], "k": 6, "limit": 2, "cursor": "2"}).json()
+    assert [p["rank"] for p in second["passages"]] == [3, 4]
+
+
+def test_raw_search_is_a_search_result(served):
+    r = post(served, "/v1/search", {"raw": True, "query": "refund", "namespaces": ["billing_kb"], "k": 2, "options": {"mode": "lexical"}})
+    assert r.status_code == 200, r.text
+    assert r.json()["mode"] == "lexical" and len(r.json()["hits"]) == 2
+
+
+def test_verify_research_document_and_feedback(served):
+    v = post(served, "/v1/tools/verify_claim", {"claim": "Refunds go back to the original payment method", "namespaces": ["billing_kb"]})
+    assert v.status_code == 200, v.text
+    ev = v.json()["evidence"][0]["signals"]
+    assert set(ev) >= {"dense_similarity", "key_terms_found", "lane_agreement"} and isinstance(v.json()["evidence_found"], bool)
+    res = post(served, "/v1/tools/research_topic", {"topic": "failed payments", "namespaces": ["billing_kb"], "budget": 800})
+    assert res.status_code == 200, res.text
+    assert res.json()["documents"] and "sub_queries" in res.json()
+    s = post(served, "/v1/search", {"query": "refund", "namespaces": ["billing_kb"], "k": 2}).json()
+    hit = s["passages"][0]
+    d = get(served, f"/v1/documents/{hit['doc_id']}", params={"around_chunk": hit["chunk_id"], "window": 1})
+    assert d.status_code == 200, d.text
+    assert hit["chunk_id"] in [c["chunk_id"] for c in d.json()["chunks"]] and len(d.json()["chunks"]) <= 3
+    f = post(served, "/v1/feedback", {"query_id": s["query_id"], "doc_id": hit["doc_id"], "useful": True})
+    assert f.status_code == 200 and f.json()["recorded"]
+    assert post(served, "/v1/feedback", {"query_id": s["query_id"], "doc_id": 999999, "useful": True}).status_code == 400
+
+
+def test_namespaces_health_and_metrics(served):
+    assert {n["name"] for n in get(served, "/v1/namespaces").json()["namespaces"]} == {"billing_kb", "technical_kb"}
+    assert httpx.get(served.url + "/healthz").json()["ok"] is True
+    post(served, "/v1/search", {"query": "refund", "namespaces": ["billing_kb"]})
+    m = httpx.get(served.url + "/metrics").text
+    assert 'kbctl_request_seconds_bucket{le="0.005",mode=' in m or "kbctl_request_seconds_bucket" in m
+    assert 'kbctl_documents{namespace="billing_kb"}' in m and "kbctl_model_load_seconds" in m
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic abc"}])
+def test_requests_without_a_valid_token_are_refused(served, headers):
+    for method, path in (("post", "/v1/search"), ("get", "/v1/namespaces"), ("post", "/mcp")):
+        r = getattr(httpx, method)(served.url + path, headers=headers, **({"json": {"query": "x"}} if method == "post" else {}))
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize(("body", "fragment"), [
+    ({"query": "x" * 501}, "longer than 500"),
+    ({"query": "x", "k": 51}, "at most 50"),
+    ({"query": "x", "budget": 6001}, "at most 6000"),
+    ({"query": "x", "k": "many"}, "invalid arguments: k"),
+    ({"query": "x", "bogus": 1}, "bogus"),
+    ({}, "query"),
+])
+def test_limits_are_4xx_with_a_message(served, body, fragment):
+    r = post(served, "/v1/search", body)
+    assert 400 <= r.status_code < 500 and fragment in r.json()["error"], r.text
+
+
+def test_body_size_and_malformed_json(served):
+    r = httpx.post(served.url + "/v1/search", content=b'{"query": "' + b"x" * 9000 + b'"}', headers=served.headers("ops"))
+    assert r.status_code == 413 and "8192" in r.json()["error"]
+    r = httpx.post(served.url + "/v1/search", content=b"{not json", headers=served.headers("ops"))
+    assert r.status_code == 400 and "JSON" in r.json()["error"]
+
+
+def test_a_tool_outside_the_agents_tools_is_unavailable(served):
+    a = post(served, "/v1/tools/verify_claim", {"claim": "x"}, agent="reader")
+    b = post(served, "/v1/tools/no_such_tool", {"claim": "x"}, agent="reader")
+    assert a.status_code == b.status_code == 404
+    assert a.json()["error"].replace("verify_claim", "T") == b.json()["error"].replace("no_such_tool", "T")
+
+
+def test_sigterm_drains_requests_in_flight(served, kb_home):
+    port = free_port()
+    proc = start_server(kb_home, served.tenant, served.config, port)
+    url = f"http://127.0.0.1:{port}/v1/tools/research_topic"
+    results: list[int] = []
+
+    def call():
+        r = httpx.post(url, json={"topic": "payments and invoices", "budget": 3000}, headers=served.headers("ops"), timeout=60)
+        results.append(r.status_code)
+
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for t in threads:
+        t.start()
+    import time
+
+    time.sleep(0.15)
+    stop(proc)
+    for t in threads:
+        t.join(60)
+    assert proc.returncode in (0, -15)  # uvicorn re-raises SIGTERM once it has drained
+    assert results and all(s == 200 for s in results), results  # started before SIGTERM: all answered
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)

@@ -1,0 +1,69 @@
+"""An agent scoped to billing_kb cannot reach technical_kb through any tool, filter, document id or
+feedback call, and no answer tells whether what it asked for exists."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+
+def call(served, path, body=None, agent="billing", method="post", **kw):
+    fn = getattr(httpx, method)
+    kwargs = {"json": body} if method == "post" else {}
+    return fn(served.url + path, headers=served.headers(agent), timeout=30, **kwargs, **kw)
+
+
+def _same(a: httpx.Response, b: httpx.Response, x: str, y: str) -> None:
+    assert a.status_code == b.status_code and 400 <= a.status_code < 500
+    assert a.json()["error"].replace(x, "?") == b.json()["error"].replace(y, "?")
+
+
+@pytest.mark.parametrize("tool,args", [
+    ("/v1/search", {"query": "deploy"}),
+    ("/v1/tools/search_knowledge", {"query": "deploy"}),
+    ("/v1/tools/verify_claim", {"claim": "deploy"}),
+    ("/v1/tools/research_topic", {"topic": "deploy"}),
+])
+def test_no_search_tool_reaches_another_namespace(served, tool, args):
+    existing = call(served, tool, {**args, "namespaces": ["technical_kb"]})
+    missing = call(served, tool, {**args, "namespaces": ["no_such_kb"]})
+    _same(existing, missing, "technical_kb", "no_such_kb")
+    assert "not available" in existing.json()["error"]
+    raw = call(served, "/v1/search", {"raw": True, "query": "deploy", "namespaces": ["technical_kb"]})
+    _same(raw, missing, "technical_kb", "no_such_kb")
+
+
+def test_default_scope_and_listing_show_only_its_namespace(served):
+    names = [n["name"] for n in call(served, "/v1/namespaces", method="get").json()["namespaces"]]
+    assert names == ["billing_kb"]
+    hits = call(served, "/v1/search", {"query": "deploy rollback kubernetes", "k": 20}).json()["passages"]
+    assert hits and {h["namespace"] for h in hits} == {"billing_kb"}
+
+
+def test_filters_cannot_widen_the_scope(served):
+    for f in (["namespace=technical_kb"], ["uri~"], ["tenant=default"]):
+        r = call(served, "/v1/search", {"query": "deploy", "filters": f, "k": 20})
+        assert r.status_code in (200, 400), r.text
+        if r.status_code == 200:
+            assert {h["namespace"] for h in r.json()["passages"]} <= {"billing_kb"}
+
+
+def test_documents_of_another_namespace_look_like_missing_ones(served):
+    tech = call(served, "/v1/search", {"query": "deploy", "namespaces": ["technical_kb"], "k": 1}, agent="ops").json()["passages"][0]
+    billing = call(served, "/v1/search", {"query": "refund", "k": 1}).json()["passages"][0]
+    other = call(served, f"/v1/documents/{tech['doc_id']}", method="get")
+    missing = call(served, "/v1/documents/987654321", method="get")
+    _same(other, missing, str(tech["doc_id"]), "987654321")
+    around = call(served, f"/v1/documents/{billing['doc_id']}", method="get", params={"around_chunk": tech["chunk_id"]})
+    assert around.status_code == 400 and "not available" in around.json()["error"]
+
+
+def test_feedback_cannot_touch_another_agents_query_or_namespace(served):
+    ops = call(served, "/v1/search", {"query": "deploy", "namespaces": ["technical_kb"], "k": 1}, agent="ops").json()
+    mine = call(served, "/v1/search", {"query": "refund", "k": 1}).json()
+    others_query = call(served, "/v1/feedback", {"query_id": ops["query_id"], "doc_id": ops["passages"][0]["doc_id"], "useful": True})
+    no_query = call(served, "/v1/feedback", {"query_id": 99999999, "doc_id": ops["passages"][0]["doc_id"], "useful": True})
+    _same(others_query, no_query, str(ops["query_id"]), "99999999")
+    tech_doc = call(served, "/v1/feedback", {"query_id": mine["query_id"], "doc_id": ops["passages"][0]["doc_id"], "useful": True})
+    no_doc = call(served, "/v1/feedback", {"query_id": mine["query_id"], "doc_id": 987654321, "useful": True})
+    _same(tech_doc, no_doc, str(ops["passages"][0]["doc_id"]), "987654321")
