@@ -19,8 +19,10 @@ import statistics
 import subprocess
 import time
 
-from common import KBCTL, Env, md_table, percentile, save_json
+from common import KBCTL, Env, md_table, save_json
 from scale import config_file, make_scaled
+
+from kbctl.evals.metrics import percentile
 
 # "hybrid+prf": hybrid search with pseudo-relevance feedback (prf = "hybrid"): a second round of
 # both lanes after the first, so its cost is the feedback step's.

@@ -17,17 +17,21 @@ from pathlib import Path
 from common import Env, kbctl, md_table, results_dir, save_json
 
 COLLECTIONS = ("scifact", "cranfield", "cisi")
-MODES = ("lexical", "dense", "hybrid")
+# "prf": hybrid with pseudo-relevance feedback (prf = "hybrid"), the documented quality mode.
+MODES = ("lexical", "dense", "hybrid", "prf")
 
 # nDCG@10 references on the same files: published figures and the reference tools measured on this
 # machine (bm25s, exact MiniLM, RRF k=60 over each lane's top 100; /work/shared/evaldata/README.md).
 REFERENCE = {
     "scifact": {"lexical": "0.665 (BEIR) / 0.679 (Anserini) / 0.676 (bm25s)", "dense": "0.645 (MTEB, ref. exact)",
-                "hybrid": "0.714 (plain RRF)"},
-    "cranfield": {"lexical": "0.352 (bm25s)", "dense": "0.382 (ref. exact)", "hybrid": "0.413 (plain RRF)"},
-    "cisi": {"lexical": "–", "dense": "–", "hybrid": "–"},
+                "hybrid": "0.714 (plain RRF)", "prf": "–"},
+    "cranfield": {"lexical": "0.352 (bm25s)", "dense": "0.382 (ref. exact)", "hybrid": "0.413 (plain RRF)", "prf": "–"},
+    "cisi": {"lexical": "–", "dense": "–", "hybrid": "–", "prf": "–"},
 }
-TARGET = {"scifact": 0.714, "cranfield": 0.413}
+TARGET = {"scifact": 0.74, "cranfield": 0.43}
+# Held out (not used to choose): hybrid must not fall below the RRF default it replaced (RRF k = 30
+# measured 0.4622 on the same store; the table before the change said 0.463).
+HELD_OUT = {"cisi": 0.4622}
 
 
 def import_collection(env: Env, name: str) -> dict:
@@ -72,14 +76,20 @@ def run(env: Env) -> str:
                          "nDCG@10": x["ndcg@10"], "R@10": x["recall@10"], "R@100": x["recall@100"],
                          "MRR@10": x["mrr@10"], "p50 ms": x["latency_ms_p50"], "p95 ms": x["latency_ms_p95"],
                          "reference nDCG@10": REFERENCE[name][m]})
+        h, p = metrics["hybrid"]["ndcg@10"], metrics["prf"]["ndcg@10"]
         if name in TARGET:
-            h, lx, d = (metrics[m]["ndcg@10"] for m in ("hybrid", "lexical", "dense"))
-            ok = h > lx and h > d and h >= TARGET[name]
-            verdicts.append(f"- {name}: hybrid {h:.3f} vs lexical {lx:.3f}, dense {d:.3f}, plain-RRF reference"
-                            f" {TARGET[name]:.3f} → {'**met**' if ok else '**missed**'}")
+            lx, d = metrics["lexical"]["ndcg@10"], metrics["dense"]["ndcg@10"]
+            verdicts.append(f"- {name}: hybrid (default) {h:.3f} → {'**met**' if h >= TARGET[name] else '**missed**'},"
+                            f" prf (quality mode) {p:.3f} → {'**met**' if p >= TARGET[name] else '**missed**'}"
+                            f" (target {TARGET[name]:.2f}; lexical {lx:.3f}, dense {d:.3f})")
+        if name in HELD_OUT:
+            verdicts.append(f"- {name} (held out): hybrid {h:.4f}, prf {p:.4f}, not below {HELD_OUT[name]:.4f} →"
+                            f" hybrid {'**met**' if h >= HELD_OUT[name] else '**missed**'},"
+                            f" prf {'**met**' if p >= HELD_OUT[name] else '**missed**'}")
     table = md_table(rows, ["collection", "mode", "queries", "nDCG@10", "R@10", "R@100", "MRR@10", "p50 ms", "p95 ms",
                             "reference nDCG@10"])
-    body = table + "\nTarget (hybrid beats both lanes and reaches the plain-RRF reference):\n\n" + "\n".join(verdicts) + "\n"
+    body = table + ("\nTargets (nDCG@10 of hybrid, the default, or of prf, the quality mode; CISI not below the"
+                    " previous default):\n\n") + "\n".join(verdicts) + "\n"
     print(body)
     return body
 

@@ -45,7 +45,7 @@ def import_feedback(
 def run(
     dataset: Path = typer.Argument(..., help="A BEIR folder, or a golden JSONL file (query, namespace, relevant)."),
     namespace: str | None = typer.Option(None, "--namespace", "-n", help="Namespace (golden queries carry their own)."),
-    modes: str = typer.Option("lexical,dense,hybrid", "--modes", help="Comma list of lexical, dense, hybrid, rerank."),
+    modes: str = typer.Option("lexical,dense,hybrid", "--modes", help="Comma list of lexical, dense, hybrid, rerank, prf (hybrid with pseudo-relevance feedback)."),
     k: int = typer.Option(10, "-k", help="Cut-off for P@k."),
     depth: int = typer.Option(100, "--depth", help="Documents retrieved per query (for Recall@100, MAP)."),
     split: str = typer.Option("test", "--split", help="qrels split for BEIR: test | train | dev."),

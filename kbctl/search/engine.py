@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -274,7 +275,7 @@ def _shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
     """
     out: list[tuple[Any, float]] = []
     per: dict[tuple, int] = {}
-    seen = _ShingleIndex()
+    seen = _ShingleIndex(dedupe)
     exact: set[int] = set()
     for key, score in fused:
         if limit is not None and len(out) >= limit:
@@ -291,7 +292,7 @@ def _shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
             if same in exact:
                 continue
             sh = _shingles(words)
-            if seen.has_near_duplicate(sh, dedupe):
+            if seen.has_near_duplicate(sh):
                 continue
             exact.add(same)
             seen.add(sh)
@@ -304,30 +305,36 @@ _W = re.compile(r"\w+")
 
 
 class _ShingleIndex:
-    """The shingle sets kept so far, with an inverted index (shingle → sets holding it), so that a
-    new set is compared only with the sets it shares a shingle with: their intersection sizes come
-    from one pass over its shingles, and the Jaccard test is exact. Checking 100 hits pairwise cost
-    ~5,000 set intersections per query (tens of ms in the eval's depth-100 searches)."""
+    """The shingle sets kept so far, indexed by their prefixes (prefix filtering): a set's prefix is
+    its ``|s| − ⌈t·|s|⌉ + 1`` smallest hashes, and two sets with Jaccard ≥ t always share a prefix
+    element (J ≥ t implies |a ∩ b| ≥ t·max(|a|, |b|)). So a new set is compared, exactly, only with
+    the kept sets that share one; about 10 index entries per set at t = 0.9 instead of every pair.
+    Comparing 100 hits pairwise cost ~5,000 set intersections per query, the largest part of an
+    eval's depth-100 search."""
 
-    def __init__(self) -> None:
-        self.sizes: list[int] = []
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self.sets: list[frozenset[int]] = []
         self.index: dict[int, list[int]] = {}
+        self._last: tuple[frozenset[int], list[int]] = (frozenset(), [])
 
-    def has_near_duplicate(self, sh: frozenset[int], threshold: float) -> bool:
+    def _prefix(self, sh: frozenset[int]) -> list[int]:
+        n = len(sh)
+        return sorted(sh)[: max(1, n - math.ceil(self.threshold * n) + 1)]
+
+    def has_near_duplicate(self, sh: frozenset[int]) -> bool:
         if not sh:
             return False
-        common: dict[int, int] = {}
-        for s in sh:
-            for i in self.index.get(s, ()):
-                common[i] = common.get(i, 0) + 1
-        la = len(sh)
-        return any(inter >= threshold * (la + self.sizes[i] - inter) for i, inter in common.items())
+        self._last = (sh, self._prefix(sh))
+        candidates = {i for h in self._last[1] for i in self.index.get(h, ())}
+        return any(_near_duplicate(sh, self.sets[i], self.threshold) for i in candidates)
 
     def add(self, sh: frozenset[int]) -> None:
-        i = len(self.sizes)
-        self.sizes.append(len(sh))
-        for s in sh:
-            self.index.setdefault(s, []).append(i)
+        i = len(self.sets)
+        self.sets.append(sh)
+        prefix = self._last[1] if self._last[0] is sh else self._prefix(sh)
+        for h in prefix:
+            self.index.setdefault(h, []).append(i)
 
 
 def _shingles(text: str | list[str]) -> frozenset[int]:
