@@ -32,11 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO, Env, kbctl, machine, write_section
 
-PARTS = ("quality", "sweep", "parity", "dense", "latency", "ingest", "cold", "memory")
+PARTS = ("quality", "sweep", "parity", "dense", "latency", "ingest", "cold", "memory", "serve")
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {"quality": ("docs/retrieval-quality.md", "README.md"), "sweep": ("docs/retrieval-quality.md",),
         "parity": ("docs/benchmarks.md",), "dense": ("docs/benchmarks.md",), "latency": ("docs/benchmarks.md",),
-        "ingest": ("docs/benchmarks.md",), "cold": ("docs/benchmarks.md",), "memory": ("docs/benchmarks.md",)}
+        "ingest": ("docs/benchmarks.md",), "cold": ("docs/benchmarks.md",), "memory": ("docs/benchmarks.md",),
+        "serve": ("docs/benchmarks.md",)}
 
 
 def _part(name: str):
@@ -47,9 +48,11 @@ def _part(name: str):
     import memory
     import parity
     import quality
+    import serve
 
     return {"quality": quality.run, "sweep": quality.sweep, "parity": parity.run, "dense": dense.run,
-            "latency": latency.run, "ingest": ingest.run, "cold": cold.run, "memory": memory.run}[name]
+            "latency": latency.run, "ingest": ingest.run, "cold": cold.run, "memory": memory.run,
+            "serve": serve.run}[name]
 
 
 def main(argv: list[str] | None = None) -> int:

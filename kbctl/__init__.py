@@ -38,6 +38,7 @@ __all__ = [
     "ItemError",
     "Hit",
     "SearchResult",
+    "Principal",
     "KbctlError",
 ]
 
@@ -53,6 +54,7 @@ _LAZY = {
     "Chunk": "kbctl.types",
     "EmbeddedChunk": "kbctl.types",
     "ItemError": "kbctl.types",
+    "Principal": "kbctl.types",
     "Hit": "kbctl.types",
     "SearchResult": "kbctl.types",
     "KbctlError": "kbctl.errors",

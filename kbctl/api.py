@@ -26,9 +26,10 @@ from .errors import ConfigError, UsageError, from_psycopg
 from .search import SearchOptions, parse_filters, run_search
 from .store import Namespace, delete_namespace, ensure_namespace, get_namespace, list_namespaces, rebind_namespace
 from .store import runs as runs_store
-from .types import ItemError, SearchResult
+from .types import ItemError, Principal, SearchResult
 
 if TYPE_CHECKING:  # the ingest pipeline is imported when ingesting: a search does not load it
+    from .acl import Gate
     from .db import Migration
     from .evaluate import EvalRun
     from .pipeline import Item, Progress, RunReport
@@ -206,7 +207,8 @@ class KnowledgeBase:
             ns = ensure_namespace(conn, namespace, self.tenant, prof)
         opts = IngestOptions(tuple(include), tuple(exclude), sync, plan, no_wait, follow_links)
         req = IngestRun(ns, prof, targets=tuple(targets), options=opts, fetch_options=fetch_opts, stdin=stdin,
-                        feed_state=_DbFeedState, retry_failed=retry_failed, verify=verify, progress=progress)
+                        feed_state=_DbFeedState, retry_failed=retry_failed, verify=verify, progress=progress,
+                        acl=self._acl_policy(namespace))
         return run(conn, req, connect=self.db.connect)
 
     def ingest_records(
@@ -218,7 +220,7 @@ class KnowledgeBase:
         verify: bool = True,
         progress: Progress | None = None,
     ) -> RunReport:
-        """Ingest records ``{"id", "title", "text", "metadata"}`` (a BEIR corpus, a JSONL export).
+        """Ingest records ``{"id", "title", "text", "metadata"[, "acl"]}`` (a BEIR corpus, a JSONL export).
 
         Each record is a document keyed by its ``id`` and goes through the normal pipeline, so a
         re-import is incremental too.
@@ -228,7 +230,8 @@ class KnowledgeBase:
         conn = self.connection()
         prof = self.profile_for(namespace, profile)
         ns = ensure_namespace(conn, namespace, self.tenant, prof)
-        req = IngestRun(ns, prof, targets=("records",), sources=_record_sources(records), verify=verify, progress=progress)
+        req = IngestRun(ns, prof, targets=("records",), sources=_record_sources(records), verify=verify, progress=progress,
+                        acl=self._acl_policy(namespace))
         return run(conn, req, connect=self.db.connect)
 
     def store(
@@ -250,7 +253,8 @@ class KnowledgeBase:
         conn = self.connection()
         prof = self.profile_for(namespace, profile)
         ns = ensure_namespace(conn, namespace, self.tenant, prof)
-        req = IngestRun(ns, prof, items=items, command="store", verify=verify, progress=progress)
+        req = IngestRun(ns, prof, items=items, command="store", verify=verify, progress=progress,
+                        acl=self._acl_policy(namespace))
         return run(conn, req, connect=self.db.connect)
 
     # -- search -------------------------------------------------------------------------------------
@@ -264,9 +268,17 @@ class KnowledgeBase:
         mode: str = "auto",
         k: int | None = None,
         filters: Sequence[str] = (),
+        principal: Principal | None = None,
+        unrestricted: bool = False,
         **options: Any,
     ) -> SearchResult:
-        """Search one namespace, or several listed explicitly (they must share a profile)."""
+        """Search one namespace, or several listed explicitly (they must share a profile).
+
+        ``principal`` is who is searching: hits of documents they may not view are withheld after
+        ranking and counted in ``result.withheld`` (``kbctl.acl``). Without one the search is
+        anonymous: ``public`` documents, and documents without an ACL in namespaces whose
+        ``acl_default`` is ``public``. ``unrestricted=True`` (library only) skips the gate.
+        """
         names = [namespace] if isinstance(namespace, str) else list(namespace)
         if not names:
             raise UsageError("no namespace given", hint="pass --namespace NAME (repeat it to search several)")
@@ -274,12 +286,55 @@ class KnowledgeBase:
         nss = [get_namespace(conn, n, self.tenant) for n in names]
         prof = self.profile_for(names[0], profile)
         opts = _search_options(mode=mode, k=k, filters=filters, **options)
-        return _read_retried(lambda: run_search(conn, nss, prof, query, opts, side=self._side_connection))
+        gate = self._gate(nss, principal, unrestricted)
+        result = _read_retried(lambda: run_search(conn, nss, prof, query, opts, side=self._side_connection, gate=gate))
+        if principal is not None and self.settings.data["audit"]["enabled"]:
+            from .store.audit import record_search
+
+            record_search(conn, self.tenant, nss, principal, query, result, self.settings.data["audit"]["retention_days"])
+        return result
+
+    def principal(self, user: str | None, groups: Sequence[str] = ()) -> Principal | None:
+        """Who is searching, from ``user:u1042`` (or ``u1042``) and group names (``eng`` or
+        ``group:eng``); None when neither is given. A malformed one is a UsageError."""
+        try:
+            return Principal.parse(user, tuple(groups))
+        except ValueError as e:
+            raise UsageError(str(e), hint="pass --as user:ID and --group NAME") from None
+
+    def _gate(self, nss: Sequence[Namespace], principal: Principal | None, unrestricted: bool) -> Gate:
+        """The view-permission gate of a search over ``nss`` (their ``acl_default`` from the config)."""
+        from .acl import Gate
+
+        if principal is not None and not isinstance(principal, Principal):
+            raise UsageError(f"principal must be a kbctl.Principal, got {type(principal).__name__}")
+        if unrestricted is not False and (unrestricted is not True or principal is not None):
+            raise UsageError("unrestricted=True searches as no one in particular", hint="pass either principal= or unrestricted=True")
+        return Gate(principal, {n.id: self.settings.namespace_acl(n.name).default for n in nss}, unrestricted)
+
+    def _acl_policy(self, namespace: str):
+        from .acl import AclPolicy
+
+        return AclPolicy.of(self.settings.namespace_acl(namespace))
+
+    def audit(self, limit: int = 100) -> list[dict]:
+        """This tenant's latest audited searches (``[audit] enabled``), newest first."""
+        from .store.audit import list_audit
+
+        return list_audit(self.connection(), self.tenant, limit)
+
+    def prune_audit(self) -> int:
+        """Delete audit rows older than ``[audit] retention_days``; how many went."""
+        from .store.audit import prune
+
+        return prune(self.connection(), self.settings.data["audit"]["retention_days"])
 
     def retriever(self, namespace: str, **defaults: Any) -> Retriever:
-        """A search function bound to one namespace; the namespace cannot be changed per call."""
+        """A search function bound to one namespace; the namespace cannot be changed per call.
+
+        ``principal=`` among the defaults binds who is searching (a call may pass another)."""
         self.namespace(namespace)  # fail now, not at the first query
-        _search_options(**{k: v for k, v in defaults.items() if k != "profile"})  # and for bad defaults
+        _search_options(**{k: v for k, v in defaults.items() if k not in ("profile", "principal", "unrestricted")})  # and for bad defaults
         return Retriever(self, namespace, dict(defaults))
 
     # -- ledger -------------------------------------------------------------------------------------
@@ -563,18 +618,20 @@ class KnowledgeBase:
         gates: Sequence[str] = (),
         baseline: str | Path | dict | None = None,
         tolerance: float = 0.01,
+        principal: Principal | None = None,
     ) -> EvalRun:
         """Score each search mode on a dataset's queries, then check ``gates`` and a ``baseline``.
 
         ``dataset`` is a BEIR folder or a golden JSONL file; a gate reads ``ndcg@10=0.65`` or
         ``hybrid:recall@10=0.8``; ``baseline`` is an earlier report (its JSON, or the file), and a
         quality metric more than ``tolerance`` below it is a regression. ``run.ok`` is False when a
-        gate fails or a metric regressed.
+        gate fails or a metric regressed. ``principal``: the queries are searched as this principal
+        (hits they may not view are withheld, as in ``search``).
         """
         from .evaluate import evaluate
 
         return evaluate(self, Path(dataset), namespace=namespace, modes=modes, k=k, depth=depth, split=split,
-                        limit=limit, gates=gates, baseline=baseline, tolerance=tolerance)
+                        limit=limit, gates=gates, baseline=baseline, tolerance=tolerance, principal=principal)
 
     def sweep(self, dataset: str | Path, *, namespace: str | None = None, split: str = "test", limit: int | None = None,
               grid: dict[str, Sequence[Any]] | None = None, metric: str = "ndcg@10") -> list[tuple[dict, float]]:
@@ -693,7 +750,9 @@ def _record_sources(records: Iterable[dict]):
         if not rid:
             yield ItemError("fetch", "record", "UsageError", "record without an id")
             continue
-        body = {"title": r.get("title") or "", "text": r.get("text") or "", "metadata": r.get("metadata") or {}}
+        body: dict[str, Any] = {"title": r.get("title") or "", "text": r.get("text") or "", "metadata": r.get("metadata") or {}}
+        if r.get("acl") is not None and isinstance(body["metadata"], dict):  # kbctl.acl.lift_acl moves it to Document.acl
+            body["metadata"] = {**body["metadata"], "acl": r["acl"]}
         yield Source(uri=rid, content=json.dumps(body, sort_keys=True).encode(), media_type=RECORD_MEDIA_TYPE, kind="record")
 
 

@@ -13,6 +13,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -22,6 +23,7 @@ from .errors import ConfigError
 
 __all__ = [
     "Settings",
+    "AccessSettings",
     "Profile",
     "ChunkSettings",
     "HnswSettings",
@@ -379,8 +381,49 @@ class Settings:
         ns = self.data.get("namespaces", {}).get(namespace)
         return str(ns["profile"]) if ns and ns.get("profile") else None
 
+    def namespace_acl(self, namespace: str) -> AccessSettings:
+        """A namespace's access settings (``kbctl.acl``): its ACL default, path rules, recipients flag."""
+        return AccessSettings.from_table(f"namespaces.{namespace}", self.data.get("namespaces", {}).get(namespace) or {})
 
-NAMESPACE_KEYS = {"profile": str, "tenant": str, "description": str}
+
+ACL_DEFAULTS = ("public", "deny")
+#: An ACL entry: public, user:<id> or group:<name> (ids without spaces or ':').
+ACL_ENTRY = re.compile(r"public|(user|group):[^\s:]{1,256}")
+
+
+@dataclass(frozen=True)
+class AccessSettings:
+    """Who may view a namespace's documents (``[namespaces.NAME]``; what they mean: ``kbctl.acl``).
+
+    ``default``: ``public`` or ``deny`` for documents without an ACL; ``rules``: (glob, principals)
+    pairs, the first whose glob matches a document's path or URI gives its ACL; ``from_recipients``:
+    an e-mail's From, To and Cc may view it.
+    """
+
+    default: str = "public"
+    rules: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    from_recipients: bool = False
+
+    @classmethod
+    def from_table(cls, where: str, t: Mapping[str, Any]) -> AccessSettings:
+        """The settings of one ``[namespaces.NAME]`` table; a malformed value is a ConfigError naming it."""
+        default = t.get("acl_default", "public")
+        _one_of(where, "acl_default", default, ACL_DEFAULTS)
+        rules = []
+        for i, r in enumerate(t.get("acl_rules", [])):
+            glob, principals = (r.get("glob"), r.get("principals")) if isinstance(r, dict) else (None, None)
+            if (not isinstance(glob, str) or not glob or not isinstance(principals, list) or set(r) - {"glob", "principals"}
+                    or not all(isinstance(p, str) and ACL_ENTRY.fullmatch(p) for p in principals)):
+                raise ConfigError(f"{where}.acl_rules[{i}] must be {{glob = \"…\", principals = [\"group:…\", \"user:…\"]}}",
+                                  hint="principals are public, user:<id> or group:<name>")
+            rules.append((glob, tuple(principals)))
+        return cls(default, tuple(rules), bool(t.get("acl_from_recipients", False)))
+
+
+
+
+NAMESPACE_KEYS: dict[str, type] = {"profile": str, "tenant": str, "description": str, "acl_default": str, "acl_rules": list,
+                                   "acl_from_recipients": bool}
 
 
 def load_settings(
@@ -473,7 +516,8 @@ def _validate_namespace(dotted: str, value: Any, where: str) -> None:
         if k not in NAMESPACE_KEYS:
             raise ConfigError(f"{where}: unknown key '{dotted}.{k}'", hint=_suggest(k, NAMESPACE_KEYS))
         if not isinstance(v, NAMESPACE_KEYS[k]):
-            raise ConfigError(f"{where}: '{dotted}.{k}' must be a string")
+            raise ConfigError(f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[NAMESPACE_KEYS[k]]}")
+    AccessSettings.from_table(f"{where}: {dotted}", value)  # acl_default and acl_rules, checked now
 
 _TYPE_NAMES = {str: "string", list: "list", bool: "boolean", int: "whole number"}
 

@@ -101,6 +101,7 @@ class IngestRun:
     retry_failed: bool = False
     verify: bool = True
     progress: Progress | None = None
+    acl: Any = None  # the namespace's kbctl.acl.AclPolicy; None: documents keep only their own ACLs
 
 
 @dataclass
@@ -160,6 +161,10 @@ def run(conn, req: IngestRun, *, connect: Callable[[], Any]) -> RunReport:
 
             prepare(req.profile)
         report = _ledgered(conn, req, retried, connect)
+        if not opts.plan:  # configured ACLs (path rules, recipients) onto unchanged documents too
+            from .store.acl import reapply_acls
+
+            reapply_acls(conn, ns, req.acl)
     return report
 
 
@@ -239,7 +244,7 @@ def _stream(conn, req: IngestRun, report: RunReport, connect, interruptible) -> 
     emit = req.progress or (lambda event, data: None)
     ns, prof, opts = req.namespace, req.profile, req.options
     if req.items is not None:  # embedded upstream: the store stage only
-        consume(conn, ns, prof, _unless_stored(conn, ns, interruptible(req.items)), report, opts, report.run_id, emit)
+        consume(conn, ns, prof, _unless_stored(conn, ns, interruptible(req.items)), report, opts, report.run_id, emit, acl=req.acl)
         return
     lookup = connect()
     try:
@@ -274,7 +279,7 @@ def _produce_and_consume(conn, lookup, req: IngestRun, sources, covered, report:
         target=_produce, args=(lookup, ns, profile, sources, q, seen_sources, emit), daemon=True, name="kbctl-extract"
     )
     producer.start()
-    consume(conn, ns, profile, interruptible(_drain(q)), report, opts, report.run_id, emit)
+    consume(conn, ns, profile, interruptible(_drain(q)), report, opts, report.run_id, emit, acl=req.acl)
     producer.join()
     if opts.sync and covered is not None:
         _sync(conn, ns, report, seen_sources, covered, opts.plan, emit)
@@ -370,10 +375,11 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit) -> Iterator:
 
 def extract_source(source: Source) -> tuple[Document, ...] | ItemError:
     """The extract stage for one source: its documents, or the ``ItemError`` that stands for it."""
+    from .acl import lift_acl
     from .extract import extract
 
     try:
-        return tuple(extract(source))
+        return tuple(lift_acl(d) for d in extract(source))
     except Exception as e:  # an extractor bug must not stop the batch either
         return _item_error("extract", source.uri, e)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -27,6 +28,7 @@ __all__ = [
     "EmbeddedChunk",
     "ItemError",
     "Filter",
+    "Principal",
     "Hit",
     "SearchResult",
     "content_hash",
@@ -114,6 +116,9 @@ class Document:
     parent_uri: str | None = None
     content_hash: str = ""
     notes: tuple[tuple[str, str], ...] = ()
+    # Who may view it (``kbctl.acl``): None when the document carries no ACL. Not part of
+    # ``content_hash``: an ACL-only change rewrites the row and re-embeds nothing.
+    acl: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self._clean() or not self.content_hash:
@@ -193,6 +198,8 @@ class Document:
         d = asdict(self)
         if not self.notes:
             del d["notes"]
+        if self.acl is None:
+            del d["acl"]
         return d
 
     @classmethod
@@ -200,6 +207,8 @@ class Document:
         d = dict(d)
         d["blocks"] = tuple(Block.from_json(b) for b in d.get("blocks") or ())
         d["notes"] = tuple((str(c), str(m)) for c, m in d.get("notes") or ())
+        if d.get("acl") is not None:
+            d["acl"] = tuple(str(a) for a in d["acl"]) if isinstance(d["acl"], (list, tuple)) else (str(d["acl"]),)
         return cls(**_known(cls, d))
 
 
@@ -296,6 +305,49 @@ class Filter:
 
 
 @dataclass(frozen=True)
+class Principal:
+    """Who is searching: a user id and the groups they belong to (``kbctl.acl`` decides what they may view).
+
+    A document is viewable by a principal when its ACL names ``public``, ``user:<user>`` or
+    ``group:<g>`` for one of ``groups``; a search without a principal sees only ``public``.
+    """
+
+    user: str | None = None
+    groups: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """A user or group that is not 1-256 characters without spaces or ':' is a ValueError."""
+        groups = (self.groups,) if isinstance(self.groups, str) else tuple(self.groups)
+        object.__setattr__(self, "groups", groups)
+        for what, v in [("user", self.user), *(("group", g) for g in groups)]:
+            if v is None and what == "user":
+                continue
+            if not isinstance(v, str) or not _PRINCIPAL_ID.fullmatch(v):
+                raise ValueError(f"invalid {what} {v!r}: a {what} is 1-256 characters, no spaces or ':'")
+
+    @classmethod
+    def parse(cls, user: str | None, groups: list[str] | tuple[str, ...] = ()) -> Principal | None:
+        """From a command line's ``--as user:u1042`` (or ``u1042``) and ``--group eng`` (or
+        ``group:eng``); None when neither is given."""
+        if not user and not groups:
+            return None
+        u = user[5:] if user and user.startswith("user:") else user
+        return cls(u or None, tuple(g[6:] if g.startswith("group:") else g for g in groups))
+
+    @property
+    def keys(self) -> frozenset[str]:
+        """The ACL entries that grant this principal a view: public, user:<user>, group:<g>…"""
+        own = {f"user:{self.user}"} if self.user else set()
+        return frozenset({"public", *own, *(f"group:{g}" for g in self.groups)})
+
+    def __str__(self) -> str:
+        return " ".join([f"user:{self.user}"] * bool(self.user) + [f"group:{g}" for g in self.groups]) or "anonymous"
+
+
+_PRINCIPAL_ID = re.compile(r"[^\s:]{1,256}")
+
+
+@dataclass(frozen=True)
 class Hit:
     """One search result with everything needed to cite it."""
 
@@ -330,6 +382,8 @@ class SearchResult:
     degraded: bool = False
     notes: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    # Hits the access gate withheld (a count only: nothing of them is in the result; ``kbctl.acl``).
+    withheld: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -340,6 +394,7 @@ class SearchResult:
             "degraded": self.degraded,
             "notes": list(self.notes),
             "details": dict(self.details),
+            "withheld": self.withheld,
             "hits": [h.to_json() for h in self.hits],
         }
 

@@ -21,9 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from .acl import AclPolicy
 from .config import Profile
 from .embed import get_embedder
 from .store import Namespace, cached_vectors, delete_documents, stored_owners, stored_uris_of_source, write_documents
+from .store.acl import mark_explicit
 from .textutil.analyze import get_analyzer
 from .types import Chunk, Document, EmbeddedChunk, ItemError
 
@@ -41,13 +43,14 @@ class Item:
     vectors: Any = None  # {chunk hash: vector} when embedded upstream
 
 
-def consume(conn, ns: Namespace, profile: Profile, items: Iterable, report, opts, run_id, emit) -> None:
+def consume(conn, ns: Namespace, profile: Profile, items: Iterable, report, opts, run_id, emit, acl=None) -> None:
     """Embed and store a stream of ``Item``s, ``ItemError``s and ("unchanged", n) markers.
 
     ``report`` is the run's ``pipeline.RunReport`` (counted into), ``opts`` its ``pipeline.IngestOptions``
     (not imported here: ``pipeline`` imports this module).
     """
     writer = Writer(conn, ns, profile, report, opts, run_id, emit)
+    writer.acl = acl or AclPolicy()
     for item in items:
         if isinstance(item, ItemError) and item.is_warning:
             report.warnings.append(item)
@@ -74,6 +77,7 @@ class Writer:
         self.analyzer = get_analyzer(profile.lexical.language)
         self._embedder: Any = None  # the Embedder, loaded when a chunk needs a vector
         self.claimed: dict[str, str] = {}  # document URI -> the source that produced it first in this run
+        self.acl = AclPolicy()  # the namespace's access settings (consume sets them)
 
     def add(self, item: Item) -> None:
         self.pending.append(item)
@@ -85,7 +89,7 @@ class Writer:
             return
         items, self.pending = self.pending, []
         stored = stored_owners(self.conn, self.ns, [d.uri for i in items for d, _ in i.docs])
-        docs = self._admit(items, stored)
+        docs, explicit = self._with_acls(self._admit(items, stored))
         kinds = {d.uri: _kind(stored.get(d.uri), d) for d, _, _ in docs}
         all_chunks = [c for _, cs, _ in docs for c in cs]
         cache = cached_vectors(self.conn, self.ns, [c.content_hash for c in all_chunks])
@@ -103,10 +107,13 @@ class Writer:
             cache.update(self._embed(missing))
         payload = [(d, [EmbeddedChunk(c, cache[c.content_hash]) for c in cs]) for d, cs, _ in docs]
         sources = {d.uri: (i.source_uri, i.source_hash) for d, _, i in docs}
-        stats = write_documents(
-            self.conn, self.ns, payload, self.analyzer,
-            title_weight=self.profile.lexical.title_weight, run_id=self.run_id, sources=sources,
-        )
+        with self.conn.transaction():  # a document's ACL and whether it is its own land together
+            stats = write_documents(
+                self.conn, self.ns, payload, self.analyzer,
+                title_weight=self.profile.lexical.title_weight, run_id=self.run_id, sources=sources,
+            )
+            refused = {uri for uri, _, _ in stats.failed}
+            mark_explicit(self.conn, self.ns, [u for u in explicit if u not in refused])
         for uri, error_class, reason in stats.failed:
             kinds.pop(uri, None)
             self._fail(sources[uri][0], error_class, f"{uri} was not stored: {reason}")
@@ -128,6 +135,13 @@ class Writer:
                 admitted.append((d, cs, i))
                 self._warn(i, d)
         return admitted
+
+    def _with_acls(self, docs: list[tuple[Document, tuple[Chunk, ...], Item]]):
+        """The documents with their effective ACLs (``kbctl.acl.AclPolicy.resolve``), and the URIs
+        of those whose ACL is their own."""
+        resolved = self.acl.resolve(d for d, _, _ in docs)
+        out = [(d2, cs, i) for (d2, _), (_, cs, i) in zip(resolved, docs)]
+        return out, [d.uri for d, own in resolved if own]
 
     def _collision(self, uri: str, source: str, stored: dict[str, tuple[str, str]]) -> str | None:
         """Why ``source`` may not write the document ``uri``, or ``None``."""

@@ -57,11 +57,14 @@ def run(
     junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML of the gates here."),
     report: Path | None = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
     print_json_: bool = typer.Option(False, "--print-json", help="Print the result JSON on stdout instead of a table."),
+    as_: str | None = typer.Option(None, "--as", help="Search as this user (user:ID); hits they may not view are withheld."),
+    group: list[str] = typer.Option([], "--group", "-g", help="A group the principal belongs to (repeatable)."),
 ) -> None:
     """Evaluate each mode on the same queries: nDCG@10, Recall@10/100, P@k, MRR@10, MAP, latency."""
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
-    result = STATE.kb().evaluate(dataset, namespace=namespace, modes=mode_list, k=k, depth=depth, split=split, limit=limit,
-                                 gates=fail_under, baseline=baseline, tolerance=tolerance)
+    kb = STATE.kb()
+    result = kb.evaluate(dataset, namespace=namespace, modes=mode_list, k=k, depth=depth, split=split, limit=limit,
+                         gates=fail_under, baseline=baseline, tolerance=tolerance, principal=kb.principal(as_, group))
     if json_path:
         json_path.write_text(json.dumps(result.to_json(), indent=1))
     if report:

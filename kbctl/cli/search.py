@@ -28,11 +28,13 @@ def search(
     jsonl: bool = typer.Option(False, "--jsonl", help="One JSON object per hit on stdout."),
     fmt: str = typer.Option("table", "--format", help="table | json | jsonl | markdown | context."),
     budget: int = typer.Option(2000, "--budget", help="Token budget for --format context."),
+    as_: str | None = typer.Option(None, "--as", help="Search as this user (user:ID): hits they may not view are withheld. Without --as: anonymous, public documents only."),
+    group: list[str] = typer.Option([], "--group", "-g", help="A group the principal belongs to (repeatable)."),
 ) -> None:
     """Search one namespace (or several, listed explicitly)."""
     kb = STATE.kb()
     result = kb.search_via_server(query, namespace, mode=mode, k=k, filters=filter, per_doc=per_doc, fusion=fusion, rerank=rerank, explain=explain,
-                       ef_search=ef_search, prf=prf)
+                       ef_search=ef_search, prf=prf, principal=kb.principal(as_, group))
     for note in result.notes:
         warn(note) if result.degraded else (None if STATE.quiet else typer.echo(f"note: {note}", err=True))
     fmt = "json" if json_ else ("jsonl" if jsonl else fmt)
@@ -50,6 +52,8 @@ def search(
             hits_table(result)
         else:
             typer.echo("no results", err=True)
+        if result.withheld:
+            typer.echo(f"withheld: {result.withheld}", err=True)
         if explain:
             _explain(result)
 

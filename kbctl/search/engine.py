@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -9,6 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..acl import Gate
 from ..config import PRF_MODES, Profile
 from ..errors import KbctlError, UsageError
 from ..store import search as store
@@ -16,6 +18,7 @@ from ..store.namespaces import Namespace, check_pin
 from ..textutil.analyze import get_analyzer
 from ..types import Hit, SearchResult
 from ..validate import count
+from .access import ACL_COLUMN, anonymous_gate, gated_page, viewable
 from .filters import Filter
 from .fuse import fuse
 from .lanes import LaneHit, correct_terms, dense_lane, effective_ef_search, lexical_lane, vocabulary_df
@@ -67,8 +70,11 @@ _RANGES = (("k", "-k", 1, MAX_EF_SEARCH), ("per_doc", "--per-doc", 0, None), ("c
 
 
 def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: str, opts: SearchOptions,
-               side: Callable[[str], Any] | None = None) -> SearchResult:
+               side: Callable[[str], Any] | None = None, gate: Gate | None = None) -> SearchResult:
     """Answer one query over the given namespaces, all pinned to ``profile``.
+
+    ``gate`` (``kbctl.acl.Gate``) withholds, after fusion and reranking, the hits its principal may
+    not view (``kbctl.search.access``); without one the search is anonymous in ``public`` namespaces.
 
     ``side(purpose)``, when given, returns another connection reserved for ``purpose`` ("dense",
     "lexical"). Hybrid queries then run the dense lane (query embedding and HNSW scan) on the
@@ -88,15 +94,38 @@ def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: s
         return SearchResult(query, names, "none", strategy, (), notes=("nothing searchable in the query",))
     if strategy == "needs_clarification" and opts.mode == "auto":
         return SearchResult(query, names, "none", strategy, (), notes=("the query is too vague to search; ask what it is about",))
+    gate = gate or anonymous_gate([n.id for n in namespaces])
     if strategy == "metadata":
-        return _metadata(conn, namespaces, query, opts.filters, k, names)
+        return _noted(_metadata(conn, namespaces, query, opts.filters, k, names, gate), gate, namespaces)
     if strategy == "needs_clarification":
         strategy = "hybrid" if opts.filters else "content"
     mode = "hybrid" if opts.mode == "auto" else opts.mode
-    return _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names, side)
+    result = _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names, side, gate)
+    depth = max(opts.candidates or profile.search.candidates, k)
+    while result.details.get("saturated") and len(result.hits) < k and depth < MAX_EF_SEARCH:
+        # Withheld hits left the page short and the lanes were full: ask them for more candidates.
+        depth = min(depth * 4, MAX_EF_SEARCH)
+        opts = dataclasses.replace(opts, candidates=depth)
+        result = _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names, side, gate)
+    return _noted(result, gate, namespaces)
 
 
-def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names, side=None) -> SearchResult:
+def _noted(result: SearchResult, gate: Gate, namespaces) -> SearchResult:
+    """``result`` with the access gate's notes: how many hits were withheld (a count only), and why
+    documents without an ACL are hidden in a ``deny`` namespace."""
+    notes = list(result.notes)
+    why = gate.deny_note({n.id: n.name for n in namespaces})
+    if why:
+        notes.append(why)
+    if result.withheld:
+        notes.append(f"withheld {result.withheld} hit(s) this principal may not view")
+    details = {a: b for a, b in result.details.items() if a != "saturated"}
+    return dataclasses.replace(result, notes=tuple(notes), details=details)
+
+
+def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names, side=None,
+            gate: Gate | None = None) -> SearchResult:
+    gate = gate or anonymous_gate([n.id for n in namespaces])
     s = profile.search
     depth = max(opts.candidates or s.candidates, k)
     ns_ids = [n.id for n in namespaces]
@@ -153,22 +182,28 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
         raise UsageError(f"unknown prf {prf!r}", hint=f"use one of: {', '.join(PRF_MODES)}")
     if prf == "hybrid" and mode == "hybrid" and not degraded and qvec is not None and terms and fused:
         t0 = time.perf_counter()
-        lanes, fused, details["prf"] = _feedback_round(conn, namespaces, profile, terms, qvec, lanes, fused, depth,
-                                                       opts, fusion, side)
+        seen = [key for key, _ in fused[:depth]]  # feedback only from what the principal may view
+        allowed, _ = viewable(gate, fused[:depth], store.chunk_acls(conn, seen))
+        lanes, fused, details["prf"] = _feedback_round(conn, namespaces, profile, terms, qvec, lanes, allowed or fused[:0],
+                                                       depth, opts, fusion, side)
+
         timings["prf_ms"] = (time.perf_counter() - t0) * 1000
     per_doc = opts.per_doc if opts.per_doc is not None else s.per_doc
     rows = _fetch(conn, [key for key, _ in fused[: max(depth, k)]])
     use_rerank = opts.rerank if opts.rerank is not None else bool(profile.rerank.kind)
     limit = max(k, profile.rerank.top_n) if use_rerank else k
-    ordered = _shape(fused, rows, per_doc, s.dedupe_threshold, limit)
-    ordered, reranked = _maybe_rerank(profile, query, ordered, rows, opts, notes)
+    ordered, reranked, withheld = gated_page(
+        gate, fused, rows, k, limit, shape=lambda window: _shape(fused, rows, per_doc, s.dedupe_threshold, window),
+        rerank=lambda page: _maybe_rerank(profile, query, page, rows, opts, notes), fetch=lambda keys: _fetch(conn, keys))
+    details["saturated"] = bool(withheld) and any(len(v) >= depth for v in lanes.values())
     if reranked:
         details["reranked"] = True
     scale = _relevance(lanes, fusion, profile.distance, lexical_info.get("bound"), reranked)
     by_key = {name: {(h.namespace_id, h.chunk_id): h for h in hs} for name, hs in lanes.items()}
     hits = tuple(_hit(i + 1, score, rows[key], by_key, key, scale) for i, (key, score) in enumerate(ordered[:k]))
     details["timings_ms"] = {a: round(b, 2) for a, b in timings.items()}
-    return SearchResult(query, names, mode, strategy, hits, degraded=degraded, notes=tuple(notes), details=details)
+    return SearchResult(query, names, mode, strategy, hits, degraded=degraded, notes=tuple(notes), details=details,
+                        withheld=withheld)
 
 
 def _feedback_round(conn, namespaces, profile: Profile, terms: dict[str, float], qvec, lanes, fused, depth: int,
@@ -378,7 +413,7 @@ def _relevance(lanes: dict[str, list[LaneHit]], fusion: dict, distance: str, bou
 
 def _hit(rank: int, score, r: tuple, lanes: dict[str, dict[tuple[int, int], LaneHit]], key,
          scale: Callable[[float], float | None] | None = None) -> Hit:
-    _ns_id, cid, did, text, meta, heading, page, _pos, uri, title, ns_name = r
+    _ns_id, cid, did, text, meta, heading, page, _pos, uri, title, ns_name = r[:11]
     lane_info: dict[str, dict[str, Any]] = {}
     for name, hits in lanes.items():
         h = hits.get(key)
@@ -419,9 +454,21 @@ def citation(title: str, source: str, page: int | None, heading: Sequence[str] |
     return " ".join(parts)
 
 
-def _metadata(conn, namespaces, query, filters: tuple[Filter, ...], k: int, names) -> SearchResult:
-    """Filters only: matching chunks in a stable order, no score, no reranking."""
-    keys = store.metadata_keys(conn, [n.id for n in namespaces], filters, k)
-    rows = _fetch(conn, keys)
-    hits = tuple(_hit(i + 1, None, rows[key], {}, key) for i, key in enumerate(keys) if key in rows)
-    return SearchResult(query, names, "metadata", "metadata", hits)
+def _metadata(conn, namespaces, query, filters: tuple[Filter, ...], k: int, names, gate: Gate) -> SearchResult:
+    """Filters only: matching chunks in a stable order, no score, no reranking; gated like the
+    ranked strategies, reading four times more matches while withheld ones leave the page short."""
+    want = k
+    while True:
+        keys = store.metadata_keys(conn, [n.id for n in namespaces], filters, want)
+        rows = _fetch(conn, keys)
+        kept, withheld = viewable(gate, [(key, None) for key in keys],
+                                  {key: r[ACL_COLUMN] for key, r in rows.items()})
+        if len(kept) >= k or len(keys) < want:
+            break
+        want *= 4
+    kept = kept[:k]
+    if len(kept) == k:  # count only what was withheld ahead of the last hit shown
+        last = keys.index(kept[-1][0])
+        withheld = last + 1 - k
+    hits = tuple(_hit(i + 1, None, rows[key], {}, key) for i, (key, _) in enumerate(kept))
+    return SearchResult(query, names, "metadata", "metadata", hits, withheld=withheld)

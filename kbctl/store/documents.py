@@ -163,7 +163,8 @@ def _write(conn, ns: Namespace, items, analyzer: Analyzer, title_weight: float, 
             for (d, chunks), did in zip(items, doc_ids):
                 su, sh = sources.get(d.uri, (d.uri, ""))
                 cp.write_row((ns.id, did, d.uri, d.parent_uri, su, sh, d.title, d.source_type, d.content_hash,
-                              json.dumps(dict(d.metadata), default=str), len(d.text), len(chunks), run_id))
+                              json.dumps(dict(d.metadata), default=str), len(d.text), len(chunks), run_id,
+                              None if d.acl is None else list(d.acl)))
         with cur.copy(query("documents/copy_chunks")) as cp:
             cp.set_types(_CHUNK_TYPES)
             for (d, chunks), did in zip(items, doc_ids):

@@ -19,7 +19,7 @@ from .queries import query, template
 
 __all__ = [
     "MIN_ID", "MAX_ID", "lexical_stats", "chunk_total", "filtered_size", "vocabulary_df", "correction_candidates",
-    "bm25_statement", "bm25_rows", "median_chunk", "with_documents", "dense_statement", "dense_rows", "hit_rows", "metadata_keys",
+    "bm25_statement", "bm25_rows", "median_chunk", "with_documents", "dense_statement", "dense_rows", "hit_rows", "metadata_keys", "chunk_acls",
     "feedback_postings", "feedback_vectors",
 ]
 
@@ -135,6 +135,14 @@ def hit_rows(conn, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
         return {}
     rows = conn.execute(query("search/hits"), ([a for a, _ in keys], [b for _, b in keys])).fetchall()
     return {(r[0], r[1]): r for r in rows}
+
+
+def chunk_acls(conn, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], list[str] | None]:
+    """The document ACL of each chunk of ``keys`` (absent: the chunk is gone)."""
+    if not keys:
+        return {}
+    rows = conn.execute(query("search/chunk_acls"), ([a for a, _ in keys], [b for _, b in keys])).fetchall()
+    return {(a, b): acl for a, b, acl in rows}
 
 
 def feedback_postings(conn, keys: Sequence[tuple[int, int]]) -> list[tuple[int, int, str, float, float]]:

@@ -1,0 +1,195 @@
+"""The agent surface under load: ``kbctl search`` through a running ``kbctl serve``, and 16 clients.
+
+    python bench/serve.py [--home H] [--seconds 60] [--clients 16] [--no-write]
+
+The store is the sample corpus (support/technical and support/billing, profile minilm) in its own
+tenant. Rows:
+
+- ``kbctl search`` wall time (one CLI process each, median of 7 after a warm-up) through the server
+  (``KBCTL_SERVER``) and in-process, for comparison;
+- a load test on loopback: ``--clients`` clients for ``--seconds`` (it stops by itself), half on the
+  JSON API (``POST /v1/search``), half on MCP (``search_knowledge`` over streamable HTTP, one session
+  each): requests, errors, throughput, p50 and p95 latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import REPO, Env, machine, write_section
+
+PY = sys.executable
+TENANT = "bench_serve"
+CONFIG = '[agents.bench]\nnamespaces = ["technical_kb", "billing_kb"]\nk = 5\n'
+
+
+def _queries() -> list[str]:
+    rows = [json.loads(line) for line in (REPO / "sample_corpus" / "eval" / "queries.jsonl").read_text().splitlines() if line.strip()]
+    return [r["query"] for r in rows if r.get("namespace") in ("technical_kb", "billing_kb")] or [r["query"] for r in rows]
+
+
+def _env(home: Path, config: Path, **more: str) -> dict[str, str]:
+    return dict(os.environ, KBCTL_HOME=str(home), KBCTL_TENANT=TENANT, KBCTL_CONFIG=str(config), PYTHONWARNINGS="ignore", **more)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _prepare(home: Path, config: Path) -> str:
+    import kbctl
+
+    kb = kbctl.open(config=config, home=home, tenant=TENANT, profile="minilm")
+    for ns, folder in (("technical_kb", "support/technical"), ("billing_kb", "support/billing")):
+        kb.ingest([str(REPO / "sample_corpus" / folder)], ns, verify=False)
+    token = kb.create_agent_token("bench")
+    kb.close()
+    return token
+
+
+def _cli_search(home: Path, config: Path, query: str, namespace: str, **env: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([PY, "-m", "kbctl", "search", query, "-n", namespace, "--json"], env=_env(home, config, **env),
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    return time.perf_counter() - t0
+
+
+def _json_client(url: str, token: str, queries: list[str], deadline: float, out: list, errors: list) -> None:
+    import httpx
+
+    with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
+        i = 0
+        while time.monotonic() < deadline:
+            t0 = time.perf_counter()
+            try:
+                r = c.post(url + "/v1/search", json={"query": queries[i % len(queries)], "k": 5})
+                (out if r.status_code == 200 else errors).append(time.perf_counter() - t0)
+            except Exception:
+                errors.append(time.perf_counter() - t0)
+            i += 1
+
+
+def _mcp_client(url: str, token: str, queries: list[str], deadline: float, out: list, errors: list) -> None:
+    import anyio
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main():
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http, \
+                streamable_http_client(url + "/mcp", http_client=http) as s, ClientSession(s[0], s[1]) as session:
+            await session.initialize()
+            i = 0
+            while time.monotonic() < deadline:
+                t0 = time.perf_counter()
+                try:
+                    r = await session.call_tool("search_knowledge", {"query": queries[i % len(queries)], "k": 5})
+                    (errors if r.is_error else out).append(time.perf_counter() - t0)
+                except Exception:
+                    errors.append(time.perf_counter() - t0)
+                i += 1
+
+    try:
+        anyio.run(main)
+    except Exception:
+        errors.append(0.0)
+
+
+def _load(url: str, token: str, queries: list[str], clients: int, seconds: float) -> list[dict]:
+    deadline = time.monotonic() + seconds
+    res = {"JSON API": ([], []), "MCP": ([], [])}
+    threads = []
+    for i in range(clients):
+        kind = "JSON API" if i % 2 == 0 else "MCP"
+        fn = _json_client if kind == "JSON API" else _mcp_client
+        threads.append(threading.Thread(target=fn, args=(url, token, queries, deadline, *res[kind]), daemon=True))
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 60)
+    took = time.perf_counter() - t0
+    rows = []
+    for kind, (ok, errors) in res.items():
+        q = statistics.quantiles(ok, n=100) if len(ok) > 1 else [float("nan")] * 99
+        rows.append({"surface": kind, "clients": clients // 2, "requests": len(ok) + len(errors), "errors": len(errors),
+                     "req/s": len(ok) / took, "p50 ms": q[49] * 1000, "p95 ms": q[94] * 1000})
+    return rows
+
+
+def measure(home: Path, seconds: float, clients: int) -> str:
+    config = home / "bench-serve.toml"
+    config.write_text(CONFIG)
+    token = _prepare(home, config)
+    port = _port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([PY, "-m", "kbctl", "serve", "--port", str(port)], env=_env(home, config), cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        import httpx
+
+        for _ in range(600):
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        q = _queries()
+        via = dict(KBCTL_SERVER=url, KBCTL_TOKEN=token)
+        _cli_search(home, config, q[0], "technical_kb", **via)
+        served = statistics.median(_cli_search(home, config, q[i % len(q)], "technical_kb", **via) for i in range(7))
+        _cli_search(home, config, q[0], "technical_kb")
+        local = statistics.median(_cli_search(home, config, q[i % len(q)], "technical_kb") for i in range(7))
+        rows = _load(url, token, q, clients, seconds)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    lines = ["| `kbctl search` (one process, median of 7) | wall time |", "|---|---:|",
+             f"| through a running `kbctl serve` | {served:.3f} s |", f"| in-process (cold: embedder loaded per process) | {local:.3f} s |",
+             "", f"Load test: {clients} clients for {seconds:.0f} s on loopback, `search_knowledge` (k = 5) over the sample corpus.", "",
+             "| surface | clients | requests | errors | req/s | p50 ms | p95 ms |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['surface']} | {r['clients']} | {r['requests']} | {r['errors']} | {r['req/s']:.1f} | {r['p50 ms']:.1f} | {r['p95 ms']:.1f} |"
+              for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def run(env: Env) -> str:
+    """The ``serve`` part of ``bench/run.py``."""
+    return measure(env.home, 60, 16)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--home", type=Path, default=None)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    home = args.home or Path(tempfile.mkdtemp(prefix="kbctl-bench-serve-"))
+    body = measure(home.resolve(), args.seconds, args.clients)
+    print(body)
+    if not args.no_write:
+        stamp = f"_Measured {machine()} (`python bench/serve.py`)._\n\n"
+        write_section(REPO / "docs" / "benchmarks.md", "serve", stamp + body)
+    if args.home is None:
+        subprocess.run([PY, "-m", "kbctl", "--home", str(home), "db", "stop"], check=False, capture_output=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The late access gate inside a search: after fusion and reranking, drop what the principal may not view.
+
+``kbctl.acl`` says what an ACL means; this module applies a ``Gate`` to a ranked list and
+over-fetches so that k hits come back when k viewable ones exist among the candidates:
+
+- the page is shaped (per-document limit, near-duplicates), reranked and gated; when fewer than k
+  hits survive and more candidates were ranked, a window four times larger is shaped again;
+- when the lanes themselves were full (a lane returned as many candidates as asked), the engine
+  runs them again with four times the candidates (``kbctl.search.engine.run_search``).
+
+Withheld hits are only counted. The gate fails closed: whatever cannot be decided is withheld, and
+an error while gating withholds the whole page rather than returning it unfiltered.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Mapping, Sequence
+
+from ..acl import Gate
+
+log = logging.getLogger(__name__)
+
+__all__ = ["anonymous_gate", "gated_page", "viewable", "ACL_COLUMN"]
+
+ACL_COLUMN = 11  # the document ACL's place in a hit row (sql/queries/search/hits.sql)
+
+Key = tuple[int, int]
+
+
+def anonymous_gate(namespace_ids: Sequence[int]) -> Gate:
+    """The gate of a search made without one: anonymous, every namespace's default ``public``."""
+    return Gate(None, {i: "public" for i in namespace_ids})
+
+
+def viewable(gate: Gate, keyed: Sequence[tuple[Key, Any]], acls: Mapping[Key, Any]) -> tuple[list[tuple[Key, Any]], int]:
+    """``keyed`` (key, score) pairs the gate lets through, in order, and how many it withheld.
+
+    A key without a known ACL row is withheld (the chunk is gone or was never read).
+    """
+    kept: list[tuple[Key, Any]] = []
+    withheld = 0
+    try:
+        for key, score in keyed:
+            if key in acls and gate.allows(key[0], acls[key]):
+                kept.append((key, score))
+            else:
+                withheld += 1
+    except Exception:  # never the unfiltered list
+        log.exception("the access gate failed; withholding the page")
+        return [], len(keyed)
+    return kept, withheld
+
+
+def gated_page(
+    gate: Gate, fused: Sequence[tuple[Key, float]], rows: dict[Key, tuple], k: int, limit: int,
+    shape: Callable[[int], list[tuple[Key, float]]], rerank: Callable[[list], tuple[list, bool]],
+    fetch: Callable[[list[Key]], dict[Key, tuple]],
+) -> tuple[list[tuple[Key, float]], bool, int]:
+    """The first k viewable hits of ``fused``: (hits, reranked, withheld ahead of the k-th kept).
+
+    ``shape(window)`` shapes the first ``window`` hits from ``rows`` (which ``fetch`` extends with
+    more candidates' rows when needed), ``rerank`` reorders a shaped page.
+    """
+    window = limit
+    while True:
+        shaped = shape(window)
+        ordered, reranked = rerank(shaped)
+        kept, withheld = _first_k(gate, ordered, rows, k)
+        if len(kept) >= k or (len(shaped) < window and not _more_rows(fused, rows, fetch)):
+            return kept, reranked, withheld
+        window *= 4
+
+
+def _first_k(gate: Gate, ordered: list[tuple[Key, float]], rows: dict[Key, tuple], k: int) -> tuple[list, int]:
+    """The first k viewable of ``ordered``, and how many hits ranked above the last of them were withheld."""
+    acls = {key: rows[key][ACL_COLUMN] for key, _ in ordered if key in rows}
+    kept: list[tuple[Key, float]] = []
+    withheld = 0
+    for key, score in ordered:
+        ok, _ = viewable(gate, [(key, score)], acls)
+        if ok:
+            kept.append((key, score))
+            if len(kept) >= k:
+                break
+        else:
+            withheld += 1
+    return kept, withheld
+
+
+def _more_rows(fused: Sequence[tuple[Key, float]], rows: dict[Key, tuple], fetch) -> bool:
+    """Read the rows of the fused candidates not read yet; whether there were any."""
+    missing = [key for key, _ in fused if key not in rows]
+    before = len(rows)
+    if missing:
+        rows.update(fetch(missing))
+    return len(rows) > before
