@@ -1,0 +1,63 @@
+"""The cost of the access gate (README "Access control") on the SciFact namespace, in-process.
+
+For every SciFact test query, ``kb.search(q, "scifact", mode=…, k=10)`` four ways: as before the
+gate existed is not measurable any more, so the baseline is the gate with nothing to withhold
+(SciFact documents carry no ACL; anonymous, public namespace); then a gate that withholds a share
+of the documents (by document id: 50% and 90%), so the engine must read further down the ranking
+and, when the lanes run out, ask them for four times more candidates. Reports p50/p95 and how
+often the page came back short of k.
+
+    KBCTL_HOME=/tmp/kbctl-bench .venv/bin/python bench/gate.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import kbctl
+from kbctl.evals.metrics import percentile
+
+
+def main() -> None:
+    home = os.environ.get("KBCTL_HOME", "/tmp/kbctl-bench")
+    qfile = Path(__file__).resolve().parent.parent.parent / "shared/evaldata/scifact/queries.jsonl"
+    queries = [json.loads(line)["text"] for line in qfile.read_text().splitlines() if line.strip()]
+    kb = kbctl.open(home=home, profile="minilm")
+    from kbctl.search import access
+
+    original = access._first_k
+    rows_out = []
+    for share in (0, 50, 90):
+        def first_k(gate, ordered, rows, k, share=share):  # withhold documents by id, standing in for ACLs
+            kept, withheld = [], 0
+            for key, score in ordered:
+                if key in rows and rows[key][2] % 100 >= share:
+                    kept.append((key, score))
+                    if len(kept) >= k:
+                        break
+                else:
+                    withheld += 1
+            return kept, withheld
+        access._first_k = first_k
+        for mode in ("lexical", "dense", "hybrid"):
+            kb.search(queries[0], "scifact", mode=mode, k=10)
+            times, short = [], 0
+            for q in queries[:300]:
+                t0 = time.perf_counter()
+                r = kb.search(q, "scifact", mode=mode, k=10)
+                times.append((time.perf_counter() - t0) * 1000)
+                short += len(r.hits) < 10
+            rows_out.append((share, mode, statistics.median(times), percentile(times, 95), short))
+            print(f"withheld {share}%  {mode:8s} p50 {rows_out[-1][2]:.1f} ms  p95 {rows_out[-1][3]:.1f} ms  short pages {short}", flush=True)
+    access._first_k = original
+    kb.close()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
