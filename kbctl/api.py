@@ -84,6 +84,7 @@ class KnowledgeBase:
         self.db = Database(settings)
         self._conn = None
         self._sides: dict[str, Any] = {}
+        self._role: str | None = None  # this tenant's role, once looked up
 
     # -- connection --------------------------------------------------------------------------------
 
@@ -94,6 +95,7 @@ class KnowledgeBase:
             if self.settings.data["database"]["auto_migrate"]:
                 self.db.migrate(conn)  # on the same connection: a cold command opens one, not two
             register_vector(conn)  # after migrating: the vector type exists from migration 001 on
+            self._enter_tenant(conn)
             self._conn = conn
         return self._conn
 
@@ -101,8 +103,45 @@ class KnowledgeBase:
         """Another connection for one purpose of the search engine (opened on first use)."""
         c = self._sides.get(purpose)
         if c is None or c.closed:
-            c = self._sides[purpose] = self.db.connect()
+            c = self._sides[purpose] = self._tenant_connection()
         return c
+
+    def _tenant_connection(self):
+        """A new connection acting as this tenant's role (the ingest lookup's, the search engine's sides)."""
+        conn = self.db.connect()
+        try:
+            self._enter_tenant(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _enter_tenant(self, conn) -> None:
+        """``SET ROLE`` to the tenant's role: row-level security then holds every statement to its rows.
+
+        Embedded, a tenant's role is created on first use; with a DSN it must exist (``kbctl tenants create``).
+        """
+        from .store import tenants
+
+        if self._role is None:
+            role = tenants.tenant_role(conn, self.tenant)
+            if role is None and not self.db.embedded:
+                raise ConfigError(f"tenant {self.tenant!r} has no role on this server",
+                                  hint=f"the database owner creates it: kbctl --tenant {self.tenant} tenants create")
+            self._role = role or tenants.create_tenant(conn, self.tenant)
+        tenants.enter(conn, self._role)
+
+    def _admin_connection(self):
+        """A connection acting as the role kbctl logs in as (the tables' owner), migrated when
+        ``database.auto_migrate``: for ``kbctl tenants`` and other administration."""
+        conn = self.db.connect(register=False)
+        try:
+            if self.settings.data["database"]["auto_migrate"]:
+                self.db.migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def close(self) -> None:
         for c in (self._conn, *self._sides.values()):
@@ -110,6 +149,7 @@ class KnowledgeBase:
                 c.close()
         self._conn = None
         self._sides = {}
+        self._role = None
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -144,7 +184,61 @@ class KnowledgeBase:
         return get_namespace(self.connection(), name, self.tenant)
 
     def namespaces(self, all_tenants: bool = False) -> list[dict]:
-        return list_namespaces(self.connection(), None if all_tenants else self.tenant)
+        """This tenant's namespaces with their profile and counts; ``all_tenants``: every registered
+        tenant's, each read as that tenant's role (on the owner's connection)."""
+        if not all_tenants:
+            return list_namespaces(self.connection(), self.tenant)
+        from .store import tenants
+
+        conn = self._admin_connection()
+        try:
+            rows = []
+            for t in tenants.list_tenants(conn):
+                with tenants.as_role(conn, t["role"]):
+                    rows += list_namespaces(conn, t["name"])
+            return rows
+        finally:
+            conn.close()
+
+    # -- tenants (row-level security: a role per tenant) --------------------------------------------
+
+    def create_tenant(self, name: str | None = None) -> dict:
+        """Register tenant ``name`` (default: this one) and create its NOLOGIN role; idempotent.
+
+        Needs a login that may create roles (the tables' owner with CREATEROLE, or a superuser)."""
+        from .store import tenants
+
+        tenant = validate.name("tenant", name or self.tenant)
+        conn = self._admin_connection()
+        try:
+            return {"tenant": tenant, "role": tenants.create_tenant(conn, tenant)}
+        finally:
+            conn.close()
+
+    def tenants(self) -> list[dict]:
+        """The registered tenants with their roles (every one, to the tables' owner)."""
+        from .store import tenants
+
+        conn = self._admin_connection()
+        try:
+            return tenants.list_tenants(conn)
+        finally:
+            conn.close()
+
+    def delete_tenant(self, name: str) -> dict | None:
+        """Delete a tenant's namespaces (with everything in them), its audit, tokens and query log,
+        then its role; what went, or None when no such tenant is registered."""
+        from .store import tenants
+
+        conn = self._admin_connection()
+        try:
+            gone = tenants.delete_tenant(conn, validate.name("tenant", name))
+        finally:
+            conn.close()
+        if name == self.tenant:
+            self.close()
+            self._role = None
+        return gone
 
     def create_namespace(self, name: str, profile: str | None = None, description: str = "") -> Namespace:
         """Create ``name`` pinned to a profile (or return it, when it exists with the same pin)."""
@@ -209,7 +303,7 @@ class KnowledgeBase:
         req = IngestRun(ns, prof, targets=tuple(targets), options=opts, fetch_options=fetch_opts, stdin=stdin,
                         feed_state=_DbFeedState, retry_failed=retry_failed, verify=verify, progress=progress,
                         acl=self._acl_policy(namespace))
-        return run(conn, req, connect=self.db.connect)
+        return run(conn, req, connect=self._tenant_connection)
 
     def ingest_records(
         self,
@@ -232,7 +326,7 @@ class KnowledgeBase:
         ns = ensure_namespace(conn, namespace, self.tenant, prof)
         req = IngestRun(ns, prof, targets=("records",), sources=_record_sources(records), verify=verify, progress=progress,
                         acl=self._acl_policy(namespace))
-        return run(conn, req, connect=self.db.connect)
+        return run(conn, req, connect=self._tenant_connection)
 
     def store(
         self,
@@ -255,7 +349,7 @@ class KnowledgeBase:
         ns = ensure_namespace(conn, namespace, self.tenant, prof)
         req = IngestRun(ns, prof, items=items, command="store", verify=verify, progress=progress,
                         acl=self._acl_policy(namespace))
-        return run(conn, req, connect=self.db.connect)
+        return run(conn, req, connect=self._tenant_connection)
 
     # -- search -------------------------------------------------------------------------------------
 

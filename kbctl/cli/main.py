@@ -8,7 +8,7 @@ import warnings
 
 import typer
 
-from . import config_cmd, evals, ingest, namespaces, runs, search, serve, stages
+from . import config_cmd, evals, ingest, namespaces, runs, search, serve, stages, tenants
 from . import db as db_cmd
 from .state import STATE, err, setup_logging
 
@@ -48,6 +48,7 @@ serve.register(app)
 app.add_typer(db_cmd.app, name="db")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(evals.app, name="eval")
+app.add_typer(tenants.app, name="tenants")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,7 +4,7 @@ The only package that talks to PostgreSQL (with ``kbctl.db``, which runs the ser
 migrations). Its static statements are the named files in ``sql/queries/<group>/<name>.sql``
 (``queries.query``); dynamic parts (filters, identifiers, per-profile index names) are composed
 with ``psycopg.sql``. Modules: ``namespaces``, ``documents``, ``runs`` (the ledger), ``search``
-(the lanes' statements), ``filters``, ``checks`` (verify), ``feeds``, ``admin`` (``kbctl db``).
+(the lanes' statements), ``filters``, ``checks`` (verify), ``feeds``, ``admin`` (``kbctl db``), ``tenants`` (a role per tenant; row-level security).
 """
 
 from .documents import (

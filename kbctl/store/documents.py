@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import psycopg
@@ -159,13 +160,13 @@ def _write(conn, ns: Namespace, items, analyzer: Analyzer, title_weight: float, 
     postings: list[tuple[str, int, float, float]] = []
     lengths = 0.0
     with conn.cursor() as cur:
-        with cur.copy(query("documents/copy_documents")) as cp:
+        with _copy_in(cur, "documents") as cp:
             for (d, chunks), did in zip(items, doc_ids):
                 su, sh = sources.get(d.uri, (d.uri, ""))
                 cp.write_row((ns.id, did, d.uri, d.parent_uri, su, sh, d.title, d.source_type, d.content_hash,
                               json.dumps(dict(d.metadata), default=str), len(d.text), len(chunks), run_id,
                               None if d.acl is None else list(d.acl)))
-        with cur.copy(query("documents/copy_chunks")) as cp:
+        with _copy_in(cur, "chunks") as cp:
             cp.set_types(_CHUNK_TYPES)
             for (d, chunks), did in zip(items, doc_ids):
                 meta = _chunk_meta_base(d)
@@ -229,8 +230,18 @@ def _next_ids(conn, table: str, n: int) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+@contextmanager
+def _copy_in(cur, what: str) -> Iterator[Any]:
+    """Binary or text COPY of ``what`` (documents, chunks, postings) into the session's stage table,
+    then one INSERT from it: PostgreSQL refuses COPY FROM into a table under row-level security."""
+    cur.execute(query(f"documents/stage_{what}"))
+    with cur.copy(query(f"documents/copy_{what}")) as cp:
+        yield cp
+    cur.execute(query(f"documents/insert_{what}"))
+
+
 def _write_postings(cur, ns: Namespace, postings: list[tuple[str, int, float, float]]) -> None:
-    with cur.copy(query("documents/copy_postings")) as cp:
+    with _copy_in(cur, "postings") as cp:
         cp.set_types(["integer", "text", "bigint", "real", "real"])
         for t, cid, f, dl in postings:
             cp.write_row((ns.id, t, cid, f, dl))

@@ -17,6 +17,7 @@ from .. import validate
 from ..config import Profile
 from ..errors import NamespaceNotFound, ProfileMismatchError, UsageError
 from .queries import query, template
+from .roles import as_owner
 
 __all__ = ["Namespace", "ensure_profile", "get_namespace", "ensure_namespace", "list_namespaces", "namespace_ids", "delete_namespace",
            "check_pin"]
@@ -118,7 +119,8 @@ def ensure_namespace(conn, name: str, tenant: str, profile: Profile, description
     if ns is not None:
         check_pin(ns, profile)
         return ns
-    pid = ensure_profile(conn, profile)
+    with as_owner(conn):  # a new profile's HNSW index is the owner's to build
+        pid = ensure_profile(conn, profile)
     try:
         conn.execute(query("namespaces/insert_namespace"), (tenant, name, pid, profile.dimension, description))
     except Exception as e:  # the CHECK on the name
@@ -143,7 +145,8 @@ def rebind_namespace(conn, name: str, tenant: str, profile: Profile) -> Namespac
     n = conn.execute(query("namespaces/chunk_count"), (ns.id,)).fetchone()[0]
     if n:
         check_pin(ns, profile)  # raises with the full explanation
-    pid = ensure_profile(conn, profile)
+    with as_owner(conn):  # a new profile's HNSW index is the owner's to build
+        pid = ensure_profile(conn, profile)
     conn.execute(query("namespaces/rebind"), (pid, profile.dimension, ns.id))
     return get_namespace(conn, name, tenant)
 

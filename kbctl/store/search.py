@@ -74,7 +74,9 @@ def bm25_rows(
 ) -> list[tuple]:
     """(namespace_id, chunk_id, score) of the top k chunks with ids in [lo, hi] (``bm25_statement``)."""
     q, fparams = statement
-    return conn.execute(q, [k1 + 1, k1, b, b, avgdl, terms, weights, ns_ids, lo, hi, *fparams, k]).fetchall()
+    with conn.transaction():
+        conn.execute(query("search/lexical_settings"))
+        return conn.execute(q, [k1 + 1, k1, b, b, avgdl, terms, weights, ns_ids, lo, hi, *fparams, k]).fetchall()
 
 
 def median_chunk(conn, ns_ids: list[int], offset: int) -> int | None:

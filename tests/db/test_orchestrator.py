@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import kbctl
 from tests.conftest import ROOT, SAMPLE
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ingest"
@@ -127,10 +128,14 @@ def _status(conn, tenant: str) -> list[str]:
 def test_ingest_and_the_pipe_build_the_same_store_and_ledger(kb, kb_home, tenant, tmp_path):
     corpus = _corpus(tmp_path / "corpus")
     piped = tenant + "_pipe"
-    conn = kb.connection()
-    # Stored vectors are shared by every namespace of a profile, so the second of two runs would
-    # reuse what the first embedded: a third namespace embeds the corpus, and both runs reuse it all.
+    kb.connection()  # migrated
+    conn = kb.db.connect()  # the login, not the tenant's role: it reads both tenants' rows
+    # Stored vectors are shared by every namespace of a profile within a tenant (row-level security
+    # keeps each tenant to its own), so the second of two runs would reuse what the first embedded:
+    # a third namespace in each tenant embeds the corpus, and both runs reuse it all.
     kb.ingest([str(corpus)], namespace="warm", verify=False)
+    with kbctl.open(home=kb_home, tenant=piped, profile="hash-384") as other:
+        other.ingest([str(corpus)], namespace="warm", verify=False)
     for _attempt in range(2):  # a first run, then an incremental one (unchanged sources, the same failures)
         report = kb.ingest([str(corpus)], namespace=NS)
         assert report.documents["failed"] == 2 and report.verify["ok"]
@@ -154,7 +159,8 @@ def test_a_crashed_run_is_marked_failed_on_both_paths_and_a_rerun_converges(kb, 
     corpus = _corpus(tmp_path / "corpus", n=150)
     piped = tenant + "_pipe"
     env = _env(kb_home, piped)
-    conn = kb.connection()
+    kb.connection()  # migrated
+    conn = kb.db.connect()  # the login, not the tenant's role: it reads both tenants' rows
 
     class Boom(RuntimeError):
         pass
@@ -194,7 +200,8 @@ def test_sigkill_leaves_the_run_to_the_next_one_on_both_paths_and_a_rerun_conver
 def _kill_mid_way_and_rerun(kb, kb_home, tenant: str, tmp_path: Path, sig: int) -> None:
     corpus = _corpus(tmp_path / "corpus", n=400)
     piped = tenant + "_pipe"
-    conn = kb.connection()
+    kb.connection()  # migrated
+    conn = kb.db.connect()  # the login, not the tenant's role: it reads both tenants' rows
     records = _embedded_records(_env(kb_home, piped), corpus)
 
     ingest = subprocess.Popen(_kbctl("ingest", str(corpus), "-n", NS, "--json"), stdout=subprocess.DEVNULL,

@@ -1,2 +1,3 @@
--- The tenant and agent a bearer token belongs to (not revoked). Parameters: token hash.
-SELECT tenant, agent FROM kbctl.agent_tokens WHERE token_hash = %s AND revoked_at IS NULL
+-- The tenant and agent a bearer token belongs to (not revoked), through the definer's lookup that
+-- sees every tenant's tokens (migration 009). Parameters: token hash.
+SELECT tenant, agent FROM kbctl.agent_of_token(%s)

@@ -1,0 +1,45 @@
+"""``kbctl tenants``: create, list and delete tenants (a PostgreSQL role per tenant)."""
+
+from __future__ import annotations
+
+import typer
+
+from .render import print_json, table
+from .state import STATE, info
+
+app = typer.Typer(help="Create, list and delete tenants: each one a role that row-level security holds to its rows.",
+                  no_args_is_help=False, invoke_without_command=True)
+
+
+@app.callback(invoke_without_command=True)
+def tenants(ctx: typer.Context, json_: bool = typer.Option(False, "--json", help="JSON on stdout.")) -> None:
+    """List the registered tenants and their roles."""
+    if ctx.invoked_subcommand:
+        return
+    rows = STATE.kb().tenants()
+    if json_:
+        print_json(rows)
+    else:
+        table(rows, ["name", "role", "created_at"])
+
+
+@app.command("create")
+def create(name: str = typer.Argument(None, help="Tenant name (default: --tenant / defaults.tenant).")) -> None:
+    """Register a tenant and create its NOLOGIN role (run as the database owner)."""
+    t = STATE.kb().create_tenant(name)
+    info(f"tenant {t['tenant']} (role {t['role']})")
+
+
+@app.command("delete")
+def delete(
+    name: str = typer.Argument(..., help="Tenant name."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+) -> None:
+    """Delete a tenant with all its namespaces, audit rows, agent tokens and query log, and its role."""
+    if not yes and not typer.confirm(f"delete tenant {name} and all its data?", err=True):
+        raise typer.Exit(1)
+    gone = STATE.kb().delete_tenant(name)
+    if gone is None:
+        info(f"no tenant {name}")
+        raise typer.Exit(1)
+    info(f"deleted tenant {name} ({gone['namespaces']} namespaces) and role {gone['role']}")

@@ -1,0 +1,2 @@
+-- The role the session acts as now.
+SELECT current_user

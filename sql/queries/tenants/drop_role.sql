@@ -1,0 +1,2 @@
+-- Drop a tenant's role. Template: role.
+DROP ROLE IF EXISTS {role}

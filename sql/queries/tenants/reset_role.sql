@@ -1,0 +1,2 @@
+-- Back to the role the session logged in as.
+RESET ROLE
