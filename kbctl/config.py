@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import plugins
 from .errors import ConfigError
 
 __all__ = [
@@ -313,8 +314,8 @@ class Profile:
 
     def _check(self) -> None:
         where = f"profile {self.name!r}"
-        if self.embedder not in ("sentence-transformers", "hash"):
-            raise ConfigError(f"{where}: unknown embedder {self.embedder!r}", hint="use 'sentence-transformers' or 'hash'")
+        if not plugins.known(plugins.EMBEDDERS, self.embedder):  # names only: no plugin is imported here
+            raise ConfigError(f"{where}: {plugins.unknown_message(plugins.EMBEDDERS, self.embedder)}")
         if not 1 <= self.dimension <= 16000:
             raise ConfigError(f"{where}: dimension {self.dimension} is out of range 1..16000")
         if self.distance not in ("cosine", "l2", "ip"):
