@@ -421,8 +421,6 @@ class AccessSettings:
         return cls(default, tuple(rules), bool(t.get("acl_from_recipients", False)))
 
 
-
-
 NAMESPACE_KEYS: dict[str, type] = {"profile": str, "tenant": str, "description": str, "acl_default": str, "acl_rules": list,
                                    "acl_from_recipients": bool}
 
@@ -520,6 +518,7 @@ def _validate_namespace(dotted: str, value: Any, where: str) -> None:
             raise ConfigError(f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[NAMESPACE_KEYS[k]]}")
     AccessSettings.from_table(f"{where}: {dotted}", value)  # acl_default and acl_rules, checked now
 
+
 _TYPE_NAMES = {str: "string", list: "list", bool: "boolean", int: "whole number"}
 
 # ``[agents.NAME]``: what an agent reaching kbctl through ``kbctl mcp`` / ``kbctl serve`` may use
@@ -539,7 +538,6 @@ def _validate_agent(dotted: str, value: Any, where: str) -> None:
         if not isinstance(v, want) or (want is int and isinstance(v, bool)) or (
                 isinstance(v, list) and not all(isinstance(x, str) for x in v)):
             raise ConfigError(f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[want]}{' of strings' if want is list else ''}")
-
 
 
 def _same_type(expected: Any, value: Any) -> bool:
