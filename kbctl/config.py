@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import plugins
 from .errors import ConfigError
 
 __all__ = [
@@ -313,8 +314,8 @@ class Profile:
 
     def _check(self) -> None:
         where = f"profile {self.name!r}"
-        if self.embedder not in ("sentence-transformers", "hash"):
-            raise ConfigError(f"{where}: unknown embedder {self.embedder!r}", hint="use 'sentence-transformers' or 'hash'")
+        if not plugins.known(plugins.EMBEDDERS, self.embedder):  # names only: no plugin is imported here
+            raise ConfigError(f"{where}: {plugins.unknown_message(plugins.EMBEDDERS, self.embedder)}")
         if not 1 <= self.dimension <= 16000:
             raise ConfigError(f"{where}: dimension {self.dimension} is out of range 1..16000")
         if self.distance not in ("cosine", "l2", "ip"):
@@ -420,8 +421,6 @@ class AccessSettings:
         return cls(default, tuple(rules), bool(t.get("acl_from_recipients", False)))
 
 
-
-
 NAMESPACE_KEYS: dict[str, type] = {"profile": str, "tenant": str, "description": str, "acl_default": str, "acl_rules": list,
                                    "acl_from_recipients": bool}
 
@@ -519,6 +518,7 @@ def _validate_namespace(dotted: str, value: Any, where: str) -> None:
             raise ConfigError(f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[NAMESPACE_KEYS[k]]}")
     AccessSettings.from_table(f"{where}: {dotted}", value)  # acl_default and acl_rules, checked now
 
+
 _TYPE_NAMES = {str: "string", list: "list", bool: "boolean", int: "whole number"}
 
 # ``[agents.NAME]``: what an agent reaching kbctl through ``kbctl mcp`` / ``kbctl serve`` may use
@@ -538,7 +538,6 @@ def _validate_agent(dotted: str, value: Any, where: str) -> None:
         if not isinstance(v, want) or (want is int and isinstance(v, bool)) or (
                 isinstance(v, list) and not all(isinstance(x, str) for x in v)):
             raise ConfigError(f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[want]}{' of strings' if want is list else ''}")
-
 
 
 def _same_type(expected: Any, value: Any) -> bool:

@@ -140,8 +140,13 @@ class RunReport:
 
 
 def source_hash(sha: str, profile: Profile) -> str:
-    """Version of a source: the hash of its bytes and the settings that decide its chunks."""
-    settings = json.dumps([asdict(profile.chunk), profile.max_tokens, profile.fingerprint], sort_keys=True)
+    """Version of a source: the hash of its bytes and the settings that decide its chunks.
+
+    ``max_document_chars`` is a limit, not a chunking setting: changing it (or adding it, as an
+    upgrade did) must not make every stored source look changed.
+    """
+    chunk = {k: v for k, v in asdict(profile.chunk).items() if k != "max_document_chars"}
+    settings = json.dumps([chunk, profile.max_tokens, profile.fingerprint], sort_keys=True)
     return content_hash(f"{sha}\x00{settings}")
 
 

@@ -2,7 +2,7 @@
 
 Each lower-cased word and word bigram is hashed (blake2b) to a dimension and a sign; the vector is
 L2-normalised. Texts that share words get similar vectors, so search behaves sensibly in tests,
-with no model to load.
+with no model to load. Registered as the ``hash`` embedder (``factory``); it ignores precision.
 """
 
 from __future__ import annotations
@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import re
 from itertools import pairwise
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from ..config import Profile
+from .tokens import Tokenizer, WordTokenizer
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -44,3 +46,17 @@ class HashEmbedder:
             v[0] = 1.0
             return v
         return v / n
+
+
+class HashPlugin:
+    """The ``hash`` embedder plugin: no model, no precision, chunks measured in words."""
+
+    def __call__(self, profile: Profile, *, cache_dir: Path | None = None, purpose: str = "throughput") -> HashEmbedder:
+        return HashEmbedder(profile)
+
+    def tokenizer(self, profile: Profile) -> Tokenizer:
+        return WordTokenizer()
+
+
+#: The entry point ``hash`` of ``kbctl.embedders``.
+factory = HashPlugin()

@@ -1,18 +1,18 @@
 """Tokenizers used to measure chunks in the profile's own tokens.
 
-For a sentence-transformers model this is the model's fast tokenizer (``tokenizer.json``), loaded
-with the ``tokenizers`` library alone: chunking does not need torch. The hash embedder counts words.
+Each embedder plugin may give one (``tokenizer(profile)`` on its factory): for a sentence-transformers
+model it is the model's fast tokenizer (``tokenizer.json``, ``HFTokenizer``), loaded with the
+``tokenizers`` library alone: chunking does not need torch. Without one, chunks are measured in
+words and punctuation marks (``WordTokenizer``, what the hash embedder reads).
 """
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
 from ..config import Profile
-from ..errors import EmbeddingError
 
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -57,19 +57,16 @@ class HFTokenizer:
         return list(self._tok.encode(text, add_special_tokens=False).offsets)
 
 
-@lru_cache(maxsize=8)
-def _tokenizer_for(embedder: str, model: str, allow_download: bool) -> Tokenizer:
-    if embedder == "hash":
-        return WordTokenizer()
-    from .st import resolve_model_path
-
-    path = resolve_model_path(model, allow_download)
-    tj = Path(path) / "tokenizer.json"
-    if not tj.exists():
-        raise EmbeddingError(f"no tokenizer.json for model {model!r} in {path}", hint="use a model with a fast tokenizer")
-    return HFTokenizer(tj)
+_TOKENIZERS: dict[tuple[str, str, bool], Tokenizer] = {}
 
 
 def get_tokenizer(profile: Profile) -> Tokenizer:
-    """The tokenizer that measures chunks for this profile."""
-    return _tokenizer_for(profile.embedder, profile.model, profile.allow_download)
+    """The tokenizer that measures chunks for this profile: its embedder plugin's ``tokenizer``,
+    else words and punctuation marks. Made once per embedder and model."""
+    key = (profile.embedder, profile.model, profile.allow_download)
+    if key not in _TOKENIZERS:
+        from .protocol import load_factory
+
+        make = getattr(load_factory(profile.embedder), "tokenizer", None)
+        _TOKENIZERS[key] = make(profile) if make is not None else WordTokenizer()
+    return _TOKENIZERS[key]

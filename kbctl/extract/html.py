@@ -145,12 +145,17 @@ def html_paragraphs(markup: str) -> list[str]:
     return [] if root is None else _paragraphs(root, drop=_NOISE_TAGS)
 
 
+_XML_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
 def _parse(markup: str):
     """An lxml tree, or ``None`` for markup with no elements at all."""
     from lxml import etree
     from lxml import html as lxml_html
 
     markup = re.sub(r"^\s*<\?xml[^>]*\?>", "", markup)  # lxml refuses str with an encoding declaration
+    if _XML_CONTROLS.search(markup):  # lxml parses C0 controls but refuses them when text is set back
+        markup = _XML_CONTROLS.sub("", markup)
     try:
         # huge_tree: no depth limit (a 10k-deep nest) and no 10 MB limit on one text node
         parser = lxml_html.HTMLParser(huge_tree=True)

@@ -27,7 +27,7 @@ from .route import route
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SearchOptions", "run_search"]
+__all__ = ["SearchOptions", "SearchPlan", "run_search"]
 
 MODES = ("auto", "dense", "lexical", "hybrid")
 
@@ -100,14 +100,32 @@ def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: s
     if strategy == "needs_clarification":
         strategy = "hybrid" if opts.filters else "content"
     mode = "hybrid" if opts.mode == "auto" else opts.mode
-    result = _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names, side, gate)
+    plan = SearchPlan(tuple(namespaces), profile, query, opts, mode, strategy, k, analyzer, names, gate, side)
+    result = _ranked(conn, plan)
     depth = max(opts.candidates or profile.search.candidates, k)
     while result.details.get("saturated") and len(result.hits) < k and depth < MAX_EF_SEARCH:
         # Withheld hits left the page short and the lanes were full: ask them for more candidates.
         depth = min(depth * 4, MAX_EF_SEARCH)
-        opts = dataclasses.replace(opts, candidates=depth)
-        result = _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names, side, gate)
+        plan = dataclasses.replace(plan, opts=dataclasses.replace(plan.opts, candidates=depth))
+        result = _ranked(conn, plan)
     return _noted(result, gate, namespaces)
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """One routed query, ready for the lanes: what ``run_search`` decided, handed to ``_ranked``."""
+
+    namespaces: tuple[Namespace, ...]
+    profile: Profile
+    query: str
+    opts: SearchOptions
+    mode: str  # lanes to run: dense | lexical | hybrid
+    strategy: str  # the route's answer: content | hybrid
+    k: int
+    analyzer: Any
+    names: tuple[str, ...]
+    gate: Gate
+    side: Callable[[str], Any] | None = None  # another connection per purpose ("dense", "lexical")
 
 
 def _noted(result: SearchResult, gate: Gate, namespaces) -> SearchResult:
@@ -123,9 +141,9 @@ def _noted(result: SearchResult, gate: Gate, namespaces) -> SearchResult:
     return dataclasses.replace(result, notes=tuple(notes), details=details)
 
 
-def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer, names, side=None,
-            gate: Gate | None = None) -> SearchResult:
-    gate = gate or anonymous_gate([n.id for n in namespaces])
+def _ranked(conn, plan: SearchPlan) -> SearchResult:
+    namespaces, profile, query, opts, mode = plan.namespaces, plan.profile, plan.query, plan.opts, plan.mode
+    strategy, k, analyzer, names, side, gate = plan.strategy, plan.k, plan.analyzer, plan.names, plan.side, plan.gate
     s = profile.search
     depth = max(opts.candidates or s.candidates, k)
     ns_ids = [n.id for n in namespaces]
@@ -174,7 +192,7 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
             if details["dense_path"] != "exact":
                 details["ef_search"] = effective_ef_search(profile, opts.ef_search, depth)
             timings["dense_ms"] = (time.perf_counter() - t0) * 1000
-    fusion = {"method": opts.fusion or s.fusion, "rrf_k": opts.rrf_k or s.rrf_k,
+    fusion: dict[str, Any] = {"method": opts.fusion or s.fusion, "rrf_k": opts.rrf_k or s.rrf_k,
               "dense_weight": opts.dense_weight if opts.dense_weight is not None else s.dense_weight}
     fused = fuse(lanes, **fusion)
     prf = opts.prf or s.prf
@@ -186,7 +204,6 @@ def _ranked(conn, namespaces, profile, query, opts, mode, strategy, k, analyzer,
         allowed, _ = viewable(gate, fused[:depth], store.chunk_acls(conn, seen))
         lanes, fused, details["prf"] = _feedback_round(conn, namespaces, profile, terms, qvec, lanes, allowed or fused[:0],
                                                        depth, opts, fusion, side)
-
         timings["prf_ms"] = (time.perf_counter() - t0) * 1000
     per_doc = opts.per_doc if opts.per_doc is not None else s.per_doc
     rows = _fetch(conn, [key for key, _ in fused[: max(depth, k)]])

@@ -225,23 +225,39 @@ def _statuses(kb_home, tenant, namespace):
 WRITE = "INSERT INTO kbctl.lexical_stats"  # inside the document transaction, after the COPYs
 
 
+def test_disk_full_mid_ingest_stops_the_run(run_main, filled, monkeypatch, kb_home, tenant):
+    """A resource error is not one item's fault: the run stops with one line and is marked failed."""
+    more = _corpus(filled / "more", {"late.md": "# Late\n\nA late note about the refund policy.\n"})
+    hits = inject(monkeypatch, WRITE, _raise(pe.DiskFull, "could not extend file \"base/5/1234\": No space left on device"))
+    rc, _, err = run_main("ingest", str(more), "-n", "docs")
+    assert hits, "the injected statement never ran"
+    assert_one_error(rc, err, 1, "disk")
+    monkeypatch.undo()
+    assert _statuses(kb_home, tenant, "docs")[0] == "failed"  # the ledger could still be written
+
+
 @pytest.mark.parametrize(
-    "exc_type, msg, code, needle",
+    "exc_type, msg, needle",
     [
-        (pe.DiskFull, "could not extend file \"base/5/1234\": No space left on device", 1, "disk"),
-        (pe.UniqueViolation, 'duplicate key value violates unique constraint "documents_pkey"', 1, "documents_pkey"),
-        (pe.ForeignKeyViolation, 'insert or update on table "chunks" violates foreign key constraint "chunks_document_fkey"', 1,
+        (pe.UniqueViolation, 'duplicate key value violates unique constraint "documents_pkey"', "documents_pkey"),
+        (pe.ForeignKeyViolation, 'insert or update on table "chunks" violates foreign key constraint "chunks_document_fkey"',
          "chunks_document_fkey"),
     ],
 )
-def test_write_errors_mid_ingest(run_main, filled, monkeypatch, kb_home, tenant, exc_type, msg, code, needle):
+def test_integrity_errors_mid_ingest_are_recorded_per_item(run_main, filled, monkeypatch, kb_home, tenant, exc_type, msg, needle):
+    """A constraint refusing one document is that item's error (per-item isolation): recorded with the
+    constraint's name, the run is partial, exit 0 with a one-line warning (1 with --strict)."""
     more = _corpus(filled / "more", {"late.md": "# Late\n\nA late note about the refund policy.\n"})
     hits = inject(monkeypatch, WRITE, _raise(exc_type, msg))
     rc, _, err = run_main("ingest", str(more), "-n", "docs")
     assert hits, "the injected statement never ran"
-    assert_one_error(rc, err, code, needle)
+    assert rc == 0 and "Traceback" not in err and "failed" in err, (rc, err)
+    rc_strict, _, err_strict = run_main("ingest", str(more), "-n", "docs", "--strict")
+    assert rc_strict == 1 and "Traceback" not in err_strict, (rc_strict, err_strict)
     monkeypatch.undo()
-    assert _statuses(kb_home, tenant, "docs")[0] == "failed"  # the ledger could still be written
+    assert _statuses(kb_home, tenant, "docs")[0] == "partial"
+    rc, out, _ = run_main("errors", "-n", "docs", "--json")
+    assert rc == 0 and needle in out
 
 
 def test_library_raises_kbctl_errors(kb, filled, monkeypatch, tenant):

@@ -44,8 +44,9 @@ QUERIES = {  # query -> the sentences that answer it
 
 
 @pytest.fixture(scope="module")
-def profile():
-    return load_settings(env={}).profile("minilm")
+def profile(models_dir):
+    """The default profile with its model cache in this module's temp home (never the user's dirs)."""
+    return dataclasses.replace(load_settings(env={}).profile("minilm"), cache_dir=str(models_dir))
 
 
 @pytest.fixture(scope="module")

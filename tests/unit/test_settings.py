@@ -147,7 +147,8 @@ def test_missing_unknown_and_non_table_parts():
 
 def test_defaults_load_with_the_right_types():
     p = load_settings(env={}).profile("minilm")
-    assert p.chunk == ChunkSettings(size=200, overlap=32, strategy="structure", semantic_threshold=0.35)
+    assert p.chunk == ChunkSettings(size=200, overlap=32, strategy="structure", semantic_threshold=0.35,
+                                    max_document_chars=50_000_000)
     assert p.hnsw == HnswSettings(m=16, ef_construction=64, ef_search=100, exact_threshold=1000, max_scan_tuples=20000)
     assert p.lexical == LexicalSettings(k1=0.9, b=0.4, language="english", title_weight=1.0, max_edit_distance=2)
     assert p.search == SearchSettings(mode="auto", k=10, candidates=100, fusion="convex", rrf_k=30, dense_weight=0.5,

@@ -1,0 +1,95 @@
+"""Hardening defects that had no end-to-end test of their own (see docs/hardening.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def test_a_negative_k_in_the_profile_is_one_line_not_an_empty_result(kb, cli, tmp_path):
+    """``[profile.search] k = -3`` once made every search of an existing namespace return nothing, exit 0."""
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "refunds.md").write_text("# Refunds\n\nRefunds are processed within five business days.\n")
+    kb.ingest([str(d)], namespace="docs", verify=False)
+    assert cli("search", "refunds", "-n", "docs", "--json").returncode == 0
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text("[profile.search]\nk = -3\n")
+    r = cli("--config", str(cfg), "search", "refunds", "-n", "docs", "--json")
+    stderr = r.stderr.decode()
+    assert r.returncode == 2 and r.stdout == b"", (r.returncode, r.stdout, stderr)
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "search.k" in lines[0] and "Traceback" not in stderr, stderr
+
+
+# -- the same defects through the CLI only, so the test reads the same before and after the fixes ---
+
+DOCS = {"refunds.md": "---\nauthor: Ann\nprice: 12\n---\n# Refunds\n\nRefunds are processed within five business days.\n"}
+
+
+@pytest.fixture
+def docs(kb, tmp_path):
+    d = tmp_path / "docs"
+    d.mkdir()
+    for name, text in DOCS.items():
+        (d / name).write_text(text)
+    kb.ingest([str(d)], namespace="docs", verify=False)
+    return kb
+
+
+def _one_line_usage(p) -> str:
+    stderr = p.stderr.decode()
+    lines = stderr.strip().splitlines()
+    assert p.returncode == 2 and p.stdout == b"", (p.returncode, p.stdout[:300], stderr)
+    assert "Traceback" not in stderr and lines[0].startswith("error: ") and len(lines) <= 2, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("args", [
+    ("-k", "-5"), ("-k", "0"), ("--per-doc", "-1"), ("--filter", "author in ,"), ("--filter", "price<=1e999"),
+], ids=lambda a: " ".join(a))
+def test_bad_search_input_is_a_usage_error(docs, cli, args):
+    _one_line_usage(cli("search", "refunds", "-n", "docs", "--json", *args))
+
+
+def test_empty_tenant_is_a_usage_error(docs, cli):
+    _one_line_usage(cli("--tenant", "", "search", "refunds", "-n", "docs", "--json"))
+
+
+@pytest.mark.parametrize("content", [b"[defaults]\ntenant = \"caf\xe9\"\n", b"[profile.hnsw]\nm = 1\n"], ids=["not-utf8", "hnsw-m-1"])
+def test_bad_config_is_one_line(docs, cli, tmp_path, content):
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_bytes(content)
+    _one_line_usage(cli("--config", str(cfg), "search", "refunds", "-n", "docs", "--json"))
+
+
+def test_a_loopback_url_is_refused_and_recorded(kb, cli, tmp_path):
+    """SSRF: a URL on this machine is not fetched by default; the refusal is one ledger row."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"<html><body><p>zqxloopbackmarker private words of a local service</p></body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/admin"
+        p = cli("-p", "hash-384", "ingest", url, "-n", "web", "--json", "--no-verify")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr.decode()
+    report = json.loads(p.stdout)
+    assert report["documents"]["new"] == 0 and report["documents"]["failed"] == 1, report
+    assert [e["stage"] for e in report["errors"]] == ["fetch"], report["errors"]
