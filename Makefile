@@ -1,7 +1,7 @@
 # kbctl: two commands set everything up on a fresh machine.
 #   make demo   install, ingest sample_corpus/ into the embedded store, search it with the real model
 #   make test   install with test extras, lint (make lint), run the whole suite
-#   make lint   ruff check, mypy, and the layer contracts of pyproject.toml (lint-imports)
+#   make lint   ruff check and format check, mypy, and the layer contracts of pyproject.toml (lint-imports)
 #   make bench  install with bench extras, run the benchmarks (figures go to docs/benchmarks.md)
 
 PYTHON ?= python3
@@ -40,6 +40,7 @@ demo: install
 
 lint: install
 	$(BIN)/ruff check kbctl tests bench
+	$(BIN)/ruff format --check kbctl tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -79,10 +79,16 @@ def run_cli(argv: list[str], env: dict[str, str], no_bf16: bool = False) -> tupl
 
 
 def prepare(home: Path) -> None:
-    if subprocess.run([PY, "-m", "kbctl", "namespaces", "--json"], env=_env(home), capture_output=True, text=True).stdout.count(NS):
+    if subprocess.run(
+        [PY, "-m", "kbctl", "namespaces", "--json"], env=_env(home), capture_output=True, text=True
+    ).stdout.count(NS):
         return
-    subprocess.run([PY, "-m", "kbctl", "ingest", str(REPO / "sample_corpus/support/technical"), "-n", NS],
-                   env=_env(home), check=True, capture_output=True)
+    subprocess.run(
+        [PY, "-m", "kbctl", "ingest", str(REPO / "sample_corpus/support/technical"), "-n", NS],
+        env=_env(home),
+        check=True,
+        capture_output=True,
+    )
 
 
 def decision(env: dict[str, str], no_bf16: bool) -> dict:
@@ -110,7 +116,12 @@ def measure(argv: list[str], env: dict[str, str], runs: int, no_bf16: bool = Fal
         walls.append(w)
         rss.append(r)
         heavy.update(h)
-    return {"median_s": statistics.median(walls), "runs_s": walls, "peak_mib": statistics.median(rss), "heavy": sorted(heavy)}
+    return {
+        "median_s": statistics.median(walls),
+        "runs_s": walls,
+        "peak_mib": statistics.median(rss),
+        "heavy": sorted(heavy),
+    }
 
 
 _PHASES = """
@@ -144,7 +155,9 @@ def breakdown(env: dict[str, str]) -> list[tuple[str, float]]:
     rows = [("interpreter start (python -c pass)", statistics.median(ms))]
     runs = []
     for _ in range(5):
-        out = subprocess.run([PY, "-c", _PHASES.format(ns=NS, q=QUERY)], env=env, check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [PY, "-c", _PHASES.format(ns=NS, q=QUERY)], env=env, check=True, capture_output=True, text=True
+        ).stdout
         runs.append([(line.split("\t")[0], float(line.split("\t")[1])) for line in out.strip().splitlines()])
     for i, (name, _) in enumerate(runs[0]):
         rows.append((name, statistics.median(r[i][1] for r in runs)))
@@ -164,7 +177,9 @@ def import_shares(env: dict[str, str]) -> list[tuple[str, float]]:
 
 def run(env=None, runs: int = 7, home: Path | None = None) -> str:
     """Measure and return the markdown for docs/benchmarks.md (the ``cold`` section)."""
-    home = home or (Path(str(env.home) + "-cold") if env is not None else Path(tempfile.gettempdir()) / "kbctl-bench-cold")
+    home = home or (
+        Path(str(env.home) + "-cold") if env is not None else Path(tempfile.gettempdir()) / "kbctl-bench-cold"
+    )
     prepare(home)
     argv = ["search", QUERY, "-n", NS, "-k", "5"]
     rows = []
@@ -176,24 +191,44 @@ def run(env=None, runs: int = 7, home: Path | None = None) -> str:
     rows.append(("auto, bf16 hidden (a CPU without avx512_bf16)", d_nb, measure(argv, env_nb, runs, no_bf16=True)))
     cfg = home / "bf16.toml"
     cfg.write_text('[profiles.minilm]\nprecision = "bf16"\n')
-    rows.append(("bf16 pinned (torch for the query: the old default here)", {**d, "query": "bf16"},
-                 measure(argv, _env(home, config=cfg), runs)))
+    rows.append(
+        (
+            "bf16 pinned (torch for the query: the old default here)",
+            {**d, "query": "bf16"},
+            measure(argv, _env(home, config=cfg), runs),
+        )
+    )
     phases = breakdown(env_auto)
     imports = import_shares(env_auto)
     subprocess.run([PY, "-m", "kbctl", "db", "stop"], env=env_auto, capture_output=True)
 
-    lines = [f"Median of {runs} processes each (after one warm-up), sample corpus `technical_kb`, query `{QUERY}`, server running.", "",
-             "| setting | CPU flags seen | throughput backend | query backend | cold `kbctl search` median (s) | runs (s) | peak RSS (MiB) | heavy modules imported |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Median of {runs} processes each (after one warm-up), sample corpus `technical_kb`, query `{QUERY}`, server running.",
+        "",
+        "| setting | CPU flags seen | throughput backend | query backend | cold `kbctl search` median (s) | runs (s) | peak RSS (MiB) | heavy modules imported |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, dec, m in rows:
         flags = ", ".join(f for f in dec["features"] if "bf16" in f or f in ("avx2", "avx512f")) or "none"
-        lines.append(f"| {name} | {flags} | {dec['throughput']} | {dec['query']} | {m['median_s']:.2f} | "
-                     f"{', '.join(f'{x:.2f}' for x in m['runs_s'])} | {m['peak_mib']:.0f} | {', '.join(m['heavy']) or 'none'} |")
-    lines += ["", "Where the time goes (`auto` on this CPU; median of 5 processes, steps timed in order):", "",
-              "| step | ms |", "|---|---|"]
+        lines.append(
+            f"| {name} | {flags} | {dec['throughput']} | {dec['query']} | {m['median_s']:.2f} | "
+            f"{', '.join(f'{x:.2f}' for x in m['runs_s'])} | {m['peak_mib']:.0f} | {', '.join(m['heavy']) or 'none'} |"
+        )
+    lines += [
+        "",
+        "Where the time goes (`auto` on this CPU; median of 5 processes, steps timed in order):",
+        "",
+        "| step | ms |",
+        "|---|---|",
+    ]
     lines += [f"| {n} | {v:.1f} |" for n, v in phases]
-    lines += ["", "Import time by top-level package (`-X importtime`, cumulative, one `kbctl search` process):", "",
-              "| package | ms |", "|---|---|"]
+    lines += [
+        "",
+        "Import time by top-level package (`-X importtime`, cumulative, one `kbctl search` process):",
+        "",
+        "| package | ms |",
+        "|---|---|",
+    ]
     lines += [f"| {n} | {v:.1f} |" for n, v in imports]
     return "\n".join(lines) + "\n"
 

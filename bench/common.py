@@ -75,7 +75,9 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{os.cpu_count()} cores ({cpu or 'unknown CPU'}), Python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d')}"
+    return (
+        f"{os.cpu_count()} cores ({cpu or 'unknown CPU'}), Python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d')}"
+    )
 
 
 def write_section(doc: Path, name: str, body: str) -> None:

@@ -40,13 +40,22 @@ def _agreement(kb, namespace: str, qvecs, filters=(), ef_search: int | None = No
         from kbctl.store.filters import filter_sql as filters_sql
 
         fsql, fp = filters_sql(flt)
-        kept = conn.execute(sql.SQL("SELECT count(*) FROM kbctl.chunks c WHERE c.namespace_id = %s AND {}").format(fsql),
-                            [ns.id, *fp]).fetchone()[0]
-    return {"namespace": namespace, "filter": " ".join(filters) or "none",
-            "ef_search": ef_search or prof.hnsw.ef_search, "rows": rows, "rows kept": kept,
-            "queries": len(qvecs), "top-10 agreement": float(np.mean(overlaps)), "min agreement": float(np.min(overlaps)),
-            "queries < 10 (HNSW)": short_h, "queries < 10 (exact)": short_e,
-            "paths": ", ".join(sorted({f"{a}/{b}" for a, b in paths}))}
+        kept = conn.execute(
+            sql.SQL("SELECT count(*) FROM kbctl.chunks c WHERE c.namespace_id = %s AND {}").format(fsql), [ns.id, *fp]
+        ).fetchone()[0]
+    return {
+        "namespace": namespace,
+        "filter": " ".join(filters) or "none",
+        "ef_search": ef_search or prof.hnsw.ef_search,
+        "rows": rows,
+        "rows kept": kept,
+        "queries": len(qvecs),
+        "top-10 agreement": float(np.mean(overlaps)),
+        "min agreement": float(np.min(overlaps)),
+        "queries < 10 (HNSW)": short_h,
+        "queries < 10 (exact)": short_e,
+        "paths": ", ".join(sorted({f"{a}/{b}" for a, b in paths})),
+    }
 
 
 def run(env: Env, namespaces: tuple[str, ...] = ("scifact", "scale-10k", "scale-100k")) -> str:
@@ -76,14 +85,28 @@ def run(env: Env, namespaces: tuple[str, ...] = ("scifact", "scale-10k", "scale-
     finally:
         kb.close()
     save_json(env, "dense", rows)
-    cols = ["namespace", "filter", "ef_search", "rows", "rows kept", "queries", "top-10 agreement", "min agreement",
-            "queries < 10 (HNSW)", "queries < 10 (exact)", "paths"]
+    cols = [
+        "namespace",
+        "filter",
+        "ef_search",
+        "rows",
+        "rows kept",
+        "queries",
+        "top-10 agreement",
+        "min agreement",
+        "queries < 10 (HNSW)",
+        "queries < 10 (exact)",
+        "paths",
+    ]
     sci = next(r for r in rows if r["namespace"] == "scifact")
     ok = sci["top-10 agreement"] >= 0.98 and all(
-        r["queries < 10 (HNSW)"] == 0 and r["queries < 10 (exact)"] == 0 for r in rows)
+        r["queries < 10 (HNSW)"] == 0 and r["queries < 10 (exact)"] == 0 for r in rows
+    )
     body = md_table(rows, cols, digits=4)
-    body += (f"\nHNSW m 16, ef_construction 64 (kbctl defaults). Targets: on SciFact, HNSW top-10 agreement with the"
-             f" exact scan ≥ 0.98 ({sci['top-10 agreement']:.4f}), and every 5%-filtered query returns 10 on both paths"
-             f" → {'**met**' if ok else '**missed**'}.\n")
+    body += (
+        f"\nHNSW m 16, ef_construction 64 (kbctl defaults). Targets: on SciFact, HNSW top-10 agreement with the"
+        f" exact scan ≥ 0.98 ({sci['top-10 agreement']:.4f}), and every 5%-filtered query returns 10 on both paths"
+        f" → {'**met**' if ok else '**missed**'}.\n"
+    )
     print(body)
     return body

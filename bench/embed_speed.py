@@ -60,7 +60,10 @@ def measure(profile, precision: str, texts: list[str], home: Path) -> tuple[floa
 
 
 def table(rows: list[tuple[str, float, float, float, float]]) -> str:
-    lines = ["| precision | passages/s | speed-up | min cosine to fp32 | mean cosine to fp32 |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| precision | passages/s | speed-up | min cosine to fp32 | mean cosine to fp32 |",
+        "|---|---:|---:|---:|---:|",
+    ]
     base = rows[0][1]
     for name, rate, lo, mean, _ in rows:
         lines.append(f"| {name} | {rate:.1f} | {rate / base:.2f}× | {lo:.4f} | {mean:.4f} |")
@@ -91,13 +94,15 @@ def main() -> None:
         print(f"{precision}: {rate:.1f} passages/s, load {load:.1f}s", file=sys.stderr, flush=True)
     auto = decide_precision(dataclasses.replace(profile, precision="auto"), home, load=get_embedder)
     flags = sorted(cpu_features() & {"avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16"})
-    report = "\n".join([
-        table(rows),
-        "",
-        f"{source}, {profile.model}, max_tokens {profile.max_tokens}, batch {profile.batch_size}; "
-        f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, flags: {', '.join(flags) or 'none'}.",
-        f"`auto` here: **{auto.precision}** ({auto.reason}).",
-    ])
+    report = "\n".join(
+        [
+            table(rows),
+            "",
+            f"{source}, {profile.model}, max_tokens {profile.max_tokens}, batch {profile.batch_size}; "
+            f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, flags: {', '.join(flags) or 'none'}.",
+            f"`auto` here: **{auto.precision}** ({auto.reason}).",
+        ]
+    )
     print(report)
     if args.write:
         text = args.write.read_text(encoding="utf-8") if args.write.exists() else MARK + "\n"

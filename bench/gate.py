@@ -7,7 +7,9 @@ of the documents (by document id: 50% and 90%), so the engine must read further 
 and, when the lanes run out, ask them for four times more candidates. Reports p50/p95 and how
 often the page came back short of k.
 
-    KBCTL_HOME=/tmp/kbctl-bench .venv/bin/python bench/gate.py
+    KBCTL_HOME=/tmp/kbctl-bench .venv/bin/python bench/gate.py                       # scifact
+    KBCTL_HOME=/tmp/kbctl-bench .venv/bin/python bench/gate.py scale-100k \
+        --config /tmp/kbctl-bench-results/scale.toml                                  # 100k chunks (bench/scale.py)
 """
 
 from __future__ import annotations
@@ -24,36 +26,49 @@ from kbctl.evals.metrics import percentile
 
 
 def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("namespace", nargs="?", default="scifact")
+    ap.add_argument("--config", default=None, help="config declaring the namespace's profile (scale.toml)")
+    a = ap.parse_args()
+    ns = a.namespace
     home = os.environ.get("KBCTL_HOME", "/tmp/kbctl-bench")
     qfile = Path(__file__).resolve().parent.parent.parent / "shared/evaldata/scifact/queries.jsonl"
     queries = [json.loads(line)["text"] for line in qfile.read_text().splitlines() if line.strip()]
-    kb = kbctl.open(home=home, profile="minilm")
+    kb = kbctl.open(home=home, profile="minilm", config=a.config)
     from kbctl.search import access
 
     original = access._first_k
     rows_out = []
-    for share in (0, 50, 90):
+    for share in ("ungated", 0, 50, 90):  # "ungated": unrestricted=True, the gate does not run at all
+        extra = {"unrestricted": True} if share == "ungated" else {}
+
         def first_k(gate, ordered, rows, k, share=share):  # withhold documents by id, standing in for ACLs
             kept, withheld = [], 0
             for key, score in ordered:
-                if key in rows and rows[key][2] % 100 >= share:
+                if key in rows and rows[key][2] % 100 >= (0 if share == "ungated" else share):
                     kept.append((key, score))
                     if len(kept) >= k:
                         break
                 else:
                     withheld += 1
             return kept, withheld
+
         access._first_k = first_k
         for mode in ("lexical", "dense", "hybrid"):
-            kb.search(queries[0], "scifact", mode=mode, k=10)
+            kb.search(queries[0], ns, mode=mode, k=10, **extra)
             times, short = [], 0
             for q in queries[:300]:
                 t0 = time.perf_counter()
-                r = kb.search(q, "scifact", mode=mode, k=10)
+                r = kb.search(q, ns, mode=mode, k=10, **extra)
                 times.append((time.perf_counter() - t0) * 1000)
                 short += len(r.hits) < 10
             rows_out.append((share, mode, statistics.median(times), percentile(times, 95), short))
-            print(f"withheld {share}%  {mode:8s} p50 {rows_out[-1][2]:.1f} ms  p95 {rows_out[-1][3]:.1f} ms  short pages {short}", flush=True)
+            print(
+                f"withheld {share}{'' if share == 'ungated' else '%'}  {mode:8s} p50 {rows_out[-1][2]:.1f} ms  p95 {rows_out[-1][3]:.1f} ms  short pages {short}",
+                flush=True,
+            )
     access._first_k = original
     kb.close()
     sys.exit(0)

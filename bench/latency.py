@@ -48,11 +48,15 @@ def warm_page_cache(kb) -> dict:
 
     conn = kb.connection()
     data = Path(conn.execute("SHOW data_directory").fetchone()[0])
-    rels = [r[0] for r in conn.execute(
-        "SELECT pg_relation_filepath(c.oid) FROM pg_class c WHERE c.relkind IN ('r', 'i', 't')"
-        " AND (c.relnamespace = 'kbctl'::regnamespace OR c.oid IN (SELECT reltoastrelid FROM pg_class"
-        "      WHERE relnamespace = 'kbctl'::regnamespace) OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid IN"
-        "      (SELECT reltoastrelid FROM pg_class WHERE relnamespace = 'kbctl'::regnamespace)))")]
+    rels = [
+        r[0]
+        for r in conn.execute(
+            "SELECT pg_relation_filepath(c.oid) FROM pg_class c WHERE c.relkind IN ('r', 'i', 't')"
+            " AND (c.relnamespace = 'kbctl'::regnamespace OR c.oid IN (SELECT reltoastrelid FROM pg_class"
+            "      WHERE relnamespace = 'kbctl'::regnamespace) OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid IN"
+            "      (SELECT reltoastrelid FROM pg_class WHERE relnamespace = 'kbctl'::regnamespace)))"
+        )
+    ]
     t0, size = time.perf_counter(), 0
     for rel in filter(None, rels):
         for f in sorted(data.glob(rel + "*")):  # segments (.1, .2, …) and the free-space/visibility maps
@@ -67,9 +71,23 @@ def cold_cli(env: Env, namespace: str, query: str, repeats: int = 3) -> list[flo
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        subprocess.run([KBCTL, "--home", str(env.home), "--config", str(config_file(env)), "search", query, "-n", namespace,
-                        "-k", "10"],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                KBCTL,
+                "--home",
+                str(env.home),
+                "--config",
+                str(config_file(env)),
+                "search",
+                query,
+                "-n",
+                namespace,
+                "-k",
+                "10",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         times.append(time.perf_counter() - t0)
     return times
 
@@ -96,8 +114,16 @@ def run(env: Env) -> str:
             for mode in MODES:
                 lat = _measure(kb, name, queries, mode)
                 raw[f"{name}/{mode}"] = lat
-                rows.append({"chunks": f"{size:,}", "mode": mode, "queries": len(lat), "p50 ms": percentile(lat, 50),
-                             "p95 ms": percentile(lat, 95), "mean ms": statistics.fmean(lat)})
+                rows.append(
+                    {
+                        "chunks": f"{size:,}",
+                        "mode": mode,
+                        "queries": len(lat),
+                        "p50 ms": percentile(lat, 50),
+                        "p95 ms": percentile(lat, 95),
+                        "mean ms": statistics.fmean(lat),
+                    }
+                )
                 print(rows[-1], flush=True)
     finally:
         kb.close()
@@ -105,9 +131,11 @@ def run(env: Env) -> str:
     save_json(env, "latency", {"rows": rows, "raw": raw, "cold_cli_s": cold})
     hybrid100 = next(r for r in rows if r["chunks"] == "100,000" and r["mode"] == "hybrid")
     body = md_table(rows, ["chunks", "mode", "queries", "p50 ms", "p95 ms", "mean ms"], digits=1)
-    body += (f"\nHybrid p95 at 100k chunks: {hybrid100['p95 ms']:.1f} ms (target < {TARGET_P95_MS:.0f} ms →"
-             f" {'**met**' if hybrid100['p95 ms'] < TARGET_P95_MS else '**missed**'}).\n\n"
-             f"Cold `kbctl search` CLI call (100k namespace, hybrid, server already running): "
-             f"{', '.join(f'{t:.2f}' for t in cold)} s (median {statistics.median(cold):.2f} s).\n")
+    body += (
+        f"\nHybrid p95 at 100k chunks: {hybrid100['p95 ms']:.1f} ms (target < {TARGET_P95_MS:.0f} ms →"
+        f" {'**met**' if hybrid100['p95 ms'] < TARGET_P95_MS else '**missed**'}).\n\n"
+        f"Cold `kbctl search` CLI call (100k namespace, hybrid, server already running): "
+        f"{', '.join(f'{t:.2f}' for t in cold)} s (median {statistics.median(cold):.2f} s).\n"
+    )
     print(body)
     return body

@@ -60,12 +60,16 @@ def _text_file(folder: Path, mb: int, sample: str) -> Path:
 def _feed_file(folder: Path, n: int) -> Path:
     path = folder / f"feed-{n}.rss"
     with path.open("w", encoding="utf-8") as f:
-        f.write('<?xml version="1.0"?><rss version="2.0"><channel><title>Bench feed</title>'
-                "<link>https://example.com/</link>")
+        f.write(
+            '<?xml version="1.0"?><rss version="2.0"><channel><title>Bench feed</title>'
+            "<link>https://example.com/</link>"
+        )
         for i in range(n):
-            f.write(f"<item><title>Entry {i}</title><link>https://example.com/e/{i}</link>"
-                    f'<guid isPermaLink="false">e-{i}</guid><pubDate>Mon, 06 May 2024 12:00:00 GMT</pubDate>'
-                    f"<description>&lt;p&gt;Release note {i}: retries, rate limits and timeouts.&lt;/p&gt;</description></item>")
+            f.write(
+                f"<item><title>Entry {i}</title><link>https://example.com/e/{i}</link>"
+                f'<guid isPermaLink="false">e-{i}</guid><pubDate>Mon, 06 May 2024 12:00:00 GMT</pubDate>'
+                f"<description>&lt;p&gt;Release note {i}: retries, rate limits and timeouts.&lt;/p&gt;</description></item>"
+            )
         f.write("</channel></rss>")
     return path
 
@@ -88,18 +92,27 @@ def run(env) -> str:
             r = _ingest(home, path, f"mem_{n}")
             path.unlink()
             growth = r["peak"] - base
-            rows.append({"input": label, "file MB": size / MB, "seconds": r["seconds"],
-                         "peak RSS MB": r["peak"] / MB, "growth MB": growth / MB,
-                         "growth / file size": growth / size, "exit": r["rc"]})
+            rows.append(
+                {
+                    "input": label,
+                    "file MB": size / MB,
+                    "seconds": r["seconds"],
+                    "peak RSS MB": r["peak"] / MB,
+                    "growth MB": growth / MB,
+                    "growth / file size": growth / size,
+                    "exit": r["rc"],
+                }
+            )
     subprocess.run([KBCTL, "--home", str(home), "db", "stop"], check=False, stdout=subprocess.DEVNULL)
-    head = (f"Profile `{PROFILE}`; baseline (the same command on a one-line file): "
-            f"{base / MB:.0f} MB peak RSS.\n\n")
+    head = f"Profile `{PROFILE}`; baseline (the same command on a one-line file): {base / MB:.0f} MB peak RSS.\n\n"
     return head + md_table(rows, digits=1)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--home", type=Path, default=Path("/tmp/kbctl-bench"), help="benchmark home (a -memory sibling is used)")
+    ap.add_argument(
+        "--home", type=Path, default=Path("/tmp/kbctl-bench"), help="benchmark home (a -memory sibling is used)"
+    )
     ap.add_argument("--no-write", action="store_true", help="print the table, leave docs/ alone")
     args = ap.parse_args(argv)
 

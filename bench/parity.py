@@ -97,8 +97,11 @@ def run(env: Env, namespace: str = "scifact") -> str:
     queries = {q.id: an.terms(q.text) for q in ds.queries}
 
     corpus = list(iter_beir_corpus(path))
-    whole = _bm25s_run([an.terms((d.get("title") or "") + " " + (d.get("text") or "")) for d in corpus],
-                       [d["_id"] for d in corpus], queries)
+    whole = _bm25s_run(
+        [an.terms((d.get("title") or "") + " " + (d.get("text") or "")) for d in corpus],
+        [d["_id"] for d in corpus],
+        queries,
+    )
 
     kb = kbctl.open(home=env.home)
     try:
@@ -113,16 +116,33 @@ def run(env: Env, namespace: str = "scifact") -> str:
     n_k, n_w, n_c = _ndcg(ours, qrels), _ndcg(whole, qrels), _ndcg(chunks, qrels)
     top10 = [len(set(ours[q][:10]) & set(chunks[q][:10])) / max(1, min(10, len(chunks[q]))) for q in ours if chunks[q]]
     rows = [
-        {"run": "kbctl lexical lane (chunks, best chunk per document)", "units": nchunks, "nDCG@10": n_k, "Δ vs kbctl": 0.0},
-        {"run": "bm25s on kbctl's chunks (best chunk per document)", "units": nchunks, "nDCG@10": n_c, "Δ vs kbctl": n_c - n_k},
-        {"run": "bm25s on whole documents (title + text)", "units": len(corpus), "nDCG@10": n_w, "Δ vs kbctl": n_w - n_k},
+        {
+            "run": "kbctl lexical lane (chunks, best chunk per document)",
+            "units": nchunks,
+            "nDCG@10": n_k,
+            "Δ vs kbctl": 0.0,
+        },
+        {
+            "run": "bm25s on kbctl's chunks (best chunk per document)",
+            "units": nchunks,
+            "nDCG@10": n_c,
+            "Δ vs kbctl": n_c - n_k,
+        },
+        {
+            "run": "bm25s on whole documents (title + text)",
+            "units": len(corpus),
+            "nDCG@10": n_w,
+            "Δ vs kbctl": n_w - n_k,
+        },
     ]
     save_json(env, "parity", {"kbctl": n_k, "bm25s_chunks": n_c, "bm25s_docs": n_w, "top10_overlap": top10})
     body = md_table(rows, ["run", "units", "nDCG@10", "Δ vs kbctl"], digits=4)
-    body += (f"\nSciFact test ({len(qrels)} queries), k1 {K1}, b {B}, bm25s method \"lucene\" (idf ln(1 + (N − df + 0.5)/(df + 0.5)),"
-             f" as kbctl); {ndocs} documents in {nchunks} chunks. Mean top-10 overlap of kbctl and bm25s-on-chunks:"
-             f" {np.mean(top10):.4f}. Parity target: |Δ| ≤ 0.01 → "
-             f"{'**met**' if abs(n_c - n_k) <= 0.01 and abs(n_w - n_k) <= 0.01 else '**see notes**'}"
-             f" (chunks {abs(n_c - n_k):.4f}, whole documents {abs(n_w - n_k):.4f}).\n")
+    body += (
+        f'\nSciFact test ({len(qrels)} queries), k1 {K1}, b {B}, bm25s method "lucene" (idf ln(1 + (N − df + 0.5)/(df + 0.5)),'
+        f" as kbctl); {ndocs} documents in {nchunks} chunks. Mean top-10 overlap of kbctl and bm25s-on-chunks:"
+        f" {np.mean(top10):.4f}. Parity target: |Δ| ≤ 0.01 → "
+        f"{'**met**' if abs(n_c - n_k) <= 0.01 and abs(n_w - n_k) <= 0.01 else '**see notes**'}"
+        f" (chunks {abs(n_c - n_k):.4f}, whole documents {abs(n_w - n_k):.4f}).\n"
+    )
     print(body)
     return body

@@ -23,8 +23,12 @@ MODES = ("lexical", "dense", "hybrid", "prf")
 # nDCG@10 references on the same files: published figures and the reference tools measured on this
 # machine (bm25s, exact MiniLM, RRF k=60 over each lane's top 100; /work/shared/evaldata/README.md).
 REFERENCE = {
-    "scifact": {"lexical": "0.665 (BEIR) / 0.679 (Anserini) / 0.676 (bm25s)", "dense": "0.645 (MTEB, ref. exact)",
-                "hybrid": "0.714 (plain RRF)", "prf": "–"},
+    "scifact": {
+        "lexical": "0.665 (BEIR) / 0.679 (Anserini) / 0.676 (bm25s)",
+        "dense": "0.645 (MTEB, ref. exact)",
+        "hybrid": "0.714 (plain RRF)",
+        "prf": "–",
+    },
     "cranfield": {"lexical": "0.352 (bm25s)", "dense": "0.382 (ref. exact)", "hybrid": "0.413 (plain RRF)", "prf": "–"},
     "cisi": {"lexical": "–", "dense": "–", "hybrid": "–", "prf": "–"},
 }
@@ -49,8 +53,20 @@ def eval_collection(env: Env, name: str) -> dict:
     report = results_dir(env) / f"{name}.html"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.json"
-        kbctl(env, "eval", "run", str(env.collection(name)), "-n", name, "--modes", ",".join(MODES), "--json", str(path),
-              "--report", str(report))
+        kbctl(
+            env,
+            "eval",
+            "run",
+            str(env.collection(name)),
+            "-n",
+            name,
+            "--modes",
+            ",".join(MODES),
+            "--json",
+            str(path),
+            "--report",
+            str(report),
+        )
         data = json.loads(path.read_text())
     from kbctl.evals.screenshot import find_chromium, screenshot_html
 
@@ -72,24 +88,58 @@ def run(env: Env) -> str:
         metrics = {m: data["modes"][m]["metrics"] for m in MODES}
         for m in MODES:
             x = metrics[m]
-            rows.append({"collection": name, "mode": m, "queries": data["modes"][m]["num_queries"],
-                         "nDCG@10": x["ndcg@10"], "R@10": x["recall@10"], "R@100": x["recall@100"],
-                         "MRR@10": x["mrr@10"], "p50 ms": x["latency_ms_p50"], "p95 ms": x["latency_ms_p95"],
-                         "reference nDCG@10": REFERENCE[name][m]})
+            rows.append(
+                {
+                    "collection": name,
+                    "mode": m,
+                    "queries": data["modes"][m]["num_queries"],
+                    "nDCG@10": x["ndcg@10"],
+                    "R@10": x["recall@10"],
+                    "R@100": x["recall@100"],
+                    "MRR@10": x["mrr@10"],
+                    "p50 ms": x["latency_ms_p50"],
+                    "p95 ms": x["latency_ms_p95"],
+                    "reference nDCG@10": REFERENCE[name][m],
+                }
+            )
         h, p = metrics["hybrid"]["ndcg@10"], metrics["prf"]["ndcg@10"]
         if name in TARGET:
             lx, d = metrics["lexical"]["ndcg@10"], metrics["dense"]["ndcg@10"]
-            verdicts.append(f"- {name}: hybrid (default) {h:.3f} → {'**met**' if h >= TARGET[name] else '**missed**'},"
-                            f" prf (quality mode) {p:.3f} → {'**met**' if p >= TARGET[name] else '**missed**'}"
-                            f" (target {TARGET[name]:.2f}; lexical {lx:.3f}, dense {d:.3f})")
+            verdicts.append(
+                f"- {name}: hybrid (default) {h:.3f} → {'**met**' if h >= TARGET[name] else '**missed**'},"
+                f" prf (quality mode) {p:.3f} → {'**met**' if p >= TARGET[name] else '**missed**'}"
+                f" (target {TARGET[name]:.2f}; lexical {lx:.3f}, dense {d:.3f})"
+            )
         if name in HELD_OUT:
-            verdicts.append(f"- {name} (held out): hybrid {h:.4f}, prf {p:.4f}, not below {HELD_OUT[name]:.4f} →"
-                            f" hybrid {'**met**' if h >= HELD_OUT[name] else '**missed**'},"
-                            f" prf {'**met**' if p >= HELD_OUT[name] else '**missed**'}")
-    table = md_table(rows, ["collection", "mode", "queries", "nDCG@10", "R@10", "R@100", "MRR@10", "p50 ms", "p95 ms",
-                            "reference nDCG@10"])
-    body = table + ("\nTargets (nDCG@10 of hybrid, the default, or of prf, the quality mode; CISI not below the"
-                    " previous default):\n\n") + "\n".join(verdicts) + "\n"
+            verdicts.append(
+                f"- {name} (held out): hybrid {h:.4f}, prf {p:.4f}, not below {HELD_OUT[name]:.4f} →"
+                f" hybrid {'**met**' if h >= HELD_OUT[name] else '**missed**'},"
+                f" prf {'**met**' if p >= HELD_OUT[name] else '**missed**'}"
+            )
+    table = md_table(
+        rows,
+        [
+            "collection",
+            "mode",
+            "queries",
+            "nDCG@10",
+            "R@10",
+            "R@100",
+            "MRR@10",
+            "p50 ms",
+            "p95 ms",
+            "reference nDCG@10",
+        ],
+    )
+    body = (
+        table
+        + (
+            "\nTargets (nDCG@10 of hybrid, the default, or of prf, the quality mode; CISI not below the"
+            " previous default):\n\n"
+        )
+        + "\n".join(verdicts)
+        + "\n"
+    )
     print(body)
     return body
 
@@ -114,8 +164,12 @@ def sweep(env: Env) -> str:
         datasets = {n: load_dataset(env.collection(n)) for n in SWEEP_COLLECTIONS}
         rows = []
         for opts in sweep_grid():
-            row = {"fusion": opts["fusion"], "rrf_k": opts.get("rrf_k"), "dense_weight": opts.get("dense_weight"),
-                   "candidates": opts["candidates"]}
+            row = {
+                "fusion": opts["fusion"],
+                "rrf_k": opts.get("rrf_k"),
+                "dense_weight": opts.get("dense_weight"),
+                "candidates": opts["candidates"],
+            }
             for name, ds in datasets.items():
                 fn = search_fn(kb, ds, name, 100, {"lane": "hybrid", **opts})
                 rep = run_eval(ds, fn, ["sweep"], depth=100)

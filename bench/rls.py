@@ -33,7 +33,13 @@ def measure(kb, pairs: list[tuple[str, str]], mode: str) -> dict:
             t0 = time.perf_counter()
             kb.search(q, ns, mode=mode, k=10, prf="off")
             ms.append((time.perf_counter() - t0) * 1000)
-    return {"mode": mode, "n": len(ms), "p50": statistics.median(ms), "p95": percentile(ms, 95), "mean": statistics.fmean(ms)}
+    return {
+        "mode": mode,
+        "n": len(ms),
+        "p50": statistics.median(ms),
+        "p95": percentile(ms, 95),
+        "mean": statistics.fmean(ms),
+    }
 
 
 def main() -> None:
@@ -53,7 +59,9 @@ def main() -> None:
         pairs = [(q, "scifact") for q in queries]
         out += [{"corpus": "scifact", **measure(kb, pairs, m)} for m in ("lexical", "hybrid")]
     for r in out:
-        print(f"{r['corpus']:8} {r['mode']:8} n={r['n']:4} p50 {r['p50']:6.1f} ms  p95 {r['p95']:6.1f} ms  mean {r['mean']:6.1f} ms")
+        print(
+            f"{r['corpus']:8} {r['mode']:8} n={r['n']:4} p50 {r['p50']:6.1f} ms  p95 {r['p95']:6.1f} ms  mean {r['mean']:6.1f} ms"
+        )
 
 
 if __name__ == "__main__":

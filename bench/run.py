@@ -34,10 +34,17 @@ from common import REPO, Env, kbctl, machine, write_section
 
 PARTS = ("quality", "sweep", "parity", "dense", "latency", "ingest", "cold", "memory", "serve")
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
-DOCS = {"quality": ("docs/retrieval-quality.md", "README.md"), "sweep": ("docs/retrieval-quality.md",),
-        "parity": ("docs/benchmarks.md",), "dense": ("docs/benchmarks.md",), "latency": ("docs/benchmarks.md",),
-        "ingest": ("docs/benchmarks.md",), "cold": ("docs/benchmarks.md",), "memory": ("docs/benchmarks.md",),
-        "serve": ("docs/benchmarks.md",)}
+DOCS = {
+    "quality": ("docs/retrieval-quality.md", "README.md"),
+    "sweep": ("docs/retrieval-quality.md",),
+    "parity": ("docs/benchmarks.md",),
+    "dense": ("docs/benchmarks.md",),
+    "latency": ("docs/benchmarks.md",),
+    "ingest": ("docs/benchmarks.md",),
+    "cold": ("docs/benchmarks.md",),
+    "memory": ("docs/benchmarks.md",),
+    "serve": ("docs/benchmarks.md",),
+}
 
 
 def _part(name: str):
@@ -50,15 +57,27 @@ def _part(name: str):
     import quality
     import serve
 
-    return {"quality": quality.run, "sweep": quality.sweep, "parity": parity.run, "dense": dense.run,
-            "latency": latency.run, "ingest": ingest.run, "cold": cold.run, "memory": memory.run,
-            "serve": serve.run}[name]
+    return {
+        "quality": quality.run,
+        "sweep": quality.sweep,
+        "parity": parity.run,
+        "dense": dense.run,
+        "latency": latency.run,
+        "ingest": ingest.run,
+        "cold": cold.run,
+        "memory": memory.run,
+        "serve": serve.run,
+    }[name]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--evaldata", type=Path, default=REPO.parent / "shared" / "evaldata",
-                    help="folder of BEIR collections (default ../shared/evaldata)")
+    ap.add_argument(
+        "--evaldata",
+        type=Path,
+        default=REPO.parent / "shared" / "evaldata",
+        help="folder of BEIR collections (default ../shared/evaldata)",
+    )
     ap.add_argument("--home", type=Path, default=Path("/tmp/kbctl-bench"), help="KBCTL_HOME for the benchmark store")
     ap.add_argument("--only", default=",".join(PARTS), help=f"comma list of parts: {', '.join(PARTS)}")
     ap.add_argument("--no-write", action="store_true", help="print the tables, leave docs/ alone")

@@ -41,7 +41,14 @@ def config_file(env) -> Path:
 
     lines = []
     for name in SCALED:
-        lines += [f"[profiles.{name}]", f'revision = "bench:{name}"', "", f"[namespaces.{name}]", f'profile = "{name}"', ""]
+        lines += [
+            f"[profiles.{name}]",
+            f'revision = "bench:{name}"',
+            "",
+            f"[namespaces.{name}]",
+            f'profile = "{name}"',
+            "",
+        ]
     path = results_dir(env) / "scale.toml"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
@@ -65,9 +72,19 @@ def make_scaled(kb, source: str, name: str, target: int) -> dict:
     t0 = time.perf_counter()
     base = conn.execute("SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s", (src.id,)).fetchone()[0]
     copies = math.ceil(target / base)
-    p = {"src": src.id, "dst": ns.id, "copies": copies, "base": base, "target": target, "off": OFFSET, "big": BASE,
-         "noise": NOISE, "pid": ns.profile_id}
+    p = {
+        "src": src.id,
+        "dst": ns.id,
+        "copies": copies,
+        "base": base,
+        "target": target,
+        "off": OFFSET,
+        "big": BASE,
+        "noise": NOISE,
+        "pid": ns.profile_id,
+    }
     from kbctl.store.namespaces import create_hnsw_index, hnsw_index_name
+
     with conn.transaction():
         conn.execute("SET LOCAL session_replication_role = replica")
         conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
@@ -75,19 +92,27 @@ def make_scaled(kb, source: str, name: str, target: int) -> dict:
         conn.execute(f"DROP INDEX IF EXISTS kbctl.{hnsw_index_name(ns.profile_id)}")
         for table in ("lexical_postings", "lexical_vocab", "lexical_stats", "chunks", "documents"):
             conn.execute(f"DELETE FROM kbctl.{table} WHERE namespace_id = %s", (ns.id,))
-        conn.execute("CREATE TEMP TABLE bench_src ON COMMIT DROP AS"
-                     " SELECT id, row_number() OVER (ORDER BY id) - 1 AS rn FROM kbctl.chunks WHERE namespace_id = %(src)s", p)
-        conn.execute("CREATE TEMP TABLE bench_copy ON COMMIT DROP AS"
-                     " SELECT s.id, c, %(big)s + c * %(off)s + s.id AS new_id, c * %(base)s + s.rn AS n"
-                     " FROM bench_src s CROSS JOIN generate_series(0, %(copies)s - 1) c"
-                     " WHERE c * %(base)s + s.rn < %(target)s", p)
+        conn.execute(
+            "CREATE TEMP TABLE bench_src ON COMMIT DROP AS"
+            " SELECT id, row_number() OVER (ORDER BY id) - 1 AS rn FROM kbctl.chunks WHERE namespace_id = %(src)s",
+            p,
+        )
+        conn.execute(
+            "CREATE TEMP TABLE bench_copy ON COMMIT DROP AS"
+            " SELECT s.id, c, %(big)s + c * %(off)s + s.id AS new_id, c * %(base)s + s.rn AS n"
+            " FROM bench_src s CROSS JOIN generate_series(0, %(copies)s - 1) c"
+            " WHERE c * %(base)s + s.rn < %(target)s",
+            p,
+        )
         conn.execute("CREATE INDEX ON bench_copy (id)")
         conn.execute(
             "INSERT INTO kbctl.documents (namespace_id, id, uri, source_uri, source_hash, title, source_type,"
             " content_hash, metadata, char_count, chunk_count)"
             " SELECT %(dst)s, %(big)s + c * %(off)s + d.id, d.uri || '#' || c, d.source_uri || '#' || c, d.source_hash,"
             " d.title, d.source_type, d.content_hash, d.metadata, d.char_count, d.chunk_count"
-            " FROM kbctl.documents d CROSS JOIN generate_series(0, %(copies)s - 1) c WHERE d.namespace_id = %(src)s", p)
+            " FROM kbctl.documents d CROSS JOIN generate_series(0, %(copies)s - 1) c WHERE d.namespace_id = %(src)s",
+            p,
+        )
         conn.execute(
             "INSERT INTO kbctl.chunks (namespace_id, id, document_id, position, text, token_count, char_start, char_end,"
             " heading_path, page, content_hash, metadata, profile_id, dimension, embedding, lex_length)"
@@ -99,17 +124,25 @@ def make_scaled(kb, source: str, name: str, target: int) -> dict:
             " CASE WHEN b.c = 0 THEN s.embedding ELSE l2_normalize((SELECT array_agg(x + (random() - 0.5) * 2 * %(noise)s"
             "   ORDER BY i) FROM unnest(s.embedding::real[]) WITH ORDINALITY u(x, i))::vector) END,"
             " s.lex_length"
-            " FROM bench_copy b JOIN kbctl.chunks s ON s.namespace_id = %(src)s AND s.id = b.id", p)
+            " FROM bench_copy b JOIN kbctl.chunks s ON s.namespace_id = %(src)s AND s.id = b.id",
+            p,
+        )
         conn.execute(
             "INSERT INTO kbctl.lexical_postings (namespace_id, term, chunk_id, tf, dl)"
             " SELECT %(dst)s, l.term, b.new_id, l.tf, l.dl"
-            " FROM kbctl.lexical_postings l JOIN bench_copy b ON b.id = l.chunk_id WHERE l.namespace_id = %(src)s", p)
+            " FROM kbctl.lexical_postings l JOIN bench_copy b ON b.id = l.chunk_id WHERE l.namespace_id = %(src)s",
+            p,
+        )
         conn.execute(
             "INSERT INTO kbctl.lexical_vocab (namespace_id, term, df)"
-            " SELECT %(dst)s, term, count(*) FROM kbctl.lexical_postings WHERE namespace_id = %(dst)s GROUP BY term", p)
+            " SELECT %(dst)s, term, count(*) FROM kbctl.lexical_postings WHERE namespace_id = %(dst)s GROUP BY term",
+            p,
+        )
         conn.execute(
             "INSERT INTO kbctl.lexical_stats (namespace_id, chunk_count, total_length)"
-            " SELECT %(dst)s, count(*), coalesce(sum(lex_length), 0) FROM kbctl.chunks WHERE namespace_id = %(dst)s", p)
+            " SELECT %(dst)s, count(*), coalesce(sum(lex_length), 0) FROM kbctl.chunks WHERE namespace_id = %(dst)s",
+            p,
+        )
         create_hnsw_index(conn, ns.profile_id, prof)
     conn.execute("VACUUM (ANALYZE) kbctl.chunks, kbctl.lexical_postings, kbctl.lexical_vocab, kbctl.documents")
     return {"namespace": name, "chunks": target, "copies": copies, "seconds": time.perf_counter() - t0, "reused": False}

@@ -37,12 +37,20 @@ CONFIG = '[agents.bench]\nnamespaces = ["technical_kb", "billing_kb"]\nk = 5\n'
 
 
 def _queries() -> list[str]:
-    rows = [json.loads(line) for line in (REPO / "sample_corpus" / "eval" / "queries.jsonl").read_text().splitlines() if line.strip()]
-    return [r["query"] for r in rows if r.get("namespace") in ("technical_kb", "billing_kb")] or [r["query"] for r in rows]
+    rows = [
+        json.loads(line)
+        for line in (REPO / "sample_corpus" / "eval" / "queries.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    return [r["query"] for r in rows if r.get("namespace") in ("technical_kb", "billing_kb")] or [
+        r["query"] for r in rows
+    ]
 
 
 def _env(home: Path, config: Path, **more: str) -> dict[str, str]:
-    return dict(os.environ, KBCTL_HOME=str(home), KBCTL_TENANT=TENANT, KBCTL_CONFIG=str(config), PYTHONWARNINGS="ignore", **more)
+    return dict(
+        os.environ, KBCTL_HOME=str(home), KBCTL_TENANT=TENANT, KBCTL_CONFIG=str(config), PYTHONWARNINGS="ignore", **more
+    )
 
 
 def _port() -> int:
@@ -64,8 +72,14 @@ def _prepare(home: Path, config: Path) -> str:
 
 def _cli_search(home: Path, config: Path, query: str, namespace: str, **env: str) -> float:
     t0 = time.perf_counter()
-    subprocess.run([PY, "-m", "kbctl", "search", query, "-n", namespace, "--json"], env=_env(home, config, **env),
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    subprocess.run(
+        [PY, "-m", "kbctl", "search", query, "-n", namespace, "--json"],
+        env=_env(home, config, **env),
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
     return time.perf_counter() - t0
 
 
@@ -91,8 +105,11 @@ def _mcp_client(url: str, token: str, queries: list[str], deadline: float, out: 
     from mcp.client.streamable_http import streamable_http_client
 
     async def main():
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http, \
-                streamable_http_client(url + "/mcp", http_client=http) as s, ClientSession(s[0], s[1]) as session:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+            streamable_http_client(url + "/mcp", http_client=http) as s,
+            ClientSession(s[0], s[1]) as session,
+        ):
             await session.initialize()
             i = 0
             while time.monotonic() < deadline:
@@ -127,8 +144,17 @@ def _load(url: str, token: str, queries: list[str], clients: int, seconds: float
     rows = []
     for kind, (ok, errors) in res.items():
         q = statistics.quantiles(ok, n=100) if len(ok) > 1 else [float("nan")] * 99
-        rows.append({"surface": kind, "clients": clients // 2, "requests": len(ok) + len(errors), "errors": len(errors),
-                     "req/s": len(ok) / took, "p50 ms": q[49] * 1000, "p95 ms": q[94] * 1000})
+        rows.append(
+            {
+                "surface": kind,
+                "clients": clients // 2,
+                "requests": len(ok) + len(errors),
+                "errors": len(errors),
+                "req/s": len(ok) / took,
+                "p50 ms": q[49] * 1000,
+                "p95 ms": q[94] * 1000,
+            }
+        )
     return rows
 
 
@@ -138,8 +164,13 @@ def measure(home: Path, seconds: float, clients: int) -> str:
     token = _prepare(home, config)
     port = _port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([PY, "-m", "kbctl", "serve", "--port", str(port)], env=_env(home, config), cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [PY, "-m", "kbctl", "serve", "--port", str(port)],
+        env=_env(home, config),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         import httpx
 
@@ -159,12 +190,21 @@ def measure(home: Path, seconds: float, clients: int) -> str:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-    lines = ["| `kbctl search` (one process, median of 7) | wall time |", "|---|---:|",
-             f"| through a running `kbctl serve` | {served:.3f} s |", f"| in-process (cold: embedder loaded per process) | {local:.3f} s |",
-             "", f"Load test: {clients} clients for {seconds:.0f} s on loopback, `search_knowledge` (k = 5) over the sample corpus.", "",
-             "| surface | clients | requests | errors | req/s | p50 ms | p95 ms |", "|---|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['surface']} | {r['clients']} | {r['requests']} | {r['errors']} | {r['req/s']:.1f} | {r['p50 ms']:.1f} | {r['p95 ms']:.1f} |"
-              for r in rows]
+    lines = [
+        "| `kbctl search` (one process, median of 7) | wall time |",
+        "|---|---:|",
+        f"| through a running `kbctl serve` | {served:.3f} s |",
+        f"| in-process (cold: embedder loaded per process) | {local:.3f} s |",
+        "",
+        f"Load test: {clients} clients for {seconds:.0f} s on loopback, `search_knowledge` (k = 5) over the sample corpus.",
+        "",
+        "| surface | clients | requests | errors | req/s | p50 ms | p95 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['surface']} | {r['clients']} | {r['requests']} | {r['errors']} | {r['req/s']:.1f} | {r['p50 ms']:.1f} | {r['p95 ms']:.1f} |"
+        for r in rows
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ACL_DEFAULTS", "AclPolicy", "AclRule", "Gate", "normalize_acl", "lift_acl", "valid_entry"]
 
+
 def valid_entry(entry: Any) -> bool:
     """Whether ``entry`` is an ACL entry the gate can read."""
     return isinstance(entry, str) and ACL_ENTRY.fullmatch(entry) is not None
@@ -115,7 +116,9 @@ class AclPolicy:
     def derived(self, uri: str, metadata: Mapping[str, Any], source_type: str) -> tuple[str, ...] | None:
         """The ACL the configuration gives a document without its own (step 3), or None."""
         if self.from_recipients and source_type == "email":
-            users = sorted({f"user:{a.lower()}" for _, a in getaddresses(_addresses(metadata)) if a and valid_entry(f"user:{a}")})
+            users = sorted(
+                {f"user:{a.lower()}" for _, a in getaddresses(_addresses(metadata)) if a and valid_entry(f"user:{a}")}
+            )
             if users:
                 return tuple(users)
         names = _names(uri, metadata)
@@ -195,5 +198,7 @@ class Gate:
         denied = sorted(names[i] for i, d in self.defaults.items() if d == "deny" and i in names)
         if not denied:
             return None
-        return (f"namespace {', '.join(denied)} has acl_default = \"deny\": documents without an ACL are shown to no one;"
-                " give them an ACL (front matter acl, acl_rules)")
+        return (
+            f'namespace {", ".join(denied)} has acl_default = "deny": documents without an ACL are shown to no one;'
+            " give them an ACL (front matter acl, acl_rules)"
+        )

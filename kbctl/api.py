@@ -1,11 +1,11 @@
 """The library API: a ``KnowledgeBase`` opened on a store, and the verbs the CLI calls.
 
-    import kbctl
-    kb = kbctl.open()                                   # embedded server, default settings
-    kb.ingest(["docs/"], namespace="billing_kb")
-    result = kb.search("how long do refunds take", namespace="billing_kb")
-    billing = kb.retriever("billing_kb")                # bound to one namespace for an agent
-    billing.search("refund timeline")
+import kbctl
+kb = kbctl.open()                                   # embedded server, default settings
+kb.ingest(["docs/"], namespace="billing_kb")
+result = kb.search("how long do refunds take", namespace="billing_kb")
+billing = kb.retriever("billing_kb")                # bound to one namespace for an agent
+billing.search("refund timeline")
 """
 
 from __future__ import annotations
@@ -126,8 +126,10 @@ class KnowledgeBase:
         if self._role is None:
             role = tenants.tenant_role(conn, self.tenant)
             if role is None and not self.db.embedded:
-                raise ConfigError(f"tenant {self.tenant!r} has no role on this server",
-                                  hint=f"the database owner creates it: kbctl --tenant {self.tenant} tenants create")
+                raise ConfigError(
+                    f"tenant {self.tenant!r} has no role on this server",
+                    hint=f"the database owner creates it: kbctl --tenant {self.tenant} tenants create",
+                )
             self._role = role or tenants.create_tenant(conn, self.tenant)
         tenants.enter(conn, self._role)
 
@@ -296,13 +298,25 @@ class KnowledgeBase:
         prof = self.profile_for(namespace, profile)
         fetch_opts = FetchOptions.from_config(self.settings.data.get("fetch", {}), follow_symlinks=follow_symlinks)
         if plan:
-            ns = get_namespace(conn, namespace, self.tenant, required=False) or _placeholder(namespace, self.tenant, prof)
+            ns = get_namespace(conn, namespace, self.tenant, required=False) or _placeholder(
+                namespace, self.tenant, prof
+            )
         else:
             ns = ensure_namespace(conn, namespace, self.tenant, prof)
         opts = IngestOptions(tuple(include), tuple(exclude), sync, plan, no_wait, follow_links)
-        req = IngestRun(ns, prof, targets=tuple(targets), options=opts, fetch_options=fetch_opts, stdin=stdin,
-                        feed_state=_DbFeedState, retry_failed=retry_failed, verify=verify, progress=progress,
-                        acl=self._acl_policy(namespace))
+        req = IngestRun(
+            ns,
+            prof,
+            targets=tuple(targets),
+            options=opts,
+            fetch_options=fetch_opts,
+            stdin=stdin,
+            feed_state=_DbFeedState,
+            retry_failed=retry_failed,
+            verify=verify,
+            progress=progress,
+            acl=self._acl_policy(namespace),
+        )
         return run(conn, req, connect=self._tenant_connection)
 
     def ingest_records(
@@ -324,8 +338,15 @@ class KnowledgeBase:
         conn = self.connection()
         prof = self.profile_for(namespace, profile)
         ns = ensure_namespace(conn, namespace, self.tenant, prof)
-        req = IngestRun(ns, prof, targets=("records",), sources=_record_sources(records), verify=verify, progress=progress,
-                        acl=self._acl_policy(namespace))
+        req = IngestRun(
+            ns,
+            prof,
+            targets=("records",),
+            sources=_record_sources(records),
+            verify=verify,
+            progress=progress,
+            acl=self._acl_policy(namespace),
+        )
         return run(conn, req, connect=self._tenant_connection)
 
     def store(
@@ -347,8 +368,9 @@ class KnowledgeBase:
         conn = self.connection()
         prof = self.profile_for(namespace, profile)
         ns = ensure_namespace(conn, namespace, self.tenant, prof)
-        req = IngestRun(ns, prof, items=items, command="store", verify=verify, progress=progress,
-                        acl=self._acl_policy(namespace))
+        req = IngestRun(
+            ns, prof, items=items, command="store", verify=verify, progress=progress, acl=self._acl_policy(namespace)
+        )
         return run(conn, req, connect=self._tenant_connection)
 
     # -- search -------------------------------------------------------------------------------------
@@ -385,7 +407,9 @@ class KnowledgeBase:
         if principal is not None and self.settings.data["audit"]["enabled"]:
             from .store.audit import record_search
 
-            record_search(conn, self.tenant, nss, principal, query, result, self.settings.data["audit"]["retention_days"])
+            record_search(
+                conn, self.tenant, nss, principal, query, result, self.settings.data["audit"]["retention_days"]
+            )
         return result
 
     def principal(self, user: str | None, groups: Sequence[str] = ()) -> Principal | None:
@@ -403,7 +427,9 @@ class KnowledgeBase:
         if principal is not None and not isinstance(principal, Principal):
             raise UsageError(f"principal must be a kbctl.Principal, got {type(principal).__name__}")
         if unrestricted is not False and (unrestricted is not True or principal is not None):
-            raise UsageError("unrestricted=True searches as no one in particular", hint="pass either principal= or unrestricted=True")
+            raise UsageError(
+                "unrestricted=True searches as no one in particular", hint="pass either principal= or unrestricted=True"
+            )
         return Gate(principal, {n.id: self.settings.namespace_acl(n.name).default for n in nss}, unrestricted)
 
     def _acl_policy(self, namespace: str):
@@ -428,7 +454,9 @@ class KnowledgeBase:
 
         ``principal=`` among the defaults binds who is searching (a call may pass another)."""
         self.namespace(namespace)  # fail now, not at the first query
-        _search_options(**{k: v for k, v in defaults.items() if k not in ("profile", "principal", "unrestricted")})  # and for bad defaults
+        _search_options(
+            **{k: v for k, v in defaults.items() if k not in ("profile", "principal", "unrestricted")}
+        )  # and for bad defaults
         return Retriever(self, namespace, dict(defaults))
 
     # -- ledger -------------------------------------------------------------------------------------
@@ -463,8 +491,16 @@ class KnowledgeBase:
         from .stages import source_records
 
         opts = FetchOptions.from_config(self.settings.data.get("fetch", {}), follow_symlinks=follow_symlinks)
-        return source_records(fetch(list(targets), include=list(include), exclude=list(exclude),
-                                    follow_links=follow_links, options=opts, stdin=stdin))
+        return source_records(
+            fetch(
+                list(targets),
+                include=list(include),
+                exclude=list(exclude),
+                follow_links=follow_links,
+                options=opts,
+                stdin=stdin,
+            )
+        )
 
     def extract_records(self, lines: Iterable[str]) -> Iterator[dict]:
         """NDJSON ``source`` records → ``document`` records; other records pass through."""
@@ -472,25 +508,33 @@ class KnowledgeBase:
 
         return stages.extract_records(stages.read_records(lines))
 
-    def chunk_records(self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None) -> Iterator[dict]:
+    def chunk_records(
+        self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None
+    ) -> Iterator[dict]:
         """NDJSON ``document`` records → ``chunked`` records, in the tokens of the namespace's (or the named) profile."""
         from . import stages
 
         return stages.chunk_records(stages.read_records(lines), self._stage_profile(namespace, profile))
 
-    def embed_records(self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None) -> Iterator[dict]:
+    def embed_records(
+        self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None
+    ) -> Iterator[dict]:
         """NDJSON ``chunked`` records → ``embedded`` records; chunks ``namespace`` stores already keep their vectors."""
         from . import stages
 
         prof = self._stage_profile(namespace, profile)
         return stages.embed_records(stages.read_records(lines), prof, cache=self._stored_vectors(namespace))
 
-    def store_records(self, lines: Iterable[str], namespace: str, *, profile: str | None = None, verify: bool = True) -> RunReport:
+    def store_records(
+        self, lines: Iterable[str], namespace: str, *, profile: str | None = None, verify: bool = True
+    ) -> RunReport:
         """Write NDJSON ``embedded`` (and ``error``) records into ``namespace``: ``store`` over them as items."""
         from . import stages
 
         prof = self.profile_for(namespace, profile)
-        return self.store(stages.store_items(stages.read_records(lines), prof), namespace, profile=prof.name, verify=verify)
+        return self.store(
+            stages.store_items(stages.read_records(lines), prof), namespace, profile=prof.name, verify=verify
+        )
 
     def _stage_profile(self, namespace: str | None, profile: str | None) -> Profile:
         return self.profile_for(namespace, profile) if namespace else self.settings.profile(profile)
@@ -527,8 +571,14 @@ class KnowledgeBase:
         finally:
             conn.close()
         embedded = self.db.embedded
-        return DatabaseStatus(embedded, self.settings.home if embedded else None, self.db.pgdata if embedded else None,
-                              version, pgvector, rows)
+        return DatabaseStatus(
+            embedded,
+            self.settings.home if embedded else None,
+            self.db.pgdata if embedded else None,
+            version,
+            pgvector,
+            rows,
+        )
 
     def optimize(self, *, reindex: bool = False, full: bool = False) -> list[dict]:
         """Vacuum and analyze kbctl's tables; ``reindex`` also compacts their B-tree indexes, ``full``
@@ -558,8 +608,15 @@ class KnowledgeBase:
 
     # -- the agent surface (kbctl serve, kbctl mcp) -----------------------------------------------
 
-    def document(self, doc_id: int, namespaces: Sequence[str], *, around_chunk: int | None = None, window: int = 2,
-                 principal: Principal | None = None) -> dict:
+    def document(
+        self,
+        doc_id: int,
+        namespaces: Sequence[str],
+        *,
+        around_chunk: int | None = None,
+        window: int = 2,
+        principal: Principal | None = None,
+    ) -> dict:
         """Document ``doc_id`` if it is in one of ``namespaces`` and ``principal`` may view it: its fields
         and its chunks (all of them, or ``window`` on each side of chunk ``around_chunk``).
 
@@ -692,8 +749,9 @@ class KnowledgeBase:
 
     # -- evaluation --------------------------------------------------------------------------------
 
-    def import_beir(self, path: str | Path, namespace: str, *, profile: str | None = None,
-                    progress: Progress | None = None) -> RunReport:
+    def import_beir(
+        self, path: str | Path, namespace: str, *, profile: str | None = None, progress: Progress | None = None
+    ) -> RunReport:
         """Ingest a BEIR ``corpus.jsonl`` as documents keyed by their ``_id`` (incremental, the normal pipeline)."""
         from .evaluate import import_beir
 
@@ -724,11 +782,31 @@ class KnowledgeBase:
         """
         from .evaluate import evaluate
 
-        return evaluate(self, Path(dataset), namespace=namespace, modes=modes, k=k, depth=depth, split=split,
-                        limit=limit, gates=gates, baseline=baseline, tolerance=tolerance, principal=principal)
+        return evaluate(
+            self,
+            Path(dataset),
+            namespace=namespace,
+            modes=modes,
+            k=k,
+            depth=depth,
+            split=split,
+            limit=limit,
+            gates=gates,
+            baseline=baseline,
+            tolerance=tolerance,
+            principal=principal,
+        )
 
-    def sweep(self, dataset: str | Path, *, namespace: str | None = None, split: str = "test", limit: int | None = None,
-              grid: dict[str, Sequence[Any]] | None = None, metric: str = "ndcg@10") -> list[tuple[dict, float]]:
+    def sweep(
+        self,
+        dataset: str | Path,
+        *,
+        namespace: str | None = None,
+        split: str = "test",
+        limit: int | None = None,
+        grid: dict[str, Sequence[Any]] | None = None,
+        metric: str = "ndcg@10",
+    ) -> list[tuple[dict, float]]:
         """Evaluate hybrid search over a grid of fusion settings; (settings, ``metric``) pairs, best first."""
         from .evals import load_dataset
         from .evaluate import sweep
@@ -743,9 +821,12 @@ class KnowledgeBase:
         from .embed.precision import cached_decision
 
         prof = self.settings.profile(profile)
-        return {"sources": list(self.settings.sources), "settings": self.settings.data,
-                "profile": {"name": prof.name, "fingerprint": prof.fingerprint, **prof.pin},
-                "precision": _precision_json(prof.precision, cached_decision(prof))}
+        return {
+            "sources": list(self.settings.sources),
+            "settings": self.settings.data,
+            "profile": {"name": prof.name, "fingerprint": prof.fingerprint, **prof.pin},
+            "precision": _precision_json(prof.precision, cached_decision(prof)),
+        }
 
     def context(self, result: SearchResult, budget: int = 2000) -> str:
         """A search result as a context block for a prompt: the best hits with citations, within ``budget`` tokens."""
@@ -771,15 +852,27 @@ class DatabaseStatus:
         return not any(m["checksum_ok"] is False for m in self.migrations)
 
     def to_json(self) -> dict[str, Any]:
-        return {"embedded": self.embedded, "home": str(self.home) if self.home else None,
-                "server_version": self.server_version, "pgvector": self.pgvector, "migrations": self.migrations}
+        return {
+            "embedded": self.embedded,
+            "home": str(self.home) if self.home else None,
+            "server_version": self.server_version,
+            "pgvector": self.pgvector,
+            "migrations": self.migrations,
+        }
 
 
 def _precision_json(precision: str, d) -> dict:
     if d is None:
         return {"setting": precision, "decided": False}
-    return {"setting": precision, "decided": True, "throughput": d.precision, "throughput_reason": d.reason,
-            "query": d.for_purpose("query"), "query_reason": d.query_reason or d.reason, "cpu_flags": list(d.cpu_flags)}
+    return {
+        "setting": precision,
+        "decided": True,
+        "throughput": d.precision,
+        "throughput_reason": d.reason,
+        "query": d.for_purpose("query"),
+        "query_reason": d.query_reason or d.reason,
+        "cpu_flags": list(d.cpu_flags),
+    }
 
 
 @dataclass(frozen=True)
@@ -844,10 +937,18 @@ def _record_sources(records: Iterable[dict]):
         if not rid:
             yield ItemError("fetch", "record", "UsageError", "record without an id")
             continue
-        body: dict[str, Any] = {"title": r.get("title") or "", "text": r.get("text") or "", "metadata": r.get("metadata") or {}}
-        if r.get("acl") is not None and isinstance(body["metadata"], dict):  # kbctl.acl.lift_acl moves it to Document.acl
+        body: dict[str, Any] = {
+            "title": r.get("title") or "",
+            "text": r.get("text") or "",
+            "metadata": r.get("metadata") or {},
+        }
+        if r.get("acl") is not None and isinstance(
+            body["metadata"], dict
+        ):  # kbctl.acl.lift_acl moves it to Document.acl
             body["metadata"] = {**body["metadata"], "acl": r["acl"]}
-        yield Source(uri=rid, content=json.dumps(body, sort_keys=True).encode(), media_type=RECORD_MEDIA_TYPE, kind="record")
+        yield Source(
+            uri=rid, content=json.dumps(body, sort_keys=True).encode(), media_type=RECORD_MEDIA_TYPE, kind="record"
+        )
 
 
 def _placeholder(name: str, tenant: str, prof: Profile) -> Namespace:

@@ -116,7 +116,7 @@ def _semantic(doc: Document, profile: Profile, tok: Tokenizer, embed) -> list[Ch
         units = [u for b in blocks for u in _sentence_units(doc.text, b, limit, tok)]
         if not units:
             continue
-        vecs = np.asarray(embed([doc.text[u.start:u.end] for u in units]), dtype=np.float32)
+        vecs = np.asarray(embed([doc.text[u.start : u.end] for u in units]), dtype=np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) + 1e-12
         sims = (vecs[1:] * vecs[:-1]).sum(axis=1)
         run: list[_Unit] = [units[0]]

@@ -198,8 +198,10 @@ class RerankSettings:
     def _check(self, where: str) -> None:
         _one_of(where, "rerank.kind", self.kind, sorted(RERANK_KINDS))
         if self.kind == "cross-encoder" and not self.model:
-            raise ConfigError(f"{where}: rerank.kind is 'cross-encoder' but rerank.model is empty",
-                              hint="name a cross-encoder model or a local path")
+            raise ConfigError(
+                f"{where}: rerank.kind is 'cross-encoder' but rerank.model is empty",
+                hint="name a cross-encoder model or a local path",
+            )
         _range(where, "rerank.top_n", self.top_n, 1)
 
 
@@ -370,7 +372,9 @@ class Settings:
         name = name or str(self.data["defaults"]["profile"])
         profiles = self.data.get("profiles", {})
         if name not in profiles:
-            raise ConfigError(f"unknown profile {name!r}", hint=_suggest(name, profiles) or f"known: {', '.join(profiles)}")
+            raise ConfigError(
+                f"unknown profile {name!r}", hint=_suggest(name, profiles) or f"known: {', '.join(profiles)}"
+            )
         merged = _merge(copy.deepcopy(dict(self.data["profile"])), profiles[name])
         return dataclasses.replace(Profile.from_table(name, merged), cache_dir=str(self.model_cache))
 
@@ -384,7 +388,9 @@ class Settings:
 
     def namespace_acl(self, namespace: str) -> AccessSettings:
         """A namespace's access settings (``kbctl.acl``): its ACL default, path rules, recipients flag."""
-        return AccessSettings.from_table(f"namespaces.{namespace}", self.data.get("namespaces", {}).get(namespace) or {})
+        return AccessSettings.from_table(
+            f"namespaces.{namespace}", self.data.get("namespaces", {}).get(namespace) or {}
+        )
 
 
 ACL_DEFAULTS = ("public", "deny")
@@ -413,16 +419,29 @@ class AccessSettings:
         rules = []
         for i, r in enumerate(t.get("acl_rules", [])):
             glob, principals = (r.get("glob"), r.get("principals")) if isinstance(r, dict) else (None, None)
-            if (not isinstance(glob, str) or not glob or not isinstance(principals, list) or set(r) - {"glob", "principals"}
-                    or not all(isinstance(p, str) and ACL_ENTRY.fullmatch(p) for p in principals)):
-                raise ConfigError(f"{where}.acl_rules[{i}] must be {{glob = \"…\", principals = [\"group:…\", \"user:…\"]}}",
-                                  hint="principals are public, user:<id> or group:<name>")
+            if (
+                not isinstance(glob, str)
+                or not glob
+                or not isinstance(principals, list)
+                or set(r) - {"glob", "principals"}
+                or not all(isinstance(p, str) and ACL_ENTRY.fullmatch(p) for p in principals)
+            ):
+                raise ConfigError(
+                    f'{where}.acl_rules[{i}] must be {{glob = "…", principals = ["group:…", "user:…"]}}',
+                    hint="principals are public, user:<id> or group:<name>",
+                )
             rules.append((glob, tuple(principals)))
         return cls(default, tuple(rules), bool(t.get("acl_from_recipients", False)))
 
 
-NAMESPACE_KEYS: dict[str, type] = {"profile": str, "tenant": str, "description": str, "acl_default": str, "acl_rules": list,
-                                   "acl_from_recipients": bool}
+NAMESPACE_KEYS: dict[str, type] = {
+    "profile": str,
+    "tenant": str,
+    "description": str,
+    "acl_default": str,
+    "acl_rules": list,
+    "acl_from_recipients": bool,
+}
 
 
 def load_settings(
@@ -471,8 +490,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML: {e}") from None
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 (byte {e.object[e.start]:#04x} at offset {e.start})",
-                          hint="TOML files are UTF-8: save the file as UTF-8") from None
+        raise ConfigError(
+            f"{path}: not UTF-8 (byte {e.object[e.start]:#04x} at offset {e.start})",
+            hint="TOML files are UTF-8: save the file as UTF-8",
+        ) from None
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror}") from None
 
@@ -524,8 +545,16 @@ _TYPE_NAMES = {str: "string", list: "list", bool: "boolean", int: "whole number"
 # ``[agents.NAME]``: what an agent reaching kbctl through ``kbctl mcp`` / ``kbctl serve`` may use
 # (``kbctl.server.agents``): its namespaces and tools (empty: all), default k and token budget
 # (0: the server's), the tenant it searches (empty: the server's) and who it searches as.
-AGENT_KEYS: dict[str, type] = {"namespaces": list, "tools": list, "k": int, "budget": int, "tenant": str,
-                               "principal": str, "groups": list, "description": str}
+AGENT_KEYS: dict[str, type] = {
+    "namespaces": list,
+    "tools": list,
+    "k": int,
+    "budget": int,
+    "tenant": str,
+    "principal": str,
+    "groups": list,
+    "description": str,
+}
 
 
 def _validate_agent(dotted: str, value: Any, where: str) -> None:
@@ -535,9 +564,14 @@ def _validate_agent(dotted: str, value: Any, where: str) -> None:
         if k not in AGENT_KEYS:
             raise ConfigError(f"{where}: unknown key '{dotted}.{k}'", hint=_suggest(k, AGENT_KEYS))
         want = AGENT_KEYS[k]
-        if not isinstance(v, want) or (want is int and isinstance(v, bool)) or (
-                isinstance(v, list) and not all(isinstance(x, str) for x in v)):
-            raise ConfigError(f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[want]}{' of strings' if want is list else ''}")
+        if (
+            not isinstance(v, want)
+            or (want is int and isinstance(v, bool))
+            or (isinstance(v, list) and not all(isinstance(x, str) for x in v))
+        ):
+            raise ConfigError(
+                f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[want]}{' of strings' if want is list else ''}"
+            )
 
 
 def _same_type(expected: Any, value: Any) -> bool:

@@ -147,8 +147,10 @@ class Database:
         except psutil.NoSuchProcess:
             pass
         except psutil.TimeoutExpired:
-            raise DatabaseError(f"PostgreSQL (PID {proc.pid}) did not stop within {_STOP_TIMEOUT} s",
-                                hint=f"see {self.pgdata / 'log'}; `kill -QUIT {proc.pid}` stops it at once") from None
+            raise DatabaseError(
+                f"PostgreSQL (PID {proc.pid}) did not stop within {_STOP_TIMEOUT} s",
+                hint=f"see {self.pgdata / 'log'}; `kill -QUIT {proc.pid}` stops it at once",
+            ) from None
         self._server = None
         self._dsn = None
         return True
@@ -169,8 +171,10 @@ class Database:
         if pid not in (None, _CORRUPT):
             proc = _proven(abs(pid), self.pgdata)
             if proc is not None and pid < 0:
-                raise DatabaseError(f"a single-user PostgreSQL (PID {-pid}) is using {self.pgdata}",
-                                    hint="let it finish; kbctl starts and stops only the server it runs")
+                raise DatabaseError(
+                    f"a single-user PostgreSQL (PID {-pid}) is using {self.pgdata}",
+                    hint="let it finish; kbctl starts and stops only the server it runs",
+                )
             if proc is not None:
                 return proc
             _remove_stale(pid_file, pid, self.pgdata)
@@ -179,7 +183,8 @@ class Database:
             raise DatabaseError(
                 f"{pid_file} is corrupt: its first line is not a PID",
                 hint=f"PostgreSQL (PID {found.pid}) still serves this directory: run `kbctl db stop`, then retry"
-                if found else f"no PostgreSQL serves {self.pgdata}: delete the file and retry",
+                if found
+                else f"no PostgreSQL serves {self.pgdata}: delete the file and retry",
             )
         if found is not None and strict:
             raise DatabaseError(
@@ -294,7 +299,9 @@ def _read_pid(pid_file: Path) -> int | None:
     except FileNotFoundError:
         return None
     except OSError as e:
-        raise DatabaseError(f"cannot read {pid_file}: {e.strerror}", hint="check the data directory's permissions") from None
+        raise DatabaseError(
+            f"cannot read {pid_file}: {e.strerror}", hint="check the data directory's permissions"
+        ) from None
     return int(first) if re.fullmatch(r"-?[1-9]\d{0,9}", first) else _CORRUPT
 
 
@@ -310,7 +317,12 @@ def _proven(pid: int, pgdata: Path):
     try:
         proc = psutil.Process(pid)
         cmd = proc.cmdline()
-        if proc.name() != "postgres" or not cmd or Path(cmd[0]).name != "postgres" or proc.status() == psutil.STATUS_ZOMBIE:
+        if (
+            proc.name() != "postgres"
+            or not cmd
+            or Path(cmd[0]).name != "postgres"
+            or proc.status() == psutil.STATUS_ZOMBIE
+        ):
             return None
         data = cmd[cmd.index("-D") + 1] if "-D" in cmd[:-1] else ""
         if not os.path.isabs(data):
@@ -341,8 +353,10 @@ def _remove_stale(pid_file: Path, pid: int, pgdata: Path) -> None:
     except FileNotFoundError:
         return
     except OSError as e:
-        raise DatabaseError(f"{pid_file} is stale (PID {abs(pid)} is not PostgreSQL serving {pgdata}) and cannot be removed: {e.strerror}",
-                            hint="delete it, then retry") from None
+        raise DatabaseError(
+            f"{pid_file} is stale (PID {abs(pid)} is not PostgreSQL serving {pgdata}) and cannot be removed: {e.strerror}",
+            hint="delete it, then retry",
+        ) from None
     log.warning("removed stale %s: PID %d is not PostgreSQL serving %s", pid_file, abs(pid), pgdata)
 
 

@@ -205,8 +205,11 @@ def _gone(e, line: str) -> KbctlError:
 
 def _resources(e, line: str) -> KbctlError:
     what = {"53100": "disk space", "53200": "memory"}.get(e.sqlstate, "resources")
-    hint = ("free disk space where the server keeps its data (the embedded one: <home>/pgdata), then run the command again"
-            if what == "disk space" else "give the server more memory, or run fewer commands at once, then run the command again")
+    hint = (
+        "free disk space where the server keeps its data (the embedded one: <home>/pgdata), then run the command again"
+        if what == "disk space"
+        else "give the server more memory, or run fewer commands at once, then run the command again"
+    )
     return ResourceExhausted(f"the database server is out of {what}: {line}", hint=hint)
 
 
@@ -220,14 +223,18 @@ def _integrity(e, line: str) -> KbctlError:
     diag = getattr(e, "diag", None)
     name = getattr(diag, "constraint_name", None) or _quoted(line, "constraint") or getattr(diag, "column_name", None)
     msg = f"the database refused a write: {line}" + (f" ({name})" if name and name not in line else "")
-    hint = _INTEGRITY_HINTS.get(e.sqlstate, "the data does not fit the schema: check `kbctl db status` for pending migrations")
+    hint = _INTEGRITY_HINTS.get(
+        e.sqlstate, "the data does not fit the schema: check `kbctl db status` for pending migrations"
+    )
     return IntegrityViolation(msg, hint=hint)
 
 
 def _parameter(e, line: str) -> KbctlError:
     name = _quoted(line, "parameter")
     if name is None:
-        return ParameterError(f"invalid parameter value: {line}", hint="check the options and profile settings of this command")
+        return ParameterError(
+            f"invalid parameter value: {line}", hint="check the options and profile settings of this command"
+        )
     return ParameterError(
         f"invalid value for {name}: {line}",
         hint=f"set {name} within the range given (an option of this command or a profile setting; `kbctl config show`)",
@@ -256,16 +263,22 @@ def _cancelled(e, line: str) -> KbctlError:
 
 
 def _conflict(e, line: str) -> KbctlError:
-    return TransactionConflict(f"a concurrent transaction conflicted: {line}",
-                               hint="another process changed the same rows: run the command again")
+    return TransactionConflict(
+        f"a concurrent transaction conflicted: {line}",
+        hint="another process changed the same rows: run the command again",
+    )
 
 
 def _schema(e, line: str) -> KbctlError:
-    return DatabaseError(f"database error: {line}", hint="kbctl's schema is missing or out of date: run `kbctl db migrate`")
+    return DatabaseError(
+        f"database error: {line}", hint="kbctl's schema is missing or out of date: run `kbctl db migrate`"
+    )
 
 
 def _privilege(e, line: str) -> KbctlError:
-    return DatabaseError(f"database error: {line}", hint="connect as a role that owns kbctl's schema (see --dsn / KBCTL_DSN)")
+    return DatabaseError(
+        f"database error: {line}", hint="connect as a role that owns kbctl's schema (see --dsn / KBCTL_DSN)"
+    )
 
 
 _BY_SQLSTATE = (

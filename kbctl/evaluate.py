@@ -29,8 +29,10 @@ def import_beir(kb, path: Path, namespace: str, *, profile: str | None = None, p
     """Ingest a BEIR ``corpus.jsonl`` as documents keyed by their ``_id`` (incremental)."""
     from .evals import iter_beir_corpus
 
-    records = ({"id": d["_id"], "title": d.get("title", ""), "text": d.get("text", ""), "metadata": d.get("metadata") or {}}
-               for d in iter_beir_corpus(Path(path)))
+    records = (
+        {"id": d["_id"], "title": d.get("title", ""), "text": d.get("text", ""), "metadata": d.get("metadata") or {}}
+        for d in iter_beir_corpus(Path(path))
+    )
     return kb.ingest_records(records, namespace, profile=profile, progress=progress)
 
 
@@ -55,7 +57,7 @@ class _KeyResolver:
     def _resolve(self, uri: str) -> str:
         if uri in self.keys:
             return uri
-        path = uri[len("file://"):] if uri.startswith("file://") else uri
+        path = uri[len("file://") :] if uri.startswith("file://") else uri
         for candidate in (path, path.split("#attachment/", 1)[0], path.split("#", 1)[0]):
             for k in self.keys:
                 if candidate == k or candidate.endswith("/" + k):
@@ -140,8 +142,16 @@ def search_fn(kb, dataset, namespace: str | None, depth: int, extra: dict | None
     return search
 
 
-def sweep(kb, dataset, namespace: str | None, *, depth: int = 100, limit: int | None = None,
-          grid: Mapping[str, Sequence[Any]] | None = None, metric: str = "ndcg@10") -> list[tuple[dict, float]]:
+def sweep(
+    kb,
+    dataset,
+    namespace: str | None,
+    *,
+    depth: int = 100,
+    limit: int | None = None,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    metric: str = "ndcg@10",
+) -> list[tuple[dict, float]]:
     """Evaluate hybrid search over a grid of fusion settings; best first."""
     from .evals import run_eval
 
@@ -200,9 +210,21 @@ class EvalRun:
         write_junit(self.report, self.gates, path)
 
 
-def evaluate(kb, dataset: Path, *, namespace: str | None = None, modes: Sequence[str] = ("lexical", "dense", "hybrid"),
-             k: int = 10, depth: int = 100, split: str = "test", limit: int | None = None, gates: Sequence[str] = (),
-             baseline: str | Path | Mapping[str, Any] | None = None, tolerance: float = 0.01, principal: Any = None) -> EvalRun:
+def evaluate(
+    kb,
+    dataset: Path,
+    *,
+    namespace: str | None = None,
+    modes: Sequence[str] = ("lexical", "dense", "hybrid"),
+    k: int = 10,
+    depth: int = 100,
+    split: str = "test",
+    limit: int | None = None,
+    gates: Sequence[str] = (),
+    baseline: str | Path | Mapping[str, Any] | None = None,
+    tolerance: float = 0.01,
+    principal: Any = None,
+) -> EvalRun:
     """Run ``dataset``'s queries through ``kb.search`` in each mode; check ``gates`` and ``baseline``.
 
     Gates and the baseline are read before any query runs, so a typo fails at once.
@@ -217,7 +239,9 @@ def evaluate(kb, dataset: Path, *, namespace: str | None = None, modes: Sequence
     if principal is not None:  # the run sees only what this principal may view
         settings["principal"] = str(principal)
     extra = {"principal": principal} if principal is not None else None
-    rep = run_eval(ds, search_fn(kb, ds, namespace, depth, extra), list(modes), k=k, depth=depth, limit=limit, settings=settings)
+    rep = run_eval(
+        ds, search_fn(kb, ds, namespace, depth, extra), list(modes), k=k, depth=depth, limit=limit, settings=settings
+    )
     rows, regressions = compare(rep, base, tolerance) if base is not None else ([], [])
     return EvalRun(rep, parsed, tuple(check_gates(rep, parsed)), tuple(rows), tuple(regressions))
 
@@ -228,4 +252,6 @@ def _read_baseline(baseline: str | Path | Mapping[str, Any]) -> Mapping[str, Any
     try:
         return json.loads(Path(baseline).read_text())
     except (OSError, ValueError) as e:
-        raise ConfigError(f"cannot read the baseline {baseline}: {e}", hint="pass a file an earlier `kbctl eval run --json` wrote") from None
+        raise ConfigError(
+            f"cannot read the baseline {baseline}: {e}", hint="pass a file an earlier `kbctl eval run --json` wrote"
+        ) from None

@@ -111,8 +111,14 @@ def list_uris(
             continue
         path = _local_path(target)
         if path.is_dir():
-            files = iter_files(path, include, exclude, opts.suffixes, include_hidden=opts.include_hidden,
-                               follow_symlinks=opts.follow_symlinks)
+            files = iter_files(
+                path,
+                include,
+                exclude,
+                opts.suffixes,
+                include_hidden=opts.include_hidden,
+                follow_symlinks=opts.follow_symlinks,
+            )
             uris.update(file_uri(p) for p in files if isinstance(p, Path))
         elif os.path.exists(path):
             uris.add(file_uri(path))
@@ -154,8 +160,9 @@ def _fetch_path(path: Path, include: Sequence[str], exclude: Sequence[str], opts
         yield _read(path, path.name, opts, regular_only=False)
         return
     root = os.path.abspath(path)
-    walk = iter_files(path, include, exclude, opts.suffixes, include_hidden=opts.include_hidden,
-                      follow_symlinks=opts.follow_symlinks)
+    walk = iter_files(
+        path, include, exclude, opts.suffixes, include_hidden=opts.include_hidden, follow_symlinks=opts.follow_symlinks
+    )
     for item in walk:
         if isinstance(item, ItemError):
             yield item

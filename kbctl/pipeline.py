@@ -57,8 +57,17 @@ from .writer import Item, consume
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "STAGES", "IngestOptions", "IngestRun", "RunReport", "run", "consume", "Item",
-    "extract_source", "chunk_source", "source_hash", "Progress",
+    "STAGES",
+    "IngestOptions",
+    "IngestRun",
+    "RunReport",
+    "run",
+    "consume",
+    "Item",
+    "extract_source",
+    "chunk_source",
+    "source_hash",
+    "Progress",
 ]
 
 STAGES = ("fetch", "extract", "chunk", "embed", "store", "verify")
@@ -231,7 +240,9 @@ def _close_quietly(conn, ns: Namespace, report: RunReport, status: str) -> None:
         _close(conn, ns, report, status)
     except Exception as e:  # the database may be what failed; the next run marks this one instead
         # A lost connection is the error being reported already: no second line on stderr for it.
-        log.log(logging.INFO if conn.closed else logging.WARNING, "could not mark run %s %s: %s", report.run_id, status, e)
+        log.log(
+            logging.INFO if conn.closed else logging.WARNING, "could not mark run %s %s: %s", report.run_id, status, e
+        )
 
 
 def _with_retried(conn, req: IngestRun) -> tuple[IngestRun, list[str]]:
@@ -249,7 +260,17 @@ def _stream(conn, req: IngestRun, report: RunReport, connect, interruptible) -> 
     emit = req.progress or (lambda event, data: None)
     ns, prof, opts = req.namespace, req.profile, req.options
     if req.items is not None:  # embedded upstream: the store stage only
-        consume(conn, ns, prof, _unless_stored(conn, ns, interruptible(req.items)), report, opts, report.run_id, emit, acl=req.acl)
+        consume(
+            conn,
+            ns,
+            prof,
+            _unless_stored(conn, ns, interruptible(req.items)),
+            report,
+            opts,
+            report.run_id,
+            emit,
+            acl=req.acl,
+        )
         return
     lookup = connect()
     try:
@@ -270,12 +291,21 @@ def _sources(lookup, req: IngestRun) -> tuple[Iterable[Source | ItemError], Any]
 
     o = req.options
     state = req.feed_state(lookup, req.namespace) if req.feed_state and req.namespace.id > 0 and not o.plan else None
-    it = fetch(req.targets, include=o.include, exclude=o.exclude, follow_links=o.follow_links, state=state,
-               stdin=req.stdin, options=req.fetch_options)
+    it = fetch(
+        req.targets,
+        include=o.include,
+        exclude=o.exclude,
+        follow_links=o.follow_links,
+        state=state,
+        stdin=req.stdin,
+        options=req.fetch_options,
+    )
     return it, state
 
 
-def _produce_and_consume(conn, lookup, req: IngestRun, sources, covered, report: RunReport, emit, interruptible) -> None:
+def _produce_and_consume(
+    conn, lookup, req: IngestRun, sources, covered, report: RunReport, emit, interruptible
+) -> None:
     """Fetch, extract and chunk in a producer thread; embed and store here; then ``--sync``."""
     ns, profile, opts = req.namespace, req.profile, req.options
     seen_sources: set[str] = set()
@@ -345,7 +375,9 @@ def _once(sources: Iterable[Source | ItemError]) -> Iterator[Source | ItemError]
     given: set[str] = set()
     for s in sources:
         if isinstance(s, Source) and s.uri in given:
-            yield ItemError("fetch", s.uri, "DuplicateSourceWarning", f"{s.uri} was given more than once in this run; read once")
+            yield ItemError(
+                "fetch", s.uri, "DuplicateSourceWarning", f"{s.uri} was given more than once in this run; read once"
+            )
             continue
         if isinstance(s, Source):
             given.add(s.uri)
@@ -438,7 +470,9 @@ def _covered(targets: Sequence[str]) -> Callable[[str], bool]:
     return lambda uri: uri in exact or any(uri.startswith(px) for px in prefixes)
 
 
-def _sync(conn, ns: Namespace, report: RunReport, seen: set[str], covered: Callable[[str], bool], plan: bool, emit) -> None:
+def _sync(
+    conn, ns: Namespace, report: RunReport, seen: set[str], covered: Callable[[str], bool], plan: bool, emit
+) -> None:
     """Remove documents whose source lies under the walked targets but was not seen this run."""
     gone = [uri for uri, src in stored_uris(conn, ns).items() if covered(src or uri) and (src or uri) not in seen]
     if not gone:

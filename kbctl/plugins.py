@@ -54,7 +54,9 @@ def _installed(group: str) -> dict[str, str]:
             if ep.value != builtin:
                 log.warning("ignoring %s plugin %r (%s): the name is kbctl's built-in", group, ep.name, ep.value)
         elif ep.name in found and found[ep.name] != ep.value:
-            log.warning("%s plugin %r is declared twice (%s, %s): using the first", group, ep.name, found[ep.name], ep.value)
+            log.warning(
+                "%s plugin %r is declared twice (%s, %s): using the first", group, ep.name, found[ep.name], ep.value
+            )
         else:
             found.setdefault(ep.name, ep.value)
     return found
@@ -87,8 +89,10 @@ def load(group: str, name: str) -> Any:
         for part in filter(None, attr.split(".")):
             obj = getattr(obj, part)
     except Exception as e:  # ImportError, AttributeError, or whatever the plugin's import raised
-        raise ConfigError(f"cannot load {group} plugin {name!r} ({target}): {type(e).__name__}: {e}".splitlines()[0],
-                          hint="reinstall the package that provides it") from None
+        raise ConfigError(
+            f"cannot load {group} plugin {name!r} ({target}): {type(e).__name__}: {e}".splitlines()[0],
+            hint="reinstall the package that provides it",
+        ) from None
     _LOADED[key] = obj
     return obj
 

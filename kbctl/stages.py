@@ -43,9 +43,14 @@ def read_records(stream: IO[str] | Iterable[str]) -> Iterator[dict[str, Any]]:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
-            raise UsageError(f"stdin line {n}: not JSON ({e.msg})", hint="stages read the NDJSON another kbctl stage wrote") from None
+            raise UsageError(
+                f"stdin line {n}: not JSON ({e.msg})", hint="stages read the NDJSON another kbctl stage wrote"
+            ) from None
         if not isinstance(rec, dict) or rec.get("type") not in ("source", "document", "chunked", "embedded", "error"):
-            raise UsageError(f"stdin line {n}: not a kbctl stage record", hint="expected a 'type' of source, document, chunked, embedded or error")
+            raise UsageError(
+                f"stdin line {n}: not a kbctl stage record",
+                hint="expected a 'type' of source, document, chunked, embedded or error",
+            )
         yield rec
 
 
@@ -70,7 +75,13 @@ def extract_records(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any
             continue
         sha = content_hash(src.content)
         for d in docs:
-            yield {"type": "document", "source_uri": src.uri, "source_sha": sha, "source_kind": src.kind, "document": d.to_json()}
+            yield {
+                "type": "document",
+                "source_uri": src.uri,
+                "source_sha": sha,
+                "source_kind": src.kind,
+                "document": d.to_json(),
+            }
 
 
 def chunk_records(records: Iterable[dict[str, Any]], profile: Profile) -> Iterator[dict[str, Any]]:
@@ -116,7 +127,9 @@ class _LazyEmbedder:
         return self._e.embed_documents(texts)
 
 
-def embed_records(records: Iterable[dict[str, Any]], profile: Profile, cache=None, batch: int = 256) -> Iterator[dict[str, Any]]:
+def embed_records(
+    records: Iterable[dict[str, Any]], profile: Profile, cache=None, batch: int = 256
+) -> Iterator[dict[str, Any]]:
     """chunked → embedded records. ``cache(hashes) -> {hash: vector}`` avoids re-embedding stored chunks.
 
     Vectors travel as the exact float32 values (a double's shortest repr round-trips), so a piped
@@ -160,7 +173,9 @@ def store_items(records: Iterable[dict[str, Any]], profile: Profile) -> Iterator
             yield ItemError.from_json(rec["error"])
             continue
         if rec["type"] != "embedded":
-            raise UsageError(f"store needs embedded records, got {rec['type']!r}", hint="pipe through `kbctl embed -n NS` first")
+            raise UsageError(
+                f"store needs embedded records, got {rec['type']!r}", hint="pipe through `kbctl embed -n NS` first"
+            )
         if group and group[0]["source_uri"] != rec["source_uri"]:
             yield from _item(group, profile)
             group = []

@@ -34,8 +34,10 @@ def name(kind: str, value: Any) -> str:
     """A tenant or namespace name: a letter or digit first, then letters, digits, ``_ . : -`` (128 at most)."""
     if not isinstance(value, str) or not NAME_PATTERN.match(value):
         what = "empty" if value in ("", None) else f"{value!r} is not a valid name"
-        raise UsageError(f"{kind} name: {what}",
-                         hint=f"a {kind} name starts with a letter or digit, then letters, digits, _ . : - (at most 128)")
+        raise UsageError(
+            f"{kind} name: {what}",
+            hint=f"a {kind} name starts with a letter or digit, then letters, digits, _ . : - (at most 128)",
+        )
     return value
 
 
@@ -48,7 +50,9 @@ def vector_problem(vector: Any, dimension: int) -> str | None:
     except (TypeError, ValueError):
         return "is not a list of numbers"
     if v.ndim != 1 or v.shape[0] != dimension:
-        return f"has {v.shape[0] if v.ndim == 1 else 'a nested list of'} numbers, the profile's dimension is {dimension}"
+        return (
+            f"has {v.shape[0] if v.ndim == 1 else 'a nested list of'} numbers, the profile's dimension is {dimension}"
+        )
     if not np.isfinite(v).all():
         return "holds NaN or an infinite number"
     if not v.any():

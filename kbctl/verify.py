@@ -91,7 +91,11 @@ def verify_namespace(conn, ns: Namespace, profile: Profile | None = None, sample
 def _orphans(conn, ns: Namespace) -> Check:
     postings, children, empty = store_checks.orphans(conn, ns)
     ok = postings == 0 and children == 0 and empty == 0
-    return Check("orphans", ok, f"{postings} postings without chunk, {children} attachments without parent, {empty} documents without chunks")
+    return Check(
+        "orphans",
+        ok,
+        f"{postings} postings without chunk, {children} attachments without parent, {empty} documents without chunks",
+    )
 
 
 def _vectors(conn, ns: Namespace) -> Check:
@@ -103,14 +107,22 @@ def _pin(ns: Namespace, profile: Profile | None) -> Check:
     if profile is None:
         return Check("profile", True, f"pinned to {ns.profile_name} ({ns.fingerprint})")
     ok = profile.fingerprint == ns.fingerprint and profile.dimension == ns.dimension
-    return Check("profile", ok, f"namespace {ns.fingerprint} ({ns.dimension}-d), configured {profile.fingerprint} ({profile.dimension}-d)")
+    return Check(
+        "profile",
+        ok,
+        f"namespace {ns.fingerprint} ({ns.dimension}-d), configured {profile.fingerprint} ({profile.dimension}-d)",
+    )
 
 
 def _index(conn, ns: Namespace) -> Check:
     names = store_checks.index_names(conn)
     need = {hnsw_index_name(ns.profile_id), "lexical_postings_pkey", "chunks_metadata", "chunks_profile_hash"}
     missing = sorted(need - names)
-    return Check("indexes", not missing, "missing: " + ", ".join(missing) if missing else "HNSW, lexical and metadata indexes present")
+    return Check(
+        "indexes",
+        not missing,
+        "missing: " + ", ".join(missing) if missing else "HNSW, lexical and metadata indexes present",
+    )
 
 
 def _lexical(conn, ns: Namespace, chunks: int) -> Check:
@@ -144,15 +156,28 @@ def _self_retrieval(rows: list[tuple], looked: dict[int, tuple]) -> Check:
     return Check("self-retrieval", not problems, detail)
 
 
-def _recall(conn, ns: Namespace, profile: Profile | None, rows: list[tuple], looked: dict[int, tuple]) -> tuple[Check, dict]:
+def _recall(
+    conn, ns: Namespace, profile: Profile | None, rows: list[tuple], looked: dict[int, tuple]
+) -> tuple[Check, dict]:
     """The share of sampled chunks the HNSW top k finds at the profile's ef_search: a warning below RECALL_WARNING."""
-    k, ef, max_scan = (profile.search.k, profile.hnsw.ef_search, profile.hnsw.max_scan_tuples) if profile else _NO_PROFILE
+    k, ef, max_scan = (
+        (profile.search.k, profile.hnsw.ef_search, profile.hnsw.max_scan_tuples) if profile else _NO_PROFILE
+    )
     if not rows:
         return Check("hnsw-recall", True, "no chunks to sample", "warning"), {}
     own = [(cid, h, e, (looked.get(cid) or (None,))[0]) for cid, h, e in rows]
     found = store_checks.hnsw_found(conn, ns, own, k, ef_search=ef, max_scan_tuples=max_scan)
     share = found / len(rows)
-    figure = {"hnsw": round(share, 4), "found": found, "sampled": len(rows), "k": k, "ef_search": ef, "threshold": RECALL_WARNING}
-    detail = (f"{found}/{len(rows)} sampled chunks in the HNSW top {k} at ef_search {ef} ({share:.0%});"
-              f" below {RECALL_WARNING:.0%} is a warning: raise hnsw.ef_search (a profile setting), or run `kbctl db optimize` after many replacements")
+    figure = {
+        "hnsw": round(share, 4),
+        "found": found,
+        "sampled": len(rows),
+        "k": k,
+        "ef_search": ef,
+        "threshold": RECALL_WARNING,
+    }
+    detail = (
+        f"{found}/{len(rows)} sampled chunks in the HNSW top {k} at ef_search {ef} ({share:.0%});"
+        f" below {RECALL_WARNING:.0%} is a warning: raise hnsw.ef_search (a profile setting), or run `kbctl db optimize` after many replacements"
+    )
     return Check("hnsw-recall", share >= RECALL_WARNING, detail, "warning"), figure

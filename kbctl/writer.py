@@ -70,7 +70,9 @@ def consume(conn, ns: Namespace, profile: Profile, items: Iterable, report, opts
 class Writer:
     """Embeds what the store does not have and writes documents in batches."""
 
-    def __init__(self, conn, ns: Namespace, profile: Profile, report, opts, run_id, emit: Callable[[str, dict], None]) -> None:
+    def __init__(
+        self, conn, ns: Namespace, profile: Profile, report, opts, run_id, emit: Callable[[str, dict], None]
+    ) -> None:
         self.conn, self.ns, self.profile, self.report, self.opts = conn, ns, profile, report, opts
         self.run_id, self.emit = run_id, emit
         self.pending: list[Item] = []
@@ -109,8 +111,13 @@ class Writer:
         sources = {d.uri: (i.source_uri, i.source_hash) for d, _, i in docs}
         with self.conn.transaction():  # a document's ACL and whether it is its own land together
             stats = write_documents(
-                self.conn, self.ns, payload, self.analyzer,
-                title_weight=self.profile.lexical.title_weight, run_id=self.run_id, sources=sources,
+                self.conn,
+                self.ns,
+                payload,
+                self.analyzer,
+                title_weight=self.profile.lexical.title_weight,
+                run_id=self.run_id,
+                sources=sources,
             )
             refused = {uri for uri, _, _ in stats.failed}
             mark_explicit(self.conn, self.ns, [u for u in explicit if u not in refused])
@@ -121,7 +128,9 @@ class Writer:
         self._drop_stale(items)
         self.emit("stored", {"documents": stats.documents, "chunks": len(all_chunks), "embedded": len(todo)})
 
-    def _admit(self, items: list[Item], stored: dict[str, tuple[str, str]]) -> list[tuple[Document, tuple[Chunk, ...], Item]]:
+    def _admit(
+        self, items: list[Item], stored: dict[str, tuple[str, str]]
+    ) -> list[tuple[Document, tuple[Chunk, ...], Item]]:
         """The documents that may be written: not owned by another source, not produced earlier in
         this run; the others are recorded. Each admitted document's notes become warnings."""
         admitted = []
@@ -151,8 +160,10 @@ class Writer:
             return f"{uri} was produced earlier in this run by {by}; the first one is kept"
         owner = stored.get(uri, ("", source))[1]
         if owner != source:
-            return (f"{uri} belongs to {owner} in this namespace; {source} may not replace it; if {owner} no longer"
-                    " produces it, ingest it again with --sync")
+            return (
+                f"{uri} belongs to {owner} in this namespace; {source} may not replace it; if {owner} no longer"
+                " produces it, ingest it again with --sync"
+            )
         return None
 
     def _warn(self, item: Item, d: Document) -> None:

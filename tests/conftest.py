@@ -88,7 +88,11 @@ def run_kbctl(args, *, input: bytes | None = None, env: Mapping[str, str | None]
     from kbctl.cli.main import main
 
     code: int | str | None = 0
-    with warnings.catch_warnings(), contextlib.chdir(ROOT), CliRunner().isolation(input=input, env=env) as (out, err, _):
+    with (
+        warnings.catch_warnings(),
+        contextlib.chdir(ROOT),
+        CliRunner().isolation(input=input, env=env) as (out, err, _),
+    ):
         try:
             main(list(args))
         except SystemExit as e:
@@ -96,15 +100,27 @@ def run_kbctl(args, *, input: bytes | None = None, env: Mapping[str, str | None]
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
-        return CliResult(tuple(args), code if isinstance(code, int) else (0 if code is None else 1), out.getvalue(), err.getvalue())
+        return CliResult(
+            tuple(args), code if isinstance(code, int) else (0 if code is None else 1), out.getvalue(), err.getvalue()
+        )
 
 
 @pytest.fixture
 def cli(kb_home, tenant):
     """Run ``kbctl`` in this process against the session's server and this test's tenant."""
 
-    def run(*args: str, input: bytes | None = None, check: bool = False, tenant_override: str | None = None, env: dict | None = None):
-        p = run_kbctl(args, input=input, env={"KBCTL_HOME": str(kb_home), "KBCTL_TENANT": tenant_override or tenant, **(env or {})})
+    def run(
+        *args: str,
+        input: bytes | None = None,
+        check: bool = False,
+        tenant_override: str | None = None,
+        env: dict | None = None,
+    ):
+        p = run_kbctl(
+            args,
+            input=input,
+            env={"KBCTL_HOME": str(kb_home), "KBCTL_TENANT": tenant_override or tenant, **(env or {})},
+        )
         if check and p.returncode != 0:
             raise AssertionError(f"kbctl {' '.join(args)} exited {p.returncode}:\n{p.stderr.decode()}")
         return p
@@ -119,6 +135,8 @@ def cli_process(kb_home, tenant):
     def run(*args: str, input: bytes | None = None, tenant_override: str | None = None, env: dict | None = None):
         e = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant_override or tenant, PYTHONWARNINGS="ignore")
         e.update(env or {})
-        return subprocess.run([sys.executable, "-m", "kbctl", *args], input=input, capture_output=True, env=e, cwd=ROOT, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "kbctl", *args], input=input, capture_output=True, env=e, cwd=ROOT, timeout=600
+        )
 
     return run

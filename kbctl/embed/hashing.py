@@ -29,7 +29,11 @@ class HashEmbedder:
         self.dimension = profile.dimension
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self._one(self.profile.document_prefix + t) for t in texts]) if texts else np.zeros((0, self.dimension), dtype=np.float32)
+        return (
+            np.stack([self._one(self.profile.document_prefix + t) for t in texts])
+            if texts
+            else np.zeros((0, self.dimension), dtype=np.float32)
+        )
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._one(self.profile.query_prefix + text)

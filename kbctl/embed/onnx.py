@@ -82,8 +82,10 @@ def ensure_export(profile: Profile, cache_dir: Path | None = None) -> Path:
 
     path = Path(resolve_model_path(profile.model, profile.allow_download))
     if not (path / "config.json").exists():
-        raise EmbeddingError(f"{profile.precision} needs a local model directory; {profile.model!r} is not one",
-                             hint="give a local path in the profile, or use precision = 'fp32'")
+        raise EmbeddingError(
+            f"{profile.precision} needs a local model directory; {profile.model!r} is not one",
+            hint="give a local path in the profile, or use precision = 'fp32'",
+        )
     out = model_cache_dir(profile.model, path, Path(cache_dir) if cache_dir else default_cache_root())
     model_file = out / FILES.get(profile.precision, INT8_FILE)
     if not model_file.exists():
@@ -231,7 +233,9 @@ def _open_session(model_file: Path) -> Any:
                 log.warning("ignoring %s (%s)", optimized, _first_line(e))
         return ort.InferenceSession(str(model_file), _session_options(ort), providers=["CPUExecutionProvider"])
     except Exception as e:
-        raise EmbeddingError(f"cannot load {model_file}: {e}", hint=f"delete {model_file.parent} to re-export") from None
+        raise EmbeddingError(
+            f"cannot load {model_file}: {e}", hint=f"delete {model_file.parent} to re-export"
+        ) from None
 
 
 def _session_options(ort: Any, save_to: Path | None = None) -> Any:

@@ -45,8 +45,15 @@ from .cpu import cpu_features
 from .onnx import default_cache_root, onnx_available
 
 __all__ = [
-    "PrecisionChoice", "cpu_features", "candidates", "decide_precision", "choose_precision", "cached_decision",
-    "MIN_COSINE", "QUERY_ORDER", "Load",
+    "PrecisionChoice",
+    "cpu_features",
+    "candidates",
+    "decide_precision",
+    "choose_precision",
+    "cached_decision",
+    "MIN_COSINE",
+    "QUERY_ORDER",
+    "Load",
 ]
 
 #: How to load the embedder of a profile: ``kbctl.embed.get_embedder``, passed in by the package
@@ -100,8 +107,9 @@ def candidates(features: set[str] | None = None) -> list[str]:
     return out + ["fp32"]
 
 
-def choose_precision(profile: Profile, cache_dir: Path | None = None, purpose: str = "throughput", *,
-                     load: Load) -> str:
+def choose_precision(
+    profile: Profile, cache_dir: Path | None = None, purpose: str = "throughput", *, load: Load
+) -> str:
     """The precision ``auto`` means for this profile on this machine and purpose (see ``decide_precision``)."""
     return decide_precision(profile, cache_dir, load=load).for_purpose(purpose)
 
@@ -120,8 +128,11 @@ def decide_precision(profile: Profile, cache_dir: Path | None = None, *, load: L
     cache = _cache_file(profile, cache_dir, order)
     choice = _read_cached(cache)
     if choice is None:
-        log.info("preparing %s on this machine (once): measuring its backends against fp32 into %s",
-                    profile.model, cache.parent)
+        log.info(
+            "preparing %s on this machine (once): measuring its backends against fp32 into %s",
+            profile.model,
+            cache.parent,
+        )
         choice = dataclasses.replace(_validate(profile, cache_dir, order, load), cpu_flags=_flags(features))
         _write_cached(cache, choice)
     if cache in _LOGGED:
@@ -129,7 +140,11 @@ def decide_precision(profile: Profile, cache_dir: Path | None = None, *, load: L
     _LOGGED.add(cache)
     log.info(
         "precision auto -> %s for throughput (min cosine %.4f to fp32: %s); %s for queries (%s)",
-        choice.precision, choice.min_cosine, choice.reason, choice.query_precision, choice.query_reason,
+        choice.precision,
+        choice.min_cosine,
+        choice.reason,
+        choice.query_precision,
+        choice.query_reason,
     )
     return choice
 
@@ -147,8 +162,15 @@ def _fixed_choice(profile: Profile, features: set[str], order: list[str]) -> Pre
     if profile.embedder != "sentence-transformers":
         return PrecisionChoice("fp32", 1.0, 1.0, f"{profile.embedder} embedder has no precision")
     if profile.precision != "auto":
-        return PrecisionChoice(profile.precision, float("nan"), float("nan"), "set in the profile",
-                               profile.precision, float("nan"), "set in the profile")
+        return PrecisionChoice(
+            profile.precision,
+            float("nan"),
+            float("nan"),
+            "set in the profile",
+            profile.precision,
+            float("nan"),
+            "set in the profile",
+        )
     if order == ["fp32"]:  # nothing to compare: no need to load the model twice or cache anything
         why = "no faster precision on this machine"
         return PrecisionChoice("fp32", 1.0, 1.0, why, "fp32", 1.0, why, _flags(features))
@@ -198,8 +220,9 @@ def _validate(profile: Profile, cache_dir: Path | None, order: list[str], load: 
         m = check(precision)
         if not isinstance(m, str) and m[0] >= MIN_COSINE:
             why = f"loads fastest (no torch) within cosine {MIN_COSINE} of fp32"
-            return dataclasses.replace(throughput, query_precision=precision, query_min_cosine=m[0],
-                                       query_reason="; ".join([*q_rejected, why]))
+            return dataclasses.replace(
+                throughput, query_precision=precision, query_min_cosine=m[0], query_reason="; ".join([*q_rejected, why])
+            )
         q_rejected.append(why_not(precision))
     why = "; ".join([*q_rejected, "no ONNX backend agrees: fp32 (torch) is the most faithful"])
     return dataclasses.replace(throughput, query_precision="fp32", query_min_cosine=1.0, query_reason=why)

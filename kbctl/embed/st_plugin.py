@@ -38,8 +38,11 @@ class SentenceTransformers:
             from .precision import cached_decision, choose_precision
 
             if purpose == "query" and cached_decision(profile, cache_dir) is None:
-                log.warning("profile %r is not prepared on this machine: measuring its backends now (once); "
-                            "`kbctl ingest` does this ahead of the first search", profile.name)
+                log.warning(
+                    "profile %r is not prepared on this machine: measuring its backends now (once); "
+                    "`kbctl ingest` does this ahead of the first search",
+                    profile.name,
+                )
             chosen = choose_precision(profile, cache_dir, purpose, load=get_embedder)
             return get_embedder(replace(profile, precision=chosen), cache_dir=cache_dir)
         if profile.precision in ("onnx-int8", "onnx-fp32"):
@@ -53,8 +56,9 @@ class SentenceTransformers:
         path = resolve_model_path(profile.model, profile.allow_download)
         tj = Path(path) / "tokenizer.json"
         if not tj.exists():
-            raise EmbeddingError(f"no tokenizer.json for model {profile.model!r} in {path}",
-                                 hint="use a model with a fast tokenizer")
+            raise EmbeddingError(
+                f"no tokenizer.json for model {profile.model!r} in {path}", hint="use a model with a fast tokenizer"
+            )
         return HFTokenizer(tj)
 
     def prepare(self, profile: Profile, *, cache_dir: Path | None = None) -> PrecisionChoice:

@@ -75,8 +75,9 @@ class EvalDataset:
         queries = self.queries[:limit]
         qrels = {q.id: self.qrels[q.id] for q in queries}
         passages = {q.id: self.passage_qrels[q.id] for q in queries if q.id in self.passage_qrels}
-        return EvalDataset(self.name, queries, MappingProxyType(qrels), self.corpus_path, self.kind,
-                           MappingProxyType(passages))
+        return EvalDataset(
+            self.name, queries, MappingProxyType(qrels), self.corpus_path, self.kind, MappingProxyType(passages)
+        )
 
 
 def _error(path: Path, line: int | None, message: str, hint: str | None = None) -> ConfigError:
@@ -161,8 +162,11 @@ def load_beir(dir: Path, split: str = "test") -> EvalDataset:
         texts[qid] = _as_text(obj.get("text"), queries_path, lineno, "text")
     missing = [qid for qid in qrels if qid not in texts]
     if missing:
-        raise _error(dir / "qrels" / f"{split}.tsv", None,
-                     f"{len(missing)} judged queries are not in {queries_path.name}: {missing[:5]}")
+        raise _error(
+            dir / "qrels" / f"{split}.tsv",
+            None,
+            f"{len(missing)} judged queries are not in {queries_path.name}: {missing[:5]}",
+        )
     # keep the order of queries.jsonl, only the judged ones
     queries = tuple(EvalQuery(qid, text) for qid, text in texts.items() if qid in qrels)
     corpus = dir / "corpus.jsonl"
@@ -191,8 +195,7 @@ def _golden_relevant(value: Any, path: Path, lineno: int) -> dict[str, int]:
     if isinstance(value, list):
         pairs = [(_as_id(d, path, lineno, "relevant"), 1) for d in value]
     elif isinstance(value, dict):
-        pairs = [(_as_id(d, path, lineno, "relevant"), _as_grade(g, path, lineno, d))
-                 for d, g in value.items()]
+        pairs = [(_as_id(d, path, lineno, "relevant"), _as_grade(g, path, lineno, d)) for d, g in value.items()]
     else:
         raise _error(path, lineno, "'relevant' must be an object {docid: grade} or a list of ids")
     if not any(g > 0 for _, g in pairs):
@@ -216,8 +219,12 @@ def _golden_line(obj: dict[str, Any], path: Path, lineno: int) -> tuple[EvalQuer
     for key in obj:
         if key not in GOLDEN_KEYS:
             close = difflib.get_close_matches(key, GOLDEN_KEYS, n=1)
-            raise _error(path, lineno, f"unknown key {key!r}",
-                         hint=f"did you mean {close[0]!r}?" if close else f"keys: {', '.join(GOLDEN_KEYS)}")
+            raise _error(
+                path,
+                lineno,
+                f"unknown key {key!r}",
+                hint=f"did you mean {close[0]!r}?" if close else f"keys: {', '.join(GOLDEN_KEYS)}",
+            )
     qid = _as_id(obj.get("id"), path, lineno, "id")
     text = _as_text(obj.get("query"), path, lineno, "query")
     namespace = obj.get("namespace")

@@ -109,8 +109,9 @@ def gate_results(report: EvalReport, gates: Sequence[Gate]) -> list[GateResult]:
         modes = [report.mode(gate.mode)] if gate.mode else list(report.modes)
         for result in modes:
             if gate.metric not in result.metrics:
-                raise UsageError(f"gate {gate}: {gate.metric} was not computed",
-                                 hint=f"computed: {', '.join(result.metrics)}")
+                raise UsageError(
+                    f"gate {gate}: {gate.metric} was not computed", hint=f"computed: {', '.join(result.metrics)}"
+                )
             value = result.metrics[gate.metric]
             out.append(GateResult(gate, result.mode, value, gate.holds(value)))
     return out
@@ -128,8 +129,9 @@ def enforce_gates(report: EvalReport, gates: Sequence[Gate]) -> None:
         raise CheckFailed(f"{len(failures)} eval gate(s) failed: " + "; ".join(failures))
 
 
-def compare(report: EvalReport, baseline_json: Mapping[str, Any],
-            tolerance: float = 0.01) -> tuple[list[CompareRow], list[str]]:
+def compare(
+    report: EvalReport, baseline_json: Mapping[str, Any], tolerance: float = 0.01
+) -> tuple[list[CompareRow], list[str]]:
     """Compare with a saved report; a regression is a quality metric below baseline − tolerance.
 
     Only modes and metrics present in both are compared. Latencies get rows but never count as
@@ -147,8 +149,9 @@ def compare(report: EvalReport, baseline_json: Mapping[str, Any],
             delta = current - float(base[metric])
             regressed = not is_lower_better(metric) and delta < -tolerance
             rows.append(CompareRow(result.mode, metric, float(base[metric]), current, delta, regressed))
-    regressions = [f"{r.mode}: {r.metric} {r.baseline:.4f} -> {r.current:.4f} ({r.delta:+.4f})"
-                   for r in rows if r.regressed]
+    regressions = [
+        f"{r.mode}: {r.metric} {r.baseline:.4f} -> {r.current:.4f} ({r.delta:+.4f})" for r in rows if r.regressed
+    ]
     return rows, regressions
 
 
@@ -156,14 +159,25 @@ def write_junit(report: EvalReport, gates: Sequence[Gate], path: Path) -> None:
     """Write JUnit XML: one testcase per mode × gate, a ``<failure>`` for each failed gate."""
     results = gate_results(report, gates)
     failures = sum(1 for r in results if not r.passed)
-    suite = ET.Element("testsuite", name=f"kbctl eval {report.dataset}", tests=str(len(results)),
-                       failures=str(failures), errors="0", skipped="0")
+    suite = ET.Element(
+        "testsuite",
+        name=f"kbctl eval {report.dataset}",
+        tests=str(len(results)),
+        failures=str(failures),
+        errors="0",
+        skipped="0",
+    )
     props = ET.SubElement(suite, "properties")
     for key, value in report.settings.items():
         ET.SubElement(props, "property", name=str(key), value=str(value))
     for r in results:
-        case = ET.SubElement(suite, "testcase", classname=f"kbctl.eval.{report.dataset}.{r.mode}",
-                             name=f"{r.gate.metric}{r.gate.op}{r.gate.threshold:g}", time="0")
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"kbctl.eval.{report.dataset}.{r.mode}",
+            name=f"{r.gate.metric}{r.gate.op}{r.gate.threshold:g}",
+            time="0",
+        )
         if not r.passed:
             ET.SubElement(case, "failure", message=r.message, type="CheckFailed").text = r.message
         ET.SubElement(case, "system-out").text = r.message

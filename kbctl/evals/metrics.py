@@ -116,8 +116,9 @@ def parse_metric(name: str) -> Callable[[Sequence[str], Judgements], float]:
     kind, k = m.group(1), int(m.group(2))
     if k < 1:
         raise UsageError(f"metric {name!r}: the cut-off must be at least 1")
-    fn = {"ndcg": ndcg_at_k, "recall": recall_at_k, "p": precision_at_k,
-          "precision": precision_at_k, "mrr": mrr_at_k}[kind]
+    fn = {"ndcg": ndcg_at_k, "recall": recall_at_k, "p": precision_at_k, "precision": precision_at_k, "mrr": mrr_at_k}[
+        kind
+    ]
     return lambda ranked, qrels: fn(ranked, qrels, k)
 
 

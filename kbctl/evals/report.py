@@ -90,13 +90,13 @@ def _metric_table(report: EvalReport, colors: dict[str, str]) -> str:
             cells.append(f"<td{cls}>{_fmt(key, v) if v is not None else '–'}</td>")
         swatch = f'<span class="swatch" style="background:{colors[m.mode]}"></span>'
         rows.append(f"<tr><td>{swatch}{escape(m.mode)}</td>{''.join(cells)}<td>{m.num_queries}</td></tr>")
-    return (f"<table><thead><tr><th>mode</th>{head}<th>queries</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+    return f"<table><thead><tr><th>mode</th>{head}<th>queries</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def _quality_chart(report: EvalReport, colors: dict[str, str]) -> str:
-    series = [Series(m.mode, colors[m.mode], tuple(m.metrics.get(key, 0.0) for key, _ in BAR_METRICS))
-              for m in report.modes]
+    series = [
+        Series(m.mode, colors[m.mode], tuple(m.metrics.get(key, 0.0) for key, _ in BAR_METRICS)) for m in report.modes
+    ]
     return grouped_bars([title for _, title in BAR_METRICS], series, label="nDCG@10, Recall@10, MRR@10 per mode")
 
 
@@ -117,15 +117,20 @@ def _pick_pair(report: EvalReport, compare_modes: tuple[str, str] | None) -> tup
     return report.modes[0], report.modes[-1]
 
 
-def _top_table(title: str, rows: Sequence[tuple[str, float, float, float]], a: str, b: str, cls: str,
-               texts: dict[str, str]) -> str:
-    body = "".join(f'<tr><td class="q" title="{escape(texts.get(q, q))}">{_query_label(q, texts)}</td>'
-                   f'<td>{va:.3f}</td><td>{vb:.3f}</td><td class="{cls}">{d:+.3f}</td></tr>'
-                   for q, va, vb, d in rows)
+def _top_table(
+    title: str, rows: Sequence[tuple[str, float, float, float]], a: str, b: str, cls: str, texts: dict[str, str]
+) -> str:
+    body = "".join(
+        f'<tr><td class="q" title="{escape(texts.get(q, q))}">{_query_label(q, texts)}</td>'
+        f'<td>{va:.3f}</td><td>{vb:.3f}</td><td class="{cls}">{d:+.3f}</td></tr>'
+        for q, va, vb, d in rows
+    )
     if not body:
         body = '<tr><td colspan="4">none</td></tr>'
-    return (f"<div><h3>{escape(title)}</h3><table><thead><tr><th>query</th><th>{escape(a)}</th>"
-            f"<th>{escape(b)}</th><th>Δ</th></tr></thead><tbody>{body}</tbody></table></div>")
+    return (
+        f"<div><h3>{escape(title)}</h3><table><thead><tr><th>query</th><th>{escape(a)}</th>"
+        f"<th>{escape(b)}</th><th>Δ</th></tr></thead><tbody>{body}</tbody></table></div>"
+    )
 
 
 def _query_label(qid: str, texts: dict[str, str]) -> str:
@@ -141,28 +146,39 @@ def _wins_losses(a: ModeResult, b: ModeResult, texts: dict[str, str], metric: st
     wins = sorted((r for r in diffs if r[3] > 1e-9), key=lambda r: -r[3])
     losses = sorted((r for r in diffs if r[3] < -1e-9), key=lambda r: r[3])
     mean = sum(r[3] for r in diffs) / len(diffs) if diffs else 0.0
-    stats = (f'<div class="stats"><span><b class="win">{len(wins)}</b>{escape(b.mode)} better</span>'
-             f'<span><b>{len(diffs) - len(wins) - len(losses)}</b>ties</span>'
-             f'<span><b class="loss">{len(losses)}</b>{escape(a.mode)} better</span>'
-             f'<span><b>{mean:+.3f}</b>mean Δ</span></div>')
+    stats = (
+        f'<div class="stats"><span><b class="win">{len(wins)}</b>{escape(b.mode)} better</span>'
+        f"<span><b>{len(diffs) - len(wins) - len(losses)}</b>ties</span>"
+        f'<span><b class="loss">{len(losses)}</b>{escape(a.mode)} better</span>'
+        f"<span><b>{mean:+.3f}</b>mean Δ</span></div>"
+    )
     chart = diff_bars([(q, d) for q, _, _, d in diffs], label=f"per-query {metric}: {b.mode} minus {a.mode}")
-    tops = (f'<div class="tops">{_top_table("Biggest wins for " + b.mode, wins[:TOP_N], a.mode, b.mode, "win", texts)}'
-            f'{_top_table("Biggest losses for " + b.mode, losses[:TOP_N], a.mode, b.mode, "loss", texts)}</div>')
-    title = (f"Per-query nDCG@10: {escape(b.mode)} vs {escape(a.mode)}"
-             f"<small>Δ = {escape(b.mode)} − {escape(a.mode)}</small>")
+    tops = (
+        f'<div class="tops">{_top_table("Biggest wins for " + b.mode, wins[:TOP_N], a.mode, b.mode, "win", texts)}'
+        f"{_top_table('Biggest losses for ' + b.mode, losses[:TOP_N], a.mode, b.mode, 'loss', texts)}</div>"
+    )
+    title = (
+        f"Per-query nDCG@10: {escape(b.mode)} vs {escape(a.mode)}<small>Δ = {escape(b.mode)} − {escape(a.mode)}</small>"
+    )
     return f'<section class="card"><h2>{title}</h2>{stats}{chart}{tops}</section>'
 
 
 def _header(report: EvalReport) -> str:
     s = report.settings
-    facts = [("queries", s.get("num_queries", max((m.num_queries for m in report.modes), default=0))),
-             ("k", report.k), ("depth", s.get("depth")), ("kind", s.get("kind"))]
+    facts = [
+        ("queries", s.get("num_queries", max((m.num_queries for m in report.modes), default=0))),
+        ("k", report.k),
+        ("depth", s.get("depth")),
+        ("kind", s.get("kind")),
+    ]
     facts += [(key, s[key]) for key in ("profile", "namespace", "model") if s.get(key) is not None]
     if s.get("finished_at"):
         facts.append(("finished", s["finished_at"]))
     meta = " · ".join(f"{escape(str(name))} <b>{escape(str(value))}</b>" for name, value in facts if value is not None)
-    return (f'<header><h1>Retrieval evaluation <span>— {escape(report.dataset)}</span></h1>'
-            f'<p class="meta">{meta}</p></header>')
+    return (
+        f"<header><h1>Retrieval evaluation <span>— {escape(report.dataset)}</span></h1>"
+        f'<p class="meta">{meta}</p></header>'
+    )
 
 
 def render_html(report: EvalReport, compare_modes: tuple[str, str] | None = None) -> str:
@@ -187,7 +203,9 @@ def render_html(report: EvalReport, compare_modes: tuple[str, str] | None = None
         _wins_losses(*pair, report.queries) if pair else "",
         "<footer>kbctl eval · metrics with trec_eval semantics</footer>",
     ]
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>kbctl eval — {escape(report.dataset)}</title><style>{CSS}</style></head>"
-            f"<body><main>{''.join(parts)}</main></body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>kbctl eval — {escape(report.dataset)}</title><style>{CSS}</style></head>"
+        f"<body><main>{''.join(parts)}</main></body></html>\n"
+    )

@@ -86,8 +86,7 @@ class EvalReport:
         for result in self.modes:
             if result.mode == name:
                 return result
-        raise UsageError(f"mode {name!r} is not in this report",
-                         hint=f"modes: {', '.join(m.mode for m in self.modes)}")
+        raise UsageError(f"mode {name!r} is not in this report", hint=f"modes: {', '.join(m.mode for m in self.modes)}")
 
     @property
     def mode_names(self) -> tuple[str, ...]:
@@ -114,8 +113,9 @@ def rank_to_run(hits: Sequence[tuple[str, float]], depth: int) -> dict[str, floa
     return run
 
 
-def _search_all(dataset: EvalDataset, search: SearchFn, mode: str, depth: int,
-                progress: ProgressFn | None) -> tuple[dict[str, dict[str, float]], list[float], dict[str, dict[str, float]]]:
+def _search_all(
+    dataset: EvalDataset, search: SearchFn, mode: str, depth: int, progress: ProgressFn | None
+) -> tuple[dict[str, dict[str, float]], list[float], dict[str, dict[str, float]]]:
     """The document run, the latencies and the passage run (from the hits' ``passages`` attribute:
     passage ids best first, when the search function gives them)."""
     run: dict[str, dict[str, float]] = {}
@@ -138,8 +138,15 @@ def _search_all(dataset: EvalDataset, search: SearchFn, mode: str, depth: int,
     return run, latencies, passages
 
 
-def _score_mode(mode: str, run, latencies: list[float], dataset: EvalDataset, k: int,
-                depth: int, passages: Mapping[str, Mapping[str, float]] | None = None) -> ModeResult:
+def _score_mode(
+    mode: str,
+    run,
+    latencies: list[float],
+    dataset: EvalDataset,
+    k: int,
+    depth: int,
+    passages: Mapping[str, Mapping[str, float]] | None = None,
+) -> ModeResult:
     names = metric_names(k)
     per_query = evaluate(run, dataset.qrels, names)
     metrics = aggregate(per_query) if per_query else dict.fromkeys(names, 0.0)
@@ -182,9 +189,17 @@ def run_eval(
         run, latencies, passages = _search_all(data, search, mode, depth, progress)
         results.append(_score_mode(mode, run, latencies, data, k, depth, passages))
         log.info("eval %s %s: ndcg@10=%.4f", data.name, mode, results[-1].metrics["ndcg@10"])
-    recorded = {"dataset": data.name, "kind": data.kind, "k": k, "depth": depth, "limit": limit,
-                "num_queries": len(data.queries), "modes": list(dict.fromkeys(modes)),
-                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **dict(settings or {})}
+    recorded = {
+        "dataset": data.name,
+        "kind": data.kind,
+        "k": k,
+        "depth": depth,
+        "limit": limit,
+        "num_queries": len(data.queries),
+        "modes": list(dict.fromkeys(modes)),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **dict(settings or {}),
+    }
     return EvalReport(data.name, k, tuple(results), recorded, {q.id: q.text for q in data.queries})
 
 
@@ -192,8 +207,10 @@ def report_to_json(report: EvalReport) -> dict[str, Any]:
     """The JSON form: settings, query texts, then per mode its metrics, recall curve and per-query scores."""
     modes = {}
     for m in report.modes:
-        per_query = {qid: {**scores, "latency_ms": round(lat, 3)}
-                     for (qid, scores), lat in zip(m.per_query.items(), m.latencies_ms)}
+        per_query = {
+            qid: {**scores, "latency_ms": round(lat, 3)}
+            for (qid, scores), lat in zip(m.per_query.items(), m.latencies_ms)
+        }
         modes[m.mode] = {
             "num_queries": m.num_queries,
             "metrics": dict(m.metrics),
@@ -202,8 +219,14 @@ def report_to_json(report: EvalReport) -> dict[str, Any]:
         }
         if m.passage_per_query:
             modes[m.mode]["passage_per_query"] = m.passage_per_query
-    return {"schema": SCHEMA, "dataset": report.dataset, "k": report.k,
-            "settings": dict(report.settings), "queries": dict(report.queries), "modes": modes}
+    return {
+        "schema": SCHEMA,
+        "dataset": report.dataset,
+        "k": report.k,
+        "settings": dict(report.settings),
+        "queries": dict(report.queries),
+        "modes": modes,
+    }
 
 
 def report_from_json(data: Mapping[str, Any]) -> EvalReport:
@@ -218,8 +241,21 @@ def report_from_json(data: Mapping[str, Any]) -> EvalReport:
             latencies.append(float(scores.pop("latency_ms", 0.0)))
             per_query[qid] = scores
         curve = {int(c): float(v) for c, v in (m.get("recall_curve") or {}).items()}
-        results.append(ModeResult(name, dict(m.get("metrics") or {}), per_query, latencies,
-                                  int(m.get("num_queries", len(per_query))), curve,
-                                  {q: dict(v) for q, v in (m.get("passage_per_query") or {}).items()}))
-    return EvalReport(str(data.get("dataset", "")), int(data.get("k", 10)), tuple(results),
-                      dict(data.get("settings") or {}), dict(data.get("queries") or {}))
+        results.append(
+            ModeResult(
+                name,
+                dict(m.get("metrics") or {}),
+                per_query,
+                latencies,
+                int(m.get("num_queries", len(per_query))),
+                curve,
+                {q: dict(v) for q, v in (m.get("passage_per_query") or {}).items()},
+            )
+        )
+    return EvalReport(
+        str(data.get("dataset", "")),
+        int(data.get("k", 10)),
+        tuple(results),
+        dict(data.get("settings") or {}),
+        dict(data.get("queries") or {}),
+    )

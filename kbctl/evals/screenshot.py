@@ -28,8 +28,14 @@ def find_chromium() -> str | None:
     return None
 
 
-def screenshot_html(html_path: Path, png_path: Path, width: int = 1280, height: int = 2000,
-                    chromium: str | None = None, timeout: float = 120.0) -> Path:
+def screenshot_html(
+    html_path: Path,
+    png_path: Path,
+    width: int = 1280,
+    height: int = 2000,
+    chromium: str | None = None,
+    timeout: float = 120.0,
+) -> Path:
     """Screenshot ``html_path`` (a local file) at ``width``×``height`` into ``png_path``."""
     binary = chromium or find_chromium()
     if binary is None:
@@ -37,10 +43,22 @@ def screenshot_html(html_path: Path, png_path: Path, width: int = 1280, height: 
     png_path = Path(png_path).resolve()
     png_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kbctl-chromium-") as profile:
-        cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--hide-scrollbars", f"--user-data-dir={profile}", f"--screenshot={png_path}",
-               f"--window-size={width},{height}", Path(html_path).resolve().as_uri()]
+        cmd = [
+            binary,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            f"--screenshot={png_path}",
+            f"--window-size={width},{height}",
+            Path(html_path).resolve().as_uri(),
+        ]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired) as exc:

@@ -39,22 +39,28 @@ def mode_colors(modes: Sequence[str]) -> dict[str, str]:
 
 
 def _svg(width: int, height: int, body: list[str], label: str) -> str:
-    return (f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" aria-label="{escape(label)}" '
-            f'font-family="inherit" font-size="12">' + "".join(body) + "</svg>")
+    return (
+        f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" aria-label="{escape(label)}" '
+        f'font-family="inherit" font-size="12">' + "".join(body) + "</svg>"
+    )
 
 
-def _text(x: float, y: float, s: str, anchor: str = "middle", color: str = MUTED, size: int = 12,
-          weight: str = "normal") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" fill="{color}" font-size="{size}" '
-            f'font-weight="{weight}">{escape(s)}</text>')
+def _text(
+    x: float, y: float, s: str, anchor: str = "middle", color: str = MUTED, size: int = 12, weight: str = "normal"
+) -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" fill="{color}" font-size="{size}" '
+        f'font-weight="{weight}">{escape(s)}</text>'
+    )
 
 
 def _line(x1: float, y1: float, x2: float, y2: float, color: str = GRID, width: float = 1) -> str:
     return f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{color}" stroke-width="{width}"/>'
 
 
-def _y_grid(left: float, right: float, top: float, bottom: float, ticks: Sequence[float],
-            lo: float, hi: float) -> list[str]:
+def _y_grid(
+    left: float, right: float, top: float, bottom: float, ticks: Sequence[float], lo: float, hi: float
+) -> list[str]:
     """Horizontal grid lines with their labels on the left, for values in ``[lo, hi]``."""
     out = []
     for t in ticks:
@@ -73,8 +79,9 @@ def _legend(series: Sequence[Series], x: float, y: float) -> list[str]:
     return out
 
 
-def grouped_bars(groups: Sequence[str], series: Sequence[Series], width: int = 560,
-                 height: int = 300, label: str = "bar chart") -> str:
+def grouped_bars(
+    groups: Sequence[str], series: Sequence[Series], width: int = 560, height: int = 300, label: str = "bar chart"
+) -> str:
     """Bars for each group (e.g. metrics), one per series (e.g. modes), on a 0–1 axis."""
     left, right, top, bottom = 40, width - 10, 34, height - 30
     body = _legend(series, left, 16)
@@ -87,15 +94,18 @@ def grouped_bars(groups: Sequence[str], series: Sequence[Series], width: int = 5
             v = max(0.0, min(1.0, s.values[gi]))
             h = v * (bottom - top)
             x = x0 + si * bar
-            body.append(f'<rect x="{x + 1:.1f}" y="{bottom - h:.1f}" width="{bar - 2:.1f}" height="{h:.1f}" '
-                        f'rx="2" fill="{s.color}"><title>{escape(s.name)} {escape(group)}: {v:.3f}</title></rect>')
+            body.append(
+                f'<rect x="{x + 1:.1f}" y="{bottom - h:.1f}" width="{bar - 2:.1f}" height="{h:.1f}" '
+                f'rx="2" fill="{s.color}"><title>{escape(s.name)} {escape(group)}: {v:.3f}</title></rect>'
+            )
             body.append(_text(x + bar / 2, bottom - h - 4, f"{v:.3f}", size=10, color=INK))
         body.append(_text(left + (gi + 0.5) * slot, bottom + 18, group, color=INK, weight="600"))
     return _svg(width, height, body, label)
 
 
-def line_chart(xs: Sequence[int], series: Sequence[Series], width: int = 560, height: int = 300,
-               label: str = "line chart") -> str:
+def line_chart(
+    xs: Sequence[int], series: Sequence[Series], width: int = 560, height: int = 300, label: str = "line chart"
+) -> str:
     """Lines over a logarithmic x axis (cut-offs such as 1…100) and a 0–1 y axis."""
     left, right, top, bottom = 40, width - 16, 34, height - 30
     body = _legend(series, left, 16)
@@ -113,16 +123,20 @@ def line_chart(xs: Sequence[int], series: Sequence[Series], width: int = 560, he
         body.append(_text(px(x), bottom + 18, str(x), color=INK))
     for s in series:
         pts = " ".join(f"{px(x):.1f},{py(v):.1f}" for x, v in zip(xs, s.values))
-        body.append(f'<polyline points="{pts}" fill="none" stroke="{s.color}" stroke-width="2.5" '
-                    f'stroke-linejoin="round"/>')
+        body.append(
+            f'<polyline points="{pts}" fill="none" stroke="{s.color}" stroke-width="2.5" stroke-linejoin="round"/>'
+        )
         for x, v in zip(xs, s.values):
-            body.append(f'<circle cx="{px(x):.1f}" cy="{py(v):.1f}" r="3.5" fill="#fff" stroke="{s.color}" '
-                        f'stroke-width="2"><title>{escape(s.name)} recall@{x}: {v:.3f}</title></circle>')
+            body.append(
+                f'<circle cx="{px(x):.1f}" cy="{py(v):.1f}" r="3.5" fill="#fff" stroke="{s.color}" '
+                f'stroke-width="2"><title>{escape(s.name)} recall@{x}: {v:.3f}</title></circle>'
+            )
     return _svg(width, height, body, label)
 
 
-def diff_bars(items: Sequence[tuple[str, float]], width: int = 1120, height: int = 260,
-              label: str = "per-query differences") -> str:
+def diff_bars(
+    items: Sequence[tuple[str, float]], width: int = 1120, height: int = 260, label: str = "per-query differences"
+) -> str:
     """Per-item differences sorted best first: green above zero, red below, grey ties."""
     left, right, top, bottom = 44, width - 10, 14, height - 26
     items = sorted(items, key=lambda kv: (-kv[1], kv[0]))
@@ -136,7 +150,9 @@ def diff_bars(items: Sequence[tuple[str, float]], width: int = 1120, height: int
         h = abs(v) / peak * (bottom - top) / 2
         color = WIN if v > 0 else LOSS if v < 0 else AXIS
         y = mid - h if v > 0 else mid
-        body.append(f'<rect x="{left + i * step:.2f}" y="{y:.2f}" width="{max(step - 0.6, 0.8):.2f}" '
-                    f'height="{max(h, 0.8):.2f}" fill="{color}"><title>{escape(name)}: {v:+.3f}</title></rect>')
+        body.append(
+            f'<rect x="{left + i * step:.2f}" y="{y:.2f}" width="{max(step - 0.6, 0.8):.2f}" '
+            f'height="{max(h, 0.8):.2f}" fill="{color}"><title>{escape(name)}: {v:+.3f}</title></rect>'
+        )
     body.append(_text(left, height - 6, "queries, sorted by difference →", anchor="start"))
     return _svg(width, height, body, label)

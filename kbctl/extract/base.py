@@ -95,7 +95,7 @@ def file_path(uri: str) -> str | None:
     """The local path of a ``file://`` uri (fragment dropped, ``%25``/``%23`` decoded), else ``None``."""
     if not uri.startswith("file://"):
         return None
-    return unquote(urldefrag(uri)[0][len("file://"):]) or None
+    return unquote(urldefrag(uri)[0][len("file://") :]) or None
 
 
 def item_name(uri: str) -> str:
@@ -104,7 +104,7 @@ def item_name(uri: str) -> str:
         return uri.rsplit("#attachment/", 1)[1]
     base = urldefrag(uri)[0]
     if base.startswith("stdin:"):
-        return base[len("stdin:"):]
+        return base[len("stdin:") :]
     if "://" in base:
         parts = urlsplit(base)
         return unquote(parts.path.rstrip("/").rsplit("/", 1)[-1]) or parts.netloc

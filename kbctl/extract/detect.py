@@ -78,8 +78,19 @@ _MAGIC = (
 )
 _HEADER_LINE = re.compile(rb"^[A-Za-z][A-Za-z0-9-]*:[ \t]")
 _MAIL_HEADERS = (
-    b"from:", b"to:", b"subject:", b"date:", b"message-id:", b"received:", b"return-path:",
-    b"mime-version:", b"delivered-to:", b"reply-to:", b"in-reply-to:", b"references:", b"cc:",
+    b"from:",
+    b"to:",
+    b"subject:",
+    b"date:",
+    b"message-id:",
+    b"received:",
+    b"return-path:",
+    b"mime-version:",
+    b"delivered-to:",
+    b"reply-to:",
+    b"in-reply-to:",
+    b"references:",
+    b"cc:",
 )
 _XML_PROLOG = re.compile(r"^\s*(?:<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>]*>|\s+)*", re.S | re.I)
 _ROOT = re.compile(r"<([A-Za-z_][\w.:-]*)")

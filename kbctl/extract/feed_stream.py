@@ -133,7 +133,7 @@ def _atom_entry(entry) -> dict[str, Any]:
     e: dict[str, Any] = {"tags": []}
     for child in entry:
         tag = child.tag if isinstance(child.tag, str) else ""
-        name = tag[len(_ATOM):] if tag.startswith(_ATOM) else None
+        name = tag[len(_ATOM) :] if tag.startswith(_ATOM) else None
         if name == "title":
             e["title"], e["title_detail"] = _plain_title(child), {"type": "text/plain"}
         elif name == "id":

@@ -55,7 +55,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
         end = closing.search(text, head.end())
         if not end:
             return {}, text, None  # an opening rule without a closing one is a thematic break
-        raw, body = text[head.end():end.start()], text[end.end():]
+        raw, body = text[head.end() : end.start()], text[end.end() :]
         try:
             return _datetimes_in_utc(json_safe(parse(raw))), body, None
         except ValueError as e:
@@ -258,7 +258,7 @@ def _strip_comment(text: str) -> str:
     text = text.strip()
     if text and text[0] in "\"'":
         end = _closing_quote(text)
-        rest = text[end + 1:].strip() if end != -1 else ""
+        rest = text[end + 1 :].strip() if end != -1 else ""
         return text[: end + 1] if end != -1 and (not rest or rest.startswith("#")) else text
     return "" if text.startswith("#") else re.split(r"[ \t]+#", text, maxsplit=1)[0].strip()
 
@@ -267,7 +267,7 @@ def _closing_quote(text: str) -> int:
     """Index of the quote closing the one at ``text[0]`` (``\\"`` and ``''`` are escapes), or -1."""
     q, i = text[0], 1
     while i < len(text):
-        if (q == '"' and text[i] == "\\") or (text[i] == q and q == "'" and text[i + 1:i + 2] == "'"):
+        if (q == '"' and text[i] == "\\") or (text[i] == q and q == "'" and text[i + 1 : i + 2] == "'"):
             i += 2
         elif text[i] == q:
             return i

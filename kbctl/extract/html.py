@@ -37,9 +37,35 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]
 _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|~<>])")
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
 _BLOCK_TAGS = (
-    "p", "div", "section", "article", "main", "li", "ul", "ol", "dl", "dt", "dd", "tr", "table",
-    "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "figure", "figcaption", "hr",
-    "header", "footer", "address", "details", "summary",
+    "p",
+    "div",
+    "section",
+    "article",
+    "main",
+    "li",
+    "ul",
+    "ol",
+    "dl",
+    "dt",
+    "dd",
+    "tr",
+    "table",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "pre",
+    "blockquote",
+    "figure",
+    "figcaption",
+    "hr",
+    "header",
+    "footer",
+    "address",
+    "details",
+    "summary",
 )
 _NOISE_TAGS = ("script", "style", "noscript", "template", "head", "svg", "iframe", "object")
 _CHROME_TAGS = ("nav", "header", "footer", "aside", "form")
@@ -63,7 +89,11 @@ def extract_html(source: Source) -> list[Document]:
     fallback_title = parts.first_h1
     if not blocks:
         paragraphs, fallback_title = _body_paragraphs(markup)
-        why = f"page too large for trafilatura ({len(markup):,} characters)" if large else "trafilatura found no main content"
+        why = (
+            f"page too large for trafilatura ({len(markup):,} characters)"
+            if large
+            else "trafilatura found no main content"
+        )
         meta["extract_note"] = f"{why}: the text of the whole <body> (lxml)"
         if not paragraphs:
             paragraphs = _stripped_paragraphs(markup)
@@ -88,10 +118,20 @@ def _main_markdown(markup: str, url: str | None) -> str | None:
     import trafilatura  # heavy; only for HTML
 
     try:
-        return trafilatura.extract(
-            markup, url=url, output_format="markdown", favor_precision=True, include_comments=False,
-            include_tables=True, include_formatting=True, with_metadata=False, deduplicate=False,
-        ) or None
+        return (
+            trafilatura.extract(
+                markup,
+                url=url,
+                output_format="markdown",
+                favor_precision=True,
+                include_comments=False,
+                include_tables=True,
+                include_formatting=True,
+                with_metadata=False,
+                deduplicate=False,
+            )
+            or None
+        )
     except Exception as e:  # trafilatura raises assorted parser errors on broken markup
         log.warning("trafilatura failed on %s: %s", url or "page", e)
         return None

@@ -40,7 +40,9 @@ log = logging.getLogger(__name__)
 
 _MSG_ID = re.compile(r"<([^<>\s]+)>")
 _FROM_LINE = re.compile(rb"^From [^\n]*\n", re.M)
-_POSTMARK = re.compile(rb"From \S+ +(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ")
+_POSTMARK = re.compile(
+    rb"From \S+ +(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+)
 _ESCAPED_FROM = re.compile(rb"^>(>*From )", re.M)
 _EXTRACTABLE_TYPES = frozenset({"text/plain", "text/markdown", "text/html", "application/pdf", "message/rfc822"})
 
@@ -70,7 +72,9 @@ def extract_mbox(source: Source, *, extract_part: ExtractPart) -> list[Document]
             log.warning("skipping message %d of %s: %s", n, source.uri, e)
     if not docs:
         what = "no messages" if not raw_messages else "no message with text"
-        raise ExtractError(f"empty mbox ({what})", hint="check that the file is an mbox (messages start with 'From ' lines)")
+        raise ExtractError(
+            f"empty mbox ({what})", hint="check that the file is an mbox (messages start with 'From ' lines)"
+        )
     return docs
 
 
@@ -86,7 +90,7 @@ def split_mbox(data: bytes) -> list[bytes]:
 def _separates(data: bytes, at: int) -> bool:
     """A ``From `` line starts a message at the top, after a blank line, or when it is a postmark
     (``From sender Mon Oct 21 08:02:00 2024``); a body line "From here on…" is none of these."""
-    return at == 0 or data[at - 2:at] == b"\n\n" or bool(_POSTMARK.match(data, at))
+    return at == 0 or data[at - 2 : at] == b"\n\n" or bool(_POSTMARK.match(data, at))
 
 
 def parse_message(data: bytes) -> EmailMessage:
@@ -103,7 +107,9 @@ def message_documents(msg: EmailMessage, source: Source, uri: str, extract_part:
     blocks = [Block(p) for p in _body_paragraphs(msg)]
     if not blocks and children:
         blocks = [Block(meta.get("subject") or "(no subject)")]
-    doc = build_document(source, title=meta.get("subject", ""), blocks=blocks, source_type="email", metadata=meta, uri=uri)
+    doc = build_document(
+        source, title=meta.get("subject", ""), blocks=blocks, source_type="email", metadata=meta, uri=uri
+    )
     return [doc, *children]
 
 
@@ -167,7 +173,9 @@ def _body_paragraphs(msg: EmailMessage) -> list[str]:
     if part is None:
         return []
     text = _part_text(part)
-    return html_paragraphs(text) if part.get_content_subtype() == "html" else split_paragraphs(text.replace("\r\n", "\n"))
+    return (
+        html_paragraphs(text) if part.get_content_subtype() == "html" else split_paragraphs(text.replace("\r\n", "\n"))
+    )
 
 
 def _part_text(part: MIMEPart) -> str:
@@ -222,7 +230,7 @@ def _attachment_documents(
 
 def _extractable(part: Message, name: str) -> bool:
     """Whether an extractor may read the attachment (by file suffix or content type)."""
-    suffix = name[name.rfind("."):].lower() if "." in name else ""
+    suffix = name[name.rfind(".") :].lower() if "." in name else ""
     return suffix in SUPPORTED_SUFFIXES or part.get_content_type() in _EXTRACTABLE_TYPES
 
 

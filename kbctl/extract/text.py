@@ -57,7 +57,9 @@ def extract_markdown(source: Source) -> list[Document]:
     title = meta.get("title") if isinstance(meta.get("title"), str) else None
     title = title or parts.first_h1 or stem_of(source.uri)
     notes = (("MetadataWarning", f"front matter not read: {error}"),) if error else ()
-    return [build_document(source, title=title, blocks=parts.blocks, source_type="markdown", metadata=meta, notes=notes)]
+    return [
+        build_document(source, title=title, blocks=parts.blocks, source_type="markdown", metadata=meta, notes=notes)
+    ]
 
 
 class MarkdownParts(NamedTuple):

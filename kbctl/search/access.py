@@ -33,7 +33,9 @@ def anonymous_gate(namespace_ids: Sequence[int]) -> Gate:
     return Gate(None, {i: "public" for i in namespace_ids})
 
 
-def viewable(gate: Gate, keyed: Sequence[tuple[Key, Any]], acls: Mapping[Key, Any]) -> tuple[list[tuple[Key, Any]], int]:
+def viewable(
+    gate: Gate, keyed: Sequence[tuple[Key, Any]], acls: Mapping[Key, Any]
+) -> tuple[list[tuple[Key, Any]], int]:
     """``keyed`` (key, score) pairs the gate lets through, in order, and how many it withheld.
 
     A key without a known ACL row is withheld (the chunk is gone or was never read).
@@ -53,8 +55,13 @@ def viewable(gate: Gate, keyed: Sequence[tuple[Key, Any]], acls: Mapping[Key, An
 
 
 def gated_page(
-    gate: Gate, fused: Sequence[tuple[Key, float]], rows: dict[Key, tuple], k: int, limit: int,
-    shape: Callable[[int], list[tuple[Key, float]]], rerank: Callable[[list], tuple[list, bool]],
+    gate: Gate,
+    fused: Sequence[tuple[Key, float]],
+    rows: dict[Key, tuple],
+    k: int,
+    limit: int,
+    shape: Callable[[int], list[tuple[Key, float]]],
+    rerank: Callable[[list], tuple[list, bool]],
     fetch: Callable[[list[Key]], dict[Key, tuple]],
 ) -> tuple[list[tuple[Key, float]], bool, int]:
     """The first k viewable hits of ``fused``: (hits, reranked, withheld ahead of the k-th kept).

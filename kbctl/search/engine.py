@@ -65,12 +65,25 @@ class SearchOptions:
 
 
 MAX_EF_SEARCH = 1000  # pgvector's hnsw.ef_search range is 1..1000; PostgreSQL drops a value outside it
-_RANGES = (("k", "-k", 1, MAX_EF_SEARCH), ("per_doc", "--per-doc", 0, None), ("candidates", "--candidates", 1, MAX_EF_SEARCH),
-           ("ef_search", "--ef-search", 1, MAX_EF_SEARCH), ("exact_threshold", None, 0, None), ("rrf_k", None, 0, None))
+_RANGES = (
+    ("k", "-k", 1, MAX_EF_SEARCH),
+    ("per_doc", "--per-doc", 0, None),
+    ("candidates", "--candidates", 1, MAX_EF_SEARCH),
+    ("ef_search", "--ef-search", 1, MAX_EF_SEARCH),
+    ("exact_threshold", None, 0, None),
+    ("rrf_k", None, 0, None),
+)
 
 
-def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: str, opts: SearchOptions,
-               side: Callable[[str], Any] | None = None, gate: Gate | None = None) -> SearchResult:
+def run_search(
+    conn,
+    namespaces: Sequence[Namespace],
+    profile: Profile,
+    query: str,
+    opts: SearchOptions,
+    side: Callable[[str], Any] | None = None,
+    gate: Gate | None = None,
+) -> SearchResult:
     """Answer one query over the given namespaces, all pinned to ``profile``.
 
     ``gate`` (``kbctl.acl.Gate``) withholds, after fusion and reranking, the hits its principal may
@@ -93,7 +106,9 @@ def run_search(conn, namespaces: Sequence[Namespace], profile: Profile, query: s
     if strategy == "no_match":
         return SearchResult(query, names, "none", strategy, (), notes=("nothing searchable in the query",))
     if strategy == "needs_clarification" and opts.mode == "auto":
-        return SearchResult(query, names, "none", strategy, (), notes=("the query is too vague to search; ask what it is about",))
+        return SearchResult(
+            query, names, "none", strategy, (), notes=("the query is too vague to search; ask what it is about",)
+        )
     gate = gate or anonymous_gate([n.id for n in namespaces])
     if strategy == "metadata":
         return _noted(_metadata(conn, namespaces, query, opts.filters, k, names, gate), gate, namespaces)
@@ -157,7 +172,9 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     lexical_info: dict[str, float] = {}
     # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the
     # HNSW scan runs on the side connection) while the lexical lane runs here.
-    pending = _search_pool().submit(_dense_job, side, namespaces, profile, query, depth, opts) if mode == "hybrid" else None
+    pending = (
+        _search_pool().submit(_dense_job, side, namespaces, profile, query, depth, opts) if mode == "hybrid" else None
+    )
     if mode in ("lexical", "hybrid"):
         t0 = time.perf_counter()
         terms, corrections = _query_terms(conn, ns_ids, query, analyzer, profile, opts.correct)
@@ -165,7 +182,9 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
             details["corrections"] = corrections
             notes.append("corrected: " + ", ".join(f"{a} → {b}" for a, b in corrections.items()))
         helper = None if side is None else (lambda fn: _search_pool().submit(lambda: fn(side("lexical"))))
-        lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile, helper=helper, info=lexical_info)
+        lanes["lexical"] = lexical_lane(
+            conn, namespaces, terms, depth, opts.filters, profile, helper=helper, info=lexical_info
+        )
         timings["lexical_ms"] = (time.perf_counter() - t0) * 1000
     if mode in ("dense", "hybrid"):
         t0 = time.perf_counter()
@@ -185,15 +204,26 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
                 terms, _ = _query_terms(conn, ns_ids, query, analyzer, profile, opts.correct)
                 lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile)
         if qvec is not None and dense is None:
-            dense = dense_lane(conn, namespaces, qvec, depth, opts.filters, profile,
-                               ef_search=opts.ef_search, exact_threshold=opts.exact_threshold)
+            dense = dense_lane(
+                conn,
+                namespaces,
+                qvec,
+                depth,
+                opts.filters,
+                profile,
+                ef_search=opts.ef_search,
+                exact_threshold=opts.exact_threshold,
+            )
         if dense is not None:
             lanes["dense"], details["dense_path"] = dense
             if details["dense_path"] != "exact":
                 details["ef_search"] = effective_ef_search(profile, opts.ef_search, depth)
             timings["dense_ms"] = (time.perf_counter() - t0) * 1000
-    fusion: dict[str, Any] = {"method": opts.fusion or s.fusion, "rrf_k": opts.rrf_k or s.rrf_k,
-              "dense_weight": opts.dense_weight if opts.dense_weight is not None else s.dense_weight}
+    fusion: dict[str, Any] = {
+        "method": opts.fusion or s.fusion,
+        "rrf_k": opts.rrf_k or s.rrf_k,
+        "dense_weight": opts.dense_weight if opts.dense_weight is not None else s.dense_weight,
+    }
     fused = fuse(lanes, **fusion)
     prf = opts.prf or s.prf
     if prf not in PRF_MODES:
@@ -202,16 +232,24 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
         t0 = time.perf_counter()
         seen = [key for key, _ in fused[:depth]]  # feedback only from what the principal may view
         allowed, _ = viewable(gate, fused[:depth], store.chunk_acls(conn, seen))
-        lanes, fused, details["prf"] = _feedback_round(conn, namespaces, profile, terms, qvec, lanes, allowed or fused[:0],
-                                                       depth, opts, fusion, side)
+        lanes, fused, details["prf"] = _feedback_round(
+            conn, namespaces, profile, terms, qvec, lanes, allowed or fused[:0], depth, opts, fusion, side
+        )
         timings["prf_ms"] = (time.perf_counter() - t0) * 1000
     per_doc = opts.per_doc if opts.per_doc is not None else s.per_doc
     rows = _fetch(conn, [key for key, _ in fused[: max(depth, k)]])
     use_rerank = opts.rerank if opts.rerank is not None else bool(profile.rerank.kind)
     limit = max(k, profile.rerank.top_n) if use_rerank else k
     ordered, reranked, withheld = gated_page(
-        gate, fused, rows, k, limit, shape=lambda window: _shape(fused, rows, per_doc, s.dedupe_threshold, window),
-        rerank=lambda page: _maybe_rerank(profile, query, page, rows, opts, notes), fetch=lambda keys: _fetch(conn, keys))
+        gate,
+        fused,
+        rows,
+        k,
+        limit,
+        shape=lambda window: _shape(fused, rows, per_doc, s.dedupe_threshold, window),
+        rerank=lambda page: _maybe_rerank(profile, query, page, rows, opts, notes),
+        fetch=lambda keys: _fetch(conn, keys),
+    )
     details["saturated"] = bool(withheld) and any(len(v) >= depth for v in lanes.values())
     if reranked:
         details["reranked"] = True
@@ -219,19 +257,35 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     by_key = {name: {(h.namespace_id, h.chunk_id): h for h in hs} for name, hs in lanes.items()}
     hits = tuple(_hit(i + 1, score, rows[key], by_key, key, scale) for i, (key, score) in enumerate(ordered[:k]))
     details["timings_ms"] = {a: round(b, 2) for a, b in timings.items()}
-    return SearchResult(query, names, mode, strategy, hits, degraded=degraded, notes=tuple(notes), details=details,
-                        withheld=withheld)
+    return SearchResult(
+        query, names, mode, strategy, hits, degraded=degraded, notes=tuple(notes), details=details, withheld=withheld
+    )
 
 
-def _feedback_round(conn, namespaces, profile: Profile, terms: dict[str, float], qvec, lanes, fused, depth: int,
-                    opts: SearchOptions, fusion: dict, side):
+def _feedback_round(
+    conn,
+    namespaces,
+    profile: Profile,
+    terms: dict[str, float],
+    qvec,
+    lanes,
+    fused,
+    depth: int,
+    opts: SearchOptions,
+    fusion: dict,
+    side,
+):
     """Hybrid pseudo-relevance feedback (``kbctl.search.prf``): the best documents of the fused
     first round expand the BM25 query (RM3, from their stored postings) and move the query vector
     (Rocchio, from their stored vectors); both lanes run again, as in the first round (the dense one
     on the side connection while the lexical one runs here), and are fused the same way."""
     s = profile.search
-    doc_of = {(h.namespace_id, h.chunk_id): (h.namespace_id, h.document_id)
-              for hits in lanes.values() for h in hits if h.document_id is not None}
+    doc_of = {
+        (h.namespace_id, h.chunk_id): (h.namespace_id, h.document_id)
+        for hits in lanes.values()
+        for h in hits
+        if h.document_id is not None
+    }
     feedback = feedback_keys(fused, doc_of, s.prf_docs)
     keys = [key for key, _ in feedback]
     vkeys = keys[: s.prf_vector_docs]
@@ -239,8 +293,16 @@ def _feedback_round(conn, namespaces, profile: Profile, terms: dict[str, float],
     qvec2 = rocchio(qvec, [vectors[key] for key in vkeys if key in vectors], s.prf_vector_weight)
 
     def dense_round(c):
-        return dense_lane(c, namespaces, qvec2, depth, opts.filters, profile, ef_search=opts.ef_search,
-                          exact_threshold=opts.exact_threshold)[0]
+        return dense_lane(
+            c,
+            namespaces,
+            qvec2,
+            depth,
+            opts.filters,
+            profile,
+            ef_search=opts.ef_search,
+            exact_threshold=opts.exact_threshold,
+        )[0]
 
     pending = _search_pool().submit(lambda: dense_round(side("dense"))) if side is not None else None
     expanded = rm3_terms(terms, feedback, store.feedback_postings(conn, keys), s.prf_terms, s.prf_query_weight)
@@ -291,8 +353,20 @@ def _dense_job(side, namespaces, profile: Profile, query: str, depth: int, opts:
     qvec = _embed_query(profile, query)
     if side is None:
         return qvec, None, t0
-    return qvec, dense_lane(side("dense"), namespaces, qvec, depth, opts.filters, profile, ef_search=opts.ef_search,
-                            exact_threshold=opts.exact_threshold), t0
+    return (
+        qvec,
+        dense_lane(
+            side("dense"),
+            namespaces,
+            qvec,
+            depth,
+            opts.filters,
+            profile,
+            ef_search=opts.ef_search,
+            exact_threshold=opts.exact_threshold,
+        ),
+        t0,
+    )
 
 
 def _embed_query(profile: Profile, query: str):
@@ -408,8 +482,9 @@ def _near_duplicate(a: frozenset, b: frozenset, threshold: float) -> bool:
     return inter >= threshold * (la + lb - inter)
 
 
-def _relevance(lanes: dict[str, list[LaneHit]], fusion: dict, distance: str, bound: float | None,
-               reranked: bool) -> Callable[[float], float | None]:
+def _relevance(
+    lanes: dict[str, list[LaneHit]], fusion: dict, distance: str, bound: float | None, reranked: bool
+) -> Callable[[float], float | None]:
     """Score → a 0–1 relevance a person can read: the score over the best this query could score.
 
     Fused: RRF's best is rank 1 in every lane (``lanes / (rrf_k + 1)``), convex's is 1 (top of both
@@ -428,8 +503,14 @@ def _relevance(lanes: dict[str, list[LaneHit]], fusion: dict, distance: str, bou
     return (lambda x: x / bound) if bound else (lambda x: None)
 
 
-def _hit(rank: int, score, r: tuple, lanes: dict[str, dict[tuple[int, int], LaneHit]], key,
-         scale: Callable[[float], float | None] | None = None) -> Hit:
+def _hit(
+    rank: int,
+    score,
+    r: tuple,
+    lanes: dict[str, dict[tuple[int, int], LaneHit]],
+    key,
+    scale: Callable[[float], float | None] | None = None,
+) -> Hit:
     _ns_id, cid, did, text, meta, heading, page, _pos, uri, title, ns_name = r[:11]
     lane_info: dict[str, dict[str, Any]] = {}
     for name, hits in lanes.items():
@@ -478,8 +559,7 @@ def _metadata(conn, namespaces, query, filters: tuple[Filter, ...], k: int, name
     while True:
         keys = store.metadata_keys(conn, [n.id for n in namespaces], filters, want)
         rows = _fetch(conn, keys)
-        kept, withheld = viewable(gate, [(key, None) for key in keys],
-                                  {key: r[ACL_COLUMN] for key, r in rows.items()})
+        kept, withheld = viewable(gate, [(key, None) for key in keys], {key: r[ACL_COLUMN] for key, r in rows.items()})
         if len(kept) >= k or len(keys) < want:
             break
         want *= 4

@@ -54,10 +54,14 @@ def parse_filter(text: str) -> Filter:
     if op == "in":
         items = tuple(v.strip() for v in value.split(","))
         if not all(items):
-            raise UsageError(f"filter {text!r}: an 'in' list needs values, none of them empty", hint="write 'key in a,b,c'")
+            raise UsageError(
+                f"filter {text!r}: an 'in' list needs values, none of them empty", hint="write 'key in a,b,c'"
+            )
         return Filter(key, "in", items)
     if op in ("<", "<=", ">", ">=") and _NUMERIC.match(value) and not math.isfinite(float(value)):
-        raise UsageError(f"filter {text!r}: {value!r} is not a finite number", hint="compare with a number such as 10, -2.5 or 1e6")
+        raise UsageError(
+            f"filter {text!r}: {value!r} is not a finite number", hint="compare with a number such as 10, -2.5 or 1e6"
+        )
     return Filter(key, op, value)
 
 

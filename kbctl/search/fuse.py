@@ -30,7 +30,9 @@ FUSIONS = ("rrf", "convex")
 Key = tuple[int, int]
 
 
-def fuse(lanes: Mapping[str, Sequence[LaneHit]], *, method: str = "rrf", rrf_k: int = 60, dense_weight: float = 0.5) -> list[tuple[Key, float]]:
+def fuse(
+    lanes: Mapping[str, Sequence[LaneHit]], *, method: str = "rrf", rrf_k: int = 60, dense_weight: float = 0.5
+) -> list[tuple[Key, float]]:
     """One ranked list of (namespace_id, chunk_id) with fused scores, best first."""
     if len(lanes) == 1:
         (hits,) = lanes.values()
@@ -51,8 +53,11 @@ def _doc(h: LaneHit) -> tuple:
     return (h.namespace_id, h.document_id) if h.document_id is not None else ("chunk", h.namespace_id, h.chunk_id)
 
 
-def _combine(lanes: Mapping[str, Sequence[LaneHit]], doc_contrib: Mapping[str, dict[Key, float]],
-             own_contrib: Mapping[str, dict[Key, float]]) -> dict[Key, float]:
+def _combine(
+    lanes: Mapping[str, Sequence[LaneHit]],
+    doc_contrib: Mapping[str, dict[Key, float]],
+    own_contrib: Mapping[str, dict[Key, float]],
+) -> dict[Key, float]:
     """Chunk scores: own contributions summed; each document's best chunk gets the document's score.
 
     ``own_contrib[lane][chunk]`` is the chunk's own contribution in that lane; a document's

@@ -29,7 +29,15 @@ from ..store import search as store
 from ..store.namespaces import Namespace
 from .filters import Filter
 
-__all__ = ["LaneHit", "dense_lane", "dense_statement", "effective_ef_search", "lexical_lane", "vocabulary_df", "correct_terms"]
+__all__ = [
+    "LaneHit",
+    "dense_lane",
+    "dense_statement",
+    "effective_ef_search",
+    "lexical_lane",
+    "vocabulary_df",
+    "correct_terms",
+]
 
 
 @dataclass(frozen=True)
@@ -48,8 +56,15 @@ def _ranked(rows: Sequence[tuple]) -> list[LaneHit]:
 
 
 def dense_lane(
-    conn, namespaces: Sequence[Namespace], qvec: np.ndarray, k: int, filters: tuple[Filter, ...], profile: Profile,
-    *, ef_search: int | None = None, exact_threshold: int | None = None,
+    conn,
+    namespaces: Sequence[Namespace],
+    qvec: np.ndarray,
+    k: int,
+    filters: tuple[Filter, ...],
+    profile: Profile,
+    *,
+    ef_search: int | None = None,
+    exact_threshold: int | None = None,
 ) -> tuple[list[LaneHit], str]:
     """Top-k chunks by vector similarity; returns the hits and the path taken (hnsw | exact | hnsw+exact)."""
     ns_ids = [n.id for n in namespaces]
@@ -66,18 +81,32 @@ def dense_lane(
 
 
 def _dense_rows(conn, namespaces, qvec, k, filters, profile, exact: bool, ef_search) -> list[tuple]:
-    return store.dense_rows(conn, dense_statement(namespaces, qvec, k, filters, profile, exact=exact, ef_search=ef_search))
+    return store.dense_rows(
+        conn, dense_statement(namespaces, qvec, k, filters, profile, exact=exact, ef_search=ef_search)
+    )
 
 
 def dense_statement(
-    namespaces: Sequence[Namespace], qvec: np.ndarray, k: int, filters: tuple[Filter, ...], profile: Profile,
-    *, exact: bool, ef_search: int | None = None,
+    namespaces: Sequence[Namespace],
+    qvec: np.ndarray,
+    k: int,
+    filters: tuple[Filter, ...],
+    profile: Profile,
+    *,
+    exact: bool,
+    ef_search: int | None = None,
 ) -> tuple[Any, list, list[Any]]:
     """The dense query, its parameters and the ``SET LOCAL`` statements to run before it (the
     profile's ``[hnsw]`` settings; ``kbctl.store.search.dense_statement``)."""
     return store.dense_statement(
-        namespaces, qvec, k, filters, profile.distance, exact=exact,
-        ef_search=effective_ef_search(profile, ef_search, k), max_scan_tuples=profile.hnsw.max_scan_tuples,
+        namespaces,
+        qvec,
+        k,
+        filters,
+        profile.distance,
+        exact=exact,
+        ef_search=effective_ef_search(profile, ef_search, k),
+        max_scan_tuples=profile.hnsw.max_scan_tuples,
     )
 
 
@@ -117,8 +146,9 @@ def correct_terms(conn, ns_ids: list[int], missing: Sequence[str], max_distance:
         if len(t) < 4 or any(c.isdigit() for c in t) or max_distance <= 0:
             continue  # short words and identifiers are not guessed at
         rows = store.correction_candidates(conn, ns_ids, t, max_distance)
-        close = process.extract(t, [term for term, _ in rows], scorer=Levenshtein.distance,
-                                score_cutoff=max_distance, limit=None)
+        close = process.extract(
+            t, [term for term, _ in rows], scorer=Levenshtein.distance, score_cutoff=max_distance, limit=None
+        )
         best = min(((dist, -rows[i][1], rows[i][0]) for _, dist, i in close), default=None)
         if best is not None:
             out[t] = best[2]
@@ -134,8 +164,15 @@ Helper = Callable[[Callable[[Any], Any]], "Future[Any]"]
 
 
 def lexical_lane(
-    conn, namespaces: Sequence[Namespace], terms: dict[str, float], k: int, filters: tuple[Filter, ...], profile: Profile,
-    *, helper: Helper | None = None, info: dict | None = None,
+    conn,
+    namespaces: Sequence[Namespace],
+    terms: dict[str, float],
+    k: int,
+    filters: tuple[Filter, ...],
+    profile: Profile,
+    *,
+    helper: Helper | None = None,
+    info: dict | None = None,
 ) -> list[LaneHit]:
     """Top-k chunks by Okapi BM25 over the query terms (term → query weight).
 

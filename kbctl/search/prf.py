@@ -38,8 +38,13 @@ def feedback_keys(fused: Sequence[tuple[Key, float]], doc_of: Mapping[Key, objec
     return out
 
 
-def rm3_terms(query_terms: Mapping[str, float], feedback: Sequence[tuple[Key, float]],
-              postings: Sequence[tuple[int, int, str, float, float]], n_terms: int, query_weight: float) -> dict[str, float]:
+def rm3_terms(
+    query_terms: Mapping[str, float],
+    feedback: Sequence[tuple[Key, float]],
+    postings: Sequence[tuple[int, int, str, float, float]],
+    n_terms: int,
+    query_weight: float,
+) -> dict[str, float]:
     """The RM3 query: term → weight (summing to 1), original terms included."""
     total_q = sum(query_terms.values()) or 1.0
     orig = {t: w / total_q for t, w in query_terms.items()}
@@ -63,7 +68,9 @@ def rm3_terms(query_terms: Mapping[str, float], feedback: Sequence[tuple[Key, fl
     return out
 
 
-def cap_postings(weights: Mapping[str, float], original: Sequence[str], df: Mapping[str, int], cap: int) -> dict[str, float]:
+def cap_postings(
+    weights: Mapping[str, float], original: Sequence[str], df: Mapping[str, int], cap: int
+) -> dict[str, float]:
     """Keep the original terms, then the expansion terms by weight while their summed df fits ``cap``.
 
     Terms missing from the vocabulary are dropped (they have no postings)."""

@@ -18,16 +18,24 @@ from ..config import Settings
 __all__ = ["serve_http", "serve_stdio"]
 
 
-def serve_http(settings: Settings, open_kb: Callable[[Settings], Any], *, host: str | None = None, port: int | None = None) -> None:
+def serve_http(
+    settings: Settings, open_kb: Callable[[Settings], Any], *, host: str | None = None, port: int | None = None
+) -> None:
     """Serve HTTP until SIGTERM or Ctrl-C; uvicorn drains requests in flight (``[server] drain_seconds``)."""
     import uvicorn
 
     from .app import create_app
 
     srv = settings.data["server"]
-    config = uvicorn.Config(create_app(settings, open_kb), host=host or srv["host"], port=int(port or srv["port"]),
-                            log_level="warning", timeout_graceful_shutdown=int(srv["drain_seconds"]),
-                            lifespan="on", access_log=False)
+    config = uvicorn.Config(
+        create_app(settings, open_kb),
+        host=host or srv["host"],
+        port=int(port or srv["port"]),
+        log_level="warning",
+        timeout_graceful_shutdown=int(srv["drain_seconds"]),
+        lifespan="on",
+        access_log=False,
+    )
     uvicorn.Server(config).run()
 
 

@@ -66,5 +66,12 @@ def agent_from_settings(data: Mapping[str, Any], name: str | None) -> Agent:
         principal = Principal.parse(table.get("principal") or None, tuple(table.get("groups") or ()))
     except ValueError as e:
         raise ConfigError(f"agents.{name}.principal: {e}") from None
-    return Agent(name, tuple(table.get("namespaces") or ()), tools, table.get("k") or None, table.get("budget") or None,
-                 table.get("tenant") or None, principal)
+    return Agent(
+        name,
+        tuple(table.get("namespaces") or ()),
+        tools,
+        table.get("k") or None,
+        table.get("budget") or None,
+        table.get("tenant") or None,
+        principal,
+    )

@@ -92,8 +92,12 @@ class _State:
                 from .mcp import mcp_server
 
                 server = mcp_server(self.toolbox(agent))
-                app = server.streamable_http_app(stateless_http=True, json_response=True, host="127.0.0.1",
-                                                 max_request_body_size=int(self.settings.data["server"]["max_body_bytes"]))
+                app = server.streamable_http_app(
+                    stateless_http=True,
+                    json_response=True,
+                    host="127.0.0.1",
+                    max_request_body_size=int(self.settings.data["server"]["max_body_bytes"]),
+                )
                 await self.tg.start(_run_manager, server.session_manager)
                 self.mcp_apps[agent] = app
         return app
@@ -275,7 +279,9 @@ class _Gate:
         agent = await self.state.authenticate(scope)
         if agent is None:
             self.state.metrics.http.labels(route="auth", status="401").inc()
-            return await _error(401, "missing or invalid bearer token", **{"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return await _error(401, "missing or invalid bearer token", **{"WWW-Authenticate": "Bearer"})(
+                scope, receive, send
+            )
         scope["kbctl.agent"] = agent
         if scope["path"].rstrip("/") == "/mcp":
             app = await self.state.mcp_app(agent)

@@ -25,18 +25,29 @@ __all__ = ["forward_search"]
 _FORWARDED = {"mode", "k", "filters", "per_doc", "fusion", "ef_search", "rerank", "prf", "explain"}
 
 
-def forward_search(settings: Settings, query: str, namespace: str | Sequence[str], options: dict[str, Any]) -> SearchResult | None:
+def forward_search(
+    settings: Settings, query: str, namespace: str | Sequence[str], options: dict[str, Any]
+) -> SearchResult | None:
     """The server's answer to this search, or None when it should run in-process."""
     srv = settings.data["server"]
     url = str(srv["url"]).rstrip("/")
     given = {k: v for k, v in options.items() if v not in (None, (), [], False)}
     if not url or set(given) - _FORWARDED or options.get("principal") is not None:
         return None
-    body = {"raw": True, "query": query, "namespaces": [namespace] if isinstance(namespace, str) else list(namespace),
-            "k": given.pop("k", None), "filters": list(given.pop("filters", ()) or ()) or None,
-            "options": {k: v for k, v in given.items() if not (k == "mode" and v == "auto")}}
-    req = urllib.request.Request(f"{url}/v1/search", json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", **_auth(srv)})
+    body = {
+        "raw": True,
+        "query": query,
+        "namespaces": [namespace] if isinstance(namespace, str) else list(namespace),
+        "k": given.pop("k", None),
+        "filters": list(given.pop("filters", ()) or ()) or None,
+        "options": {k: v for k, v in given.items() if not (k == "mode" and v == "auto")},
+    }
+    req = urllib.request.Request(
+        f"{url}/v1/search",
+        json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", **_auth(srv)},
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return _result(json.loads(resp.read()))
@@ -64,5 +75,14 @@ def _message(e: urllib.error.HTTPError) -> str:
 def _result(d: dict) -> SearchResult:
     ns = d["namespace"]
     hits = tuple(Hit(**h) for h in d["hits"])
-    return SearchResult(d["query"], (ns,) if isinstance(ns, str) else tuple(ns), d["mode"], d["strategy"], hits,
-                        d["degraded"], tuple(d["notes"]), d["details"], d.get("withheld", 0))
+    return SearchResult(
+        d["query"],
+        (ns,) if isinstance(ns, str) else tuple(ns),
+        d["mode"],
+        d["strategy"],
+        hits,
+        d["degraded"],
+        tuple(d["notes"]),
+        d["details"],
+        d.get("withheld", 0),
+    )

@@ -13,9 +13,11 @@ from .tools import DESCRIPTIONS, Toolbox
 
 __all__ = ["mcp_server"]
 
-INSTRUCTIONS = ("kbctl answers from a private knowledge base. Call list_namespaces to see the collections, "
-                "search_knowledge to find passages with citations (cite them), verify_claim to check a statement "
-                "against the sources, research_topic for a broad overview, get_document to read around a passage.")
+INSTRUCTIONS = (
+    "kbctl answers from a private knowledge base. Call list_namespaces to see the collections, "
+    "search_knowledge to find passages with citations (cite them), verify_claim to check a statement "
+    "against the sources, research_topic for a broad overview, get_document to read around a passage."
+)
 
 
 def mcp_server(toolbox: Toolbox) -> MCPServer:

@@ -19,14 +19,25 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.latency = Histogram("kbctl_request_seconds", "Tool call latency", ["tool", "mode", "strategy"],
-                                 buckets=_BUCKETS, registry=self.registry)
-        self.errors = Counter("kbctl_errors", "Failed tool calls and requests by error class", ["tool", "error"],
-                              registry=self.registry)
-        self.withheld = Counter("kbctl_hits_withheld", "Hits the access gate withheld", ["tool"], registry=self.registry)
-        self.http = Counter("kbctl_http_requests", "HTTP requests by route and status", ["route", "status"],
-                            registry=self.registry)
-        self.model_load = Gauge("kbctl_model_load_seconds", "Query embedder load time", ["profile"], registry=self.registry)
+        self.latency = Histogram(
+            "kbctl_request_seconds",
+            "Tool call latency",
+            ["tool", "mode", "strategy"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "kbctl_errors", "Failed tool calls and requests by error class", ["tool", "error"], registry=self.registry
+        )
+        self.withheld = Counter(
+            "kbctl_hits_withheld", "Hits the access gate withheld", ["tool"], registry=self.registry
+        )
+        self.http = Counter(
+            "kbctl_http_requests", "HTTP requests by route and status", ["route", "status"], registry=self.registry
+        )
+        self.model_load = Gauge(
+            "kbctl_model_load_seconds", "Query embedder load time", ["profile"], registry=self.registry
+        )
 
     def ledger(self, read: Callable[[], dict]) -> None:
         """Export the run ledger's figures (``KnowledgeBase.stats``), read by ``read`` at each scrape."""
@@ -42,7 +53,9 @@ class _Ledger:
 
     def collect(self):
         stats = self.read()
-        runs = GaugeMetricFamily("kbctl_ingest_runs", "Ingest runs in the ledger by status", labels=["namespace", "status"])
+        runs = GaugeMetricFamily(
+            "kbctl_ingest_runs", "Ingest runs in the ledger by status", labels=["namespace", "status"]
+        )
         docs = GaugeMetricFamily("kbctl_documents", "Documents stored", labels=["namespace"])
         chunks = GaugeMetricFamily("kbctl_chunks", "Chunks stored", labels=["namespace"])
         errors = GaugeMetricFamily("kbctl_ingest_errors", "Item errors recorded in the ledger", labels=["namespace"])

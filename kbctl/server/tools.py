@@ -29,32 +29,41 @@ DESCRIPTIONS = {
         "Search the knowledge base. Returns the best passages, each with its citation (source and "
         "heading), doc_id and chunk_id; or, with `budget`, one prompt-ready context block of numbered "
         "passages with citations that fits that many tokens. Use `filters` for metadata (key=value, "
-        "key>=v, 'key in a,b'), `limit`/`cursor` to page, `snippets` for short passages."),
+        "key>=v, 'key in a,b'), `limit`/`cursor` to page, `snippets` for short passages."
+    ),
     "verify_claim": (
         "Look for evidence of a claim. Returns the best passages with signals: dense similarity to the "
         "claim, the share of the claim's key terms each contains, and whether the lexical and dense "
         "lanes agree; `evidence_found` is true when a passage passes both thresholds (similarity and "
-        "term share). Absence of evidence is not evidence against the claim."),
+        "term share). Absence of evidence is not evidence against the claim."
+    ),
     "research_topic": (
         "Explore a topic broadly: runs the topic and sub-queries built from feedback terms of the first "
         "results, picks diverse passages (MMR over their embeddings) and groups them by document, within "
-        "a token budget. Returns the sub-queries, the feedback terms and the documents with passages."),
+        "a token budget. Returns the sub-queries, the feedback terms and the documents with passages."
+    ),
     "get_document": (
         "Read a document by doc_id (from a search result): its title, source and chunks in order; with "
-        "`around_chunk` (a chunk_id) only `window` chunks either side of it. Page with `limit`/`cursor`."),
+        "`around_chunk` (a chunk_id) only `window` chunks either side of it. Page with `limit`/`cursor`."
+    ),
     "list_namespaces": "List the namespaces (collections) this agent may search, with their document counts.",
     "record_feedback": (
         "Judge a document a logged search returned: `query_id` from that search's answer, `doc_id` of the "
-        "document, `useful` true or false. Only available when the server logs queries."),
+        "document, `useful` true or false. Only available when the server logs queries."
+    ),
 }
 
-_STOP = frozenset("""a an and are as at be been but by can could did do does for from had has have how i if in into is it
+_STOP = frozenset(
+    """a an and are as at be been but by can could did do does for from had has have how i if in into is it
 its may might more most no not of on or our over should so such than that the their them then there these they this
-those to under up was we were what when where which while who whom why will with would you your""".split())
+those to under up was we were what when where which while who whom why will with would you your""".split()
+)
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]+")
 _SENT = re.compile(r"(?<=[.!?])\s+")
 
-Namespaces = Annotated[list[str] | None, Field(description="Namespaces to search (default: every one this agent may use).")]
+Namespaces = Annotated[
+    list[str] | None, Field(description="Namespaces to search (default: every one this agent may use).")
+]
 Limit = Annotated[int | None, Field(description="At most this many items in this answer (paging).", ge=1, le=100)]
 Cursor = Annotated[str | None, Field(description="next_cursor of a previous answer, to get the next page.")]
 Snippets = Annotated[bool, Field(description="Short passages (first sentences only), to see more of them.")]
@@ -102,9 +111,17 @@ class Toolbox:
         self,
         query: Annotated[str, Field(description="What to look for, in natural language or keywords.")],
         namespaces: Namespaces = None,
-        k: Annotated[int | None, Field(description="How many passages to retrieve (default: the agent's).", ge=1)] = None,
-        filters: Annotated[list[str] | None, Field(description="Metadata filters: key=value, key!=v, key>=v, key<=v, key~prefix, 'key in a,b'.")] = None,
-        budget: Annotated[int | None, Field(description="Return one prompt-ready context block within this many tokens instead of a list.", ge=1)] = None,
+        k: Annotated[
+            int | None, Field(description="How many passages to retrieve (default: the agent's).", ge=1)
+        ] = None,
+        filters: Annotated[
+            list[str] | None,
+            Field(description="Metadata filters: key=value, key!=v, key>=v, key<=v, key~prefix, 'key in a,b'."),
+        ] = None,
+        budget: Annotated[
+            int | None,
+            Field(description="Return one prompt-ready context block within this many tokens instead of a list.", ge=1),
+        ] = None,
         mode: Annotated[str, Field(description="auto | hybrid | dense | lexical.")] = "auto",
         limit: Limit = None,
         cursor: Cursor = None,
@@ -116,12 +133,22 @@ class Toolbox:
         labels.update(mode=result.mode, strategy=result.strategy)
         if budget is not None:
             self._check_budget(budget)
-            return {"query_id": query_id, "context": _context(result, min(budget, self._cap())),
-                    "citations": [_cite(h) for h in result.hits], "withheld": result.withheld}
+            return {
+                "query_id": query_id,
+                "context": _context(result, min(budget, self._cap())),
+                "citations": [_cite(h) for h in result.hits],
+                "withheld": result.withheld,
+            }
         passages = [_passage(h, snippets) for h in result.hits]
         page, next_cursor = self._page(passages, limit, cursor)
-        return {"query_id": query_id, "strategy": result.strategy, "passages": page, "next_cursor": next_cursor,
-                "withheld": result.withheld, "notes": list(result.notes)}
+        return {
+            "query_id": query_id,
+            "strategy": result.strategy,
+            "passages": page,
+            "next_cursor": next_cursor,
+            "withheld": result.withheld,
+            "notes": list(result.notes),
+        }
 
     @tool
     def verify_claim(
@@ -142,16 +169,24 @@ class Toolbox:
             s["supports"] = (s["dense_similarity"] or 0) >= sim_min and s["key_terms_found"] >= terms_min
             evidence.append({**_passage(h, snippets=False), "signals": s})
         page, _ = self._page(evidence, None, None)
-        return {"query_id": query_id, "claim": claim, "key_terms": terms,
-                "evidence_found": any(e["signals"]["supports"] for e in evidence),
-                "thresholds": {"dense_similarity": sim_min, "key_terms_found": terms_min}, "evidence": page}
+        return {
+            "query_id": query_id,
+            "claim": claim,
+            "key_terms": terms,
+            "evidence_found": any(e["signals"]["supports"] for e in evidence),
+            "thresholds": {"dense_similarity": sim_min, "key_terms_found": terms_min},
+            "evidence": page,
+        }
 
     @tool
     def research_topic(
         self,
         topic: Annotated[str, Field(description="The topic or question to research.")],
         namespaces: Namespaces = None,
-        budget: Annotated[int | None, Field(description="Token budget of the passages returned (default: the agent's, else 4000).", ge=1)] = None,
+        budget: Annotated[
+            int | None,
+            Field(description="Token budget of the passages returned (default: the agent's, else 4000).", ge=1),
+        ] = None,
         *,
         labels: dict,
     ) -> dict[str, Any]:
@@ -169,14 +204,21 @@ class Toolbox:
         with self.service.kb(self.agent.tenant) as kb:
             vectors = kb.passage_vectors(list(pool.values()))
         picked = mmr(list(pool.values()), vectors, lambda_=0.7, n=15)
-        return {"query_id": query_id, "topic": topic, "sub_queries": subs, "feedback_terms": terms,
-                "documents": _grouped(picked, min(budget, self._cap()))}
+        return {
+            "query_id": query_id,
+            "topic": topic,
+            "sub_queries": subs,
+            "feedback_terms": terms,
+            "documents": _grouped(picked, min(budget, self._cap())),
+        }
 
     @tool
     def get_document(
         self,
         doc_id: Annotated[int, Field(description="doc_id of a passage from a search.")],
-        around_chunk: Annotated[int | None, Field(description="chunk_id to center on (default: the whole document).")] = None,
+        around_chunk: Annotated[
+            int | None, Field(description="chunk_id to center on (default: the whole document).")
+        ] = None,
         window: Annotated[int, Field(description="Chunks either side of around_chunk.", ge=0, le=50)] = 2,
         limit: Limit = None,
         cursor: Cursor = None,
@@ -196,8 +238,13 @@ class Toolbox:
         with self.service.kb(self.agent.tenant) as kb:
             rows = kb.namespaces()
         scope = set(self.agent.scope(None, [r["name"] for r in rows]))
-        return {"namespaces": [{"name": r["name"], "documents": r["documents"], "chunks": r["chunks"], "profile": r["profile"]}
-                               for r in rows if r["name"] in scope]}
+        return {
+            "namespaces": [
+                {"name": r["name"], "documents": r["documents"], "chunks": r["chunks"], "profile": r["profile"]}
+                for r in rows
+                if r["name"] in scope
+            ]
+        }
 
     @tool
     def record_feedback(
@@ -222,7 +269,9 @@ class Toolbox:
         result, _ = self._search(None, query, namespaces, **options)
         return result
 
-    def _search(self, tool_name: str | None, query: str, namespaces: list[str] | None, **options: Any) -> tuple[SearchResult, int | None]:
+    def _search(
+        self, tool_name: str | None, query: str, namespaces: list[str] | None, **options: Any
+    ) -> tuple[SearchResult, int | None]:
         if not isinstance(query, str) or len(query) > int(self.limits["max_query_chars"]):
             raise UsageError(f"query is longer than {self.limits['max_query_chars']} characters")
         k = options.pop("k", None) or self.agent.k
@@ -234,7 +283,9 @@ class Toolbox:
                 raise UsageError("no namespace is available to search")
             filters = options.pop("filters", None) or ()
             result = kb.search(query, scope, k=k, filters=filters, principal=self.agent.principal, **options)
-            query_id = kb.log_query(self.agent.name, tool_name, result) if tool_name and self.limits["log_queries"] else None
+            query_id = (
+                kb.log_query(self.agent.name, tool_name, result) if tool_name and self.limits["log_queries"] else None
+            )
         if result.withheld:
             self.metrics.withheld.labels(tool=tool_name or "search").inc(result.withheld)
         return result, query_id
@@ -278,12 +329,23 @@ def _offset(cursor: str | None) -> int:
 
 
 def _cite(h: Hit) -> dict[str, Any]:
-    return {"rank": h.rank, "citation": h.citation, "doc_id": h.doc_id, "chunk_id": h.chunk_id, "namespace": h.namespace}
+    return {
+        "rank": h.rank,
+        "citation": h.citation,
+        "doc_id": h.doc_id,
+        "chunk_id": h.chunk_id,
+        "namespace": h.namespace,
+    }
 
 
 def _passage(h: Hit, snippets: bool) -> dict[str, Any]:
-    return {**_cite(h), "title": h.title, "source": h.source, "relevance": h.relevance,
-            "text": _snip(h.text) if snippets else h.text}
+    return {
+        **_cite(h),
+        "title": h.title,
+        "source": h.source,
+        "relevance": h.relevance,
+        "text": _snip(h.text) if snippets else h.text,
+    }
 
 
 def _snip(text: str, tokens: int = 60) -> str:
@@ -311,8 +373,12 @@ def evidence_signals(h: Hit, terms: list[str]) -> dict[str, Any]:
     found = [t for t in terms if _stem(t) in words]
     dense, lexical = h.lanes.get("dense") or {}, h.lanes.get("lexical") or {}
     agree = sum(1 for lane in (dense, lexical) if lane.get("rank") is not None) / 2
-    return {"dense_similarity": dense.get("score"), "key_terms_found": round(len(found) / max(len(terms), 1), 3),
-            "matched_terms": found, "lane_agreement": agree}
+    return {
+        "dense_similarity": dense.get("score"),
+        "key_terms_found": round(len(found) / max(len(terms), 1), 3),
+        "matched_terms": found,
+        "lane_agreement": agree,
+    }
 
 
 def feedback_terms(topic: str, hits: tuple[Hit, ...] | list[Hit], n: int = 5) -> list[str]:
@@ -339,6 +405,7 @@ def mmr(hits: list[Hit], vectors: dict, lambda_: float, n: int) -> list[Hit]:
     units = {id(h): unit(h) for h in hits}
     left, picked = sorted(hits, key=rel, reverse=True), list[Hit]()
     while left and len(picked) < n:
+
         def score(h: Hit) -> float:
             u = units[id(h)]
             sims = [float(u @ units[id(p)]) for p in picked if u is not None and units[id(p)] is not None]
@@ -364,8 +431,10 @@ def _grouped(hits: list[Hit], budget: int) -> list[dict]:
         else:
             text = h.text
         used += cost
-        d = docs.setdefault((h.namespace, h.doc_id), {"doc_id": h.doc_id, "title": h.title, "source": h.source,
-                                                      "namespace": h.namespace, "passages": []})
+        d = docs.setdefault(
+            (h.namespace, h.doc_id),
+            {"doc_id": h.doc_id, "title": h.title, "source": h.source, "namespace": h.namespace, "passages": []},
+        )
         d["passages"].append({"chunk_id": h.chunk_id, "citation": h.citation, "relevance": h.relevance, "text": text})
     return list(docs.values())
 

@@ -43,7 +43,7 @@ def file_uri(path: str | os.PathLike[str]) -> str:
 
 def file_path(uri: str) -> str:
     """The path a ``file://`` uri (without fragment) names: the inverse of ``file_uri``."""
-    return unquote(uri[len("file://"):] if uri.startswith("file://") else uri)
+    return unquote(uri[len("file://") :] if uri.startswith("file://") else uri)
 
 
 def human_bytes(n: int) -> str:
@@ -114,7 +114,9 @@ def iter_files(
     yield from _walk(root, "", flt, [], {(st.st_dev, st.st_ino)})
 
 
-def _walk(folder: Path, rel: str, flt: _Filter, rule_sets: RuleSets, visited: set[tuple[int, int]]) -> Iterator[Path | ItemError]:
+def _walk(
+    folder: Path, rel: str, flt: _Filter, rule_sets: RuleSets, visited: set[tuple[int, int]]
+) -> Iterator[Path | ItemError]:
     try:
         with os.scandir(folder) as it:
             entries = sorted(it, key=lambda e: e.name)
@@ -223,7 +225,9 @@ def read_file(path: Path, rel: str, options: FetchOptions, *, regular_only: bool
     if len(data) > limit:
         raise SourceError(_too_large(abs_path, len(data), limit))
     meta = {"path": rel, "abs_path": abs_path, "size": len(data), "mtime": iso_utc(st.st_mtime)}
-    return Source(uri=file_uri(abs_path), content=data, media_type=guess_media_type(abs_path), kind="file", metadata=meta)
+    return Source(
+        uri=file_uri(abs_path), content=data, media_type=guess_media_type(abs_path), kind="file", metadata=meta
+    )
 
 
 def _nonblocking(path: str, flags: int) -> int:
@@ -252,4 +256,6 @@ def read_stdin(stream: BinaryIO, options: FetchOptions) -> Source:
     if name:
         meta["name"] = name
     uri = f"stdin:{name}" if name else f"stdin:{digest[:16]}"
-    return Source(uri=uri, content=data, media_type=guess_media_type(name) if name else None, kind="stdin", metadata=meta)
+    return Source(
+        uri=uri, content=data, media_type=guess_media_type(name) if name else None, kind="stdin", metadata=meta
+    )

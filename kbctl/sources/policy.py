@@ -52,9 +52,7 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 #: How to let kbctl fetch from an address the policy refuses.
-OPT_IN_HINT = (
-    "to fetch it, set allow_private = true or add the host or its network to allow_hosts in the [fetch] table of kbctl.toml"
-)
+OPT_IN_HINT = "to fetch it, set allow_private = true or add the host or its network to allow_hosts in the [fetch] table of kbctl.toml"
 
 _PRIVATE = tuple(
     ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7", "fec0::/10")
@@ -159,7 +157,9 @@ class FetchPolicy:
         return f"{address} is {article} {kind} address"
 
 
-def allowed_addresses(host: str, port: int, policy: FetchPolicy, resolve: Callable[..., list] | None = None) -> list[tuple]:
+def allowed_addresses(
+    host: str, port: int, policy: FetchPolicy, resolve: Callable[..., list] | None = None
+) -> list[tuple]:
     """Resolve ``host`` once; the ``getaddrinfo`` entries the policy allows, in their order.
 
     Raises ``Refused`` (with the first address's reason) when it allows none, and what

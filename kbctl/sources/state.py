@@ -19,6 +19,7 @@ __all__ = ["FeedState", "MemoryFeedState", "FileFeedState"]
 
 log = logging.getLogger(__name__)
 
+
 @runtime_checkable
 class FeedState(Protocol):
     """ETag and Last-Modified of feeds, by the URL they were requested with."""

@@ -65,7 +65,9 @@ Fetched = Source | ItemError
 # -- URLs and feeds into Sources ------------------------------------------------------------------
 
 
-def fetch_url(url: str, opts: FetchOptions, state: FeedState | None = None, follow_links: bool = False) -> Iterator[Fetched]:
+def fetch_url(
+    url: str, opts: FetchOptions, state: FeedState | None = None, follow_links: bool = False
+) -> Iterator[Fetched]:
     """One URL: a page, or a feed (conditional on ``state``) and maybe the pages its entries link to."""
     from . import feed
 
@@ -195,7 +197,6 @@ class _Retry(Exception):
         self.reason, self.verb, self.retry_after = reason, verb, retry_after
 
 
-
 def is_http_url(target: str) -> bool:
     """Whether ``target`` is an http(s) URL."""
     return target[:8].lower().startswith(("http://", "https://"))
@@ -248,7 +249,12 @@ def _get_once(url: str, options: FetchOptions, rules: policy.FetchPolicy, header
 
 
 def _exchange(
-    url: str, current: str, options: FetchOptions, rules: policy.FetchPolicy, headers: dict[str, str], clock: policy.Clock
+    url: str,
+    current: str,
+    options: FetchOptions,
+    rules: policy.FetchPolicy,
+    headers: dict[str, str],
+    clock: policy.Clock,
 ) -> Response | str:
     """GET ``current`` (``url`` or a hop of its redirects): the ``Response``, or where to go next."""
     scheme, host, port, path = _split(url, current)
@@ -345,7 +351,9 @@ def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int) -> bytes:
     """The body, refusing (by Content-Length, else while reading) anything past ``limit`` bytes."""
     length = (resp.getheader("Content-Length") or "").strip()
     if length.isdigit() and int(length) > limit:
-        raise SourceError(f"{url} is {human_bytes(int(length))}, larger than the {human_bytes(limit)} limit (max_bytes)")
+        raise SourceError(
+            f"{url} is {human_bytes(int(length))}, larger than the {human_bytes(limit)} limit (max_bytes)"
+        )
     chunks, total = [], 0
     while chunk := resp.read(_CHUNK):
         total += len(chunk)

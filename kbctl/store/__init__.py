@@ -32,7 +32,23 @@ from .namespaces import (
 )
 
 __all__ = [
-    "Namespace", "WriteStats", "cached_vectors", "check_pin", "chunk_count_of", "delete_documents", "delete_namespace",
-    "ensure_namespace", "ensure_profile", "get_namespace", "list_namespaces", "namespace_ids", "rebind_namespace",
-    "source_versions", "stored_hashes", "stored_owners", "stored_uris", "stored_uris_of_source", "write_documents",
+    "Namespace",
+    "WriteStats",
+    "cached_vectors",
+    "check_pin",
+    "chunk_count_of",
+    "delete_documents",
+    "delete_namespace",
+    "ensure_namespace",
+    "ensure_profile",
+    "get_namespace",
+    "list_namespaces",
+    "namespace_ids",
+    "rebind_namespace",
+    "source_versions",
+    "stored_hashes",
+    "stored_owners",
+    "stored_uris",
+    "stored_uris_of_source",
+    "write_documents",
 ]

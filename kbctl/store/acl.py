@@ -32,7 +32,9 @@ def reapply_acls(conn, ns: Namespace, policy: Any = None) -> int:
     policy = policy or AclPolicy()
     new: dict[str, Any] = {}
     changes = []
-    for did, uri, parent, source_type, meta, acl in conn.execute(query("acl/derived_documents"), (ns.id, policy.derives)):
+    for did, uri, parent, source_type, meta, acl in conn.execute(
+        query("acl/derived_documents"), (ns.id, policy.derives)
+    ):
         want = new[parent] if parent in new else policy.derived(uri, meta, source_type)
         new[uri] = want
         if (list(want) if want is not None else None) != acl:

@@ -37,8 +37,10 @@ def optimize(conn, *, reindex: bool = False, full: bool = False) -> list[dict]:
                     reindex_index(conn, idx)
             vacuum(conn, t, full=full)
         except psycopg.Error as e:
-            raise DatabaseError(f"optimizing kbctl.{t} failed: {_first_line(e)}",
-                                hint="VACUUM and REINDEX need the owner of kbctl's tables (or a superuser)") from None
+            raise DatabaseError(
+                f"optimizing kbctl.{t} failed: {_first_line(e)}",
+                hint="VACUUM and REINDEX need the owner of kbctl's tables (or a superuser)",
+            ) from None
         out.append({"table": t, "bytes_before": before, "bytes_after": table_size(conn, t)})
     return out
 
@@ -72,4 +74,6 @@ def reindex_index(conn, index: str) -> None:
 
 def vacuum(conn, table: str, *, full: bool = False) -> None:
     """``VACUUM (ANALYZE)`` a kbctl table; ``full`` rewrites it and its indexes under an exclusive lock."""
-    conn.execute(sql.SQL("VACUUM ({} ANALYZE) {}").format(sql.SQL("FULL," if full else ""), sql.Identifier("kbctl", table)))
+    conn.execute(
+        sql.SQL("VACUUM ({} ANALYZE) {}").format(sql.SQL("FULL," if full else ""), sql.Identifier("kbctl", table))
+    )

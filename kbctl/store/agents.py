@@ -13,8 +13,16 @@ from typing import Sequence
 
 from .queries import query
 
-__all__ = ["token_hash", "create_token", "agent_of_token", "revoke_tokens", "log_query", "logged_query",
-           "record_feedback", "judged_queries"]
+__all__ = [
+    "token_hash",
+    "create_token",
+    "agent_of_token",
+    "revoke_tokens",
+    "log_query",
+    "logged_query",
+    "record_feedback",
+    "judged_queries",
+]
 
 
 def token_hash(token: str) -> str:
@@ -40,12 +48,14 @@ def revoke_tokens(conn, tenant: str, agent: str) -> int:
         return conn.execute(query("agents/revoke"), (tenant, agent)).rowcount
 
 
-def log_query(conn, tenant: str, agent: str, tool: str, ns_ids: Sequence[int], text: str,
-              results: Sequence[tuple[int, int]]) -> int:
+def log_query(
+    conn, tenant: str, agent: str, tool: str, ns_ids: Sequence[int], text: str, results: Sequence[tuple[int, int]]
+) -> int:
     """Log one query and the (namespace id, document id) pairs it returned; its id."""
     with conn.transaction():
-        return conn.execute(query("querylog/record"), (tenant, agent, tool, list(ns_ids), text,
-                                                       json.dumps([list(r) for r in results]))).fetchone()[0]
+        return conn.execute(
+            query("querylog/record"), (tenant, agent, tool, list(ns_ids), text, json.dumps([list(r) for r in results]))
+        ).fetchone()[0]
 
 
 def logged_query(conn, query_id: int, tenant: str, agent: str) -> tuple[list[int], set[tuple[int, int]]] | None:

@@ -18,14 +18,30 @@ __all__ = ["record_search", "prune", "list_audit"]
 _PRUNED: set[tuple[int, int]] = set()  # (connection, retention) pruned once by this process
 
 
-def record_search(conn, tenant: str, namespaces: Sequence[Namespace], principal: Principal, text: str,
-                  result: SearchResult, retention_days: int) -> None:
+def record_search(
+    conn,
+    tenant: str,
+    namespaces: Sequence[Namespace],
+    principal: Principal,
+    text: str,
+    result: SearchResult,
+    retention_days: int,
+) -> None:
     """Append one audited search (and prune old rows the first time this connection writes)."""
     with conn.transaction():
-        conn.execute(query("audit/record"), (
-            tenant, [n.id for n in namespaces], f"user:{principal.user}" if principal.user else "anonymous",
-            list(principal.groups), content_hash(text), result.strategy, len(result.hits), result.withheld,
-        ))
+        conn.execute(
+            query("audit/record"),
+            (
+                tenant,
+                [n.id for n in namespaces],
+                f"user:{principal.user}" if principal.user else "anonymous",
+                list(principal.groups),
+                content_hash(text),
+                result.strategy,
+                len(result.hits),
+                result.withheld,
+            ),
+        )
         if (id(conn), retention_days) not in _PRUNED:
             _PRUNED.add((id(conn), retention_days))
             conn.execute(query("audit/prune"), (retention_days,))

@@ -9,8 +9,15 @@ from .namespaces import Namespace
 from .queries import query, template
 
 __all__ = [
-    "counts", "orphans", "bad_vectors", "index_names", "lexical_statistics", "lexical_length", "sample_chunks",
-    "sample_lookup", "hnsw_found",
+    "counts",
+    "orphans",
+    "bad_vectors",
+    "index_names",
+    "lexical_statistics",
+    "lexical_length",
+    "sample_chunks",
+    "sample_lookup",
+    "hnsw_found",
 ]
 
 _DIST = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
@@ -22,14 +29,20 @@ def _one(conn, name: str, *params):
 
 def counts(conn, ns: Namespace) -> tuple[int, int, int]:
     """The namespace's documents, its chunks, and the chunks its documents declare."""
-    return (_one(conn, "checks/document_count", ns.id), _one(conn, "checks/chunk_count", ns.id),
-            _one(conn, "checks/declared_chunks", ns.id))
+    return (
+        _one(conn, "checks/document_count", ns.id),
+        _one(conn, "checks/chunk_count", ns.id),
+        _one(conn, "checks/declared_chunks", ns.id),
+    )
 
 
 def orphans(conn, ns: Namespace) -> tuple[int, int, int]:
     """Postings without a chunk, attachments without a parent, documents without a chunk."""
-    return (_one(conn, "checks/orphan_postings", ns.id), _one(conn, "checks/orphan_attachments", ns.id),
-            _one(conn, "checks/empty_documents", ns.id))
+    return (
+        _one(conn, "checks/orphan_postings", ns.id),
+        _one(conn, "checks/orphan_attachments", ns.id),
+        _one(conn, "checks/empty_documents", ns.id),
+    )
 
 
 def bad_vectors(conn, ns: Namespace) -> int:
@@ -69,8 +82,12 @@ def hnsw_found(conn, ns: Namespace, rows: list[tuple], k: int, *, ef_search: int
     """How many sampled chunks (id, hash, vector, distance to itself) an HNSW search for k rows finds,
     under the settings a search runs with: the chunk itself, a copy (its hash) or a chunk at its
     own distance (a tie: vectors equal to its own)."""
-    q = template("checks/hnsw_recall", pid=sql.Literal(ns.profile_id), d=sql.Literal(ns.dimension),
-                 op=sql.SQL(_DIST[ns.distance]))
+    q = template(
+        "checks/hnsw_recall",
+        pid=sql.Literal(ns.profile_id),
+        d=sql.Literal(ns.dimension),
+        op=sql.SQL(_DIST[ns.distance]),
+    )
     found = 0
     with conn.transaction():
         conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search)))

@@ -30,12 +30,36 @@ from .queries import query
 
 log = logging.getLogger(__name__)
 
-__all__ = ["stored_hashes", "stored_owners", "cached_vectors", "write_documents", "delete_documents", "stored_uris", "stored_uris_of_source", "source_versions",
-           "chunk_count_of", "WriteStats"]
+__all__ = [
+    "stored_hashes",
+    "stored_owners",
+    "cached_vectors",
+    "write_documents",
+    "delete_documents",
+    "stored_uris",
+    "stored_uris_of_source",
+    "source_versions",
+    "chunk_count_of",
+    "WriteStats",
+]
 
 _CHUNK_TYPES = [  # the columns of documents/copy_chunks, in order
-    "integer", "bigint", "bigint", "integer", "text", "integer", "integer", "integer", "text[]",
-    "integer", "text", "jsonb", "integer", "integer", "vector", "real",
+    "integer",
+    "bigint",
+    "bigint",
+    "integer",
+    "text",
+    "integer",
+    "integer",
+    "integer",
+    "text[]",
+    "integer",
+    "text",
+    "jsonb",
+    "integer",
+    "integer",
+    "vector",
+    "real",
 ]
 
 
@@ -163,9 +187,24 @@ def _write(conn, ns: Namespace, items, analyzer: Analyzer, title_weight: float, 
         with _copy_in(cur, "documents") as cp:
             for (d, chunks), did in zip(items, doc_ids):
                 su, sh = sources.get(d.uri, (d.uri, ""))
-                cp.write_row((ns.id, did, d.uri, d.parent_uri, su, sh, d.title, d.source_type, d.content_hash,
-                              json.dumps(dict(d.metadata), default=str), len(d.text), len(chunks), run_id,
-                              None if d.acl is None else list(d.acl)))
+                cp.write_row(
+                    (
+                        ns.id,
+                        did,
+                        d.uri,
+                        d.parent_uri,
+                        su,
+                        sh,
+                        d.title,
+                        d.source_type,
+                        d.content_hash,
+                        json.dumps(dict(d.metadata), default=str),
+                        len(d.text),
+                        len(chunks),
+                        run_id,
+                        None if d.acl is None else list(d.acl),
+                    )
+                )
         with _copy_in(cur, "chunks") as cp:
             cp.set_types(_CHUNK_TYPES)
             for (d, chunks), did in zip(items, doc_ids):
@@ -176,15 +215,36 @@ def _write(conn, ns: Namespace, items, analyzer: Analyzer, title_weight: float, 
                 for ec in chunks:
                     c = ec.chunk
                     cid = next(chunk_ids)
-                    own = c.heading_path[-1] if c.heading_path and c.heading_path[-1].strip().lower() != (d.title or "").strip().lower() else ""
+                    own = (
+                        c.heading_path[-1]
+                        if c.heading_path and c.heading_path[-1].strip().lower() != (d.title or "").strip().lower()
+                        else ""
+                    )
                     tf = analyzer.counts(c.text, f"{c.header} {boost}".strip(), title_weight, own_heading=own)
                     length = float(sum(tf.values()))
                     lengths += length
                     postings.extend((t, cid, f, length) for t, f in tf.items())
                     m = dict(meta, heading_path=list(c.heading_path), page=c.page)
-                    cp.write_row((ns.id, cid, did, c.position, c.text, c.token_count, c.char_start, c.char_end,
-                                  list(c.heading_path), c.page, c.content_hash, Jsonb(m), ns.profile_id,
-                                  ns.dimension, np.asarray(ec.embedding, dtype=np.float32), length))
+                    cp.write_row(
+                        (
+                            ns.id,
+                            cid,
+                            did,
+                            c.position,
+                            c.text,
+                            c.token_count,
+                            c.char_start,
+                            c.char_end,
+                            list(c.heading_path),
+                            c.page,
+                            c.content_hash,
+                            Jsonb(m),
+                            ns.profile_id,
+                            ns.dimension,
+                            np.asarray(ec.embedding, dtype=np.float32),
+                            length,
+                        )
+                    )
         _write_postings(cur, ns, postings)
     _add_stats(conn, ns, nchunks, lengths)
     return WriteStats(len(items), nchunks, replaced)

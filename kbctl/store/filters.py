@@ -40,12 +40,20 @@ def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
     if isinstance(f.value, tuple):  # "in": the only operator with several values
         vals = list(f.value)
         has, hp = _contains_any(col, f.key, vals)
-        return (sql.SQL("({h} AND ({c} -> %s ?| %s::text[] OR {c} ->> %s = ANY(%s::text[])))").format(h=has, c=col),
-                [*hp, f.key, vals, f.key, vals])
+        return (
+            sql.SQL("({h} AND ({c} -> %s ?| %s::text[] OR {c} ->> %s = ANY(%s::text[])))").format(h=has, c=col),
+            [*hp, f.key, vals, f.key, vals],
+        )
     value = f.value
     if f.op == "=":
         has, hp = _contains_any(col, f.key, [value])
-        return sql.SQL("({h} AND ({c} -> %s ? %s OR {c} ->> %s = %s))").format(h=has, c=col), [*hp, f.key, value, f.key, value]
+        return sql.SQL("({h} AND ({c} -> %s ? %s OR {c} ->> %s = %s))").format(h=has, c=col), [
+            *hp,
+            f.key,
+            value,
+            f.key,
+            value,
+        ]
     if f.op == "!=":
         return (
             sql.SQL("NOT coalesce({c} -> %s ? %s OR {c} ->> %s = %s, false)").format(c=col),
@@ -57,7 +65,9 @@ def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
     op = sql.SQL(f.op)
     if _NUMBER.match(value):
         return (
-            sql.SQL("(CASE WHEN jsonb_typeof({c} -> %s) = 'number' THEN ({c} ->> %s)::numeric END) {op} %s::numeric").format(c=col, op=op),
+            sql.SQL(
+                "(CASE WHEN jsonb_typeof({c} -> %s) = 'number' THEN ({c} ->> %s)::numeric END) {op} %s::numeric"
+            ).format(c=col, op=op),
             [f.key, f.key, value],
         )
     cmp, bound = _date_bound(f, value)
@@ -102,5 +112,8 @@ def _date_bound(f: Filter, value: str) -> tuple[str, str]:
             return f.op, day.isoformat()
         dt = datetime.fromisoformat(value.replace(" ", "T", 1))
     except ValueError:
-        raise UsageError(f"{value!r} in filter {str(f)!r} is not a valid date", hint="use YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|±HH:MM]") from None
+        raise UsageError(
+            f"{value!r} in filter {str(f)!r} is not a valid date",
+            hint="use YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|±HH:MM]",
+        ) from None
     return f.op, iso_datetime(dt)  # the form extraction stores: UTC with a Z when an offset is given

@@ -19,8 +19,16 @@ from ..errors import NamespaceNotFound, ProfileMismatchError, UsageError
 from .queries import query, template
 from .roles import as_owner
 
-__all__ = ["Namespace", "ensure_profile", "get_namespace", "ensure_namespace", "list_namespaces", "namespace_ids", "delete_namespace",
-           "check_pin"]
+__all__ = [
+    "Namespace",
+    "ensure_profile",
+    "get_namespace",
+    "ensure_namespace",
+    "list_namespaces",
+    "namespace_ids",
+    "delete_namespace",
+    "check_pin",
+]
 
 _OPS = {"cosine": "vector_cosine_ops", "l2": "vector_l2_ops", "ip": "vector_ip_ops"}
 
@@ -54,9 +62,18 @@ def ensure_profile(conn, profile: Profile) -> int:
         row = conn.execute(
             query("namespaces/insert_profile"),
             (
-                profile.name, profile.fingerprint, profile.embedder, profile.model, profile.revision,
-                profile.dimension, profile.distance, profile.normalize, profile.query_prefix,
-                profile.document_prefix, profile.max_tokens, json.dumps({"precision": profile.precision}),
+                profile.name,
+                profile.fingerprint,
+                profile.embedder,
+                profile.model,
+                profile.revision,
+                profile.dimension,
+                profile.distance,
+                profile.normalize,
+                profile.query_prefix,
+                profile.document_prefix,
+                profile.max_tokens,
+                json.dumps({"precision": profile.precision}),
             ),
         ).fetchone()
         pid = int(row[0])
@@ -96,7 +113,11 @@ def get_namespace(conn, name: str, tenant: str = "default", *, required: bool = 
     if row is None:
         if required:
             known = [r[0] for r in conn.execute(query("namespaces/names_of_tenant"), (tenant,))]
-            hint = f"known namespaces: {', '.join(known)}" if known else "ingest something first: kbctl ingest PATH -n NAME"
+            hint = (
+                f"known namespaces: {', '.join(known)}"
+                if known
+                else "ingest something first: kbctl ingest PATH -n NAME"
+            )
             raise NamespaceNotFound(f"namespace {name!r} does not exist (tenant {tenant!r})", hint=hint)
         return None
     return Namespace(*row)

@@ -9,7 +9,18 @@ from .queries import query
 
 __all__ = ["document_row", "document_chunks", "chunk_position", "ledger_stats", "namespace_names"]
 
-_DOC_COLS = ("namespace_id", "namespace", "id", "uri", "title", "source_type", "metadata", "chunk_count", "char_count", "acl")
+_DOC_COLS = (
+    "namespace_id",
+    "namespace",
+    "id",
+    "uri",
+    "title",
+    "source_type",
+    "metadata",
+    "chunk_count",
+    "char_count",
+    "acl",
+)
 _CHUNK_COLS = ("chunk_id", "position", "text", "heading_path", "page", "token_count")
 
 

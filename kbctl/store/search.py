@@ -18,9 +18,24 @@ from .namespaces import Namespace
 from .queries import query, template
 
 __all__ = [
-    "MIN_ID", "MAX_ID", "lexical_stats", "chunk_total", "filtered_size", "vocabulary_df", "correction_candidates",
-    "bm25_statement", "bm25_rows", "median_chunk", "with_documents", "dense_statement", "dense_rows", "hit_rows", "metadata_keys", "chunk_acls",
-    "feedback_postings", "feedback_vectors",
+    "MIN_ID",
+    "MAX_ID",
+    "lexical_stats",
+    "chunk_total",
+    "filtered_size",
+    "vocabulary_df",
+    "correction_candidates",
+    "bm25_statement",
+    "bm25_rows",
+    "median_chunk",
+    "with_documents",
+    "dense_statement",
+    "dense_rows",
+    "hit_rows",
+    "metadata_keys",
+    "chunk_acls",
+    "feedback_postings",
+    "feedback_vectors",
 ]
 
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1  # the whole range of chunk ids
@@ -62,15 +77,29 @@ def correction_candidates(conn, ns_ids: list[int], term: str, max_distance: int)
 def bm25_statement(filters: tuple[Filter, ...]) -> tuple[sql.Composed, list]:
     """The BM25 statement (joined to the chunks when filtered) and the filters' parameters."""
     fsql, fparams = filter_sql(filters)
-    join = sql.SQL("") if not fparams else sql.SQL(
-        " JOIN kbctl.chunks c ON c.namespace_id = p.namespace_id AND c.id = p.chunk_id AND {f}"
-    ).format(f=fsql)
+    join = (
+        sql.SQL("")
+        if not fparams
+        else sql.SQL(" JOIN kbctl.chunks c ON c.namespace_id = p.namespace_id AND c.id = p.chunk_id AND {f}").format(
+            f=fsql
+        )
+    )
     return template("search/lexical_lane", join=join), fparams
 
 
 def bm25_rows(
-    conn, statement: tuple[sql.Composed, list], ns_ids: list[int], terms: list[str], weights: list[float], *,
-    k1: float, b: float, avgdl: float, k: int, lo: int = MIN_ID, hi: int = MAX_ID,
+    conn,
+    statement: tuple[sql.Composed, list],
+    ns_ids: list[int],
+    terms: list[str],
+    weights: list[float],
+    *,
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+    lo: int = MIN_ID,
+    hi: int = MAX_ID,
 ) -> list[tuple]:
     """(namespace_id, chunk_id, score) of the top k chunks with ids in [lo, hi] (``bm25_statement``)."""
     q, fparams = statement
@@ -89,15 +118,23 @@ def with_documents(conn, rows: Sequence[tuple]) -> list[tuple]:
     """``rows`` of (namespace_id, chunk_id, score) with each chunk's document id appended."""
     if not rows:
         return []
-    docs = dict(((a, c), d) for a, c, d in conn.execute(
-        query("search/chunk_documents"), ([r[0] for r in rows], [r[1] for r in rows])
-    ))
+    docs = dict(
+        ((a, c), d)
+        for a, c, d in conn.execute(query("search/chunk_documents"), ([r[0] for r in rows], [r[1] for r in rows]))
+    )
     return [(a, c, s, docs.get((a, c))) for a, c, s in rows]
 
 
 def dense_statement(
-    namespaces: Sequence[Namespace], qvec: np.ndarray, k: int, filters: tuple[Filter, ...], distance: str, *,
-    exact: bool, ef_search: int, max_scan_tuples: int,
+    namespaces: Sequence[Namespace],
+    qvec: np.ndarray,
+    k: int,
+    filters: tuple[Filter, ...],
+    distance: str,
+    *,
+    exact: bool,
+    ef_search: int,
+    max_scan_tuples: int,
 ) -> tuple[sql.Composed, list, list[sql.Composable]]:
     """The dense query, its parameters and the ``SET LOCAL`` statements to run before it.
 
@@ -107,7 +144,9 @@ def dense_statement(
     pid, dim = namespaces[0].profile_id, namespaces[0].dimension
     fsql, fparams = filter_sql(filters)
     vec = sql.SQL("c.embedding") if exact else sql.SQL("c.embedding::vector({d})").format(d=sql.Literal(dim))
-    q = template("search/dense_lane", vec=vec, op=sql.SQL(_DIST[distance]), d=sql.Literal(dim), pid=sql.Literal(pid), f=fsql)
+    q = template(
+        "search/dense_lane", vec=vec, op=sql.SQL(_DIST[distance]), d=sql.Literal(dim), pid=sql.Literal(pid), f=fsql
+    )
     settings: list[sql.Composable] = []
     if not exact:
         settings = [

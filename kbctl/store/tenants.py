@@ -20,8 +20,10 @@ __all__ = ["create_tenant", "tenant_role", "list_tenants", "enter", "as_role", "
 
 
 def create_tenant(conn, tenant: str) -> str:
-    """Register ``tenant`` and create its role (idempotent); the role's name. Needs CREATEROLE."""
+    """Register ``tenant`` and create its role (idempotent, safe when several processes first use
+    the same tenant at once: serialized by an advisory lock); the role's name. Needs CREATEROLE."""
     with conn.transaction():
+        conn.execute(query("tenants/lock"), (tenant,))
         return str(conn.execute(query("tenants/create"), (tenant,)).fetchone()[0])
 
 

@@ -61,7 +61,12 @@ def test_ingest_then_search_with_the_real_model(cli):
 
     # The namespace is pinned to the default real profile.
     (ns,) = _json(cli("namespaces", "--json"))
-    assert (ns["name"], ns["profile"], ns["model"], ns["dimension"]) == ("billing_kb", "minilm", "all-MiniLM-L6-v2", 384)
+    assert (ns["name"], ns["profile"], ns["model"], ns["dimension"]) == (
+        "billing_kb",
+        "minilm",
+        "all-MiniLM-L6-v2",
+        384,
+    )
     assert (ns["documents"], ns["chunks"]) == (15, report["verify"]["counts"]["chunks"])
 
     # Exact identifiers through the lexical lane (no model load).
@@ -98,7 +103,9 @@ def test_namespaces_are_isolated_in_every_mode(cli, tmp_path):
     listed = {n["name"]: n for n in _json(cli("namespaces", "--json"))}
     assert set(listed) == set(SUPPORT)
     assert {n: (v["profile"], v["documents"]) for n, v in listed.items()} == {
-        "billing_kb": ("hash-384", 15), "technical_kb": ("hash-384", 12), "account_kb": ("hash-384", 17),
+        "billing_kb": ("hash-384", 15),
+        "technical_kb": ("hash-384", 12),
+        "account_kb": ("hash-384", 17),
     }
 
     # Each namespace's queries (chosen for words the other namespaces share), in every mode.
@@ -115,10 +122,27 @@ def test_namespaces_are_isolated_in_every_mode(cli, tmp_path):
     assert nonempty >= len(runs) * 3 // 4  # the check is not vacuous
 
     # --ef-search reaches the dense lane and is validated
-    assert _json(cli("search", "refund", "-n", "billing_kb", "--mode", "dense", "--json"))["details"]["dense_path"] == "exact"
+    assert (
+        _json(cli("search", "refund", "-n", "billing_kb", "--mode", "dense", "--json"))["details"]["dense_path"]
+        == "exact"
+    )
     hnsw = tmp_path / "hnsw.toml"  # a namespace this small is scanned exactly unless the threshold says otherwise
     hnsw.write_text("[profiles.hash-384.hnsw]\nexact_threshold = 0\n")
-    wide = _json(cli("--config", str(hnsw), "search", "refund", "-n", "billing_kb", "--mode", "dense", "--ef-search", "400", "--json"))
+    wide = _json(
+        cli(
+            "--config",
+            str(hnsw),
+            "search",
+            "refund",
+            "-n",
+            "billing_kb",
+            "--mode",
+            "dense",
+            "--ef-search",
+            "400",
+            "--json",
+        )
+    )
     default = _json(cli("--config", str(hnsw), "search", "refund", "-n", "billing_kb", "--mode", "dense", "--json"))
     assert wide["hits"] and wide["hits"][0]["chunk_id"] == default["hits"][0]["chunk_id"]
     assert (wide["details"]["dense_path"], wide["details"]["ef_search"]) == ("hnsw", 400)
@@ -177,23 +201,44 @@ def test_unreachable_dsn_is_one_line_without_traceback_in_a_process(cli_process)
 
 def test_json_on_stdout_parses_through_a_pipe_and_messages_stay_on_stderr(kb_home, tenant):
     env = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant, PYTHONWARNINGS="ignore")
-    kbctl, parse = f"{sys.executable} -m kbctl -p hash-384", f"{sys.executable} -c 'import json, sys; print(json.dumps(json.load(sys.stdin)))'"
+    kbctl, parse = (
+        f"{sys.executable} -m kbctl -p hash-384",
+        f"{sys.executable} -c 'import json, sys; print(json.dumps(json.load(sys.stdin)))'",
+    )
     # ingest prints its summary as JSON when stdout is a pipe, and its warnings on stderr
-    p = subprocess.run(["bash", "-o", "pipefail", "-c",
-                        f"{kbctl} ingest sample_corpus/engineering/releases sample_corpus/no-such-file.md -n piped --no-verify | {parse}"],
-                       capture_output=True, env=env, cwd=ROOT, timeout=300)
+    p = subprocess.run(
+        [
+            "bash",
+            "-o",
+            "pipefail",
+            "-c",
+            f"{kbctl} ingest sample_corpus/engineering/releases sample_corpus/no-such-file.md -n piped --no-verify | {parse}",
+        ],
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr.decode()
     report = json.loads(p.stdout)
     assert report["documents"]["new"] == 12 and len(report["errors"]) == 1
     assert "1 item(s) failed" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
-    p = subprocess.run(["bash", "-o", "pipefail", "-c", f"{kbctl} search 'release notes' -n piped --json | {parse}"],
-                       capture_output=True, env=env, cwd=ROOT, timeout=300)
+    p = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", f"{kbctl} search 'release notes' -n piped --json | {parse}"],
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr.decode()
     assert json.loads(p.stdout)["hits"]
 
 
 def test_unknown_option_is_a_usage_error_without_traceback(cli):
-    for args in (("search", "refunds", "-n", "billing_kb", "--no-such-option"), ("search", "refunds", "-n", "billing_kb", "-p", "x")):
+    for args in (
+        ("search", "refunds", "-n", "billing_kb", "--no-such-option"),
+        ("search", "refunds", "-n", "billing_kb", "-p", "x"),
+    ):
         p = cli(*args)
         assert p.returncode == 2 and p.stdout == b"", p.stderr.decode()
         assert b"Traceback" not in p.stderr and b"No such option" in p.stderr
@@ -204,7 +249,18 @@ def test_unknown_option_is_a_usage_error_without_traceback(cli):
 
 def test_namespaces_db_status_and_config_show_as_json(cli, tenant):
     assert _json(cli("namespaces", "--json")) == []
-    r = _json(cli("-p", "hash-384", "ingest", "sample_corpus/engineering/releases", "-n", "releases_kb", "--json", "--no-verify"))
+    r = _json(
+        cli(
+            "-p",
+            "hash-384",
+            "ingest",
+            "sample_corpus/engineering/releases",
+            "-n",
+            "releases_kb",
+            "--json",
+            "--no-verify",
+        )
+    )
     assert r["documents"]["new"] == 12
     (ns,) = _json(cli("namespaces", "--json"))
     assert ns["tenant"] == tenant and ns["name"] == "releases_kb" and ns["profile"] == "hash-384"
@@ -241,7 +297,12 @@ def test_namespace_bind_verify_stages_and_migrate_through_the_library(cli):
         records = cli(*stage, input=records, check=True).stdout
     report = _json(cli("-p", "hash-384", "store", "-n", "piped", input=records))
     assert report["documents"]["new"] == 12 and report["verify"]["ok"]
-    chunked = cli("chunk", "-n", "piped", input=cli("extract", input=cli("fetch", "sample_corpus/engineering/releases").stdout).stdout)
+    chunked = cli(
+        "chunk",
+        "-n",
+        "piped",
+        input=cli("extract", input=cli("fetch", "sample_corpus/engineering/releases").stdout).stdout,
+    )
     again = [json.loads(ln) for ln in cli("embed", "-n", "piped", input=chunked.stdout, check=True).stdout.splitlines()]
     assert len(again) == 12 and {r["type"] for r in again} == {"embedded"}  # the namespace's profile and stored vectors
 

@@ -57,8 +57,14 @@ def filled(kb_home):
 def run(home, args, prelude: str = "", env: dict | None = None):
     e = dict(os.environ, KBCTL_HOME=str(home), KBCTL_TENANT=TENANT, PYTHONWARNINGS="ignore")
     e.update(env or {})
-    p = subprocess.run([sys.executable, "-c", RUNNER % (HEAVY, prelude, list(args))], capture_output=True, text=True,
-                       env=e, cwd=ROOT, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", RUNNER % (HEAVY, prelude, list(args))],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=ROOT,
+        timeout=300,
+    )
     heavy = json.loads(p.stderr.rsplit("HEAVY ", 1)[1])
     return p, heavy
 
@@ -116,8 +122,14 @@ def test_ingest_records_both_decisions_before_any_search(filled):
     if d.query_precision == "onnx-fp32":
         [export] = settings.model_cache.glob(f"*/{FP32_FILE}")
         assert optimized_copy(export).exists()
-    p = subprocess.run([sys.executable, "-m", "kbctl", "-v", "config", "show"], capture_output=True, text=True,
-                       env=dict(os.environ, KBCTL_HOME=str(filled)), cwd=ROOT, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "kbctl", "-v", "config", "show"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, KBCTL_HOME=str(filled)),
+        cwd=ROOT,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     assert f"queries (search) -> {d.query_precision}" in p.stdout
     assert f"throughput (ingest, embed) -> {d.precision}" in p.stdout
@@ -129,7 +141,9 @@ def test_onnx_query_vectors_rank_like_torch(filled):
 
     import kbctl
 
-    queries = [json.loads(line) for line in (SAMPLE / "eval" / "queries.jsonl").read_text().splitlines() if line.strip()]
+    queries = [
+        json.loads(line) for line in (SAMPLE / "eval" / "queries.jsonl").read_text().splitlines() if line.strip()
+    ]
     queries = [q for q in queries if q["namespace"] in ("technical_kb", "billing_kb")]
     assert len(queries) >= 15
     kb = kbctl.open(home=filled, tenant=TENANT)

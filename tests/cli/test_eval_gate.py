@@ -40,12 +40,32 @@ def sample_ingested(kb_home):
 def test_sample_eval_passes_its_gates(cli, sample_ingested, tmp_path):
     out = tmp_path / "eval.json"
     junit = tmp_path / "junit.xml"
-    p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical,dense,hybrid",
-            "--fail-under", "hybrid:ndcg@10=0.90", "--fail-under", "lexical:ndcg@10=0.85",
-            "--fail-under", "dense:ndcg@10=0.80", "--fail-under", "recall@10=0.90",
-            "--fail-under", "hybrid:passage_mrr@10=0.90", "--fail-under", "lexical:passage_mrr@10=0.85",
-            "--fail-under", "hybrid:passage_ndcg@10=0.90",
-            "--json", str(out), "--junit", str(junit), tenant_override=sample_ingested)
+    p = cli(
+        "eval",
+        "run",
+        str(SAMPLE / "eval" / "queries.jsonl"),
+        "--modes",
+        "lexical,dense,hybrid",
+        "--fail-under",
+        "hybrid:ndcg@10=0.90",
+        "--fail-under",
+        "lexical:ndcg@10=0.85",
+        "--fail-under",
+        "dense:ndcg@10=0.80",
+        "--fail-under",
+        "recall@10=0.90",
+        "--fail-under",
+        "hybrid:passage_mrr@10=0.90",
+        "--fail-under",
+        "lexical:passage_mrr@10=0.85",
+        "--fail-under",
+        "hybrid:passage_ndcg@10=0.90",
+        "--json",
+        str(out),
+        "--junit",
+        str(junit),
+        tenant_override=sample_ingested,
+    )
     assert p.returncode == 0, p.stderr.decode()
     data = json.loads(out.read_text())
     for mode in ("lexical", "dense", "hybrid"):
@@ -62,29 +82,71 @@ def test_sample_eval_passes_its_gates(cli, sample_ingested, tmp_path):
 
 
 def test_a_gate_above_reach_fails_with_exit_3(cli_process, sample_ingested, tmp_path):
-    p = cli_process("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical", "--limit", "10",
-            "--fail-under", "lexical:ndcg@10=1.01", tenant_override=sample_ingested)
+    p = cli_process(
+        "eval",
+        "run",
+        str(SAMPLE / "eval" / "queries.jsonl"),
+        "--modes",
+        "lexical",
+        "--limit",
+        "10",
+        "--fail-under",
+        "lexical:ndcg@10=1.01",
+        tenant_override=sample_ingested,
+    )
     assert p.returncode == 3
     assert "gate failed" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
 
 
 def test_a_drop_below_the_baseline_fails_with_exit_3(cli, sample_ingested, tmp_path):
     base = tmp_path / "base.json"
-    p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical", "--limit", "20",
-            "--json", str(base), tenant_override=sample_ingested)
+    p = cli(
+        "eval",
+        "run",
+        str(SAMPLE / "eval" / "queries.jsonl"),
+        "--modes",
+        "lexical",
+        "--limit",
+        "20",
+        "--json",
+        str(base),
+        tenant_override=sample_ingested,
+    )
     assert p.returncode == 0, p.stderr.decode()
     data = json.loads(base.read_text())
     data["modes"]["lexical"]["metrics"]["ndcg@10"] = 1.5  # pretend the past was better
     base.write_text(json.dumps(data))
-    p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical", "--limit", "20",
-            "--baseline", str(base), "--tolerance", "0.01", tenant_override=sample_ingested)
+    p = cli(
+        "eval",
+        "run",
+        str(SAMPLE / "eval" / "queries.jsonl"),
+        "--modes",
+        "lexical",
+        "--limit",
+        "20",
+        "--baseline",
+        str(base),
+        "--tolerance",
+        "0.01",
+        tenant_override=sample_ingested,
+    )
     assert p.returncode == 3
 
 
 def test_eval_run_writes_an_html_report_with_charts(cli, sample_ingested, tmp_path):
     html = tmp_path / "r.html"
-    p = cli("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical,hybrid", "--limit", "15",
-            "--report", str(html), tenant_override=sample_ingested)
+    p = cli(
+        "eval",
+        "run",
+        str(SAMPLE / "eval" / "queries.jsonl"),
+        "--modes",
+        "lexical,hybrid",
+        "--limit",
+        "15",
+        "--report",
+        str(html),
+        tenant_override=sample_ingested,
+    )
     assert p.returncode == 0, p.stderr.decode()
     text = html.read_text()
     assert "<svg" in text and "ndcg@10" in text.lower()

@@ -36,8 +36,10 @@ def _install(site: Path) -> dict[str, str]:
     info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
-    lines = [f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items())
-             for group, eps in project["entry-points"].items()]
+    lines = [
+        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items())
+        for group, eps in project["entry-points"].items()
+    ]
     (info / "entry_points.txt").write_text("\n".join(lines))
     return {"PYTHONPATH": os.pathsep.join([str(site), str(PLUGIN_DIR), str(ROOT)])}
 
@@ -83,10 +85,18 @@ def test_a_plugin_embedder_ingests_and_searches_through_the_cli(cli_process, plu
 
 def test_config_names_the_plugin_without_importing_it(plugin_env):
     """Validation reads entry-point names only: loading settings imports no plugin module."""
-    code = ("import sys; from kbctl.config import load_settings; p = load_settings().profile('toy');"
-            "print(p.embedder, 'kbctl_test_plugin' in sys.modules, 'kbctl.embed' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                         env=dict(os.environ, **plugin_env))
+    code = (
+        "import sys; from kbctl.config import load_settings; p = load_settings().profile('toy');"
+        "print(p.embedder, 'kbctl_test_plugin' in sys.modules, 'kbctl.embed' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=dict(os.environ, **plugin_env),
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["toy-letters", "False", "False"]
 

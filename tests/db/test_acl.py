@@ -48,7 +48,9 @@ def _corpus(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for name, (acl, secret) in DOCS.items():
         fm = f"---\ntitle: Handbook {name}\n{acl}\n---\n" if acl else f"---\ntitle: Handbook {name}\n---\n"
-        (root / f"{name}.md").write_text(f"{fm}\n# Handbook {name}\n\nThe staff handbook section {secret} covers travel expenses.\n")
+        (root / f"{name}.md").write_text(
+            f"{fm}\n# Handbook {name}\n\nThe staff handbook section {secret} covers travel expenses.\n"
+        )
     return root
 
 
@@ -71,8 +73,14 @@ def acl_kb(tmp_path, kb_home, tenant):
 
 def _outputs(kb, result) -> str:
     """Every library rendering of a result: JSON, JSONL, markdown, context."""
-    return "\n".join([json.dumps(result.to_json(), default=str), *(json.dumps(h.to_json(), default=str) for h in result.hits),
-                      hits_markdown(result), kb.context(result, 4000)])
+    return "\n".join(
+        [
+            json.dumps(result.to_json(), default=str),
+            *(json.dumps(h.to_json(), default=str) for h in result.hits),
+            hits_markdown(result),
+            kb.context(result, 4000),
+        ]
+    )
 
 
 def _doc_of(hit) -> str:
@@ -94,7 +102,9 @@ def test_matrix_no_withheld_document_leaks(acl_kb, who, ns):
     cases += [("", ("source_type=markdown",), "auto")]
     for query, filters, mode in cases:
         for explain in (False, True):
-            r = acl_kb.search(query, ns, mode=mode, filters=filters, k=10, principal=principal, explain=explain, per_doc=1)
+            r = acl_kb.search(
+                query, ns, mode=mode, filters=filters, k=10, principal=principal, explain=explain, per_doc=1
+            )
             expected_strategy = "metadata" if not query else ("hybrid" if filters else "content")
             assert r.strategy == expected_strategy
             got = {_doc_of(h) for h in r.hits}
@@ -111,19 +121,28 @@ def test_matrix_no_withheld_document_leaks(acl_kb, who, ns):
                 assert any("acl_default" in n and "deny" in n for n in r.notes)
 
 
-@pytest.mark.parametrize("fmt", [("--json",), ("--jsonl",), ("--format", "markdown"), ("--format", "context"), ("--explain",), ()])
+@pytest.mark.parametrize(
+    "fmt", [("--json",), ("--jsonl",), ("--format", "markdown"), ("--format", "context"), ("--explain",), ()]
+)
 def test_cli_outputs_are_gated(tmp_path, cli, fmt):
     cfg = _config(tmp_path)
     src = _corpus(tmp_path / "docs")
     env = {"KBCTL_CONFIG": str(cfg), "KBCTL_PROFILE": "hash-384"}
     cli("ingest", str(src), "-n", "closed", env=env, check=True)
-    for args, allowed in [((), {"pubdoc"}), (("--as", "user:u7", "--group", "eng"), {"pubdoc", "engdoc"}),
-                          (("--as", "u1042"), {"pubdoc", "userdoc"})]:
+    for args, allowed in [
+        ((), {"pubdoc"}),
+        (("--as", "user:u7", "--group", "eng"), {"pubdoc", "engdoc"}),
+        (("--as", "u1042"), {"pubdoc", "userdoc"}),
+    ]:
         p = cli("search", "handbook travel", "-n", "closed", *args, *fmt, env=env, check=True)
         out = p.stdout.decode() + p.stderr.decode()
         for name, (_, secret) in DOCS.items():
             assert (secret in out) == (name in allowed), (name, args, fmt, out)
-        assert f"withheld: {5 - len(allowed)}" in out or f"withheld {5 - len(allowed)}" in out or f'"withheld": {5 - len(allowed)}' in out
+        assert (
+            f"withheld: {5 - len(allowed)}" in out
+            or f"withheld {5 - len(allowed)}" in out
+            or f'"withheld": {5 - len(allowed)}' in out
+        )
 
 
 def test_gate_error_withholds_everything(acl_kb, monkeypatch):
@@ -143,9 +162,13 @@ def test_over_fetch_returns_k_viewable(tmp_path, kb_home, tenant):
     root = tmp_path / "many"
     root.mkdir()
     for i in range(40):  # secret documents that rank above the public ones
-        (root / f"s{i:02d}.md").write_text(f"---\nacl: [group:board]\n---\n# Board {i}\n\nmerger merger merger merger plan {i}\n")
+        (root / f"s{i:02d}.md").write_text(
+            f"---\nacl: [group:board]\n---\n# Board {i}\n\nmerger merger merger merger plan {i}\n"
+        )
     for i in range(4):
-        (root / f"p{i}.md").write_text(f"# Public {i}\n\nmerger plan notes for everyone, week {i} of the quarter report\n")
+        (root / f"p{i}.md").write_text(
+            f"# Public {i}\n\nmerger plan notes for everyone, week {i} of the quarter report\n"
+        )
     with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as kb:
         kb.ingest([str(root)], "open", verify=False)
         for mode in ("lexical", "dense", "hybrid"):
@@ -178,9 +201,13 @@ def test_rules_recipients_and_records(tmp_path, kb_home, tenant):
     (root / "hr").mkdir(parents=True)
     (root / "hr" / "leave.md").write_text("# Leave\n\nParental leave policy quokka details.\n")
     (root / "general.md").write_text("# General\n\nOffice policy quokka hours.\n")
-    (root / "mail.eml").write_text("From: Alice <alice@example.com>\nTo: bob@example.com\nSubject: Salary quokka\n"
-                                   "Message-ID: <m1@example.com>\n\nYour salary quokka review.\n")
-    extra = ('\n[namespaces.tree]\nacl_rules = [{glob = "hr/**", principals = ["group:hr"]}]\nacl_from_recipients = true\n')
+    (root / "mail.eml").write_text(
+        "From: Alice <alice@example.com>\nTo: bob@example.com\nSubject: Salary quokka\n"
+        "Message-ID: <m1@example.com>\n\nYour salary quokka review.\n"
+    )
+    extra = (
+        '\n[namespaces.tree]\nacl_rules = [{glob = "hr/**", principals = ["group:hr"]}]\nacl_from_recipients = true\n'
+    )
     cfg = _config(tmp_path, extra)
     with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as kb:
         kb.ingest([str(root)], "tree", verify=False)
@@ -196,10 +223,20 @@ def test_rules_recipients_and_records(tmp_path, kb_home, tenant):
     with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as kb:
         rep = kb.ingest([str(root)], "tree", verify=False)
         assert rep.chunks["embedded"] == 0 and rep.documents["unchanged"] == 3
-        assert "leave" not in {_doc_of(h) for h in kb.search("quokka policy", "tree", principal=Principal("x", ("hr",))).hits}
-        assert "leave" in {_doc_of(h) for h in kb.search("quokka policy", "tree", principal=Principal("x", ("people",))).hits}
-        kb.ingest_records([{"id": "r1", "title": "Rec", "text": "record wombat text", "acl": ["group:x"]},
-                           {"id": "r2", "title": "Rec2", "text": "record wombat open"}], "recs", verify=False)
+        assert "leave" not in {
+            _doc_of(h) for h in kb.search("quokka policy", "tree", principal=Principal("x", ("hr",))).hits
+        }
+        assert "leave" in {
+            _doc_of(h) for h in kb.search("quokka policy", "tree", principal=Principal("x", ("people",))).hits
+        }
+        kb.ingest_records(
+            [
+                {"id": "r1", "title": "Rec", "text": "record wombat text", "acl": ["group:x"]},
+                {"id": "r2", "title": "Rec2", "text": "record wombat open"},
+            ],
+            "recs",
+            verify=False,
+        )
         assert {h.source for h in kb.search("wombat", "recs").hits} == {"r2"}
         assert {h.source for h in kb.search("wombat", "recs", principal=Principal("y", ("x",))).hits} == {"r1", "r2"}
 
@@ -233,7 +270,12 @@ def test_principal_and_unrestricted_are_checked(acl_kb):
 
 def test_eval_run_as_principal(tmp_path, acl_kb):
     golden = tmp_path / "q.jsonl"
-    golden.write_text(json.dumps({"id": "q1", "query": "handbook zirconuser", "namespace": "open", "relevant": {"docs/userdoc.md": 2}}) + "\n")
+    golden.write_text(
+        json.dumps(
+            {"id": "q1", "query": "handbook zirconuser", "namespace": "open", "relevant": {"docs/userdoc.md": 2}}
+        )
+        + "\n"
+    )
     anon = acl_kb.evaluate(golden, modes=["lexical"], k=10)
     as_user = acl_kb.evaluate(golden, modes=["lexical"], k=10, principal=Principal("u1042"))
     assert anon.to_json()["modes"]["lexical"]["metrics"]["ndcg@10"] == 0

@@ -32,8 +32,11 @@ def file_uri(path) -> str:
 
 
 def _page(marker: str) -> bytes:
-    return (f"<html><head><title>Private</title></head><body><article><p>{marker} "
-            + "private words behind the firewall " * 20 + "</p></article></body></html>").encode()
+    return (
+        f"<html><head><title>Private</title></head><body><article><p>{marker} "
+        + "private words behind the firewall " * 20
+        + "</p></article></body></html>"
+    ).encode()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -71,8 +74,11 @@ def web():
     _Handler.routes = {
         ("127.0.0.2", "/secret.html"): (200, {"Content-Type": "text/html"}, _page(A.PRIVATE_MARKER)),
         ("127.0.0.1", "/hop"): (302, {"Location": secret}, b""),
-        ("127.0.0.1", "/feed.rss"): (200, {"Content-Type": "application/rss+xml"}, A.rss(
-            A.item("p1", _FEED_WORDS, link=secret), A.item("p2", _FEED_WORDS + " again", link=hop)).encode()),
+        ("127.0.0.1", "/feed.rss"): (
+            200,
+            {"Content-Type": "application/rss+xml"},
+            A.rss(A.item("p1", _FEED_WORDS, link=secret), A.item("p2", _FEED_WORDS + " again", link=hop)).encode(),
+        ),
     }
     yield {"feed": f"{pub}/feed.rss", "secret": secret, "hop": hop}
     for s in (public, private):
@@ -82,8 +88,13 @@ def web():
 
 def _kbctl(kb_home, tenant, cfg, *args):
     env = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant, PYTHONWARNINGS="ignore")
-    return subprocess.run([sys.executable, "-m", "kbctl", "-c", str(cfg), "-p", "hash-384", *args],
-                          capture_output=True, env=env, cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "kbctl", "-c", str(cfg), "-p", "hash-384", *args],
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
 
 
 def _documents(kb, ns: str) -> dict[str, set[tuple[str, str, str]]]:
@@ -91,10 +102,16 @@ def _documents(kb, ns: str) -> dict[str, set[tuple[str, str, str]]]:
 
     Not the content hash: it covers the metadata, where a file's path relative to the folder walked
     differs between a walk and a file named alone."""
-    rows = kb.connection().execute(
-        "SELECT d.source_uri, d.uri, coalesce(d.title, ''), coalesce(string_agg(c.text, ' ' ORDER BY c.position), '')"
-        " FROM kbctl.documents d LEFT JOIN kbctl.chunks c ON c.namespace_id = d.namespace_id AND c.document_id = d.id"
-        " WHERE d.namespace_id = %s GROUP BY 1, 2, 3", (kb.namespace(ns).id,)).fetchall()
+    rows = (
+        kb.connection()
+        .execute(
+            "SELECT d.source_uri, d.uri, coalesce(d.title, ''), coalesce(string_agg(c.text, ' ' ORDER BY c.position), '')"
+            " FROM kbctl.documents d LEFT JOIN kbctl.chunks c ON c.namespace_id = d.namespace_id AND c.document_id = d.id"
+            " WHERE d.namespace_id = %s GROUP BY 1, 2, 3",
+            (kb.namespace(ns).id,),
+        )
+        .fetchall()
+    )
     out: dict[str, set[tuple[str, str, str]]] = {}
     for s, u, t, x in rows:
         out.setdefault(s, set()).add((u, t, x))
@@ -133,7 +150,9 @@ def test_the_adversarial_corpus_through_the_cli(kb, kb_home, tenant, tmp_path, w
         else:
             assert len(by_source.get(uri, ())) == expect and uri not in failed, (rel, report["errors"])
     assert len(by_source[web["feed"]]) == 2
-    refused = {e["source"]: e["message"] for e in report["errors"] if e["stage"] == "fetch" and "://127.0.0.2" in e["message"]}
+    refused = {
+        e["source"]: e["message"] for e in report["errors"] if e["stage"] == "fetch" and "://127.0.0.2" in e["message"]
+    }
     assert len(refused) == 2 and all("private" in m or "loopback" in m for m in refused.values()), report["errors"]
     skipped = {e["source"] for e in report["errors"] if "symlink" in e["message"] or "FIFO" in e["message"]}
     assert skipped == {file_uri(c.root / r) for r, x in c.expect.items() if x == A.SKIP}
@@ -141,20 +160,40 @@ def test_the_adversarial_corpus_through_the_cli(kb, kb_home, tenant, tmp_path, w
     # nothing from outside the root, nothing from the private site
     roots = (file_uri(c.root) + "/", web["feed"])
     assert all(s.startswith(roots) for s in by_source), sorted(by_source)
-    lexical = json.loads(_kbctl(kb_home, tenant, cfg, "search", A.OUTSIDE_MARKER, "-n", NS, "-m", "lexical", "--json").stdout)
+    lexical = json.loads(
+        _kbctl(kb_home, tenant, cfg, "search", A.OUTSIDE_MARKER, "-n", NS, "-m", "lexical", "--json").stdout
+    )
     assert lexical["hits"] == [], lexical["hits"]
     for marker in (A.OUTSIDE_MARKER, A.PRIVATE_MARKER, "nologin"):
         assert not kb.search(marker, NS, mode="lexical").hits, marker
         hybrid = kb.search(marker, NS).hits  # the dense lane always answers: never with the marker
         assert not any(marker in h.text for h in hybrid), marker
-        n = kb.connection().execute("SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s AND text ILIKE %s",
-                                    (kb.namespace(NS).id, f"%{marker}%")).fetchone()[0]
+        n = (
+            kb.connection()
+            .execute(
+                "SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s AND text ILIKE %s",
+                (kb.namespace(NS).id, f"%{marker}%"),
+            )
+            .fetchone()[0]
+        )
         assert n == 0, marker
     assert kb.search("quartz", NS, mode="lexical").hits
 
     # --strict: the same failures (retried, still failing) exit 1, still one line each
-    p = _kbctl(kb_home, tenant, cfg, "ingest", str(c.root), web["feed"], "-n", NS, "--json", "--follow-links",
-               "--strict", "--no-verify")
+    p = _kbctl(
+        kb_home,
+        tenant,
+        cfg,
+        "ingest",
+        str(c.root),
+        web["feed"],
+        "-n",
+        NS,
+        "--json",
+        "--follow-links",
+        "--strict",
+        "--no-verify",
+    )
     assert p.returncode == 1 and b"Traceback" not in p.stderr, p.stderr.decode()
     again = json.loads(p.stdout)["documents"]
     assert again["unchanged"] == stored and again["new"] == again["changed"] == 0 and again["failed"] == docs["failed"]
@@ -186,7 +225,11 @@ def test_records_with_nul_and_control_characters(kb):
     stored = {u: x for s in _documents(kb, "records").values() for u, _, x in s}
     assert {"r-ok", "r-nul", "r-sur"} <= set(stored) and "copper" in stored["r-ok"]
     assert "\x00" not in stored["r-nul"] and "\ud800" not in stored["r-sur"]
-    rows = kb.connection().execute("SELECT title FROM kbctl.documents WHERE namespace_id = %s AND uri = 'r-nul'",
-                                   (kb.namespace("records").id,)).fetchone()
+    rows = (
+        kb.connection()
+        .execute(
+            "SELECT title FROM kbctl.documents WHERE namespace_id = %s AND uri = 'r-nul'", (kb.namespace("records").id,)
+        )
+        .fetchone()
+    )
     assert rows[0] == "nultitle"
-

@@ -54,22 +54,55 @@ def assert_one_error(code, stderr, exit_code, *needles):
     "exc, cls, code, needle",
     [
         (psycopg.OperationalError("server closed the connection unexpectedly"), "DatabaseUnavailable", 1, "went away"),
-        (pe.AdminShutdown("terminating connection due to administrator command"), "DatabaseUnavailable", 1, "went away"),
+        (
+            pe.AdminShutdown("terminating connection due to administrator command"),
+            "DatabaseUnavailable",
+            1,
+            "went away",
+        ),
         (pe.CannotConnectNow("the database system is shutting down"), "DatabaseUnavailable", 1, "went away"),
         (pe.DiskFull("could not extend file"), "ResourceExhausted", 1, "disk"),
         (pe.OutOfMemory("out of memory"), "ResourceExhausted", 1, "memory"),
-        (pe.UniqueViolation('duplicate key value violates unique constraint "documents_pkey"'), "IntegrityViolation", 1, "documents_pkey"),
-        (pe.ForeignKeyViolation('insert or update on table "chunks" violates foreign key constraint "chunks_ns_fkey"'),
-         "IntegrityViolation", 1, "chunks_ns_fkey"),
-        (pe.NotNullViolation('null value in column "uri" of relation "documents" violates not-null constraint'),
-         "IntegrityViolation", 1, "uri"),
-        (pe.CheckViolation('new row for relation "namespaces" violates check constraint "namespaces_name_check"'),
-         "IntegrityViolation", 1, "namespaces_name_check"),
-        (pe.InvalidParameterValue('5000 is outside the valid range for parameter "hnsw.ef_search" (1 .. 1000)'),
-         "ParameterError", 2, "hnsw.ef_search"),
+        (
+            pe.UniqueViolation('duplicate key value violates unique constraint "documents_pkey"'),
+            "IntegrityViolation",
+            1,
+            "documents_pkey",
+        ),
+        (
+            pe.ForeignKeyViolation(
+                'insert or update on table "chunks" violates foreign key constraint "chunks_ns_fkey"'
+            ),
+            "IntegrityViolation",
+            1,
+            "chunks_ns_fkey",
+        ),
+        (
+            pe.NotNullViolation('null value in column "uri" of relation "documents" violates not-null constraint'),
+            "IntegrityViolation",
+            1,
+            "uri",
+        ),
+        (
+            pe.CheckViolation('new row for relation "namespaces" violates check constraint "namespaces_name_check"'),
+            "IntegrityViolation",
+            1,
+            "namespaces_name_check",
+        ),
+        (
+            pe.InvalidParameterValue('5000 is outside the valid range for parameter "hnsw.ef_search" (1 .. 1000)'),
+            "ParameterError",
+            2,
+            "hnsw.ef_search",
+        ),
         (pe.LockNotAvailable("canceling statement due to lock timeout"), "LockTimeout", 1, "lock"),
         (pe.QueryCanceled("canceling statement due to statement timeout"), "StatementTimeout", 1, "statement timeout"),
-        (pe.SerializationFailure("could not serialize access due to concurrent update"), "TransactionConflict", 1, "serialize"),
+        (
+            pe.SerializationFailure("could not serialize access due to concurrent update"),
+            "TransactionConflict",
+            1,
+            "serialize",
+        ),
         (pe.DeadlockDetected("deadlock detected"), "TransactionConflict", 1, "deadlock"),
         (pe.SyntaxError('syntax error at or near "SELEC"\nLINE 1: SELEC 1'), "DatabaseError", 1, "syntax error"),
     ],
@@ -134,7 +167,11 @@ def own_home(tmp_path_factory):
 def _own(home, *args, hook=None):
     env = dict(os.environ, KBCTL_HOME=str(home), KBCTL_TENANT="gone", PYTHONWARNINGS="ignore")
     base = ["--home", str(home), "--tenant", "gone", "--profile", "hash-384", *args]
-    cmd = [sys.executable, "-c", _STOPPING_MAIN, str(home), *hook, *base] if hook else [sys.executable, "-m", "kbctl", *base]
+    cmd = (
+        [sys.executable, "-c", _STOPPING_MAIN, str(home), *hook, *base]
+        if hook
+        else [sys.executable, "-m", "kbctl", *base]
+    )
     p = subprocess.run(cmd, capture_output=True, env=env, cwd=ROOT, timeout=300)
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
@@ -150,7 +187,9 @@ def test_server_gone_mid_search(own_home, tmp_path):
 def test_server_gone_mid_ingest(own_home, tmp_path):
     code, _, err = _own(own_home, "ingest", str(_corpus(tmp_path / "c")), "-n", "mid")
     assert code == 0, err
-    more = _corpus(tmp_path / "more", {f"n{i}.md": f"# Note {i}\n\nNote number {i} about shipping.\n" for i in range(3)})
+    more = _corpus(
+        tmp_path / "more", {f"n{i}.md": f"# Note {i}\n\nNote number {i} about shipping.\n" for i in range(3)}
+    )
     code, _, err = _own(own_home, "ingest", str(more), "-n", "mid", hook=("kbctl.store.documents", "write_documents"))
     assert_one_error(code, err, 1, "went away")
     # The run could not be marked while the server was gone; the next run marks it interrupted.
@@ -228,7 +267,9 @@ WRITE = "INSERT INTO kbctl.lexical_stats"  # inside the document transaction, af
 def test_disk_full_mid_ingest_stops_the_run(run_main, filled, monkeypatch, kb_home, tenant):
     """A resource error is not one item's fault: the run stops with one line and is marked failed."""
     more = _corpus(filled / "more", {"late.md": "# Late\n\nA late note about the refund policy.\n"})
-    hits = inject(monkeypatch, WRITE, _raise(pe.DiskFull, "could not extend file \"base/5/1234\": No space left on device"))
+    hits = inject(
+        monkeypatch, WRITE, _raise(pe.DiskFull, 'could not extend file "base/5/1234": No space left on device')
+    )
     rc, _, err = run_main("ingest", str(more), "-n", "docs")
     assert hits, "the injected statement never ran"
     assert_one_error(rc, err, 1, "disk")
@@ -240,11 +281,16 @@ def test_disk_full_mid_ingest_stops_the_run(run_main, filled, monkeypatch, kb_ho
     "exc_type, msg, needle",
     [
         (pe.UniqueViolation, 'duplicate key value violates unique constraint "documents_pkey"', "documents_pkey"),
-        (pe.ForeignKeyViolation, 'insert or update on table "chunks" violates foreign key constraint "chunks_document_fkey"',
-         "chunks_document_fkey"),
+        (
+            pe.ForeignKeyViolation,
+            'insert or update on table "chunks" violates foreign key constraint "chunks_document_fkey"',
+            "chunks_document_fkey",
+        ),
     ],
 )
-def test_integrity_errors_mid_ingest_are_recorded_per_item(run_main, filled, monkeypatch, kb_home, tenant, exc_type, msg, needle):
+def test_integrity_errors_mid_ingest_are_recorded_per_item(
+    run_main, filled, monkeypatch, kb_home, tenant, exc_type, msg, needle
+):
     """A constraint refusing one document is that item's error (per-item isolation): recorded with the
     constraint's name, the run is partial, exit 0 with a one-line warning (1 with --strict)."""
     more = _corpus(filled / "more", {"late.md": "# Late\n\nA late note about the refund policy.\n"})
@@ -318,7 +364,9 @@ def test_statement_timeout(run_main, filled, monkeypatch):
 
 
 def test_serialization_failure_in_search_is_retried(run_main, filled, monkeypatch):
-    hits = inject(monkeypatch, "lexical_postings", _raise(pe.SerializationFailure, "could not serialize access"), times=1)
+    hits = inject(
+        monkeypatch, "lexical_postings", _raise(pe.SerializationFailure, "could not serialize access"), times=1
+    )
     rc, out, err = run_main("search", "refunds", "-n", "docs", "--mode", "lexical", "--json")
     assert rc == 0 and "Traceback" not in err, err
     assert len(hits) == 1

@@ -25,7 +25,9 @@ def test_a_negative_k_in_the_profile_is_one_line_not_an_empty_result(kb, cli, tm
 
 # -- the same defects through the CLI only, so the test reads the same before and after the fixes ---
 
-DOCS = {"refunds.md": "---\nauthor: Ann\nprice: 12\n---\n# Refunds\n\nRefunds are processed within five business days.\n"}
+DOCS = {
+    "refunds.md": "---\nauthor: Ann\nprice: 12\n---\n# Refunds\n\nRefunds are processed within five business days.\n"
+}
 
 
 @pytest.fixture
@@ -46,9 +48,17 @@ def _one_line_usage(p) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("args", [
-    ("-k", "-5"), ("-k", "0"), ("--per-doc", "-1"), ("--filter", "author in ,"), ("--filter", "price<=1e999"),
-], ids=lambda a: " ".join(a))
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("-k", "-5"),
+        ("-k", "0"),
+        ("--per-doc", "-1"),
+        ("--filter", "author in ,"),
+        ("--filter", "price<=1e999"),
+    ],
+    ids=lambda a: " ".join(a),
+)
 def test_bad_search_input_is_a_usage_error(docs, cli, args):
     _one_line_usage(cli("search", "refunds", "-n", "docs", "--json", *args))
 
@@ -57,7 +67,9 @@ def test_empty_tenant_is_a_usage_error(docs, cli):
     _one_line_usage(cli("--tenant", "", "search", "refunds", "-n", "docs", "--json"))
 
 
-@pytest.mark.parametrize("content", [b"[defaults]\ntenant = \"caf\xe9\"\n", b"[profile.hnsw]\nm = 1\n"], ids=["not-utf8", "hnsw-m-1"])
+@pytest.mark.parametrize(
+    "content", [b'[defaults]\ntenant = "caf\xe9"\n', b"[profile.hnsw]\nm = 1\n"], ids=["not-utf8", "hnsw-m-1"]
+)
 def test_bad_config_is_one_line(docs, cli, tmp_path, content):
     cfg = tmp_path / "kbctl.toml"
     cfg.write_bytes(content)

@@ -59,7 +59,8 @@ def _counts(conn, tenant: str, name: str) -> tuple[int, int]:
     ns = _ns_id(conn, tenant, name)
     return conn.execute(
         "SELECT (SELECT count(*) FROM kbctl.documents WHERE namespace_id = %s),"
-        " (SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s)", (ns, ns)
+        " (SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s)",
+        (ns, ns),
     ).fetchone()
 
 
@@ -86,16 +87,23 @@ def _snapshot(conn, tenant: str, name: str, vectors: bool = False) -> dict[str, 
 
 def _content(snap: dict[str, dict]) -> dict[str, tuple]:
     """What must match between two namespaces holding the same corpus (ids and vectors aside)."""
-    return {u: (d["content_hash"], d["source_hash"], d["parent_uri"], [c[:3] for c in d["chunks"]]) for u, d in snap.items()}
+    return {
+        u: (d["content_hash"], d["source_hash"], d["parent_uri"], [c[:3] for c in d["chunks"]]) for u, d in snap.items()
+    }
 
 
 def _write_corpus(root: Path, n: int) -> Path:
     """``n`` Markdown files of six paragraphs each (deterministic)."""
     root.mkdir(parents=True, exist_ok=True)
-    words = ("lantern harbour ledger ferry quartz meadow signal copper orchard tunnel beacon canyon "
-             "glacier violet ember summit prairie falcon nimbus anchor").split()
+    words = (
+        "lantern harbour ledger ferry quartz meadow signal copper orchard tunnel beacon canyon "
+        "glacier violet ember summit prairie falcon nimbus anchor"
+    ).split()
     for i in range(n):
-        paras = [" ".join(words[(i * 7 + p * 13 + w * w) % len(words)] for w in range(70)) + f" doc{i}p{p}." for p in range(6)]
+        paras = [
+            " ".join(words[(i * 7 + p * 13 + w * w) % len(words)] for w in range(70)) + f" doc{i}p{p}."
+            for p in range(6)
+        ]
         (root / f"doc{i:04d}.md").write_text(f"# Document {i}\n\n" + "\n\n".join(paras) + "\n")
     return root
 
@@ -109,9 +117,11 @@ def test_every_format_in_the_sample_corpus_ingests(kb):
     assert report.verify and report.verify["ok"], report.verify
     conn = kb.connection()
     ns = kb.namespace("corpus").id
-    by_type = dict(conn.execute(
-        "SELECT source_type, count(*) FROM kbctl.documents WHERE namespace_id = %s GROUP BY 1", (ns,)
-    ).fetchall())
+    by_type = dict(
+        conn.execute(
+            "SELECT source_type, count(*) FROM kbctl.documents WHERE namespace_id = %s GROUP BY 1", (ns,)
+        ).fetchall()
+    )
     # 31 md; 8 txt + 1 .txt attachment; 4 html; 3 pdf + 1 .pdf attachment; 4 eml + 4 mbox messages; 8 rss + 4 atom entries
     assert by_type == {"markdown": 31, "text": 9, "html": 4, "pdf": 4, "email": 8, "feed": 12}
     assert report.documents["new"] == 68
@@ -123,16 +133,23 @@ def test_every_format_in_the_sample_corpus_ingests(kb):
     assert hit.source == "technical/connector-troubleshooting.pdf" and hit.metadata["page"] == 2
     on_page_2 = kb.search("SKU-TEAM-ANNUAL-2024", "corpus", filters=["page=2", "source_type=pdf"]).hits
     assert on_page_2 and all(h.metadata["page"] == 2 for h in on_page_2)
-    pages = {p for (p,) in conn.execute(
-        "SELECT DISTINCT c.page FROM kbctl.chunks c JOIN kbctl.documents d ON d.namespace_id = c.namespace_id"
-        " AND d.id = c.document_id WHERE d.namespace_id = %s AND d.uri = %s",
-        (ns, (BILLING / "pricing-and-plans.pdf").as_uri()),
-    )}
+    pages = {
+        p
+        for (p,) in conn.execute(
+            "SELECT DISTINCT c.page FROM kbctl.chunks c JOIN kbctl.documents d ON d.namespace_id = c.namespace_id"
+            " AND d.id = c.document_id WHERE d.namespace_id = %s AND d.uri = %s",
+            (ns, (BILLING / "pricing-and-plans.pdf").as_uri()),
+        )
+    }
     assert pages == {1, 2}
 
     # E-mail headers are metadata; attachments are child documents.
-    docs = {u: (t, m, p) for u, t, m, p in conn.execute(
-        "SELECT uri, title, metadata, parent_uri FROM kbctl.documents WHERE namespace_id = %s", (ns,))}
+    docs = {
+        u: (t, m, p)
+        for u, t, m, p in conn.execute(
+            "SELECT uri, title, metadata, parent_uri FROM kbctl.documents WHERE namespace_id = %s", (ns,)
+        )
+    }
     eml = (BILLING / "invoice-wire-transfer.eml").as_uri()
     title, meta, parent = docs[eml]
     assert parent is None and title == meta["subject"] == "Wire transfer details for invoice INV-2024-00817"
@@ -147,15 +164,22 @@ def test_every_format_in_the_sample_corpus_ingests(kb):
     thread = [v[1] for u, v in docs.items() if u.startswith(mbox + "#")]
     assert len(thread) == 4 and {m["thread_id"] for m in thread} == {"CAKx7Lq2-lost2fa-01@mail.brightpath.example"}
     assert mbox + "#T-58213.1.support@lumencloud.example" in docs
-    pdf_child = (SAMPLE / "support/account/data-export-ready.eml").as_uri() + "#attachment/data-export-receipt-DSR-2024-11873.pdf"
+    pdf_child = (
+        SAMPLE / "support/account/data-export-ready.eml"
+    ).as_uri() + "#attachment/data-export-receipt-DSR-2024-11873.pdf"
     assert docs[pdf_child][2] == (SAMPLE / "support/account/data-export-ready.eml").as_uri()
 
     # HTML: the page title, the article without the site chrome around it.
     html = (BILLING / "dunning-schedule.html").as_uri()
     assert docs[html][0] == "Overdue invoices: reminder and suspension schedule"
-    text = "\n".join(r[0] for r in conn.execute(
-        "SELECT c.text FROM kbctl.chunks c JOIN kbctl.documents d ON d.namespace_id = c.namespace_id AND d.id = c.document_id"
-        " WHERE d.namespace_id = %s AND d.uri = %s ORDER BY c.position", (ns, html)))
+    text = "\n".join(
+        r[0]
+        for r in conn.execute(
+            "SELECT c.text FROM kbctl.chunks c JOIN kbctl.documents d ON d.namespace_id = c.namespace_id AND d.id = c.document_id"
+            " WHERE d.namespace_id = %s AND d.uri = %s ORDER BY c.position",
+            (ns, html),
+        )
+    )
     assert "suspen" in text.lower() and "Cookie settings" not in text and "Help Center" not in text
 
     # Feed entries are documents keyed by their feed and their guid (RSS) or id (Atom): <feed uri>#<guid>.
@@ -163,7 +187,9 @@ def test_every_format_in_the_sample_corpus_ingests(kb):
     title, meta, _ = docs[rss + "#lumencloud-changelog-sdk-3.14.2"]
     assert title.startswith("Python SDK v3.14.2") and meta["guid"] == "lumencloud-changelog-sdk-3.14.2"
     assert meta["feed_title"] == "Lumen Cloud Changelog"
-    assert (SAMPLE / "engineering/releases/lumen-agent.atom").as_uri() + "#tag:lumencloud.example,2024:agent-1.9.1" in docs
+    assert (
+        SAMPLE / "engineering/releases/lumen-agent.atom"
+    ).as_uri() + "#tag:lumencloud.example,2024:agent-1.9.1" in docs
     hit = kb.search("v3.14.2", "corpus", mode="lexical").hits[0]
     assert hit.source.endswith("releases.rss") and hit.metadata["uri"] == rss + "#lumencloud-changelog-sdk-3.14.2"
 
@@ -177,7 +203,9 @@ def test_incremental_reingest_sync_and_plan(kb, tmp_path):
     conn, t = kb.connection(), kb.tenant
     first = kb.ingest([str(corpus)], namespace="inc", verify=False)
     assert first.documents["new"] == 15
-    assert first.chunks["embedded"] + first.chunks["reused"] == _counts(conn, t, "inc")[1] > 0  # reused: cached by chunk hash
+    assert (
+        first.chunks["embedded"] + first.chunks["reused"] == _counts(conn, t, "inc")[1] > 0
+    )  # reused: cached by chunk hash
 
     # Unchanged: nothing is extracted or embedded.
     again = kb.ingest([str(corpus)], namespace="inc", verify=False)
@@ -190,7 +218,9 @@ def test_incremental_reingest_sync_and_plan(kb, tmp_path):
     uri = target.as_uri()
     n_before = before[uri]["chunk_count"]
     assert n_before >= 10
-    target.write_text(target.read_text() + "\n\nAppendix: plan changes requested by phone are confirmed by e-mail within one hour.\n")
+    target.write_text(
+        target.read_text() + "\n\nAppendix: plan changes requested by phone are confirmed by e-mail within one hour.\n"
+    )
     edit = kb.ingest([str(corpus)], namespace="inc", verify=False)
     assert edit.documents == dict(new=0, changed=1, unchanged=14, removed=0, failed=0)
     assert 0 < edit.chunks["embedded"] < n_before
@@ -200,11 +230,14 @@ def test_incremental_reingest_sync_and_plan(kb, tmp_path):
     assert any("confirmed by e-mail within one hour" in c[1] for c in after[uri]["chunks"])
     others = set(before) - {uri}
     assert set(after) == set(before)
-    assert {u: (after[u]["content_hash"], [c[3] for c in after[u]["chunks"]]) for u in others} == \
-           {u: (before[u]["content_hash"], [c[3] for c in before[u]["chunks"]]) for u in others}  # not even rewritten
+    assert {u: (after[u]["content_hash"], [c[3] for c in after[u]["chunks"]]) for u in others} == {
+        u: (before[u]["content_hash"], [c[3] for c in before[u]["chunks"]]) for u in others
+    }  # not even rewritten
 
     # --plan writes nothing and reports what would happen.
-    (corpus / "refunds.md").write_text((corpus / "refunds.md").read_text() + "\n\nRefunds to gift cards are not possible.\n")
+    (corpus / "refunds.md").write_text(
+        (corpus / "refunds.md").read_text() + "\n\nRefunds to gift cards are not possible.\n"
+    )
     (corpus / "currency.md").unlink()
     runs_before = len(kb.runs("inc", limit=100))
     plan = kb.ingest([str(corpus)], namespace="inc", sync=True, plan=True)
@@ -225,7 +258,10 @@ def test_incremental_reingest_sync_and_plan(kb, tmp_path):
     assert _counts(conn, t, "inc") == (docs_before - 1, chunks_before - after[gone]["chunk_count"])
     final = _snapshot(conn, t, "inc")
     assert set(final) == set(after) - {gone}
-    assert final[(corpus / "refunds.md").as_uri()]["content_hash"] == after[(corpus / "refunds.md").as_uri()]["content_hash"]
+    assert (
+        final[(corpus / "refunds.md").as_uri()]["content_hash"]
+        == after[(corpus / "refunds.md").as_uri()]["content_hash"]
+    )
     assert sync.verify["ok"], sync.verify
     # without --sync a missing file is left alone
     (corpus / "proration.md").unlink()
@@ -240,8 +276,10 @@ def test_ndjson_pipe_builds_the_same_store_as_ingest(kb, kb_home, tenant):
     env = _env(kb_home, tenant)
     dirs = ["sample_corpus/support/billing", "sample_corpus/support/account"]  # pdf, eml + attachments, mbox
     k = f"{sys.executable} -m kbctl"
-    pipe = (f"set -o pipefail; {k} fetch {' '.join(dirs)} | {k} extract | {k} chunk -n piped -p hash-384"
-            f" | {k} embed -n piped -p hash-384 | {k} store -n piped -p hash-384")
+    pipe = (
+        f"set -o pipefail; {k} fetch {' '.join(dirs)} | {k} extract | {k} chunk -n piped -p hash-384"
+        f" | {k} embed -n piped -p hash-384 | {k} store -n piped -p hash-384"
+    )
     p = subprocess.run(["bash", "-c", pipe], capture_output=True, env=env, cwd=ROOT, timeout=300)
     stored = _json(p)
     assert stored["errors"] == [] and stored["documents"]["new"] == 15 + 17 and stored["verify"]["ok"]
@@ -270,8 +308,13 @@ def test_killed_ingest_converges_on_rerun(kb, kb_home, tenant, tmp_path):
     env = _env(kb_home, tenant)
     corpus = _write_corpus(tmp_path / "many", 400)
     conn = kb.connection()
-    proc = subprocess.Popen(_kbctl("-p", "hash-384", "ingest", str(corpus), "-n", "killed", "--json"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        _kbctl("-p", "hash-384", "ingest", str(corpus), "-n", "killed", "--json"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
+    )
     try:
         deadline, stored = time.monotonic() + 120, 0
         while time.monotonic() < deadline and proc.poll() is None:
@@ -286,8 +329,9 @@ def test_killed_ingest_converges_on_rerun(kb, kb_home, tenant, tmp_path):
         proc.wait(30)
     docs_at_kill, chunks_at_kill = _counts(conn, tenant, "killed")
     assert 0 < docs_at_kill < 400
-    declared = conn.execute("SELECT sum(chunk_count) FROM kbctl.documents WHERE namespace_id = %s",
-                            (_ns_id(conn, tenant, "killed"),)).fetchone()[0]
+    declared = conn.execute(
+        "SELECT sum(chunk_count) FROM kbctl.documents WHERE namespace_id = %s", (_ns_id(conn, tenant, "killed"),)
+    ).fetchone()[0]
     assert chunks_at_kill == declared > 0  # whole documents only
 
     rerun = _json(_run(env, "ingest", str(corpus), "-n", "killed", "--json", "--no-verify"))
@@ -296,10 +340,19 @@ def test_killed_ingest_converges_on_rerun(kb, kb_home, tenant, tmp_path):
     clean = _json(_run(env, "-p", "hash-384", "ingest", str(corpus), "-n", "clean", "--json", "--no-verify"))
     assert clean["documents"]["new"] == 400
 
-    assert _counts(conn, tenant, "killed") == _counts(conn, tenant, "clean") == (400, clean["chunks"]["embedded"] + clean["chunks"]["reused"])
+    assert (
+        _counts(conn, tenant, "killed")
+        == _counts(conn, tenant, "clean")
+        == (400, clean["chunks"]["embedded"] + clean["chunks"]["reused"])
+    )
     assert _content(_snapshot(conn, tenant, "killed")) == _content(_snapshot(conn, tenant, "clean"))
     ns = _ns_id(conn, tenant, "killed")
-    assert conn.execute("SELECT count(*) - count(DISTINCT uri) FROM kbctl.documents WHERE namespace_id = %s", (ns,)).fetchone()[0] == 0
+    assert (
+        conn.execute(
+            "SELECT count(*) - count(DISTINCT uri) FROM kbctl.documents WHERE namespace_id = %s", (ns,)
+        ).fetchone()[0]
+        == 0
+    )
     verify = _run(env, "verify", "-n", "killed", "--json")
     assert verify.returncode == 0 and json.loads(verify.stdout)["ok"], verify.stdout.decode()
     statuses = [r["status"] for r in _json(_run(env, "runs", "-n", "killed", "--json"))]
@@ -361,7 +414,10 @@ def test_bad_inputs_are_recorded_and_the_batch_goes_on(kb, kb_home, tenant, tmp_
     errors = _json(_run(env, "errors", "-n", "bad", "--json"))
     assert len(errors) == 6 and {e["run_id"] for e in errors} == {report["run_id"]}
     by_source = {e["source"]: e for e in errors}
-    expected = {(batch / name).as_uri(): stage for name, stage in BAD.items()} | {http_404: "fetch", unreachable: "fetch"}
+    expected = {(batch / name).as_uri(): stage for name, stage in BAD.items()} | {
+        http_404: "fetch",
+        unreachable: "fetch",
+    }
     assert {s: e["stage"] for s, e in by_source.items()} == expected
     for e in errors:
         assert e["error_class"] and e["message"] and "\n" not in e["message"] and e["retried"] is False
@@ -373,7 +429,16 @@ def test_bad_inputs_are_recorded_and_the_batch_goes_on(kb, kb_home, tenant, tmp_
     assert by_source[unreachable]["error_class"] == "SourceError"
 
     # --strict turns failed items into exit 1 (the good file still goes in).
-    p = _run(env, "ingest", str(batch / "good.md"), str(batch / "corrupt.pdf"), str(batch / "latin1.txt"), "-n", "bad", "--strict")
+    p = _run(
+        env,
+        "ingest",
+        str(batch / "good.md"),
+        str(batch / "corrupt.pdf"),
+        str(batch / "latin1.txt"),
+        "-n",
+        "bad",
+        "--strict",
+    )
     assert p.returncode == 1 and b"Traceback" not in p.stderr and b"2 item(s) failed" in p.stderr
 
     # `kbctl runs` shows both runs with their counts.
@@ -405,7 +470,9 @@ def test_concurrent_ingests_into_one_namespace(kb, kb_home, tenant):
     env = _env(kb_home, tenant)
     conn = kb.connection()  # the server is up before the two processes race
     args = _kbctl("-p", "hash-384", "ingest", str(BILLING), "-n", "shared", "--json", "--no-verify")
-    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT) for _ in range(2)]
+    procs = [
+        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT) for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [e.decode() for _, e in outs]
     reports = [json.loads(o) for o, _ in outs]
@@ -417,8 +484,14 @@ def test_concurrent_ingests_into_one_namespace(kb, kb_home, tenant):
     assert _counts(conn, tenant, "shared") == _counts(conn, tenant, "single")
     assert _content(_snapshot(conn, tenant, "shared")) == _content(_snapshot(conn, tenant, "single"))
     ns = _ns_id(conn, tenant, "shared")
-    assert conn.execute("SELECT count(*) FROM (SELECT uri FROM kbctl.documents WHERE namespace_id = %s"
-                        " GROUP BY uri HAVING count(*) > 1) d", (ns,)).fetchone()[0] == 0
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM (SELECT uri FROM kbctl.documents WHERE namespace_id = %s"
+            " GROUP BY uri HAVING count(*) > 1) d",
+            (ns,),
+        ).fetchone()[0]
+        == 0
+    )
 
 
 def test_no_wait_fails_at_once_while_another_ingest_holds_the_lock(kb, kb_home, tenant):

@@ -25,7 +25,11 @@ def _rss(*items: str, title: str = "Feed") -> str:
 
 
 def _item(guid: str | None, text: str, *, permalink: bool = True, link: str | None = None) -> str:
-    g = "" if guid is None else f"<guid{'' if permalink else ' isPermaLink=' + chr(34) + 'false' + chr(34)}>{guid}</guid>"
+    g = (
+        ""
+        if guid is None
+        else f"<guid{'' if permalink else ' isPermaLink=' + chr(34) + 'false' + chr(34)}>{guid}</guid>"
+    )
     lk = f"<link>{link}</link>" if link else ""
     return f"<item>{g}{lk}<title>{text[:20]}</title><description>{text}</description></item>"
 
@@ -66,7 +70,9 @@ def test_duplicate_guids_do_not_lose_the_batch(kb, tmp_path):
     (d / "notes.md").write_text("# Notes\n\nThe valid file QX-4411 must land.\n")
     (d / "a.rss").write_text(_rss(_item("1", "alpha one"), _item("2", "alpha two")))
     (d / "b.rss").write_text(_rss(_item("1", "bravo one")))  # shares GUID 1 with a.rss
-    (d / "c.rss").write_text(_rss(_item("x", "charlie first", permalink=False), _item("x", "charlie again", permalink=False)))
+    (d / "c.rss").write_text(
+        _rss(_item("x", "charlie first", permalink=False), _item("x", "charlie again", permalink=False))
+    )
     report = kb.ingest([str(d)], namespace="dup", verify=False)
     docs = _docs(kb, "dup")
     a, b, c = (file_uri(d / n) for n in ("a.rss", "b.rss", "c.rss"))
@@ -89,8 +95,12 @@ def test_nul_in_front_matter_is_cleaned_not_fatal(kb, tmp_path):
     d = tmp_path / "nul"
     d.mkdir()
     (d / "ok.md").write_text("# Fine\n\nA valid file beside the odd one.\n")
-    (d / "toml.md").write_text('+++\ntitle = "Bad\\u0000Title"\ntags = ["a\\u0000b"]\nscore = nan\n+++\n\nBody of the TOML file.\n')
-    (d / "yaml.md").write_text('---\ntitle: "Yaml\\u0000Title\\udc80"\nwhen: 2024-13-45\n---\n\nBody of the YAML file.\n')
+    (d / "toml.md").write_text(
+        '+++\ntitle = "Bad\\u0000Title"\ntags = ["a\\u0000b"]\nscore = nan\n+++\n\nBody of the TOML file.\n'
+    )
+    (d / "yaml.md").write_text(
+        '---\ntitle: "Yaml\\u0000Title\\udc80"\nwhen: 2024-13-45\n---\n\nBody of the YAML file.\n'
+    )
     report = kb.ingest([str(d)], namespace="nul", verify=False)
     docs = _docs(kb, "nul")
     assert set(docs) == {file_uri(d / n) for n in ("ok.md", "toml.md", "yaml.md")}, report.to_json()
@@ -197,8 +207,12 @@ def test_follow_links_with_guid_equal_to_the_link(kb_home, tenant, tmp_path, sit
     cfg.write_text('[fetch]\nallow_hosts = ["127.0.0.1"]\n')
     page = f"{site}/post.html"
     _Site.pages = {
-        "/post.html": ("text/html", "<html><head><title>Post</title></head><body><article><p>" + "The full post text. " * 20
-                       + "</p></article></body></html>"),
+        "/post.html": (
+            "text/html",
+            "<html><head><title>Post</title></head><body><article><p>"
+            + "The full post text. " * 20
+            + "</p></article></body></html>",
+        ),
         "/feed.rss": ("application/rss+xml", _rss(_item(page, "summary only", link=page))),
     }
     with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as k:
@@ -213,12 +227,15 @@ def test_follow_links_with_guid_equal_to_the_link(kb_home, tenant, tmp_path, sit
 # -- canonical identities -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("url, canonical", [
-    ("HTTP://Example.COM:80/a/b?x=1#frag", "http://example.com/a/b?x=1"),
-    ("https://example.com:443/", "https://example.com/"),
-    ("https://example.com:8443/p", "https://example.com:8443/p"),
-    ("https://EXAMPLE.com", "https://example.com/"),
-])
+@pytest.mark.parametrize(
+    "url, canonical",
+    [
+        ("HTTP://Example.COM:80/a/b?x=1#frag", "http://example.com/a/b?x=1"),
+        ("https://example.com:443/", "https://example.com/"),
+        ("https://example.com:8443/p", "https://example.com:8443/p"),
+        ("https://EXAMPLE.com", "https://example.com/"),
+    ],
+)
 def test_canonical_urls(url, canonical):
     from kbctl.sources.url import canonical_url
 
@@ -263,11 +280,17 @@ def test_plan_predicts_collisions_and_the_run_resolves_them(kb, tmp_path):
         doc = Document.from_blocks(uri, "T", [Block(text)], "text")
         return Item(source, "h-" + source, "file", ((doc, (Chunk(uri, 0, doc.text, 2, 0, len(doc.text)),)),))
 
-    items = [item("src:a", "doc-1", "steals doc-1"), item("src:b", "new-x", "x from b"), item("src:c", "new-x", "x from c")]
+    items = [
+        item("src:a", "doc-1", "steals doc-1"),
+        item("src:b", "new-x", "x from b"),
+        item("src:c", "new-x", "x from c"),
+    ]
     report = kb.store(items, ns, verify=False)
     assert report.documents["new"] == 1 and report.documents["failed"] == 2
     assert sorted((e.source, e.stage, e.error_class) for e in report.errors) == [
-        ("src:a", "store", "UriCollision"), ("src:c", "store", "UriCollision")]
+        ("src:a", "store", "UriCollision"),
+        ("src:c", "store", "UriCollision"),
+    ]
     docs = _docs(kb, ns)
     assert docs["doc-1"]["text"] == "first record" and docs["new-x"]["source"] == "src:b"
     _invariant(report, {"src:a": 1, "src:b": 1, "src:c": 1})
@@ -292,7 +315,9 @@ def test_plan_predicts_collisions_and_the_run_resolves_them(kb, tmp_path):
 
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
 _any_text = st.text(max_size=30)  # lone surrogates, NUL and all
-_name = st.text(st.characters(codec="utf-8", exclude_characters="/\x00", exclude_categories=("Cs",)), min_size=1, max_size=12)
+_name = st.text(
+    st.characters(codec="utf-8", exclude_characters="/\x00", exclude_categories=("Cs",)), min_size=1, max_size=12
+)
 
 
 @st.composite
@@ -312,7 +337,9 @@ def _corpus(draw):
             content = f"---\ntitle: {json.dumps(title)}\ndate: {draw(_text)!s}\n---\n\nBody {draw(_text)} words\n"
             files[name + ".md"] = content.encode("utf-8", "surrogatepass")
         elif kind == "rss":
-            guids = draw(st.lists(st.sampled_from(["1", "2", "a b", "http://x.example/p", "urn:x", ""]), min_size=1, max_size=4))
+            guids = draw(
+                st.lists(st.sampled_from(["1", "2", "a b", "http://x.example/p", "urn:x", ""]), min_size=1, max_size=4)
+            )
             from xml.sax.saxutils import escape
 
             items = "".join(_item(escape(g) or None, escape(draw(_text)) + " entry words") for g in guids)
@@ -322,7 +349,9 @@ def _corpus(draw):
     return files
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(corpus=_corpus())
 def test_property_no_traceback_and_the_invariant(kb, tmp_path_factory, corpus):
     from kbctl.store import delete_documents, stored_uris
@@ -359,12 +388,21 @@ def test_document_built_with_bad_characters_is_clean(tmp_path: Path):
 
     doc = Document.from_blocks("u", "ti\x00tle", [Block("one\x00 two"), Block("three\ud800")], "text", {"a": "b\x00"})
     assert doc.title == "title" and doc.text == "one two\n\nthree" and doc.metadata["a"] == "b"
-    assert [doc.text[b.start:b.start + len(b.text)] for b in doc.blocks] == [b.text for b in doc.blocks]
-    assert doc.notes[0] == ("CleanedWarning", "removed 2 character(s) PostgreSQL cannot store (NUL or invalid Unicode) from the text")
+    assert [doc.text[b.start : b.start + len(b.text)] for b in doc.blocks] == [b.text for b in doc.blocks]
+    assert doc.notes[0] == (
+        "CleanedWarning",
+        "removed 2 character(s) PostgreSQL cannot store (NUL or invalid Unicode) from the text",
+    )
     assert len(doc.notes) == 3
     # built directly (NDJSON from elsewhere): the blocks move with the text
-    raw = dict(doc.to_json(), title="t", text="a\x00b\n\nc", blocks=[{"text": "a\x00b", "start": 0}, {"text": "c", "start": 5}],
-               content_hash="upstream", notes=[])
+    raw = dict(
+        doc.to_json(),
+        title="t",
+        text="a\x00b\n\nc",
+        blocks=[{"text": "a\x00b", "start": 0}, {"text": "c", "start": 5}],
+        content_hash="upstream",
+        notes=[],
+    )
     again = Document.from_json(raw)
     assert again.text == "ab\n\nc" and [(b.text, b.start) for b in again.blocks] == [("ab", 0), ("c", 4)]
     assert again.content_hash != "upstream" and len(again.notes) == 1

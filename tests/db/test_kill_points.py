@@ -65,24 +65,39 @@ def _notes(root: Path, version: int, salt: str = "") -> Path:
     root.mkdir(parents=True, exist_ok=True)
     words = "lantern harbour ledger ferry quartz meadow signal copper orchard tunnel beacon canyon glacier".split()
     for i in range(N):
-        paras = [f"ver{version} {salt} " + " ".join(words[(i * 7 + p * 5 + w * w + version) % len(words)] for w in range(50))
-                 + f" note{i}p{p}." for p in range(2 + version)]
+        paras = [
+            f"ver{version} {salt} "
+            + " ".join(words[(i * 7 + p * 5 + w * w + version) % len(words)] for w in range(50))
+            + f" note{i}p{p}."
+            for p in range(2 + version)
+        ]
         (root / f"note{i:04d}.md").write_text(f"# Note {i}\n\n" + "\n\n".join(paras) + "\n")
     return root
 
 
 def _documents(kb, ns: str) -> dict[str, tuple[int, list[str]]]:
     """Per document URI: the chunk count it declares and its chunks' texts in order."""
-    rows = kb.connection().execute(
-        "SELECT d.uri, d.chunk_count, array_remove(array_agg(c.text ORDER BY c.position), NULL)"
-        " FROM kbctl.documents d LEFT JOIN kbctl.chunks c ON c.namespace_id = d.namespace_id AND c.document_id = d.id"
-        " WHERE d.namespace_id = %s GROUP BY d.uri, d.chunk_count", (kb.namespace(ns).id,)).fetchall()
+    rows = (
+        kb.connection()
+        .execute(
+            "SELECT d.uri, d.chunk_count, array_remove(array_agg(c.text ORDER BY c.position), NULL)"
+            " FROM kbctl.documents d LEFT JOIN kbctl.chunks c ON c.namespace_id = d.namespace_id AND c.document_id = d.id"
+            " WHERE d.namespace_id = %s GROUP BY d.uri, d.chunk_count",
+            (kb.namespace(ns).id,),
+        )
+        .fetchall()
+    )
     return {u: (n, list(texts)) for u, n, texts in rows}
 
 
 def _uris_twice(kb, ns: str) -> int:
-    return kb.connection().execute("SELECT count(*) - count(DISTINCT uri) FROM kbctl.documents WHERE namespace_id = %s",
-                                   (kb.namespace(ns).id,)).fetchone()[0]
+    return (
+        kb.connection()
+        .execute(
+            "SELECT count(*) - count(DISTINCT uri) FROM kbctl.documents WHERE namespace_id = %s", (kb.namespace(ns).id,)
+        )
+        .fetchone()[0]
+    )
 
 
 @pytest.mark.parametrize("point", list(POINTS))
@@ -95,8 +110,26 @@ def test_sigkill_at_a_point_of_a_replacement_then_the_rerun_converges(kb, kb_hom
 
     target, after = POINTS[point]
     env = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant, PYTHONWARNINGS="ignore")
-    p = subprocess.run([sys.executable, "-c", _KILLER, target, str(after), "-p", "hash-384", "ingest", str(corpus),
-                        "-n", ns, "--json"], capture_output=True, env=env, cwd=ROOT, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _KILLER,
+            target,
+            str(after),
+            "-p",
+            "hash-384",
+            "ingest",
+            str(corpus),
+            "-n",
+            ns,
+            "--json",
+        ],
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert p.returncode == -signal.SIGKILL, (p.returncode, p.stderr.decode()[-2000:])
 
     left = _documents(kb, ns)
@@ -121,8 +154,15 @@ def test_sigkill_at_a_point_of_a_replacement_then_the_rerun_converges(kb, kb_hom
     assert rerun.errors == [] and rerun.verify["ok"], rerun.to_json()
     assert rerun.documents["changed"] + rerun.documents["unchanged"] == N and rerun.documents["unchanged"] == replaced
     assert _documents(kb, ns) == reference and _uris_twice(kb, ns) == 0
-    runs = json.loads(subprocess.run([sys.executable, "-m", "kbctl", "runs", "-n", ns, "--json"], capture_output=True,
-                                     env=env, cwd=ROOT, timeout=120).stdout)
+    runs = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "kbctl", "runs", "-n", ns, "--json"],
+            capture_output=True,
+            env=env,
+            cwd=ROOT,
+            timeout=120,
+        ).stdout
+    )
     assert [r["status"] for r in runs] == ["ok", "interrupted", "ok"]  # newest first
 
 
@@ -138,7 +178,9 @@ def small_disk(tmp_path):
         pytest.skip("no mount(8): the monkeypatched DiskFull tests in test_db_errors cover this")
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=192m,mode=1777", "tmpfs", str(mnt)], capture_output=True)
     if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs ({r.stderr.decode().strip()}): the monkeypatched DiskFull tests in test_db_errors cover this")
+        pytest.skip(
+            f"cannot mount a tmpfs ({r.stderr.decode().strip()}): the monkeypatched DiskFull tests in test_db_errors cover this"
+        )
     home = mnt / "home"
     home.mkdir()
     os.chmod(home, 0o777)
@@ -171,8 +213,13 @@ def test_disk_full_for_real_is_one_line_and_a_rerun_converges(small_disk, tmp_pa
     env = dict(os.environ, KBCTL_HOME=str(home), KBCTL_TENANT="disk", PYTHONWARNINGS="ignore")
 
     def kbctl(*args):
-        return subprocess.run([sys.executable, "-m", "kbctl", "-p", "hash-384", *args], capture_output=True, env=env,
-                              cwd=ROOT, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "kbctl", "-p", "hash-384", *args],
+            capture_output=True,
+            env=env,
+            cwd=ROOT,
+            timeout=300,
+        )
 
     first = tmp_path / "first"
     first.mkdir()
@@ -185,8 +232,12 @@ def test_disk_full_for_real_is_one_line_and_a_rerun_converges(small_disk, tmp_pa
     big.mkdir()
     words = "lantern harbour ledger ferry quartz meadow signal copper orchard tunnel beacon canyon glacier".split()
     for i in range(30):
-        (big / f"big{i:03d}.md").write_text(f"# Big {i}\n\n" + "\n\n".join(
-            " ".join(words[(i + p * 3 + w) % len(words)] for w in range(80)) + f" big{i}p{p}." for p in range(40)))
+        (big / f"big{i:03d}.md").write_text(
+            f"# Big {i}\n\n"
+            + "\n\n".join(
+                " ".join(words[(i + p * 3 + w) % len(words)] for w in range(80)) + f" big{i}p{p}." for p in range(40)
+            )
+        )
     filler = _fill(mnt, 1 << 20)
     try:
         p = kbctl("ingest", str(big), "-n", "disk", "--no-verify")

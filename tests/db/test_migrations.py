@@ -60,7 +60,9 @@ def test_migrate_up_to_a_target_version(fresh_dsn):
 def test_an_edited_applied_migration_is_refused(fresh_dsn, monkeypatch):
     _db(fresh_dsn).migrate(target=2)
     shipped = migrations()
-    edited = [dataclasses.replace(m, sql=m.sql + "\n-- edited after release\n") if m.version == 2 else m for m in shipped]
+    edited = [
+        dataclasses.replace(m, sql=m.sql + "\n-- edited after release\n") if m.version == 2 else m for m in shipped
+    ]
     monkeypatch.setattr(kbctl.db, "migrations", lambda: edited)
     db = _db(fresh_dsn)
     with pytest.raises(MigrationError, match=r"migration 002-postings-covering was changed after it was applied") as e:
@@ -78,14 +80,25 @@ def test_concurrent_migrate_applies_each_migration_once(fresh_dsn):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     with psycopg.connect(fresh_dsn, autocommit=True) as gate:
         gate.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))  # hold them all at the first migration
-        procs = [subprocess.Popen([sys.executable, "-m", "kbctl", "--dsn", fresh_dsn, "db", "migrate"], env=env, cwd=ROOT,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "kbctl", "--dsn", fresh_dsn, "db", "migrate"],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(n)
+        ]
         deadline = time.monotonic() + 60
         waiting = 0
         while waiting < n and time.monotonic() < deadline and all(p.poll() is None for p in procs):
             time.sleep(0.1)
-            waiting = gate.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                                   " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").fetchone()[0]
+            waiting = gate.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            ).fetchone()[0]
         gate.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
     outs = [p.communicate(timeout=120) for p in procs]
     assert waiting == n, f"the processes did not all wait on the migration lock: {outs}"
@@ -99,25 +112,41 @@ def test_concurrent_migrate_applies_each_migration_once(fresh_dsn):
 
 def _fill(conn) -> None:
     """A little data through plain SQL, valid from migration 001 on: profile, namespace, document, chunks, postings."""
-    pid = conn.execute("INSERT INTO kbctl.profiles (name, fingerprint, embedder, model, dimension, distance, normalize, max_tokens)"
-                       " VALUES ('tiny', 'fp-tiny', 'hash', 'hash', 3, 'cosine', true, 256) RETURNING id").fetchone()[0]
-    ns = conn.execute("INSERT INTO kbctl.namespaces (tenant, name, profile_id, dimension) VALUES ('t', 'docs', %s, 3) RETURNING id",
-                      (pid,)).fetchone()[0]
-    doc = conn.execute("INSERT INTO kbctl.documents (namespace_id, uri, title, source_type, content_hash, char_count, chunk_count)"
-                       " VALUES (%s, 'mem://refunds', 'Refunds', 'markdown', 'h1', 40, 2) RETURNING id", (ns,)).fetchone()[0]
-    for pos, (text, vec) in enumerate([("refunds take five days", "[1,0,0]"), ("refunds go to the card", "[0,0.6,0.8]")]):
+    pid = conn.execute(
+        "INSERT INTO kbctl.profiles (name, fingerprint, embedder, model, dimension, distance, normalize, max_tokens)"
+        " VALUES ('tiny', 'fp-tiny', 'hash', 'hash', 3, 'cosine', true, 256) RETURNING id"
+    ).fetchone()[0]
+    ns = conn.execute(
+        "INSERT INTO kbctl.namespaces (tenant, name, profile_id, dimension) VALUES ('t', 'docs', %s, 3) RETURNING id",
+        (pid,),
+    ).fetchone()[0]
+    doc = conn.execute(
+        "INSERT INTO kbctl.documents (namespace_id, uri, title, source_type, content_hash, char_count, chunk_count)"
+        " VALUES (%s, 'mem://refunds', 'Refunds', 'markdown', 'h1', 40, 2) RETURNING id",
+        (ns,),
+    ).fetchone()[0]
+    for pos, (text, vec) in enumerate(
+        [("refunds take five days", "[1,0,0]"), ("refunds go to the card", "[0,0.6,0.8]")]
+    ):
         cid = conn.execute(
             "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start, char_end,"
             " content_hash, profile_id, dimension, embedding, lex_length)"
             " VALUES (%s, %s, %s, %s, 4, 0, %s, %s, %s, 3, %s::vector, 4) RETURNING id",
-            (ns, doc, pos, text, len(text), f"c{pos}", pid, vec)).fetchone()[0]
+            (ns, doc, pos, text, len(text), f"c{pos}", pid, vec),
+        ).fetchone()[0]
         for term in ("refund", f"term{pos}"):
-            conn.execute("INSERT INTO kbctl.lexical_postings (namespace_id, term, chunk_id, tf, dl) VALUES (%s, %s, %s, 1, 4)",
-                         (ns, term, cid))
-    conn.execute("INSERT INTO kbctl.lexical_vocab (namespace_id, term, df) VALUES (%s, 'refund', 2), (%s, 'term0', 1), (%s, 'term1', 1)",
-                 (ns, ns, ns))
+            conn.execute(
+                "INSERT INTO kbctl.lexical_postings (namespace_id, term, chunk_id, tf, dl) VALUES (%s, %s, %s, 1, 4)",
+                (ns, term, cid),
+            )
+    conn.execute(
+        "INSERT INTO kbctl.lexical_vocab (namespace_id, term, df) VALUES (%s, 'refund', 2), (%s, 'term0', 1), (%s, 'term1', 1)",
+        (ns, ns, ns),
+    )
     conn.execute("INSERT INTO kbctl.lexical_stats (namespace_id, chunk_count, total_length) VALUES (%s, 2, 8)", (ns,))
-    conn.execute("INSERT INTO kbctl.runs (namespace_id, status, counts) VALUES (%s, 'done', '{\"documents\": 1}')", (ns,))
+    conn.execute(
+        "INSERT INTO kbctl.runs (namespace_id, status, counts) VALUES (%s, 'done', '{\"documents\": 1}')", (ns,)
+    )
 
 
 def _columns(conn) -> dict[str, list[str]]:
@@ -127,9 +156,13 @@ def _columns(conn) -> dict[str, list[str]]:
 
 
 def _snapshot(conn, columns: dict[str, list[str]]) -> dict[str, list[str]]:
-    return {t: conn.execute(f"SELECT coalesce(array_agg(r ORDER BY r), '{{}}') FROM (SELECT ROW({', '.join('x.' + c for c in columns[t])})::text AS r"
-                            f" FROM kbctl.{t} x) s").fetchone()[0]
-            for t in TABLES}
+    return {
+        t: conn.execute(
+            f"SELECT coalesce(array_agg(r ORDER BY r), '{{}}') FROM (SELECT ROW({', '.join('x.' + c for c in columns[t])})::text AS r"
+            f" FROM kbctl.{t} x) s"
+        ).fetchone()[0]
+        for t in TABLES
+    }
 
 
 @pytest.mark.parametrize("version", range(1, LATEST))
@@ -145,8 +178,12 @@ def test_every_earlier_version_migrates_to_the_latest_with_data_intact(fresh_dsn
     with psycopg.connect(fresh_dsn, autocommit=True) as c:
         assert _snapshot(c, columns) == before
         assert [r["checksum_ok"] for r in db.status(c)] == [True] * LATEST
-        pkey = c.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = 'kbctl' AND indexname = 'lexical_postings_pkey'").fetchone()[0]
+        pkey = c.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = 'kbctl' AND indexname = 'lexical_postings_pkey'"
+        ).fetchone()[0]
         assert "INCLUDE (tf, dl)" in pkey  # 002 rebuilt the key over the rows already there
-        near = c.execute("SELECT text FROM kbctl.chunks ORDER BY embedding <=> '[0,0.6,0.8]'::vector LIMIT 1").fetchone()[0]
+        near = c.execute(
+            "SELECT text FROM kbctl.chunks ORDER BY embedding <=> '[0,0.6,0.8]'::vector LIMIT 1"
+        ).fetchone()[0]
         assert near == "refunds go to the card"
     assert _ledger(fresh_dsn) == list(range(1, LATEST + 1))

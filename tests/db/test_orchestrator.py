@@ -45,8 +45,9 @@ def _upstream(corpus: Path) -> str:
 
 def _pipe(env: dict, corpus: Path) -> subprocess.CompletedProcess:
     k = " ".join(_kbctl())
-    return subprocess.run(["bash", "-c", f"{_upstream(corpus)} | {k} store -n {NS}"],
-                          capture_output=True, env=env, cwd=ROOT, timeout=300)
+    return subprocess.run(
+        ["bash", "-c", f"{_upstream(corpus)} | {k} store -n {NS}"], capture_output=True, env=env, cwd=ROOT, timeout=300
+    )
 
 
 def _embedded_records(env: dict, corpus: Path) -> list[bytes]:
@@ -62,7 +63,10 @@ def _corpus(root: Path, n: int = 0) -> Path:
         shutil.copy(FIXTURES / bad, root / bad)
     words = "lantern harbour ledger ferry quartz meadow signal copper orchard tunnel beacon canyon glacier".split()
     for i in range(n):
-        paras = [" ".join(words[(i * 7 + p * 5 + w * w) % len(words)] for w in range(60)) + f" note{i}p{p}." for p in range(4)]
+        paras = [
+            " ".join(words[(i * 7 + p * 5 + w * w) % len(words)] for w in range(60)) + f" note{i}p{p}."
+            for p in range(4)
+        ]
         (root / f"note{i:04d}.md").write_text(f"# Note {i}\n\n" + "\n\n".join(paras) + "\n")
     return root
 
@@ -77,10 +81,16 @@ def _store(conn, tenant: str) -> dict:
     q = lambda sql: conn.execute(sql, (ns,)).fetchall()  # noqa: E731
     return {
         "documents": dict(q("SELECT uri, content_hash FROM kbctl.documents WHERE namespace_id = %s")),
-        "chunks": q("SELECT d.uri, c.position, c.content_hash FROM kbctl.chunks c JOIN kbctl.documents d"
-                    " ON d.namespace_id = c.namespace_id AND d.id = c.document_id WHERE c.namespace_id = %s ORDER BY 1, 2"),
-        "postings": sorted(q("SELECT c.content_hash, p.term, p.tf, p.dl FROM kbctl.lexical_postings p JOIN kbctl.chunks c"
-                             " ON c.namespace_id = p.namespace_id AND c.id = p.chunk_id WHERE p.namespace_id = %s")),
+        "chunks": q(
+            "SELECT d.uri, c.position, c.content_hash FROM kbctl.chunks c JOIN kbctl.documents d"
+            " ON d.namespace_id = c.namespace_id AND d.id = c.document_id WHERE c.namespace_id = %s ORDER BY 1, 2"
+        ),
+        "postings": sorted(
+            q(
+                "SELECT c.content_hash, p.term, p.tf, p.dl FROM kbctl.lexical_postings p JOIN kbctl.chunks c"
+                " ON c.namespace_id = p.namespace_id AND c.id = p.chunk_id WHERE p.namespace_id = %s"
+            )
+        ),
         "vocab": dict(q("SELECT term, df FROM kbctl.lexical_vocab WHERE namespace_id = %s")),
         "stats": q("SELECT chunk_count, total_length FROM kbctl.lexical_stats WHERE namespace_id = %s"),
     }
@@ -89,12 +99,17 @@ def _store(conn, tenant: str) -> dict:
 def _ledger(conn, tenant: str) -> list[tuple]:
     """Runs, oldest first: status, document and chunk counts, and the errors recorded."""
     ns = _ns_id(conn, tenant)
-    runs = conn.execute("SELECT id, status, counts FROM kbctl.runs WHERE namespace_id = %s ORDER BY id", (ns,)).fetchall()
+    runs = conn.execute(
+        "SELECT id, status, counts FROM kbctl.runs WHERE namespace_id = %s ORDER BY id", (ns,)
+    ).fetchall()
     out = []
     for run_id, status, counts in runs:
-        errors = sorted(conn.execute(
-            "SELECT stage, source, error_class, message FROM kbctl.run_errors WHERE namespace_id = %s AND run_id = %s",
-            (ns, run_id)).fetchall())
+        errors = sorted(
+            conn.execute(
+                "SELECT stage, source, error_class, message FROM kbctl.run_errors WHERE namespace_id = %s AND run_id = %s",
+                (ns, run_id),
+            ).fetchall()
+        )
         out.append((status, counts.get("documents"), counts.get("chunks"), errors))
     return out
 
@@ -110,8 +125,11 @@ def _assert_same(conn, a: str, b: str) -> None:
 def _wait_for_documents(conn, tenant: str, proc: subprocess.Popen, timeout: float = 120) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        row = conn.execute("SELECT count(*) FROM kbctl.documents d JOIN kbctl.namespaces n ON n.id = d.namespace_id"
-                           " WHERE n.tenant = %s AND n.name = %s", (tenant, NS)).fetchone()
+        row = conn.execute(
+            "SELECT count(*) FROM kbctl.documents d JOIN kbctl.namespaces n ON n.id = d.namespace_id"
+            " WHERE n.tenant = %s AND n.name = %s",
+            (tenant, NS),
+        ).fetchone()
         if row[0]:
             return row[0]
         time.sleep(0.02)
@@ -174,7 +192,9 @@ def test_a_crashed_run_is_marked_failed_on_both_paths_and_a_rerun_converges(kb, 
 
     records = _embedded_records(env, corpus)
     half = records[: len(records) // 2] + [b"this is not a stage record\n"]
-    p = subprocess.run(_kbctl("store", "-n", NS), input=b"".join(half), capture_output=True, env=env, cwd=ROOT, timeout=300)
+    p = subprocess.run(
+        _kbctl("store", "-n", NS), input=b"".join(half), capture_output=True, env=env, cwd=ROOT, timeout=300
+    )
     assert p.returncode == 2 and b"not JSON" in p.stderr and b"Traceback" not in p.stderr
 
     assert _status(conn, tenant) == _status(conn, piped) == ["failed"]
@@ -182,7 +202,9 @@ def test_a_crashed_run_is_marked_failed_on_both_paths_and_a_rerun_converges(kb, 
         assert _store(conn, t)["documents"], "the crash came after a first batch was stored"
 
     kb.ingest([str(corpus)], namespace=NS)
-    p = subprocess.run(_kbctl("store", "-n", NS), input=b"".join(records), capture_output=True, env=env, cwd=ROOT, timeout=300)
+    p = subprocess.run(
+        _kbctl("store", "-n", NS), input=b"".join(records), capture_output=True, env=env, cwd=ROOT, timeout=300
+    )
     assert p.returncode == 0, p.stderr.decode()
     assert _status(conn, tenant) == _status(conn, piped) == ["failed", "partial"]
     sa, sb = _store(conn, tenant), _store(conn, piped)
@@ -204,10 +226,21 @@ def _kill_mid_way_and_rerun(kb, kb_home, tenant: str, tmp_path: Path, sig: int) 
     conn = kb.db.connect()  # the login, not the tenant's role: it reads both tenants' rows
     records = _embedded_records(_env(kb_home, piped), corpus)
 
-    ingest = subprocess.Popen(_kbctl("ingest", str(corpus), "-n", NS, "--json"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, env=_env(kb_home, tenant), cwd=ROOT)
-    store = subprocess.Popen(_kbctl("store", "-n", NS), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, env=_env(kb_home, piped), cwd=ROOT)
+    ingest = subprocess.Popen(
+        _kbctl("ingest", str(corpus), "-n", NS, "--json"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(kb_home, tenant),
+        cwd=ROOT,
+    )
+    store = subprocess.Popen(
+        _kbctl("store", "-n", NS),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(kb_home, piped),
+        cwd=ROOT,
+    )
     try:
         store.stdin.write(b"".join(records[: len(records) // 2]))  # stdin stays open: store waits for more
         store.stdin.flush()
@@ -226,10 +259,27 @@ def _kill_mid_way_and_rerun(kb, kb_home, tenant: str, tmp_path: Path, sig: int) 
     for t in (tenant, piped):
         assert 0 < len(_store(conn, t)["documents"]) < 15 + 400
 
-    assert subprocess.run(_kbctl("ingest", str(corpus), "-n", NS, "--no-verify"), capture_output=True,
-                          env=_env(kb_home, tenant), cwd=ROOT, timeout=300).returncode == 0
-    assert subprocess.run(_kbctl("store", "-n", NS, "--no-verify"), input=b"".join(records), capture_output=True,
-                          env=_env(kb_home, piped), cwd=ROOT, timeout=300).returncode == 0
+    assert (
+        subprocess.run(
+            _kbctl("ingest", str(corpus), "-n", NS, "--no-verify"),
+            capture_output=True,
+            env=_env(kb_home, tenant),
+            cwd=ROOT,
+            timeout=300,
+        ).returncode
+        == 0
+    )
+    assert (
+        subprocess.run(
+            _kbctl("store", "-n", NS, "--no-verify"),
+            input=b"".join(records),
+            capture_output=True,
+            env=_env(kb_home, piped),
+            cwd=ROOT,
+            timeout=300,
+        ).returncode
+        == 0
+    )
     assert _status(conn, tenant) == _status(conn, piped) == ["interrupted", "partial"]
     sa, sb = _store(conn, tenant), _store(conn, piped)
     assert sa == sb and len(sa["documents"]) == 15 + 400
@@ -257,7 +307,12 @@ def test_a_chunk_error_is_an_item_error_on_both_paths(kb, monkeypatch, tmp_path)
 
     monkeypatch.setattr(kbctl.pipeline, "chunk_document", chunker)
     report = kb.ingest([str(corpus)], namespace=NS, verify=False)
-    expected = {"stage": "chunk", "source": (corpus / "bad.md").as_uri(), "error_class": "ValueError", "message": "chunker failed"}
+    expected = {
+        "stage": "chunk",
+        "source": (corpus / "bad.md").as_uri(),
+        "error_class": "ValueError",
+        "message": "chunker failed",
+    }
     assert [e.to_json() for e in report.errors] == [expected]
 
     recs = stages.chunk_records(stages.extract_records(stages.source_records(fetch([str(corpus)]))), kb.profile_for(NS))

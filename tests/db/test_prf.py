@@ -14,8 +14,11 @@ from tests.db.test_store import DOCS, _write
 def test_feedback_reads_the_stored_postings_and_vectors(kb):
     ns = _write(kb, "fb_store", DOCS)
     conn = kb.connection()
-    key = tuple(conn.execute("SELECT namespace_id, id FROM kbctl.chunks WHERE namespace_id = %s ORDER BY id LIMIT 1",
-                             (ns.id,)).fetchone())
+    key = tuple(
+        conn.execute(
+            "SELECT namespace_id, id FROM kbctl.chunks WHERE namespace_id = %s ORDER BY id LIMIT 1", (ns.id,)
+        ).fetchone()
+    )
     postings = store.feedback_postings(conn, [key])
     assert postings and all((p[0], p[1]) == key and p[3] > 0 and p[4] >= p[3] for p in postings)
     vectors = store.feedback_vectors(conn, [key])
@@ -52,11 +55,18 @@ def test_a_section_headed_by_an_identifier_outranks_mentions_of_it(kb):
     title = "API error code reference"
     heading = (title, "4xx errors", "LMN-4012 — E_SCOPE_DENIED")
     blocks = [
-        Block("The key is valid, but it was created without the scope this endpoint needs. Create a new key with the "
-              "additional scope, deploy it, and revoke the old key.", heading_path=heading),
-        Block("Before API v2 several errors shared LMN-4003; use LMN-4012 and LMN-4030 now.",
-              heading_path=(title, "Deprecated codes")),
-        Block("Do not retry LMN-4000, LMN-4001, LMN-4010, LMN-4012 or LMN-4040.", heading_path=(title, "Handling errors")),
+        Block(
+            "The key is valid, but it was created without the scope this endpoint needs. Create a new key with the "
+            "additional scope, deploy it, and revoke the old key.",
+            heading_path=heading,
+        ),
+        Block(
+            "Before API v2 several errors shared LMN-4003; use LMN-4012 and LMN-4030 now.",
+            heading_path=(title, "Deprecated codes"),
+        ),
+        Block(
+            "Do not retry LMN-4000, LMN-4001, LMN-4010, LMN-4012 or LMN-4040.", heading_path=(title, "Handling errors")
+        ),
     ]
     doc = Document.from_blocks("mem://errors", title, blocks, "markdown", {})
     _write(kb, "fb_heading", [doc])

@@ -100,12 +100,21 @@ def ns(kb):
 
     conn, prof = kb.connection(), kb.settings.profile("hash-384")
     space = ensure_namespace(conn, "queries", kb.tenant, prof)
-    doc = Document.from_blocks("mem://q", "Q", [Block("Refunds take ten days."), Block("Invoices monthly.")], "markdown",
-                               {"tags": ["billing"], "year": 2024, "date": "2024-05-01"})
+    doc = Document.from_blocks(
+        "mem://q",
+        "Q",
+        [Block("Refunds take ten days."), Block("Invoices monthly.")],
+        "markdown",
+        {"tags": ["billing"], "year": 2024, "date": "2024-05-01"},
+    )
     chunks = chunk_document(doc, prof)
     vecs = get_embedder(prof).embed_documents([c.embed_text for c in chunks])
-    write_documents(conn, space, [(doc, [EmbeddedChunk(c, tuple(map(float, v))) for c, v in zip(chunks, vecs)])],
-                    get_analyzer("english"))
+    write_documents(
+        conn,
+        space,
+        [(doc, [EmbeddedChunk(c, tuple(map(float, v))) for c, v in zip(chunks, vecs)])],
+        get_analyzer("english"),
+    )
     return space
 
 
@@ -118,15 +127,29 @@ def test_dynamic_search_statements_explain(kb, ns, flt):
     filters = parse_filters([flt] if flt else [])
     qvec = np.ones(ns.dimension, dtype=np.float32)
     for exact in (True, False):
-        q, params, settings = store_search.dense_statement([ns], qvec, 10, filters, ns.distance, exact=exact,
-                                                           ef_search=40, max_scan_tuples=20000)
+        q, params, settings = store_search.dense_statement(
+            [ns], qvec, 10, filters, ns.distance, exact=exact, ef_search=40, max_scan_tuples=20000
+        )
         with conn.transaction():
             for s in settings:
                 conn.execute(s)
             plan = "\n".join(r[0] for r in conn.execute(sql.SQL("EXPLAIN ") + q, params))
         assert (f"chunks_hnsw_p{ns.profile_id}" in plan) is (not exact)
     q, fparams = store_search.bm25_statement(filters)
-    params = [2.2, 1.2, 0.75, 0.75, 10.0, ["refund"], [1.0], [ns.id], store_search.MIN_ID, store_search.MAX_ID, *fparams, 10]
+    params = [
+        2.2,
+        1.2,
+        0.75,
+        0.75,
+        10.0,
+        ["refund"],
+        [1.0],
+        [ns.id],
+        store_search.MIN_ID,
+        store_search.MAX_ID,
+        *fparams,
+        10,
+    ]
     assert "lexical_postings" in "\n".join(r[0] for r in conn.execute(sql.SQL("EXPLAIN ") + q, params))
     assert store_search.bm25_rows(conn, (q, fparams), [ns.id], ["refund"], [1.0], k1=1.2, b=0.75, avgdl=10.0, k=10)
     if filters:

@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 from kbctl.errors import KbctlError
 
 DOCS = {
-    "left": {"refunds.md": "# Refunds\n\nRefunds are processed within 5 business days. Café, naïve, 東京.\n",
-             "errors.md": "# Errors\n\nError E-1042 (timeout) means the gateway did not answer: retry after 30s.\n"},
+    "left": {
+        "refunds.md": "# Refunds\n\nRefunds are processed within 5 business days. Café, naïve, 東京.\n",
+        "errors.md": "# Errors\n\nError E-1042 (timeout) means the gateway did not answer: retry after 30s.\n",
+    },
     "right": {"secret.md": "# Secret\n\nRefunds, errors and timeouts of another team: E-1042 too.\n"},
 }
 MODES = ("auto", "dense", "lexical", "hybrid")
@@ -36,13 +38,16 @@ def two(kb, tmp_path):
 _queries = st.one_of(
     st.text(max_size=40),  # any unicode: NUL, lone surrogates, controls, RTL marks
     st.text(st.sampled_from(list("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ \t\n")), max_size=30),  # punctuation only
-    st.lists(st.sampled_from(["refunds", "E-1042", "OR", "AND", "NOT", "*", "\"", "'", ":", "-", "東京", "café"]),
-             max_size=8).map(" ".join),  # query-language look-alikes
+    st.lists(
+        st.sampled_from(["refunds", "E-1042", "OR", "AND", "NOT", "*", '"', "'", ":", "-", "東京", "café"]), max_size=8
+    ).map(" ".join),  # query-language look-alikes
     st.text(min_size=2000, max_size=6000).map(lambda s: (s + " refunds ") * 3),  # very long
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(query=_queries, ns=st.sampled_from(sorted(DOCS)), mode=st.sampled_from(MODES))
 @example(query="", ns="left", mode="auto")
 @example(query="\x00", ns="right", mode="lexical")

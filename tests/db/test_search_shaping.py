@@ -35,7 +35,10 @@ def test_missing_model_degrades_to_lexical(tmp_path, kb_home, tenant):
 
 
 def test_context_fits_the_budget_and_cites(kb):
-    long = [_doc(f"mem://long{i}", f"Long {i}", [" ".join(["Refunds are processed in batches every night."] * 40)]) for i in range(5)]
+    long = [
+        _doc(f"mem://long{i}", f"Long {i}", [" ".join(["Refunds are processed in batches every night."] * 40)])
+        for i in range(5)
+    ]
     _write(kb, "ctx", long + DOCS)
     from kbctl.search.context import format_context
 
@@ -48,7 +51,11 @@ def test_context_fits_the_budget_and_cites(kb):
 
 
 def test_per_doc_and_explain(kb):
-    long = _doc("mem://manual", "Manual", [f"Section {i}: refunds are handled by the billing team, case {i}." * 6 for i in range(12)])
+    long = _doc(
+        "mem://manual",
+        "Manual",
+        [f"Section {i}: refunds are handled by the billing team, case {i}." * 6 for i in range(12)],
+    )
     _write(kb, "shape", [long] + DOCS)
     many = kb.search("refunds billing team", "shape", mode="hybrid", k=10)
     assert sum(h.source == "mem://manual" for h in many.hits) > 1

@@ -25,8 +25,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def _kbctl(home: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     env.pop("KBCTL_DSN", None)
-    return subprocess.run([sys.executable, "-m", "kbctl", "--home", str(home), *args],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "kbctl", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def _alive(pid: int) -> bool:

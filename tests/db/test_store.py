@@ -33,13 +33,36 @@ def _write(kb, ns_name, docs, profile="hash-384", vectors=None):
 
 
 DOCS = [
-    _doc("mem://refunds", "Refunds", ["Refunds are processed within 5 to 10 business days after approval.",
-                                      "A refund goes back to the original payment method."], tags=["billing", "refund"], year=2024,
-         date="2024-08-14T10:00:00Z"),
-    _doc("mem://invoices", "Invoices", ["Invoices are issued on the first day of each month.",
-                                        "Error LMN-4012 means the invoice could not be generated."], tags=["billing"], year=2023,
-         date="2023-12-31T23:30:00Z"),
-    _doc("mem://sso", "SSO setup", ["Configure SAML single sign-on from the admin console."], tags=["auth"], year=2025, date="2025-01-02"),
+    _doc(
+        "mem://refunds",
+        "Refunds",
+        [
+            "Refunds are processed within 5 to 10 business days after approval.",
+            "A refund goes back to the original payment method.",
+        ],
+        tags=["billing", "refund"],
+        year=2024,
+        date="2024-08-14T10:00:00Z",
+    ),
+    _doc(
+        "mem://invoices",
+        "Invoices",
+        [
+            "Invoices are issued on the first day of each month.",
+            "Error LMN-4012 means the invoice could not be generated.",
+        ],
+        tags=["billing"],
+        year=2023,
+        date="2023-12-31T23:30:00Z",
+    ),
+    _doc(
+        "mem://sso",
+        "SSO setup",
+        ["Configure SAML single sign-on from the admin console."],
+        tags=["auth"],
+        year=2025,
+        date="2025-01-02",
+    ),
 ]
 
 
@@ -84,9 +107,14 @@ def test_replace_document_keeps_one_version(kb):
     ns = _write(kb, "replace", DOCS)
     _write(kb, "replace", [_doc("mem://refunds", "Refunds", ["Refunds now take 3 days."])])
     conn = kb.connection()
-    texts = [r[0] for r in conn.execute(
-        "SELECT c.text FROM kbctl.chunks c JOIN kbctl.documents d ON d.namespace_id = c.namespace_id AND d.id = c.document_id"
-        " WHERE d.namespace_id = %s AND d.uri = 'mem://refunds'", (ns.id,))]
+    texts = [
+        r[0]
+        for r in conn.execute(
+            "SELECT c.text FROM kbctl.chunks c JOIN kbctl.documents d ON d.namespace_id = c.namespace_id AND d.id = c.document_id"
+            " WHERE d.namespace_id = %s AND d.uri = 'mem://refunds'",
+            (ns.id,),
+        )
+    ]
     assert texts == ["Refunds now take 3 days."]
     assert _counts(conn, ns.id)[0] == 3
     # postings and vocabulary follow the replacement
@@ -105,10 +133,16 @@ def test_bm25_scores_match_the_formula(kb):
     ns = _write(kb, "bm25", DOCS)
     r = kb.search("refunds", "bm25", mode="lexical")
     conn = kb.connection()
-    n, total = conn.execute("SELECT chunk_count, total_length FROM kbctl.lexical_stats WHERE namespace_id = %s", (ns.id,)).fetchone()
-    tf, dl = conn.execute("SELECT tf, dl FROM kbctl.lexical_postings WHERE namespace_id = %s AND term = 'refund' AND chunk_id = %s",
-                          (ns.id, r.hits[0].chunk_id)).fetchone()
-    df = conn.execute("SELECT df FROM kbctl.lexical_vocab WHERE namespace_id = %s AND term = 'refund'", (ns.id,)).fetchone()[0]
+    n, total = conn.execute(
+        "SELECT chunk_count, total_length FROM kbctl.lexical_stats WHERE namespace_id = %s", (ns.id,)
+    ).fetchone()
+    tf, dl = conn.execute(
+        "SELECT tf, dl FROM kbctl.lexical_postings WHERE namespace_id = %s AND term = 'refund' AND chunk_id = %s",
+        (ns.id, r.hits[0].chunk_id),
+    ).fetchone()
+    df = conn.execute(
+        "SELECT df FROM kbctl.lexical_vocab WHERE namespace_id = %s AND term = 'refund'", (ns.id,)
+    ).fetchone()[0]
     k1, b = 0.9, 0.4
     idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
     expected = idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / (total / n)))
@@ -196,8 +230,14 @@ def test_split_lexical_lane_equals_the_single_query(kb, monkeypatch):
     import kbctl.search.lanes as lanes
 
     words = "refund invoice billing payment card account plan upgrade error limit".split()
-    docs = [_doc(f"mem://d{i}", f"Doc {i}", [" ".join(words[(i * j) % len(words)] for j in range(1, 4 + i % 7)) + f" item{i}"])
-            for i in range(60)]
+    docs = [
+        _doc(
+            f"mem://d{i}",
+            f"Doc {i}",
+            [" ".join(words[(i * j) % len(words)] for j in range(1, 4 + i % 7)) + f" item{i}"],
+        )
+        for i in range(60)
+    ]
     ns = _write(kb, "split", docs)
     conn, prof = kb.connection(), kb.settings.profile("hash-384")
     terms = {"refund": 1.0, "invoice": 1.0, "billing": 2.0, "limit": 1.0}
@@ -218,8 +258,11 @@ def test_split_lexical_lane_equals_the_single_query(kb, monkeypatch):
     assert [(h.chunk_id, h.rank) for h in split] == [(h.chunk_id, h.rank) for h in single]
     assert [h.score for h in split] == pytest.approx([h.score for h in single], rel=1e-9)
     # the two halves hold chunks of both sides of the median
-    mid = lanes._median_chunk(conn, [ns.id], conn.execute(
-        "SELECT chunk_count FROM kbctl.lexical_stats WHERE namespace_id = %s", (ns.id,)).fetchone()[0])
+    mid = lanes._median_chunk(
+        conn,
+        [ns.id],
+        conn.execute("SELECT chunk_count FROM kbctl.lexical_stats WHERE namespace_id = %s", (ns.id,)).fetchone()[0],
+    )
     assert any(h.chunk_id <= mid for h in single) and any(h.chunk_id > mid for h in single)
 
 
@@ -235,7 +278,7 @@ def test_hybrid_runs_the_dense_lane_on_its_own_connection(kb):
 
 @pytest.mark.parametrize("exact", [False, True])
 def test_dense_path_reported_is_the_plan_that_runs(kb, exact):
-    """"hnsw" orders by the profile's HNSW index, "exact" scans the namespace's rows and sorts them.
+    """ "hnsw" orders by the profile's HNSW index, "exact" scans the namespace's rows and sorts them.
 
     The namespace is tiny, so on cost alone the planner would sort it for the hnsw path too: the
     statement's own settings must keep the index.
@@ -291,9 +334,15 @@ def test_a_small_namespace_in_a_shared_index_still_gets_k_rows(kb):
 
     rng = np.random.default_rng(3)
     words = [f"v{i:04d}q" for i in range(2000)]
-    _write(kb, "shared_big", [_doc(f"mem://big/{i}", f"Big {i}", [" ".join(rng.choice(words, 8))]) for i in range(3000)])
+    _write(
+        kb, "shared_big", [_doc(f"mem://big/{i}", f"Big {i}", [" ".join(rng.choice(words, 8))]) for i in range(3000)]
+    )
     others = [f"s{i:04d}z" for i in range(2000)]  # far from the query: its first index candidates are all "big"
-    small = _write(kb, "shared_small", [_doc(f"mem://small/{i}", f"Small {i}", [" ".join(rng.choice(others, 40))]) for i in range(30)])
+    small = _write(
+        kb,
+        "shared_small",
+        [_doc(f"mem://small/{i}", f"Small {i}", [" ".join(rng.choice(others, 40))]) for i in range(30)],
+    )
     conn, prof = kb.connection(), kb.profile_for("shared_small")
     n_small = _counts(conn, small.id)[1]
     qvec = get_embedder(prof).embed_query("v0001q v0002q")
@@ -317,5 +366,7 @@ def test_vectors_stay_in_the_row_when_the_text_is_long(kb):
     conn = kb.connection()
     rows = conn.execute(
         "SELECT pg_column_toast_chunk_id(embedding) IS NULL, pg_column_size(embedding), pg_column_size(text) < length(text)"
-        " FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,)).fetchall()
+        " FROM kbctl.chunks WHERE namespace_id = %s",
+        (ns.id,),
+    ).fetchall()
     assert rows and all(inline and size >= 384 * 4 and squeezed for inline, size, squeezed in rows)

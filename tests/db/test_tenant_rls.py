@@ -32,7 +32,9 @@ def _fill(kb: kbctl.KnowledgeBase, tmp_path, tag: str) -> None:
     kb.ingest([str(d)], "docs")
     conn = kb.connection()
     ns = kb.namespace("docs")
-    conn.execute("INSERT INTO kbctl.feed_state (namespace_id, url, etag) VALUES (%s, %s, 'x')", (ns.id, f"https://{tag}/feed"))
+    conn.execute(
+        "INSERT INTO kbctl.feed_state (namespace_id, url, etag) VALUES (%s, %s, 'x')", (ns.id, f"https://{tag}/feed")
+    )
     kb.settings.data["audit"]["enabled"] = True
     result = kb.search("refunds", "docs", principal=Principal.parse("user:u1", ()))
     kb.settings.data.setdefault("agents", {})["bot"] = {}
@@ -54,8 +56,12 @@ def two_tenants(kb_home, tenant, tmp_path):
 
 
 def _tables(conn) -> list[str]:
-    return [r[0] for r in conn.execute(
-        "SELECT relname FROM pg_class WHERE relnamespace = 'kbctl'::regnamespace AND relkind = 'r' ORDER BY relname")]
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT relname FROM pg_class WHERE relnamespace = 'kbctl'::regnamespace AND relkind = 'r' ORDER BY relname"
+        )
+    ]
 
 
 def _as_role(kb: kbctl.KnowledgeBase) -> psycopg.Connection:
@@ -74,11 +80,18 @@ def _tenant_of(conn, table: str):
 def test_every_table_of_tenant_data_is_forced_under_row_level_security(two_tenants):
     mine, _ = two_tenants
     conn = mine.connection()
-    rows = dict(conn.execute("SELECT relname, relrowsecurity AND relforcerowsecurity FROM pg_class"
-                             " WHERE relnamespace = 'kbctl'::regnamespace AND relkind = 'r'").fetchall())
+    rows = dict(
+        conn.execute(
+            "SELECT relname, relrowsecurity AND relforcerowsecurity FROM pg_class"
+            " WHERE relnamespace = 'kbctl'::regnamespace AND relkind = 'r'"
+        ).fetchall()
+    )
     unforced = sorted(t for t, forced in rows.items() if not forced and t not in SHARED | {"agent_tokens"})
     assert not unforced, f"tables of tenant data without forced row-level security: {unforced}"
-    assert conn.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user").fetchone()[0] is False
+    assert (
+        conn.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user").fetchone()[0]
+        is False
+    )
 
 
 def test_a_tenants_role_sees_only_its_own_rows_in_every_table(two_tenants):
@@ -90,10 +103,24 @@ def test_a_tenants_role_sees_only_its_own_rows_in_every_table(two_tenants):
                 continue
             everyone = {r[0] for r in owner.execute(_tenant_of(owner, table))}
             assert {mine.tenant, other.tenant} <= everyone, f"{table}: the fixture did not fill it for both tenants"
-            seen = {r[0] for r in conn.execute(sql.SQL("SELECT namespace_id FROM {}").format(sql.Identifier("kbctl", table)))} \
-                if table not in TENANT_COLUMN else None
-            visible = {r[0] for r in conn.execute(_tenant_of(conn, table))} if table in TENANT_COLUMN else \
-                {r[0] for r in owner.execute("SELECT tenant FROM kbctl.namespaces WHERE id = ANY(%s)", (list(seen or ()),))}
+            seen = (
+                {
+                    r[0]
+                    for r in conn.execute(sql.SQL("SELECT namespace_id FROM {}").format(sql.Identifier("kbctl", table)))
+                }
+                if table not in TENANT_COLUMN
+                else None
+            )
+            visible = (
+                {r[0] for r in conn.execute(_tenant_of(conn, table))}
+                if table in TENANT_COLUMN
+                else {
+                    r[0]
+                    for r in owner.execute(
+                        "SELECT tenant FROM kbctl.namespaces WHERE id = ANY(%s)", (list(seen or ()),)
+                    )
+                }
+            )
             assert visible == {mine.tenant}, f"{table}: tenant {mine.tenant}'s role sees rows of {visible}"
         assert [r[0] for r in conn.execute("SELECT name FROM kbctl.tenants")] == [mine.tenant]
     owner.close()
@@ -102,16 +129,27 @@ def test_a_tenants_role_sees_only_its_own_rows_in_every_table(two_tenants):
 def test_a_tenants_role_cannot_write_into_another_tenants_rows(two_tenants):
     mine, other = two_tenants
     theirs = psycopg.connect(other.dsn(), autocommit=True)
-    ns = theirs.execute("SELECT id, profile_id, dimension FROM kbctl.namespaces WHERE tenant = %s", (other.tenant,)).fetchone()
+    ns = theirs.execute(
+        "SELECT id, profile_id, dimension FROM kbctl.namespaces WHERE tenant = %s", (other.tenant,)
+    ).fetchone()
     before = theirs.execute("SELECT count(*) FROM kbctl.documents WHERE namespace_id = %s", (ns[0],)).fetchone()[0]
     with _as_role(mine) as conn:
         refused = [
-            ("INSERT INTO kbctl.documents (namespace_id, uri, source_type, content_hash) VALUES (%s, 'x', 'text', 'h')", (ns[0],)),
-            ("INSERT INTO kbctl.namespaces (tenant, name, profile_id, dimension) VALUES (%s, 'stolen', %s, %s)", (other.tenant, ns[1], ns[2])),
+            (
+                "INSERT INTO kbctl.documents (namespace_id, uri, source_type, content_hash) VALUES (%s, 'x', 'text', 'h')",
+                (ns[0],),
+            ),
+            (
+                "INSERT INTO kbctl.namespaces (tenant, name, profile_id, dimension) VALUES (%s, 'stolen', %s, %s)",
+                (other.tenant, ns[1], ns[2]),
+            ),
             ("INSERT INTO kbctl.feed_state (namespace_id, url) VALUES (%s, 'https://x/')", (ns[0],)),
             ("INSERT INTO kbctl.lexical_vocab (namespace_id, term, df) VALUES (%s, 'zz', 1)", (ns[0],)),
-            ("INSERT INTO kbctl.search_audit (tenant, namespace_ids, principal, query_hash, strategy, returned, withheld)"
-             " VALUES (%s, '{}', 'x', 'h', 's', 0, 0)", (other.tenant,)),
+            (
+                "INSERT INTO kbctl.search_audit (tenant, namespace_ids, principal, query_hash, strategy, returned, withheld)"
+                " VALUES (%s, '{}', 'x', 'h', 's', 0, 0)",
+                (other.tenant,),
+            ),
             ("UPDATE kbctl.documents SET namespace_id = %s", (ns[0],)),
         ]
         for stmt, args in refused:
@@ -121,12 +159,17 @@ def test_a_tenants_role_cannot_write_into_another_tenants_rows(two_tenants):
         for table in ("documents", "chunks", "lexical_postings", "runs", "run_errors", "query_feedback"):
             q = sql.SQL("DELETE FROM {} WHERE namespace_id = %s").format(sql.Identifier("kbctl", table))
             assert conn.execute(q, (ns[0],)).rowcount == 0
-        assert conn.execute("UPDATE kbctl.namespaces SET description = 'x' WHERE tenant = %s", (other.tenant,)).rowcount == 0
+        assert (
+            conn.execute("UPDATE kbctl.namespaces SET description = 'x' WHERE tenant = %s", (other.tenant,)).rowcount
+            == 0
+        )
         assert conn.execute("DELETE FROM kbctl.query_log WHERE tenant = %s", (other.tenant,)).rowcount == 0
         assert conn.execute("DELETE FROM kbctl.agent_tokens WHERE tenant = %s", (other.tenant,)).rowcount == 0
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("ALTER TABLE kbctl.documents DISABLE ROW LEVEL SECURITY")
-    assert theirs.execute("SELECT count(*) FROM kbctl.documents WHERE namespace_id = %s", (ns[0],)).fetchone()[0] == before
+    assert (
+        theirs.execute("SELECT count(*) FROM kbctl.documents WHERE namespace_id = %s", (ns[0],)).fetchone()[0] == before
+    )
     assert other.search("refunds", "docs").hits  # and the other tenant still finds its own
     theirs.close()
 
@@ -134,9 +177,13 @@ def test_a_tenants_role_cannot_write_into_another_tenants_rows(two_tenants):
 def test_the_policy_is_an_initplan_evaluated_once_not_per_posting(two_tenants):
     mine, _ = two_tenants
     with _as_role(mine) as conn:
-        plan = "\n".join(r[0] for r in conn.execute(
-            "EXPLAIN (ANALYZE, COSTS OFF) SELECT count(*) FROM kbctl.lexical_postings WHERE namespace_id = %s",
-            (mine.namespace("docs").id,)))
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                "EXPLAIN (ANALYZE, COSTS OFF) SELECT count(*) FROM kbctl.lexical_postings WHERE namespace_id = %s",
+                (mine.namespace("docs").id,),
+            )
+        )
     assert "InitPlan" in plan and "tenant_namespace_ids" not in plan.split("InitPlan")[0], plan
     assert plan.count("loops=1") >= 2, plan
 
@@ -162,3 +209,29 @@ def test_a_long_tenant_name_gets_a_role_within_postgresqls_63_bytes(kb_home):
         assert len(role.encode()) <= 63
         assert [n["name"] for n in k.namespaces()] == ["docs"]
         k.delete_tenant(name)
+
+
+def test_a_new_tenant_first_used_by_several_processes_at_once_gets_one_role(kb_home, tenant):
+    """The stages of a pipe (or two cron jobs) may be a tenant's first use at the same moment: each
+    process creates the role if missing, serialized, so none fails on a duplicate role."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant + "_race", PYTHONWARNINGS="ignore")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "kbctl", "namespaces", "--json"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(6)
+    ]
+    results = [(p.wait(timeout=300), p.stderr.read().decode()) for p in procs]
+    assert all(rc == 0 for rc, _ in results), results
+    with kbctl.open(home=kb_home, tenant=tenant + "_race") as k:
+        assert [t["name"] for t in k.tenants() if t["name"] == tenant + "_race"] == [tenant + "_race"]

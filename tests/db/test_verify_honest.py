@@ -55,7 +55,19 @@ def run_main(kb_home, tenant, config, capsys):
         STATE._kb = None
         capsys.readouterr()
         with pytest.raises(SystemExit) as ex:
-            main(["--home", str(kb_home), "--tenant", tenant, "--config", str(config), "--profile", "hash-384-sparse", *args])
+            main(
+                [
+                    "--home",
+                    str(kb_home),
+                    "--tenant",
+                    tenant,
+                    "--config",
+                    str(config),
+                    "--profile",
+                    "hash-384-sparse",
+                    *args,
+                ]
+            )
         STATE._kb = None
         out, err = capsys.readouterr()
         return ex.value.code, out, err
@@ -69,7 +81,7 @@ def _corpus(path, seed: int, n: int = 150):
     words = [f"w{i}" for i in range(300)]
     path.mkdir(exist_ok=True)
     for i in range(n):
-        paras = ("\n\n".join(" ".join(rnd.choice(words) for _ in range(20)) for _ in range(2)))
+        paras = "\n\n".join(" ".join(rnd.choice(words) for _ in range(20)) for _ in range(2))
         (path / f"d{i}.md").write_text(f"# Doc {i}\n\n{paras}\n")
     return path
 
@@ -112,17 +124,22 @@ def test_hnsw_misses_are_a_recall_warning_not_a_failure(sparse, replaced, run_ma
 def _twin_chunk(kb, namespace: str) -> int:
     """A chunk whose content hash another chunk of the namespace shares (verify samples all of them here)."""
     ns = kb.namespace(namespace)
-    return kb.connection().execute(
-        "SELECT min(id) FROM kbctl.chunks WHERE namespace_id = %s GROUP BY content_hash HAVING count(*) > 1 LIMIT 1",
-        (ns.id,)).fetchone()[0]
+    return (
+        kb.connection()
+        .execute(
+            "SELECT min(id) FROM kbctl.chunks WHERE namespace_id = %s GROUP BY content_hash HAVING count(*) > 1 LIMIT 1",
+            (ns.id,),
+        )
+        .fetchone()[0]
+    )
 
 
 DAMAGE = {
     "postings": "DELETE FROM kbctl.lexical_postings WHERE namespace_id = %(ns)s AND chunk_id = %(id)s",
     "zero vector": "UPDATE kbctl.chunks SET embedding = array_fill(0, ARRAY[384])::vector WHERE namespace_id = %(ns)s AND id = %(id)s",
     "another vector": "UPDATE kbctl.chunks SET embedding = (SELECT embedding FROM kbctl.chunks WHERE namespace_id = %(ns)s"
-                      " AND content_hash <> (SELECT content_hash FROM kbctl.chunks WHERE namespace_id = %(ns)s AND id = %(id)s)"
-                      " LIMIT 1) WHERE namespace_id = %(ns)s AND id = %(id)s",
+    " AND content_hash <> (SELECT content_hash FROM kbctl.chunks WHERE namespace_id = %(ns)s AND id = %(id)s)"
+    " LIMIT 1) WHERE namespace_id = %(ns)s AND id = %(id)s",
 }
 
 

@@ -62,12 +62,19 @@ def free_port() -> int:
 
 
 def env_for(home: Path, tenant: str, config: Path) -> dict[str, str]:
-    return dict(os.environ, KBCTL_HOME=str(home), KBCTL_TENANT=tenant, KBCTL_CONFIG=str(config), PYTHONWARNINGS="ignore")
+    return dict(
+        os.environ, KBCTL_HOME=str(home), KBCTL_TENANT=tenant, KBCTL_CONFIG=str(config), PYTHONWARNINGS="ignore"
+    )
 
 
 def start_server(home: Path, tenant: str, config: Path, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "kbctl", "serve", "--port", str(port)], cwd=ROOT,
-                            env=env_for(home, tenant, config), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kbctl", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env=env_for(home, tenant, config),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     import httpx
 
     deadline = time.monotonic() + 60

@@ -13,15 +13,35 @@ def env(served, **more):
 
 
 def test_search_forwards_to_the_server_and_falls_back(served, cli):
-    p = cli("search", "refund", "-n", "billing_kb", "--json", tenant_override=served.tenant,
-            env=env(served, KBCTL_SERVER=served.url, KBCTL_TOKEN=served.tokens["ops"]))
+    p = cli(
+        "search",
+        "refund",
+        "-n",
+        "billing_kb",
+        "--json",
+        tenant_override=served.tenant,
+        env=env(served, KBCTL_SERVER=served.url, KBCTL_TOKEN=served.tokens["ops"]),
+    )
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["hits"]
-    down = cli("search", "refund", "-n", "billing_kb", "--json", tenant_override=served.tenant,
-               env=env(served, KBCTL_SERVER="http://127.0.0.1:9", KBCTL_TOKEN="x"))
+    down = cli(
+        "search",
+        "refund",
+        "-n",
+        "billing_kb",
+        "--json",
+        tenant_override=served.tenant,
+        env=env(served, KBCTL_SERVER="http://127.0.0.1:9", KBCTL_TOKEN="x"),
+    )
     assert down.returncode == 0 and json.loads(down.stdout)["hits"] == json.loads(p.stdout)["hits"]
-    refused = cli("search", "refund", "-n", "technical_kb", tenant_override=served.tenant,
-                  env=env(served, KBCTL_SERVER=served.url, KBCTL_TOKEN=served.tokens["billing"]))
+    refused = cli(
+        "search",
+        "refund",
+        "-n",
+        "technical_kb",
+        tenant_override=served.tenant,
+        env=env(served, KBCTL_SERVER=served.url, KBCTL_TOKEN=served.tokens["billing"]),
+    )
     assert refused.returncode == 2 and b"not available" in refused.stderr
 
 
@@ -36,9 +56,15 @@ def test_token_create_stats_and_feedback_dataset(served, cli, tmp_path):
     h = {"Authorization": f"Bearer {served.tokens['billing']}"}
     found = httpx.post(served.url + "/v1/search", json={"query": "wire transfer invoice", "k": 3}, headers=h).json()
     for i, p in enumerate(found["passages"][:2]):
-        httpx.post(served.url + "/v1/feedback", json={"query_id": found["query_id"], "doc_id": p["doc_id"], "useful": i == 0}, headers=h)
+        httpx.post(
+            served.url + "/v1/feedback",
+            json={"query_id": found["query_id"], "doc_id": p["doc_id"], "useful": i == 0},
+            headers=h,
+        )
     out = tmp_path / "feedback.jsonl"
-    p = cli("eval", "import-feedback", "-n", "billing_kb", "-o", str(out), tenant_override=served.tenant, env=env(served))
+    p = cli(
+        "eval", "import-feedback", "-n", "billing_kb", "-o", str(out), tenant_override=served.tenant, env=env(served)
+    )
     assert p.returncode == 0, p.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     mine = [r for r in rows if r["query"] == "wire transfer invoice"]

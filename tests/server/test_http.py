@@ -37,24 +37,40 @@ def test_search_context_fits_the_budget(served):
 
 
 def test_paging_and_snippets(served):
-    first = post(served, "/v1/search", {"query": "payment", "namespaces": ["billing_kb"], "k": 6, "limit": 2, "snippets": True}).json()
+    first = post(
+        served, "/v1/search", {"query": "payment", "namespaces": ["billing_kb"], "k": 6, "limit": 2, "snippets": True}
+    ).json()
     assert len(first["passages"]) == 2 and first["next_cursor"] == "2"
-    second = post(served, "/v1/search", {"query": "payment", "namespaces": ["billing_kb"], "k": 6, "limit": 2, "cursor": "2"}).json()
+    second = post(
+        served, "/v1/search", {"query": "payment", "namespaces": ["billing_kb"], "k": 6, "limit": 2, "cursor": "2"}
+    ).json()
     assert [p["rank"] for p in second["passages"]] == [3, 4]
 
 
 def test_raw_search_is_a_search_result(served):
-    r = post(served, "/v1/search", {"raw": True, "query": "refund", "namespaces": ["billing_kb"], "k": 2, "options": {"mode": "lexical"}})
+    r = post(
+        served,
+        "/v1/search",
+        {"raw": True, "query": "refund", "namespaces": ["billing_kb"], "k": 2, "options": {"mode": "lexical"}},
+    )
     assert r.status_code == 200, r.text
     assert r.json()["mode"] == "lexical" and len(r.json()["hits"]) == 2
 
 
 def test_verify_research_document_and_feedback(served):
-    v = post(served, "/v1/tools/verify_claim", {"claim": "Refunds go back to the original payment method", "namespaces": ["billing_kb"]})
+    v = post(
+        served,
+        "/v1/tools/verify_claim",
+        {"claim": "Refunds go back to the original payment method", "namespaces": ["billing_kb"]},
+    )
     assert v.status_code == 200, v.text
     ev = v.json()["evidence"][0]["signals"]
-    assert set(ev) >= {"dense_similarity", "key_terms_found", "lane_agreement"} and isinstance(v.json()["evidence_found"], bool)
-    res = post(served, "/v1/tools/research_topic", {"topic": "failed payments", "namespaces": ["billing_kb"], "budget": 800})
+    assert set(ev) >= {"dense_similarity", "key_terms_found", "lane_agreement"} and isinstance(
+        v.json()["evidence_found"], bool
+    )
+    res = post(
+        served, "/v1/tools/research_topic", {"topic": "failed payments", "namespaces": ["billing_kb"], "budget": 800}
+    )
     assert res.status_code == 200, res.text
     assert res.json()["documents"] and "sub_queries" in res.json()
     s = post(served, "/v1/search", {"query": "refund", "namespaces": ["billing_kb"], "k": 2}).json()
@@ -64,7 +80,9 @@ def test_verify_research_document_and_feedback(served):
     assert hit["chunk_id"] in [c["chunk_id"] for c in d.json()["chunks"]] and len(d.json()["chunks"]) <= 3
     f = post(served, "/v1/feedback", {"query_id": s["query_id"], "doc_id": hit["doc_id"], "useful": True})
     assert f.status_code == 200 and f.json()["recorded"]
-    assert post(served, "/v1/feedback", {"query_id": s["query_id"], "doc_id": 999999, "useful": True}).status_code == 400
+    assert (
+        post(served, "/v1/feedback", {"query_id": s["query_id"], "doc_id": 999999, "useful": True}).status_code == 400
+    )
 
 
 def test_namespaces_health_and_metrics(served):
@@ -79,25 +97,32 @@ def test_namespaces_health_and_metrics(served):
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic abc"}])
 def test_requests_without_a_valid_token_are_refused(served, headers):
     for method, path in (("post", "/v1/search"), ("get", "/v1/namespaces"), ("post", "/mcp")):
-        r = getattr(httpx, method)(served.url + path, headers=headers, **({"json": {"query": "x"}} if method == "post" else {}))
+        r = getattr(httpx, method)(
+            served.url + path, headers=headers, **({"json": {"query": "x"}} if method == "post" else {})
+        )
         assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
 
 
-@pytest.mark.parametrize(("body", "fragment"), [
-    ({"query": "x" * 501}, "longer than 500"),
-    ({"query": "x", "k": 51}, "at most 50"),
-    ({"query": "x", "budget": 6001}, "at most 6000"),
-    ({"query": "x", "k": "many"}, "invalid arguments: k"),
-    ({"query": "x", "bogus": 1}, "bogus"),
-    ({}, "query"),
-])
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"query": "x" * 501}, "longer than 500"),
+        ({"query": "x", "k": 51}, "at most 50"),
+        ({"query": "x", "budget": 6001}, "at most 6000"),
+        ({"query": "x", "k": "many"}, "invalid arguments: k"),
+        ({"query": "x", "bogus": 1}, "bogus"),
+        ({}, "query"),
+    ],
+)
 def test_limits_are_4xx_with_a_message(served, body, fragment):
     r = post(served, "/v1/search", body)
     assert 400 <= r.status_code < 500 and fragment in r.json()["error"], r.text
 
 
 def test_body_size_and_malformed_json(served):
-    r = httpx.post(served.url + "/v1/search", content=b'{"query": "' + b"x" * 9000 + b'"}', headers=served.headers("ops"))
+    r = httpx.post(
+        served.url + "/v1/search", content=b'{"query": "' + b"x" * 9000 + b'"}', headers=served.headers("ops")
+    )
     assert r.status_code == 413 and "8192" in r.json()["error"]
     r = httpx.post(served.url + "/v1/search", content=b"{not json", headers=served.headers("ops"))
     assert r.status_code == 400 and "JSON" in r.json()["error"]
@@ -117,7 +142,9 @@ def test_sigterm_drains_requests_in_flight(served, kb_home):
     results: list[int] = []
 
     def call():
-        r = httpx.post(url, json={"topic": "payments and invoices", "budget": 3000}, headers=served.headers("ops"), timeout=60)
+        r = httpx.post(
+            url, json={"topic": "payments and invoices", "budget": 3000}, headers=served.headers("ops"), timeout=60
+        )
         results.append(r.status_code)
 
     threads = [threading.Thread(target=call) for _ in range(6)]

@@ -28,12 +28,24 @@ async def exercise(session, namespace: str) -> dict:
     out = {"tools": tools, "search": found}
     if "get_document" in tools:
         hit = found["passages"][0]
-        out["document"] = text_of(await session.call_tool("get_document", {"doc_id": hit["doc_id"], "around_chunk": hit["chunk_id"], "window": 1}))
-        out["verify"] = text_of(await session.call_tool("verify_claim", {"claim": "refunds take 5 to 10 business days"}))
+        out["document"] = text_of(
+            await session.call_tool(
+                "get_document", {"doc_id": hit["doc_id"], "around_chunk": hit["chunk_id"], "window": 1}
+            )
+        )
+        out["verify"] = text_of(
+            await session.call_tool("verify_claim", {"claim": "refunds take 5 to 10 business days"})
+        )
         out["research"] = text_of(await session.call_tool("research_topic", {"topic": "refund", "budget": 600}))
         out["namespaces"] = text_of(await session.call_tool("list_namespaces", {}))
-        out["feedback"] = text_of(await session.call_tool("record_feedback", {"query_id": found["query_id"], "doc_id": hit["doc_id"], "useful": True}))
-        out["outside"] = await session.call_tool("search_knowledge", {"query": "deploy", "namespaces": ["technical_kb"]})
+        out["feedback"] = text_of(
+            await session.call_tool(
+                "record_feedback", {"query_id": found["query_id"], "doc_id": hit["doc_id"], "useful": True}
+            )
+        )
+        out["outside"] = await session.call_tool(
+            "search_knowledge", {"query": "deploy", "namespaces": ["technical_kb"]}
+        )
         out["missing"] = await session.call_tool("search_knowledge", {"query": "deploy", "namespaces": ["zzz_kb"]})
     return out
 
@@ -41,8 +53,12 @@ async def exercise(session, namespace: str) -> dict:
 def test_stdio_server_lists_and_calls_every_tool(served):
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kbctl", "mcp", "--agent", "billing"], cwd=str(ROOT),
-                                   env=env_for(served.home, served.tenant, served.config))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kbctl", "mcp", "--agent", "billing"],
+        cwd=str(ROOT),
+        env=env_for(served.home, served.tenant, served.config),
+    )
 
     async def main():
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -57,14 +73,20 @@ def test_stdio_server_lists_and_calls_every_tool(served):
     assert out["document"]["chunks"] and out["namespaces"]["namespaces"][0]["name"] == "billing_kb"
     assert "evidence_found" in out["verify"] and out["research"]["documents"] and out["feedback"]["recorded"]
     assert out["outside"].is_error and out["missing"].is_error
-    assert out["outside"].content[0].text.replace("technical_kb", "?") == out["missing"].content[0].text.replace("zzz_kb", "?")
+    assert out["outside"].content[0].text.replace("technical_kb", "?") == out["missing"].content[0].text.replace(
+        "zzz_kb", "?"
+    )
 
 
 def test_stdio_agent_sees_only_its_tools(served):
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kbctl", "mcp", "--agent", "reader"], cwd=str(ROOT),
-                                   env=env_for(served.home, served.tenant, served.config))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kbctl", "mcp", "--agent", "reader"],
+        cwd=str(ROOT),
+        env=env_for(served.home, served.tenant, served.config),
+    )
 
     async def main():
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -85,9 +107,11 @@ def test_streamable_http_mcp_with_a_token(served, agent):
     from mcp.client.streamable_http import streamable_http_client
 
     async def main():
-        async with httpx2.AsyncClient(headers=served.headers(agent), timeout=30) as http, \
-                streamable_http_client(served.url + "/mcp", http_client=http) as streams, \
-                ClientSession(streams[0], streams[1]) as session:
+        async with (
+            httpx2.AsyncClient(headers=served.headers(agent), timeout=30) as http,
+            streamable_http_client(served.url + "/mcp", http_client=http) as streams,
+            ClientSession(streams[0], streams[1]) as session,
+        ):
             return await exercise(session, "billing_kb")
 
     out = anyio.run(main)

@@ -18,12 +18,15 @@ def _same(a: httpx.Response, b: httpx.Response, x: str, y: str) -> None:
     assert a.json()["error"].replace(x, "?") == b.json()["error"].replace(y, "?")
 
 
-@pytest.mark.parametrize("tool,args", [
-    ("/v1/search", {"query": "deploy"}),
-    ("/v1/tools/search_knowledge", {"query": "deploy"}),
-    ("/v1/tools/verify_claim", {"claim": "deploy"}),
-    ("/v1/tools/research_topic", {"topic": "deploy"}),
-])
+@pytest.mark.parametrize(
+    "tool,args",
+    [
+        ("/v1/search", {"query": "deploy"}),
+        ("/v1/tools/search_knowledge", {"query": "deploy"}),
+        ("/v1/tools/verify_claim", {"claim": "deploy"}),
+        ("/v1/tools/research_topic", {"topic": "deploy"}),
+    ],
+)
 def test_no_search_tool_reaches_another_namespace(served, tool, args):
     existing = call(served, tool, {**args, "namespaces": ["technical_kb"]})
     missing = call(served, tool, {**args, "namespaces": ["no_such_kb"]})
@@ -49,7 +52,9 @@ def test_filters_cannot_widen_the_scope(served):
 
 
 def test_documents_of_another_namespace_look_like_missing_ones(served):
-    tech = call(served, "/v1/search", {"query": "deploy", "namespaces": ["technical_kb"], "k": 1}, agent="ops").json()["passages"][0]
+    tech = call(served, "/v1/search", {"query": "deploy", "namespaces": ["technical_kb"], "k": 1}, agent="ops").json()[
+        "passages"
+    ][0]
     billing = call(served, "/v1/search", {"query": "refund", "k": 1}).json()["passages"][0]
     other = call(served, f"/v1/documents/{tech['doc_id']}", method="get")
     missing = call(served, "/v1/documents/987654321", method="get")
@@ -61,9 +66,15 @@ def test_documents_of_another_namespace_look_like_missing_ones(served):
 def test_feedback_cannot_touch_another_agents_query_or_namespace(served):
     ops = call(served, "/v1/search", {"query": "deploy", "namespaces": ["technical_kb"], "k": 1}, agent="ops").json()
     mine = call(served, "/v1/search", {"query": "refund", "k": 1}).json()
-    others_query = call(served, "/v1/feedback", {"query_id": ops["query_id"], "doc_id": ops["passages"][0]["doc_id"], "useful": True})
-    no_query = call(served, "/v1/feedback", {"query_id": 99999999, "doc_id": ops["passages"][0]["doc_id"], "useful": True})
+    others_query = call(
+        served, "/v1/feedback", {"query_id": ops["query_id"], "doc_id": ops["passages"][0]["doc_id"], "useful": True}
+    )
+    no_query = call(
+        served, "/v1/feedback", {"query_id": 99999999, "doc_id": ops["passages"][0]["doc_id"], "useful": True}
+    )
     _same(others_query, no_query, str(ops["query_id"]), "99999999")
-    tech_doc = call(served, "/v1/feedback", {"query_id": mine["query_id"], "doc_id": ops["passages"][0]["doc_id"], "useful": True})
+    tech_doc = call(
+        served, "/v1/feedback", {"query_id": mine["query_id"], "doc_id": ops["passages"][0]["doc_id"], "useful": True}
+    )
     no_doc = call(served, "/v1/feedback", {"query_id": mine["query_id"], "doc_id": 987654321, "useful": True})
     _same(tech_doc, no_doc, str(ops["passages"][0]["doc_id"]), "987654321")

@@ -19,7 +19,9 @@ _ENTRIES = st.one_of(
     st.sampled_from(["eng", "", "user:", "group:a b", "role:admin", "?int", " public"]),  # malformed
 )
 _ACLS = st.one_of(st.none(), st.lists(_ENTRIES, max_size=4), st.sampled_from([42, "public", {"a": 1}]))
-_PRINCIPALS = st.one_of(st.none(), st.builds(Principal, st.one_of(st.none(), _IDS), st.lists(_IDS, max_size=3).map(tuple)))
+_PRINCIPALS = st.one_of(
+    st.none(), st.builds(Principal, st.one_of(st.none(), _IDS), st.lists(_IDS, max_size=3).map(tuple))
+)
 
 
 def _reference(principal, acl, default) -> bool:
@@ -27,8 +29,16 @@ def _reference(principal, acl, default) -> bool:
         return default == "public"
     if not isinstance(acl, list):
         return False
-    valid = all(e == "public" or (e.split(":", 1)[0] in ("user", "group") and e.split(":", 1)[1:] != [""]
-                                  and " " not in e and e.count(":") == 1) for e in acl)
+    valid = all(
+        e == "public"
+        or (
+            e.split(":", 1)[0] in ("user", "group")
+            and e.split(":", 1)[1:] != [""]
+            and " " not in e
+            and e.count(":") == 1
+        )
+        for e in acl
+    )
     if not valid:
         return False
     mine = {"public"}
@@ -55,7 +65,9 @@ def test_normalized_acls_never_widen(acl):
     if acl is None:
         assert norm is None
     elif isinstance(acl, list) and norm is not None:
-        assert gate.allows(1, list(norm)) is _reference(Principal("u1", ("eng",)), [str(a).strip() if isinstance(a, str) else "?" for a in acl], "deny")
+        assert gate.allows(1, list(norm)) is _reference(
+            Principal("u1", ("eng",)), [str(a).strip() if isinstance(a, str) else "?" for a in acl], "deny"
+        )
     else:
         assert norm is not None
 
@@ -70,10 +82,18 @@ def test_lift_acl_moves_it_out_of_the_content_hash():
 
 
 def test_rules_and_recipients():
-    policy = AclPolicy.of(AccessSettings.from_table("t", {
-        "acl_rules": [{"glob": "hr/**", "principals": ["group:hr"]}, {"glob": "https://wiki.x/private/*", "principals": ["user:u1"]}],
-        "acl_from_recipients": True,
-    }))
+    policy = AclPolicy.of(
+        AccessSettings.from_table(
+            "t",
+            {
+                "acl_rules": [
+                    {"glob": "hr/**", "principals": ["group:hr"]},
+                    {"glob": "https://wiki.x/private/*", "principals": ["user:u1"]},
+                ],
+                "acl_from_recipients": True,
+            },
+        )
+    )
     assert policy.derived("file:///srv/c/hr/a.md", {"path": "/srv/c/hr/a.md"}, "markdown") == ("group:hr",)
     assert policy.derived("https://wiki.x/private/p", {}, "html") == ("user:u1",)
     assert policy.derived("file:///srv/c/a.md", {"path": "/srv/c/a.md"}, "markdown") is None
@@ -81,12 +101,15 @@ def test_rules_and_recipients():
     assert mail == ("user:a@x.org", "user:b@x.org", "user:c@x.org")
 
 
-@pytest.mark.parametrize("table", [
-    {"acl_default": "open"},
-    {"acl_rules": [{"glob": "hr/**"}]},
-    {"acl_rules": [{"glob": "hr/**", "principals": ["hr"]}]},
-    {"acl_rules": [{"glob": "hr/**", "principals": ["group:hr"], "extra": 1}]},
-])
+@pytest.mark.parametrize(
+    "table",
+    [
+        {"acl_default": "open"},
+        {"acl_rules": [{"glob": "hr/**"}]},
+        {"acl_rules": [{"glob": "hr/**", "principals": ["hr"]}]},
+        {"acl_rules": [{"glob": "hr/**", "principals": ["group:hr"], "extra": 1}]},
+    ],
+)
 def test_bad_access_settings_are_config_errors(table):
     with pytest.raises(ConfigError):
         AccessSettings.from_table("namespaces.x", table)

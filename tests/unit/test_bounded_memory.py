@@ -107,8 +107,10 @@ def test_windows_of_a_long_sentence_match_whole_tokenization():
     tok = WordTokenizer()
     text = "x " + " ".join(f"w{i}, e{i}" for i in range(20_000))
     spans = tok.spans(text[2:])
-    want = [(2 + spans[i][0], 2 + spans[min(i + 50, len(spans)) - 1][1], min(50, len(spans) - i))
-            for i in range(0, len(spans), 50)]
+    want = [
+        (2 + spans[i][0], 2 + spans[min(i + 50, len(spans)) - 1][1], min(50, len(spans) - i))
+        for i in range(0, len(spans), 50)
+    ]
     assert list(_windows(text, 2, len(text), 50, tok)) == want
 
 
@@ -120,7 +122,9 @@ def test_document_over_max_document_chars_is_a_recorded_error():
     profile = load_settings().profile("hash-384")
     small = replace(profile, chunk=replace(profile.chunk, max_document_chars=1000))
     doc = extract(Source("file:///long.txt", b"A sentence of words. " * 100))[0]
-    with pytest.raises(ExtractError, match=r"document too long: 2,099 characters, over the 1,000 of chunk.max_document_chars"):
+    with pytest.raises(
+        ExtractError, match=r"document too long: 2,099 characters, over the 1,000 of chunk.max_document_chars"
+    ):
         chunk_document(doc, small)
     assert chunk_document(doc, profile)
 
@@ -144,8 +148,10 @@ def _rss(n: int) -> bytes:
         f"<category>c{i % 3}</category><description>&lt;p&gt;Summary of entry {i}.&lt;/p&gt;</description></item>"
         for i in range(n)
     )
-    return (f'<?xml version="1.0"?><rss version="2.0"><channel><title>Big &amp; busy</title>'
-            f"<link>https://example.com/</link>{items}</channel></rss>").encode()
+    return (
+        f'<?xml version="1.0"?><rss version="2.0"><channel><title>Big &amp; busy</title>'
+        f"<link>https://example.com/</link>{items}</channel></rss>"
+    ).encode()
 
 
 def test_large_feed_is_streamed_with_every_entry(tmp_path):
@@ -174,15 +180,22 @@ def test_streamed_feed_reads_as_feedparser_does(name):
     path = REPO / "tests" / "fixtures" / "extract" / name
     src = Source(path.as_uri(), path.read_bytes())
     parsed = F.parse_feed_bytes(src.content, src.uri)
-    assert F._documents(stream_feed(src.content), src) == F._documents(((parsed.feed.get("title"), e) for e in parsed.entries), src)
+    assert F._documents(stream_feed(src.content), src) == F._documents(
+        ((parsed.feed.get("title"), e) for e in parsed.entries), src
+    )
 
 
 def test_odd_large_feed_falls_back_to_feedparser():
     """RSS 1.0 (RDF) is not streamed: feedparser reads it, whatever its size."""
-    items = "".join(f'<item rdf:about="https://example.com/{i}"><title>T{i}</title><link>https://example.com/{i}</link>'
-                    f"<description>Body {i} {'x' * 100}</description></item>" for i in range(6000))
-    rdf = ('<?xml version="1.0"?><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" '
-           f'xmlns="http://purl.org/rss/1.0/"><channel rdf:about="x"><title>R</title></channel>{items}</rdf:RDF>')
+    items = "".join(
+        f'<item rdf:about="https://example.com/{i}"><title>T{i}</title><link>https://example.com/{i}</link>'
+        f"<description>Body {i} {'x' * 100}</description></item>"
+        for i in range(6000)
+    )
+    rdf = (
+        '<?xml version="1.0"?><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" '
+        f'xmlns="http://purl.org/rss/1.0/"><channel rdf:about="x"><title>R</title></channel>{items}</rdf:RDF>'
+    )
     docs = extract(Source("https://example.com/feed.rdf", rdf.encode(), "application/rdf+xml", kind="feed"))
     assert len(docs) == 6000 and docs[0].metadata["feed_title"] == "R"
 
@@ -192,8 +205,13 @@ def test_odd_large_feed_falls_back_to_feedparser():
 
 def test_deeply_nested_html_gives_its_text_with_a_note():
     depth = 10_000
-    page = ("<html><head><title>Deep</title></head><body>" + "<div>" * depth
-            + "<p>Deep text at the bottom of the nest.</p>" + "</div>" * depth + "</body></html>")
+    page = (
+        "<html><head><title>Deep</title></head><body>"
+        + "<div>" * depth
+        + "<p>Deep text at the bottom of the nest.</p>"
+        + "</div>" * depth
+        + "</body></html>"
+    )
     (doc,) = extract(Source("file:///deep.html", page.encode()))
     assert doc.text == "Deep text at the bottom of the nest."
     assert "tags stripped" in doc.metadata["extract_note"]
@@ -226,7 +244,11 @@ def _encrypted_pdf() -> bytes:
         out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R /Encrypt 4 0 R /ID [<%s> <%s>] >>\n" % (len(objs) + 1, b"ab" * 16, b"ab" * 16)
+    out += b"trailer\n<< /Size %d /Root 1 0 R /Encrypt 4 0 R /ID [<%s> <%s>] >>\n" % (
+        len(objs) + 1,
+        b"ab" * 16,
+        b"ab" * 16,
+    )
     return bytes(out + b"startxref\n%d\n%%%%EOF\n" % xref)
 
 

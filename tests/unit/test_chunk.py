@@ -15,11 +15,13 @@ def _profile(name="minilm"):
 def test_chunks_are_exact_spans_within_the_model_limit():
     prof = _profile()
     tok = get_tokenizer(prof)
-    doc = Document.from_blocks("mem://d", "A title", [Block("Intro paragraph."), Block(LONG, heading_path=("Refunds", "Timing"))], "markdown")
+    doc = Document.from_blocks(
+        "mem://d", "A title", [Block("Intro paragraph."), Block(LONG, heading_path=("Refunds", "Timing"))], "markdown"
+    )
     chunks = chunk_document(doc, prof)
     assert len(chunks) > 5
     for c in chunks:
-        assert doc.text[c.char_start:c.char_end] == c.text
+        assert doc.text[c.char_start : c.char_end] == c.text
         assert c.token_count <= prof.chunk.size
         assert tok.count(c.embed_text) + tok.special_tokens <= prof.max_tokens  # nothing truncated
     assert chunks[0].heading_path == () and chunks[1].heading_path == ("Refunds", "Timing")
@@ -32,7 +34,7 @@ def test_overlap_repeats_whole_sentences():
     doc = Document.from_blocks("mem://d", "", [Block(LONG)], "text")
     a, b = chunk_document(doc, prof)[:2]
     assert b.char_start < a.char_end  # they overlap
-    shared = doc.text[b.char_start:a.char_end]
+    shared = doc.text[b.char_start : a.char_end]
     assert shared.startswith("Sentence number") and shared.endswith(".")
 
 
@@ -69,7 +71,9 @@ def test_semantic_strategy_splits_where_the_topic_changes(tmp_path):
     from kbctl.config import load_settings as _ls
 
     cfg = tmp_path / "kbctl.toml"
-    cfg.write_text('[profiles.sem]\nembedder = "hash"\nmodel = "hash"\n[profiles.sem.chunk]\nstrategy = "semantic"\nsemantic_threshold = 0.05\n')
+    cfg.write_text(
+        '[profiles.sem]\nembedder = "hash"\nmodel = "hash"\n[profiles.sem.chunk]\nstrategy = "semantic"\nsemantic_threshold = 0.05\n'
+    )
     prof = _ls(cfg, env={}).profile("sem")
     refunds = "Refunds go back to the card. Refunds take five days. Refunds need approval."
     sso = "SAML login uses the identity provider. SAML login needs a certificate. SAML login maps groups."
@@ -77,4 +81,4 @@ def test_semantic_strategy_splits_where_the_topic_changes(tmp_path):
     chunks = chunk_document(doc, prof)
     assert [c.text for c in chunks] == [refunds, sso]
     for c in chunks:
-        assert doc.text[c.char_start:c.char_end] == c.text
+        assert doc.text[c.char_start : c.char_end] == c.text

@@ -38,12 +38,17 @@ def test_the_import_contract_forbids_every_other_kbctl_module():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     (contract,) = [c for c in config if c["name"] == CONTRACT]
     assert contract["source_modules"] == ["kbctl.cli"]
-    top = {f"kbctl.{p.stem if p.is_file() else p.name}" for p in (ROOT / "kbctl").iterdir()
-           if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())}
+    top = {
+        f"kbctl.{p.stem if p.is_file() else p.name}"
+        for p in (ROOT / "kbctl").iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())
+    }
     expected = top - ALLOWED - {"kbctl.cli", "kbctl.__main__"}
     listed = set(contract["forbidden_modules"])
-    assert listed == expected, (f"add {sorted(expected - listed)} to the contract's forbidden_modules in pyproject.toml"
-                                f" (or to ALLOWED here, if the CLI may use it); drop {sorted(listed - expected)}")
+    assert listed == expected, (
+        f"add {sorted(expected - listed)} to the contract's forbidden_modules in pyproject.toml"
+        f" (or to ALLOWED here, if the CLI may use it); drop {sorted(listed - expected)}"
+    )
 
 
 def test_no_command_opens_a_connection_or_reaches_into_the_database():

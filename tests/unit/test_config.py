@@ -38,7 +38,13 @@ def test_unknown_profile_key_and_bad_type(tmp_path):
 
 
 def test_user_profile_overrides_shared_settings(tmp_path):
-    s = load_settings(_user(tmp_path, '[profiles.small]\nembedder = "hash"\nmodel = "h"\ndimension = 64\n[profiles.small.chunk]\nsize = 100\n'), env={})
+    s = load_settings(
+        _user(
+            tmp_path,
+            '[profiles.small]\nembedder = "hash"\nmodel = "h"\ndimension = 64\n[profiles.small.chunk]\nsize = 100\n',
+        ),
+        env={},
+    )
     p = s.profile("small")
     assert (p.dimension, p.chunk.size, p.chunk.overlap) == (64, 100, 32)
     assert p.fingerprint != s.profile("hash-384").fingerprint

@@ -32,8 +32,9 @@ def test_the_profile_matches_what_the_model_makes(profile):
     from kbctl.embed import get_embedder
 
     emb = get_embedder(profile)
-    docs = emb.embed_documents(["Adults need about 0.8 g of protein per kg of body weight a day.",
-                                "Paris is the capital of France."])
+    docs = emb.embed_documents(
+        ["Adults need about 0.8 g of protein per kg of body weight a day.", "Paris is the capital of France."]
+    )
     q = emb.embed_query("how much protein per day")
     assert docs.shape == (2, profile.dimension) and q.shape == (profile.dimension,)
     assert docs.dtype == np.float32 and np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-4)

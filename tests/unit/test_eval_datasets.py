@@ -40,8 +40,12 @@ def test_dataset_is_frozen_and_qrels_read_only():
 def test_corpus_is_streamed_with_defaults():
     it = iter_beir_corpus(BEIR)
     first = next(it)
-    assert first == {"_id": "d1", "title": "Refund timing",
-                     "text": "Refunds reach the card within 5 to 10 business days.", "metadata": {"lang": "en"}}
+    assert first == {
+        "_id": "d1",
+        "title": "Refund timing",
+        "text": "Refunds reach the card within 5 to 10 business days.",
+        "metadata": {"lang": "en"},
+    }
     rest = list(it)
     assert [d["_id"] for d in rest] == ["d2", "3", "d4"]  # the blank line is skipped
     assert rest[1]["title"] == "" and rest[1]["metadata"] == {}
@@ -71,14 +75,17 @@ def test_limited_keeps_the_first_queries():
     assert [q.id for q in ds.queries] == ["q01", "q02"] and set(ds.qrels) == {"q01", "q02"}
 
 
-@pytest.mark.parametrize("name, line, message", [
-    ("grade.jsonl", 2, "grade of 'a.md' must be an integer"),
-    ("typo.jsonl", 2, "unknown key 'querry'"),
-    ("duplicate.jsonl", 2, "duplicate query id 'q01'"),
-    ("json.jsonl", 3, "not valid JSON"),
-    ("norelevant.jsonl", 1, "no document with a grade above 0"),
-    ("noquery.jsonl", 1, "'query' must be a non-empty string"),
-])
+@pytest.mark.parametrize(
+    "name, line, message",
+    [
+        ("grade.jsonl", 2, "grade of 'a.md' must be an integer"),
+        ("typo.jsonl", 2, "unknown key 'querry'"),
+        ("duplicate.jsonl", 2, "duplicate query id 'q01'"),
+        ("json.jsonl", 3, "not valid JSON"),
+        ("norelevant.jsonl", 1, "no document with a grade above 0"),
+        ("noquery.jsonl", 1, "'query' must be a non-empty string"),
+    ],
+)
 def test_bad_golden_lines_name_file_and_line(name, line, message):
     path = FIX / "bad" / name
     with pytest.raises(ConfigError) as info:
@@ -99,11 +106,14 @@ def _beir_copy(tmp_path: Path) -> Path:
     return dst
 
 
-@pytest.mark.parametrize("row, message", [
-    ("q1\td9\n", "expected 3 tab-separated columns"),
-    ("q1\td9\thigh\n", "score must be an integer"),
-    ("q1\td1\t2\n", "duplicate judgement"),
-])
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ("q1\td9\n", "expected 3 tab-separated columns"),
+        ("q1\td9\thigh\n", "score must be an integer"),
+        ("q1\td1\t2\n", "duplicate judgement"),
+    ],
+)
 def test_bad_qrels_rows(tmp_path, row, message):
     col = _beir_copy(tmp_path)
     qrels = col / "qrels" / "test.tsv"

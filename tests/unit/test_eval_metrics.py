@@ -22,8 +22,7 @@ from kbctl.evals.metrics import (
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
 OURS = ["ndcg@10", "recall@10", "recall@100", "p@10", "mrr@10", "map"]
-THEIRS = {"ndcg@10": "ndcg_cut_10", "recall@10": "recall_10", "recall@100": "recall_100",
-          "p@10": "P_10", "map": "map"}
+THEIRS = {"ndcg@10": "ndcg_cut_10", "recall@10": "recall_10", "recall@100": "recall_100", "p@10": "P_10", "map": "map"}
 
 
 def _reference(run, qrels):
@@ -32,8 +31,7 @@ def _reference(run, qrels):
     full = ev.evaluate(run)
     cut = {q: {d: docs[d] for d in rank_run(docs)[:10]} for q, docs in run.items()}
     rr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(cut)
-    return {q: {**{o: full[q][t] for o, t in THEIRS.items()}, "mrr@10": rr[q]["recip_rank"]}
-            for q in full}
+    return {q: {**{o: full[q][t] for o, t in THEIRS.items()}, "mrr@10": rr[q]["recip_rank"]} for q in full}
 
 
 def _assert_agrees(run, qrels):
@@ -55,8 +53,16 @@ QRELS = {
 }
 RUN = {
     # z is judged -1 and ranked first; b, c, a tie at 1.0 (trec_eval: docid descending -> c, b, a)
-    "graded": {"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.5, "z": 3.0, "e": 0.1,
-               **{f"n{i:02d}": -float(i) for i in range(20)}, "far": -100.0},
+    "graded": {
+        "a": 1.0,
+        "b": 1.0,
+        "c": 1.0,
+        "d": 0.5,
+        "z": 3.0,
+        "e": 0.1,
+        **{f"n{i:02d}": -float(i) for i in range(20)},
+        "far": -100.0,
+    },
     "all_nonrel": {"x": 1.0, "y": 0.5},
     "one": {f"d{i}": 0.0 for i in range(15)} | {"only": 0.0},  # all tied: "only" sorts first
     "empty_run": {},

@@ -100,8 +100,9 @@ def test_compare_modes_and_single_mode(report):
 
 
 def test_text_from_data_is_escaped(report):
-    evil = replace(report, dataset="<script>x</script>",
-                   modes=tuple(replace(m, mode=f"<b>{m.mode}") for m in report.modes))
+    evil = replace(
+        report, dataset="<script>x</script>", modes=tuple(replace(m, mode=f"<b>{m.mode}") for m in report.modes)
+    )
     html = render_html(evil)
     assert "<script>" not in html and "<b>lexical" not in html
     _parse(html)

@@ -56,8 +56,16 @@ def test_metrics_per_mode(report):
     # returned order wins over trec_eval's docid tie-break: c stays at rank 2 although "y" > "c"
     assert bad.per_query["q2"]["mrr@10"] == pytest.approx(0.5)
     assert bad.metrics["mrr@10"] == pytest.approx(0.5 / 3)
-    assert set(good.metrics) >= {"ndcg@10", "recall@10", "recall@100", "p@10", "mrr@10", "map",
-                                 "latency_ms_p50", "latency_ms_p95"}
+    assert set(good.metrics) >= {
+        "ndcg@10",
+        "recall@10",
+        "recall@100",
+        "p@10",
+        "mrr@10",
+        "map",
+        "latency_ms_p50",
+        "latency_ms_p95",
+    }
     assert list(good.recall_curve) == list(CURVE_KS) and good.recall_curve[1] == pytest.approx((0.5 + 1 + 0) / 3)
     assert len(good.latencies_ms) == 3 and all(t >= 0 for t in good.latencies_ms)
     assert report.settings["profile"] == "minilm" and report.settings["num_queries"] == 3
@@ -65,8 +73,15 @@ def test_metrics_per_mode(report):
 
 def test_depth_limit_k_and_progress():
     seen = []
-    rep = run_eval(DATASET, fake_search, ["good"], k=5, depth=1, limit=2,
-                   progress=lambda mode, done, total: seen.append((mode, done, total)))
+    rep = run_eval(
+        DATASET,
+        fake_search,
+        ["good"],
+        k=5,
+        depth=1,
+        limit=2,
+        progress=lambda mode, done, total: seen.append((mode, done, total)),
+    )
     assert seen == [("good", 1, 2), ("good", 2, 2)]
     m = rep.mode("good")
     assert m.num_queries == 2 and "p@5" in m.metrics and "ndcg@5" in m.metrics
@@ -94,13 +109,16 @@ def test_bad_arguments():
         run_eval(DATASET, fake_search, ["good"], k=0)
 
 
-@pytest.mark.parametrize("text, gate", [
-    ("ndcg@10=0.65", Gate("ndcg@10", 0.65, None, ">=")),
-    ("hybrid:ndcg@10=0.65", Gate("ndcg@10", 0.65, "hybrid", ">=")),
-    (" hybrid : recall@100 >= 0.9 ", Gate("recall@100", 0.9, "hybrid", ">=")),
-    ("latency_ms_p95=250", Gate("latency_ms_p95", 250.0, None, "<=")),
-    ("MAP<=0.5", Gate("map", 0.5, None, "<=")),
-])
+@pytest.mark.parametrize(
+    "text, gate",
+    [
+        ("ndcg@10=0.65", Gate("ndcg@10", 0.65, None, ">=")),
+        ("hybrid:ndcg@10=0.65", Gate("ndcg@10", 0.65, "hybrid", ">=")),
+        (" hybrid : recall@100 >= 0.9 ", Gate("recall@100", 0.9, "hybrid", ">=")),
+        ("latency_ms_p95=250", Gate("latency_ms_p95", 250.0, None, "<=")),
+        ("MAP<=0.5", Gate("map", 0.5, None, "<=")),
+    ],
+)
 def test_parse_gate(text, gate):
     assert parse_gate(text) == gate
 
@@ -178,9 +196,19 @@ def test_passage_metrics_from_judged_sections(tmp_path):
     from kbctl.evals.runner import report_from_json, report_to_json, run_eval
 
     path = tmp_path / "queries.jsonl"
-    path.write_text(json.dumps({"id": "q1", "query": "LMN-4012", "relevant": {"a.md": 2},
-                                "passages": {"a.md#LMN-4012 — E_SCOPE_DENIED": 2}}) + "\n"
-                    + json.dumps({"id": "q2", "query": "other", "relevant": {"b.md": 1}}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "id": "q1",
+                "query": "LMN-4012",
+                "relevant": {"a.md": 2},
+                "passages": {"a.md#LMN-4012 — E_SCOPE_DENIED": 2},
+            }
+        )
+        + "\n"
+        + json.dumps({"id": "q2", "query": "other", "relevant": {"b.md": 1}})
+        + "\n"
+    )
     ds = load_golden(path)
     assert dict(ds.passage_qrels["q1"]) == {"a.md#LMN-4012 — E_SCOPE_DENIED": 2} and "q2" not in ds.passage_qrels
 

@@ -43,7 +43,7 @@ def only(docs: list[Document]) -> Document:
 def assert_consistent(doc: Document) -> None:
     """Blocks are exact spans of the text, and metadata is plain JSON."""
     for b in doc.blocks:
-        assert doc.text[b.start:b.start + len(b.text)] == b.text
+        assert doc.text[b.start : b.start + len(b.text)] == b.text
     json.dumps(dict(doc.metadata))  # no default=: dates etc. must already be strings
 
 
@@ -131,7 +131,9 @@ def test_markdown_setext_headings_breaks_and_unclosed_front_matter():
     parts = markdown_blocks("Top\n===\n\nintro\n\nSection\n-------\nbody\n\n***\n\nafter")
     assert parts.first_h1 == "Top"
     assert [(b.heading_path, b.text) for b in parts.blocks] == [
-        (("Top",), "intro"), (("Top", "Section"), "body"), (("Top", "Section"), "after")
+        (("Top",), "intro"),
+        (("Top", "Section"), "body"),
+        (("Top", "Section"), "after"),
     ]
     meta, body, err = split_front_matter("---\nno closing rule\n\ntext")
     assert meta == {} and err is None and body.startswith("---")
@@ -148,7 +150,7 @@ def test_simple_yaml_subset():
     data = parse_simple_yaml(
         'a: "quoted: with \\"escapes\\""  # comment\n'
         "b: 'it''s'\n"
-        "c: [1, 2.5, true, null, \"x, y\"]\n"
+        'c: [1, 2.5, true, null, "x, y"]\n'
         "# a comment line\n"
         "d:\n- one\n- 'two'\n"
         "e: |\n  line 1\n  line 2\n"
@@ -157,8 +159,14 @@ def test_simple_yaml_subset():
         "url: https://example.com/a#b\n"
     )
     assert data == {
-        "a": 'quoted: with "escapes"', "b": "it's", "c": [1, 2.5, True, None, "x, y"],
-        "d": ["one", "two"], "e": "line 1\nline 2", "f": None, "g": "007", "url": "https://example.com/a#b",
+        "a": 'quoted: with "escapes"',
+        "b": "it's",
+        "c": [1, 2.5, True, None, "x, y"],
+        "d": ["one", "two"],
+        "e": "line 1\nline 2",
+        "f": None,
+        "g": "007",
+        "url": "https://example.com/a#b",
     }
     with pytest.raises(UnsupportedYAML):
         parse_simple_yaml("outer:\n  inner: 1\n")
@@ -196,8 +204,10 @@ def test_html_falls_back_to_body_text_when_trafilatura_finds_nothing(monkeypatch
     import kbctl.extract.html as html_mod
 
     monkeypatch.setattr(html_mod, "_main_markdown", lambda markup, url: None)
-    page = "<html><head><title>T</title><script>var x=1;</script></head><body><nav>Menu</nav>" \
-           "<h1>Heading</h1><p>First <b>bold</b> para.</p><div>Second<br>line</div><footer>foot</footer></body></html>"
+    page = (
+        "<html><head><title>T</title><script>var x=1;</script></head><body><nav>Menu</nav>"
+        "<h1>Heading</h1><p>First <b>bold</b> para.</p><div>Second<br>line</div><footer>foot</footer></body></html>"
+    )
     doc = only(extract(mem("https://example.com/p", page, "text/html; charset=utf-8")))
     assert doc.title == "Heading"  # trafilatura's metadata prefers the <h1> to a shorter <title>
     assert [b.text for b in doc.blocks] == ["Heading", "First bold para.", "Second\nline"]
@@ -287,7 +297,11 @@ def test_mbox_messages_are_threaded_documents():
         f"{src.uri}#lost-02@brightpath.example",
     ]
     assert {d.metadata["thread_id"] for d in docs} == {"lost-01@brightpath.example"}
-    assert [d.metadata.get("in_reply_to") for d in docs] == [None, "lost-01@brightpath.example", "T-58213.1@acme.example"]
+    assert [d.metadata.get("in_reply_to") for d in docs] == [
+        None,
+        "lost-01@brightpath.example",
+        "T-58213.1@acme.example",
+    ]
     assert docs[1].metadata["date"] == "2024-10-21T09:15:00Z"  # +0200 converted to UTC
     assert "\nFrom the security page" in docs[1].text  # mbox ">From" unescaped
     assert [b.text for b in docs[2].blocks] == ["Thanks, the recovery code worked.", "I enrolled my new phone."]
@@ -309,8 +323,10 @@ def test_email_with_empty_body_keeps_subject_when_it_has_attachments():
 def test_split_mbox_needs_a_blank_line_or_a_postmark():
     from kbctl.extract.mail import split_mbox
 
-    raw = (b"\nFrom a@x Mon Oct 21 08:02:00 2024\nSubject: one\n\nbody\nFrom here on, still body\n"
-           b"From b@x Tue Oct 22 09:00:00 2024\nSubject: two\n\nsecond\n")
+    raw = (
+        b"\nFrom a@x Mon Oct 21 08:02:00 2024\nSubject: one\n\nbody\nFrom here on, still body\n"
+        b"From b@x Tue Oct 22 09:00:00 2024\nSubject: two\n\nsecond\n"
+    )
     assert split_mbox(raw) == [b"Subject: one\n\nbody\nFrom here on, still body\n", b"Subject: two\n\nsecond\n"]
 
 
@@ -330,7 +346,8 @@ def test_rss_entries_with_guid_uris():
     assert second.uri == f"{src.uri}#https://acme.example/changelog/web-2024-10-1"  # no guid: the link, under the feed
     assert first.title == "SDK v3.14.2: proxy fix"
     assert [b.text for b in first.blocks] == [
-        "Fixes certificate verification behind TLS-intercepting proxies.", "Upgrade with pip."
+        "Fixes certificate verification behind TLS-intercepting proxies.",
+        "Upgrade with pip.",
     ]
     m = first.metadata
     assert m["feed_title"] == "Acme Changelog" and m["feed_url"] == src.uri
@@ -345,16 +362,21 @@ def test_entries_belong_to_their_feed():
     from kbctl.extract.feed import entry_uri
 
     assert entry_uri("1", None, "https://a.example/feed", "h") != entry_uri("1", None, "https://b.example/feed", "h")
-    assert entry_uri("urn:uuid:1225c695", "https://x/1", "https://a.example/feed", "h") == "https://a.example/feed#urn:uuid:1225c695"
+    assert (
+        entry_uri("urn:uuid:1225c695", "https://x/1", "https://a.example/feed", "h")
+        == "https://a.example/feed#urn:uuid:1225c695"
+    )
     assert entry_uri(None, "https://x/1", "https://a.example/feed", "h") == "https://a.example/feed#https://x/1"
     assert entry_uri(None, None, "https://a.example/feed", "sha256:0a1b") == "https://a.example/feed#sha256:0a1b"
 
 
 def test_feed_guids_as_written_and_repeats_suffixed():
-    rss = ('<?xml version="1.0"?><rss version="2.0"><channel><title>F</title>'
-           "<item><guid>1</guid><link>p/1.html</link><description>one</description></item>"
-           "<item><guid>1</guid><description>again</description></item>"
-           "<item><description>no id at all</description></item></channel></rss>")
+    rss = (
+        '<?xml version="1.0"?><rss version="2.0"><channel><title>F</title>'
+        "<item><guid>1</guid><link>p/1.html</link><description>one</description></item>"
+        "<item><guid>1</guid><description>again</description></item>"
+        "<item><description>no id at all</description></item></channel></rss>"
+    )
     src = mem("https://a.example/feeds/f.rss", rss, "application/rss+xml")
     first, again, anon = extract(src)
     assert first.uri == f"{src.uri}#1" and first.metadata["guid"] == "1" and not first.notes  # not resolved to /feeds/1
@@ -366,7 +388,10 @@ def test_feed_guids_as_written_and_repeats_suffixed():
 def test_atom_entries_content_over_summary():
     first, second = extract(fixture_source("feed.atom"))
     assert first.uri.endswith("feed.atom#tag:acme.example,2024:agent-1.9.1")
-    assert first.text == "The status page on port 8089 now listens on 127.0.0.1 only.\n\nAll customers on 1.9.0 should upgrade."
+    assert (
+        first.text
+        == "The status page on port 8089 now listens on 127.0.0.1 only.\n\nAll customers on 1.9.0 should upgrade."
+    )
     assert first.metadata["published"] == "2024-10-29T11:00:00Z"
     assert first.metadata["author"] == "Lea Fischer" and first.metadata["tags"] == ["security"]
     assert second.text == "Oracle connector and disk buffering."
@@ -416,7 +441,11 @@ def test_latin1_text_is_not_valid_utf8():
 
 @pytest.mark.parametrize(
     "uri, content",
-    [("file:///d/empty.txt", ""), ("file:///d/blank.md", "---\ntitle: Only front matter\n---\n\n  \n"), ("file:///d/e.html", "<html><body> </body></html>")],
+    [
+        ("file:///d/empty.txt", ""),
+        ("file:///d/blank.md", "---\ntitle: Only front matter\n---\n\n  \n"),
+        ("file:///d/e.html", "<html><body> </body></html>"),
+    ],
 )
 def test_empty_documents(uri, content):
     with pytest.raises(ExtractError, match=r"^empty document \(no text\)$"):
@@ -437,8 +466,11 @@ def test_unknown_media_type_and_generic_xml_are_refused():
     "content, source_type",
     [
         ("<!DOCTYPE html><html><body><p>Some page text that is long enough.</p></body></html>", "html"),
-        ('<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><title>F</title>'
-         "<entry><id>urn:1</id><title>E</title><summary>Hello</summary></entry></feed>", "feed"),
+        (
+            '<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><title>F</title>'
+            "<entry><id>urn:1</id><title>E</title><summary>Hello</summary></entry></feed>",
+            "feed",
+        ),
         ("From a@example.com Mon Oct 21 08:02:00 2024\nFrom: a@example.com\nSubject: Hi\n\nbody\n", "email"),
         ("---\ntitle: T\n---\n\n# T\n\nbody", "markdown"),
         ("just words\n\nmore words", "text"),
@@ -464,7 +496,19 @@ def test_guess_media_type_and_supported_suffixes():
     assert guess_media_type("https://x.example/doc.pdf?dl=1#page=2") == "application/pdf"
     assert guess_media_type("file:///m.eml#attachment/a.txt") == "text/plain"
     assert guess_media_type("Makefile") is None
-    assert {".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".eml", ".mbox", ".rss", ".atom", ".xml"} <= SUPPORTED_SUFFIXES
+    assert {
+        ".txt",
+        ".md",
+        ".markdown",
+        ".html",
+        ".htm",
+        ".pdf",
+        ".eml",
+        ".mbox",
+        ".rss",
+        ".atom",
+        ".xml",
+    } <= SUPPORTED_SUFFIXES
     from kbctl.sources.options import DEFAULT_SUFFIXES
 
     assert DEFAULT_SUFFIXES <= SUPPORTED_SUFFIXES  # fetch never hands over a suffix extract cannot read
@@ -477,15 +521,21 @@ def test_import_is_light():
         "kbctl.extract.mail, kbctl.extract.feed;"
         "print(sorted(m for m in ('trafilatura', 'pdfplumber', 'feedparser', 'lxml', 'yaml') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert out.stdout.strip() == "[]"
 
 
 def test_front_matter_datetimes_with_an_offset_are_stored_in_utc():
     meta, _, err = split_front_matter(
         "---\ndate: 2024-05-01 12:00+02:00\nupdated: 2024-05-01T23:30:00-01:00\nday: 2024-05-01\n"
-        "note: not 2024-05-01 12:00+02:00\nbad: 2024-13-01T10:00Z\n---\nbody\n")
+        "note: not 2024-05-01 12:00+02:00\nbad: 2024-13-01T10:00Z\n---\nbody\n"
+    )
     assert err is None
     assert meta["date"] == "2024-05-01T10:00:00Z" and meta["updated"] == "2024-05-02T00:30:00Z"
     assert (meta["day"], meta["note"], meta["bad"]) == ("2024-05-01", "not 2024-05-01 12:00+02:00", "2024-13-01T10:00Z")

@@ -29,7 +29,9 @@ from kbctl.sources.url import _retry_after, backoff_delay
 from kbctl.types import ItemError, Source
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fetch"
-FAST = FetchOptions(timeout=5, retries=2, backoff_base=0.001, backoff_jitter=0.0, retry_after_cap=0.01, allow_hosts=("127.0.0.1",))
+FAST = FetchOptions(
+    timeout=5, retries=2, backoff_base=0.001, backoff_jitter=0.0, retry_after_cap=0.01, allow_hosts=("127.0.0.1",)
+)
 
 
 def make_tree(root: Path, files: dict[str, str]) -> Path:
@@ -98,7 +100,9 @@ def test_walk_is_sorted_and_keeps_extractable_suffixes_only(tmp_path):
 
 
 def test_include_and_exclude_globs(tmp_path):
-    make_tree(tmp_path, {"a.md": "", "b.txt": "", "docs/c.md": "", "docs/d.txt": "", "drafts/e.md": "", "x/drafts/f.md": ""})
+    make_tree(
+        tmp_path, {"a.md": "", "b.txt": "", "docs/c.md": "", "docs/d.txt": "", "drafts/e.md": "", "x/drafts/f.md": ""}
+    )
     root = str(tmp_path)
     assert rels(fetch([root], include=["**/*.md"])) == ["a.md", "docs/c.md", "drafts/e.md", "x/drafts/f.md"]
     assert rels(fetch([root], include=["**/*.md"], exclude=["drafts/**"])) == ["a.md", "docs/c.md", "x/drafts/f.md"]
@@ -384,7 +388,9 @@ def test_redirect_gives_the_final_url_without_fragment(server):
 
 def test_404_is_an_item_error_without_retries(server):
     (err,) = fetch([server.url("/missing")], options=FAST)
-    assert err == ItemError("fetch", server.url("/missing"), "SourceError", f"could not fetch {server.url('/missing')}: HTTP 404 Not Found")
+    assert err == ItemError(
+        "fetch", server.url("/missing"), "SourceError", f"could not fetch {server.url('/missing')}: HTTP 404 Not Found"
+    )
     assert server.hits["/missing"] == 1
 
 
@@ -441,7 +447,11 @@ def test_backoff_is_exponential_and_honours_retry_after_up_to_the_cap():
     jittery = FetchOptions(backoff_base=1.0, backoff_jitter=0.5)
     assert all(1.0 <= backoff_delay(1, jittery) <= 1.5 for _ in range(50))
     assert _retry_after({"Retry-After": "12"}) == 12
-    assert 0 < _retry_after({"Retry-After": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 60))}) <= 61
+    assert (
+        0
+        < _retry_after({"Retry-After": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 60))})
+        <= 61
+    )
 
 
 # -- feeds ---------------------------------------------------------------------------------------
@@ -465,7 +475,11 @@ def test_feed_with_etag_then_304_costs_one_request(server):
     (src,) = fetch([url], options=FAST, state=state)
     assert src.kind == "feed" and src.uri == url and src.media_type == "application/rss+xml"
     assert src.content == (FIXTURES / "feed.xml").read_bytes()
-    assert (src.metadata["etag"], src.metadata["entries"], src.metadata["feed_title"]) == ('"v1"', 2, "Lumen release notes")
+    assert (src.metadata["etag"], src.metadata["entries"], src.metadata["feed_title"]) == (
+        '"v1"',
+        2,
+        "Lumen release notes",
+    )
     assert state.get(url) == ('"v1"', None)
     assert server.hits["/feed.xml"] == 1
 

@@ -65,7 +65,9 @@ def test_address_kind(address, kind):
 
 
 def test_allow_hosts_by_name_and_network():
-    p = policy.FetchPolicy.from_options(FetchOptions(allow_hosts=("10.0.0.0/8", "Intranet.Example", "::1", "[fd00::1]")))
+    p = policy.FetchPolicy.from_options(
+        FetchOptions(allow_hosts=("10.0.0.0/8", "Intranet.Example", "::1", "[fd00::1]"))
+    )
     assert p.refusal("x.test", "10.9.8.7") is None
     assert p.refusal("intranet.example.", "192.168.1.1") is None  # named: any address it resolves to
     assert p.refusal("x.test", "::1") is None
@@ -88,7 +90,9 @@ def test_resolve_once_and_keep_only_allowed_addresses():
     def fake(host, port, *args, **kwargs):
         calls[host] += 1
         table = {"public.test": ["93.184.216.34", "10.0.0.5"], "intranet.test": ["10.0.0.5", "::1"]}
-        return [(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in table[host]]
+        return [
+            (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in table[host]
+        ]
 
     strict = policy.FetchPolicy.from_options(FetchOptions())
     assert [a[4][0] for a in policy.allowed_addresses("public.test", 80, strict, resolve=fake)] == ["93.184.216.34"]
@@ -98,7 +102,10 @@ def test_resolve_once_and_keep_only_allowed_addresses():
     by_net = policy.FetchPolicy.from_options(FetchOptions(allow_hosts=("10.0.0.0/8",)))
     assert [a[4][0] for a in policy.allowed_addresses("intranet.test", 80, by_net, resolve=fake)] == ["10.0.0.5"]
     by_name = policy.FetchPolicy.from_options(FetchOptions(allow_hosts=("intranet.test",)))
-    assert [a[4][0] for a in policy.allowed_addresses("intranet.test", 80, by_name, resolve=fake)] == ["10.0.0.5", "::1"]
+    assert [a[4][0] for a in policy.allowed_addresses("intranet.test", 80, by_name, resolve=fake)] == [
+        "10.0.0.5",
+        "::1",
+    ]
     assert calls == Counter({"public.test": 1, "intranet.test": 3})  # one lookup per connection
 
 
@@ -174,7 +181,13 @@ def test_a_local_server_is_refused_by_default_with_a_hint(site):
 
 
 @pytest.mark.parametrize(
-    "opt_in", [dict(allow_private=True), dict(allow_hosts=("127.0.0.1",)), dict(allow_hosts=("127.0.0.0/8",)), dict(allow_hosts=("localhost",))]
+    "opt_in",
+    [
+        dict(allow_private=True),
+        dict(allow_hosts=("127.0.0.1",)),
+        dict(allow_hosts=("127.0.0.0/8",)),
+        dict(allow_hosts=("localhost",)),
+    ],
 )
 def test_a_local_server_is_fetched_with_an_opt_in(site, opt_in):
     site.routes["/page.html"] = page("<p>internal</p>")
@@ -194,18 +207,29 @@ def test_the_opt_in_is_read_from_the_fetch_table_of_the_config(site, tmp_path):
     (src,) = fetch([site.url("/page.html")], options=opts)
     assert src.content == b"ok"
     defaults = FetchOptions.from_config(load_settings(env={}, cwd=tmp_path / "none").data["fetch"])
-    assert (defaults.allow_private, defaults.allow_hosts, defaults.deadline, defaults.min_rate) == (False, (), 60.0, 1024)
+    assert (defaults.allow_private, defaults.allow_hosts, defaults.deadline, defaults.min_rate) == (
+        False,
+        (),
+        60.0,
+        1024,
+    )
 
 
 def test_a_redirect_to_loopback_is_refused_at_the_hop(site):
     site.routes["/hop"] = (302, {"Location": site.url("/secret"), "Content-Length": "0"}, b"")
-    site.routes["/mapped"] = (302, {"Location": f"http://[::ffff:127.0.0.1]:{site.port}/secret", "Content-Length": "0"}, b"")
+    site.routes["/mapped"] = (
+        302,
+        {"Location": f"http://[::ffff:127.0.0.1]:{site.port}/secret", "Content-Length": "0"},
+        b"",
+    )
     site.routes["/file"] = (301, {"Location": "file:///etc/passwd", "Content-Length": "0"}, b"")
     site.routes["/secret"] = page("secret")
     opts = FetchOptions(**FAST, allow_hosts=("localhost",))  # the name is allowed, 127.0.0.1 is not
     start = site.url("/hop", "localhost")
     hop, mapped, file_ = fetch([start, site.url("/mapped", "localhost"), site.url("/file", "localhost")], options=opts)
-    assert hop.message.startswith(f"refused {site.url('/secret')} (redirected from {start}): 127.0.0.1 is a loopback address")
+    assert hop.message.startswith(
+        f"refused {site.url('/secret')} (redirected from {start}): 127.0.0.1 is a loopback address"
+    )
     assert mapped.message.startswith(f"refused http://[::ffff:127.0.0.1]:{site.port}/secret (redirected from")
     assert "::ffff:127.0.0.1 is a loopback address" in mapped.message
     assert file_.message.startswith("refused file:///etc/passwd (redirected from") and "http and https" in file_.message
@@ -232,7 +256,9 @@ def test_the_address_checked_is_the_address_connected(monkeypatch):
 
     monkeypatch.setattr(policy, "getaddrinfo", rebinding)
     try:
-        (src,) = fetch([f"http://rebind.test:{allowed.port}/"], options=FetchOptions(**FAST, allow_hosts=("127.0.0.1",)))
+        (src,) = fetch(
+            [f"http://rebind.test:{allowed.port}/"], options=FetchOptions(**FAST, allow_hosts=("127.0.0.1",))
+        )
     finally:
         allowed.close()
         other.close()
@@ -242,8 +268,8 @@ def test_the_address_checked_is_the_address_connected(monkeypatch):
 
 def test_feed_links_are_checked_one_by_one(site):
     feed = f"""<?xml version="1.0"?><rss version="2.0"><channel><title>F</title>
-      <item><guid>a</guid><title>A</title><link>{site.url('/post/a.html', 'localhost')}</link><description>s</description></item>
-      <item><guid>b</guid><title>B</title><link>{site.url('/post/b.html')}</link><description>s</description></item>
+      <item><guid>a</guid><title>A</title><link>{site.url("/post/a.html", "localhost")}</link><description>s</description></item>
+      <item><guid>b</guid><title>B</title><link>{site.url("/post/b.html")}</link><description>s</description></item>
       <item><guid>c</guid><title>C</title><link>file:///etc/passwd</link><description>s</description></item>
     </channel></rss>"""
     site.routes["/feed.xml"] = page(feed, "application/rss+xml")
@@ -253,7 +279,9 @@ def test_feed_links_are_checked_one_by_one(site):
     got = list(fetch([site.url("/feed.xml", "localhost")], options=opts, follow_links=True))
     assert [type(x).__name__ for x in got] == ["Source", "Source", "ItemError", "ItemError"]
     assert got[1].content == b"<p>a</p>"
-    assert got[2].source == site.url("/post/b.html") and got[2].message.startswith(f"refused {site.url('/post/b.html')}: 127.0.0.1 is a loopback")
+    assert got[2].source == site.url("/post/b.html") and got[2].message.startswith(
+        f"refused {site.url('/post/b.html')}: 127.0.0.1 is a loopback"
+    )
     assert got[3].source.startswith("file:") and got[3].message.startswith(f"refused {got[3].source} (linked from")
     assert site.hits["/post/b.html"] == 0
 
@@ -301,7 +329,10 @@ def test_trickling_headers_are_cut_off_by_the_deadline(site, stop):
     t0 = time.monotonic()
     (err,) = fetch([site.url("/slow")], options=opts)
     assert 1.4 < time.monotonic() - t0 < 5
-    assert isinstance(err, ItemError) and err.message == f"could not fetch {site.url('/slow')}: took longer than the 1.5 s limit (deadline)"
+    assert (
+        isinstance(err, ItemError)
+        and err.message == f"could not fetch {site.url('/slow')}: took longer than the 1.5 s limit (deadline)"
+    )
 
 
 def test_a_fast_answer_is_not_cut_off(site):

@@ -17,8 +17,10 @@ from kbctl.search import parse_filters
 from kbctl.types import Filter
 
 DOCS = {
-    "a": {"refunds.md": "# Refunds\n\nRefunds are processed within 5 business days.\n",
-          "invoices.md": "---\nauthor: Ann\nprice: 12\n---\n# Invoices\n\nInvoices are issued monthly.\n"},
+    "a": {
+        "refunds.md": "# Refunds\n\nRefunds are processed within 5 business days.\n",
+        "invoices.md": "---\nauthor: Ann\nprice: 12\n---\n# Invoices\n\nInvoices are issued monthly.\n",
+    },
     "b": {"secret.md": "---\nauthor: Bob\nprice: 3\n---\n# Secret\n\nRefunds and invoices of another team.\n"},
 }
 
@@ -64,11 +66,20 @@ def _usage(run, *args, **kw) -> str:
 # -- search options --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("options, what", [
-    ({"k": -5}, "k"), ({"k": 0}, "k"), ({"k": 1001}, "k"), ({"per_doc": -1}, "per_doc"),
-    ({"candidates": 0}, "candidates"), ({"ef_search": 0}, "ef_search"), ({"ef_search": 1001}, "ef_search"),
-    ({"k": True}, "k"), ({"k": 2.5}, "k"),
-])
+@pytest.mark.parametrize(
+    "options, what",
+    [
+        ({"k": -5}, "k"),
+        ({"k": 0}, "k"),
+        ({"k": 1001}, "k"),
+        ({"per_doc": -1}, "per_doc"),
+        ({"candidates": 0}, "candidates"),
+        ({"ef_search": 0}, "ef_search"),
+        ({"ef_search": 1001}, "ef_search"),
+        ({"k": True}, "k"),
+        ({"k": 2.5}, "k"),
+    ],
+)
 def test_search_options_out_of_range_are_usage_errors(two, options, what):
     with pytest.raises(UsageError, match=what):
         two.search("refunds", "a", **options)
@@ -81,10 +92,16 @@ def test_retriever_defaults_are_checked_when_it_is_made(two):
         two.retriever("a").search("refunds", k=0)
 
 
-@pytest.mark.parametrize("args, what", [
-    (("-k", "-5"), "k"), (("-k", "0"), "k"), (("--per-doc", "-1"), "per-doc"),
-    (("--ef-search", "1001"), "ef-search"), (("--format", "context", "--budget", "0"), "budget"),
-])
+@pytest.mark.parametrize(
+    "args, what",
+    [
+        (("-k", "-5"), "k"),
+        (("-k", "0"), "k"),
+        (("--per-doc", "-1"), "per-doc"),
+        (("--ef-search", "1001"), "ef-search"),
+        (("--format", "context", "--budget", "0"), "budget"),
+    ],
+)
 def test_search_options_through_the_cli(two, run_main, args, what):
     assert what in _usage(run_main, "search", "refunds", "-n", "a", *args)
 
@@ -120,8 +137,19 @@ def test_empty_tenant(kb_home, run_main):
 # -- filters ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["author in ,", "author in a,,b", "author in  , ", "price<=1e999", "price>-1e999",
-                                  "price>=nan", "price<inf", "price<=-Infinity"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "author in ,",
+        "author in a,,b",
+        "author in  , ",
+        "price<=1e999",
+        "price>-1e999",
+        "price>=nan",
+        "price<inf",
+        "price<=-Infinity",
+    ],
+)
 def test_bad_filters(two, run_main, text):
     with pytest.raises(UsageError):
         parse_filters([text])
@@ -140,7 +168,7 @@ def test_exponent_numbers_compare_as_numbers(two):
 
 def test_config_not_utf8(tmp_path, run_main):
     bad = tmp_path / "kbctl.toml"
-    bad.write_bytes(b"[defaults]\ntenant = \"caf\xe9\"\n")
+    bad.write_bytes(b'[defaults]\ntenant = "caf\xe9"\n')
     with pytest.raises(ConfigError, match="UTF-8"):
         load_settings(bad)
     assert "UTF-8" in _usage(run_main, "--config", str(bad), "namespaces")
@@ -159,8 +187,12 @@ def _embedded(kb, tmp_path) -> list[dict]:
     return list(kb.embed_records(lines, profile="hash-384"))
 
 
-BAD_VECTORS = {"nan": lambda v: [math.nan, *v[1:]], "inf": lambda v: [math.inf, *v[1:]], "zero": lambda v: [0.0] * len(v),
-               "dimension": lambda v: v[:-1]}
+BAD_VECTORS = {
+    "nan": lambda v: [math.nan, *v[1:]],
+    "inf": lambda v: [math.inf, *v[1:]],
+    "zero": lambda v: [0.0] * len(v),
+    "dimension": lambda v: v[:-1],
+}
 
 
 def test_bad_vectors_are_item_errors(kb, tmp_path):
@@ -189,8 +221,40 @@ def test_bad_vectors_through_the_cli(kb, tmp_path, run_main, monkeypatch):
 
 # -- any filter expression: typed filters or a UsageError, and never another namespace's hits ------
 
-TOKENS = ["author", "price", "tags", "date", "a.b", "=", "!=", ">=", "<=", ">", "<", "~", " in ", ",", "'", '"', " ",
-          "1", "-2", "3.5", "1e999", "-1e999", "1e3", "inf", "nan", "Infinity", "Ann", "Bob", "2024-01-01", "2024-02-30", "%", "_"]
+TOKENS = [
+    "author",
+    "price",
+    "tags",
+    "date",
+    "a.b",
+    "=",
+    "!=",
+    ">=",
+    "<=",
+    ">",
+    "<",
+    "~",
+    " in ",
+    ",",
+    "'",
+    '"',
+    " ",
+    "1",
+    "-2",
+    "3.5",
+    "1e999",
+    "-1e999",
+    "1e3",
+    "inf",
+    "nan",
+    "Infinity",
+    "Ann",
+    "Bob",
+    "2024-01-01",
+    "2024-02-30",
+    "%",
+    "_",
+]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

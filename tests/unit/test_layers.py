@@ -24,7 +24,9 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return {
         id(node.body[0].value)
         for node in ast.walk(tree)
-        if isinstance(node, owners) and node.body and isinstance(node.body[0], ast.Expr)
+        if isinstance(node, owners)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
         and isinstance(node.body[0].value, ast.Constant)
     }
 
@@ -51,7 +53,9 @@ def sql_offenders(root: Path = KBCTL) -> list[str]:
 
 def test_no_sql_outside_the_store():
     offenders = sql_offenders()
-    assert not offenders, "SQL outside kbctl/store/ (move it to sql/queries and a store function):\n" + "\n".join(offenders)
+    assert not offenders, "SQL outside kbctl/store/ (move it to sql/queries and a store function):\n" + "\n".join(
+        offenders
+    )
 
 
 def test_the_scan_finds_sql(tmp_path):
@@ -130,9 +134,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _describe(components: list[list[str]], graph: dict[str, set[str]]) -> str:
-    return "\n".join(
-        " ; ".join(f"{a} -> {b}" for a in c for b in sorted(graph[a]) if b in c) for c in components
-    )
+    return "\n".join(" ; ".join(f"{a} -> {b}" for a in c for b in sorted(graph[a]) if b in c) for c in components)
 
 
 def test_no_import_cycles():
@@ -161,6 +163,9 @@ def test_the_typer_rich_contract_lists_every_library_module():
 
     config = tomllib.loads((KBCTL.parent / "pyproject.toml").read_text())["tool"]["importlinter"]
     [contract] = [c for c in config["contracts"] if set(c.get("forbidden_modules", ())) == {"typer", "rich"}]
-    parts = {p.stem if p.suffix == ".py" else p.name for p in KBCTL.iterdir()
-             if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
+    parts = {
+        p.stem if p.suffix == ".py" else p.name
+        for p in KBCTL.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
     assert {f"kbctl.{p}" for p in parts - {"cli", "__main__"}} == set(contract["source_modules"])

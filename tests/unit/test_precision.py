@@ -236,7 +236,9 @@ def _fake_backends(monkeypatch, noise: dict, broken=()):
         (["onnx-int8", "onnx-fp32", "fp32"], {"onnx-int8": 0.2, "onnx-fp32": 0.2}, (), "fp32", "fp32"),
     ],
 )
-def test_auto_decides_throughput_and_query_backends_apart(profile, tmp_path, monkeypatch, order, noise, broken, throughput, query):
+def test_auto_decides_throughput_and_query_backends_apart(
+    profile, tmp_path, monkeypatch, order, noise, broken, throughput, query
+):
     import kbctl.embed
     from kbctl.embed.precision import _validate
 

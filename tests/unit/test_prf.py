@@ -16,7 +16,12 @@ def test_feedback_is_the_best_chunk_of_each_of_the_first_documents():
 
 def test_rm3_mixes_the_query_with_the_feedback_model():
     feedback = [((1, 1), 0.75), ((1, 2), 0.25)]
-    postings = [(1, 1, "refund", 2.0, 4.0), (1, 1, "days", 2.0, 4.0), (1, 2, "refund", 1.0, 2.0), (1, 2, "card", 1.0, 2.0)]
+    postings = [
+        (1, 1, "refund", 2.0, 4.0),
+        (1, 1, "days", 2.0, 4.0),
+        (1, 2, "refund", 1.0, 2.0),
+        (1, 2, "card", 1.0, 2.0),
+    ]
     out = rm3_terms({"refund": 1.0}, feedback, postings, n_terms=2, query_weight=0.7)
     # P(t|R): refund 0.75·0.5 + 0.25·0.5 = 0.5, days 0.375, card 0.125 → top 2 renormalised
     assert out["refund"] == pytest.approx(0.7 + 0.3 * 0.5 / 0.875)

@@ -147,14 +147,28 @@ def test_missing_unknown_and_non_table_parts():
 
 def test_defaults_load_with_the_right_types():
     p = load_settings(env={}).profile("minilm")
-    assert p.chunk == ChunkSettings(size=200, overlap=32, strategy="structure", semantic_threshold=0.35,
-                                    max_document_chars=50_000_000)
+    assert p.chunk == ChunkSettings(
+        size=200, overlap=32, strategy="structure", semantic_threshold=0.35, max_document_chars=50_000_000
+    )
     assert p.hnsw == HnswSettings(m=16, ef_construction=64, ef_search=100, exact_threshold=1000, max_scan_tuples=20000)
     assert p.lexical == LexicalSettings(k1=0.9, b=0.4, language="english", title_weight=1.0, max_edit_distance=2)
-    assert p.search == SearchSettings(mode="auto", k=10, candidates=100, fusion="convex", rrf_k=30, dense_weight=0.5,
-                                      per_doc=0, dedupe_threshold=0.9, prf="off", prf_docs=10, prf_terms=20,
-                                      prf_query_weight=0.7, prf_vector_docs=3, prf_vector_weight=0.5,
-                                      prf_max_postings=50000)
+    assert p.search == SearchSettings(
+        mode="auto",
+        k=10,
+        candidates=100,
+        fusion="convex",
+        rrf_k=30,
+        dense_weight=0.5,
+        per_doc=0,
+        dedupe_threshold=0.9,
+        prf="off",
+        prf_docs=10,
+        prf_terms=20,
+        prf_query_weight=0.7,
+        prf_vector_docs=3,
+        prf_vector_weight=0.5,
+        prf_max_postings=50000,
+    )
     assert p.rerank == RerankSettings(kind="", model="", top_n=50)
     for part in (p.chunk, p.hnsw, p.lexical, p.search, p.rerank):
         for f in dataclasses.fields(part):
@@ -164,8 +178,12 @@ def test_defaults_load_with_the_right_types():
 
 
 def test_valid_edges_load():
-    p = _load(hnsw={"m": 2, "ef_construction": 4, "ef_search": 1000}, chunk={"size": 16, "overlap": 15},
-              lexical={"language": "none", "b": 1.0}, search={"dense_weight": 0.0, "fusion": "convex", "mode": "hybrid"})
+    p = _load(
+        hnsw={"m": 2, "ef_construction": 4, "ef_search": 1000},
+        chunk={"size": 16, "overlap": 15},
+        lexical={"language": "none", "b": 1.0},
+        search={"dense_weight": 0.0, "fusion": "convex", "mode": "hybrid"},
+    )
     assert (p.hnsw.m, p.chunk.overlap, p.lexical.language, p.search.fusion) == (2, 15, "none", "convex")
     assert _load(lexical={"language": "french"}).lexical.language == "french"
 

@@ -4,24 +4,30 @@ from __future__ import annotations
 
 from kbctl.search.engine import _near_duplicate, _shape, _shingles
 
-BASE = ("Refunds are issued to the original payment method within five business days after the "
-        "billing team approves the request; store credit is available on request instead.")
+BASE = (
+    "Refunds are issued to the original payment method within five business days after the "
+    "billing team approves the request; store credit is available on request instead."
+)
 
 
 def _rows(texts: dict[int, tuple[int, str]]):
     """(namespace, chunk) → a row tuple as ``_fetch`` returns it, from chunk → (document, text)."""
-    return {(1, cid): (1, cid, doc, text, {}, None, None, 0, f"file:///{doc}", f"doc {doc}", "ns")
-            for cid, (doc, text) in texts.items()}
+    return {
+        (1, cid): (1, cid, doc, text, {}, None, None, 0, f"file:///{doc}", f"doc {doc}", "ns")
+        for cid, (doc, text) in texts.items()
+    }
 
 
 def test_near_duplicates_are_dropped_and_distinct_texts_kept():
-    rows = _rows({
-        1: (10, BASE),
-        2: (11, BASE.upper().replace(";", ",")),  # same words, other case and punctuation: Jaccard 1
-        3: (12, "Two-factor authentication can be reset by an administrator from the security page."),
-        4: (13, BASE + " Contact billing."),  # 25 of 27 shingles shared: 0.93
-        5: (14, BASE.replace("five", "5")),  # one word in the middle: 22 of 28 shingles, 0.79, kept
-    })
+    rows = _rows(
+        {
+            1: (10, BASE),
+            2: (11, BASE.upper().replace(";", ",")),  # same words, other case and punctuation: Jaccard 1
+            3: (12, "Two-factor authentication can be reset by an administrator from the security page."),
+            4: (13, BASE + " Contact billing."),  # 25 of 27 shingles shared: 0.93
+            5: (14, BASE.replace("five", "5")),  # one word in the middle: 22 of 28 shingles, 0.79, kept
+        }
+    )
     fused = [((1, c), 1.0 / c) for c in (1, 2, 3, 4, 5)]
     kept = [key for key, _ in _shape(fused, rows, per_doc=0, dedupe=0.9)]
     assert kept == [(1, 1), (1, 3), (1, 5)]
@@ -31,8 +37,10 @@ def test_near_duplicates_are_dropped_and_distinct_texts_kept():
 
 
 def test_per_doc_and_limit():
-    texts = {c: (c // 10, f"chunk {c} talks about topic {c} with words {' '.join(str(c * i) for i in range(12))}")
-             for c in (10, 11, 12, 20, 21, 30)}
+    texts = {
+        c: (c // 10, f"chunk {c} talks about topic {c} with words {' '.join(str(c * i) for i in range(12))}")
+        for c in (10, 11, 12, 20, 21, 30)
+    }
     rows = _rows(texts)
     fused = [((1, c), 1.0) for c in (10, 11, 12, 20, 21, 30)]
     assert [k[1] for k, _ in _shape(fused, rows, per_doc=1, dedupe=0.9)] == [10, 20, 30]
