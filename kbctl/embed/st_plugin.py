@@ -37,13 +37,17 @@ class SentenceTransformers:
             from . import get_embedder
             from .precision import cached_decision, choose_precision
 
-            if purpose == "query" and cached_decision(profile, cache_dir) is None:
-                log.warning(
-                    "profile %r is not prepared on this machine: measuring its backends now (once); "
-                    "`kbctl ingest` does this ahead of the first search",
-                    profile.name,
-                )
-            chosen = choose_precision(profile, cache_dir, purpose, load=get_embedder)
+            recorded = cached_decision(profile, cache_dir)  # read once; measured only when missing
+            if recorded is not None:
+                chosen = recorded.for_purpose(purpose)
+            else:
+                if purpose == "query":
+                    log.warning(
+                        "profile %r is not prepared on this machine: measuring its backends now (once); "
+                        "`kbctl ingest` does this ahead of the first search",
+                        profile.name,
+                    )
+                chosen = choose_precision(profile, cache_dir, purpose, load=get_embedder)
             return get_embedder(replace(profile, precision=chosen), cache_dir=cache_dir)
         if profile.precision in ("onnx-int8", "onnx-fp32"):
             from .onnx import OnnxEmbedder

@@ -204,16 +204,7 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
                 terms, _ = _query_terms(conn, ns_ids, query, analyzer, profile, opts.correct)
                 lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile)
         if qvec is not None and dense is None:
-            dense = dense_lane(
-                conn,
-                namespaces,
-                qvec,
-                depth,
-                opts.filters,
-                profile,
-                ef_search=opts.ef_search,
-                exact_threshold=opts.exact_threshold,
-            )
+            dense = _dense_scan(conn, namespaces, qvec, depth, opts, profile)
         if dense is not None:
             lanes["dense"], details["dense_path"] = dense
             if details["dense_path"] != "exact":
@@ -293,16 +284,7 @@ def _feedback_round(
     qvec2 = rocchio(qvec, [vectors[key] for key in vkeys if key in vectors], s.prf_vector_weight)
 
     def dense_round(c):
-        return dense_lane(
-            c,
-            namespaces,
-            qvec2,
-            depth,
-            opts.filters,
-            profile,
-            ef_search=opts.ef_search,
-            exact_threshold=opts.exact_threshold,
-        )[0]
+        return _dense_scan(c, namespaces, qvec2, depth, opts, profile)[0]
 
     pending = _search_pool().submit(lambda: dense_round(side("dense"))) if side is not None else None
     expanded = rm3_terms(terms, feedback, store.feedback_postings(conn, keys), s.prf_terms, s.prf_query_weight)
@@ -353,19 +335,20 @@ def _dense_job(side, namespaces, profile: Profile, query: str, depth: int, opts:
     qvec = _embed_query(profile, query)
     if side is None:
         return qvec, None, t0
-    return (
+    return qvec, _dense_scan(side("dense"), namespaces, qvec, depth, opts, profile), t0
+
+
+def _dense_scan(conn, namespaces, qvec, depth: int, opts: SearchOptions, profile: Profile):
+    """The dense lane with the query's own filters and HNSW settings: (hits, path)."""
+    return dense_lane(
+        conn,
+        namespaces,
         qvec,
-        dense_lane(
-            side("dense"),
-            namespaces,
-            qvec,
-            depth,
-            opts.filters,
-            profile,
-            ef_search=opts.ef_search,
-            exact_threshold=opts.exact_threshold,
-        ),
-        t0,
+        depth,
+        opts.filters,
+        profile,
+        ef_search=opts.ef_search,
+        exact_threshold=opts.exact_threshold,
     )
 
 
