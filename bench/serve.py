@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, Env, machine, write_section
+from common import KBCTL, REPO, Env, machine, write_section
 
 PY = sys.executable
 TENANT = "bench_serve"
@@ -73,7 +73,7 @@ def _prepare(home: Path, config: Path) -> str:
 def _cli_search(home: Path, config: Path, query: str, namespace: str, **env: str) -> float:
     t0 = time.perf_counter()
     subprocess.run(
-        [PY, "-m", "kbctl", "search", query, "-n", namespace, "--json"],
+        [KBCTL, "search", query, "-n", namespace, "--json"],
         env=_env(home, config, **env),
         check=True,
         stdout=subprocess.DEVNULL,
