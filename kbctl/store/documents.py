@@ -115,7 +115,7 @@ def cached_vectors(conn, ns: Namespace, hashes: Iterable[str]) -> dict[str, np.n
     hashes = list(set(hashes))
     if not hashes:
         return {}
-    rows = conn.execute(query("documents/cached_vectors"), (ns.profile_id, hashes))
+    rows = conn.execute(query("documents/cached_vectors"), (hashes, ns.profile_id))
     return {h: _as_array(v) for h, v in rows}
 
 
@@ -387,6 +387,7 @@ def _copy_in(cur, what: str) -> Iterator[Any]:
     with cur.copy(query(f"documents/copy_{what}")) as cp:
         yield cp
     cur.execute(query(f"documents/insert_{what}"))
+    cur.execute(query(f"documents/clear_stage_{what}"))
 
 
 def _write_postings(cur, ns: Namespace, postings: list[tuple[str, int, float, float]], into=None) -> None:

@@ -1,4 +1,7 @@
--- Vectors already stored under a profile for these chunk hashes. Parameters: profile id, hashes.
-SELECT DISTINCT ON (content_hash) content_hash, embedding
-FROM kbctl.chunks
-WHERE profile_id = %s AND content_hash = ANY(%s)
+-- Vectors already stored under a profile for these chunk hashes: one row per hash, read through the
+-- (profile, hash) index (a text repeated many times is not read once per copy). Parameters: hashes, profile id.
+SELECT h, v.embedding
+FROM unnest(%s::text[]) AS h
+CROSS JOIN LATERAL (
+  SELECT embedding FROM kbctl.chunks WHERE profile_id = %s AND content_hash = h LIMIT 1
+) v
