@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable
 from .acl import AclPolicy
 from .config import Profile
 from .embed import get_embedder
+from .generations import DualWrites
 from .store import Namespace, cached_vectors, delete_documents, stored_owners, stored_uris_of_source, write_documents
 from .store.acl import mark_explicit
 from .textutil.analyze import get_analyzer
@@ -80,6 +81,7 @@ class Writer:
         self._embedder: Any = None  # the Embedder, loaded when a chunk needs a vector
         self.claimed: dict[str, str] = {}  # document URI -> the source that produced it first in this run
         self.acl = AclPolicy()  # the namespace's access settings (consume sets them)
+        self.dual = DualWrites(conn, ns, profile)  # a shadow's (and the previous generation's) vectors
 
     def add(self, item: Item) -> None:
         self.pending.append(item)
@@ -108,6 +110,7 @@ class Writer:
         if missing:
             cache.update(self._embed(missing))
         payload = [(d, [EmbeddedChunk(c, cache[c.content_hash]) for c in cs]) for d, cs, _ in docs]
+        extra = self.dual.vectors(all_chunks)
         sources = {d.uri: (i.source_uri, i.source_hash) for d, _, i in docs}
         with self.conn.transaction():  # a document's ACL and whether it is its own land together
             stats = write_documents(
@@ -118,6 +121,7 @@ class Writer:
                 title_weight=self.profile.lexical.title_weight,
                 run_id=self.run_id,
                 sources=sources,
+                extra=extra,
             )
             refused = {uri for uri, _, _ in stats.failed}
             mark_explicit(self.conn, self.ns, [u for u in explicit if u not in refused])

@@ -14,6 +14,7 @@ from psycopg import sql
 
 from ..types import Filter
 from .filters import filter_sql
+from .generations import column_of
 from .namespaces import Namespace
 from .queries import query, template
 
@@ -136,16 +137,28 @@ def dense_statement(
     ef_search: int,
     max_scan_tuples: int,
 ) -> tuple[sql.Composed, list, list[sql.Composable]]:
-    """The dense query, its parameters and the ``SET LOCAL`` statements to run before it.
+    """The dense query over one generation (the namespaces', all the same), its parameters and the
+    ``SET LOCAL`` statements to run before it.
 
-    ``exact`` orders by the bare column, which the HNSW index (on ``embedding::vector(dim)``)
-    cannot serve, so the exact path really scans only the rows the WHERE clause leaves.
+    ``exact`` orders by the bare column, which the HNSW index (on ``embedding::vector(dim)``, or
+    ``half::halfvec(dim)``) cannot serve, so the exact path really scans only the rows the WHERE
+    clause leaves. The generation id is a literal: the planner matches it to the generation's
+    partial index whatever the plan cache does with parameters.
     """
-    pid, dim = namespaces[0].profile_id, namespaces[0].dimension
+    ns = namespaces[0]
+    gid, dim = ns.generation_id, ns.dimension
+    col, typ = column_of(ns.storage)
     fsql, fparams = filter_sql(filters)
-    vec = sql.SQL("c.embedding") if exact else sql.SQL("c.embedding::vector({d})").format(d=sql.Literal(dim))
+    bare = sql.SQL("v.{}").format(sql.Identifier(col))
+    vec = bare if exact else sql.SQL("{}::{}({})").format(bare, sql.SQL(typ), sql.Literal(dim))
     q = template(
-        "search/dense_lane", vec=vec, op=sql.SQL(_DIST[distance]), d=sql.Literal(dim), pid=sql.Literal(pid), f=fsql
+        "search/dense_lane",
+        vec=vec,
+        op=sql.SQL(_DIST[distance]),
+        typ=sql.SQL(typ),
+        d=sql.Literal(dim),
+        gid=sql.Literal(gid),
+        f=fsql,
     )
     settings: list[sql.Composable] = []
     if not exact:
@@ -193,11 +206,16 @@ def feedback_postings(conn, keys: Sequence[tuple[int, int]]) -> list[tuple[int, 
     return conn.execute(query("search/feedback_postings"), ([a for a, _ in keys], [b for _, b in keys])).fetchall()
 
 
-def feedback_vectors(conn, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
-    """The stored embedding of each chunk of ``keys``, keyed by (namespace_id, chunk_id)."""
+def feedback_vectors(
+    conn, keys: Sequence[tuple[int, int]], generation_ids: Sequence[int]
+) -> dict[tuple[int, int], np.ndarray]:
+    """The stored embedding of each chunk of ``keys`` in the given generations (those a search
+    reads, one per namespace), keyed by (namespace_id, chunk_id)."""
     if not keys:
         return {}
-    rows = conn.execute(query("search/feedback_vectors"), ([a for a, _ in keys], [b for _, b in keys])).fetchall()
+    rows = conn.execute(
+        query("search/feedback_vectors"), ([a for a, _ in keys], [b for _, b in keys], list(generation_ids))
+    ).fetchall()
     return {(a, b): np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32) for a, b, v in rows}
 
 
