@@ -83,11 +83,16 @@ def test_pin_refuses_other_dimension_and_other_model(kb):
         _write(kb, "pinned", [_doc("mem://new", "New", ["some text"])], vectors=lambda n: np.ones((n, 768)))
     # ...and by the schema itself when kbctl's check is bypassed.
     with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
-        conn.execute(
+        cid = conn.execute(
             "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start, char_end,"
-            " content_hash, profile_id, dimension, embedding) SELECT namespace_id, document_id, 99, 'x', 1, 0, 1, 'h',"
-            " profile_id, dimension, %s::vector FROM kbctl.chunks WHERE namespace_id = %s LIMIT 1",
-            ("[" + ",".join(["0.1"] * 768) + "]", ns.id),
+            " content_hash) SELECT namespace_id, document_id, 99, 'x', 1, 0, 1, 'h'"
+            " FROM kbctl.chunks WHERE namespace_id = %s LIMIT 1 RETURNING id",
+            (ns.id,),
+        ).fetchone()[0]
+        conn.execute(
+            "INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, profile_id, dimension, storage, embedding)"
+            " VALUES (%s, %s, %s, %s, %s, 'vector', %s::vector)",
+            (ns.id, cid, ns.generation_id, ns.profile_id, ns.dimension, "[" + ",".join(["0.1"] * 768) + "]"),
         )
     # A profile of another model cannot query (or write) it.
     with pytest.raises(ProfileMismatchError, match="pinned to profile 'hash-384'"):
@@ -294,7 +299,7 @@ def test_dense_path_reported_is_the_plan_that_runs(kb, exact):
         for stmt in settings:
             conn.execute(stmt)
         plan = "\n".join(r[0] for r in conn.execute(psycopg.sql.SQL("EXPLAIN ") + q, params))
-    index = f"chunks_hnsw_p{ns.profile_id}"
+    index = f"vectors_hnsw_g{ns.generation_id}"
     if exact:
         assert index not in plan and "Sort" in plan
     else:
@@ -358,15 +363,18 @@ def test_a_small_namespace_in_a_shared_index_still_gets_k_rows(kb):
 
 
 def test_vectors_stay_in_the_row_when_the_text_is_long(kb):
-    """Migration 005: a chunk's vector is stored inline (the text goes to TOAST instead), so the
-    exact path and the HNSW path's distances read no TOAST pages."""
+    """Migrations 005 and 011: a chunk's vector is stored inline in its row of kbctl.vectors (MAIN,
+    never TOAST), so the exact path and the HNSW path's distances read no TOAST pages; the long
+    text is compressed or moved out of the chunk's row."""
     rng = np.random.default_rng(11)
     long_text = " ".join(f"word{i}" for i in rng.integers(0, 10**6, 400))  # ~4.5 kB, well past the 2 kB threshold
     ns = _write(kb, "inline", [_doc("mem://long", "Long", [long_text])])
     conn = kb.connection()
     rows = conn.execute(
-        "SELECT pg_column_toast_chunk_id(embedding) IS NULL, pg_column_size(embedding), pg_column_size(text) < length(text)"
-        " FROM kbctl.chunks WHERE namespace_id = %s",
+        "SELECT pg_column_toast_chunk_id(v.embedding) IS NULL, pg_column_size(v.embedding),"
+        " pg_column_size(c.text) < length(c.text)"
+        " FROM kbctl.chunks c JOIN kbctl.vectors v ON v.namespace_id = c.namespace_id AND v.chunk_id = c.id"
+        " WHERE c.namespace_id = %s",
         (ns.id,),
     ).fetchall()
     assert rows and all(inline and size >= 384 * 4 and squeezed for inline, size, squeezed in rows)
