@@ -184,7 +184,7 @@ def start_shadow(conn, ns: Namespace, profile: Profile, storage: str, active: Pr
     with as_owner(conn):
         pid = ensure_profile(conn, profile)
     with conn.transaction():
-        gid = gstore.create_generation(conn, ns.id, pid, profile, storage, "shadow")
+        gid = gstore.create_generation(conn, ns.id, pid, profile, storage, "shadow", index=False)
     return next(g for g in gstore.generations(conn, ns.id) if g.id == gid)
 
 
@@ -274,7 +274,9 @@ def build(
 ) -> BuildReport:
     """Give every chunk of ``ns`` without a vector in ``gen`` one (cache first, then ``profile``'s
     model), batch by batch, each batch committed: a killed build loses at most one batch. Passes
-    repeat until one finds nothing missing (chunks an ingest wrote meanwhile without dual writes)."""
+    repeat until one finds nothing missing (chunks an ingest wrote meanwhile without dual writes).
+    The generation's HNSW index is built then, if it has none (a shadow's is built after its
+    vectors)."""
     from .embed import get_embedder
 
     if profile.fingerprint != gen.fingerprint:
@@ -304,6 +306,8 @@ def build(
         if not found:
             break
     left, _ = gstore.missing_count(conn, ns.id, gen.id)
+    if not left:
+        gstore.ensure_index(conn, gen, profile)
     return BuildReport(
         ns.name, gen.id, gen.profile_name, gen.storage, gen.state, done, embedded, reused,
         round(time.perf_counter() - t0, 3), left == 0, left,

@@ -25,6 +25,7 @@ __all__ = [
     "hnsw_index_name",
     "create_generation",
     "create_hnsw_index",
+    "ensure_index",
     "generations",
     "generation_sizes",
     "missing_chunks",
@@ -75,25 +76,45 @@ def column_of(storage: str) -> tuple[str, str]:
     return ("half", "halfvec") if storage == "halfvec" else ("embedding", "vector")
 
 
-def create_generation(conn, ns_id: int, profile_id: int, profile: Profile, storage: str, state: str) -> int:
-    """Record a generation of ``profile`` (recorded already, id ``profile_id``) and build its (empty)
-    HNSW index as the tables' owner; returns its id."""
+def create_generation(
+    conn, ns_id: int, profile_id: int, profile: Profile, storage: str, state: str, *, index: bool = True
+) -> int:
+    """Record a generation of ``profile`` (recorded already, id ``profile_id``) and, with ``index``,
+    build its (empty) HNSW index as the tables' owner; returns its id. A shadow is created without
+    one: its index is built once its vectors are in (``ensure_index``), several times faster than
+    inserting each vector into the graph."""
     row = conn.execute(
         query("generations/insert"),
         {"ns": ns_id, "pid": profile_id, "dim": profile.dimension, "storage": storage, "state": state},
     ).fetchone()
     gid = int(row[0])
-    with as_owner(conn):
-        create_hnsw_index(conn, gid, profile, storage)
+    if index:
+        with as_owner(conn):
+            create_hnsw_index(conn, gid, profile, storage)
     return gid
 
 
-def create_hnsw_index(conn, generation_id: int, profile: Profile, storage: str) -> None:
+def ensure_index(conn, gen: Generation, profile: Profile) -> bool:
+    """Build a generation's HNSW index if it has none (``CREATE INDEX CONCURRENTLY``: ingests and
+    searches go on; the connection must not be in a transaction); True when it was built."""
+    name = hnsw_index_name(gen.id)
+    row = conn.execute(query("generations/index_valid"), (name,)).fetchone()
+    if row is not None and row[0]:
+        return False
+    with as_owner(conn):
+        if row is not None:  # an invalid one, left by a build that failed
+            conn.execute(template("generations/drop_index", name=sql.Identifier(name)))
+        create_hnsw_index(conn, gen.id, profile, gen.storage, concurrently=True)
+    return True
+
+
+def create_hnsw_index(conn, generation_id: int, profile: Profile, storage: str, *, concurrently: bool = False) -> None:
     """The partial HNSW index of one generation's vectors, typed to its dimension and storage."""
     col, typ = column_of(storage)
     conn.execute(
         template(
             "generations/create_hnsw_index",
+            how=sql.SQL("CONCURRENTLY" if concurrently else ""),
             name=sql.Identifier(hnsw_index_name(generation_id)),
             col=sql.Identifier(col),
             typ=sql.SQL(typ),
