@@ -312,9 +312,7 @@ class KnowledgeBase:
         if profile is None and shadow is None:
             raise UsageError(f"namespace {namespace!r} has no shadow generation", hint="pass --profile NAME")
         prof = (
-            self.settings.profile(profile)
-            if profile
-            else gen.stored_profile(conn, shadow.profile_id, active)  # type: ignore[union-attr]
+            self.settings.profile(profile) if profile else gen.stored_profile(conn, shadow.profile_id, active)  # type: ignore[union-attr]
         )
         store_as = storage or (shadow.storage if profile is None and shadow else prof.storage)
         if store_as not in ("vector", "halfvec"):

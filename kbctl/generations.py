@@ -451,7 +451,6 @@ class DualWrites:
         return out
 
 
-
 _GATE = re.compile(r"^(?:(\w+):)?([\w@.]+)\s*>=\s*(active|[0-9.]+)(?:\s*-\s*([0-9.]+))?$")
 
 

@@ -78,7 +78,9 @@ def _summary(d: dict, as_json: bool, plan: bool) -> None:
     if as_json:
         print_json(d)
     elif plan:
-        eta = f"~{d['seconds']:.0f}s at {d['texts_per_second']} texts/s" if d["seconds"] is not None else "no model calls"
+        eta = (
+            f"~{d['seconds']:.0f}s at {d['texts_per_second']} texts/s" if d["seconds"] is not None else "no model calls"
+        )
         typer.echo(
             f"would re-embed {d['namespace']} with {d['profile']} ({d['storage']}): {d['chunks']} chunks,"
             f" {d['texts']} texts, {d['reused']} from the cache, {d['to_embed']} to embed; {eta}"

@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass
 from typing import Literal, overload
 
-
 from .. import validate
 from ..config import Profile
 from ..errors import NamespaceNotFound, ProfileMismatchError, UsageError
@@ -30,6 +29,7 @@ __all__ = [
     "delete_namespace",
     "check_pin",
 ]
+
 
 @dataclass(frozen=True)
 class Namespace:

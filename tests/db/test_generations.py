@@ -148,7 +148,7 @@ def test_reembed_384_to_768_while_another_process_ingests_and_a_third_searches(g
         assert report.embedded > 0 and report.state == "shadow", report
         assert "shadow" in {g["state"] for g in gkb.generations("lc")}, (gkb.generations("lc"), report)
         swapped = gkb.swap_generation("lc")  # under the namespace lock: waits for a running ingest
-        out, err = ingester.communicate(timeout=300)
+        _, err = ingester.communicate(timeout=300)
         assert ingester.returncode == 0, err.decode()
     finally:
         stop.write_text("")

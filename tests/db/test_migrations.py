@@ -223,7 +223,9 @@ def test_generations_migration_gives_each_namespace_an_active_generation_with_it
         _fill(c)
     _db(fresh_dsn).migrate()
     with psycopg.connect(fresh_dsn, autocommit=True) as c:
-        gens = c.execute("SELECT id, namespace_id, profile_id, dimension, storage, state FROM kbctl.generations").fetchall()
+        gens = c.execute(
+            "SELECT id, namespace_id, profile_id, dimension, storage, state FROM kbctl.generations"
+        ).fetchall()
         assert len(gens) == 1 and gens[0][3:] == (3, "vector", "active")
         gid = gens[0][0]
         assert c.execute("SELECT count(*) FROM kbctl.vectors WHERE generation_id = %s", (gid,)).fetchone()[0] == 2
@@ -231,7 +233,9 @@ def test_generations_migration_gives_each_namespace_an_active_generation_with_it
             "SELECT indexdef FROM pg_indexes WHERE schemaname = 'kbctl' AND indexname = %s", (f"vectors_hnsw_g{gid}",)
         ).fetchone()
         assert idx and "hnsw" in idx[0] and f"generation_id = {gid}" in idx[0]
-        cols = {r[0] for r in c.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'chunks'")}
+        cols = {
+            r[0] for r in c.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'chunks'")
+        }
         assert not cols & set(MOVED)
         with c.transaction():
             c.execute("SET LOCAL enable_seqscan = off")
