@@ -127,8 +127,9 @@ def make_scaled(kb, source: str, name: str, target: int) -> dict:
             p,
         )
         conn.execute(
-            "INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, profile_id, dimension, storage, embedding)"
-            " SELECT %(dst)s, b.new_id, %(gid)s, %(pid)s, v.dimension, 'vector',"
+            "INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, document_id, profile_id, dimension,"
+            " storage, embedding)"
+            " SELECT %(dst)s, b.new_id, %(gid)s, %(big)s + b.c * %(off)s + v.document_id, %(pid)s, v.dimension, 'vector',"
             " CASE WHEN b.c = 0 THEN v.embedding ELSE l2_normalize((SELECT array_agg(x + (random() - 0.5) * 2 * %(noise)s"
             "   ORDER BY i) FROM unnest(v.embedding::real[]) WITH ORDINALITY u(x, i))::vector) END"
             " FROM bench_copy b JOIN kbctl.vectors v"

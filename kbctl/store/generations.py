@@ -84,8 +84,7 @@ def create_generation(
     one: its index is built once its vectors are in (``ensure_index``), several times faster than
     inserting each vector into the graph."""
     row = conn.execute(
-        query("generations/insert"),
-        {"ns": ns_id, "pid": profile_id, "dim": profile.dimension, "storage": storage, "state": state},
+        query("generations/insert"), (ns_id, profile_id, profile.dimension, storage, state, state)
     ).fetchone()
     gid = int(row[0])
     if index:
@@ -157,14 +156,14 @@ def missing_count(conn, ns_id: int, generation_id: int) -> tuple[int, int]:
 def write_vectors(cur, ns_id: int, gen: Generation, rows: Iterable[tuple[int, np.ndarray]]) -> None:
     """Copy (chunk id, vector) rows into a generation, inside the caller's transaction. A chunk that
     has a vector there already, or is gone, is skipped."""
-    cur.execute(query("generations/stage_vectors"))
-    with cur.copy(query("generations/copy_vectors")) as cp:
+    cur.execute(query("documents/stage_vectors"))
+    with cur.copy(query("documents/copy_vectors")) as cp:
         cp.set_types(["integer", "bigint", "integer", "integer", "integer", "text", "vector"])
         for cid, vec in rows:
             cp.write_row(
                 (ns_id, cid, gen.id, gen.profile_id, gen.dimension, gen.storage, np.asarray(vec, dtype=np.float32))
             )
-    cur.execute(query("generations/insert_vectors"))
+    cur.execute(query("documents/insert_vectors"))
 
 
 def set_states(conn, ns_id: int, states: Sequence[tuple[int, str]]) -> None:

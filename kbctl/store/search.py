@@ -41,6 +41,7 @@ __all__ = [
 
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1  # the whole range of chunk ids
 _DIST = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
+_CHUNKS = sql.SQL(" JOIN kbctl.chunks c ON c.namespace_id = v.namespace_id AND c.id = v.chunk_id")
 
 
 def lexical_stats(conn, ns_ids: list[int]) -> tuple[float, float]:
@@ -158,6 +159,7 @@ def dense_statement(
         typ=sql.SQL(typ),
         d=sql.Literal(dim),
         gid=sql.Literal(gid),
+        join=_CHUNKS if filters else sql.SQL(""),
         f=fsql,
     )
     settings: list[sql.Composable] = []

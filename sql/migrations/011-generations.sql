@@ -32,6 +32,7 @@ CREATE TABLE kbctl.vectors (
     namespace_id  integer NOT NULL,
     chunk_id      bigint  NOT NULL,
     generation_id integer NOT NULL,
+    document_id   bigint  NOT NULL,  -- the chunk's (which never changes): an unfiltered dense scan reads no chunk row
     profile_id    integer NOT NULL,
     dimension     integer NOT NULL,
     storage       text    NOT NULL,
@@ -56,8 +57,8 @@ ALTER TABLE kbctl.chunks NO FORCE ROW LEVEL SECURITY;
 INSERT INTO kbctl.generations (namespace_id, profile_id, dimension, storage, state, created_at, activated_at)
 SELECT id, profile_id, dimension, 'vector', 'active', created_at, created_at FROM kbctl.namespaces ORDER BY id;
 
-INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, profile_id, dimension, storage, embedding)
-SELECT c.namespace_id, c.id, g.id, c.profile_id, c.dimension, 'vector', c.embedding
+INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, document_id, profile_id, dimension, storage, embedding)
+SELECT c.namespace_id, c.id, g.id, c.document_id, c.profile_id, c.dimension, 'vector', c.embedding
 FROM kbctl.chunks c
 JOIN kbctl.generations g ON g.namespace_id = c.namespace_id AND g.state = 'active';
 

@@ -249,7 +249,8 @@ def test_generations_migration_gives_each_namespace_an_active_generation_with_it
         assert f"vectors_hnsw_g{gid}" in plan
         with pytest.raises(psycopg.errors.CheckViolation):  # a vector's size is its generation's
             c.execute(
-                "INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, profile_id, dimension, storage,"
-                " embedding) SELECT namespace_id, id, %s, %s, 3, 'vector', '[1,2]' FROM kbctl.chunks LIMIT 1",
+                "INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, document_id, profile_id, dimension,"
+                " storage, embedding) SELECT namespace_id, id, %s, document_id, %s, 3, 'vector', '[1,2]'"
+                " FROM kbctl.chunks LIMIT 1",
                 (gid, gens[0][2]),
             )

@@ -90,9 +90,10 @@ def test_pin_refuses_other_dimension_and_other_model(kb):
             (ns.id,),
         ).fetchone()[0]
         conn.execute(
-            "INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, profile_id, dimension, storage, embedding)"
-            " VALUES (%s, %s, %s, %s, %s, 'vector', %s::vector)",
-            (ns.id, cid, ns.generation_id, ns.profile_id, ns.dimension, "[" + ",".join(["0.1"] * 768) + "]"),
+            "INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, document_id, profile_id, dimension,"
+            " storage, embedding) SELECT namespace_id, id, %s, document_id, %s, %s, 'vector', %s::vector"
+            " FROM kbctl.chunks WHERE namespace_id = %s AND id = %s",
+            (ns.generation_id, ns.profile_id, ns.dimension, "[" + ",".join(["0.1"] * 768) + "]", ns.id, cid),
         )
     # A profile of another model cannot query (or write) it.
     with pytest.raises(ProfileMismatchError, match="pinned to profile 'hash-384'"):
@@ -330,8 +331,9 @@ def test_optimize_compacts_the_postings_index_after_a_mass_delete(kb):
         optimize(admin)
 
 
-def test_a_small_namespace_in_a_shared_index_still_gets_k_rows(kb):
-    """An iterative HNSW scan that stops early (max_scan_tuples) is finished by an exact scan."""
+def test_a_small_filtered_slice_of_an_index_still_gets_k_rows(kb):
+    """An iterative HNSW scan that stops early (max_scan_tuples) is finished by an exact scan: a
+    filter keeps a small slice of a generation's index, far from the query."""
     import dataclasses
 
     from kbctl.search import parse_filters
@@ -339,27 +341,25 @@ def test_a_small_namespace_in_a_shared_index_still_gets_k_rows(kb):
 
     rng = np.random.default_rng(3)
     words = [f"v{i:04d}q" for i in range(2000)]
-    _write(
-        kb, "shared_big", [_doc(f"mem://big/{i}", f"Big {i}", [" ".join(rng.choice(words, 8))]) for i in range(3000)]
-    )
     others = [f"s{i:04d}z" for i in range(2000)]  # far from the query: its first index candidates are all "big"
-    small = _write(
-        kb,
-        "shared_small",
-        [_doc(f"mem://small/{i}", f"Small {i}", [" ".join(rng.choice(others, 40))]) for i in range(30)],
-    )
-    conn, prof = kb.connection(), kb.profile_for("shared_small")
-    n_small = _counts(conn, small.id)[1]
+    docs = [_doc(f"mem://big/{i}", f"Big {i}", [" ".join(rng.choice(words, 8))], part="big") for i in range(3000)]
+    docs += [_doc(f"mem://small/{i}", f"Small {i}", [" ".join(rng.choice(others, 40))], part="small") for i in range(30)]
+    ns = _write(kb, "sliced", docs)
+    conn, prof = kb.connection(), kb.profile_for("sliced")
+    small = parse_filters(["part=small"])
+    n_small = conn.execute(
+        "SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s AND metadata->>'part' = 'small'", (ns.id,)
+    ).fetchone()[0]
     qvec = get_embedder(prof).embed_query("v0001q v0002q")
     stingy = dataclasses.replace(prof, hnsw=dataclasses.replace(prof.hnsw, max_scan_tuples=1, ef_search=10))
     assert n_small >= 20
-    hits, path = dense_lane(conn, [small], qvec, 10, parse_filters([]), stingy, exact_threshold=0)
+    hits, path = dense_lane(conn, [ns], qvec, 10, small, stingy, exact_threshold=0)
     assert path == "hnsw+exact" and len(hits) == 10
-    exact, _ = dense_lane(conn, [small], qvec, 10, parse_filters([]), stingy, exact_threshold=10**9)
+    exact, _ = dense_lane(conn, [ns], qvec, 10, small, stingy, exact_threshold=10**9)
     assert [h.chunk_id for h in hits] == [h.chunk_id for h in exact]
     # with room to scan, the index alone fills k
-    hits, path = dense_lane(conn, [small], qvec, 100, parse_filters([]), prof, exact_threshold=0)
-    assert path == "hnsw" and len(hits) == n_small
+    hits, path = dense_lane(conn, [ns], qvec, 10, small, prof, exact_threshold=0)
+    assert path == "hnsw" and len(hits) == 10
 
 
 def test_vectors_stay_in_the_row_when_the_text_is_long(kb):
@@ -378,3 +378,4 @@ def test_vectors_stay_in_the_row_when_the_text_is_long(kb):
         (ns.id,),
     ).fetchall()
     assert rows and all(inline and size >= 384 * 4 and squeezed for inline, size, squeezed in rows)
+

@@ -1,4 +1,5 @@
--- A new generation of a namespace. Parameters: namespace id, profile id, dimension, storage, state.
+-- A new generation of a namespace; its id.
+-- Parameters: namespace id, profile id, dimension, storage, state, state again (activated now if active).
 INSERT INTO kbctl.generations (namespace_id, profile_id, dimension, storage, state, activated_at)
-VALUES (%(ns)s, %(pid)s, %(dim)s, %(storage)s, %(state)s, CASE WHEN %(state)s = 'active' THEN now() END)
+VALUES (%s, %s, %s, %s, %s, CASE WHEN %s = 'active' THEN now() END)
 RETURNING id
