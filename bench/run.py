@@ -19,6 +19,12 @@ never copied into the repository. The store is a dedicated home (``--home``, def
   → docs/benchmarks.md (the sample corpus only: needs no collection)
 - ``memory``:  peak RSS and time of ``kbctl ingest`` on 1–45 MB text files and a 100k-entry feed
   → docs/benchmarks.md (inputs made at run time: needs no collection)
+- ``serve``:   ``kbctl search`` through a running ``kbctl serve``, served against in-process search, and
+  a 16-client load test → docs/benchmarks.md (the sample corpus only)
+- ``verify``:  ``verify_claim``'s evidence flag calibrated on SciFact's claims (needs the ``scifact``
+  namespace of ``quality``) → docs/benchmarks.md, docs/agents.md
+- ``research``: ``research_topic`` against plain search, relevant documents within a token budget on
+  CISI and Cranfield (needs their namespaces) → docs/benchmarks.md, docs/agents.md
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO, Env, kbctl, machine, write_section
 
-PARTS = ("quality", "sweep", "parity", "dense", "latency", "ingest", "cold", "memory", "serve")
+PARTS = ("quality", "sweep", "parity", "dense", "latency", "ingest", "cold", "memory", "serve", "verify", "research")
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {
     "quality": ("docs/retrieval-quality.md", "README.md"),
@@ -44,6 +50,8 @@ DOCS = {
     "cold": ("docs/benchmarks.md",),
     "memory": ("docs/benchmarks.md",),
     "serve": ("docs/benchmarks.md",),
+    "verify": ("docs/benchmarks.md", "docs/agents.md"),
+    "research": ("docs/benchmarks.md", "docs/agents.md"),
 }
 
 
@@ -55,7 +63,9 @@ def _part(name: str):
     import memory
     import parity
     import quality
+    import research
     import serve
+    import verify_claim
 
     return {
         "quality": quality.run,
@@ -67,6 +77,8 @@ def _part(name: str):
         "cold": cold.run,
         "memory": memory.run,
         "serve": serve.run,
+        "verify": verify_claim.run,
+        "research": research.run,
     }[name]
 
 

@@ -6,7 +6,9 @@ The store is the sample corpus (support/technical and support/billing, profile m
 tenant. Rows:
 
 - ``kbctl search`` wall time (one CLI process each, median of 7 after a warm-up) through the server
-  (``KBCTL_SERVER``) and in-process, for comparison;
+  (``KBCTL_SERVER``: the console script's fast path) and in-process, for comparison;
+- one search at a time, served (``POST /v1/search``) against in-process (``KnowledgeBase.search``):
+  p50 and p95 of 200 each;
 - a load test on loopback: ``--clients`` clients for ``--seconds`` (it stops by itself), half on the
   JSON API (``POST /v1/search``), half on MCP (``search_knowledge`` over streamable HTTP, one session
   each): requests, errors, throughput, p50 and p95 latency.
@@ -29,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, Env, machine, write_section
+from common import KBCTL, REPO, Env, machine, write_section
 
 PY = sys.executable
 TENANT = "bench_serve"
@@ -73,7 +75,7 @@ def _prepare(home: Path, config: Path) -> str:
 def _cli_search(home: Path, config: Path, query: str, namespace: str, **env: str) -> float:
     t0 = time.perf_counter()
     subprocess.run(
-        [PY, "-m", "kbctl", "search", query, "-n", namespace, "--json"],
+        [KBCTL, "search", query, "-n", namespace, "--json"],
         env=_env(home, config, **env),
         check=True,
         stdout=subprocess.DEVNULL,
@@ -81,6 +83,37 @@ def _cli_search(home: Path, config: Path, query: str, namespace: str, **env: str
         cwd=REPO,
     )
     return time.perf_counter() - t0
+
+
+def _p(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100)[q - 1] * 1000 if len(values) > 1 else float("nan")
+
+
+def _served_vs_local(home: Path, config: Path, url: str, token: str, queries: list[str], n: int) -> dict:
+    """One search at a time, ``n`` each: ``POST /v1/search`` (raw: the same SearchResult) on loopback,
+    and ``KnowledgeBase.search`` in this process (warm), over the agent's two namespaces, k = 5."""
+    import httpx
+
+    import kbctl
+
+    served, local = [], []
+    with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
+        for i in range(n + 10):
+            t0 = time.perf_counter()
+            r = c.post(url + "/v1/search", json={"raw": True, "query": queries[i % len(queries)], "k": 5})
+            r.raise_for_status()
+            if i >= 10:  # the first ten warm the connection and the server's pool
+                served.append(time.perf_counter() - t0)
+    kb = kbctl.open(config=config, home=home, tenant=TENANT, profile="minilm")
+    try:
+        for i in range(n + 10):
+            t0 = time.perf_counter()
+            kb.search(queries[i % len(queries)], ["technical_kb", "billing_kb"], k=5)
+            if i >= 10:
+                local.append(time.perf_counter() - t0)
+    finally:
+        kb.close()
+    return {"served": (_p(served, 50), _p(served, 95)), "local": (_p(local, 50), _p(local, 95)), "n": n}
 
 
 def _json_client(url: str, token: str, queries: list[str], deadline: float, out: list, errors: list) -> None:
@@ -159,6 +192,7 @@ def _load(url: str, token: str, queries: list[str], clients: int, seconds: float
 
 
 def measure(home: Path, seconds: float, clients: int) -> str:
+    load_before = os.getloadavg()[0]
     config = home / "bench-serve.toml"
     config.write_text(CONFIG)
     token = _prepare(home, config)
@@ -186,15 +220,33 @@ def measure(home: Path, seconds: float, clients: int) -> str:
         served = statistics.median(_cli_search(home, config, q[i % len(q)], "technical_kb", **via) for i in range(7))
         _cli_search(home, config, q[0], "technical_kb")
         local = statistics.median(_cli_search(home, config, q[i % len(q)], "technical_kb") for i in range(7))
+        single = _served_vs_local(home, config, url, token, q, 200)
         rows = _load(url, token, q, clients, seconds)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
+    load_after = os.getloadavg()[0]
     lines = [
+        f"Load average (1 min) of the machine: {load_before:.2f} at the start, {load_after:.2f} at the end"
+        + (
+            " (**under load**: other work was running; the latencies are pessimistic)."
+            if max(load_before, load_after) > 1.0
+            else "."
+        ),
+        "",
         "| `kbctl search` (one process, median of 7) | wall time |",
         "|---|---:|",
         f"| through a running `kbctl serve` | {served:.3f} s |",
         f"| in-process (cold: embedder loaded per process) | {local:.3f} s |",
+        "",
+        f"One search at a time ({single['n']} each, k = 5, both namespaces): served is `POST /v1/search` on loopback,"
+        " in-process is `KnowledgeBase.search` in a warm process.",
+        "",
+        "| search | p50 ms | p95 ms |",
+        "|---|---:|---:|",
+        f"| served (`kbctl serve`, JSON API) | {single['served'][0]:.1f} | {single['served'][1]:.1f} |",
+        f"| in-process | {single['local'][0]:.1f} | {single['local'][1]:.1f} |",
+        f"| served − in-process | {single['served'][0] - single['local'][0]:+.1f} | {single['served'][1] - single['local'][1]:+.1f} |",
         "",
         f"Load test: {clients} clients for {seconds:.0f} s on loopback, `search_knowledge` (k = 5) over the sample corpus.",
         "",

@@ -19,15 +19,17 @@ pipeline records as a failed item: it is not truncated, so nothing is indexed th
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Iterable, Iterator
 
 from .config import Profile
 from .embed.tokens import Tokenizer, get_tokenizer
 from .errors import ExtractError
-from .types import Block, Chunk, Document
+from .types import Block, Chunk, Document, LargeDocument
 
-__all__ = ["chunk_document", "chunk_documents", "split_sentences"]
+__all__ = ["chunk_document", "chunk_documents", "iter_chunks", "check_length", "split_sentences"]
 
 # A token is rarely longer than this many characters: a block longer than ``limit`` times this is
 # measured on a prefix, and token windows are cut from pieces this many times ``limit`` long, so a
@@ -63,41 +65,112 @@ def chunk_document(doc: Document, profile: Profile, tok: Tokenizer | None = None
     _check_length(doc, profile.chunk.max_document_chars)
     if profile.chunk.strategy == "semantic":
         return _semantic(doc, profile, tok, embed)
+    return list(_fixed(doc.uri, doc.title, doc.blocks, _WholeText(doc.text), profile, tok))
+
+
+def iter_chunks(large: LargeDocument, profile: Profile, tok: Tokenizer | None = None) -> Iterator[Chunk]:
+    """The chunks of a document read in windows (``LargeDocument``), one at a time.
+
+    The same chunks as ``chunk_document`` of the whole document (same spans, texts, headers and
+    hashes), while only the blocks the current chunk spans are held. Not for the semantic strategy
+    (it compares every sentence of a section), nor over ``chunk.max_document_chars`` (the caller checks
+    ``large.chars`` first: ``check_length``).
+    """
+    tok = tok or get_tokenizer(profile)
+    head = large.head
+    yield from _fixed(head.uri, head.title, large.blocks(), _WindowText(), profile, tok)
+
+
+def check_length(chars: int, limit: int) -> None:
+    """A document of ``chars`` characters over ``chunk.max_document_chars`` is an ``ExtractError``."""
+    if chars > limit:
+        raise ExtractError(
+            f"document too long: {chars:,} characters, over the {limit:,} of chunk.max_document_chars",
+            hint="split the file, or raise [profile.chunk] max_document_chars",
+        )
+
+
+class _WholeText:
+    """The text of a document held whole: units are cut from it with offsets into it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def units(self, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:
+        return _units(self.text, block, limit, tok)
+
+    def span(self, start: int, end: int) -> str:
+        return self.text[start:end]
+
+    def release(self, before: int) -> None:
+        pass
+
+
+class _WindowText:
+    """The blocks a chunk may still span, of a document whose text is ``"\n\n".join`` of its blocks."""
+
+    def __init__(self) -> None:
+        self.blocks: deque[Block] = deque()
+
+    def units(self, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:
+        self.blocks.append(block)
+        for u in _units(block.text, Block(block.text), limit, tok):
+            yield _Unit(block.start + u.start, block.start + u.end, u.tokens, u.paragraph_start)
+
+    def span(self, start: int, end: int) -> str:
+        parts, pos = [], start
+        for b in self.blocks:
+            b_end = b.start + len(b.text)
+            if b_end <= start:
+                continue
+            if b.start >= end:
+                break
+            if b.start > pos:
+                parts.append("\n" * (b.start - pos))  # the blank line between two blocks
+                pos = b.start
+            parts.append(b.text[pos - b.start : min(end, b_end) - b.start])
+            pos = min(end, b_end)
+        return "".join(parts)
+
+    def release(self, before: int) -> None:
+        """Forget the blocks that end before ``before``: no later chunk starts before it."""
+        while self.blocks and self.blocks[0].start + len(self.blocks[0].text) <= before:
+            self.blocks.popleft()
+
+
+def _fixed(uri: str, title: str, blocks: Iterable[Block], text, profile: Profile, tok: Tokenizer) -> Iterator[Chunk]:
+    """Chunks of ``blocks`` packed to ``chunk.size`` tokens, section by section (``text``: a
+    ``_WholeText`` or a ``_WindowText``, which cuts units from blocks and gives a span's text)."""
     size = profile.chunk.size
     overlap = profile.chunk.overlap
-    chunks: list[Chunk] = []
-    for heading, page, blocks in _sections(doc.blocks):
-        header = _header(doc.title, heading)
+    position = 0
+    for (heading, page), section in groupby(blocks, key=lambda b: (b.heading_path, b.page)):
+        header = _header(title, heading)
         budget = profile.max_tokens - tok.special_tokens - (tok.count(header) + 2 if header else 0)
         if budget < 8:  # an absurdly long title: drop the header rather than the text
             header, budget = "", profile.max_tokens - tok.special_tokens
         limit = min(size, budget)
-        units = (u for b in blocks for u in _units(doc.text, b, limit, tok))
+        units = (u for b in section for u in text.units(b, limit, tok))
         for start, end in _pack(units, limit, min(overlap, limit // 2)):
-            text = doc.text[start:end]
-            chunks.append(
-                Chunk(
-                    document_uri=doc.uri,
-                    position=len(chunks),
-                    text=text,
-                    token_count=tok.count(text),
-                    char_start=start,
-                    char_end=end,
-                    heading_path=heading,
-                    page=page,
-                    header=header,
-                )
+            chunk_text = text.span(start, end)
+            yield Chunk(
+                document_uri=uri,
+                position=position,
+                text=chunk_text,
+                token_count=tok.count(chunk_text),
+                char_start=start,
+                char_end=end,
+                heading_path=heading,
+                page=page,
+                header=header,
             )
-    return chunks
+            position += 1
+            text.release(start)
 
 
 def _check_length(doc: Document, limit: int) -> None:
     """A document longer than ``chunk.max_document_chars`` is refused (recorded as a failed item)."""
-    if len(doc.text) > limit:
-        raise ExtractError(
-            f"document too long: {len(doc.text):,} characters, over the {limit:,} of chunk.max_document_chars",
-            hint="split the file, or raise [profile.chunk] max_document_chars",
-        )
+    check_length(len(doc.text), limit)
 
 
 def _semantic(doc: Document, profile: Profile, tok: Tokenizer, embed) -> list[Chunk]:

@@ -44,15 +44,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence
 
-from .chunk import chunk_document
+from .chunk import check_length, chunk_document
 from .config import Profile
 from .embed import get_tokenizer
 from .errors import KbctlError, UsageError
 from .interrupts import Interrupts
 from .store import Namespace, chunk_count_of, delete_documents, source_versions, stored_uris
 from .store import runs as runs_store
-from .types import Document, ItemError, Source, content_hash
-from .writer import Item, consume
+from .types import Document, ItemError, LargeDocument, Source, content_hash
+from .writer import PARTIAL, Item, LargeItem, SourceDone, consume
 
 log = logging.getLogger(__name__)
 
@@ -398,6 +398,10 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit) -> Iterator:
             seen.update(known[s.uri][1])
             yield ("unchanged", len(known[s.uri][1]))
             continue
+        large = _extract_large(s, h, profile, tok, emit)
+        if large is not None:
+            yield from large
+            continue
         docs = extract_source(s)
         if isinstance(docs, ItemError):
             yield docs
@@ -408,6 +412,57 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit) -> Iterator:
             continue
         emit("extracted", {"source": s.uri, "documents": len(docs)})
         yield Item(s.uri, h, s.kind, chunked)
+
+
+def _extract_large(s: Source, h: str, profile: Profile, tok, emit) -> Iterator | None:
+    """The items of a large source, or ``None`` for the others: one ``LargeItem`` for a long text
+    (chunked as it is stored), or one ``Item`` per entry of a large feed then a ``SourceDone``."""
+    from .extract import extract_large
+
+    try:
+        large = extract_large(s, text=profile.chunk.strategy != "semantic")
+    except Exception as e:
+        return iter([_item_error("extract", s.uri, e)])
+    if large is None:
+        return None
+    if isinstance(large, LargeDocument):
+        return iter([_large_item(s, h, large, profile, emit)])
+    return _entries(s, h, large, profile, tok, emit)
+
+
+def _large_item(s: Source, h: str, large: LargeDocument, profile: Profile, emit) -> LargeItem | ItemError:
+    from .acl import lift_acl
+    from .extract.stream import with_hash
+
+    try:
+        check_length(large.chars, profile.chunk.max_document_chars)
+    except KbctlError as e:
+        return _item_error("chunk", s.uri, e)
+    try:
+        large = with_hash(large, lift_acl(large.head))  # a second pass over the bytes: the content hash
+    except Exception as e:
+        return _item_error("extract", s.uri, e)
+    emit("extracted", {"source": s.uri, "documents": 1})
+    return LargeItem(s.uri, h, s.kind, large)
+
+
+def _entries(s: Source, h: str, docs: Iterator[Document], profile: Profile, tok, emit) -> Iterator:
+    """A large feed's entries as one item each, as they are parsed, then the ``SourceDone`` that
+    marks the feed whole. The entries are stored under a provisional source hash until then."""
+    from .acl import lift_acl
+
+    uris: set[str] = set()
+    try:
+        for d in docs:
+            d = lift_acl(d)
+            uris.add(d.uri)
+            chunked = chunk_source(s.uri, [d], profile, tok)
+            yield chunked if isinstance(chunked, ItemError) else Item(s.uri, PARTIAL + h, s.kind, chunked, part=True)
+    except Exception as e:  # the entries given so far stay provisional: the next run reads the feed again
+        yield _item_error("extract", s.uri, e)
+        return
+    emit("extracted", {"source": s.uri, "documents": len(uris)})
+    yield SourceDone(s.uri, h, s.kind, frozenset(uris))
 
 
 def extract_source(source: Source) -> tuple[Document, ...] | ItemError:

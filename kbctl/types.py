@@ -13,7 +13,7 @@ import base64
 import hashlib
 import re
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from .textutil.clean import CLEANED, clean_metadata, clean_text, removed
 
@@ -32,6 +32,8 @@ __all__ = [
     "Hit",
     "SearchResult",
     "content_hash",
+    "document_hash",
+    "LargeDocument",
 ]
 
 
@@ -44,6 +46,19 @@ def content_hash(data: str | bytes) -> str:
     if isinstance(data, str):
         data = data.encode("utf-8")
     return hashlib.sha256(data).hexdigest()
+
+
+def document_hash(title: str, metadata: Mapping[str, Any], text: Iterable[str]) -> str:
+    """A document's ``content_hash``: its title, its metadata and its text, given as consecutive
+    pieces (the same digest however the text is cut, so a long text is never encoded whole)."""
+    import json
+
+    meta = json.dumps(dict(metadata), sort_keys=True, default=str)
+    h = hashlib.sha256(f"{title}\x00{meta}\x00".encode())
+    for piece in text:
+        for i in range(0, len(piece), _HASH_WINDOW):  # a long piece is encoded a window at a time
+            h.update(piece[i : i + _HASH_WINDOW].encode("utf-8"))
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -122,13 +137,7 @@ class Document:
 
     def __post_init__(self) -> None:
         if self._clean() or not self.content_hash:
-            import json
-
-            meta = json.dumps(dict(self.metadata), sort_keys=True, default=str)
-            h = hashlib.sha256(f"{self.title}\x00{meta}\x00".encode())
-            for i in range(0, len(self.text), _HASH_WINDOW):  # never a second copy of a long text
-                h.update(self.text[i : i + _HASH_WINDOW].encode("utf-8"))
-            object.__setattr__(self, "content_hash", h.hexdigest())
+            object.__setattr__(self, "content_hash", document_hash(self.title, self.metadata, (self.text,)))
 
     def _clean(self) -> bool:
         """Remove what the store refuses, in place (once, at construction); whether anything went."""
@@ -210,6 +219,22 @@ class Document:
         if d.get("acl") is not None:
             d["acl"] = tuple(str(a) for a in d["acl"]) if isinstance(d["acl"], (list, tuple)) else (str(d["acl"]),)
         return cls(**_known(cls, d))
+
+
+@dataclass(frozen=True, eq=False)
+class LargeDocument:
+    """A document too large to hold whole (``kbctl.extract.stream``): read once to know it, again to chunk it.
+
+    ``head`` is the document without its text (``text`` empty, no blocks) but with the
+    ``content_hash`` of the whole and its notes; ``chars`` is the length its ``text`` would have;
+    ``blocks()`` reads the blocks again from the source's bytes, in order, each with its ``start``
+    in that text (the blocks joined by blank lines), so chunks carry the same offsets and hashes as
+    when the document is held whole.
+    """
+
+    head: Document
+    chars: int
+    blocks: Callable[[], Iterator[Block]]
 
 
 @dataclass(frozen=True, slots=True)  # slots: a long document has 100k of these

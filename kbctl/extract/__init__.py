@@ -25,13 +25,16 @@ feedparser) are imported only when a source needs them.
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable
+from typing import Callable, Iterator
 
-from ..types import Document, Source
+from ..types import Document, LargeDocument, Source
 from .detect import SUPPORTED_SUFFIXES, detect_format, guess_media_type
 from .record import RECORD_MEDIA_TYPE, extract_record
 
-__all__ = ["extract", "SUPPORTED_SUFFIXES", "guess_media_type", "detect_format"]
+__all__ = ["extract", "extract_large", "SUPPORTED_SUFFIXES", "guess_media_type", "detect_format"]
+
+#: Sources smaller than this are always read whole (``extract``).
+LARGE_BYTES = 1 << 20
 
 
 def extract(source: Source) -> list[Document]:
@@ -39,6 +42,27 @@ def extract(source: Source) -> list[Document]:
     if source.media_type == RECORD_MEDIA_TYPE:
         return extract_record(source)
     return _extractor(detect_format(source))(source)
+
+
+def extract_large(source: Source, *, text: bool = True) -> LargeDocument | Iterator[Document] | None:
+    """A large source read without holding its documents, or ``None`` when ``extract`` reads it.
+
+    A plain-text file of 1 MB or more (with ``text``) is a ``LargeDocument`` (``stream``); a feed of
+    1 MB or more that the streaming reader reads gives its entries one at a time (``feed.iter_feed``).
+    Errors are those of ``extract`` (an ``ExtractError``, raised here or, for a feed, at its end).
+    """
+    if source.media_type == RECORD_MEDIA_TYPE or len(source.content) < LARGE_BYTES:
+        return None
+    fmt = detect_format(source)
+    if fmt == "feed":
+        from .feed import iter_feed
+
+        return iter_feed(source)
+    if not text:
+        return None
+    from .stream import read_large
+
+    return read_large(source, fmt)
 
 
 def _extractor(fmt: str) -> Callable[[Source], list[Document]]:

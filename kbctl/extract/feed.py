@@ -23,7 +23,7 @@ import io
 import logging
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 from urllib.parse import urljoin
 
 from ..errors import ExtractError
@@ -33,7 +33,7 @@ from .base import build_document, split_paragraphs
 from .feed_stream import STREAM_MIN_BYTES, OddFeed, stream_feed
 from .html import html_paragraphs
 
-__all__ = ["extract_feed", "parse_feed_bytes"]
+__all__ = ["extract_feed", "parse_feed_bytes", "iter_feed"]
 
 log = logging.getLogger(__name__)
 
@@ -61,19 +61,44 @@ def extract_feed(source: Source) -> list[Document]:
     return _documents(((feed_title, e) for e in entries), source)
 
 
+def iter_feed(source: Source) -> Iterator[Document] | None:
+    """A large feed's documents one entry at a time, or ``None`` when it is not read that way.
+
+    A feed of ``STREAM_MIN_BYTES`` or more that the streaming reader reads whole (a first pass
+    keeps nothing, and settles that no ``OddFeed`` comes halfway) gives its entries as it parses
+    them, the very documents ``extract_feed`` gives, in order, so the pipeline never holds the
+    feed's documents at once. ``ExtractError`` ("empty feed") comes at the end when no entry has text.
+    Smaller and odd feeds: ``None`` (``extract_feed`` reads them).
+    """
+    if len(source.content) < STREAM_MIN_BYTES:
+        return None
+    try:
+        for _ in stream_feed(source.content):
+            pass
+    except OddFeed as e:
+        log.info("reading %s with feedparser: %s", source.uri, e)
+        return None
+    return _iter_documents(stream_feed(source.content), source)
+
+
 def _documents(entries: Iterable[tuple[str | None, Any]], source: Source) -> list[Document]:
     """The documents of ``(feed title, entry)`` pairs; entries without text are skipped."""
-    docs: list[Document] = []
+    return list(_iter_documents(entries, source))
+
+
+def _iter_documents(entries: Iterable[tuple[str | None, Any]], source: Source) -> Iterator[Document]:
+    """``_documents`` one at a time; "empty feed" is raised at the end when none had text."""
     taken: set[str] = set()
     n = 0
     for n, (feed_title, entry) in enumerate(entries, 1):
         try:
-            docs.append(_unique(_entry_document(entry, n, source, feed_title), n, taken))
+            doc = _unique(_entry_document(entry, n, source, feed_title), n, taken)
         except ExtractError as e:
             log.info("skipping entry %d of %s: %s", n, source.uri, e)
-    if not docs:
+            continue
+        yield doc
+    if not taken:
         raise ExtractError(f"empty feed (none of its {n} entries has text)", hint="the feed carries titles only")
-    return docs
 
 
 def _unique(doc: Document, n: int, taken: set[str]) -> Document:

@@ -1,8 +1,9 @@
 """``kbctl search`` through a running ``kbctl serve`` (``[server] url`` / ``KBCTL_SERVER``).
 
-urllib only, and nothing heavy imported: the point is a search without loading a model. A server
-that cannot be reached (or a search with options it does not take) gives None, and the caller
-searches in-process; an answer the server refused (4xx) is the caller's error, as in-process.
+urllib only, and nothing heavy imported: the point is a search without loading a model (the CLI's
+fast path, ``kbctl.cli.fast``, calls this before typer, rich or ``kbctl.api`` are imported). A
+server that cannot be reached (or a search with options it does not take) gives None, and the
+caller searches in-process; an answer the server refused (4xx) is the caller's error, as in-process.
 """
 
 from __future__ import annotations
@@ -20,18 +21,49 @@ from ..types import Hit, SearchResult
 
 log = logging.getLogger(__name__)
 
-__all__ = ["forward_search"]
+__all__ = ["forward_search", "ask_server", "skip_once"]
 
 _FORWARDED = {"mode", "k", "filters", "per_doc", "fusion", "ef_search", "rerank", "prf", "explain"}
+# Servers already found unusable in this process, and why: the next forward_search logs the reason
+# once and searches in-process without asking again (the fast path asked, the CLI falls back).
+_SKIP: dict[str, str] = {}
+
+
+class Unusable(Exception):
+    """The server could not answer this search (unreachable, or an answer the caller falls back from)."""
 
 
 def forward_search(
     settings: Settings, query: str, namespace: str | Sequence[str], options: dict[str, Any]
 ) -> SearchResult | None:
-    """The server's answer to this search, or None when it should run in-process."""
+    """The server's answer to this search, or None when it should run in-process (a warning is
+    logged when a configured server could not be used)."""
+    url = str(settings.data["server"]["url"]).rstrip("/")
+    if url in _SKIP:
+        log.warning("%s", _SKIP.pop(url))
+        return None
+    try:
+        return ask_server(settings, query, namespace, options)
+    except Unusable as e:
+        log.warning("%s", e)
+        return None
+
+
+def skip_once(settings: Settings, reason: str) -> None:
+    """The next ``forward_search`` to this server logs ``reason`` and searches in-process."""
+    _SKIP[str(settings.data["server"]["url"]).rstrip("/")] = reason
+
+
+def ask_server(
+    settings: Settings, query: str, namespace: str | Sequence[str], options: dict[str, Any]
+) -> SearchResult | None:
+    """The server's answer; None when no server is configured or the options are not forwarded;
+    ``Unusable`` when it could not answer; ``UsageError`` when it refused the search (4xx)."""
     srv = settings.data["server"]
     url = str(srv["url"]).rstrip("/")
-    given = {k: v for k, v in options.items() if v not in (None, (), [], False)}
+    given = {k: v for k, v in options.items() if v is not None and v != () and v != [] and v is not False}
+    if options.get("rerank") is False:  # --no-rerank is an explicit choice, unlike an absent --explain
+        given["rerank"] = False
     if not url or set(given) - _FORWARDED or options.get("principal") is not None:
         return None
     body = {
@@ -54,10 +86,10 @@ def forward_search(
     except urllib.error.HTTPError as e:
         if 400 <= e.code < 500 and e.code not in (401, 404, 413):
             raise UsageError(_message(e)) from None
-        log.warning("server at %s answered %s (%s); searching in-process", url, e.code, _message(e))
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        log.info("server at %s not reachable (%s); searching in-process", url, e)
-    return None
+        raise Unusable(f"server at {url} answered {e.code} ({_message(e)}); searching in-process") from None
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as e:
+        reason = getattr(e, "reason", None) or e
+        raise Unusable(f"server at {url} not reachable ({reason}); searching in-process") from None
 
 
 def _auth(srv) -> dict[str, str]:
@@ -69,7 +101,7 @@ def _message(e: urllib.error.HTTPError) -> str:
     try:
         return str(json.loads(e.read()).get("error"))
     except (ValueError, OSError, AttributeError):
-        return e.reason
+        return str(e.reason)
 
 
 def _result(d: dict) -> SearchResult:

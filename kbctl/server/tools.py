@@ -156,16 +156,24 @@ class Toolbox:
         claim: Annotated[str, Field(description="The statement to find evidence for.")],
         namespaces: Namespaces = None,
         k: Annotated[int, Field(description="Passages to weigh.", ge=1, le=20)] = 5,
+        filters: Annotated[
+            list[str] | None,
+            Field(description="Metadata filters on the evidence (key=value, key!=v, ...), as in search_knowledge."),
+        ] = None,
         *,
         labels: dict,
     ) -> dict[str, Any]:
-        result, query_id = self._search("verify_claim", claim, namespaces, k=k, mode="hybrid", explain=True)
+        result, query_id = self._search(
+            "verify_claim", claim, namespaces, k=k, filters=filters, mode="hybrid", explain=True
+        )
         labels.update(mode=result.mode, strategy=result.strategy)
         terms = key_terms(claim)
         sim_min, terms_min = float(self.limits["evidence_min_similarity"]), float(self.limits["evidence_min_terms"])
+        with self.service.kb(self.agent.tenant) as kb:
+            similarity = claim_similarities(kb, claim, result.hits)
         evidence = []
         for h in result.hits:
-            s = evidence_signals(h, terms)
+            s = evidence_signals(h, terms, similarity.get((h.namespace, h.chunk_id)))
             s["supports"] = (s["dense_similarity"] or 0) >= sim_min and s["key_terms_found"] >= terms_min
             evidence.append({**_passage(h, snippets=False), "signals": s})
         page, _ = self._page(evidence, None, None)
@@ -192,7 +200,7 @@ class Toolbox:
     ) -> dict[str, Any]:
         budget = budget or self.agent.budget or 4000
         self._check_budget(budget)
-        first, query_id = self._search("research_topic", topic, namespaces, k=20, mode="hybrid")
+        first, query_id = self._search("research_topic", topic, namespaces, k=20, mode="hybrid", prf="hybrid")
         labels.update(mode=first.mode, strategy=first.strategy)
         terms = feedback_terms(topic, first.hits[:5])
         subs = [f"{topic} {t}" for t in terms[:3]]
@@ -203,7 +211,7 @@ class Toolbox:
                 pool.setdefault((h.namespace, h.chunk_id), h)
         with self.service.kb(self.agent.tenant) as kb:
             vectors = kb.passage_vectors(list(pool.values()))
-        picked = mmr(list(pool.values()), vectors, lambda_=0.7, n=15)
+        picked = mmr(list(pool.values()), vectors, lambda_=0.7, n=len(pool))  # the budget decides how many fit
         return {
             "query_id": query_id,
             "topic": topic,
@@ -367,14 +375,40 @@ def _stem(w: str) -> str:
     return w[:6] if len(w) > 6 else w
 
 
-def evidence_signals(h: Hit, terms: list[str]) -> dict[str, Any]:
-    """Dense similarity, share of the key terms found (matched on their first 6 letters) and lane agreement."""
+def claim_similarities(kb: Any, claim: str, hits: tuple[Hit, ...] | list[Hit]) -> dict[tuple[str, int], float]:
+    """Cosine similarity of the claim's embedding and each hit's stored chunk vector, keyed by
+    (namespace, chunk_id): for every hit, also those only the lexical lane found (whose dense lane
+    score is unknown). The claim is embedded once per profile among the hits' namespaces."""
+    import numpy as np
+
+    from ..embed import get_embedder
+
+    if not hits:
+        return {}
+    vectors = kb.passage_vectors(list(hits))
+    claims: dict[str, Any] = {}
+    out: dict[tuple[str, int], float] = {}
+    for h in hits:
+        v = vectors.get((h.namespace, h.chunk_id))
+        if v is None:
+            continue
+        prof = kb.profile_for(h.namespace)
+        if prof.name not in claims:
+            q = np.asarray(get_embedder(prof, purpose="query").embed_query(claim), dtype=np.float32)
+            claims[prof.name] = q / (np.linalg.norm(q) or 1.0)
+        out[(h.namespace, h.chunk_id)] = round(float(claims[prof.name] @ (v / (np.linalg.norm(v) or 1.0))), 6)
+    return out
+
+
+def evidence_signals(h: Hit, terms: list[str], similarity: float | None = None) -> dict[str, Any]:
+    """Dense similarity (``similarity``, else the dense lane's score), share of the key terms found
+    (matched on their first 6 letters) and lane agreement."""
     words = {_stem(w.lower()) for w in _WORD.findall(h.text + " " + h.title)}
     found = [t for t in terms if _stem(t) in words]
     dense, lexical = h.lanes.get("dense") or {}, h.lanes.get("lexical") or {}
     agree = sum(1 for lane in (dense, lexical) if lane.get("rank") is not None) / 2
     return {
-        "dense_similarity": dense.get("score"),
+        "dense_similarity": similarity if similarity is not None else dense.get("score"),
         "key_terms_found": round(len(found) / max(len(terms), 1), 3),
         "matched_terms": found,
         "lane_agreement": agree,

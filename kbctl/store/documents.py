@@ -16,7 +16,7 @@ import logging
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import psycopg
@@ -36,6 +36,9 @@ __all__ = [
     "stored_owners",
     "cached_vectors",
     "write_documents",
+    "write_document_stream",
+    "write_chunks",
+    "set_source_hash",
     "delete_documents",
     "stored_uris",
     "stored_uris_of_source",
@@ -187,36 +190,111 @@ def _write(
     uris = [d.uri for d, _ in items]
     replaced = _delete(conn, ns, uris)
     doc_ids = _next_ids(conn, "documents", len(items))
-    nchunks = sum(len(c) for _, c in items)
-    chunk_ids = iter(_next_ids(conn, "chunks", nchunks))
+    with conn.cursor() as cur:
+        _copy_documents(
+            cur, ns, [(d, did, len(d.text), len(c)) for (d, c), did in zip(items, doc_ids)], run_id, sources
+        )
+    nchunks, lengths = write_chunks(
+        conn, ns, [(d, did, c) for (d, c), did in zip(items, doc_ids)], analyzer, title_weight, extra
+    )
+    _add_stats(conn, ns, nchunks, lengths)
+    return WriteStats(len(items), nchunks, replaced)
+
+
+def write_document_stream(
+    conn,
+    ns: Namespace,
+    doc: Document,
+    chars: int,
+    batches: Iterable[Sequence[EmbeddedChunk]],
+    analyzer: Analyzer,
+    *,
+    title_weight: float = 1.0,
+    run_id: int | None = None,
+    source: tuple[str, str] | None = None,
+    extra_of: Callable[[Sequence[EmbeddedChunk]], Sequence[tuple[Generation, Mapping[str, np.ndarray]]]] | None = None,
+) -> WriteStats:
+    """Replace the stored version of one document whose chunks come in ``batches`` (a large one).
+
+    ``extra_of(batch)``: the vectors of the namespace's other generations for a batch (dual writes,
+    ``write_documents``'s ``extra``).
+
+    The document's row goes in first (``chars`` long, its chunk count set once the last batch is
+    written), then each batch's chunks, postings and vocabulary: nothing of the document is held
+    but one batch, and it all lands in one transaction (a savepoint inside the caller's), so a
+    reader sees the old version or the new one, and a killed run leaves the old one. Refused by
+    the database: the old version stays and the document is listed in ``failed``. Anything else
+    raised while ``batches`` is read (the chunker, the model) rolls the document back and propagates.
+    """
+    sources = {doc.uri: source} if source else {}
+    with conn.transaction():
+        try:
+            with conn.transaction():
+                replaced = _delete(conn, ns, [doc.uri])
+                (did,) = _next_ids(conn, "documents", 1)
+                with conn.cursor() as cur:
+                    _copy_documents(cur, ns, [(doc, did, chars, 0)], run_id, sources)
+                nchunks, lengths = 0, 0.0
+                for batch in batches:
+                    _check_dimensions(ns, [(doc, batch)])
+                    extra = extra_of(batch) if extra_of is not None else ()
+                    n, length = write_chunks(conn, ns, [(doc, did, batch)], analyzer, title_weight, extra)
+                    nchunks, lengths = nchunks + n, lengths + length
+                _add_stats(conn, ns, nchunks, lengths)
+                conn.execute(query("documents/set_chunk_count"), (nchunks, ns.id, did))
+                return WriteStats(1, nchunks, replaced)
+        except _REFUSED as e:
+            log.info("document %s was refused (%s)", doc.uri, _reason(e))
+            return WriteStats(0, 0, 0, failed=((doc.uri, type(e).__name__, _reason(e)),))
+
+
+def _copy_documents(cur, ns: Namespace, rows, run_id, sources) -> None:
+    """The rows of documents: (document, id, characters, chunks) each."""
+    with _copy_in(cur, "documents") as cp:
+        for d, did, chars, nchunks in rows:
+            su, sh = sources.get(d.uri, (d.uri, ""))
+            cp.write_row(
+                (
+                    ns.id,
+                    did,
+                    d.uri,
+                    d.parent_uri,
+                    su,
+                    sh,
+                    d.title,
+                    d.source_type,
+                    d.content_hash,
+                    json.dumps(dict(d.metadata), default=str),
+                    chars,
+                    nchunks,
+                    run_id,
+                    None if d.acl is None else list(d.acl),
+                )
+            )
+
+
+def write_chunks(
+    conn,
+    ns: Namespace,
+    rows: Iterable[tuple[Document, int, Sequence[EmbeddedChunk]]],
+    analyzer: Analyzer,
+    title_weight: float,
+    extra: Sequence[tuple[Generation, Mapping[str, np.ndarray]]] = (),
+) -> tuple[int, float]:
+    """Store one batch of chunks with their vectors, their postings and their terms' document
+    frequencies, inside the caller's transaction: ``rows`` are (document, its stored id, chunks).
+    The vectors go to the active generation, and ``extra``'s (``write_documents``) to the others.
+    Returns how many chunks and their total lexical length (for the namespace's statistics)."""
     postings: list[tuple[str, int, float, float]] = []
     vectors: list[tuple[int, str, Any]] = []  # (chunk id, hash, vector of the active generation)
     lengths = 0.0
+    nchunks = 0
+    rows = list(rows)
+    chunk_ids = iter(_next_ids(conn, "chunks", sum(len(c) for _, _, c in rows)))
     with conn.cursor() as cur:
-        with _copy_in(cur, "documents") as cp:
-            for (d, chunks), did in zip(items, doc_ids):
-                su, sh = sources.get(d.uri, (d.uri, ""))
-                cp.write_row(
-                    (
-                        ns.id,
-                        did,
-                        d.uri,
-                        d.parent_uri,
-                        su,
-                        sh,
-                        d.title,
-                        d.source_type,
-                        d.content_hash,
-                        json.dumps(dict(d.metadata), default=str),
-                        len(d.text),
-                        len(chunks),
-                        run_id,
-                        None if d.acl is None else list(d.acl),
-                    )
-                )
         with _copy_in(cur, "chunks") as cp:
             cp.set_types(_CHUNK_TYPES)
-            for (d, chunks), did in zip(items, doc_ids):
+            for d, did, chunks in rows:
                 meta = _chunk_meta_base(d)
                 tags = meta.get("tags")
                 tags = tags if isinstance(tags, list) else []
@@ -232,6 +310,7 @@ def _write(
                     tf = analyzer.counts(c.text, f"{c.header} {boost}".strip(), title_weight, own_heading=own)
                     length = float(sum(tf.values()))
                     lengths += length
+                    nchunks += 1
                     postings.extend((t, cid, f, length) for t, f in tf.items())
                     m = dict(meta, heading_path=list(c.heading_path), page=c.page)
                     cp.write_row(
@@ -256,8 +335,7 @@ def _write(
         write_vectors(cur, ns.id, _active(ns), ((cid, v) for cid, _, v in vectors))
         for gen, by_hash in extra:
             write_vectors(cur, ns.id, gen, ((cid, by_hash[h]) for cid, h, _ in vectors if h in by_hash))
-    _add_stats(conn, ns, nchunks, lengths)
-    return WriteStats(len(items), nchunks, replaced)
+    return nchunks, lengths
 
 
 def _active(ns: Namespace) -> Generation:
@@ -278,6 +356,12 @@ def _check_dimensions(ns: Namespace, items) -> None:
                     f" {ns.profile_name} ({ns.model}, {ns.dimension}-d); nothing was written",
                     hint="embed with the namespace's profile, or ingest into a new namespace",
                 )
+
+
+def set_source_hash(conn, ns: Namespace, source_uri: str, old: str, new: str) -> int:
+    """The documents of ``source_uri`` stored under the source hash ``old`` take ``new``: a source
+    written in parts (a feed's entries) is marked whole once its last part is stored."""
+    return conn.execute(query("documents/set_source_hash"), (new, ns.id, source_uri, old)).rowcount
 
 
 def delete_documents(conn, ns: Namespace, uris: Sequence[str]) -> int:

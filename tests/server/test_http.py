@@ -7,6 +7,8 @@ import threading
 import httpx
 import pytest
 
+from kbctl.search.context import estimate_tokens
+
 from .conftest import free_port, start_server, stop
 
 
@@ -83,6 +85,34 @@ def test_verify_research_document_and_feedback(served):
     assert (
         post(served, "/v1/feedback", {"query_id": s["query_id"], "doc_id": 999999, "useful": True}).status_code == 400
     )
+
+
+def test_verify_claim_weighs_every_passage_and_takes_filters(served):
+    claim = {"claim": "Refunds go back to the original payment method", "namespaces": ["billing_kb"], "k": 5}
+    v = post(served, "/v1/tools/verify_claim", claim).json()
+    titles = [e["title"] for e in v["evidence"]]
+    assert len(set(titles)) >= 2
+    # every passage has its similarity, also one only the lexical lane found (its lane score is null)
+    assert all(isinstance(e["signals"]["dense_similarity"], float) for e in v["evidence"])
+    assert v["thresholds"] == {"dense_similarity": 0.53, "key_terms_found": 0.45}
+    for e in v["evidence"]:
+        s, t = e["signals"]["dense_similarity"], e["signals"]["key_terms_found"]
+        assert e["signals"]["supports"] == (s >= 0.53 and t >= 0.45)
+    assert v["evidence_found"] == any(e["signals"]["supports"] for e in v["evidence"])
+    without = post(served, "/v1/tools/verify_claim", {**claim, "filters": [f"title!={titles[0]}"]})
+    assert without.status_code == 200, without.text
+    assert without.json()["evidence"] and titles[0] not in [e["title"] for e in without.json()["evidence"]]
+
+
+def test_research_fills_its_budget(served):
+    def research(budget: int) -> list[dict]:
+        r = post(served, "/v1/tools/research_topic", {"topic": "payments and refunds", "budget": budget})
+        assert r.status_code == 200, r.text
+        return [p for d in r.json()["documents"] for p in d["passages"]]
+
+    small, large = research(300), research(6000)
+    assert len(large) > len(small) >= 1
+    assert sum(estimate_tokens(p["text"]) + 20 for p in small) <= 300
 
 
 def test_namespaces_health_and_metrics(served):

@@ -1,0 +1,246 @@
+"""The console script's entry: ``kbctl search`` through a running server before the CLI is imported.
+
+With ``[server] url`` (or ``KBCTL_SERVER``) set, ``kbctl search`` asks the running ``kbctl serve``
+(``kbctl.server.client``, urllib only) and prints what the CLI would print, without importing
+typer, ``kbctl.api``, psycopg or numpy: the process costs the interpreter, ``kbctl.config`` and one
+request. Only a search whose every argument is understood here takes this path; anything else
+(``--help``, ``--as``, ``--format context``, ``--explain`` as a table, an option typer would reject,
+no server configured, a server that cannot answer) runs the normal CLI (``kbctl.cli.main``), which
+searches in-process exactly as it would have (with a warning when a configured server is down).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from typing import Any
+
+__all__ = ["main", "parse_search"]
+
+# Global options of kbctl (kbctl.cli.main._global) → their key; flags are counted / set.
+_GLOBAL_VALUES = {
+    "--config": "config",
+    "-c": "config",
+    "--dsn": "dsn",
+    "--home": "home",
+    "--tenant": "tenant",
+    "--profile": "profile",
+    "-p": "profile",
+}
+_GLOBAL_FLAGS = {"--verbose": "verbose", "-v": "verbose", "--quiet": "quiet", "-q": "quiet"}
+# Options of kbctl search (kbctl.cli.search.search) this path takes. --as and --group are not here:
+# a principal's search is not forwarded (kbctl.server.client).
+_SEARCH_VALUES = {
+    "--namespace": "namespace",
+    "-n": "namespace",
+    "--mode": "mode",
+    "-m": "mode",
+    "-k": "k",
+    "--top": "k",
+    "--filter": "filter",
+    "-f": "filter",
+    "--per-doc": "per_doc",
+    "--fusion": "fusion",
+    "--ef-search": "ef_search",
+    "--prf": "prf",
+    "--format": "format",
+    "--budget": "budget",
+}
+_SEARCH_FLAGS = {
+    "--rerank": ("rerank", True),
+    "--no-rerank": ("rerank", False),
+    "--explain": ("explain", True),
+    "--json": ("json", True),
+    "--jsonl": ("jsonl", True),
+}
+_LISTS = {"namespace", "filter"}
+_INTS = {"k", "per_doc", "ef_search", "budget"}
+_FORMATS = {"table", "json", "jsonl", "markdown"}
+
+
+class _Declined(Exception):
+    """This invocation is not one the fast path takes: the normal CLI runs it."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``kbctl`` console script: the fast path when it applies, else ``kbctl.cli.main.main``."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    code = _fast(args)
+    if code is not None:
+        sys.exit(code)
+    from .main import main as full
+
+    full(argv)
+
+
+def _fast(argv: list[str]) -> int | None:
+    """The exit code of the search when this path answered it, else None (nothing printed)."""
+    try:
+        parsed = parse_search(argv)
+    except _Declined:
+        return None
+    try:
+        from ..config import load_settings
+
+        settings = load_settings(parsed["config"], parsed["overrides"])
+        if not str(settings.data["server"]["url"]).strip():
+            return None
+        from ..errors import KbctlError
+        from ..server.client import Unusable, ask_server, skip_once
+    except Exception:  # a config error and the like: the normal CLI reports it as it always does
+        return None
+    try:
+        result = ask_server(settings, parsed["query"], parsed["namespace"], parsed["options"])
+    except Unusable as e:
+        skip_once(settings, str(e))  # the CLI warns (through its logging) and searches in-process
+        return None
+    except KbctlError as e:  # the server refused the search (4xx): the error the CLI would print
+        print(f"error: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(f"hint: {e.hint}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        return None
+    if result is None:
+        return None
+    with contextlib.suppress(BrokenPipeError):  # as kbctl.cli.main: a closed pipe is not an error
+        _render(result, parsed["format"], parsed["quiet"])
+    return 0
+
+
+def parse_search(argv: list[str]) -> dict[str, Any]:
+    """``argv`` of a ``kbctl [global options] search ...`` this path takes, as the search's
+    arguments; ``_Declined`` for anything else (the normal CLI parses it, and reports its errors)."""
+    glob: dict[str, Any] = {"verbose": 0, "quiet": False}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "search":
+            break
+        key, value, i = _option(argv, i, _GLOBAL_VALUES, {k: (v, True) for k, v in _GLOBAL_FLAGS.items()})
+        if key == "verbose":
+            glob["verbose"] += 1
+        else:
+            glob[key] = value
+    else:
+        raise _Declined
+    opts: dict[str, Any] = {"namespace": [], "filter": [], "explain": False, "json": False, "jsonl": False}
+    positional: list[str] = []
+    i += 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            positional += argv[i + 1 :]
+            break
+        if not a.startswith("-") or a == "-":
+            positional.append(a)
+            i += 1
+            continue
+        key, value, i = _option(argv, i, _SEARCH_VALUES, _SEARCH_FLAGS)
+        if key in _INTS:
+            value = _int(value)
+        if key in _LISTS:
+            opts[key].append(value)
+        else:
+            opts[key] = value
+    if len(positional) > 1 or not opts["namespace"]:
+        raise _Declined
+    if opts.get("ef_search") is not None and opts["ef_search"] < 1:
+        raise _Declined
+    fmt = "json" if opts["json"] else ("jsonl" if opts["jsonl"] else opts.get("format", "table"))
+    if fmt not in _FORMATS or (fmt == "table" and opts["explain"]):  # the lanes table: kbctl.cli.search
+        raise _Declined
+    return {
+        "config": glob.get("config"),
+        "overrides": {
+            "database.dsn": glob.get("dsn"),
+            "database.home": glob.get("home"),
+            "defaults.tenant": glob.get("tenant"),
+            "defaults.profile": glob.get("profile"),
+        },
+        "quiet": glob["quiet"],
+        "query": positional[0] if positional else "",
+        "namespace": opts["namespace"],
+        "format": fmt,
+        # What kbctl.cli.search.search passes to KnowledgeBase.search_via_server.
+        "options": {
+            "mode": opts.get("mode", "auto"),
+            "k": opts.get("k"),
+            "filters": opts["filter"],
+            "per_doc": opts.get("per_doc"),
+            "fusion": opts.get("fusion"),
+            "rerank": opts.get("rerank"),
+            "explain": opts["explain"],
+            "ef_search": opts.get("ef_search"),
+            "prf": opts.get("prf"),
+            "principal": None,
+        },
+    }
+
+
+def _option(argv: list[str], i: int, values: dict, flags: dict) -> tuple[str, Any, int]:
+    """The option at ``argv[i]`` (``--name value``, ``--name=value``, ``-x value``, ``-xvalue`` or a
+    flag): its key, value and the index after it."""
+    a = argv[i]
+    if a in flags:
+        key, value = flags[a]
+        return key, value, i + 1
+    if a in values:
+        if i + 1 >= len(argv):
+            raise _Declined
+        return values[a], argv[i + 1], i + 2
+    if a.startswith("--") and "=" in a:
+        name, value = a.split("=", 1)
+        if name in values:
+            return values[name], value, i + 1
+    elif not a.startswith("--") and len(a) > 2 and a[:2] in values:
+        return values[a[:2]], a[2:], i + 1
+    raise _Declined
+
+
+def _int(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise _Declined from None
+
+
+def _render(result, fmt: str, quiet: bool) -> None:
+    """What ``kbctl.cli.search.search`` prints for ``result`` (rich imported only for people's formats)."""
+    for note in result.notes:
+        if result.degraded:
+            if not quiet:
+                from .state import STATE, warn
+
+                STATE.quiet = quiet
+                warn(note)
+        elif not quiet:
+            print(f"note: {note}", file=sys.stderr)
+    if fmt == "json":
+        sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, default=str) + "\n")
+    elif fmt == "jsonl":
+        for h in result.hits:
+            sys.stdout.write(json.dumps(h.to_json(), ensure_ascii=False, default=str) + "\n")
+    elif fmt == "markdown":
+        from .render import hits_markdown
+        from .state import out
+
+        out.print(hits_markdown(result), markup=False, highlight=False)
+    else:
+        from .render import hits_table
+
+        print(
+            f"strategy: {result.strategy}  mode: {result.mode}  namespaces: {', '.join(result.namespaces)}",
+            file=sys.stderr,
+        )
+        if result.hits:
+            hits_table(result)
+        else:
+            print("no results", file=sys.stderr)
+        if result.withheld:
+            print(f"withheld: {result.withheld}", file=sys.stderr)
+    sys.stdout.flush()
