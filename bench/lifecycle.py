@@ -25,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import kbctl  # noqa: E402
-from kbctl.embed import get_embedder  # noqa: E402
-from kbctl.search import parse_filters  # noqa: E402
-from kbctl.search.lanes import dense_statement  # noqa: E402
-from kbctl.store.generations import hnsw_index_name  # noqa: E402
+import kbctl
+from kbctl.embed import get_embedder
+from kbctl.search import parse_filters
+from kbctl.search.lanes import dense_statement
+from kbctl.store.generations import hnsw_index_name
 
 NAME = "lc-100k"
 QUERIES = "/work/shared/evaldata/scifact/queries.jsonl"
@@ -106,7 +106,7 @@ def main() -> None:
     admin.execute(f"REINDEX INDEX kbctl.{hnsw_index_name(ns.generation_id)}")
     results["vector_index_build_s"] = {"seconds": round(time.perf_counter() - t0, 1), "load": _load()}
     emb = get_embedder(prof, purpose="query")
-    qs = [json.loads(line)["text"] for line in open(QUERIES)][:100]
+    qs = [json.loads(line)["text"] for line in Path(QUERIES).read_text().splitlines()][:100]
     qvecs = [emb.embed_query(q) for q in qs]
     results["vector"], truth = _measure(kb, ns, prof, qvecs)
     t0 = time.perf_counter()

@@ -25,6 +25,8 @@ never copied into the repository. The store is a dedicated home (``--home``, def
   namespace of ``quality``) → docs/benchmarks.md, docs/agents.md
 - ``research``: ``research_topic`` against plain search, relevant documents within a token budget on
   CISI and Cranfield (needs their namespaces) → docs/benchmarks.md, docs/agents.md
+- ``prf``:     the feedback step's cost: hybrid with and without ``prf`` at 10k and 100k chunks, with
+  the load average → docs/benchmarks.md
 """
 
 from __future__ import annotations
@@ -38,7 +40,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO, Env, kbctl, machine, write_section
 
-PARTS = ("quality", "sweep", "parity", "dense", "latency", "ingest", "cold", "memory", "serve", "verify", "research")
+PARTS = (
+    "quality",
+    "sweep",
+    "parity",
+    "dense",
+    "latency",
+    "ingest",
+    "cold",
+    "memory",
+    "serve",
+    "verify",
+    "research",
+    "prf",
+)
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {
     "quality": ("docs/retrieval-quality.md", "README.md"),
@@ -52,6 +67,7 @@ DOCS = {
     "serve": ("docs/benchmarks.md",),
     "verify": ("docs/benchmarks.md", "docs/agents.md"),
     "research": ("docs/benchmarks.md", "docs/agents.md"),
+    "prf": ("docs/benchmarks.md",),
 }
 
 
@@ -79,6 +95,7 @@ def _part(name: str):
         "serve": serve.run,
         "verify": verify_claim.run,
         "research": research.run,
+        "prf": latency.run_prf,
     }[name]
 
 

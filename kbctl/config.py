@@ -168,6 +168,7 @@ class SearchSettings:
     prf_vector_docs: int
     prf_vector_weight: float
     prf_max_postings: int
+    prf_candidates: int
 
     def _check(self, where: str) -> None:
         _one_of(where, "search.mode", self.mode, SEARCH_MODES)
@@ -185,6 +186,7 @@ class SearchSettings:
         _range(where, "search.prf_vector_docs", self.prf_vector_docs, 0, 100)
         _range(where, "search.prf_vector_weight", self.prf_vector_weight, 0, 1)
         _range(where, "search.prf_max_postings", self.prf_max_postings, 0)
+        _range(where, "search.prf_candidates", self.prf_candidates, 1, 1000)
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,12 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     namespaces, profile, query, opts, mode = plan.namespaces, plan.profile, plan.query, plan.opts, plan.mode
     strategy, k, analyzer, names, side, gate = plan.strategy, plan.k, plan.analyzer, plan.names, plan.side, plan.gate
     s = profile.search
-    depth = max(opts.candidates or s.candidates, k)
+    prf = opts.prf or s.prf
+    if prf not in PRF_MODES:
+        raise UsageError(f"unknown prf {prf!r}", hint=f"use one of: {', '.join(PRF_MODES)}")
+    # A search with feedback reads deeper lanes in both rounds (prf_candidates; docs/retrieval-quality.md).
+    feedback = prf == "hybrid" and mode == "hybrid"
+    depth = max(opts.candidates or (s.prf_candidates if feedback else s.candidates), k)
     ns_ids = [n.id for n in namespaces]
     lanes: dict[str, list[LaneHit]] = {}
     notes: list[str] = []
@@ -216,10 +221,7 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
         "dense_weight": opts.dense_weight if opts.dense_weight is not None else s.dense_weight,
     }
     fused = fuse(lanes, **fusion)
-    prf = opts.prf or s.prf
-    if prf not in PRF_MODES:
-        raise UsageError(f"unknown prf {prf!r}", hint=f"use one of: {', '.join(PRF_MODES)}")
-    if prf == "hybrid" and mode == "hybrid" and not degraded and qvec is not None and terms and fused:
+    if feedback and not degraded and qvec is not None and terms and fused:
         t0 = time.perf_counter()
         seen = [key for key, _ in fused[:depth]]  # feedback only from what the principal may view
         allowed, _ = viewable(gate, fused[:depth], store.chunk_acls(conn, seen))
@@ -297,7 +299,7 @@ def _feedback_round(
     new = {"lexical": lexical_lane(conn, namespaces, expanded, depth, opts.filters, profile, helper=helper)}
     new["dense"] = pending.result() if pending is not None else dense_round(conn)
     added = sorted((t for t in expanded if t not in terms), key=lambda t: -expanded[t])
-    info = {"docs": len(feedback), "vector_docs": len(vectors), "terms": added}
+    info = {"docs": len(feedback), "vector_docs": len(vectors), "terms": added, "candidates": depth}
     return new, fuse(new, **fusion), info
 
 

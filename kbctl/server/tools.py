@@ -40,7 +40,8 @@ DESCRIPTIONS = {
     "research_topic": (
         "Explore a topic broadly: runs the topic and sub-queries built from feedback terms of the first "
         "results, picks diverse passages (MMR over their embeddings) and groups them by document, within "
-        "a token budget. Returns the sub-queries, the feedback terms and the documents with passages."
+        "a token budget. Returns the sub-queries, the feedback terms and the documents with passages. To "
+        "see as many documents as possible, search_knowledge with `snippets` and a larger `k` covers more."
     ),
     "get_document": (
         "Read a document by doc_id (from a search result): its title, source and chunks in order; with "

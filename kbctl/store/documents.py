@@ -64,6 +64,9 @@ _CHUNK_TYPES = [  # the columns of documents/copy_chunks, in order
 ]
 
 
+#: Terms whose document frequencies a large document gathers before they are written (``write_chunks``).
+_DF_TERMS = 50_000
+
 #: What the database may refuse of one document without the batch being at fault.
 _REFUSED = (psycopg.DataError, psycopg.IntegrityError, ValueError)
 
@@ -235,11 +238,15 @@ def write_document_stream(
                 with conn.cursor() as cur:
                     _copy_documents(cur, ns, [(doc, did, chars, 0)], run_id, sources)
                 nchunks, lengths = 0, 0.0
+                df: Counter[str] = Counter()
                 for batch in batches:
                     _check_dimensions(ns, [(doc, batch)])
                     extra = extra_of(batch) if extra_of is not None else ()
-                    n, length = write_chunks(conn, ns, [(doc, did, batch)], analyzer, title_weight, extra)
+                    n, length = write_chunks(conn, ns, [(doc, did, batch)], analyzer, title_weight, extra, df=df)
                     nchunks, lengths = nchunks + n, lengths + length
+                    if len(df) >= _DF_TERMS:
+                        _add_vocabulary(conn, ns, df)
+                _add_vocabulary(conn, ns, df)
                 _add_stats(conn, ns, nchunks, lengths)
                 conn.execute(query("documents/set_chunk_count"), (nchunks, ns.id, did))
                 return WriteStats(1, nchunks, replaced)
@@ -280,11 +287,16 @@ def write_chunks(
     analyzer: Analyzer,
     title_weight: float,
     extra: Sequence[tuple[Generation, Mapping[str, np.ndarray]]] = (),
+    df: Counter[str] | None = None,
 ) -> tuple[int, float]:
     """Store one batch of chunks with their vectors, their postings and their terms' document
     frequencies, inside the caller's transaction: ``rows`` are (document, its stored id, chunks).
     The vectors go to the active generation, and ``extra``'s (``write_documents``) to the others.
-    Returns how many chunks and their total lexical length (for the namespace's statistics)."""
+    Returns how many chunks and their total lexical length (for the namespace's statistics).
+
+    With ``df``, the terms' document frequencies are added to it rather than to the vocabulary (the
+    caller writes them, ``_add_vocabulary``, every ``_DF_TERMS`` terms: the batches of one large
+    document share most of their terms, and each upsert of a term rewrites its row)."""
     postings: list[tuple[str, int, float, float]] = []
     vectors: list[tuple[int, str, Any]] = []  # (chunk id, hash, vector of the active generation)
     lengths = 0.0
@@ -331,7 +343,7 @@ def write_chunks(
                         )
                     )
                     vectors.append((cid, c.content_hash, ec.embedding))
-        _write_postings(cur, ns, postings)
+        _write_postings(cur, ns, postings, df)
         write_vectors(cur, ns.id, _active(ns), ((cid, v) for cid, _, v in vectors))
         for gen, by_hash in extra:
             write_vectors(cur, ns.id, gen, ((cid, by_hash[h]) for cid, h, _ in vectors if h in by_hash))
@@ -400,16 +412,26 @@ def _copy_in(cur, what: str) -> Iterator[Any]:
     with cur.copy(query(f"documents/copy_{what}")) as cp:
         yield cp
     cur.execute(query(f"documents/insert_{what}"))
+    cur.execute(query(f"documents/clear_stage_{what}"))
 
 
-def _write_postings(cur, ns: Namespace, postings: list[tuple[str, int, float, float]]) -> None:
+def _write_postings(cur, ns: Namespace, postings: list[tuple[str, int, float, float]], into=None) -> None:
     with _copy_in(cur, "postings") as cp:
         cp.set_types(["integer", "text", "bigint", "real", "real"])
         for t, cid, f, dl in postings:
             cp.write_row((ns.id, t, cid, f, dl))
     df = Counter(p[0] for p in postings)
-    if df:
+    if into is not None:
+        into.update(df)
+    elif df:
         cur.execute(query("documents/add_vocabulary"), (ns.id, list(df.keys()), list(df.values())))
+
+
+def _add_vocabulary(conn, ns: Namespace, df: Counter[str]) -> None:
+    """Add ``df`` to the namespace's vocabulary, and empty it."""
+    if df:
+        conn.execute(query("documents/add_vocabulary"), (ns.id, list(df.keys()), list(df.values())))
+        df.clear()
 
 
 def _add_stats(conn, ns: Namespace, nchunks: int, length: float) -> None:

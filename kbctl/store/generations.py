@@ -164,6 +164,7 @@ def write_vectors(cur, ns_id: int, gen: Generation, rows: Iterable[tuple[int, np
                 (ns_id, cid, gen.id, gen.profile_id, gen.dimension, gen.storage, np.asarray(vec, dtype=np.float32))
             )
     cur.execute(query("documents/insert_vectors"))
+    cur.execute(query("documents/clear_stage_vectors"))
 
 
 def set_states(conn, ns_id: int, states: Sequence[tuple[int, str]]) -> None:

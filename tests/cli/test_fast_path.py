@@ -171,3 +171,14 @@ def test_a_server_that_is_down_falls_back_with_one_warning(server):
 def test_no_server_configured_is_the_normal_cli(server):
     report, p = probe(server, "search", "refund", "-n", "billing_kb", "--json", KBCTL_SERVER="")
     assert report["code"] is None and p.stdout == b""
+
+
+def test_server_url_from_the_config_file(server, tmp_path):
+    config = tmp_path / "kbctl.toml"
+    text = server["config"].read_text().replace("[server]\n", f'[server]\nurl = "{server["url"]}"\n', 1)
+    assert "url = " in text
+    config.write_text(text)
+    args = ("search", "refund", "-n", "billing_kb", "--json")
+    report, p = probe(server, "--config", str(config), *args, KBCTL_TOKEN=server["tokens"]["ops"])
+    assert report["code"] == 0 and report["heavy"] == [], p.stderr.decode()
+    assert _untimed(p.stdout) == _untimed(in_process(server, *args).stdout)

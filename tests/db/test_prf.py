@@ -72,3 +72,32 @@ def test_a_section_headed_by_an_identifier_outranks_mentions_of_it(kb):
     _write(kb, "fb_heading", [doc])
     r = kb.search("LMN-4012", "fb_heading", mode="lexical", k=3)
     assert r.hits[0].metadata["heading_path"][-1] == "LMN-4012 — E_SCOPE_DENIED"
+
+
+def test_a_feedback_search_reads_prf_candidates_per_lane(kb_home, tenant, tmp_path):
+    """Both rounds of a search with feedback read ``prf_candidates`` per lane (the profile's, or the
+    query's own ``candidates``); a search without feedback keeps ``candidates``."""
+    import kbctl
+
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text("[profiles.hash-384.search]\ncandidates = 20\nprf_candidates = 37\n")
+    kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
+    try:
+        _write(kb, "fb_depth", DOCS)
+        fed = kb.search("refund payment", "fb_depth", mode="hybrid", prf="hybrid")
+        assert fed.details["prf"]["candidates"] == 37
+        own = kb.search("refund payment", "fb_depth", mode="hybrid", prf="hybrid", candidates=12)
+        assert own.details["prf"]["candidates"] == 12
+        assert "prf" not in kb.search("refund payment", "fb_depth", mode="hybrid", prf="off").details
+    finally:
+        kb.close()
+
+
+def test_prf_candidates_is_checked(tmp_path):
+    from kbctl.config import load_settings
+    from kbctl.errors import ConfigError
+
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text("[profile.search]\nprf_candidates = 0\n")
+    with pytest.raises(ConfigError, match=r"search.prf_candidates must be in 1..1000"):
+        load_settings(cfg, env={}).profile("minilm")

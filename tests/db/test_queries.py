@@ -49,7 +49,7 @@ def test_each_query_loads_and_is_valid_sql(kb, name):
         with conn.transaction():
             conn.execute(text)
         return
-    stage = re.match(r"documents/(?:copy|insert)_(\w+)$", name)
+    stage = re.match(r"documents/(?:copy|insert|clear_stage)_(\w+)$", name)
     if stage:  # a bulk load goes through the transaction's stage table: create it first
         with pytest.raises(_Rollback), conn.transaction():
             conn.execute(load_query(f"documents/stage_{stage.group(1)}"))

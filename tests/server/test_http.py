@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import socket
 import threading
+import time
 
 import httpx
 import pytest
 
 from kbctl.search.context import estimate_tokens
 
-from .conftest import free_port, start_server, stop
+from .conftest import free_port, start_server
 
 
 def post(served, path, body, agent="ops", **kw):
@@ -166,27 +170,46 @@ def test_a_tool_outside_the_agents_tools_is_unavailable(served):
 
 
 def test_sigterm_drains_requests_in_flight(served, kb_home):
+    """Six requests are in flight when SIGTERM arrives (their bodies half sent, so none can finish
+    before it, however fast the machine); each is still answered, then the server exits."""
     port = free_port()
     proc = start_server(kb_home, served.tenant, served.config, port)
-    url = f"http://127.0.0.1:{port}/v1/tools/research_topic"
-    results: list[int] = []
+    body = json.dumps({"topic": "payments and invoices", "budget": 3000}).encode()
+    head = (
+        "POST /v1/tools/research_topic HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {served.tokens['ops']}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    sent, go = threading.Semaphore(0), threading.Event()
+    results: list = []
 
     def call():
-        r = httpx.post(
-            url, json={"topic": "payments and invoices", "budget": 3000}, headers=served.headers("ops"), timeout=60
-        )
-        results.append(r.status_code)
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+                s.sendall(head + body[:10])
+                sent.release()
+                go.wait(60)
+                s.sendall(body[10:])
+                answer = b""
+                while chunk := s.recv(65536):
+                    answer += chunk
+            results.append(int(answer.split(b" ", 2)[1]))
+        except Exception as e:  # recorded: the assertion below shows it
+            sent.release()
+            results.append(repr(e))
 
     threads = [threading.Thread(target=call) for _ in range(6)]
     for t in threads:
         t.start()
-    import time
-
-    time.sleep(0.15)
-    stop(proc)
+    for _ in threads:
+        assert sent.acquire(timeout=60)
+    time.sleep(1.0)  # the server reads the headers and starts each request, which waits for its body
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    go.set()
     for t in threads:
         t.join(60)
+    proc.wait(60)
     assert proc.returncode in (0, -15)  # uvicorn re-raises SIGTERM once it has drained
-    assert results and all(s == 200 for s in results), results  # started before SIGTERM: all answered
+    assert results == [200] * 6, results  # started before SIGTERM: all answered
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)

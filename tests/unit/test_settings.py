@@ -168,6 +168,7 @@ def test_defaults_load_with_the_right_types():
         prf_vector_docs=3,
         prf_vector_weight=0.5,
         prf_max_postings=50000,
+        prf_candidates=200,
     )
     assert p.rerank == RerankSettings(kind="", model="", top_n=50)
     for part in (p.chunk, p.hnsw, p.lexical, p.search, p.rerank):
