@@ -71,6 +71,10 @@ __all__ = [
 ]
 
 STAGES = ("fetch", "extract", "chunk", "embed", "store", "verify")
+#: Bytes of sources looked up and extracted together by the producer (with at most 32 sources).
+BATCH_BYTES = 64 << 20
+#: Large documents (``LargeItem``) handed to the consumer and not yet stored, at most.
+LARGE_IN_FLIGHT = 2
 
 Progress = Callable[[str, dict], None]
 
@@ -310,17 +314,21 @@ def _produce_and_consume(
     ns, profile, opts = req.namespace, req.profile, req.options
     seen_sources: set[str] = set()
     q: queue.Queue = queue.Queue(maxsize=opts.queue_size)
+    large = threading.BoundedSemaphore(LARGE_IN_FLIGHT)
     producer = threading.Thread(
-        target=_produce, args=(lookup, ns, profile, sources, q, seen_sources, emit), daemon=True, name="kbctl-extract"
+        target=_produce,
+        args=(lookup, ns, profile, sources, q, seen_sources, emit, large),
+        daemon=True,
+        name="kbctl-extract",
     )
     producer.start()
-    consume(conn, ns, profile, interruptible(_drain(q)), report, opts, report.run_id, emit, acl=req.acl)
+    consume(conn, ns, profile, interruptible(_drain(q, large)), report, opts, report.run_id, emit, acl=req.acl)
     producer.join()
     if opts.sync and covered is not None:
         _sync(conn, ns, report, seen_sources, covered, opts.plan, emit)
 
 
-def _drain(q: queue.Queue) -> Iterator:
+def _drain(q: queue.Queue, large: threading.BoundedSemaphore | None = None) -> Iterator:
     while True:
         item = q.get()
         if item is None:
@@ -328,6 +336,8 @@ def _drain(q: queue.Queue) -> Iterator:
         if isinstance(item, BaseException):
             raise item
         yield item
+        if large is not None and isinstance(item, LargeItem):  # stored: the producer may hand over another
+            large.release()
 
 
 def _unless_stored(conn, ns: Namespace, items: Iterable[Item | ItemError]) -> Iterator:
@@ -357,12 +367,19 @@ def _bad_vector(item: Item, dimension: int) -> ItemError | None:
     return None
 
 
-def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit) -> None:
-    """Fetch, extract and chunk in a background thread; put items on the queue, then None."""
+def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, large=None) -> None:
+    """Fetch, extract and chunk in a background thread; put items on the queue, then None.
+
+    Sources are looked up 32 at a time, or fewer when their bytes reach ``BATCH_BYTES``; at most
+    ``LARGE_IN_FLIGHT`` large documents (each holding its source's bytes until it is stored) wait
+    for the consumer at once, so many large files do not all sit in memory together.
+    """
     try:
         tok = get_tokenizer(profile)
-        for batch in _batches(_once(sources), 32):
+        for batch in _batches(_once(sources), 32, BATCH_BYTES):
             for out in _extract_batch(conn, batch, ns, profile, seen, tok, emit):
+                if large is not None and isinstance(out, LargeItem):
+                    large.acquire()
                 q.put(out)
     except BaseException as e:  # hand anything unexpected to the consumer thread
         q.put(e)
@@ -491,13 +508,16 @@ def _item_error(stage: str, source: str, e: Exception) -> ItemError:
     return ItemError(stage, source, type(e).__name__, str(e) or type(e).__name__)
 
 
-def _batches(items: Iterable, n: int) -> Iterator[list]:
+def _batches(items: Iterable, n: int, max_bytes: int | None = None) -> Iterator[list]:
+    """Lists of ``n`` items, or fewer once the sources among them hold ``max_bytes`` bytes."""
     batch: list = []
+    size = 0
     for x in items:
         batch.append(x)
-        if len(batch) >= n:
+        size += len(x.content) if isinstance(x, Source) else 0
+        if len(batch) >= n or (max_bytes is not None and size >= max_bytes):
             yield batch
-            batch = []
+            batch, size = [], 0
     if batch:
         yield batch
 

@@ -240,11 +240,14 @@ class Writer:
             return
         self._count({d.uri: kind})
         self._drop_stale_of(item.source_uri, item.kind, {d.uri})
-        self.emit("stored", {"documents": 1, "chunks": stats.chunks})
+        self.emit("stored", {"documents": 1, "chunks": 0, "embedded": 0})  # its chunks were counted per batch
 
     def _embedded(self, chunks: list[Chunk]) -> list[EmbeddedChunk]:
-        cache, _ = self._vectors(chunks)
-        return [] if self.opts.plan else [EmbeddedChunk(c, cache[c.content_hash]) for c in chunks]
+        cache, embedded = self._vectors(chunks)
+        if self.opts.plan:
+            return []
+        self.emit("stored", {"documents": 0, "chunks": len(chunks), "embedded": embedded})  # progress, per batch
+        return [EmbeddedChunk(c, cache[c.content_hash]) for c in chunks]
 
     def done(self, done: SourceDone) -> None:
         """A source given in parts is whole: what it no longer produces goes, and its documents take its hash."""

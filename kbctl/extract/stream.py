@@ -3,9 +3,10 @@
 A text file of ``STREAM_MIN_BYTES`` or more is not turned into one ``Document`` holding its text
 (a 45 MB file would be 90 MB of ``str`` once one character is outside latin-1, plus its paragraph
 blocks and its chunks). ``read_large`` reads its bytes once, a window at a time, to learn what
-the pipeline needs before writing (the decoding, the title, the length in characters, the
-content hash, the notes, whether it holds any text) and returns a ``LargeDocument`` whose
-``blocks()`` reads the bytes again the same way for the chunker. Each paragraph is its own
+the pipeline needs before writing (the decoding, the title, the length in characters, the notes,
+whether it holds any text) and returns a ``LargeDocument`` whose ``blocks()`` reads the bytes
+again the same way; ``with_hash`` reads them a second time for the content hash (once the caller
+has settled the head's metadata: ACLs lifted), and the chunker a third. Each paragraph is its own
 ``str`` (1 byte a character unless it holds a wider one), and only the paragraphs a chunk spans
 are alive at once.
 
@@ -35,7 +36,8 @@ _WINDOW = 1 << 20  # bytes decoded at a time
 def read_large(source: Source, fmt: str) -> LargeDocument | None:
     """``source`` as a ``LargeDocument`` when it is text of ``fmt`` that is read in windows, else ``None``.
 
-    Raises ``ExtractError`` as ``extract_text`` does (undecodable bytes, no text).
+    Raises ``ExtractError`` as ``extract_text`` does (undecodable bytes, no text). The head's
+    ``content_hash`` is not yet the document's: ``with_hash`` sets it.
     """
     if fmt != "text" or len(source.content) < STREAM_MIN_BYTES:
         return None

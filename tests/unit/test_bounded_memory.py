@@ -406,3 +406,24 @@ def test_a_large_feed_is_written_entry_by_entry_and_an_interrupted_one_is_read_a
     again = kb.ingest([str(path)], namespace="feed", verify=False)
     assert again.documents == dict(new=0, changed=0, unchanged=n, removed=0, failed=0)
     assert again.chunks == dict(embedded=0, reused=0, deleted=0)  # skipped before extraction
+
+
+def test_many_large_texts_pass_one_at_a_time(kb, tmp_path, monkeypatch):
+    """More large documents than may wait at once (``LARGE_IN_FLIGHT``): all stored, none lost or stuck."""
+    import kbctl.extract
+    import kbctl.pipeline
+    from kbctl.extract import stream
+
+    monkeypatch.setattr(kbctl.extract, "LARGE_BYTES", 2000)
+    monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 2000)
+    monkeypatch.setattr(kbctl.pipeline, "LARGE_IN_FLIGHT", 1)
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"t{i}.txt").write_text(f"Text {i}\n\n" + f"Paragraph {i} of words, many words.\n\n" * 100)
+    (folder / "small.txt").write_text("Small one.\n")
+    report = kb.ingest([str(folder)], namespace="many")
+    assert report.documents["new"] == 6 and not report.errors and report.verify["ok"], report.to_json()
+    rows = _rows(kb, "many")
+    assert len(rows) == 6 and all(r[2] == r[4] > 0 for r in rows)
+    assert kb.ingest([str(folder)], namespace="many", verify=False).documents["unchanged"] == 6
