@@ -82,15 +82,17 @@ def make_scaled(kb, source: str, name: str, target: int) -> dict:
         "big": BASE,
         "noise": NOISE,
         "pid": ns.profile_id,
+        "gid": ns.generation_id,
+        "sgid": src.generation_id,
     }
-    from kbctl.store.namespaces import create_hnsw_index, hnsw_index_name
+    from kbctl.store.generations import create_hnsw_index, hnsw_index_name
 
     with conn.transaction():
         conn.execute("SET LOCAL session_replication_role = replica")
         conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
-        # the namespace's own profile: its index is built once after the copy, not row by row
-        conn.execute(f"DROP INDEX IF EXISTS kbctl.{hnsw_index_name(ns.profile_id)}")
-        for table in ("lexical_postings", "lexical_vocab", "lexical_stats", "chunks", "documents"):
+        # the namespace's own generation: its index is built once after the copy, not row by row
+        conn.execute(f"DROP INDEX IF EXISTS kbctl.{hnsw_index_name(ns.generation_id)}")
+        for table in ("vectors", "lexical_postings", "lexical_vocab", "lexical_stats", "chunks", "documents"):
             conn.execute(f"DELETE FROM kbctl.{table} WHERE namespace_id = %s", (ns.id,))
         conn.execute(
             "CREATE TEMP TABLE bench_src ON COMMIT DROP AS"
@@ -115,16 +117,23 @@ def make_scaled(kb, source: str, name: str, target: int) -> dict:
         )
         conn.execute(
             "INSERT INTO kbctl.chunks (namespace_id, id, document_id, position, text, token_count, char_start, char_end,"
-            " heading_path, page, content_hash, metadata, profile_id, dimension, embedding, lex_length)"
+            " heading_path, page, content_hash, metadata, lex_length)"
             " SELECT %(dst)s, b.new_id, %(big)s + b.c * %(off)s + s.document_id, s.position, s.text, s.token_count,"
             " s.char_start, s.char_end, s.heading_path, s.page, s.content_hash || ':bench' || b.c,"
             " s.metadata || jsonb_build_object('uri', (s.metadata->>'uri') || '#' || b.c)"
             "   || CASE WHEN b.n %% 20 = 0 THEN '{\"bench_slice\": \"yes\"}'::jsonb ELSE '{}'::jsonb END,"
-            " %(pid)s, s.dimension,"
-            " CASE WHEN b.c = 0 THEN s.embedding ELSE l2_normalize((SELECT array_agg(x + (random() - 0.5) * 2 * %(noise)s"
-            "   ORDER BY i) FROM unnest(s.embedding::real[]) WITH ORDINALITY u(x, i))::vector) END,"
             " s.lex_length"
             " FROM bench_copy b JOIN kbctl.chunks s ON s.namespace_id = %(src)s AND s.id = b.id",
+            p,
+        )
+        conn.execute(
+            "INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, document_id, profile_id, dimension,"
+            " storage, embedding)"
+            " SELECT %(dst)s, b.new_id, %(gid)s, %(big)s + b.c * %(off)s + v.document_id, %(pid)s, v.dimension, 'vector',"
+            " CASE WHEN b.c = 0 THEN v.embedding ELSE l2_normalize((SELECT array_agg(x + (random() - 0.5) * 2 * %(noise)s"
+            "   ORDER BY i) FROM unnest(v.embedding::real[]) WITH ORDINALITY u(x, i))::vector) END"
+            " FROM bench_copy b JOIN kbctl.vectors v"
+            "   ON v.namespace_id = %(src)s AND v.chunk_id = b.id AND v.generation_id = %(sgid)s",
             p,
         )
         conn.execute(
@@ -143,21 +152,16 @@ def make_scaled(kb, source: str, name: str, target: int) -> dict:
             " SELECT %(dst)s, count(*), coalesce(sum(lex_length), 0) FROM kbctl.chunks WHERE namespace_id = %(dst)s",
             p,
         )
-        create_hnsw_index(conn, ns.profile_id, prof)
-    conn.execute("VACUUM (ANALYZE) kbctl.chunks, kbctl.lexical_postings, kbctl.lexical_vocab, kbctl.documents")
+        create_hnsw_index(conn, ns.generation_id, prof, ns.storage)
+    conn.execute(
+        "VACUUM (ANALYZE) kbctl.chunks, kbctl.vectors, kbctl.lexical_postings, kbctl.lexical_vocab, kbctl.documents"
+    )
     return {"namespace": name, "chunks": target, "copies": copies, "seconds": time.perf_counter() - t0, "reused": False}
 
 
 def _drop(kb, old, src) -> None:
-    """Remove a scaled namespace that shared ``src``'s profile, and rebuild that profile's HNSW index
-    so the removed vectors leave its graph too."""
-    from kbctl.store.namespaces import hnsw_index_name
+    """Remove a scaled namespace made by an older version of this script (its generations' indexes
+    go with it: ``delete_namespace``)."""
+    from kbctl.store.namespaces import delete_namespace
 
-    conn = kb.connection()
-    with conn.transaction():
-        conn.execute("SET LOCAL session_replication_role = replica")
-        for table in ("lexical_postings", "lexical_vocab", "lexical_stats", "chunks", "documents"):
-            conn.execute(f"DELETE FROM kbctl.{table} WHERE namespace_id = %s", (old.id,))
-        conn.execute("DELETE FROM kbctl.namespaces WHERE id = %s", (old.id,))
-    if old.profile_id == src.profile_id:
-        conn.execute(f"REINDEX INDEX kbctl.{hnsw_index_name(src.profile_id)}")
+    delete_namespace(kb.connection(), old.name, old.tenant)

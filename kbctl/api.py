@@ -15,14 +15,14 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Sequence
 
 import psycopg
 
 from . import validate
 from .config import Profile, Settings, load_settings
 from .db import Database, register_vector
-from .errors import ConfigError, UsageError, from_psycopg
+from .errors import CheckFailed, ConfigError, UsageError, from_psycopg
 from .search import SearchOptions, parse_filters, run_search
 from .store import Namespace, delete_namespace, ensure_namespace, get_namespace, list_namespaces, rebind_namespace
 from .store import runs as runs_store
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the ingest pipeline is imported when ingesting: a search do
     from .acl import Gate
     from .db import Migration
     from .evaluate import EvalRun
+    from .generations import BuildReport, ReembedPlan
     from .pipeline import Item, Progress, RunReport
     from .verify import VerifyReport
 
@@ -182,6 +183,29 @@ class KnowledgeBase:
             return self.settings.profile(ns.profile_name)
         return self.settings.profile()
 
+    def _at_generation(self, ns: Namespace, state: str) -> Namespace:
+        from . import generations as gen
+
+        g = gen.generation_of(self.connection(), ns, state)
+        if g is None:
+            raise UsageError(f"namespace {ns.name!r} has no {state} generation")
+        return gen.as_generation(ns, g)
+
+    def _search_profile(self, ns: Namespace, profile: str | None) -> Profile:
+        """The profile a search of ``ns`` embeds its query with: explicit, else its active
+        generation's (as read with ``ns``), else what ``profile_for`` finds."""
+        if profile:
+            return self.settings.profile(profile)
+        if ns.profile_name in self.settings.profile_names():
+            prof = self.settings.profile(ns.profile_name)
+            if prof.fingerprint == ns.fingerprint:
+                return prof
+        if ns.generation_id:  # as recorded: a generation's profile needs no configuration to search it
+            from .generations import stored_profile
+
+            return stored_profile(self.connection(), ns.profile_id, self.settings.profile())
+        return self.profile_for(ns.name)
+
     def namespace(self, name: str) -> Namespace:
         return get_namespace(self.connection(), name, self.tenant)
 
@@ -257,6 +281,119 @@ class KnowledgeBase:
     def delete_namespace(self, name: str) -> int:
         """Delete a namespace with its documents and chunks; returns how many documents it held."""
         return delete_namespace(self.connection(), name, self.tenant)
+
+    # -- generations (docs/lifecycle.md) ---------------------------------------------------------------
+
+    def generations(self, namespace: str) -> list[dict]:
+        """A namespace's generations: profile, storage, state, vectors and bytes on disk."""
+        from . import generations as gen
+
+        return gen.describe(self.connection(), self.namespace(namespace))
+
+    def reembed(
+        self,
+        namespace: str,
+        profile: str | None = None,
+        *,
+        storage: str | None = None,
+        plan: bool = False,
+        batch: int = 256,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> BuildReport | ReembedPlan:
+        """Build (or resume) the shadow generation of ``profile`` stored as ``storage`` (default: the
+        profile's ``storage``): every chunk gets a vector, from the embed cache or the model. Without
+        ``profile``, resumes the shadow being built. ``plan``: what it would embed, and how long."""
+        from . import generations as gen
+
+        conn = self.connection()
+        ns = self.namespace(namespace)
+        shadow = gen.generation_of(conn, ns, "shadow")
+        active = self._search_profile(ns, None)
+        if profile is None and shadow is None:
+            raise UsageError(f"namespace {namespace!r} has no shadow generation", hint="pass --profile NAME")
+        prof = (
+            self.settings.profile(profile) if profile else gen.stored_profile(conn, shadow.profile_id, active)  # type: ignore[union-attr]
+        )
+        store_as = storage or (shadow.storage if profile is None and shadow else prof.storage)
+        if store_as not in ("vector", "halfvec"):
+            raise UsageError(f"storage must be vector or halfvec, not {store_as!r}")
+        if plan:
+            return gen.plan(conn, ns, prof, store_as)
+        target = gen.start_shadow(conn, ns, prof, store_as, active)
+        return gen.build(conn, ns, target, prof, batch=batch, progress=progress)
+
+    def swap_generation(
+        self,
+        namespace: str,
+        *,
+        require: Sequence[str] = (),
+        dataset: str | Path | None = None,
+        limit: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict:
+        """Make the shadow generation active (one transaction, under the namespace lock). ``require``
+        gates (``hybrid:ndcg@10>=active``, ``dense:recall@10>=0.8``) are checked first on ``dataset``
+        side by side; one failing raises ``CheckFailed`` (exit 3) and nothing is swapped."""
+        from . import generations as gen
+
+        out: dict[str, Any] = {}
+        if require:
+            if dataset is None:
+                raise UsageError("--require needs --eval DATASET", hint="the gates compare the generations on it")
+            side = self.compare_generations(namespace, dataset, limit=limit)
+            failures = gen.check_gates(side, require)
+            out["eval"] = side
+            if failures:
+                raise CheckFailed("swap refused: " + "; ".join(failures), hint="nothing was swapped")
+        ns = self.namespace(namespace)
+        out.update(gen.swap(self.connection(), ns, self._search_profile(ns, None), progress=progress))
+        return out
+
+    def rollback_generation(self, namespace: str) -> dict:
+        """Make the previous generation active again (one transaction, under the namespace lock)."""
+        from . import generations as gen
+
+        ns = self.namespace(namespace)
+        return gen.rollback(self.connection(), ns, self._search_profile(ns, None))
+
+    def drop_generation(self, namespace: str, state: str = "previous") -> dict:
+        """Delete the ``previous`` generation (no rollback after it) or the ``shadow`` being built."""
+        from . import generations as gen
+
+        ns = self.namespace(namespace)
+        if state == "previous":
+            return gen.drop_old(self.connection(), ns)
+        if state == "shadow":
+            return gen.drop_shadow(self.connection(), ns)
+        raise UsageError(f"cannot drop the {state} generation", hint="drop previous or shadow")
+
+    def compare_generations(
+        self,
+        namespace: str,
+        dataset: str | Path,
+        *,
+        modes: Sequence[str] = ("lexical", "dense", "hybrid"),
+        k: int = 10,
+        depth: int = 100,
+        split: str = "test",
+        limit: int | None = None,
+    ) -> dict:
+        """The eval of ``dataset`` on the active and the shadow generation, side by side: each
+        mode's metrics and latency, and each generation's size on disk."""
+        sides: dict[str, Any] = {}
+        gens = {g["state"]: g for g in self.generations(namespace)}
+        if "shadow" not in gens:
+            raise UsageError(f"namespace {namespace!r} has no shadow generation to compare")
+        for state in ("active", "shadow"):
+            run = self.evaluate(
+                dataset, namespace=namespace, modes=modes, k=k, depth=depth, split=split, limit=limit,
+                generation=state,
+            )  # fmt: skip
+            sides[state] = {
+                "generation": gens[state],
+                "modes": {m.mode: dict(m.metrics) for m in run.report.modes},
+            }
+        return {"namespace": namespace, "dataset": str(dataset), "k": k, **sides}
 
     def verify(self, namespace: str, sample: int = 20) -> VerifyReport:
         """Check that a namespace's store is whole: counts, orphans, vectors, pin, indexes and
@@ -400,7 +537,12 @@ class KnowledgeBase:
             raise UsageError("no namespace given", hint="pass --namespace NAME (repeat it to search several)")
         conn = self.connection()
         nss = [get_namespace(conn, n, self.tenant) for n in names]
-        prof = self.profile_for(names[0], profile)
+        generation = options.pop("generation", None)
+        if generation not in (None, "active"):  # an eval of a shadow or previous generation
+            nss = [self._at_generation(ns, generation) for ns in nss]
+        # Each namespace and its generation are read once: the whole search (lanes, feedback, query
+        # embedding) uses them, so a swap meanwhile cannot mix two generations' vectors.
+        prof = self._search_profile(nss[0], profile)
         opts = _search_options(mode=mode, k=k, filters=filters, **options)
         gate = self._gate(nss, principal, unrestricted)
         result = _read_retried(lambda: run_search(conn, nss, prof, query, opts, side=self._side_connection, gate=gate))
@@ -654,7 +796,8 @@ class KnowledgeBase:
         conn = self.connection()
         ids = {n: get_namespace(conn, n, self.tenant).id for n in {h.namespace for h in hits}}
         names = {v: k for k, v in ids.items()}
-        vecs = feedback_vectors(conn, [(ids[h.namespace], h.chunk_id) for h in hits])
+        gens = [get_namespace(conn, n, self.tenant).generation_id for n in ids]
+        vecs = feedback_vectors(conn, [(ids[h.namespace], h.chunk_id) for h in hits], gens)
         return {(names[a], b): v for (a, b), v in vecs.items()}
 
     def create_agent_token(self, agent: str) -> str:
@@ -771,6 +914,7 @@ class KnowledgeBase:
         baseline: str | Path | dict | None = None,
         tolerance: float = 0.01,
         principal: Principal | None = None,
+        generation: str | None = None,
     ) -> EvalRun:
         """Score each search mode on a dataset's queries, then check ``gates`` and a ``baseline``.
 
@@ -778,7 +922,8 @@ class KnowledgeBase:
         ``hybrid:recall@10=0.8``; ``baseline`` is an earlier report (its JSON, or the file), and a
         quality metric more than ``tolerance`` below it is a regression. ``run.ok`` is False when a
         gate fails or a metric regressed. ``principal``: the queries are searched as this principal
-        (hits they may not view are withheld, as in ``search``).
+        (hits they may not view are withheld, as in ``search``). ``generation``: search the
+        namespace's ``shadow`` (or ``previous``) generation instead of the active one.
         """
         from .evaluate import evaluate
 
@@ -795,6 +940,7 @@ class KnowledgeBase:
             baseline=baseline,
             tolerance=tolerance,
             principal=principal,
+            generation=generation,
         )
 
     def sweep(

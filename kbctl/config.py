@@ -274,6 +274,9 @@ class Profile:
     lexical: LexicalSettings
     search: SearchSettings
     rerank: RerankSettings
+    # How a generation of this profile stores its vectors: "vector" (4 bytes a dimension) or
+    # "halfvec" (2). Not part of the fingerprint: the same model's vectors, stored at another width.
+    storage: str = "vector"
     # Where this machine keeps the profile's exported models and ``auto`` decision (``<home>/models``
     # when resolved from settings). Not part of the pin: it says where, not what a vector means.
     cache_dir: str = field(default="", compare=False)
@@ -312,6 +315,7 @@ class Profile:
             lexical=_part(LexicalSettings, where, "lexical", t["lexical"]),
             search=_part(SearchSettings, where, "search", t["search"]),
             rerank=_part(RerankSettings, where, "rerank", t["rerank"]),
+            storage=str(t.get("storage", "vector")),
         )
         p._check()
         return p
@@ -324,6 +328,8 @@ class Profile:
             raise ConfigError(f"{where}: dimension {self.dimension} is out of range 1..16000")
         if self.distance not in ("cosine", "l2", "ip"):
             raise ConfigError(f"{where}: distance must be cosine, l2 or ip, not {self.distance!r}")
+        if self.storage not in ("vector", "halfvec"):
+            raise ConfigError(f"{where}: storage must be vector or halfvec, not {self.storage!r}")
         if self.precision not in ("fp32", "bf16", "onnx-int8", "onnx-fp32", "auto"):
             raise ConfigError(f"{where}: precision must be fp32, bf16, onnx-int8, onnx-fp32 or auto")
         size = self.chunk.size

@@ -224,6 +224,7 @@ def evaluate(
     baseline: str | Path | Mapping[str, Any] | None = None,
     tolerance: float = 0.01,
     principal: Any = None,
+    generation: str | None = None,
 ) -> EvalRun:
     """Run ``dataset``'s queries through ``kb.search`` in each mode; check ``gates`` and ``baseline``.
 
@@ -238,7 +239,10 @@ def evaluate(
     settings = {"namespace": namespace, "profile": kb.profile_for(ns).name if ns else None}
     if principal is not None:  # the run sees only what this principal may view
         settings["principal"] = str(principal)
-    extra = {"principal": principal} if principal is not None else None
+    extra: dict[str, Any] = {"principal": principal} if principal is not None else {}
+    if generation is not None:  # the namespace's shadow (or previous) generation, not the active one
+        settings["generation"] = generation
+        extra["generation"] = generation
     rep = run_eval(
         ds, search_fn(kb, ds, namespace, depth, extra), list(modes), k=k, depth=depth, limit=limit, settings=settings
     )

@@ -23,7 +23,8 @@ from typing import Any
 
 from .config import Profile
 from .store import checks as store_checks
-from .store.namespaces import Namespace, hnsw_index_name
+from .store.generations import hnsw_index_name
+from .store.namespaces import Namespace
 from .validate import count
 
 __all__ = ["Check", "VerifyReport", "verify_namespace", "RECALL_WARNING"]
@@ -100,7 +101,11 @@ def _orphans(conn, ns: Namespace) -> Check:
 
 def _vectors(conn, ns: Namespace) -> Check:
     bad = store_checks.bad_vectors(conn, ns)
-    return Check("embeddings", bad == 0, f"{bad} chunks without a {ns.dimension}-d vector of profile {ns.profile_name}")
+    return Check(
+        "embeddings",
+        bad == 0,
+        f"{bad} chunks without a {ns.dimension}-d vector of profile {ns.profile_name} (generation {ns.generation_id})",
+    )
 
 
 def _pin(ns: Namespace, profile: Profile | None) -> Check:
@@ -116,7 +121,7 @@ def _pin(ns: Namespace, profile: Profile | None) -> Check:
 
 def _index(conn, ns: Namespace) -> Check:
     names = store_checks.index_names(conn)
-    need = {hnsw_index_name(ns.profile_id), "lexical_postings_pkey", "chunks_metadata", "chunks_profile_hash"}
+    need = {hnsw_index_name(ns.generation_id), "lexical_postings_pkey", "chunks_metadata", "chunks_content_hash"}
     missing = sorted(need - names)
     return Check(
         "indexes",

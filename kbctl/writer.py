@@ -34,6 +34,7 @@ from .chunk import iter_chunks
 from .config import Profile
 from .embed import get_embedder, get_tokenizer
 from .errors import KbctlError
+from .generations import DualWrites
 from .store import Namespace, cached_vectors, delete_documents, stored_owners, stored_uris_of_source, write_documents
 from .store.acl import mark_explicit
 from .store.documents import set_source_hash, write_document_stream
@@ -126,6 +127,7 @@ class Writer:
         self._tok: Any = None  # the profile's tokenizer, loaded for a large document
         self.claimed: dict[str, str] = {}  # document URI -> the source that produced it first in this run
         self.acl = AclPolicy()  # the namespace's access settings (consume sets them)
+        self.dual = DualWrites(conn, ns, profile)  # a shadow's (and the previous generation's) vectors
 
     def add(self, item: Item) -> None:
         self.pending.append(item)
@@ -145,6 +147,7 @@ class Writer:
             self._count(kinds)
             return
         payload = [(d, [EmbeddedChunk(c, cache[c.content_hash]) for c in cs]) for d, cs, _ in docs]
+        extra = self.dual.vectors(all_chunks)
         sources = {d.uri: (i.source_uri, i.source_hash) for d, _, i in docs}
         with self.conn.transaction():  # a document's ACL and whether it is its own land together
             stats = write_documents(
@@ -155,6 +158,7 @@ class Writer:
                 title_weight=self.profile.lexical.title_weight,
                 run_id=self.run_id,
                 sources=sources,
+                extra=extra,
             )
             refused = {uri for uri, _, _ in stats.failed}
             mark_explicit(self.conn, self.ns, [u for u in explicit if u not in refused])
@@ -219,6 +223,7 @@ class Writer:
                     title_weight=self.profile.lexical.title_weight,
                     run_id=self.run_id,
                     source=(item.source_uri, item.source_hash),
+                    extra_of=lambda batch: self.dual.vectors([ec.chunk for ec in batch]),
                 )
                 if own and not stats.failed:
                     mark_explicit(self.conn, self.ns, [d.uri])

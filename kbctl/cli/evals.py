@@ -73,6 +73,9 @@ def run(
         None, "--as", help="Search as this user (user:ID); hits they may not view are withheld."
     ),
     group: list[str] = typer.Option([], "--group", "-g", help="A group the principal belongs to (repeatable)."),
+    generation: str = typer.Option(
+        None, "--generation", help="Search the namespace's shadow (or previous) generation, not the active one."
+    ),
 ) -> None:
     """Evaluate each mode on the same queries: nDCG@10, Recall@10/100, P@k, MRR@10, MAP, latency."""
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
@@ -89,6 +92,7 @@ def run(
         baseline=baseline,
         tolerance=tolerance,
         principal=kb.principal(as_, group),
+        generation=generation,
     )
     if json_path:
         json_path.write_text(json.dumps(result.to_json(), indent=1))

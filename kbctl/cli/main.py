@@ -8,7 +8,7 @@ import warnings
 
 import typer
 
-from . import config_cmd, evals, ingest, namespaces, runs, search, serve, stages, tenants
+from . import config_cmd, evals, ingest, namespaces, reembed, runs, search, serve, stages, tenants
 from . import db as db_cmd
 from .state import STATE, err, setup_logging
 
@@ -52,6 +52,7 @@ def _global(
 ingest.register(app)
 search.register(app)
 namespaces.register(app)
+reembed.register(app)
 runs.register(app)
 stages.register(app)
 serve.register(app)

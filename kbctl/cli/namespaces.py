@@ -27,7 +27,18 @@ def namespaces(
     if json_:
         print_json(rows)
     else:
-        table(rows, ["tenant", "name", "profile", "model", "dimension", "documents", "chunks"])
+        table(
+            [{**r, "generations": _generations(r)} for r in rows],
+            ["tenant", "name", "profile", "model", "dimension", "documents", "chunks", "generations"],
+        )
+
+
+def _generations(row: dict) -> str:
+    """A namespace's generations on one line: id, state, profile/storage, vectors, size on disk."""
+    return "; ".join(
+        f"{g['id']} {g['state']} {g['profile']}/{g['storage']} {g['vectors']} ({g['bytes'] / 2**20:.1f} MB)"
+        for g in row.get("generations") or []
+    )
 
 
 @app.command("create")

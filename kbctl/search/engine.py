@@ -250,6 +250,9 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     by_key = {name: {(h.namespace_id, h.chunk_id): h for h in hs} for name, hs in lanes.items()}
     hits = tuple(_hit(i + 1, score, rows[key], by_key, key, scale) for i, (key, score) in enumerate(ordered[:k]))
     details["timings_ms"] = {a: round(b, 2) for a, b in timings.items()}
+    # Which generation answered (each namespace's, read once when the search began): a swap while
+    # the search ran does not change it (docs/lifecycle.md).
+    details["generations"] = {n.name: n.generation_id for n in namespaces}
     return SearchResult(
         query, names, mode, strategy, hits, degraded=degraded, notes=tuple(notes), details=details, withheld=withheld
     )
@@ -282,7 +285,7 @@ def _feedback_round(
     feedback = feedback_keys(fused, doc_of, s.prf_docs)
     keys = [key for key, _ in feedback]
     vkeys = keys[: s.prf_vector_docs]
-    vectors = store.feedback_vectors(conn, vkeys)
+    vectors = store.feedback_vectors(conn, vkeys, [n.generation_id for n in namespaces])
     qvec2 = rocchio(qvec, [vectors[key] for key in vkeys if key in vectors], s.prf_vector_weight)
 
     def dense_round(c):

@@ -1,6 +1,6 @@
 """The two retrieval lanes, each a query inside PostgreSQL scoped to the namespaces first.
 
-Dense: pgvector HNSW over the profile's partial index. When the namespace and filters leave at most
+Dense: pgvector HNSW over the active generation's partial index. When the namespace and filters leave at most
 ``hnsw.exact_threshold`` rows (peeked once), an exact scan over just those rows runs instead; above
 it, HNSW with iterative index scans, so a filtered query still returns k rows.
 
@@ -66,7 +66,20 @@ def dense_lane(
     ef_search: int | None = None,
     exact_threshold: int | None = None,
 ) -> tuple[list[LaneHit], str]:
-    """Top-k chunks by vector similarity; returns the hits and the path taken (hnsw | exact | hnsw+exact)."""
+    """Top-k chunks by vector similarity; returns the hits and the path taken (hnsw | exact | hnsw+exact).
+
+    Each namespace's active generation (as read when the search began) has its own index: over
+    several namespaces, each is scanned for k and the lists merge by similarity (one profile, so
+    the scores compare).
+    """
+    if len({n.generation_id for n in namespaces}) > 1:
+        parts = [
+            dense_lane(conn, [n], qvec, k, filters, profile, ef_search=ef_search, exact_threshold=exact_threshold)
+            for n in namespaces
+        ]
+        rows = [(h.namespace_id, h.chunk_id, h.score, h.document_id) for hits, _ in parts for h in hits]
+        merged = sorted(rows, key=lambda r: (-round(r[2], 9), r[1]))[:k]
+        return _ranked(merged), "+".join(sorted({p for _, p in parts}))
     ns_ids = [n.id for n in namespaces]
     threshold = profile.hnsw.exact_threshold if exact_threshold is None else exact_threshold
     size = _filtered_size(conn, ns_ids, filters, threshold)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
+from .generations import column_of
 from .namespaces import Namespace
 from .queries import query, template
 
@@ -46,8 +47,8 @@ def orphans(conn, ns: Namespace) -> tuple[int, int, int]:
 
 
 def bad_vectors(conn, ns: Namespace) -> int:
-    """Chunks without a vector of the namespace's profile and dimension."""
-    return _one(conn, "checks/bad_vectors", ns.id, ns.profile_id, ns.dimension)
+    """Chunks without a vector in the namespace's active generation."""
+    return _one(conn, "checks/bad_vectors", ns.id, ns.generation_id)
 
 
 def index_names(conn) -> set[str]:
@@ -67,15 +68,16 @@ def lexical_length(conn, ns: Namespace) -> float:
 
 def sample_chunks(conn, ns: Namespace, sample: int) -> list[tuple]:
     """(id, content hash, vector) of a stable sample of the namespace's chunks."""
-    return conn.execute(query("checks/sample_chunks"), (ns.id, sample)).fetchall()
+    return conn.execute(query("checks/sample_chunks"), (ns.generation_id, ns.id, sample)).fetchall()
 
 
 def sample_lookup(conn, ns: Namespace, ids: list[int]) -> dict[int, tuple]:
     """For each sampled chunk id, looked up exactly (no HNSW): (distance to itself, chunks strictly
     nearer to its vector, chunks of the namespace with its hash and another vector, lexical length,
     summed term frequencies of its postings, postings whose document length disagrees)."""
-    q = template("checks/sample_lookup", op=sql.SQL(_DIST[ns.distance]))
-    return {r[0]: tuple(r[1:]) for r in conn.execute(q, (ns.id, ids))}
+    col, _ = column_of(ns.storage)
+    q = template("checks/sample_lookup", op=sql.SQL(_DIST[ns.distance]), col=sql.Identifier(col))
+    return {r[0]: tuple(r[1:]) for r in conn.execute(q, (ns.generation_id, ns.id, ids))}
 
 
 def hnsw_found(conn, ns: Namespace, rows: list[tuple], k: int, *, ef_search: int, max_scan_tuples: int) -> int:
@@ -84,7 +86,9 @@ def hnsw_found(conn, ns: Namespace, rows: list[tuple], k: int, *, ef_search: int
     own distance (a tie: vectors equal to its own)."""
     q = template(
         "checks/hnsw_recall",
-        pid=sql.Literal(ns.profile_id),
+        gid=sql.Literal(ns.generation_id),
+        col=sql.Identifier(column_of(ns.storage)[0]),
+        typ=sql.SQL(column_of(ns.storage)[1]),
         d=sql.Literal(ns.dimension),
         op=sql.SQL(_DIST[ns.distance]),
     )

@@ -16,7 +16,7 @@ import logging
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import psycopg
@@ -25,6 +25,7 @@ from psycopg.types.json import Jsonb
 from ..errors import ProfileMismatchError
 from ..textutil.analyze import Analyzer
 from ..types import Document, EmbeddedChunk
+from .generations import Generation, write_vectors
 from .namespaces import Namespace
 from .queries import query
 
@@ -59,9 +60,6 @@ _CHUNK_TYPES = [  # the columns of documents/copy_chunks, in order
     "integer",
     "text",
     "jsonb",
-    "integer",
-    "integer",
-    "vector",
     "real",
 ]
 
@@ -110,12 +108,16 @@ def source_versions(conn, ns: Namespace, source_uris: Sequence[str]) -> dict[str
     return {s: (h, list(u)) for s, h, u in rows}
 
 
-def cached_vectors(conn, ns: Namespace, hashes: Iterable[str]) -> dict[str, np.ndarray]:
-    """Vectors already stored under this namespace's profile for these chunk hashes."""
+def cached_vectors(
+    conn, ns: Namespace, hashes: Iterable[str], generation: Generation | None = None
+) -> dict[str, np.ndarray]:
+    """Vectors already stored under the profile of this namespace's active generation (or of
+    ``generation``) for these chunk hashes, from any generation of the tenant's namespaces."""
     hashes = list(set(hashes))
     if not hashes:
         return {}
-    rows = conn.execute(query("documents/cached_vectors"), (hashes, ns.profile_id))
+    pid, storage = (ns.profile_id, ns.storage) if generation is None else (generation.profile_id, generation.storage)
+    rows = conn.execute(query("documents/cached_vectors"), (hashes, pid, storage))
     return {h: _as_array(v) for h, v in rows}
 
 
@@ -133,9 +135,13 @@ def write_documents(
     title_weight: float = 1.0,
     run_id: int | None = None,
     sources: Mapping[str, tuple[str, str]] | None = None,
+    extra: Sequence[tuple[Generation, Mapping[str, np.ndarray]]] = (),
 ) -> WriteStats:
     """Replace the stored versions of these documents with the given ones, each atomically.
 
+    The chunks' vectors go to the namespace's active generation; ``extra`` gives, per other
+    generation (a shadow being built, the previous one kept for rollback), its vectors by chunk
+    hash: dual writes, in the same transaction (a chunk whose hash is missing there gets none).
     ``sources`` maps a document URI to its (source URI, source hash), for the unchanged-source check.
     A document the database refuses is left out (its old version stays) and listed in ``failed``;
     a child whose parent is refused is left out with it.
@@ -147,13 +153,13 @@ def write_documents(
     with conn.transaction():
         try:
             with conn.transaction():  # a savepoint: the whole batch at once, the common case
-                return _write(conn, ns, items, analyzer, title_weight, run_id, sources)
+                return _write(conn, ns, items, analyzer, title_weight, run_id, sources, extra)
         except _REFUSED as e:
             log.info("a batch of %d documents was refused (%s); writing them one by one", len(items), _reason(e))
-        return _one_by_one(conn, ns, items, analyzer, title_weight, run_id, sources)
+        return _one_by_one(conn, ns, items, analyzer, title_weight, run_id, sources, extra)
 
 
-def _one_by_one(conn, ns: Namespace, items, analyzer, title_weight, run_id, sources) -> WriteStats:
+def _one_by_one(conn, ns: Namespace, items, analyzer, title_weight, run_id, sources, extra) -> WriteStats:
     """Each document under its own savepoint: the refused ones are listed, the others written."""
     done = [0, 0, 0]
     failed: list[tuple[str, str, str]] = []
@@ -166,7 +172,7 @@ def _one_by_one(conn, ns: Namespace, items, analyzer, title_weight, run_id, sour
             continue
         try:
             with conn.transaction():
-                s = _write(conn, ns, [item], analyzer, title_weight, run_id, sources)
+                s = _write(conn, ns, [item], analyzer, title_weight, run_id, sources, extra)
         except _REFUSED as e:
             failed.append((d.uri, type(e).__name__, _reason(e)))
             lost.add(d.uri)
@@ -180,7 +186,9 @@ def _reason(e: Exception) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
-def _write(conn, ns: Namespace, items, analyzer: Analyzer, title_weight: float, run_id, sources) -> WriteStats:
+def _write(
+    conn, ns: Namespace, items, analyzer: Analyzer, title_weight: float, run_id, sources, extra=()
+) -> WriteStats:
     """Write ``items`` inside the caller's transaction: old versions out, new ones copied in."""
     uris = [d.uri for d, _ in items]
     replaced = _delete(conn, ns, uris)
@@ -190,7 +198,7 @@ def _write(conn, ns: Namespace, items, analyzer: Analyzer, title_weight: float, 
             cur, ns, [(d, did, len(d.text), len(c)) for (d, c), did in zip(items, doc_ids)], run_id, sources
         )
     nchunks, lengths = write_chunks(
-        conn, ns, [(d, did, c) for (d, c), did in zip(items, doc_ids)], analyzer, title_weight
+        conn, ns, [(d, did, c) for (d, c), did in zip(items, doc_ids)], analyzer, title_weight, extra
     )
     _add_stats(conn, ns, nchunks, lengths)
     return WriteStats(len(items), nchunks, replaced)
@@ -207,8 +215,12 @@ def write_document_stream(
     title_weight: float = 1.0,
     run_id: int | None = None,
     source: tuple[str, str] | None = None,
+    extra_of: Callable[[Sequence[EmbeddedChunk]], Sequence[tuple[Generation, Mapping[str, np.ndarray]]]] | None = None,
 ) -> WriteStats:
     """Replace the stored version of one document whose chunks come in ``batches`` (a large one).
+
+    ``extra_of(batch)``: the vectors of the namespace's other generations for a batch (dual writes,
+    ``write_documents``'s ``extra``).
 
     The document's row goes in first (``chars`` long, its chunk count set once the last batch is
     written), then each batch's chunks, postings and vocabulary: nothing of the document is held
@@ -229,7 +241,8 @@ def write_document_stream(
                 df: Counter[str] = Counter()
                 for batch in batches:
                     _check_dimensions(ns, [(doc, batch)])
-                    n, length = write_chunks(conn, ns, [(doc, did, batch)], analyzer, title_weight, df=df)
+                    extra = extra_of(batch) if extra_of is not None else ()
+                    n, length = write_chunks(conn, ns, [(doc, did, batch)], analyzer, title_weight, extra, df=df)
                     nchunks, lengths = nchunks + n, lengths + length
                     if len(df) >= _DF_TERMS:
                         _add_vocabulary(conn, ns, df)
@@ -273,16 +286,19 @@ def write_chunks(
     rows: Iterable[tuple[Document, int, Sequence[EmbeddedChunk]]],
     analyzer: Analyzer,
     title_weight: float,
+    extra: Sequence[tuple[Generation, Mapping[str, np.ndarray]]] = (),
     df: Counter[str] | None = None,
 ) -> tuple[int, float]:
     """Store one batch of chunks with their vectors, their postings and their terms' document
     frequencies, inside the caller's transaction: ``rows`` are (document, its stored id, chunks).
+    The vectors go to the active generation, and ``extra``'s (``write_documents``) to the others.
     Returns how many chunks and their total lexical length (for the namespace's statistics).
 
     With ``df``, the terms' document frequencies are added to it rather than to the vocabulary (the
     caller writes them, ``_add_vocabulary``, every ``_DF_TERMS`` terms: the batches of one large
     document share most of their terms, and each upsert of a term rewrites its row)."""
     postings: list[tuple[str, int, float, float]] = []
+    vectors: list[tuple[int, str, Any]] = []  # (chunk id, hash, vector of the active generation)
     lengths = 0.0
     nchunks = 0
     rows = list(rows)
@@ -323,14 +339,23 @@ def write_chunks(
                             c.page,
                             c.content_hash,
                             Jsonb(m),
-                            ns.profile_id,
-                            ns.dimension,
-                            np.asarray(ec.embedding, dtype=np.float32),
                             length,
                         )
                     )
+                    vectors.append((cid, c.content_hash, ec.embedding))
         _write_postings(cur, ns, postings, df)
+        write_vectors(cur, ns.id, _active(ns), ((cid, v) for cid, _, v in vectors))
+        for gen, by_hash in extra:
+            write_vectors(cur, ns.id, gen, ((cid, by_hash[h]) for cid, h, _ in vectors if h in by_hash))
     return nchunks, lengths
+
+
+def _active(ns: Namespace) -> Generation:
+    """The namespace's active generation, as far as writing its vectors needs it."""
+    return Generation(
+        ns.generation_id, ns.id, ns.profile_id, ns.profile_name, ns.fingerprint, ns.model, ns.dimension,
+        ns.distance, ns.storage, "active",
+    )  # fmt: skip
 
 
 def _check_dimensions(ns: Namespace, items) -> None:

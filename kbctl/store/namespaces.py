@@ -1,8 +1,9 @@
 """Profiles and namespaces in the database, and the pin between them.
 
-A namespace is bound to one recorded profile. Writing or querying a namespace with a profile whose
-fingerprint differs is refused before anything is touched; rebinding a namespace that holds vectors
-is refused too (the database enforces it with a foreign key as well).
+A namespace is bound to one recorded profile: its active generation's (``store.generations``).
+Writing or querying a namespace with a profile whose fingerprint differs is refused before anything
+is touched; rebinding a namespace that holds vectors is refused too (moving it to another profile
+is ``kbctl reembed``: a shadow generation, then a swap).
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ import json
 from dataclasses import dataclass
 from typing import Literal, overload
 
-from psycopg import sql
-
 from .. import validate
 from ..config import Profile
 from ..errors import NamespaceNotFound, ProfileMismatchError, UsageError
-from .queries import query, template
+from .generations import create_generation, drop_generation_indexes, generation_ids
+from .queries import query
 from .roles import as_owner
 
 __all__ = [
@@ -29,8 +29,6 @@ __all__ = [
     "delete_namespace",
     "check_pin",
 ]
-
-_OPS = {"cosine": "vector_cosine_ops", "l2": "vector_l2_ops", "ip": "vector_ip_ops"}
 
 
 @dataclass(frozen=True)
@@ -47,14 +45,12 @@ class Namespace:
     dimension: int
     distance: str
     description: str = ""
-
-
-def hnsw_index_name(profile_id: int) -> str:
-    return f"chunks_hnsw_p{profile_id}"
+    generation_id: int = 0  # the active generation: what a search reads, what ingest writes
+    storage: str = "vector"  # its vector storage (vector | halfvec)
 
 
 def ensure_profile(conn, profile: Profile) -> int:
-    """Record a profile (once per fingerprint) and its HNSW index; returns its id."""
+    """Record a profile (once per fingerprint); returns its id."""
     row = conn.execute(query("namespaces/find_profile"), (profile.fingerprint,)).fetchone()
     if row:
         return int(row[0])
@@ -76,24 +72,7 @@ def ensure_profile(conn, profile: Profile) -> int:
                 json.dumps({"precision": profile.precision}),
             ),
         ).fetchone()
-        pid = int(row[0])
-        create_hnsw_index(conn, pid, profile)
-    return pid
-
-
-def create_hnsw_index(conn, profile_id: int, profile: Profile) -> None:
-    """The partial HNSW index of one profile's vectors, typed to its dimension."""
-    conn.execute(
-        template(
-            "namespaces/create_hnsw_index",
-            name=sql.Identifier(hnsw_index_name(profile_id)),
-            dim=sql.Literal(int(profile.dimension)),
-            ops=sql.SQL(_OPS[profile.distance]),
-            m=sql.Literal(profile.hnsw.m),
-            efc=sql.Literal(profile.hnsw.ef_construction),
-            pid=sql.Literal(int(profile_id)),
-        )
-    )
+        return int(row[0])
 
 
 @overload
@@ -140,10 +119,15 @@ def ensure_namespace(conn, name: str, tenant: str, profile: Profile, description
     if ns is not None:
         check_pin(ns, profile)
         return ns
-    with as_owner(conn):  # a new profile's HNSW index is the owner's to build
+    with as_owner(conn):  # profiles are shared: the owner records them
         pid = ensure_profile(conn, profile)
     try:
-        conn.execute(query("namespaces/insert_namespace"), (tenant, name, pid, profile.dimension, description))
+        with conn.transaction():  # the namespace with its first, active generation
+            row = conn.execute(
+                query("namespaces/insert_namespace"), (tenant, name, pid, profile.dimension, description)
+            ).fetchone()
+            if row is not None:
+                create_generation(conn, int(row[0]), pid, profile, profile.storage, "active")
     except Exception as e:  # the CHECK on the name
         import psycopg
 
@@ -166,9 +150,15 @@ def rebind_namespace(conn, name: str, tenant: str, profile: Profile) -> Namespac
     n = conn.execute(query("namespaces/chunk_count"), (ns.id,)).fetchone()[0]
     if n:
         check_pin(ns, profile)  # raises with the full explanation
-    with as_owner(conn):  # a new profile's HNSW index is the owner's to build
+    with as_owner(conn):
         pid = ensure_profile(conn, profile)
-    conn.execute(query("namespaces/rebind"), (pid, profile.dimension, ns.id))
+    old = generation_ids(conn, ns.id)
+    with conn.transaction():  # an empty namespace: its generations are replaced by a new active one
+        for gid in old:
+            conn.execute(query("generations/delete"), (ns.id, gid))
+        conn.execute(query("namespaces/rebind"), (pid, profile.dimension, ns.id))
+        create_generation(conn, ns.id, pid, profile, profile.storage, "active")
+    drop_generation_indexes(conn, old)
     return get_namespace(conn, name, tenant)
 
 
@@ -190,10 +180,12 @@ def namespace_ids(conn, tenant: str) -> list[int]:
 def delete_namespace(conn, name: str, tenant: str) -> int:
     """Delete a namespace and everything in it; returns the number of documents removed."""
     ns = get_namespace(conn, name, tenant)
+    gens = generation_ids(conn, ns.id)
     with conn.transaction():
         n = conn.execute(query("namespaces/document_count"), (ns.id,)).fetchone()[0]
-        # documents first: their cascade removes the chunks (and postings) before the namespace row,
-        # whose (id, profile, dimension) key the chunks also reference
+        # documents first: their cascade removes the chunks (postings, vectors) before the namespace
+        # row's removes its generations
         conn.execute(query("namespaces/delete_documents"), (ns.id,))
         conn.execute(query("namespaces/delete_namespace"), (ns.id,))
+    drop_generation_indexes(conn, gens)
     return int(n)

@@ -14,6 +14,7 @@ from psycopg import sql
 
 from ..types import Filter
 from .filters import filter_sql
+from .generations import column_of
 from .namespaces import Namespace
 from .queries import query, template
 
@@ -40,6 +41,15 @@ __all__ = [
 
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1  # the whole range of chunk ids
 _DIST = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
+# Filters read the chunk's metadata. The exact path joins the chunks (the filter drives: its rows
+# are few, or the exact path would not be taken); the HNSW path checks each vector the index yields
+# by its chunk's primary key, a subplan per row (OFFSET 0 keeps the planner from turning it into a
+# join, whose plan depended on fresh statistics: a filtered scan once took 450 ms by walking
+# chunks_document instead of the key).
+_CHUNKS = sql.SQL(" JOIN kbctl.chunks c ON c.namespace_id = v.namespace_id AND c.id = v.chunk_id")
+_EXISTS = sql.SQL(
+    "EXISTS (SELECT FROM kbctl.chunks c WHERE c.namespace_id = v.namespace_id AND c.id = v.chunk_id AND {f} OFFSET 0)"
+)
 
 
 def lexical_stats(conn, ns_ids: list[int]) -> tuple[float, float]:
@@ -136,16 +146,29 @@ def dense_statement(
     ef_search: int,
     max_scan_tuples: int,
 ) -> tuple[sql.Composed, list, list[sql.Composable]]:
-    """The dense query, its parameters and the ``SET LOCAL`` statements to run before it.
+    """The dense query over one generation (the namespaces', all the same), its parameters and the
+    ``SET LOCAL`` statements to run before it.
 
-    ``exact`` orders by the bare column, which the HNSW index (on ``embedding::vector(dim)``)
-    cannot serve, so the exact path really scans only the rows the WHERE clause leaves.
+    ``exact`` orders by the bare column, which the HNSW index (on ``embedding::vector(dim)``, or
+    ``half::halfvec(dim)``) cannot serve, so the exact path really scans only the rows the WHERE
+    clause leaves. The generation id is a literal: the planner matches it to the generation's
+    partial index whatever the plan cache does with parameters.
     """
-    pid, dim = namespaces[0].profile_id, namespaces[0].dimension
+    ns = namespaces[0]
+    gid, dim = ns.generation_id, ns.dimension
+    col, typ = column_of(ns.storage)
     fsql, fparams = filter_sql(filters)
-    vec = sql.SQL("c.embedding") if exact else sql.SQL("c.embedding::vector({d})").format(d=sql.Literal(dim))
+    bare = sql.SQL("v.{}").format(sql.Identifier(col))
+    vec = bare if exact else sql.SQL("{}::{}({})").format(bare, sql.SQL(typ), sql.Literal(dim))
     q = template(
-        "search/dense_lane", vec=vec, op=sql.SQL(_DIST[distance]), d=sql.Literal(dim), pid=sql.Literal(pid), f=fsql
+        "search/dense_lane",
+        vec=vec,
+        op=sql.SQL(_DIST[distance]),
+        typ=sql.SQL(typ),
+        d=sql.Literal(dim),
+        gid=sql.Literal(gid),
+        join=_CHUNKS if filters and exact else sql.SQL(""),
+        f=_EXISTS.format(f=fsql) if filters and not exact else fsql,
     )
     settings: list[sql.Composable] = []
     if not exact:
@@ -193,11 +216,16 @@ def feedback_postings(conn, keys: Sequence[tuple[int, int]]) -> list[tuple[int, 
     return conn.execute(query("search/feedback_postings"), ([a for a, _ in keys], [b for _, b in keys])).fetchall()
 
 
-def feedback_vectors(conn, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
-    """The stored embedding of each chunk of ``keys``, keyed by (namespace_id, chunk_id)."""
+def feedback_vectors(
+    conn, keys: Sequence[tuple[int, int]], generation_ids: Sequence[int]
+) -> dict[tuple[int, int], np.ndarray]:
+    """The stored embedding of each chunk of ``keys`` in the given generations (those a search
+    reads, one per namespace), keyed by (namespace_id, chunk_id)."""
     if not keys:
         return {}
-    rows = conn.execute(query("search/feedback_vectors"), ([a for a, _ in keys], [b for _, b in keys])).fetchall()
+    rows = conn.execute(
+        query("search/feedback_vectors"), ([a for a, _ in keys], [b for _, b in keys], list(generation_ids))
+    ).fetchall()
     return {(a, b): np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32) for a, b, v in rows}
 
 

@@ -75,8 +75,10 @@ def _snapshot(conn, tenant: str, name: str, vectors: bool = False) -> dict[str, 
         )
     }
     rows = conn.execute(
-        "SELECT d.uri, c.position, c.text, c.content_hash, c.id, c.embedding::real[] FROM kbctl.chunks c"
+        "SELECT d.uri, c.position, c.text, c.content_hash, c.id, v.embedding::real[] FROM kbctl.chunks c"
         " JOIN kbctl.documents d ON d.namespace_id = c.namespace_id AND d.id = c.document_id"
+        " JOIN kbctl.generations g ON g.namespace_id = c.namespace_id AND g.state = 'active'"
+        " LEFT JOIN kbctl.vectors v ON v.namespace_id = c.namespace_id AND v.chunk_id = c.id AND v.generation_id = g.id"
         " WHERE c.namespace_id = %s ORDER BY d.uri, c.position",
         (ns,),
     )

@@ -165,6 +165,10 @@ def _snapshot(conn, columns: dict[str, list[str]]) -> dict[str, list[str]]:
     }
 
 
+GENERATIONS = 11  # the migration that moved chunks' vectors into generations (kbctl.vectors)
+MOVED = ("profile_id", "dimension", "embedding")  # the chunk columns it moved
+
+
 @pytest.mark.parametrize("version", range(1, LATEST))
 def test_every_earlier_version_migrates_to_the_latest_with_data_intact(fresh_dsn, version):
     db = _db(fresh_dsn)
@@ -172,18 +176,81 @@ def test_every_earlier_version_migrates_to_the_latest_with_data_intact(fresh_dsn
     with psycopg.connect(fresh_dsn, autocommit=True) as c:
         _fill(c)
         columns = _columns(c)
+        if version < GENERATIONS:  # those columns moved to kbctl.vectors: compared there below
+            columns["chunks"] = [col for col in columns["chunks"] if col not in MOVED]
+            moved = _inline_vectors(c)
         before = _snapshot(c, columns)
     assert all(before[t] for t in TABLES)
     assert [m.version for m in _db(fresh_dsn).migrate()] == list(range(version + 1, LATEST + 1))
     with psycopg.connect(fresh_dsn, autocommit=True) as c:
         assert _snapshot(c, columns) == before
+        if version < GENERATIONS:
+            assert _generation_vectors(c) == moved
         assert [r["checksum_ok"] for r in db.status(c)] == [True] * LATEST
         pkey = c.execute(
             "SELECT indexdef FROM pg_indexes WHERE schemaname = 'kbctl' AND indexname = 'lexical_postings_pkey'"
         ).fetchone()[0]
         assert "INCLUDE (tf, dl)" in pkey  # 002 rebuilt the key over the rows already there
         near = c.execute(
-            "SELECT text FROM kbctl.chunks ORDER BY embedding <=> '[0,0.6,0.8]'::vector LIMIT 1"
+            "SELECT c.text FROM kbctl.vectors v JOIN kbctl.chunks c ON c.namespace_id = v.namespace_id"
+            " AND c.id = v.chunk_id ORDER BY v.embedding::vector(3) <=> '[0,0.6,0.8]'::vector(3) LIMIT 1"
         ).fetchone()[0]
         assert near == "refunds go to the card"
     assert _ledger(fresh_dsn) == list(range(1, LATEST + 1))
+
+
+def _inline_vectors(conn) -> list[tuple]:
+    """(namespace, chunk, profile, dimension, vector) as the chunks held them before generations."""
+    return conn.execute(
+        "SELECT namespace_id, id, profile_id, dimension, embedding::text FROM kbctl.chunks ORDER BY namespace_id, id"
+    ).fetchall()
+
+
+def _generation_vectors(conn) -> list[tuple]:
+    """The same from the active generations, checking each namespace has exactly one."""
+    return conn.execute(
+        "SELECT v.namespace_id, v.chunk_id, v.profile_id, v.dimension, v.embedding::text FROM kbctl.vectors v"
+        " JOIN kbctl.generations g ON g.id = v.generation_id AND g.namespace_id = v.namespace_id"
+        " WHERE g.state = 'active' AND v.storage = 'vector' ORDER BY 1, 2"
+    ).fetchall()
+
+
+def test_generations_migration_gives_each_namespace_an_active_generation_with_its_index(fresh_dsn):
+    """011 on a filled store: generation 1 per namespace holds every vector, the HNSW index of the
+    generation exists and is used (literal generation id), and the inline column is gone."""
+    _db(fresh_dsn).migrate(target=GENERATIONS - 1)
+    with psycopg.connect(fresh_dsn, autocommit=True) as c:
+        _fill(c)
+    _db(fresh_dsn).migrate()
+    with psycopg.connect(fresh_dsn, autocommit=True) as c:
+        gens = c.execute(
+            "SELECT id, namespace_id, profile_id, dimension, storage, state FROM kbctl.generations"
+        ).fetchall()
+        assert len(gens) == 1 and gens[0][3:] == (3, "vector", "active")
+        gid = gens[0][0]
+        assert c.execute("SELECT count(*) FROM kbctl.vectors WHERE generation_id = %s", (gid,)).fetchone()[0] == 2
+        idx = c.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = 'kbctl' AND indexname = %s", (f"vectors_hnsw_g{gid}",)
+        ).fetchone()
+        assert idx and "hnsw" in idx[0] and f"generation_id = {gid}" in idx[0]
+        cols = {
+            r[0] for r in c.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'chunks'")
+        }
+        assert not cols & set(MOVED)
+        with c.transaction():
+            c.execute("SET LOCAL enable_seqscan = off")
+            plan = "\n".join(
+                r[0]
+                for r in c.execute(
+                    f"EXPLAIN SELECT chunk_id FROM kbctl.vectors WHERE generation_id = {gid}"
+                    " ORDER BY embedding::vector(3) <=> '[1,0,0]'::vector(3) LIMIT 1"
+                )
+            )
+        assert f"vectors_hnsw_g{gid}" in plan
+        with pytest.raises(psycopg.errors.CheckViolation):  # a vector's size is its generation's
+            c.execute(
+                "INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, document_id, profile_id, dimension,"
+                " storage, embedding) SELECT namespace_id, id, %s, document_id, %s, 3, 'vector', '[1,2]'"
+                " FROM kbctl.chunks LIMIT 1",
+                (gid, gens[0][2]),
+            )

@@ -21,7 +21,7 @@ def test_feedback_reads_the_stored_postings_and_vectors(kb):
     )
     postings = store.feedback_postings(conn, [key])
     assert postings and all((p[0], p[1]) == key and p[3] > 0 and p[4] >= p[3] for p in postings)
-    vectors = store.feedback_vectors(conn, [key])
+    vectors = store.feedback_vectors(conn, [key], [ns.generation_id])
     assert set(vectors) == {key} and vectors[key].shape == (ns.dimension,)
     assert np.linalg.norm(vectors[key]) == pytest.approx(1.0, abs=1e-3)
 

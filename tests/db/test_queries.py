@@ -134,7 +134,7 @@ def test_dynamic_search_statements_explain(kb, ns, flt):
             for s in settings:
                 conn.execute(s)
             plan = "\n".join(r[0] for r in conn.execute(sql.SQL("EXPLAIN ") + q, params))
-        assert (f"chunks_hnsw_p{ns.profile_id}" in plan) is (not exact)
+        assert (f"vectors_hnsw_g{ns.generation_id}" in plan) is (not exact)
     q, fparams = store_search.bm25_statement(filters)
     params = [
         2.2,

@@ -83,11 +83,17 @@ def test_pin_refuses_other_dimension_and_other_model(kb):
         _write(kb, "pinned", [_doc("mem://new", "New", ["some text"])], vectors=lambda n: np.ones((n, 768)))
     # ...and by the schema itself when kbctl's check is bypassed.
     with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
-        conn.execute(
+        cid = conn.execute(
             "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start, char_end,"
-            " content_hash, profile_id, dimension, embedding) SELECT namespace_id, document_id, 99, 'x', 1, 0, 1, 'h',"
-            " profile_id, dimension, %s::vector FROM kbctl.chunks WHERE namespace_id = %s LIMIT 1",
-            ("[" + ",".join(["0.1"] * 768) + "]", ns.id),
+            " content_hash) SELECT namespace_id, document_id, 99, 'x', 1, 0, 1, 'h'"
+            " FROM kbctl.chunks WHERE namespace_id = %s LIMIT 1 RETURNING id",
+            (ns.id,),
+        ).fetchone()[0]
+        conn.execute(
+            "INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, document_id, profile_id, dimension,"
+            " storage, embedding) SELECT namespace_id, id, %s, document_id, %s, %s, 'vector', %s::vector"
+            " FROM kbctl.chunks WHERE namespace_id = %s AND id = %s",
+            (ns.generation_id, ns.profile_id, ns.dimension, "[" + ",".join(["0.1"] * 768) + "]", ns.id, cid),
         )
     # A profile of another model cannot query (or write) it.
     with pytest.raises(ProfileMismatchError, match="pinned to profile 'hash-384'"):
@@ -294,7 +300,7 @@ def test_dense_path_reported_is_the_plan_that_runs(kb, exact):
         for stmt in settings:
             conn.execute(stmt)
         plan = "\n".join(r[0] for r in conn.execute(psycopg.sql.SQL("EXPLAIN ") + q, params))
-    index = f"chunks_hnsw_p{ns.profile_id}"
+    index = f"vectors_hnsw_g{ns.generation_id}"
     if exact:
         assert index not in plan and "Sort" in plan
     else:
@@ -325,8 +331,9 @@ def test_optimize_compacts_the_postings_index_after_a_mass_delete(kb):
         optimize(admin)
 
 
-def test_a_small_namespace_in_a_shared_index_still_gets_k_rows(kb):
-    """An iterative HNSW scan that stops early (max_scan_tuples) is finished by an exact scan."""
+def test_a_small_filtered_slice_of_an_index_still_gets_k_rows(kb):
+    """An iterative HNSW scan that stops early (max_scan_tuples) is finished by an exact scan: a
+    filter keeps a small slice of a generation's index, far from the query."""
     import dataclasses
 
     from kbctl.search import parse_filters
@@ -334,39 +341,46 @@ def test_a_small_namespace_in_a_shared_index_still_gets_k_rows(kb):
 
     rng = np.random.default_rng(3)
     words = [f"v{i:04d}q" for i in range(2000)]
-    _write(
-        kb, "shared_big", [_doc(f"mem://big/{i}", f"Big {i}", [" ".join(rng.choice(words, 8))]) for i in range(3000)]
-    )
     others = [f"s{i:04d}z" for i in range(2000)]  # far from the query: its first index candidates are all "big"
-    small = _write(
-        kb,
-        "shared_small",
-        [_doc(f"mem://small/{i}", f"Small {i}", [" ".join(rng.choice(others, 40))]) for i in range(30)],
-    )
-    conn, prof = kb.connection(), kb.profile_for("shared_small")
-    n_small = _counts(conn, small.id)[1]
+    docs = [_doc(f"mem://big/{i}", f"Big {i}", [" ".join(rng.choice(words, 8))], part="big") for i in range(3000)]
+    docs += [
+        _doc(f"mem://small/{i}", f"Small {i}", [" ".join(rng.choice(others, 40))], part="small") for i in range(30)
+    ]
+    ns = _write(kb, "sliced", docs)
+    conn, prof = kb.connection(), kb.profile_for("sliced")
+    kb.db.connect().execute("ANALYZE kbctl.chunks, kbctl.vectors")  # the same statistics in any order of tests
+    small = parse_filters(["part=small"])
+    n_small = conn.execute(
+        "SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s AND metadata->>'part' = 'small'", (ns.id,)
+    ).fetchone()[0]
     qvec = get_embedder(prof).embed_query("v0001q v0002q")
     stingy = dataclasses.replace(prof, hnsw=dataclasses.replace(prof.hnsw, max_scan_tuples=1, ef_search=10))
     assert n_small >= 20
-    hits, path = dense_lane(conn, [small], qvec, 10, parse_filters([]), stingy, exact_threshold=0)
-    assert path == "hnsw+exact" and len(hits) == 10
-    exact, _ = dense_lane(conn, [small], qvec, 10, parse_filters([]), stingy, exact_threshold=10**9)
+    # a threshold below the slice's size (the filtered size is counted up to threshold + 1)
+    hits, path = dense_lane(conn, [ns], qvec, 10, small, stingy, exact_threshold=20)
+    # which path finishes depends on how far the stingy scan got before stopping (the plan); either
+    # way k rows come back, and the same as an exact scan's
+    assert path in ("hnsw+exact", "hnsw") and len(hits) == 10
+    exact, _ = dense_lane(conn, [ns], qvec, 10, small, stingy, exact_threshold=10**9)
     assert [h.chunk_id for h in hits] == [h.chunk_id for h in exact]
     # with room to scan, the index alone fills k
-    hits, path = dense_lane(conn, [small], qvec, 100, parse_filters([]), prof, exact_threshold=0)
-    assert path == "hnsw" and len(hits) == n_small
+    hits, path = dense_lane(conn, [ns], qvec, 10, small, prof, exact_threshold=20)
+    assert path == "hnsw" and len(hits) == 10
 
 
 def test_vectors_stay_in_the_row_when_the_text_is_long(kb):
-    """Migration 005: a chunk's vector is stored inline (the text goes to TOAST instead), so the
-    exact path and the HNSW path's distances read no TOAST pages."""
+    """Migrations 005 and 011: a chunk's vector is stored inline in its row of kbctl.vectors (MAIN,
+    never TOAST), so the exact path and the HNSW path's distances read no TOAST pages; the long
+    text is compressed or moved out of the chunk's row."""
     rng = np.random.default_rng(11)
     long_text = " ".join(f"word{i}" for i in rng.integers(0, 10**6, 400))  # ~4.5 kB, well past the 2 kB threshold
     ns = _write(kb, "inline", [_doc("mem://long", "Long", [long_text])])
     conn = kb.connection()
     rows = conn.execute(
-        "SELECT pg_column_toast_chunk_id(embedding) IS NULL, pg_column_size(embedding), pg_column_size(text) < length(text)"
-        " FROM kbctl.chunks WHERE namespace_id = %s",
+        "SELECT pg_column_toast_chunk_id(v.embedding) IS NULL, pg_column_size(v.embedding),"
+        " pg_column_size(c.text) < length(c.text)"
+        " FROM kbctl.chunks c JOIN kbctl.vectors v ON v.namespace_id = c.namespace_id AND v.chunk_id = c.id"
+        " WHERE c.namespace_id = %s",
         (ns.id,),
     ).fetchall()
     assert rows and all(inline and size >= 384 * 4 and squeezed for inline, size, squeezed in rows)

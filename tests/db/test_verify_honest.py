@@ -136,10 +136,12 @@ def _twin_chunk(kb, namespace: str) -> int:
 
 DAMAGE = {
     "postings": "DELETE FROM kbctl.lexical_postings WHERE namespace_id = %(ns)s AND chunk_id = %(id)s",
-    "zero vector": "UPDATE kbctl.chunks SET embedding = array_fill(0, ARRAY[384])::vector WHERE namespace_id = %(ns)s AND id = %(id)s",
-    "another vector": "UPDATE kbctl.chunks SET embedding = (SELECT embedding FROM kbctl.chunks WHERE namespace_id = %(ns)s"
-    " AND content_hash <> (SELECT content_hash FROM kbctl.chunks WHERE namespace_id = %(ns)s AND id = %(id)s)"
-    " LIMIT 1) WHERE namespace_id = %(ns)s AND id = %(id)s",
+    "zero vector": "UPDATE kbctl.vectors SET embedding = array_fill(0, ARRAY[384])::vector"
+    " WHERE namespace_id = %(ns)s AND chunk_id = %(id)s",
+    "another vector": "UPDATE kbctl.vectors SET embedding = (SELECT v.embedding FROM kbctl.vectors v JOIN kbctl.chunks c"
+    " ON c.namespace_id = v.namespace_id AND c.id = v.chunk_id WHERE v.namespace_id = %(ns)s"
+    " AND c.content_hash <> (SELECT content_hash FROM kbctl.chunks WHERE namespace_id = %(ns)s AND id = %(id)s)"
+    " LIMIT 1) WHERE namespace_id = %(ns)s AND chunk_id = %(id)s",
 }
 
 

@@ -1,5 +1,7 @@
--- Chunks without a vector of the namespace's profile and dimension.
--- Parameters: namespace id, profile id, dimension.
+-- Chunks without a vector in the namespace's active generation (its key and CHECK tie a vector to
+-- the generation's profile and dimension). Parameters: namespace id, generation id.
 SELECT count(*)
-FROM kbctl.chunks
-WHERE namespace_id = %s AND (embedding IS NULL OR profile_id <> %s OR vector_dims(embedding) <> %s)
+FROM kbctl.chunks c
+WHERE c.namespace_id = %s
+  AND NOT EXISTS (SELECT FROM kbctl.vectors v
+                  WHERE v.namespace_id = c.namespace_id AND v.chunk_id = c.id AND v.generation_id = %s)

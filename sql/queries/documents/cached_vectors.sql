@@ -1,7 +1,14 @@
--- Vectors already stored under a profile for these chunk hashes: one row per hash, read through the
--- (profile, hash) index (a text repeated many times is not read once per copy). Parameters: hashes, profile id.
-SELECT h, v.embedding
+-- Vectors already stored under a profile for these chunk hashes, in any generation of the tenant's
+-- namespaces (row-level security keeps the others out): one row per hash, read through the hash
+-- index (a text repeated many times is not read once per copy). A halfvec vector serves only a
+-- halfvec generation (it would not give a float32 one its precision back); a vector serves both.
+-- Parameters: hashes, profile id, the storage of the generation being written.
+SELECT h, x.vec
 FROM unnest(%s::text[]) AS h
 CROSS JOIN LATERAL (
-  SELECT embedding FROM kbctl.chunks WHERE profile_id = %s AND content_hash = h LIMIT 1
-) v
+  SELECT coalesce(v.embedding, v.half::vector) AS vec
+  FROM kbctl.chunks c
+  JOIN kbctl.vectors v ON v.namespace_id = c.namespace_id AND v.chunk_id = c.id
+  WHERE c.content_hash = h AND v.profile_id = %s AND (v.storage = 'vector' OR %s = 'halfvec')
+  LIMIT 1
+) x

@@ -1,0 +1,136 @@
+"""``kbctl reembed``: move a namespace to another profile or vector storage (docs/lifecycle.md)."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from .render import print_json, table
+from .state import STATE, err, info
+
+
+def register(app: typer.Typer) -> None:
+    app.command("reembed")(reembed)
+
+
+def reembed(
+    namespace: str = typer.Argument(..., help="Namespace to move."),
+    profile: str = typer.Option(
+        None, "--profile", "-p", help="Profile of the shadow generation to build (omit to resume the shadow)."
+    ),
+    storage: str = typer.Option(None, "--storage", help="vector or halfvec (default: the profile's storage)."),
+    plan: bool = typer.Option(False, "--plan", help="Print the chunks to embed and the time it takes; build nothing."),
+    eval_: str = typer.Option(
+        None, "--eval", help="Evaluate DATASET on the active and the shadow generation, side by side."
+    ),
+    limit: int = typer.Option(None, "--limit", help="With --eval: only the first N queries."),
+    swap: bool = typer.Option(False, "--swap", help="Make the shadow generation active (one transaction)."),
+    require: list[str] = typer.Option(
+        [], "--require", help="With --swap --eval: a gate such as hybrid:ndcg@10>=active (exit 3 and no swap)."
+    ),
+    rollback: bool = typer.Option(False, "--rollback", help="Make the previous generation active again."),
+    drop_old: bool = typer.Option(False, "--drop-old", help="Delete the previous generation (no rollback after)."),
+    drop_shadow: bool = typer.Option(False, "--drop-shadow", help="Delete the shadow generation being built."),
+    status: bool = typer.Option(False, "--status", help="List the namespace's generations."),
+    batch: int = typer.Option(256, "--batch", help="Chunks embedded and committed at a time."),
+    json_: bool = typer.Option(False, "--json", help="The summary as JSON on stdout."),
+) -> None:
+    """Build a shadow generation of another profile (or storage), compare it, swap to it, roll back."""
+    actions = [a for a, on in (("swap", swap), ("rollback", rollback), ("drop-old", drop_old),
+                               ("drop-shadow", drop_shadow), ("status", status)) if on]  # fmt: skip
+    if len(actions) > 1 or (actions and actions != ["swap"] and (profile or plan or eval_)):
+        raise typer.BadParameter("give one action (--swap, --rollback, --drop-old, --drop-shadow, --status) at a time")
+    kb = STATE.kb()
+    progress, finish = _bar()
+    try:
+        if swap:
+            out = kb.swap_generation(namespace, require=require, dataset=eval_, limit=limit, progress=progress)
+            _done(out, json_, f"swapped {namespace}: generation {out['active']} is active, {out['previous']} kept")
+        elif rollback:
+            out = kb.rollback_generation(namespace)
+            _done(out, json_, f"rolled back {namespace}: generation {out['active']} is active again")
+        elif drop_old or drop_shadow:
+            out = kb.drop_generation(namespace, "previous" if drop_old else "shadow")
+            _done(out, json_, f"dropped the {out['state']} generation {out['dropped']} of {namespace}")
+        elif status:
+            rows = kb.generations(namespace)
+            columns = ["id", "state", "profile", "model", "dimension", "storage", "vectors", "bytes"]
+            print_json(rows) if json_ else table(rows, columns)
+        elif eval_:
+            _side_by_side(kb.compare_generations(namespace, eval_, limit=limit), json_)
+        else:
+            report = kb.reembed(namespace, profile, storage=storage, plan=plan, batch=batch, progress=progress)
+            finish()
+            _summary(report.to_json(), json_, plan)
+    finally:
+        finish()
+
+
+def _done(out: dict, as_json: bool, line: str) -> None:
+    if as_json:
+        print_json(out)
+    else:
+        typer.echo(line)
+
+
+def _summary(d: dict, as_json: bool, plan: bool) -> None:
+    if as_json:
+        print_json(d)
+    elif plan:
+        eta = (
+            f"~{d['seconds']:.0f}s at {d['texts_per_second']} texts/s" if d["seconds"] is not None else "no model calls"
+        )
+        typer.echo(
+            f"would re-embed {d['namespace']} with {d['profile']} ({d['storage']}): {d['chunks']} chunks,"
+            f" {d['texts']} texts, {d['reused']} from the cache, {d['to_embed']} to embed; {eta}"
+        )
+    else:
+        state = "complete" if d["complete"] else f"{d['missing']} chunks still missing"
+        typer.echo(
+            f"shadow generation {d['generation']} of {d['namespace']} ({d['profile']}, {d['storage']}):"
+            f" {d['chunks']} chunks given a vector, {d['embedded']} texts embedded, {d['reused']} reused;"
+            f" {state}; {d['seconds']:.1f}s"
+        )
+        if d["complete"]:
+            info(f"next: kbctl reembed {d['namespace']} --eval DATASET, then --swap")
+
+
+def _side_by_side(side: dict, as_json: bool) -> None:
+    if as_json:
+        print_json(side)
+        return
+    rows = []
+    for state in ("active", "shadow"):
+        g = side[state]["generation"]
+        for mode, m in side[state]["modes"].items():
+            rows.append(
+                {
+                    "generation": f"{state} {g['id']}",
+                    "profile": f"{g['profile']} ({g['storage']})",
+                    "mode": mode,
+                    f"ndcg@{side['k']}": m.get(f"ndcg@{side['k']}"),
+                    f"recall@{side['k']}": m.get(f"recall@{side['k']}"),
+                    "p50 ms": m.get("latency_ms_p50"),
+                    "p95 ms": m.get("latency_ms_p95"),
+                    "MB": round(g["bytes"] / 2**20, 1),
+                }
+            )
+    table(rows)
+
+
+def _bar():
+    """A progress bar of the chunks embedded, on stderr when it is a terminal (stdout keeps the
+    summary, --json or not), and the function that ends it."""
+    if STATE.quiet or not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("embed"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err)
+    task = bar.add_task("embed", total=None)
+    bar.start()
+
+    def on(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return on, bar.stop

@@ -1,0 +1,474 @@
+"""A namespace's profile lifecycle: build a shadow generation, swap to it, roll back, drop the old.
+
+``kbctl reembed NS --profile NEW`` (docs/lifecycle.md):
+
+1. ``start_shadow``: a shadow generation of NEW (refused when NEW, with its storage, is what the
+   namespace already serves, when another shadow is being built, or when NEW chunks differ);
+2. ``build``: every chunk without a vector in the shadow gets one, in batches: from the embed cache
+   (a vector NEW made for the same chunk text in any generation of the tenant: going back to a
+   profile used before costs no model call; a ``vector`` generation serves a ``halfvec`` one, cast),
+   else from NEW's model. Only what is missing is embedded, so a killed build resumes;
+3. meanwhile every ingest writes the shadow too (dual writes, ``DualWrites``), and deletes reach it
+   through the chunks' cascade;
+4. ``swap``: under the namespace lock (a running ingest finishes first), whatever is still missing
+   is filled, then the shadow becomes active and the active one previous, in one transaction;
+   ``rollback`` exchanges them back; ``drop_old`` deletes the previous generation.
+
+A search reads the namespace, with its active generation, once: a swap while it runs does not
+change what it reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import psycopg
+
+from .chunk import _header
+from .config import Profile
+from .errors import ConfigError, UsageError
+from .store import Namespace, cached_vectors
+from .store import generations as gstore
+from .store.generations import Generation
+from .store.namespaces import ensure_profile
+from .store.queries import query
+from .store.roles import as_owner
+from .store.runs import namespace_lock
+from .types import content_hash
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "Generation",
+    "ReembedPlan",
+    "BuildReport",
+    "DualWrites",
+    "stored_profile",
+    "start_shadow",
+    "plan",
+    "build",
+    "swap",
+    "rollback",
+    "drop_old",
+    "drop_shadow",
+    "generation_of",
+    "as_generation",
+    "describe",
+    "check_gates",
+]
+
+Progress = Callable[[int, int], None]  # (chunks done, chunks to do)
+
+
+@dataclass(frozen=True)
+class ReembedPlan:
+    """What a build would do: chunks without a vector in the target, how many of their texts the
+    cache has, how many the model would embed, and the time that takes at the measured speed."""
+
+    namespace: str
+    profile: str
+    storage: str
+    chunks: int
+    texts: int
+    reused: int
+    to_embed: int
+    texts_per_second: float | None
+    seconds: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What a build did: chunks given a vector, texts embedded by the model (model calls counted in
+    texts), texts reused from the cache, and whether the generation is now complete."""
+
+    namespace: str
+    generation: int
+    profile: str
+    storage: str
+    state: str
+    chunks: int
+    embedded: int
+    reused: int
+    seconds: float
+    complete: bool
+    missing: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def stored_profile(conn, profile_id: int, like: Profile) -> Profile:
+    """The profile a generation's vectors were made with, from its recorded pin: ``like`` (any
+    resolved profile, for the settings that do not change what a vector means) with the stored
+    embedder, model, dimension, prefixes... Dual writes and catch-ups need no configuration of it."""
+    row = conn.execute(query("generations/profile"), (profile_id,)).fetchone()
+    name, embedder, model, revision, dim, distance, normalize, qp, dp, max_tokens, settings, fp = row
+    settings = settings if isinstance(settings, dict) else json.loads(settings or "{}")
+    p = dataclasses.replace(
+        like,
+        name=name,
+        embedder=embedder,
+        model=model,
+        revision=revision,
+        dimension=int(dim),
+        distance=distance,
+        normalize=bool(normalize),
+        query_prefix=qp,
+        document_prefix=dp,
+        max_tokens=int(max_tokens),
+        precision=str(settings.get("precision", like.precision)),
+    )
+    if p.fingerprint != fp:
+        raise ConfigError(
+            f"profile {name!r} as recorded (fingerprint {fp}) cannot be rebuilt here (got {p.fingerprint})",
+            hint=f"define [profiles.{name}] as it was when the generation was made",
+        )
+    return p
+
+
+def generation_of(conn, ns: Namespace, state: str) -> Generation | None:
+    """The namespace's generation in ``state`` (active, shadow or previous), if any."""
+    return next((g for g in gstore.generations(conn, ns.id) if g.state == state), None)
+
+
+def as_generation(ns: Namespace, gen: Generation) -> Namespace:
+    """``ns`` as a search of ``gen`` sees it (its profile pin and vectors)."""
+    return dataclasses.replace(
+        ns,
+        profile_id=gen.profile_id,
+        profile_name=gen.profile_name,
+        fingerprint=gen.fingerprint,
+        model=gen.model,
+        dimension=gen.dimension,
+        distance=gen.distance,
+        generation_id=gen.id,
+        storage=gen.storage,
+    )
+
+
+def start_shadow(conn, ns: Namespace, profile: Profile, storage: str, active: Profile | None) -> Generation:
+    """The shadow generation of ``profile`` stored as ``storage``: created, or the one a killed
+    build left (resumed). Refused when it is what the namespace serves, when another shadow is being
+    built, or when ``profile`` chunks differently from ``active`` (re-chunking is not built yet)."""
+    gens = {g.state: g for g in gstore.generations(conn, ns.id)}
+    cur = gens["active"]
+    if cur.fingerprint == profile.fingerprint and cur.storage == storage:
+        raise UsageError(
+            f"namespace {ns.name!r} already serves profile {profile.name!r} ({profile.fingerprint}) as {storage}",
+            hint="pick another profile, or another --storage",
+        )
+    shadow = gens.get("shadow")
+    if shadow is not None:
+        if shadow.fingerprint == profile.fingerprint and shadow.storage == storage:
+            return shadow
+        raise UsageError(
+            f"namespace {ns.name!r} has a shadow generation of profile {shadow.profile_name!r} ({shadow.storage})"
+            " being built",
+            hint=f"finish it (kbctl reembed {ns.name} --swap) or drop it (kbctl reembed {ns.name} --drop-shadow)",
+        )
+    if active is not None and (profile.chunk != active.chunk or profile.max_tokens < active.max_tokens):
+        raise UsageError(
+            f"profile {profile.name!r} chunks differently from {active.name!r} (chunk settings or max_tokens);"
+            " re-embedding with re-chunking is not supported yet",
+            hint=f"give {profile.name!r} the [chunk] settings of {active.name!r}, or ingest into a new namespace",
+        )
+    with as_owner(conn):
+        pid = ensure_profile(conn, profile)
+    with conn.transaction():
+        gid = gstore.create_generation(conn, ns.id, pid, profile, storage, "shadow", index=False)
+    return next(g for g in gstore.generations(conn, ns.id) if g.id == gid)
+
+
+def _embed_text(text: str, heading: Iterable[str], title: str, chash: str) -> str:
+    """The text the model read for a stored chunk: its header (title, headings) and text, as
+    ``kbctl.chunk`` made it (a header dropped for an absurdly long title is recognised by the hash)."""
+    header = _header(title or "", tuple(heading or ()))
+    full = f"{header}\n\n{text}" if header else text
+    if header and content_hash(full) != chash and content_hash(text) == chash:
+        return text
+    return full
+
+
+def plan(conn, ns: Namespace, gen_profile: Profile, storage: str, *, measure: bool = True) -> ReembedPlan:
+    """What building a generation of ``gen_profile`` (the shadow, or a new one) would do."""
+    shadow = generation_of(conn, ns, "shadow")
+    target = shadow if shadow and shadow.fingerprint == gen_profile.fingerprint and shadow.storage == storage else None
+    probe = _probe(ns, gen_profile, storage, target)
+    n, texts = gstore.missing_count(conn, ns.id, probe.id) if target else _chunk_totals(conn, ns)
+    reused = _cached_count(conn, ns, probe, target)
+    to_embed = max(texts - reused, 0)
+    speed = _speed(conn, ns, gen_profile) if measure and to_embed else None
+    return ReembedPlan(
+        ns.name,
+        gen_profile.name,
+        storage,
+        n,
+        texts,
+        reused,
+        to_embed,
+        None if speed is None else round(speed, 1),
+        None if not to_embed else (round(to_embed / speed, 1) if speed else None),
+    )
+
+
+def _probe(ns: Namespace, profile: Profile, storage: str, target: Generation | None) -> Generation:
+    """The generation to look the cache up for: the shadow, or one not created yet."""
+    if target is not None:
+        return target
+    return Generation(-1, ns.id, -1, profile.name, profile.fingerprint, profile.model, profile.dimension,
+                      profile.distance, storage, "shadow")  # fmt: skip
+
+
+def _chunk_totals(conn, ns: Namespace) -> tuple[int, int]:
+    return gstore.missing_count(conn, ns.id, -1)  # no generation -1: every chunk is missing from it
+
+
+def _cached_count(conn, ns: Namespace, probe: Generation, target: Generation | None) -> int:
+    """How many distinct missing texts the embed cache holds a vector of the profile for."""
+    if probe.profile_id < 0:
+        row = conn.execute(query("namespaces/find_profile"), (probe.fingerprint,)).fetchone()
+        if row is None:
+            return 0
+        probe = dataclasses.replace(probe, profile_id=int(row[0]))
+    gid = target.id if target else -1
+    hits, after = 0, 0
+    while rows := gstore.missing_chunks(conn, ns.id, gid, after, 5000):
+        hits += len(cached_vectors(conn, ns, {r[1] for r in rows}, generation=probe))
+        after = rows[-1][0]
+    return hits
+
+
+def _speed(conn, ns: Namespace, profile: Profile) -> float | None:
+    """Texts a second the model embeds here, measured on a few of the namespace's chunks (after one
+    warm-up call, so the model's load is not counted)."""
+    from .embed import get_embedder
+
+    rows = gstore.missing_chunks(conn, ns.id, -1, 0, 32)
+    if not rows:
+        return None
+    texts = [_embed_text(r[2], r[3], r[4], r[1]) for r in rows]
+    emb = get_embedder(profile)
+    emb.embed_documents(texts[:2])
+    t0 = time.perf_counter()
+    emb.embed_documents(texts)
+    return len(texts) / max(time.perf_counter() - t0, 1e-6)
+
+
+def build(
+    conn,
+    ns: Namespace,
+    gen: Generation,
+    profile: Profile,
+    *,
+    batch: int = 256,
+    progress: Progress | None = None,
+) -> BuildReport:
+    """Give every chunk of ``ns`` without a vector in ``gen`` one (cache first, then ``profile``'s
+    model), batch by batch, each batch committed: a killed build loses at most one batch. Passes
+    repeat until one finds nothing missing (chunks an ingest wrote meanwhile without dual writes).
+    The generation's HNSW index is built then, if it has none (a shadow's is built after its
+    vectors)."""
+    from .embed import get_embedder
+
+    if profile.fingerprint != gen.fingerprint:
+        raise ConfigError(f"profile {profile.name!r} is not the profile of generation {gen.id}")
+    t0 = time.perf_counter()
+    total, _ = gstore.missing_count(conn, ns.id, gen.id)
+    done = embedded = reused = 0
+    embedder = None
+    if progress:
+        progress(0, total)
+    while True:
+        after, found = 0, 0
+        while rows := gstore.missing_chunks(conn, ns.id, gen.id, after, batch):
+            after, found = rows[-1][0], found + len(rows)
+            cache = cached_vectors(conn, ns, {r[1] for r in rows}, generation=gen)
+            todo = {r[1]: _embed_text(r[2], r[3], r[4], r[1]) for r in rows if r[1] not in cache}
+            reused += len({r[1] for r in rows}) - len(todo)
+            if todo:
+                embedder = embedder or get_embedder(profile)
+                vecs = embedder.embed_documents(list(todo.values()))
+                cache.update(zip(todo.keys(), vecs))
+                embedded += len(todo)
+            if _store(conn, ns, gen, [(r[0], cache[r[1]]) for r in rows]):
+                done += len(rows)
+            if progress:
+                progress(done, max(total, done))
+        if not found:
+            break
+    left, _ = gstore.missing_count(conn, ns.id, gen.id)
+    if not left:
+        gstore.ensure_index(conn, gen, profile)
+    return BuildReport(
+        ns.name, gen.id, gen.profile_name, gen.storage, gen.state, done, embedded, reused,
+        round(time.perf_counter() - t0, 3), left == 0, left,
+    )  # fmt: skip
+
+
+def _store(conn, ns: Namespace, gen: Generation, rows: list[tuple[int, Any]]) -> bool:
+    """Write one batch in its own transaction; False when a chunk of it was deleted meanwhile (the
+    next pass reads the chunks again)."""
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            gstore.write_vectors(cur, ns.id, gen, rows)
+        return True
+    except psycopg.errors.ForeignKeyViolation:
+        log.info("a chunk of the batch went while it was embedded; reading the batch again")
+        return False
+
+
+def swap(conn, ns: Namespace, like: Profile, *, progress: Progress | None = None) -> dict[str, Any]:
+    """Make the shadow active, in one transaction, under the namespace lock (a running ingest
+    finishes first; then what it wrote without dual writes is filled in). The active generation
+    becomes the previous one (an older previous one is deleted)."""
+    with namespace_lock(conn, ns):
+        gens = {g.state: g for g in gstore.generations(conn, ns.id)}
+        shadow = gens.get("shadow")
+        if shadow is None:
+            raise UsageError(
+                f"namespace {ns.name!r} has no shadow generation to swap to",
+                hint=f"build one first: kbctl reembed {ns.name} --profile NAME",
+            )
+        report = build(conn, ns, shadow, stored_profile(conn, shadow.profile_id, like), progress=progress)
+        old = gens.get("previous")
+        with conn.transaction():
+            if old is not None:
+                gstore.delete_generation(conn, ns.id, old.id)
+            gstore.set_states(conn, ns.id, [(gens["active"].id, "previous"), (shadow.id, "active")])
+            gstore.pin_namespace(conn, ns.id, shadow)
+        if old is not None:
+            gstore.drop_generation_indexes(conn, [old.id])
+    return {
+        "namespace": ns.name,
+        "active": shadow.id,
+        "previous": gens["active"].id,
+        "dropped": old.id if old else None,
+        "filled": report.chunks,
+    }
+
+
+def rollback(conn, ns: Namespace, like: Profile, *, progress: Progress | None = None) -> dict[str, Any]:
+    """Make the previous generation active again (and the active one previous), under the lock,
+    after filling in what it lacks (dual writes keep it whole while it is kept)."""
+    with namespace_lock(conn, ns):
+        gens = {g.state: g for g in gstore.generations(conn, ns.id)}
+        prev = gens.get("previous")
+        if prev is None:
+            raise UsageError(
+                f"namespace {ns.name!r} has no previous generation to roll back to",
+                hint="a swap keeps the generation it replaced until --drop-old",
+            )
+        report = build(conn, ns, prev, stored_profile(conn, prev.profile_id, like), progress=progress)
+        with conn.transaction():
+            gstore.set_states(conn, ns.id, [(gens["active"].id, "previous"), (prev.id, "active")])
+            gstore.pin_namespace(conn, ns.id, prev)
+    return {"namespace": ns.name, "active": prev.id, "previous": gens["active"].id, "filled": report.chunks}
+
+
+def drop_old(conn, ns: Namespace) -> dict[str, Any]:
+    """Delete the previous generation (its vectors and index): no rollback afterwards."""
+    return _drop(conn, ns, "previous", "--drop-old")
+
+
+def drop_shadow(conn, ns: Namespace) -> dict[str, Any]:
+    """Delete the shadow generation being built (its vectors and index)."""
+    return _drop(conn, ns, "shadow", "--drop-shadow")
+
+
+def _drop(conn, ns: Namespace, state: str, flag: str) -> dict[str, Any]:
+    with namespace_lock(conn, ns):  # an ingest's dual writes never meet a generation going away
+        gen = generation_of(conn, ns, state)
+        if gen is None:
+            raise UsageError(f"namespace {ns.name!r} has no {state} generation ({flag} has nothing to drop)")
+        with conn.transaction():
+            gstore.delete_generation(conn, ns.id, gen.id)
+        gstore.drop_generation_indexes(conn, [gen.id])
+    return {"namespace": ns.name, "dropped": gen.id, "state": state}
+
+
+def describe(conn, ns: Namespace) -> list[dict[str, Any]]:
+    """The namespace's generations with their profile, storage, state, vectors and bytes on disk."""
+    sizes = gstore.generation_sizes(conn, ns.id)
+    out = []
+    for g in gstore.generations(conn, ns.id):
+        s = sizes.get(g.id, {})
+        out.append(
+            {
+                "id": g.id,
+                "state": g.state,
+                "profile": g.profile_name,
+                "model": g.model,
+                "fingerprint": g.fingerprint,
+                "dimension": g.dimension,
+                "storage": g.storage,
+                "vectors": s.get("vectors", 0),
+                "bytes": s.get("vector_bytes", 0) + s.get("index_bytes", 0),
+                "index_bytes": s.get("index_bytes", 0),
+                "created_at": g.created_at.isoformat() if g.created_at else None,
+                "activated_at": g.activated_at.isoformat() if g.activated_at else None,
+            }
+        )
+    return out
+
+
+class DualWrites:
+    """The vectors an ingest writes into the namespace's other generations (a shadow being built,
+    the previous one kept for rollback), per batch: the generations are read again for each batch, so
+    a shadow created while an ingest runs gets its vectors from the next batch on (the build, and
+    the swap's final pass under the lock, fill in the batch in flight)."""
+
+    def __init__(self, conn, ns: Namespace, like: Profile) -> None:
+        self.conn, self.ns, self.like = conn, ns, like
+        self._embedders: dict[str, Any] = {}
+        self.embedded = 0  # texts the other generations' models embedded
+
+    def vectors(self, chunks) -> list[tuple[Generation, dict[str, Any]]]:
+        """(generation, {chunk hash: vector}) for every non-active generation, for ``chunks``."""
+        from .embed import get_embedder
+
+        out = []
+        for g in gstore.generations(self.conn, self.ns.id):
+            if g.state == "active":
+                continue
+            have = cached_vectors(self.conn, self.ns, {c.content_hash for c in chunks}, generation=g)
+            need = {c.content_hash: c.embed_text for c in chunks if c.content_hash not in have}
+            if need:
+                if g.fingerprint not in self._embedders:
+                    prof = stored_profile(self.conn, g.profile_id, self.like)
+                    self._embedders[g.fingerprint] = get_embedder(prof)
+                have.update(zip(need, self._embedders[g.fingerprint].embed_documents(list(need.values()))))
+                self.embedded += len(need)
+            out.append((g, have))
+        return out
+
+
+_GATE = re.compile(r"^(?:(\w+):)?([\w@.]+)\s*>=\s*(active|[0-9.]+)(?:\s*-\s*([0-9.]+))?$")
+
+
+def check_gates(side: dict[str, Any], gates: Iterable[str]) -> list[str]:
+    """The gates of a swap that fail on a side-by-side eval (``compare_generations``): each reads
+    ``[MODE:]METRIC>=active`` (the shadow at least as good as the active generation, optionally
+    ``>=active-0.01``) or ``[MODE:]METRIC>=NUMBER``; the mode defaults to hybrid."""
+    failed = []
+    for g in gates:
+        m = _GATE.match(g.strip())
+        if not m:
+            raise UsageError(f"cannot read the gate {g!r}", hint="write MODE:METRIC>=active or MODE:METRIC>=0.5")
+        mode, metric, bound, slack = m.group(1) or "hybrid", m.group(2), m.group(3), float(m.group(4) or 0)
+        try:
+            new = side["shadow"]["modes"][mode][metric]
+            floor = side["active"]["modes"][mode][metric] - slack if bound == "active" else float(bound)
+        except KeyError:
+            raise UsageError(f"gate {g!r}: the eval has no {mode}:{metric}") from None
+        if new < floor:
+            failed.append(f"{mode}:{metric} of the shadow {new:.4f} < {floor:.4f} ({g})")
+    return failed

@@ -1,0 +1,193 @@
+"""Generations in the database: a namespace's vectors per (profile, storage), and their states.
+
+A namespace has one ``active`` generation (what searches read and ingest writes), at most one
+``shadow`` (being built by ``kbctl reembed``) and at most one ``previous`` (the active one before a
+swap, kept for rollback). Vectors live in ``kbctl.vectors`` keyed (namespace, chunk, generation);
+each generation has its own partial HNSW index, named after its id (docs/lifecycle.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable, Sequence
+
+import numpy as np
+from psycopg import sql
+
+from ..config import Profile
+from .queries import query, template
+from .roles import as_owner
+
+__all__ = [
+    "STORAGES",
+    "Generation",
+    "hnsw_index_name",
+    "create_generation",
+    "create_hnsw_index",
+    "ensure_index",
+    "generations",
+    "generation_sizes",
+    "missing_chunks",
+    "missing_count",
+    "write_vectors",
+    "set_states",
+    "pin_namespace",
+    "delete_generation",
+    "drop_generation_indexes",
+    "generation_ids",
+]
+
+STORAGES = ("vector", "halfvec")
+_OPS = {
+    ("vector", "cosine"): "vector_cosine_ops",
+    ("vector", "l2"): "vector_l2_ops",
+    ("vector", "ip"): "vector_ip_ops",
+    ("halfvec", "cosine"): "halfvec_cosine_ops",
+    ("halfvec", "l2"): "halfvec_l2_ops",
+    ("halfvec", "ip"): "halfvec_ip_ops",
+}
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generation of a namespace, with its profile as recorded."""
+
+    id: int
+    namespace_id: int
+    profile_id: int
+    profile_name: str
+    fingerprint: str
+    model: str
+    dimension: int
+    distance: str
+    storage: str
+    state: str
+    created_at: datetime | None = None
+    activated_at: datetime | None = None
+
+
+def hnsw_index_name(generation_id: int) -> str:
+    return f"vectors_hnsw_g{generation_id}"
+
+
+def column_of(storage: str) -> tuple[str, str]:
+    """(column, type) that holds a generation's vectors."""
+    return ("half", "halfvec") if storage == "halfvec" else ("embedding", "vector")
+
+
+def create_generation(
+    conn, ns_id: int, profile_id: int, profile: Profile, storage: str, state: str, *, index: bool = True
+) -> int:
+    """Record a generation of ``profile`` (recorded already, id ``profile_id``) and, with ``index``,
+    build its (empty) HNSW index as the tables' owner; returns its id. A shadow is created without
+    one: its index is built once its vectors are in (``ensure_index``), several times faster than
+    inserting each vector into the graph."""
+    row = conn.execute(
+        query("generations/insert"), (ns_id, profile_id, profile.dimension, storage, state, state)
+    ).fetchone()
+    gid = int(row[0])
+    if index:
+        with as_owner(conn):
+            create_hnsw_index(conn, gid, profile, storage)
+    return gid
+
+
+def ensure_index(conn, gen: Generation, profile: Profile) -> bool:
+    """Build a generation's HNSW index if it has none (``CREATE INDEX CONCURRENTLY``: ingests and
+    searches go on; the connection must not be in a transaction); True when it was built."""
+    name = hnsw_index_name(gen.id)
+    row = conn.execute(query("generations/index_valid"), (name,)).fetchone()
+    if row is not None and row[0]:
+        return False
+    with as_owner(conn):
+        if row is not None:  # an invalid one, left by a build that failed
+            conn.execute(template("generations/drop_index", name=sql.Identifier(name)))
+        create_hnsw_index(conn, gen.id, profile, gen.storage, concurrently=True)
+    return True
+
+
+def create_hnsw_index(conn, generation_id: int, profile: Profile, storage: str, *, concurrently: bool = False) -> None:
+    """The partial HNSW index of one generation's vectors, typed to its dimension and storage."""
+    col, typ = column_of(storage)
+    conn.execute(
+        template(
+            "generations/create_hnsw_index",
+            how=sql.SQL("CONCURRENTLY" if concurrently else ""),
+            name=sql.Identifier(hnsw_index_name(generation_id)),
+            col=sql.Identifier(col),
+            typ=sql.SQL(typ),
+            dim=sql.Literal(int(profile.dimension)),
+            ops=sql.SQL(_OPS[(storage, profile.distance)]),
+            m=sql.Literal(profile.hnsw.m),
+            efc=sql.Literal(profile.hnsw.ef_construction),
+            gid=sql.Literal(int(generation_id)),
+        )
+    )
+
+
+def generations(conn, ns_id: int) -> list[Generation]:
+    """A namespace's generations, oldest first."""
+    return [Generation(*r) for r in conn.execute(query("generations/list"), (ns_id,))]
+
+
+def generation_sizes(conn, ns_id: int) -> dict[int, dict[str, int]]:
+    """Per generation id: how many vectors it holds, their bytes and its HNSW index's bytes."""
+    rows = conn.execute(query("generations/sizes"), (ns_id,))
+    return {g: {"vectors": int(n), "vector_bytes": int(vb), "index_bytes": int(ib)} for g, n, vb, ib in rows}
+
+
+def generation_ids(conn, ns_id: int) -> list[int]:
+    return [int(r[0]) for r in conn.execute(query("generations/ids_of_namespace"), (ns_id,))]
+
+
+def missing_chunks(conn, ns_id: int, generation_id: int, after: int, limit: int) -> list[tuple]:
+    """(chunk id, content hash, text, heading path, document title) of chunks without a vector in
+    the generation, in id order after chunk ``after``."""
+    return conn.execute(query("generations/missing"), (ns_id, generation_id, after, limit)).fetchall()
+
+
+def missing_count(conn, ns_id: int, generation_id: int) -> tuple[int, int]:
+    """(chunks, distinct chunk texts) without a vector in the generation."""
+    n, texts = conn.execute(query("generations/missing_count"), (ns_id, generation_id)).fetchone()
+    return int(n), int(texts)
+
+
+def write_vectors(cur, ns_id: int, gen: Generation, rows: Iterable[tuple[int, np.ndarray]]) -> None:
+    """Copy (chunk id, vector) rows into a generation, inside the caller's transaction. A chunk that
+    has a vector there already, or is gone, is skipped."""
+    cur.execute(query("documents/stage_vectors"))
+    with cur.copy(query("documents/copy_vectors")) as cp:
+        cp.set_types(["integer", "bigint", "integer", "integer", "integer", "text", "vector"])
+        for cid, vec in rows:
+            cp.write_row(
+                (ns_id, cid, gen.id, gen.profile_id, gen.dimension, gen.storage, np.asarray(vec, dtype=np.float32))
+            )
+    cur.execute(query("documents/insert_vectors"))
+    cur.execute(query("documents/clear_stage_vectors"))
+
+
+def set_states(conn, ns_id: int, states: Sequence[tuple[int, str]]) -> None:
+    """Give generations new states in one statement (the one-per-state rule holds at commit)."""
+    conn.execute(query("generations/set_state"), ([g for g, _ in states], [s for _, s in states], ns_id))
+
+
+def pin_namespace(conn, ns_id: int, gen: Generation) -> None:
+    """The namespace row's profile pin follows its active generation."""
+    conn.execute(query("generations/pin_namespace"), (gen.profile_id, gen.dimension, ns_id))
+
+
+def delete_generation(conn, ns_id: int, generation_id: int) -> None:
+    """Delete a generation with its vectors, inside the caller's transaction (the index goes after
+    commit: ``drop_generation_indexes``)."""
+    conn.execute(query("generations/delete"), (ns_id, generation_id))
+
+
+def drop_generation_indexes(conn, generation_ids: Iterable[int]) -> None:
+    """Drop the HNSW indexes of generations that are gone (as the tables' owner)."""
+    ids = list(generation_ids)
+    if not ids:
+        return
+    with as_owner(conn):
+        for gid in ids:
+            conn.execute(template("generations/drop_index", name=sql.Identifier(hnsw_index_name(gid))))

@@ -1,0 +1,286 @@
+"""Profile lifecycle (docs/lifecycle.md): a namespace moves to another model with no downtime.
+
+The acceptance tests run real processes against the session's server: one re-embeds a namespace
+from a 384-d profile to a 768-d one while a second ingests changes into it and a third searches it
+continuously; and a build killed with SIGKILL resumes embedding only what is missing. The 768-d
+profile is the toy plugin of tests/fixtures/plugin_pkg, which logs every model call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kbctl
+from kbctl.errors import CheckFailed, UsageError
+from tests.cli.test_plugins import _install
+from tests.conftest import ROOT
+
+CONFIG = """
+[profiles.toy-768]
+embedder = "toy-letters"
+model = "letters"
+dimension = 768
+
+[profiles.hash-768]
+embedder = "hash"
+model = "hash"
+dimension = 768
+
+[profiles.hash-768-small-chunks]
+embedder = "hash"
+model = "hash"
+dimension = 768
+chunk = { size = 50, overlap = 8 }
+"""
+
+TOPICS = ["garden tomato sun", "boat sail wind", "bread dough oven", "river bridge stone", "violin string bow"]
+
+
+def _records(n: int, prefix: str = "doc", words: str = "") -> list[dict]:
+    """``n`` small documents, each with text of its own (so chunks and texts are equal in number)."""
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "title": f"{prefix} {i}",
+            "text": f"{TOPICS[i % len(TOPICS)]} {words} number {prefix}{i} item {i * 7919 % 1000}.",
+        }
+        for i in range(n)
+    ]
+
+
+@pytest.fixture
+def env(tmp_path, kb_home, tenant) -> dict[str, str]:
+    """What a kbctl process needs here: the toy plugin installed, the config, the store, the tenant."""
+    e = _install(tmp_path / "site")
+    (tmp_path / "kbctl.toml").write_text(CONFIG)
+    return {
+        **os.environ,
+        **e,
+        "KBCTL_CONFIG": str(tmp_path / "kbctl.toml"),
+        "KBCTL_HOME": str(kb_home),
+        "KBCTL_TENANT": tenant,
+        "TOY_PLUGIN_LOG": str(tmp_path / "calls.log"),
+        "PYTHONWARNINGS": "ignore",
+    }
+
+
+@pytest.fixture
+def gkb(env, monkeypatch):
+    """A KnowledgeBase in this process with the same config (the toy plugin importable here too)."""
+    import importlib.metadata
+
+    for path in env["PYTHONPATH"].split(os.pathsep):
+        monkeypatch.syspath_prepend(path)
+    importlib.invalidate_caches()
+    importlib.metadata.distributions.cache_clear() if hasattr(importlib.metadata.distributions, "cache_clear") else None
+    monkeypatch.setenv("TOY_PLUGIN_LOG", env["TOY_PLUGIN_LOG"])
+    k = kbctl.open(config=env["KBCTL_CONFIG"], home=env["KBCTL_HOME"], tenant=env["KBCTL_TENANT"], profile="hash-384")
+    yield k
+    k.close()
+
+
+def _model_texts(log: Path) -> int:
+    """Texts the toy model embedded as documents, from its call log."""
+    if not log.exists():
+        return 0
+    return sum(int(line.split()[2]) for line in log.read_text().splitlines() if " documents " in line)
+
+
+def _dense(kb, q: str, ns: str) -> tuple[int, list[tuple[int, float]]]:
+    r = kb.search(q, ns, mode="dense", k=5)
+    return r.details["generations"][ns], [(h.chunk_id, h.score) for h in r.hits]
+
+
+SEARCHER = """
+import json, sys, time, pathlib, kbctl
+stop, out = pathlib.Path(sys.argv[1]), open(sys.argv[2], "w")
+kb = kbctl.open()
+queries = json.loads(sys.argv[3])
+n = 0
+while not stop.exists() or n < 10:
+    for q in queries:
+        try:
+            r = kb.search(q, "lc", mode="dense", k=3)
+            out.write(json.dumps({"q": q, "gens": r.details["generations"],
+                                  "hits": [[h.chunk_id, h.score] for h in r.hits]}) + "\\n")
+        except Exception as e:
+            out.write(json.dumps({"q": q, "error": repr(e)}) + "\\n")
+        n += 1
+    out.flush()
+"""
+
+INGESTER = """
+import json, sys, kbctl
+kb = kbctl.open()
+for round in range(6):
+    new = [{"id": f"new{round}_{i}", "title": "zebra", "text": f"zebra quartz lantern {round} {i} walrus"} for i in range(5)]
+    changed = [{"id": f"chg{i}", "title": "zebra", "text": f"zebra version {round} of item {i} quartz"} for i in range(3)]
+    kb.ingest_records(new + changed, "lc", verify=False)
+print("done")
+"""
+
+
+def test_reembed_384_to_768_while_another_process_ingests_and_a_third_searches(gkb, env, tmp_path):
+    gkb.ingest_records(_records(40), "lc", verify=False)
+    gkb.ingest_records([{"id": f"chg{i}", "title": "zebra", "text": f"zebra first {i} quartz"} for i in range(3)], "lc")
+    queries = ["garden tomato sun", "boat sail wind", "bread dough oven"]
+    old = {q: _dense(gkb, q, "lc") for q in queries}
+    gen1 = old[queries[0]][0]
+
+    stop = tmp_path / "stop"
+    searcher = subprocess.Popen(
+        [sys.executable, "-c", SEARCHER, str(stop), str(tmp_path / "searches.jsonl"), json.dumps(queries)],
+        env=env, cwd=ROOT, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    ingester = subprocess.Popen(
+        [sys.executable, "-c", INGESTER], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        report = gkb.reembed("lc", "toy-768", batch=8)
+        assert report.embedded > 0 and report.state == "shadow", report
+        assert "shadow" in {g["state"] for g in gkb.generations("lc")}, (gkb.generations("lc"), report)
+        swapped = gkb.swap_generation("lc")  # under the namespace lock: waits for a running ingest
+        _, err = ingester.communicate(timeout=300)
+        assert ingester.returncode == 0, err.decode()
+    finally:
+        stop.write_text("")
+        searcher.wait(timeout=120)
+    assert searcher.returncode == 0, searcher.stderr.read().decode() if searcher.stderr else ""
+
+    gen2 = swapped["active"]
+    # every document, those ingested during the build and after the swap included, has its vector
+    # in both generations (dual writes while the other one is kept)
+    gens = {g["state"]: g for g in gkb.generations("lc")}
+    chunks = gkb.verify("lc").checks
+    assert next(c for c in chunks if c.name == "embeddings").ok
+    total = next(n for n in gkb.namespaces() if n["name"] == "lc")["chunks"]
+    assert gens["active"]["id"] == gen2 and gens["active"]["vectors"] == total and gens["active"]["dimension"] == 768
+    assert gens["previous"]["id"] == gen1 and gens["previous"]["vectors"] == total
+
+    # no search failed, each read one generation, and its scores are that generation's own
+    new = {q: _dense(gkb, q, "lc") for q in queries}
+    rows = [json.loads(line) for line in (tmp_path / "searches.jsonl").read_text().splitlines()]
+    assert rows and not [r for r in rows if "error" in r]
+    seen = {r["gens"]["lc"] for r in rows}
+    assert seen <= {gen1, gen2}
+    for r in rows:
+        expect = old[r["q"]] if r["gens"]["lc"] == gen1 else new[r["q"]]
+        assert r["hits"][0] == [expect[1][0][0], pytest.approx(expect[1][0][1], abs=1e-6)], r
+
+    # rollback restores the old generation's results exactly
+    before = {q: _dense(gkb, q, "lc") for q in queries}
+    assert {g for g, _ in before.values()} == {gen2}
+    gkb.rollback_generation("lc")
+    after = {q: _dense(gkb, q, "lc") for q in queries}
+    assert after == old
+    gkb.rollback_generation("lc")  # a rollback of the rollback: the 768-d generation is active again
+    assert {q: _dense(gkb, q, "lc") for q in queries} == before
+    gkb.rollback_generation("lc")
+    assert {q: _dense(gkb, q, "lc") for q in queries} == after
+
+
+def test_a_killed_build_resumes_and_embeds_only_what_is_missing(gkb, env, tmp_path):
+    n = 120
+    gkb.ingest_records(_records(n), "kill", verify=False)
+    log = Path(env["TOY_PLUGIN_LOG"])
+    cmd = [sys.executable, "-m", "kbctl", "reembed", "kill", "-p", "toy-768", "--batch", "4", "--json"]
+    p = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while _model_texts(log) < 12 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    first = _model_texts(log)
+    shadow = {g["state"]: g for g in gkb.generations("kill")}["shadow"]
+    assert 0 < shadow["vectors"] < n, "the build was not killed half way"
+    missing = n - shadow["vectors"]
+    assert first >= shadow["vectors"]  # a batch embedded but not committed is lost, nothing else
+
+    p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    report = json.loads(p.stdout)
+    assert report["complete"] and report["chunks"] == missing and report["embedded"] == missing
+    assert _model_texts(log) - first == missing  # model calls: exactly the missing texts
+
+    # once built, a rerun has nothing to embed; and the toy vectors serve any namespace of the tenant
+    p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=300)
+    assert json.loads(p.stdout)["embedded"] == 0
+    gkb.ingest_records(_records(n), "kill2", verify=False)
+    before = _model_texts(log)
+    report2 = gkb.reembed("kill2", "toy-768")
+    assert report2.embedded == 0 and report2.reused == n and _model_texts(log) == before
+
+
+def test_going_back_to_a_profile_used_before_costs_no_model_call(gkb):
+    gkb.ingest_records(_records(10), "back", verify=False)
+    gkb.reembed("back", "hash-768")
+    gkb.swap_generation("back")
+    report = gkb.reembed("back", "hash-384")  # the previous generation's vectors are the cache
+    assert report.embedded == 0 and report.reused == 10 and report.complete
+
+
+def test_refusals(gkb):
+    gkb.ingest_records(_records(5), "ref", verify=False)
+    with pytest.raises(UsageError, match="already serves profile 'hash-384'"):
+        gkb.reembed("ref", "hash-384")
+    with pytest.raises(UsageError, match="chunks differently"):
+        gkb.reembed("ref", "hash-768-small-chunks")
+    with pytest.raises(UsageError, match="no shadow generation to swap to"):
+        gkb.swap_generation("ref")
+    with pytest.raises(UsageError, match="no previous generation"):
+        gkb.rollback_generation("ref")
+    with pytest.raises(UsageError, match="no previous generation"):
+        gkb.drop_generation("ref", "previous")
+    gkb.reembed("ref", "hash-768")
+    with pytest.raises(UsageError, match="has a shadow generation of profile 'hash-768'"):
+        gkb.reembed("ref", "toy-768")
+    with pytest.raises(UsageError, match="--require needs --eval"):
+        gkb.swap_generation("ref", require=["hybrid:ndcg@10>=active"])
+    gkb.drop_generation("ref", "shadow")
+    assert [g["state"] for g in gkb.generations("ref")] == ["active"]
+
+
+def test_a_failing_gate_refuses_the_swap(gkb, tmp_path):
+    gkb.ingest_records(_records(10), "gate", verify=False)
+    qs = tmp_path / "golden.jsonl"
+    qs.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "query": TOPICS[i % 5], "namespace": "gate", "relevant": {f"doc{i}": 1}}) + "\n"
+            for i in range(5)
+        )
+    )
+    gkb.reembed("gate", "hash-768")
+    with pytest.raises(CheckFailed, match="swap refused"):
+        gkb.swap_generation("gate", require=["dense:ndcg@10>=1.01"], dataset=qs)
+    assert {g["state"]: g["profile"] for g in gkb.generations("gate")}["active"] == "hash-384"
+    out = gkb.swap_generation("gate", require=["hybrid:ndcg@10>=active-1"], dataset=qs)
+    assert out["eval"]["shadow"]["modes"]["hybrid"]["ndcg@10"] >= 0
+    assert {g["state"]: g["profile"] for g in gkb.generations("gate")}["active"] == "hash-768"
+
+
+def test_halfvec_generation_reuses_the_stored_vectors_and_searches_alike(gkb):
+    gkb.ingest_records(_records(30), "half", verify=False)
+    before = _dense(gkb, "boat sail wind", "half")
+    report = gkb.reembed("half", "hash-384", storage="halfvec")
+    assert report.embedded == 0 and report.reused == 30 and report.storage == "halfvec"
+    gkb.swap_generation("half")
+    gens = {g["state"]: g for g in gkb.generations("half")}
+    assert gens["active"]["storage"] == "halfvec"
+    assert gens["active"]["bytes"] < gens["previous"]["bytes"]
+    after = _dense(gkb, "boat sail wind", "half")
+    assert after[0] == gens["active"]["id"]
+    # the same chunks at the same similarity, to halfvec's precision (near-ties may swap places)
+    assert {c for c, _ in after[1]} == {c for c, _ in before[1]}
+    assert sorted(s for _, s in after[1]) == pytest.approx(sorted(s for _, s in before[1]), abs=2e-3)
+    assert gkb.verify("half").ok
+    # and an ingest into a halfvec namespace writes halfvec vectors
+    gkb.ingest_records(_records(3, prefix="more"), "half", verify=False)
+    assert {g["state"]: g for g in gkb.generations("half")}["active"]["vectors"] == 33
