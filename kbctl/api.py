@@ -791,14 +791,24 @@ class KnowledgeBase:
 
     def passage_vectors(self, hits: Sequence[Any]) -> dict[tuple[str, int], Any]:
         """The stored vector of each hit's chunk, keyed by (namespace name, chunk id) (for MMR)."""
+        return self.passage_vectors_and_profiles(hits)[0]
+
+    def passage_vectors_and_profiles(
+        self, hits: Sequence[Any]
+    ) -> tuple[dict[tuple[str, int], Any], dict[str, Profile]]:
+        """The stored vector of each hit's chunk and, per namespace, the profile that made them: both
+        from one read of each namespace, so a swap between the two cannot pair a vector of one
+        generation with the query embedder of another."""
         from .store.search import feedback_vectors
 
         conn = self.connection()
-        ids = {n: get_namespace(conn, n, self.tenant).id for n in {h.namespace for h in hits}}
+        spaces = {n: get_namespace(conn, n, self.tenant) for n in {h.namespace for h in hits}}
+        ids = {n: ns.id for n, ns in spaces.items()}
         names = {v: k for k, v in ids.items()}
-        gens = [get_namespace(conn, n, self.tenant).generation_id for n in ids]
+        gens = [ns.generation_id for ns in spaces.values()]
         vecs = feedback_vectors(conn, [(ids[h.namespace], h.chunk_id) for h in hits], gens)
-        return {(names[a], b): v for (a, b), v in vecs.items()}
+        profiles = {n: self._search_profile(ns, None) for n, ns in spaces.items()}
+        return {(names[a], b): v for (a, b), v in vecs.items()}, profiles
 
     def create_agent_token(self, agent: str) -> str:
         """A new bearer token for ``[agents.AGENT]`` (stored hashed: it is shown only now)."""

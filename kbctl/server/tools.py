@@ -386,14 +386,14 @@ def claim_similarities(kb: Any, claim: str, hits: tuple[Hit, ...] | list[Hit]) -
 
     if not hits:
         return {}
-    vectors = kb.passage_vectors(list(hits))
+    vectors, profiles = kb.passage_vectors_and_profiles(list(hits))
     claims: dict[str, Any] = {}
     out: dict[tuple[str, int], float] = {}
     for h in hits:
         v = vectors.get((h.namespace, h.chunk_id))
         if v is None:
             continue
-        prof = kb.profile_for(h.namespace)
+        prof = profiles[h.namespace]
         if prof.name not in claims:
             q = np.asarray(get_embedder(prof, purpose="query").embed_query(claim), dtype=np.float32)
             claims[prof.name] = q / (np.linalg.norm(q) or 1.0)

@@ -284,3 +284,24 @@ def test_halfvec_generation_reuses_the_stored_vectors_and_searches_alike(gkb):
     # and an ingest into a halfvec namespace writes halfvec vectors
     gkb.ingest_records(_records(3, prefix="more"), "half", verify=False)
     assert {g["state"]: g for g in gkb.generations("half")}["active"]["vectors"] == 33
+
+
+def test_verify_claim_embeds_the_claim_with_the_generation_that_made_the_vectors(env, tmp_path, gkb):
+    """A namespace declared in the config with its first profile, moved to a 768-d generation:
+    the claim must be embedded by the active generation's profile (it was embedded by the declared
+    384-d one, and the similarity of a 384-d claim with 768-d vectors failed)."""
+    from kbctl.server.tools import claim_similarities
+
+    cfg = tmp_path / "declared.toml"
+    cfg.write_text(CONFIG + '\n[namespaces.vcl]\nprofile = "hash-384"\n')
+    kb = kbctl.open(config=str(cfg), home=env["KBCTL_HOME"], tenant=env["KBCTL_TENANT"])
+    try:
+        kb.ingest_records(_records(10), "vcl", verify=False)
+        kb.reembed("vcl", "hash-768")
+        kb.swap_generation("vcl")
+        result = kb.search("boat sail wind", "vcl", mode="hybrid", k=3)
+        sims = claim_similarities(kb, "boat sail wind", result.hits)
+        assert len(sims) == len(result.hits) == 3
+        assert max(sims.values()) > 0.5  # the claim's own words, by the model that made the vectors
+    finally:
+        kb.close()
