@@ -166,3 +166,19 @@ def test_a_real_data_problem_fails_and_the_ledger_says_so(sparse, tmp_path, run_
     code, out, _ = run_main("runs", "-n", name, "--json")
     latest = json.loads(out)[0]
     assert latest["status"] == "failed_verify" and latest["counts"]["verify"]["ok"] is False, latest
+
+
+def test_a_damaged_vector_does_not_spread_through_the_embed_cache(sparse, tmp_path, run_main):
+    """A zero vector in one namespace (damage: kbctl never writes one) is not reused for the same text
+    in another namespace of the tenant (it was: the cache handed it on, and the second namespace's
+    verify failed on data it never had)."""
+    corpus = _corpus(tmp_path / "c", 11, n=4)
+    sparse.ingest([str(corpus)], namespace="cache_src", verify=False)
+    ns = sparse.namespace("cache_src")
+    sparse.connection().execute(
+        "UPDATE kbctl.vectors SET embedding = array_fill(0, ARRAY[384])::vector WHERE namespace_id = %s", (ns.id,)
+    )
+    report = sparse.ingest([str(corpus)], namespace="cache_dst", verify=False)
+    assert report.chunks["embedded"] > 0 and report.chunks["reused"] == 0
+    code, out, _ = run_main("verify", "-n", "cache_dst", "--json")
+    assert code == 0, out
