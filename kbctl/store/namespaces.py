@@ -164,10 +164,7 @@ def rebind_namespace(conn, name: str, tenant: str, profile: Profile) -> Namespac
 
 def list_namespaces(conn, tenant: str | None = None) -> list[dict]:
     """Every namespace (of a tenant, or all) with its profile and document/chunk counts."""
-    if tenant is None:
-        cur = conn.execute(query("namespaces/list"))
-    else:
-        cur = conn.execute(query("namespaces/list_of_tenant"), (tenant,))
+    cur = conn.execute(query("namespaces/list"), (tenant, tenant))
     cols = [c.name for c in cur.description]
     return [dict(zip(cols, r)) | {"created_at": r[-1].isoformat()} for r in cur]
 

@@ -1,5 +1,5 @@
--- Every namespace with its profile, document and chunk counts and generations (vectors and bytes on
--- disk: vectors and HNSW index).
+-- The namespaces (of one tenant, or every one) with their profile, document and chunk counts and
+-- generations (vectors and bytes on disk: vectors and HNSW index). Parameters: tenant (NULL: all), tenant.
 SELECT n.tenant, n.name, p.name AS profile, p.model, n.dimension, p.fingerprint,
        (SELECT count(*) FROM kbctl.documents d WHERE d.namespace_id = n.id) AS documents,
        (SELECT count(*) FROM kbctl.chunks c WHERE c.namespace_id = n.id) AS chunks,
@@ -18,4 +18,5 @@ SELECT n.tenant, n.name, p.name AS profile, p.model, n.dimension, p.fingerprint,
        n.created_at
 FROM kbctl.namespaces n
 JOIN kbctl.profiles p ON p.id = n.profile_id
+WHERE %s::text IS NULL OR n.tenant = %s
 ORDER BY n.tenant, n.name
