@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import plugins
-from .errors import ConfigError
+from .. import plugins
+from ..errors import ConfigError
 
 __all__ = [
     "Settings",
@@ -61,7 +61,7 @@ ENV_KEYS = {
 
 def default_config_path() -> Path:
     """The packaged defaults: inside the wheel, or ``configs/`` in a source checkout."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent
     for p in (here / "default.toml", here.parent / "configs" / "default.toml"):
         if p.exists():
             return p
