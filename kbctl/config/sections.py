@@ -1,0 +1,246 @@
+"""The sections of the settings besides the profiles, each a frozen dataclass checked when loaded.
+
+``[database]``, ``[models]``, ``[defaults]``, ``[fetch]``, ``[audit]`` and ``[server]`` have a fixed
+set of keys (those of the packaged ``default.toml``); ``[namespaces.NAME]`` and ``[agents.NAME]``
+are free-named tables of the keys in ``NAMESPACE_KEYS`` and ``AGENT_KEYS``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..errors import ConfigError
+from .tables import check_range, one_of, suggest
+
+__all__ = [
+    "DatabaseSettings",
+    "ModelsSettings",
+    "DefaultsSettings",
+    "FetchSettings",
+    "AuditSettings",
+    "ServerSettings",
+    "NamespaceSettings",
+    "AccessSettings",
+    "AgentSettings",
+    "NAMESPACE_KEYS",
+    "AGENT_KEYS",
+    "ACL_DEFAULTS",
+    "ACL_ENTRY",
+]
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    """``[database]``: the DSN (or the embedded server's home), and how a command connects."""
+
+    dsn: str
+    dsn_env: str
+    home: str
+    keep_running: bool
+    auto_migrate: bool
+    connect_timeout: int
+
+    def _check(self, where: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class ModelsSettings:
+    """``[models]``: where exported models and ``precision = "auto"`` decisions are kept."""
+
+    cache_dir: str
+
+    def _check(self, where: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class DefaultsSettings:
+    """``[defaults]``: the tenant of every namespace name, and the profile of a new namespace."""
+
+    tenant: str
+    profile: str
+
+    def _check(self, where: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """``[fetch]``: how files and URLs are read (``kbctl.sources.options.FetchOptions.from_config``
+    checks the values' ranges and the ``allow_hosts`` entries)."""
+
+    timeout: float
+    retries: int
+    deadline: float
+    min_rate: float
+    min_rate_grace: float
+    max_bytes: int
+    max_file_bytes: int
+    allow_private: bool
+    allow_hosts: tuple[str, ...]
+
+    def _check(self, where: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """``[audit]``: the log of searches made as a principal, and how long its rows are kept."""
+
+    enabled: bool
+    retention_days: int
+
+    def _check(self, where: str) -> None:
+        check_range(where, "audit.retention_days", self.retention_days, 0)
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """``[server]``: the agent surface (``kbctl serve``, ``kbctl mcp``) and the server ``kbctl search`` asks."""
+
+    url: str
+    token_env: str
+    host: str
+    port: int
+    workers: int
+    require_token: bool
+    max_query_chars: int
+    max_k: int
+    max_budget: int
+    max_body_bytes: int
+    max_output_tokens: int
+    drain_seconds: int
+    log_queries: bool
+    evidence_min_similarity: float
+    evidence_min_terms: float
+
+    def _check(self, where: str) -> None:
+        check_range(where, "server.port", self.port, 0, 65535)
+        check_range(where, "server.workers", self.workers, 1)
+
+
+ACL_DEFAULTS = ("public", "deny")
+#: An ACL entry: public, user:<id> or group:<name> (ids without spaces or ':').
+ACL_ENTRY = re.compile(r"public|(user|group):[^\s:]{1,256}")
+
+
+@dataclass(frozen=True)
+class AccessSettings:
+    """Who may view a namespace's documents (``[namespaces.NAME]``; what they mean: ``kbctl.acl``).
+
+    ``default``: ``public`` or ``deny`` for documents without an ACL; ``rules``: (glob, principals)
+    pairs, the first whose glob matches a document's path or URI gives its ACL; ``from_recipients``:
+    an e-mail's From, To and Cc may view it.
+    """
+
+    default: str = "public"
+    rules: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    from_recipients: bool = False
+
+    @classmethod
+    def from_table(cls, where: str, t: Mapping[str, Any]) -> AccessSettings:
+        """The settings of one ``[namespaces.NAME]`` table; a malformed value is a ConfigError naming it."""
+        default = t.get("acl_default", "public")
+        one_of(where, "acl_default", default, ACL_DEFAULTS)
+        rules = []
+        for i, r in enumerate(t.get("acl_rules", [])):
+            glob, principals = (r.get("glob"), r.get("principals")) if isinstance(r, dict) else (None, None)
+            if (
+                not isinstance(glob, str)
+                or not glob
+                or not isinstance(principals, list)
+                or set(r) - {"glob", "principals"}
+                or not all(isinstance(p, str) and ACL_ENTRY.fullmatch(p) for p in principals)
+            ):
+                raise ConfigError(
+                    f'{where}.acl_rules[{i}] must be {{glob = "…", principals = ["group:…", "user:…"]}}',
+                    hint="principals are public, user:<id> or group:<name>",
+                )
+            rules.append((glob, tuple(principals)))
+        return cls(default, tuple(rules), bool(t.get("acl_from_recipients", False)))
+
+
+NAMESPACE_KEYS: dict[str, type] = {
+    "profile": str,
+    "tenant": str,
+    "description": str,
+    "acl_default": str,
+    "acl_rules": list,
+    "acl_from_recipients": bool,
+}
+
+_TYPE_NAMES = {str: "string", list: "list", bool: "boolean", int: "whole number"}
+
+
+@dataclass(frozen=True)
+class NamespaceSettings:
+    """``[namespaces.NAME]``: the profile and tenant a namespace is declared with, and its access."""
+
+    profile: str = ""
+    tenant: str = ""
+    description: str = ""
+    access: AccessSettings = AccessSettings()
+
+    @classmethod
+    def from_table(cls, where: str, dotted: str, value: Any) -> NamespaceSettings:
+        """The namespace table ``dotted`` (``namespaces.NAME``) of ``where``; a ConfigError naming what is wrong."""
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: [{dotted}] must be a table")
+        for k, v in value.items():
+            if k not in NAMESPACE_KEYS:
+                raise ConfigError(f"{where}: unknown key '{dotted}.{k}'", hint=suggest(k, NAMESPACE_KEYS))
+            if not isinstance(v, NAMESPACE_KEYS[k]):
+                raise ConfigError(f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[NAMESPACE_KEYS[k]]}")
+        access = AccessSettings.from_table(f"{where}: {dotted}", value)  # acl_default and acl_rules, checked now
+        return cls(value.get("profile", ""), value.get("tenant", ""), value.get("description", ""), access)
+
+
+# ``[agents.NAME]``: what an agent reaching kbctl through ``kbctl mcp`` / ``kbctl serve`` may use
+# (``kbctl.server.agents``): its namespaces and tools (empty: all), default k and token budget
+# (0: the server's), the tenant it searches (empty: the server's) and who it searches as.
+AGENT_KEYS: dict[str, type] = {
+    "namespaces": list,
+    "tools": list,
+    "k": int,
+    "budget": int,
+    "tenant": str,
+    "principal": str,
+    "groups": list,
+    "description": str,
+}
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """``[agents.NAME]`` as written (``kbctl.server.agents`` resolves it to an ``Agent``): empty or 0 is absent."""
+
+    namespaces: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+    k: int = 0
+    budget: int = 0
+    tenant: str = ""
+    principal: str = ""
+    groups: tuple[str, ...] = ()
+    description: str = ""
+
+    @classmethod
+    def from_table(cls, where: str, dotted: str, value: Any) -> AgentSettings:
+        """The agent table ``dotted`` (``agents.NAME``) of ``where``; a ConfigError naming what is wrong."""
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: [{dotted}] must be a table")
+        for k, v in value.items():
+            if k not in AGENT_KEYS:
+                raise ConfigError(f"{where}: unknown key '{dotted}.{k}'", hint=suggest(k, AGENT_KEYS))
+            want = AGENT_KEYS[k]
+            if (
+                not isinstance(v, want)
+                or (want is int and isinstance(v, bool))
+                or (isinstance(v, list) and not all(isinstance(x, str) for x in v))
+            ):
+                raise ConfigError(
+                    f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[want]}{' of strings' if want is list else ''}"
+                )
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})

@@ -1,0 +1,104 @@
+"""Checks and merges of TOML tables, shared by the profile, the sections and the loader.
+
+Every settings class is a frozen dataclass whose fields are typed ``int``, ``float``, ``str``,
+``bool`` or ``tuple[str, ...]``; ``part`` builds one from its merged table, every key present, known
+and of its field's type, then runs the class's own ``_check(where)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from dataclasses import fields
+from typing import Any, Mapping, TypeVar
+
+from ..errors import ConfigError
+
+__all__ = ["part", "typed", "check_range", "one_of", "suggest", "merge", "set_dotted", "same_type"]
+
+T = TypeVar("T")
+
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool, "tuple[str, ...]": tuple}
+
+
+def part(cls: type[T], where: str, name: str, table: Any) -> T:
+    """One settings dataclass from its merged TOML table, every key present and of its field's type.
+
+    An int is accepted where a float is expected and kept as written, so what hashes it (a source's
+    version) is the same as when the parts were plain tables. A list of strings becomes a tuple.
+    """
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where}: '{name}' must be a table")
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    for key in table:
+        if key not in names:
+            raise ConfigError(f"{where}: unknown key '{name}.{key}'", hint=suggest(key, names))
+    values = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name not in table:
+            raise ConfigError(f"{where}: missing key '{name}.{f.name}'")
+        values[f.name] = typed(where, f"{name}.{f.name}", _TYPES[str(f.type)], table[f.name])
+    settings = cls(**values)
+    settings._check(where)  # type: ignore[attr-defined]
+    return settings
+
+
+def typed(where: str, key: str, want: type, value: Any) -> Any:
+    """``value`` if it is a ``want`` (an int for a float; a list of strings, as a tuple, for a tuple)."""
+    if want is tuple:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}: '{key}' must be a list of strings, got {type(value).__name__}")
+        return tuple(value)
+    ok = isinstance(value, (int, float) if want is float else want)
+    if want is not bool and isinstance(value, bool):
+        ok = False
+    if not ok:
+        raise ConfigError(f"{where}: '{key}' must be {want.__name__}, got {type(value).__name__}")
+    return value
+
+
+def check_range(where: str, key: str, value: float, lo: float | None = None, hi: float | None = None) -> None:
+    """A ConfigError unless ``lo <= value <= hi`` (either bound may be absent)."""
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        span = f"in {lo}..{hi}" if lo is not None and hi is not None else f">= {lo}" if lo is not None else f"<= {hi}"
+        raise ConfigError(f"{where}: {key} must be {span}, got {value}")
+
+
+def one_of(where: str, key: str, value: str, allowed: Any) -> None:
+    """A ConfigError unless ``value`` is one of ``allowed``."""
+    if value not in allowed:
+        raise ConfigError(f"{where}: {key} must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
+
+
+def same_type(expected: Any, value: Any) -> bool:
+    """Whether a user's ``value`` may replace the default ``expected`` (ints and floats mix; bools do not)."""
+    if isinstance(expected, bool) or isinstance(value, bool):
+        return isinstance(expected, bool) and isinstance(value, bool)
+    if isinstance(expected, (int, float)):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(expected))
+
+
+def suggest(key: str, known: Any) -> str | None:
+    """``did you mean '…'?`` for the known key closest to ``key``, if one is close."""
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None
+
+
+def merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
+    """``layer`` merged into ``base`` (tables key by key, other values replaced by a copy); returns ``base``."""
+    for k, v in layer.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            base[k] = merge(base[k], v)
+        else:
+            base[k] = copy.deepcopy(v)
+    return base
+
+
+def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """``data["a"]["b"] = value`` for ``dotted = "a.b"`` (missing tables are made)."""
+    parts = dotted.split(".")
+    node = data
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    node[parts[-1]] = value
