@@ -68,7 +68,7 @@ def toolbox(env: Env, **server: object):
         overrides={"database.home": str(env.home), **{f"server.{k}": v for k, v in server.items()}}
     )
     service = Service(settings, KnowledgeBase)
-    return Toolbox(service, agent_from_settings(settings.data, None), Metrics()), service
+    return Toolbox(service, agent_from_settings(settings, None), Metrics()), service
 
 
 def collect(env: Env, split: str, limit: int | None = None) -> list[dict]:

@@ -93,7 +93,7 @@ class KnowledgeBase:
         """The open connection (migrations applied when ``database.auto_migrate``)."""
         if self._conn is None or self._conn.closed:
             conn = self.db.connect(register=False)
-            if self.settings.data["database"]["auto_migrate"]:
+            if self.settings.database.auto_migrate:
                 self.db.migrate(conn)  # on the same connection: a cold command opens one, not two
             register_vector(conn)  # after migrating: the vector type exists from migration 001 on
             self._enter_tenant(conn)
@@ -139,7 +139,7 @@ class KnowledgeBase:
         ``database.auto_migrate``: for ``kbctl tenants`` and other administration."""
         conn = self.db.connect(register=False)
         try:
-            if self.settings.data["database"]["auto_migrate"]:
+            if self.settings.database.auto_migrate:
                 self.db.migrate(conn)
         except BaseException:
             conn.close()
@@ -433,7 +433,7 @@ class KnowledgeBase:
 
         conn = self.connection()
         prof = self.profile_for(namespace, profile)
-        fetch_opts = FetchOptions.from_config(self.settings.data.get("fetch", {}), follow_symlinks=follow_symlinks)
+        fetch_opts = FetchOptions.from_config(self.settings.fetch, follow_symlinks=follow_symlinks)
         if plan:
             ns = get_namespace(conn, namespace, self.tenant, required=False) or _placeholder(
                 namespace, self.tenant, prof
@@ -546,12 +546,10 @@ class KnowledgeBase:
         opts = _search_options(mode=mode, k=k, filters=filters, **options)
         gate = self._gate(nss, principal, unrestricted)
         result = _read_retried(lambda: run_search(conn, nss, prof, query, opts, side=self._side_connection, gate=gate))
-        if principal is not None and self.settings.data["audit"]["enabled"]:
+        if principal is not None and self.settings.audit.enabled:
             from .store.audit import record_search
 
-            record_search(
-                conn, self.tenant, nss, principal, query, result, self.settings.data["audit"]["retention_days"]
-            )
+            record_search(conn, self.tenant, nss, principal, query, result, self.settings.audit.retention_days)
         return result
 
     def principal(self, user: str | None, groups: Sequence[str] = ()) -> Principal | None:
@@ -589,7 +587,7 @@ class KnowledgeBase:
         """Delete audit rows older than ``[audit] retention_days``; how many went."""
         from .store.audit import prune
 
-        return prune(self.connection(), self.settings.data["audit"]["retention_days"])
+        return prune(self.connection(), self.settings.audit.retention_days)
 
     def retriever(self, namespace: str, **defaults: Any) -> Retriever:
         """A search function bound to one namespace; the namespace cannot be changed per call.
@@ -632,7 +630,7 @@ class KnowledgeBase:
         from .fetch import FetchOptions, fetch
         from .stages import source_records
 
-        opts = FetchOptions.from_config(self.settings.data.get("fetch", {}), follow_symlinks=follow_symlinks)
+        opts = FetchOptions.from_config(self.settings.fetch, follow_symlinks=follow_symlinks)
         return source_records(
             fetch(
                 list(targets),
@@ -816,7 +814,7 @@ class KnowledgeBase:
 
         from .store.agents import create_token
 
-        if agent not in self.settings.data.get("agents", {}):
+        if agent not in self.settings.agents:
             raise ConfigError(f"no agent {agent!r} is configured", hint=f"add [agents.{agent}] to kbctl.toml")
         token = "kb_" + secrets.token_urlsafe(32)
         create_token(self.connection(), self.tenant, agent, token)
@@ -979,7 +977,7 @@ class KnowledgeBase:
         prof = self.settings.profile(profile)
         return {
             "sources": list(self.settings.sources),
-            "settings": self.settings.data,
+            "settings": self.settings.as_dict(),
             "profile": {"name": prof.name, "fingerprint": prof.fingerprint, **prof.pin},
             "precision": _precision_json(prof.precision, cached_decision(prof)),
         }

@@ -115,7 +115,7 @@ class Database:
         self._postmaster()  # before pgserver reads postmaster.pid: it would adopt (and later stop) any live PID
         try:
             self.settings.home.mkdir(parents=True, exist_ok=True)
-            keep = bool(self.settings.data["database"]["keep_running"])
+            keep = self.settings.database.keep_running
             with warnings.catch_warnings(), _quiet_pgserver():
                 warnings.simplefilter("ignore")
                 self._server = pgserver.get_server(self.pgdata, cleanup_mode=None if keep else "stop")
@@ -197,7 +197,7 @@ class Database:
         """A new autocommit connection with pgvector types registered."""
         import psycopg
 
-        timeout = int(self.settings.data["database"]["connect_timeout"])
+        timeout = self.settings.database.connect_timeout
         try:
             conn = psycopg.connect(self.dsn(), autocommit=True, connect_timeout=timeout)
         except psycopg.OperationalError as e:

@@ -84,7 +84,7 @@ def _fast(argv: list[str]) -> int | None:
         from ..config import load_settings
 
         settings = load_settings(parsed["config"], parsed["overrides"])
-        if not str(settings.data["server"]["url"]).strip():
+        if not settings.server.url.strip():
             return None
         from ..errors import KbctlError
         from ..server.client import Unusable, ask_server, skip_once

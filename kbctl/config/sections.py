@@ -243,4 +243,5 @@ class AgentSettings:
                 raise ConfigError(
                     f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[want]}{' of strings' if want is list else ''}"
                 )
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
+        return cls(**values)

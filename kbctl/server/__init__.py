@@ -26,13 +26,13 @@ def serve_http(
 
     from .app import create_app
 
-    srv = settings.data["server"]
+    srv = settings.server
     config = uvicorn.Config(
         create_app(settings, open_kb),
-        host=host or srv["host"],
-        port=int(port or srv["port"]),
+        host=host or srv.host,
+        port=port or srv.port,
         log_level="warning",
-        timeout_graceful_shutdown=int(srv["drain_seconds"]),
+        timeout_graceful_shutdown=srv.drain_seconds,
         lifespan="on",
         access_log=False,
     )
@@ -49,7 +49,7 @@ def serve_stdio(settings: Settings, open_kb: Callable[[Settings], Any], agent: s
     from .service import Service
     from .tools import Toolbox
 
-    scope = agent_from_settings(settings.data, agent)
+    scope = agent_from_settings(settings, agent)
     service = Service(settings, open_kb)
     service.warm()
     try:

@@ -8,8 +8,9 @@ so a request can never tell what exists outside its scope.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
+from ..config import Settings
 from ..errors import ConfigError, UsageError
 from ..types import Principal
 
@@ -51,27 +52,27 @@ class Agent:
         return list(dict.fromkeys(requested))
 
 
-def agent_from_settings(data: Mapping[str, Any], name: str | None) -> Agent:
+def agent_from_settings(settings: Settings, name: str | None) -> Agent:
     """The agent ``[agents.NAME]`` (unscoped when ``name`` is None); an unknown name is a ConfigError."""
     if name is None:
         return Agent()
-    table = data.get("agents", {}).get(name)
+    table = settings.agents.get(name)
     if table is None:
         raise ConfigError(f"no agent {name!r} is configured", hint=f"add [agents.{name}] to kbctl.toml")
-    tools = tuple(table.get("tools") or TOOLS)
+    tools = table.tools or TOOLS
     unknown = [t for t in tools if t not in TOOLS]
     if unknown:
         raise ConfigError(f"agents.{name}.tools: unknown tool {unknown[0]!r}", hint=f"tools: {', '.join(TOOLS)}")
     try:
-        principal = Principal.parse(table.get("principal") or None, tuple(table.get("groups") or ()))
+        principal = Principal.parse(table.principal or None, table.groups)
     except ValueError as e:
         raise ConfigError(f"agents.{name}.principal: {e}") from None
     return Agent(
         name,
-        tuple(table.get("namespaces") or ()),
+        table.namespaces,
         tools,
-        table.get("k") or None,
-        table.get("budget") or None,
-        table.get("tenant") or None,
+        table.k or None,
+        table.budget or None,
+        table.tenant or None,
         principal,
     )

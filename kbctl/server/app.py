@@ -57,20 +57,20 @@ class _State:
             return kb.stats()
 
     def agent(self, name: str | None, tenant: str | None = None) -> Agent:
-        a = agent_from_settings(self.settings.data, name)
+        a = agent_from_settings(self.settings, name)
         return a if a.tenant or not tenant else Agent(a.name, a.namespaces, a.tools, a.k, a.budget, tenant, a.principal)
 
     async def authenticate(self, scope: Scope) -> Agent | None:
         header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
         token = header[7:].strip() if header[:7].lower() == "bearer " else ""
         if not token:
-            return None if self.settings.data["server"]["require_token"] else self.agent(None)
+            return None if self.settings.server.require_token else self.agent(None)
         hit = self.tokens.get(token)
         if hit is not None and time.monotonic() - hit[0] < _TOKEN_TTL:
             return hit[1]
         owner = await anyio.to_thread.run_sync(self._lookup, token)
         agent = None
-        if owner is not None and owner[1] in self.settings.data.get("agents", {}):
+        if owner is not None and owner[1] in self.settings.agents:
             agent = self.agent(owner[1], owner[0])
         if len(self.tokens) > 10000:
             self.tokens.clear()
@@ -96,7 +96,7 @@ class _State:
                     stateless_http=True,
                     json_response=True,
                     host="127.0.0.1",
-                    max_request_body_size=int(self.settings.data["server"]["max_body_bytes"]),
+                    max_request_body_size=self.settings.server.max_body_bytes,
                 )
                 await self.tg.start(_run_manager, server.session_manager)
                 self.mcp_apps[agent] = app
@@ -114,7 +114,7 @@ def _error(status: int, message: str, **headers: str) -> JSONResponse:
 
 
 async def _body(request: Request) -> dict:
-    limit = int(request.app.state.kb.settings.data["server"]["max_body_bytes"])
+    limit = request.app.state.kb.settings.server.max_body_bytes
     data = b""
     async for part in request.stream():
         data += part
@@ -272,7 +272,7 @@ class _Gate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in _OPEN:
             return await self.app(scope, receive, send)
-        limit = int(self.state.settings.data["server"]["max_body_bytes"])
+        limit = self.state.settings.server.max_body_bytes
         length = dict(scope.get("headers") or []).get(b"content-length", b"0")
         if length.isdigit() and int(length) > limit:
             return await _error(413, f"the request body is larger than {limit} bytes")(scope, receive, send)

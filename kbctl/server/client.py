@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Sequence
 
-from ..config import Settings
+from ..config import ServerSettings, Settings
 from ..errors import UsageError
 from ..types import Hit, SearchResult
 
@@ -38,7 +38,7 @@ def forward_search(
 ) -> SearchResult | None:
     """The server's answer to this search, or None when it should run in-process (a warning is
     logged when a configured server could not be used)."""
-    url = str(settings.data["server"]["url"]).rstrip("/")
+    url = settings.server.url.rstrip("/")
     if url in _SKIP:
         log.warning("%s", _SKIP.pop(url))
         return None
@@ -51,7 +51,7 @@ def forward_search(
 
 def skip_once(settings: Settings, reason: str) -> None:
     """The next ``forward_search`` to this server logs ``reason`` and searches in-process."""
-    _SKIP[str(settings.data["server"]["url"]).rstrip("/")] = reason
+    _SKIP[settings.server.url.rstrip("/")] = reason
 
 
 def ask_server(
@@ -59,8 +59,8 @@ def ask_server(
 ) -> SearchResult | None:
     """The server's answer; None when no server is configured or the options are not forwarded;
     ``Unusable`` when it could not answer; ``UsageError`` when it refused the search (4xx)."""
-    srv = settings.data["server"]
-    url = str(srv["url"]).rstrip("/")
+    srv = settings.server
+    url = srv.url.rstrip("/")
     given = {k: v for k, v in options.items() if v is not None and v != () and v != [] and v is not False}
     if options.get("rerank") is False:  # --no-rerank is an explicit choice, unlike an absent --explain
         given["rerank"] = False
@@ -92,8 +92,8 @@ def ask_server(
         raise Unusable(f"server at {url} not reachable ({reason}); searching in-process") from None
 
 
-def _auth(srv) -> dict[str, str]:
-    token = os.environ.get(str(srv["token_env"]), "") if srv["token_env"] else ""
+def _auth(srv: ServerSettings) -> dict[str, str]:
+    token = os.environ.get(srv.token_env, "") if srv.token_env else ""
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 

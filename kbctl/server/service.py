@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import copy
 import logging
 import queue
 import threading
@@ -63,8 +62,8 @@ class Service:
 
     def __init__(self, settings: Settings, open_kb: Callable[[Settings], Any]) -> None:
         self.settings, self.open_kb = settings, open_kb  # KnowledgeBase (passed in: kbctl.api imports this package)
-        self.server = settings.data["server"]
-        self.workers = int(self.server["workers"])
+        self.server = settings.server
+        self.workers = self.server.workers
         self._pools: dict[str, queue.LifoQueue] = {}
         self._made: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -73,9 +72,7 @@ class Service:
     def settings_for(self, tenant: str | None) -> Settings:
         if not tenant or tenant == self.settings.tenant:
             return self.settings
-        data = copy.deepcopy(dict(self.settings.data))
-        data["defaults"]["tenant"] = tenant
-        return Settings(data=data, sources=self.settings.sources)
+        return self.settings.with_overrides({"defaults.tenant": tenant})
 
     @contextlib.contextmanager
     def kb(self, tenant: str | None = None) -> Iterator[Any]:

@@ -169,7 +169,7 @@ class Toolbox:
         )
         labels.update(mode=result.mode, strategy=result.strategy)
         terms = key_terms(claim)
-        sim_min, terms_min = float(self.limits["evidence_min_similarity"]), float(self.limits["evidence_min_terms"])
+        sim_min, terms_min = self.limits.evidence_min_similarity, self.limits.evidence_min_terms
         with self.service.kb(self.agent.tenant) as kb:
             similarity = claim_similarities(kb, claim, result.hits)
         evidence = []
@@ -264,7 +264,7 @@ class Toolbox:
         *,
         labels: dict,
     ) -> dict[str, Any]:
-        if not self.limits["log_queries"]:
+        if not self.limits.log_queries:
             raise UsageError("feedback needs the query log", hint="set [server] log_queries = true")
         with self.service.kb(self.agent.tenant) as kb:
             kb.record_feedback(self.agent.name, query_id, doc_id, useful)
@@ -281,11 +281,11 @@ class Toolbox:
     def _search(
         self, tool_name: str | None, query: str, namespaces: list[str] | None, **options: Any
     ) -> tuple[SearchResult, int | None]:
-        if not isinstance(query, str) or len(query) > int(self.limits["max_query_chars"]):
-            raise UsageError(f"query is longer than {self.limits['max_query_chars']} characters")
+        if not isinstance(query, str) or len(query) > self.limits.max_query_chars:
+            raise UsageError(f"query is longer than {self.limits.max_query_chars} characters")
         k = options.pop("k", None) or self.agent.k
-        if k is not None and k > int(self.limits["max_k"]):
-            raise UsageError(f"k must be at most {self.limits['max_k']}, got {k}")
+        if k is not None and k > self.limits.max_k:
+            raise UsageError(f"k must be at most {self.limits.max_k}, got {k}")
         with self.service.kb(self.agent.tenant) as kb:
             scope = self.agent.scope(namespaces, kb.namespace_names())
             if not scope:
@@ -293,18 +293,18 @@ class Toolbox:
             filters = options.pop("filters", None) or ()
             result = kb.search(query, scope, k=k, filters=filters, principal=self.agent.principal, **options)
             query_id = (
-                kb.log_query(self.agent.name, tool_name, result) if tool_name and self.limits["log_queries"] else None
+                kb.log_query(self.agent.name, tool_name, result) if tool_name and self.limits.log_queries else None
             )
         if result.withheld:
             self.metrics.withheld.labels(tool=tool_name or "search").inc(result.withheld)
         return result, query_id
 
     def _cap(self) -> int:
-        return int(self.limits["max_output_tokens"])
+        return self.limits.max_output_tokens
 
     def _check_budget(self, budget: int) -> None:
-        if budget > int(self.limits["max_budget"]):
-            raise UsageError(f"budget must be at most {self.limits['max_budget']} tokens, got {budget}")
+        if budget > self.limits.max_budget:
+            raise UsageError(f"budget must be at most {self.limits.max_budget} tokens, got {budget}")
 
     def _page(self, items: list[dict], limit: int | None, cursor: str | None) -> tuple[list[dict], str | None]:
         """Items from ``cursor`` on, at most ``limit`` and within the token cap; the next cursor or None."""

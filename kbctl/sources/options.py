@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Mapping
 
+from ..config import FetchSettings
 from ..errors import ConfigError
 from ..mediatypes import SUFFIXES, guess_media_type
 
@@ -69,11 +71,14 @@ class FetchOptions:
     follow_symlinks: bool = False
 
     @classmethod
-    def from_config(cls, table: Mapping[str, Any], **overrides: Any) -> FetchOptions:
-        """Options from the ``[fetch]`` table of the settings, then ``overrides`` (``ConfigError``
-        for a value out of range or an ``allow_hosts`` entry that is neither a host nor a network)."""
+    def from_config(cls, table: FetchSettings | Mapping[str, Any], **overrides: Any) -> FetchOptions:
+        """Options from the ``[fetch]`` settings (or a table of some of their keys), then ``overrides``
+        (``ConfigError`` for a value out of range or an ``allow_hosts`` entry that is neither a host
+        nor a network)."""
         from .policy import parse_allow_hosts
 
+        if isinstance(table, FetchSettings):
+            table = dataclasses.asdict(table)
         values = {k: _CONFIG_KEYS[k](v) for k, v in table.items() if k in _CONFIG_KEYS}
         for key in ("timeout", "deadline"):
             if key in values and values[key] <= 0:

@@ -35,9 +35,8 @@ def _fill(kb: kbctl.KnowledgeBase, tmp_path, tag: str) -> None:
     conn.execute(
         "INSERT INTO kbctl.feed_state (namespace_id, url, etag) VALUES (%s, %s, 'x')", (ns.id, f"https://{tag}/feed")
     )
-    kb.settings.data["audit"]["enabled"] = True
+    kb.settings = kb.settings.with_overrides({"audit.enabled": True, "agents.bot": {}})
     result = kb.search("refunds", "docs", principal=Principal.parse("user:u1", ()))
-    kb.settings.data.setdefault("agents", {})["bot"] = {}
     kb.create_agent_token("bot")
     qid = kb.log_query("bot", "search", result)
     kb.record_feedback("bot", qid, result.hits[0].doc_id, True)

@@ -201,12 +201,12 @@ def test_the_opt_in_is_read_from_the_fetch_table_of_the_config(site, tmp_path):
 
     cfg = tmp_path / "kbctl.toml"
     cfg.write_text('[fetch]\nallow_hosts = ["127.0.0.0/8"]\ndeadline = 5\n')
-    opts = FetchOptions.from_config(load_settings(cfg, env={}).data["fetch"])
+    opts = FetchOptions.from_config(load_settings(cfg, env={}).fetch)
     assert opts.allow_hosts == ("127.0.0.0/8",) and opts.deadline == 5 and not opts.allow_private
     site.routes["/page.html"] = page("ok")
     (src,) = fetch([site.url("/page.html")], options=opts)
     assert src.content == b"ok"
-    defaults = FetchOptions.from_config(load_settings(env={}, cwd=tmp_path / "none").data["fetch"])
+    defaults = FetchOptions.from_config(load_settings(env={}, cwd=tmp_path / "none").fetch)
     assert (defaults.allow_private, defaults.allow_hosts, defaults.deadline, defaults.min_rate) == (
         False,
         (),
