@@ -21,19 +21,19 @@ import psycopg
 
 from . import validate
 from .config import Profile, Settings, load_settings
-from .db import Database, register_vector
 from .errors import CheckFailed, ConfigError, UsageError, from_psycopg
 from .search import SearchOptions, parse_filters, run_search
 from .store import Namespace, delete_namespace, ensure_namespace, get_namespace, list_namespaces, rebind_namespace
 from .store import runs as runs_store
+from .store.db import Database, register_vector
 from .types import ItemError, Principal, SearchResult
 
 if TYPE_CHECKING:  # the ingest pipeline is imported when ingesting: a search does not load it
     from .acl import Gate
-    from .db import Migration
     from .evaluate import EvalRun
     from .generations import BuildReport, ReembedPlan
     from .pipeline import Item, Progress, RunReport
+    from .store.db import Migration
     from .verify import VerifyReport
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ def kb_home(tmp_path_factory):
     os.environ["KBCTL_HOME"] = str(home)
     yield home
     from kbctl.config import load_settings
-    from kbctl.db import Database
+    from kbctl.store.db import Database
 
     Database(load_settings(overrides={"database.home": str(home)})).stop()
     if old is None:

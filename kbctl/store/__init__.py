@@ -1,10 +1,9 @@
 """The store: PostgreSQL tables behind namespaces, documents, chunks, postings and the run ledger.
 
-The only package that talks to PostgreSQL (with ``kbctl.db``, which runs the server and the
-migrations). Its static statements are the named files in ``sql/queries/<group>/<name>.sql``
+The only package that talks to PostgreSQL; ``db`` runs the embedded server and the migrations. Its static statements are the named files in ``sql/queries/<group>/<name>.sql``
 (``queries.query``); dynamic parts (filters, identifiers, per-profile index names) are composed
 with ``psycopg.sql``. Modules: ``namespaces``, ``documents``, ``runs`` (the ledger), ``search``
-(the lanes' statements), ``filters``, ``checks`` (verify), ``feeds``, ``admin`` (``kbctl db``), ``tenants`` (a role per tenant; row-level security).
+(the lanes' statements), ``filters``, ``checks`` (verify), ``feeds``, ``admin`` (``kbctl db``), ``tenants`` (a role per tenant; row-level security), ``db`` (the embedded server, migrations).
 """
 
 from .documents import (

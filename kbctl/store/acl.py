@@ -9,19 +9,20 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from .connection import Conn
 from .namespaces import Namespace
 from .queries import query
 
 __all__ = ["mark_explicit", "reapply_acls"]
 
 
-def mark_explicit(conn, ns: Namespace, uris: Sequence[str]) -> None:
+def mark_explicit(conn: Conn, ns: Namespace, uris: Sequence[str]) -> None:
     """Record that these documents' ACLs came with them (rules are not re-applied to them)."""
     if uris:
         conn.execute(query("acl/mark_explicit"), (ns.id, list(uris)))
 
 
-def reapply_acls(conn, ns: Namespace, policy: Any = None) -> int:
+def reapply_acls(conn: Conn, ns: Namespace, policy: Any = None) -> int:
     """Give every document without its own ACL the one ``policy`` (a ``kbctl.acl.AclPolicy``)
     derives now, updating only the rows that change (no re-chunking, no embedding); how many changed.
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from ..db import _first_line
 from ..errors import DatabaseError
+from .connection import Conn, scalar
+from .db import _first_line
 from .queries import query
 
 __all__ = ["optimize", "server_versions", "tables", "table_size", "btree_indexes", "reindex_index", "vacuum"]
 
 
-def optimize(conn, *, reindex: bool = False, full: bool = False) -> list[dict]:
+def optimize(conn: Conn, *, reindex: bool = False, full: bool = False) -> list[dict]:
     """VACUUM (ANALYZE) every kbctl table; with ``reindex``, rebuild its B-tree indexes concurrently.
 
     ``full`` runs ``VACUUM (FULL, ANALYZE)`` instead: every table and index is rewritten (rows
@@ -45,34 +46,34 @@ def optimize(conn, *, reindex: bool = False, full: bool = False) -> list[dict]:
     return out
 
 
-def server_versions(conn) -> tuple[str, str | None]:
+def server_versions(conn: Conn) -> tuple[str, str | None]:
     """(PostgreSQL version, pgvector version or None when the extension is not installed)."""
-    version = conn.execute(query("admin/server_version")).fetchone()[0]
+    version = scalar(conn.execute(query("admin/server_version")))
     ext = conn.execute(query("admin/pgvector_version")).fetchone()
     return version, ext[0] if ext else None
 
 
-def tables(conn) -> list[str]:
+def tables(conn: Conn) -> list[str]:
     """kbctl's tables, but the migration ledger, by name."""
     return [r[0] for r in conn.execute(query("admin/tables"))]
 
 
-def table_size(conn, table: str) -> int:
+def table_size(conn: Conn, table: str) -> int:
     """A kbctl table's size with its indexes and TOAST, in bytes."""
-    return int(conn.execute(query("admin/table_size"), (table,)).fetchone()[0])
+    return int(scalar(conn.execute(query("admin/table_size"), (table,))))
 
 
-def btree_indexes(conn, table: str) -> list[str]:
+def btree_indexes(conn: Conn, table: str) -> list[str]:
     """The B-tree indexes of a kbctl table, by name."""
     return [r[0] for r in conn.execute(query("admin/btree_indexes"), (table,)).fetchall()]
 
 
-def reindex_index(conn, index: str) -> None:
+def reindex_index(conn: Conn, index: str) -> None:
     """Rebuild a kbctl index concurrently (searches and ingests go on; needs autocommit)."""
     conn.execute(sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(sql.Identifier("kbctl", index)))
 
 
-def vacuum(conn, table: str, *, full: bool = False) -> None:
+def vacuum(conn: Conn, table: str, *, full: bool = False) -> None:
     """``VACUUM (ANALYZE)`` a kbctl table; ``full`` rewrites it and its indexes under an exclusive lock."""
     conn.execute(
         sql.SQL("VACUUM ({} ANALYZE) {}").format(sql.SQL("FULL," if full else ""), sql.Identifier("kbctl", table))

@@ -11,6 +11,7 @@ import hashlib
 import json
 from typing import Sequence
 
+from .connection import Conn, scalar
 from .queries import query
 
 __all__ = [
@@ -30,47 +31,50 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(conn, tenant: str, agent: str, token: str) -> int:
+def create_token(conn: Conn, tenant: str, agent: str, token: str) -> int:
     """Store a new token of ``agent`` (hashed); its row id."""
     with conn.transaction():
-        return conn.execute(query("agents/create_token"), (tenant, agent, token_hash(token))).fetchone()[0]
+        return scalar(conn.execute(query("agents/create_token"), (tenant, agent, token_hash(token))))
 
 
-def agent_of_token(conn, token: str) -> tuple[str, str] | None:
+def agent_of_token(conn: Conn, token: str) -> tuple[str, str] | None:
     """(tenant, agent) of a valid token, else None."""
     row = conn.execute(query("agents/agent_of_token"), (token_hash(token),)).fetchone()
     return (row[0], row[1]) if row else None
 
 
-def revoke_tokens(conn, tenant: str, agent: str) -> int:
+def revoke_tokens(conn: Conn, tenant: str, agent: str) -> int:
     """Revoke every token of ``agent``; how many."""
     with conn.transaction():
         return conn.execute(query("agents/revoke"), (tenant, agent)).rowcount
 
 
 def log_query(
-    conn, tenant: str, agent: str, tool: str, ns_ids: Sequence[int], text: str, results: Sequence[tuple[int, int]]
+    conn: Conn, tenant: str, agent: str, tool: str, ns_ids: Sequence[int], text: str, results: Sequence[tuple[int, int]]
 ) -> int:
     """Log one query and the (namespace id, document id) pairs it returned; its id."""
     with conn.transaction():
-        return conn.execute(
-            query("querylog/record"), (tenant, agent, tool, list(ns_ids), text, json.dumps([list(r) for r in results]))
-        ).fetchone()[0]
+        return scalar(
+            conn.execute(
+                query("querylog/record"),
+                (tenant, agent, tool, list(ns_ids), text, json.dumps([list(r) for r in results])),
+            )
+        )
 
 
-def logged_query(conn, query_id: int, tenant: str, agent: str) -> tuple[list[int], set[tuple[int, int]]] | None:
+def logged_query(conn: Conn, query_id: int, tenant: str, agent: str) -> tuple[list[int], set[tuple[int, int]]] | None:
     """(namespace ids, returned (namespace id, document id) pairs) of a query ``agent`` logged, else None."""
     row = conn.execute(query("querylog/get"), (query_id, tenant, agent)).fetchone()
     return None if row is None else (list(row[1]), {(int(a), int(b)) for a, b in row[2]})
 
 
-def record_feedback(conn, query_id: int, ns_id: int, doc_id: int, useful: bool) -> None:
+def record_feedback(conn: Conn, query_id: int, ns_id: int, doc_id: int, useful: bool) -> None:
     """Attach (or replace) a judgment of one returned document."""
     with conn.transaction():
         conn.execute(query("querylog/record_feedback"), (query_id, ns_id, doc_id, useful))
 
 
-def judged_queries(conn, ns_id: int) -> list[tuple[int, str, str, bool]]:
+def judged_queries(conn: Conn, ns_id: int) -> list[tuple[int, str, str, bool]]:
     """(query id, query text, document URI, useful) of every judgment over one namespace."""
     rows = conn.execute(query("querylog/judged"), (ns_id,)).fetchall()
     return rows

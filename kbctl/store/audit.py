@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..types import Principal, SearchResult, content_hash
+from .connection import Conn, columns
 from .namespaces import Namespace
 from .queries import query
 
@@ -19,7 +20,7 @@ _PRUNED: set[tuple[int, int]] = set()  # (connection, retention) pruned once by 
 
 
 def record_search(
-    conn,
+    conn: Conn,
     tenant: str,
     namespaces: Sequence[Namespace],
     principal: Principal,
@@ -47,14 +48,14 @@ def record_search(
             conn.execute(query("audit/prune"), (retention_days,))
 
 
-def prune(conn, retention_days: int) -> int:
+def prune(conn: Conn, retention_days: int) -> int:
     """Delete rows older than ``retention_days``; how many went."""
     with conn.transaction():
         return conn.execute(query("audit/prune"), (retention_days,)).rowcount
 
 
-def list_audit(conn, tenant: str, limit: int = 100) -> list[dict]:
+def list_audit(conn: Conn, tenant: str, limit: int = 100) -> list[dict]:
     """The tenant's latest audited searches, newest first."""
     cur = conn.execute(query("audit/list"), (tenant, limit))
-    cols = [c.name for c in cur.description]
+    cols = columns(cur)
     return [dict(zip(cols, r)) for r in cur.fetchall()]

@@ -3,8 +3,11 @@ the sampled chunks (looked up exactly, and through HNSW for the recall figure) o
 
 from __future__ import annotations
 
+from typing import Any
+
 from psycopg import sql
 
+from .connection import Conn, scalar
 from .generations import column_of
 from .namespaces import Namespace
 from .queries import query, template
@@ -24,11 +27,11 @@ __all__ = [
 _DIST = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
 
 
-def _one(conn, name: str, *params):
-    return conn.execute(query(name), params).fetchone()[0]
+def _one(conn: Conn, name: str, *params: Any) -> Any:
+    return scalar(conn.execute(query(name), params))
 
 
-def counts(conn, ns: Namespace) -> tuple[int, int, int]:
+def counts(conn: Conn, ns: Namespace) -> tuple[int, int, int]:
     """The namespace's documents, its chunks, and the chunks its documents declare."""
     return (
         _one(conn, "checks/document_count", ns.id),
@@ -37,7 +40,7 @@ def counts(conn, ns: Namespace) -> tuple[int, int, int]:
     )
 
 
-def orphans(conn, ns: Namespace) -> tuple[int, int, int]:
+def orphans(conn: Conn, ns: Namespace) -> tuple[int, int, int]:
     """Postings without a chunk, attachments without a parent, documents without a chunk."""
     return (
         _one(conn, "checks/orphan_postings", ns.id),
@@ -46,32 +49,32 @@ def orphans(conn, ns: Namespace) -> tuple[int, int, int]:
     )
 
 
-def bad_vectors(conn, ns: Namespace) -> int:
+def bad_vectors(conn: Conn, ns: Namespace) -> int:
     """Chunks without a vector in the namespace's active generation."""
     return _one(conn, "checks/bad_vectors", ns.id, ns.generation_id)
 
 
-def index_names(conn) -> set[str]:
+def index_names(conn: Conn) -> set[str]:
     """The names of kbctl's indexes."""
     return {r[0] for r in conn.execute(query("checks/index_names"))}
 
 
-def lexical_statistics(conn, ns: Namespace) -> tuple[int, float] | None:
+def lexical_statistics(conn: Conn, ns: Namespace) -> tuple[int, float] | None:
     """The namespace's lexical statistics (chunk count, total length); None without a row."""
     return conn.execute(query("checks/lexical_stats"), (ns.id,)).fetchone()
 
 
-def lexical_length(conn, ns: Namespace) -> float:
+def lexical_length(conn: Conn, ns: Namespace) -> float:
     """The lexical lengths of the namespace's chunks, summed."""
     return _one(conn, "checks/lexical_length", ns.id)
 
 
-def sample_chunks(conn, ns: Namespace, sample: int) -> list[tuple]:
+def sample_chunks(conn: Conn, ns: Namespace, sample: int) -> list[tuple]:
     """(id, content hash, vector) of a stable sample of the namespace's chunks."""
     return conn.execute(query("checks/sample_chunks"), (ns.generation_id, ns.id, sample)).fetchall()
 
 
-def sample_lookup(conn, ns: Namespace, ids: list[int]) -> dict[int, tuple]:
+def sample_lookup(conn: Conn, ns: Namespace, ids: list[int]) -> dict[int, tuple]:
     """For each sampled chunk id, looked up exactly (no HNSW): (distance to itself, chunks strictly
     nearer to its vector, chunks of the namespace with its hash and another vector, lexical length,
     summed term frequencies of its postings, postings whose document length disagrees)."""
@@ -80,7 +83,7 @@ def sample_lookup(conn, ns: Namespace, ids: list[int]) -> dict[int, tuple]:
     return {r[0]: tuple(r[1:]) for r in conn.execute(q, (ns.generation_id, ns.id, ids))}
 
 
-def hnsw_found(conn, ns: Namespace, rows: list[tuple], k: int, *, ef_search: int, max_scan_tuples: int) -> int:
+def hnsw_found(conn: Conn, ns: Namespace, rows: list[tuple], k: int, *, ef_search: int, max_scan_tuples: int) -> int:
     """How many sampled chunks (id, hash, vector, distance to itself) an HNSW search for k rows finds,
     under the settings a search runs with: the chunk itself, a copy (its hash) or a chunk at its
     own distance (a tie: vectors equal to its own)."""

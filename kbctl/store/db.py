@@ -22,38 +22,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from .config import Settings
-from .errors import DatabaseError, MigrationError
+from ..config import Settings
+from ..errors import DatabaseError, MigrationError
+from .connection import Conn, scalar
+from .queries import load_query, sql_dir
+
+if TYPE_CHECKING:
+    import psutil
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Database", "Migration", "sql_dir", "load_query", "migrations"]
+__all__ = ["Database", "Migration", "migrations"]
 
 MIGRATION_LOCK = 0x6B62_6374_6C00  # "kbctl\0": advisory lock key for migrations
 _FILE = re.compile(r"^(\d{3})-([a-z0-9_-]+)\.sql$")
 _CORRUPT = 0  # _read_pid's answer for a pid file without a PID on its first line
 _STOP_TIMEOUT = 60  # seconds a fast shutdown may take before `kbctl db stop` gives up
-
-
-def sql_dir() -> Path:
-    """``sql/`` as shipped in the wheel (``kbctl/sql``) or at the top of a source checkout."""
-    here = Path(__file__).resolve().parent
-    for p in (here / "sql", here.parent / "sql"):
-        if (p / "migrations").is_dir():
-            return p
-    raise MigrationError("the sql/ directory is missing from this installation", hint="reinstall kbctl")
-
-
-_QUERIES: dict[str, str] = {}
-
-
-def load_query(name: str) -> str:
-    """A named static query from ``sql/queries/NAME.sql`` (read once)."""
-    if name not in _QUERIES:
-        _QUERIES[name] = (sql_dir() / "queries" / f"{name}.sql").read_text()
-    return _QUERIES[name]
 
 
 @dataclass(frozen=True)
@@ -155,7 +141,7 @@ class Database:
         self._dsn = None
         return True
 
-    def _postmaster(self, *, strict: bool = True):
+    def _postmaster(self, *, strict: bool = True) -> psutil.Process | None:
         """The process (``psutil.Process``) of the postmaster serving ``pgdata``, proven; None if none.
 
         ``postmaster.pid`` is trusted only once the process it names is shown to be PostgreSQL with
@@ -193,7 +179,7 @@ class Database:
             )
         return found
 
-    def connect(self, *, register: bool = True):
+    def connect(self, *, register: bool = True) -> Conn:
         """A new autocommit connection with pgvector types registered."""
         import psycopg
 
@@ -211,7 +197,7 @@ class Database:
 
     # -- migrations -------------------------------------------------------------------------------
 
-    def migrate(self, conn=None, *, target: int | None = None) -> list[Migration]:
+    def migrate(self, conn: Conn | None = None, *, target: int | None = None) -> list[Migration]:
         """Apply pending migrations (up to version ``target``, default the latest); returns those applied now."""
         own = conn is None
         conn = conn or self.connect(register=False)
@@ -221,7 +207,7 @@ class Database:
             if own:
                 conn.close()
 
-    def status(self, conn) -> list[dict]:
+    def status(self, conn: Conn) -> list[dict]:
         """Every shipped migration with whether (and when) it was applied and if its checksum holds."""
         applied = _applied(conn)
         rows = []
@@ -238,7 +224,7 @@ class Database:
         return rows
 
 
-def _apply(conn, m: Migration) -> bool:
+def _apply(conn: Conn, m: Migration) -> bool:
     import psycopg
 
     try:
@@ -267,14 +253,14 @@ def _apply(conn, m: Migration) -> bool:
         raise MigrationError(f"migration {m.version:03d}-{m.name} failed: {_first_line(e)}") from None
 
 
-def _applied(conn) -> dict[int, tuple[str, datetime]]:
-    exists = conn.execute(load_query("migrations/ledger_exists")).fetchone()[0]
+def _applied(conn: Conn) -> dict[int, tuple[str, datetime]]:
+    exists = scalar(conn.execute(load_query("migrations/ledger_exists")))
     if not exists:
         return {}
     return {v: (c, t) for v, c, t in conn.execute(load_query("migrations/applied"))}
 
 
-def _register_vector(conn) -> None:
+def _register_vector(conn: Conn) -> None:
     from pgvector.psycopg import register_vector
 
     try:
@@ -305,7 +291,7 @@ def _read_pid(pid_file: Path) -> int | None:
     return int(first) if re.fullmatch(r"-?[1-9]\d{0,9}", first) else _CORRUPT
 
 
-def _proven(pid: int, pgdata: Path):
+def _proven(pid: int, pgdata: Path) -> psutil.Process | None:
     """The ``psutil.Process`` PID if it is a postmaster whose data directory is ``pgdata``, else None.
 
     Its name and ``argv[0]`` must be ``postgres`` (backends retitle theirs ``postgres: …``), and its
@@ -332,7 +318,7 @@ def _proven(pid: int, pgdata: Path):
         return None
 
 
-def _find_postmaster(pgdata: Path):
+def _find_postmaster(pgdata: Path) -> psutil.Process | None:
     """The postmaster serving ``pgdata`` found among the processes (when its pid file cannot say)."""
     if not pgdata.is_dir():
         return None

@@ -25,9 +25,16 @@ from psycopg.types.json import Jsonb
 from ..errors import ProfileMismatchError
 from ..textutil.analyze import Analyzer
 from ..types import Document, EmbeddedChunk
+from .connection import Conn, Cur, one, scalar
 from .generations import Generation, write_vectors
 from .namespaces import Namespace
 from .queries import query
+
+# What the writers pass on: documents with their embedded chunks; document URI -> (source URI,
+# source hash); other generations' vectors by chunk hash (dual writes).
+_Items = Sequence[tuple[Document, Sequence[EmbeddedChunk]]]
+_Sources = Mapping[str, tuple[str, str]]
+_Extra = Sequence[tuple[Generation, Mapping[str, np.ndarray]]]
 
 log = logging.getLogger(__name__)
 
@@ -81,35 +88,35 @@ class WriteStats:
     failed: tuple[tuple[str, str, str], ...] = ()
 
 
-def stored_hashes(conn, ns: Namespace, uris: Sequence[str]) -> dict[str, str]:
+def stored_hashes(conn: Conn, ns: Namespace, uris: Sequence[str]) -> dict[str, str]:
     """Content hashes of the stored versions of ``uris`` (missing ones are absent)."""
     return dict(conn.execute(query("documents/stored_hashes"), (ns.id, list(uris))).fetchall())
 
 
-def stored_owners(conn, ns: Namespace, uris: Sequence[str]) -> dict[str, tuple[str, str]]:
+def stored_owners(conn: Conn, ns: Namespace, uris: Sequence[str]) -> dict[str, tuple[str, str]]:
     """(content hash, source URI) of the stored versions of ``uris`` (missing ones are absent)."""
     rows = conn.execute(query("documents/stored_owners"), (ns.id, list(uris)))
     return {u: (h, s) for u, h, s in rows}
 
 
-def stored_uris(conn, ns: Namespace) -> dict[str, str]:
+def stored_uris(conn: Conn, ns: Namespace) -> dict[str, str]:
     """Every stored document URI of a namespace, with the URI of the source it came from."""
     return dict(conn.execute(query("documents/stored_uris"), (ns.id,)).fetchall())
 
 
-def stored_uris_of_source(conn, ns: Namespace, source_uri: str) -> list[tuple[str, str]]:
+def stored_uris_of_source(conn: Conn, ns: Namespace, source_uri: str) -> list[tuple[str, str]]:
     """(document URI, source URI) of the stored documents that came from one source."""
     return conn.execute(query("documents/stored_uris_of_source"), (ns.id, source_uri)).fetchall()
 
 
-def source_versions(conn, ns: Namespace, source_uris: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
+def source_versions(conn: Conn, ns: Namespace, source_uris: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
     """For each stored source URI: its source hash and the URIs of the documents it produced."""
     rows = conn.execute(query("documents/source_versions"), (ns.id, list(source_uris)))
     return {s: (h, list(u)) for s, h, u in rows}
 
 
 def cached_vectors(
-    conn, ns: Namespace, hashes: Iterable[str], generation: Generation | None = None
+    conn: Conn, ns: Namespace, hashes: Iterable[str], generation: Generation | None = None
 ) -> dict[str, np.ndarray]:
     """Vectors already stored under the profile of this namespace's active generation (or of
     ``generation``) for these chunk hashes, from any generation of the tenant's namespaces."""
@@ -121,13 +128,13 @@ def cached_vectors(
     return {h: _as_array(v) for h, v in rows}
 
 
-def _as_array(v) -> np.ndarray:
+def _as_array(v: Any) -> np.ndarray:
     """A stored vector as float32 (pgvector >= 0.4 loads ``Vector`` objects, older versions ndarrays)."""
     return np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32)
 
 
 def write_documents(
-    conn,
+    conn: Conn,
     ns: Namespace,
     items: Sequence[tuple[Document, Sequence[EmbeddedChunk]]],
     analyzer: Analyzer,
@@ -159,7 +166,16 @@ def write_documents(
         return _one_by_one(conn, ns, items, analyzer, title_weight, run_id, sources, extra)
 
 
-def _one_by_one(conn, ns: Namespace, items, analyzer, title_weight, run_id, sources, extra) -> WriteStats:
+def _one_by_one(
+    conn: Conn,
+    ns: Namespace,
+    items: _Items,
+    analyzer: Analyzer,
+    title_weight: float,
+    run_id: int | None,
+    sources: _Sources,
+    extra: _Extra,
+) -> WriteStats:
     """Each document under its own savepoint: the refused ones are listed, the others written."""
     done = [0, 0, 0]
     failed: list[tuple[str, str, str]] = []
@@ -187,7 +203,14 @@ def _reason(e: Exception) -> str:
 
 
 def _write(
-    conn, ns: Namespace, items, analyzer: Analyzer, title_weight: float, run_id, sources, extra=()
+    conn: Conn,
+    ns: Namespace,
+    items: _Items,
+    analyzer: Analyzer,
+    title_weight: float,
+    run_id: int | None,
+    sources: _Sources,
+    extra: _Extra = (),
 ) -> WriteStats:
     """Write ``items`` inside the caller's transaction: old versions out, new ones copied in."""
     uris = [d.uri for d, _ in items]
@@ -205,7 +228,7 @@ def _write(
 
 
 def write_document_stream(
-    conn,
+    conn: Conn,
     ns: Namespace,
     doc: Document,
     chars: int,
@@ -255,7 +278,9 @@ def write_document_stream(
             return WriteStats(0, 0, 0, failed=((doc.uri, type(e).__name__, _reason(e)),))
 
 
-def _copy_documents(cur, ns: Namespace, rows, run_id, sources) -> None:
+def _copy_documents(
+    cur: Cur, ns: Namespace, rows: Sequence[tuple[Document, int, int, int]], run_id: int | None, sources: _Sources
+) -> None:
     """The rows of documents: (document, id, characters, chunks) each."""
     with _copy_in(cur, "documents") as cp:
         for d, did, chars, nchunks in rows:
@@ -281,7 +306,7 @@ def _copy_documents(cur, ns: Namespace, rows, run_id, sources) -> None:
 
 
 def write_chunks(
-    conn,
+    conn: Conn,
     ns: Namespace,
     rows: Iterable[tuple[Document, int, Sequence[EmbeddedChunk]]],
     analyzer: Analyzer,
@@ -358,7 +383,7 @@ def _active(ns: Namespace) -> Generation:
     )  # fmt: skip
 
 
-def _check_dimensions(ns: Namespace, items) -> None:
+def _check_dimensions(ns: Namespace, items: _Items) -> None:
     """Refuse vectors of another size before touching anything (the schema refuses them too)."""
     for _doc, chunks in items:
         for ec in chunks:
@@ -370,13 +395,13 @@ def _check_dimensions(ns: Namespace, items) -> None:
                 )
 
 
-def set_source_hash(conn, ns: Namespace, source_uri: str, old: str, new: str) -> int:
+def set_source_hash(conn: Conn, ns: Namespace, source_uri: str, old: str, new: str) -> int:
     """The documents of ``source_uri`` stored under the source hash ``old`` take ``new``: a source
     written in parts (a feed's entries) is marked whole once its last part is stored."""
     return conn.execute(query("documents/set_source_hash"), (new, ns.id, source_uri, old)).rowcount
 
 
-def delete_documents(conn, ns: Namespace, uris: Sequence[str]) -> int:
+def delete_documents(conn: Conn, ns: Namespace, uris: Sequence[str]) -> int:
     """Remove documents (and their children, chunks and postings); returns how many went."""
     if not uris:
         return 0
@@ -384,9 +409,9 @@ def delete_documents(conn, ns: Namespace, uris: Sequence[str]) -> int:
         return _delete(conn, ns, list(uris))
 
 
-def chunk_count_of(conn, ns: Namespace, uris: Sequence[str]) -> int:
+def chunk_count_of(conn: Conn, ns: Namespace, uris: Sequence[str]) -> int:
     """How many chunks the stored documents with these URIs have."""
-    return int(conn.execute(query("documents/chunk_count_of_uris"), (ns.id, list(uris))).fetchone()[0])
+    return int(scalar(conn.execute(query("documents/chunk_count_of_uris"), (ns.id, list(uris)))))
 
 
 def _chunk_meta_base(d: Document) -> dict:
@@ -397,7 +422,7 @@ def _chunk_meta_base(d: Document) -> dict:
     return json.loads(json.dumps(meta, default=str))
 
 
-def _next_ids(conn, table: str, n: int) -> list[int]:
+def _next_ids(conn: Conn, table: str, n: int) -> list[int]:
     if n == 0:
         return []
     rows = conn.execute(query("documents/next_ids"), (f"kbctl.{table}", n)).fetchall()
@@ -405,7 +430,7 @@ def _next_ids(conn, table: str, n: int) -> list[int]:
 
 
 @contextmanager
-def _copy_in(cur, what: str) -> Iterator[Any]:
+def _copy_in(cur: Cur, what: str) -> Iterator[Any]:
     """Binary or text COPY of ``what`` (documents, chunks, postings) into the session's stage table,
     then one INSERT from it: PostgreSQL refuses COPY FROM into a table under row-level security."""
     cur.execute(query(f"documents/stage_{what}"))
@@ -415,7 +440,9 @@ def _copy_in(cur, what: str) -> Iterator[Any]:
     cur.execute(query(f"documents/clear_stage_{what}"))
 
 
-def _write_postings(cur, ns: Namespace, postings: list[tuple[str, int, float, float]], into=None) -> None:
+def _write_postings(
+    cur: Cur, ns: Namespace, postings: list[tuple[str, int, float, float]], into: Counter[str] | None = None
+) -> None:
     with _copy_in(cur, "postings") as cp:
         cp.set_types(["integer", "text", "bigint", "real", "real"])
         for t, cid, f, dl in postings:
@@ -427,25 +454,25 @@ def _write_postings(cur, ns: Namespace, postings: list[tuple[str, int, float, fl
         cur.execute(query("documents/add_vocabulary"), (ns.id, list(df.keys()), list(df.values())))
 
 
-def _add_vocabulary(conn, ns: Namespace, df: Counter[str]) -> None:
+def _add_vocabulary(conn: Conn, ns: Namespace, df: Counter[str]) -> None:
     """Add ``df`` to the namespace's vocabulary, and empty it."""
     if df:
         conn.execute(query("documents/add_vocabulary"), (ns.id, list(df.keys()), list(df.values())))
         df.clear()
 
 
-def _add_stats(conn, ns: Namespace, nchunks: int, length: float) -> None:
+def _add_stats(conn: Conn, ns: Namespace, nchunks: int, length: float) -> None:
     conn.execute(query("documents/add_statistics"), (ns.id, nchunks, length))
 
 
-def _delete(conn, ns: Namespace, uris: list[str]) -> int:
+def _delete(conn: Conn, ns: Namespace, uris: list[str]) -> int:
     """Delete documents by URI, with their child documents, inside the caller's transaction."""
     ids = [r[0] for r in conn.execute(query("documents/ids_of_uris"), (ns.id, uris, uris))]
     if not ids:
         return 0
     conn.execute(query("documents/subtract_vocabulary"), (ns.id, ids, ns.id))
     conn.execute(query("documents/drop_unused_vocabulary"), (ns.id,))
-    n, length = conn.execute(query("documents/chunk_totals"), (ns.id, ids)).fetchone()
+    n, length = one(conn.execute(query("documents/chunk_totals"), (ns.id, ids)))
     _add_stats(conn, ns, -int(n), -float(length))
     conn.execute(query("documents/delete_documents"), (ns.id, ids))
     return len(ids)

@@ -16,6 +16,7 @@ import numpy as np
 from psycopg import sql
 
 from ..config import Profile
+from .connection import Conn, Cur, one, scalar
 from .queries import query, template
 from .roles import as_owner
 
@@ -77,23 +78,22 @@ def column_of(storage: str) -> tuple[str, str]:
 
 
 def create_generation(
-    conn, ns_id: int, profile_id: int, profile: Profile, storage: str, state: str, *, index: bool = True
+    conn: Conn, ns_id: int, profile_id: int, profile: Profile, storage: str, state: str, *, index: bool = True
 ) -> int:
     """Record a generation of ``profile`` (recorded already, id ``profile_id``) and, with ``index``,
     build its (empty) HNSW index as the tables' owner; returns its id. A shadow is created without
     one: its index is built once its vectors are in (``ensure_index``), several times faster than
     inserting each vector into the graph."""
-    row = conn.execute(
-        query("generations/insert"), (ns_id, profile_id, profile.dimension, storage, state, state)
-    ).fetchone()
-    gid = int(row[0])
+    gid = int(
+        scalar(conn.execute(query("generations/insert"), (ns_id, profile_id, profile.dimension, storage, state, state)))
+    )
     if index:
         with as_owner(conn):
             create_hnsw_index(conn, gid, profile, storage)
     return gid
 
 
-def ensure_index(conn, gen: Generation, profile: Profile) -> bool:
+def ensure_index(conn: Conn, gen: Generation, profile: Profile) -> bool:
     """Build a generation's HNSW index if it has none (``CREATE INDEX CONCURRENTLY``: ingests and
     searches go on; the connection must not be in a transaction); True when it was built."""
     name = hnsw_index_name(gen.id)
@@ -107,7 +107,9 @@ def ensure_index(conn, gen: Generation, profile: Profile) -> bool:
     return True
 
 
-def create_hnsw_index(conn, generation_id: int, profile: Profile, storage: str, *, concurrently: bool = False) -> None:
+def create_hnsw_index(
+    conn: Conn, generation_id: int, profile: Profile, storage: str, *, concurrently: bool = False
+) -> None:
     """The partial HNSW index of one generation's vectors, typed to its dimension and storage."""
     col, typ = column_of(storage)
     conn.execute(
@@ -126,34 +128,34 @@ def create_hnsw_index(conn, generation_id: int, profile: Profile, storage: str, 
     )
 
 
-def generations(conn, ns_id: int) -> list[Generation]:
+def generations(conn: Conn, ns_id: int) -> list[Generation]:
     """A namespace's generations, oldest first."""
     return [Generation(*r) for r in conn.execute(query("generations/list"), (ns_id,))]
 
 
-def generation_sizes(conn, ns_id: int) -> dict[int, dict[str, int]]:
+def generation_sizes(conn: Conn, ns_id: int) -> dict[int, dict[str, int]]:
     """Per generation id: how many vectors it holds, their bytes and its HNSW index's bytes."""
     rows = conn.execute(query("generations/sizes"), (ns_id,))
     return {g: {"vectors": int(n), "vector_bytes": int(vb), "index_bytes": int(ib)} for g, n, vb, ib in rows}
 
 
-def generation_ids(conn, ns_id: int) -> list[int]:
+def generation_ids(conn: Conn, ns_id: int) -> list[int]:
     return [int(r[0]) for r in conn.execute(query("generations/ids_of_namespace"), (ns_id,))]
 
 
-def missing_chunks(conn, ns_id: int, generation_id: int, after: int, limit: int) -> list[tuple]:
+def missing_chunks(conn: Conn, ns_id: int, generation_id: int, after: int, limit: int) -> list[tuple]:
     """(chunk id, content hash, text, heading path, document title) of chunks without a vector in
     the generation, in id order after chunk ``after``."""
     return conn.execute(query("generations/missing"), (ns_id, generation_id, after, limit)).fetchall()
 
 
-def missing_count(conn, ns_id: int, generation_id: int) -> tuple[int, int]:
+def missing_count(conn: Conn, ns_id: int, generation_id: int) -> tuple[int, int]:
     """(chunks, distinct chunk texts) without a vector in the generation."""
-    n, texts = conn.execute(query("generations/missing_count"), (ns_id, generation_id)).fetchone()
+    n, texts = one(conn.execute(query("generations/missing_count"), (ns_id, generation_id)))
     return int(n), int(texts)
 
 
-def write_vectors(cur, ns_id: int, gen: Generation, rows: Iterable[tuple[int, np.ndarray]]) -> None:
+def write_vectors(cur: Cur, ns_id: int, gen: Generation, rows: Iterable[tuple[int, np.ndarray]]) -> None:
     """Copy (chunk id, vector) rows into a generation, inside the caller's transaction. A chunk that
     has a vector there already, or is gone, is skipped."""
     cur.execute(query("documents/stage_vectors"))
@@ -167,23 +169,23 @@ def write_vectors(cur, ns_id: int, gen: Generation, rows: Iterable[tuple[int, np
     cur.execute(query("documents/clear_stage_vectors"))
 
 
-def set_states(conn, ns_id: int, states: Sequence[tuple[int, str]]) -> None:
+def set_states(conn: Conn, ns_id: int, states: Sequence[tuple[int, str]]) -> None:
     """Give generations new states in one statement (the one-per-state rule holds at commit)."""
     conn.execute(query("generations/set_state"), ([g for g, _ in states], [s for _, s in states], ns_id))
 
 
-def pin_namespace(conn, ns_id: int, gen: Generation) -> None:
+def pin_namespace(conn: Conn, ns_id: int, gen: Generation) -> None:
     """The namespace row's profile pin follows its active generation."""
     conn.execute(query("generations/pin_namespace"), (gen.profile_id, gen.dimension, ns_id))
 
 
-def delete_generation(conn, ns_id: int, generation_id: int) -> None:
+def delete_generation(conn: Conn, ns_id: int, generation_id: int) -> None:
     """Delete a generation with its vectors, inside the caller's transaction (the index goes after
     commit: ``drop_generation_indexes``)."""
     conn.execute(query("generations/delete"), (ns_id, generation_id))
 
 
-def drop_generation_indexes(conn, generation_ids: Iterable[int]) -> None:
+def drop_generation_indexes(conn: Conn, generation_ids: Iterable[int]) -> None:
     """Drop the HNSW indexes of generations that are gone (as the tables' owner)."""
     ids = list(generation_ids)
     if not ids:

@@ -15,6 +15,7 @@ from typing import Literal, overload
 from .. import validate
 from ..config import Profile
 from ..errors import NamespaceNotFound, ProfileMismatchError, UsageError
+from .connection import Conn, columns, scalar
 from .generations import create_generation, drop_generation_indexes, generation_ids
 from .queries import query
 from .roles import as_owner
@@ -49,39 +50,42 @@ class Namespace:
     storage: str = "vector"  # its vector storage (vector | halfvec)
 
 
-def ensure_profile(conn, profile: Profile) -> int:
+def ensure_profile(conn: Conn, profile: Profile) -> int:
     """Record a profile (once per fingerprint); returns its id."""
     row = conn.execute(query("namespaces/find_profile"), (profile.fingerprint,)).fetchone()
     if row:
         return int(row[0])
     with conn.transaction():
-        row = conn.execute(
-            query("namespaces/insert_profile"),
-            (
-                profile.name,
-                profile.fingerprint,
-                profile.embedder,
-                profile.model,
-                profile.revision,
-                profile.dimension,
-                profile.distance,
-                profile.normalize,
-                profile.query_prefix,
-                profile.document_prefix,
-                profile.max_tokens,
-                json.dumps({"precision": profile.precision}),
-            ),
-        ).fetchone()
-        return int(row[0])
+        return int(
+            scalar(
+                conn.execute(
+                    query("namespaces/insert_profile"),
+                    (
+                        profile.name,
+                        profile.fingerprint,
+                        profile.embedder,
+                        profile.model,
+                        profile.revision,
+                        profile.dimension,
+                        profile.distance,
+                        profile.normalize,
+                        profile.query_prefix,
+                        profile.document_prefix,
+                        profile.max_tokens,
+                        json.dumps({"precision": profile.precision}),
+                    ),
+                )
+            )
+        )
 
 
 @overload
-def get_namespace(conn, name: str, tenant: str = ..., *, required: Literal[True] = ...) -> Namespace: ...
+def get_namespace(conn: Conn, name: str, tenant: str = ..., *, required: Literal[True] = ...) -> Namespace: ...
 @overload
-def get_namespace(conn, name: str, tenant: str = ..., *, required: bool) -> Namespace | None: ...
+def get_namespace(conn: Conn, name: str, tenant: str = ..., *, required: bool) -> Namespace | None: ...
 
 
-def get_namespace(conn, name: str, tenant: str = "default", *, required: bool = True) -> Namespace | None:
+def get_namespace(conn: Conn, name: str, tenant: str = "default", *, required: bool = True) -> Namespace | None:
     """The namespace ``name`` of ``tenant``; raises NamespaceNotFound when ``required``.
 
     Every verb of the library finds its namespace here first, so a name that no namespace can have
@@ -113,7 +117,7 @@ def check_pin(ns: Namespace, profile: Profile) -> None:
         )
 
 
-def ensure_namespace(conn, name: str, tenant: str, profile: Profile, description: str = "") -> Namespace:
+def ensure_namespace(conn: Conn, name: str, tenant: str, profile: Profile, description: str = "") -> Namespace:
     """Get or create a namespace bound to ``profile``; a different existing pin is refused."""
     ns = get_namespace(conn, name, tenant, required=False)
     if ns is not None:
@@ -142,12 +146,12 @@ def ensure_namespace(conn, name: str, tenant: str, profile: Profile, description
     return ns
 
 
-def rebind_namespace(conn, name: str, tenant: str, profile: Profile) -> Namespace:
+def rebind_namespace(conn: Conn, name: str, tenant: str, profile: Profile) -> Namespace:
     """Bind an existing, empty namespace to another profile; refused when it holds vectors."""
     ns = get_namespace(conn, name, tenant)
     if ns.fingerprint == profile.fingerprint:
         return ns
-    n = conn.execute(query("namespaces/chunk_count"), (ns.id,)).fetchone()[0]
+    n = scalar(conn.execute(query("namespaces/chunk_count"), (ns.id,)))
     if n:
         check_pin(ns, profile)  # raises with the full explanation
     with as_owner(conn):
@@ -162,24 +166,24 @@ def rebind_namespace(conn, name: str, tenant: str, profile: Profile) -> Namespac
     return get_namespace(conn, name, tenant)
 
 
-def list_namespaces(conn, tenant: str | None = None) -> list[dict]:
+def list_namespaces(conn: Conn, tenant: str | None = None) -> list[dict]:
     """Every namespace (of a tenant, or all) with its profile and document/chunk counts."""
     cur = conn.execute(query("namespaces/list"), (tenant, tenant))
-    cols = [c.name for c in cur.description]
+    cols = columns(cur)
     return [dict(zip(cols, r)) | {"created_at": r[-1].isoformat()} for r in cur]
 
 
-def namespace_ids(conn, tenant: str) -> list[int]:
+def namespace_ids(conn: Conn, tenant: str) -> list[int]:
     """The ids of a tenant's namespaces."""
     return [r[0] for r in conn.execute(query("namespaces/ids_of_tenant"), (tenant,))]
 
 
-def delete_namespace(conn, name: str, tenant: str) -> int:
+def delete_namespace(conn: Conn, name: str, tenant: str) -> int:
     """Delete a namespace and everything in it; returns the number of documents removed."""
     ns = get_namespace(conn, name, tenant)
     gens = generation_ids(conn, ns.id)
     with conn.transaction():
-        n = conn.execute(query("namespaces/document_count"), (ns.id,)).fetchone()[0]
+        n = scalar(conn.execute(query("namespaces/document_count"), (ns.id,)))
         # documents first: their cascade removes the chunks (postings, vectors) before the namespace
         # row's removes its generations
         conn.execute(query("namespaces/delete_documents"), (ns.id,))

@@ -1,4 +1,4 @@
-"""Named queries: the statements in ``sql/queries/<group>/<name>.sql``, read once.
+"""Named queries: the statements in ``sql/queries/<group>/<name>.sql``, read once (and where ``sql/`` is).
 
 A static query is used as it is, with ``%s`` parameters. A template also holds ``{placeholders}``
 for its dynamic parts (a filter condition, an index name, a dimension), filled with
@@ -7,11 +7,32 @@ for its dynamic parts (a filter condition, an index name, a dimension), filled w
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from psycopg import sql
 
-from ..db import load_query
+from ..errors import MigrationError
 
-__all__ = ["query", "template"]
+__all__ = ["query", "template", "load_query", "sql_dir"]
+
+
+def sql_dir() -> Path:
+    """``sql/`` as shipped in the wheel (``kbctl/sql``) or at the top of a source checkout."""
+    here = Path(__file__).resolve().parents[1]
+    for p in (here / "sql", here.parent / "sql"):
+        if (p / "migrations").is_dir():
+            return p
+    raise MigrationError("the sql/ directory is missing from this installation", hint="reinstall kbctl")
+
+
+_QUERIES: dict[str, str] = {}
+
+
+def load_query(name: str) -> str:
+    """A named static query from ``sql/queries/NAME.sql`` (read once)."""
+    if name not in _QUERIES:
+        _QUERIES[name] = (sql_dir() / "queries" / f"{name}.sql").read_text()
+    return _QUERIES[name]
 
 
 def query(name: str) -> str:

@@ -9,20 +9,21 @@ from typing import Iterator
 
 from psycopg import sql
 
+from .connection import Conn, scalar
 from .queries import query, template
 
 __all__ = ["enter", "as_role", "as_owner"]
 
 
-def enter(conn, role: str) -> None:
+def enter(conn: Conn, role: str) -> None:
     """Act as ``role`` from now on (every later statement is held to its policies)."""
     conn.execute(template("tenants/set_role", role=sql.Identifier(role)))
 
 
 @contextmanager
-def as_role(conn, role: str) -> Iterator[None]:
+def as_role(conn: Conn, role: str) -> Iterator[None]:
     """Act as ``role`` inside the block, then as the role the connection acted as before."""
-    before = conn.execute(query("tenants/current_role")).fetchone()[0]
+    before = scalar(conn.execute(query("tenants/current_role")))
     enter(conn, role)
     try:
         yield
@@ -31,9 +32,9 @@ def as_role(conn, role: str) -> Iterator[None]:
 
 
 @contextmanager
-def as_owner(conn) -> Iterator[None]:
+def as_owner(conn: Conn) -> Iterator[None]:
     """Act as the role the connection logged in as (the owner) inside the block."""
-    before = conn.execute(query("tenants/current_role")).fetchone()[0]
+    before = scalar(conn.execute(query("tenants/current_role")))
     conn.execute(query("tenants/reset_role"))
     try:
         yield

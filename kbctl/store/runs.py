@@ -8,6 +8,7 @@ from typing import Iterator, Sequence
 
 from ..errors import LockTimeout
 from ..types import ItemError
+from .connection import Conn, columns, scalar
 from .namespaces import Namespace
 from .queries import query
 
@@ -17,12 +18,12 @@ LOCK_CLASS = 0x6B62  # "kb": advisory lock class for namespace ingest locks
 
 
 @contextmanager
-def namespace_lock(conn, ns: Namespace, *, wait: bool = True) -> Iterator[None]:
+def namespace_lock(conn: Conn, ns: Namespace, *, wait: bool = True) -> Iterator[None]:
     """Hold the namespace's ingest lock: a second ingest waits, or fails at once with ``wait=False``."""
     if wait:
         conn.execute(query("runs/lock_namespace"), (LOCK_CLASS, ns.id))
     else:
-        got = conn.execute(query("runs/try_lock_namespace"), (LOCK_CLASS, ns.id)).fetchone()[0]
+        got = scalar(conn.execute(query("runs/try_lock_namespace"), (LOCK_CLASS, ns.id)))
         if not got:
             raise LockTimeout(
                 f"another ingest into namespace {ns.name!r} is running",
@@ -34,18 +35,17 @@ def namespace_lock(conn, ns: Namespace, *, wait: bool = True) -> Iterator[None]:
         conn.execute(query("runs/unlock_namespace"), (LOCK_CLASS, ns.id))
 
 
-def start_run(conn, ns: Namespace, command: str, options: dict) -> int:
+def start_run(conn: Conn, ns: Namespace, command: str, options: dict) -> int:
     """Open a run row; runs left 'running' by a killed process are marked 'interrupted' first."""
     conn.execute(query("runs/interrupt_runs"), (ns.id,))
-    row = conn.execute(query("runs/start_run"), (ns.id, command, json.dumps(options, default=str))).fetchone()
-    return int(row[0])
+    return int(scalar(conn.execute(query("runs/start_run"), (ns.id, command, json.dumps(options, default=str)))))
 
 
-def finish_run(conn, ns: Namespace, run_id: int, status: str, counts: dict) -> None:
+def finish_run(conn: Conn, ns: Namespace, run_id: int, status: str, counts: dict) -> None:
     conn.execute(query("runs/finish_run"), (status, json.dumps(counts, default=str), ns.id, run_id))
 
 
-def record_errors(conn, ns: Namespace, run_id: int, errors: Sequence[ItemError]) -> None:
+def record_errors(conn: Conn, ns: Namespace, run_id: int, errors: Sequence[ItemError]) -> None:
     if not errors:
         return
     with conn.cursor() as cur:
@@ -55,28 +55,28 @@ def record_errors(conn, ns: Namespace, run_id: int, errors: Sequence[ItemError])
         )
 
 
-def failed_sources(conn, ns: Namespace) -> list[str]:
+def failed_sources(conn: Conn, ns: Namespace) -> list[str]:
     """Sources that failed in the latest run that had failures and have not been retried since."""
     rows = conn.execute(query("runs/failed_sources"), (ns.id, ns.id))
     return [r[0] for r in rows]
 
 
-def mark_retried(conn, ns: Namespace, sources: Sequence[str]) -> None:
+def mark_retried(conn: Conn, ns: Namespace, sources: Sequence[str]) -> None:
     conn.execute(query("runs/mark_retried"), (ns.id, list(sources)))
 
 
-def list_runs(conn, ns_ids: Sequence[int], limit: int = 20) -> list[dict]:
+def list_runs(conn: Conn, ns_ids: Sequence[int], limit: int = 20) -> list[dict]:
     cur = conn.execute(query("runs/list_runs"), (list(ns_ids), limit))
-    cols = [c.name for c in cur.description]
+    cols = columns(cur)
     return [_jsonable(dict(zip(cols, r))) for r in cur]
 
 
-def list_errors(conn, ns_ids: Sequence[int], run_id: int | None = None, limit: int = 100) -> list[dict]:
+def list_errors(conn: Conn, ns_ids: Sequence[int], run_id: int | None = None, limit: int = 100) -> list[dict]:
     if run_id is None:
         cur = conn.execute(query("runs/list_errors"), (list(ns_ids), limit))
     else:
         cur = conn.execute(query("runs/list_errors_of_run"), (list(ns_ids), run_id, limit))
-    cols = [c.name for c in cur.description]
+    cols = columns(cur)
     return [_jsonable(dict(zip(cols, r))) for r in cur]
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from psycopg import sql
 
 from ..types import Filter
+from .connection import Conn, one, scalar
 from .filters import filter_sql
 from .generations import column_of
 from .namespaces import Namespace
@@ -52,30 +53,30 @@ _EXISTS = sql.SQL(
 )
 
 
-def lexical_stats(conn, ns_ids: list[int]) -> tuple[float, float]:
+def lexical_stats(conn: Conn, ns_ids: list[int]) -> tuple[float, float]:
     """(chunk count, total lexical length) over the namespaces."""
-    n, total = conn.execute(query("search/lexical_stats"), (ns_ids,)).fetchone()
+    n, total = one(conn.execute(query("search/lexical_stats"), (ns_ids,)))
     return n, total
 
 
-def chunk_total(conn, ns_ids: list[int]) -> int:
+def chunk_total(conn: Conn, ns_ids: list[int]) -> int:
     """How many chunks the namespaces hold, from their statistics."""
-    return int(conn.execute(query("search/chunk_total"), (ns_ids,)).fetchone()[0])
+    return int(scalar(conn.execute(query("search/chunk_total"), (ns_ids,))))
 
 
-def filtered_size(conn, ns_ids: list[int], filters: tuple[Filter, ...], limit: int) -> int:
+def filtered_size(conn: Conn, ns_ids: list[int], filters: tuple[Filter, ...], limit: int) -> int:
     """How many chunks of the namespaces the (non-empty) filters keep, counted up to ``limit``."""
     fsql, fparams = filter_sql(filters)
     q = template("search/filtered_size", f=fsql)
-    return int(conn.execute(q, [ns_ids, *fparams, limit]).fetchone()[0])
+    return int(scalar(conn.execute(q, [ns_ids, *fparams, limit])))
 
 
-def vocabulary_df(conn, ns_ids: list[int], terms: Sequence[str]) -> dict[str, int]:
+def vocabulary_df(conn: Conn, ns_ids: list[int], terms: Sequence[str]) -> dict[str, int]:
     """Document frequency of each term over the namespaces (absent terms are missing)."""
     return dict(conn.execute(query("search/vocabulary_df"), (ns_ids, list(set(terms)))).fetchall())
 
 
-def correction_candidates(conn, ns_ids: list[int], term: str, max_distance: int) -> list[tuple[str, int]]:
+def correction_candidates(conn: Conn, ns_ids: list[int], term: str, max_distance: int) -> list[tuple[str, int]]:
     """(term, df) of the 5000 most frequent terms within ``max_distance`` in length of ``term``
     that share its first or second letter."""
     return conn.execute(
@@ -98,7 +99,7 @@ def bm25_statement(filters: tuple[Filter, ...]) -> tuple[sql.Composed, list]:
 
 
 def bm25_rows(
-    conn,
+    conn: Conn,
     statement: tuple[sql.Composed, list],
     ns_ids: list[int],
     terms: list[str],
@@ -118,13 +119,13 @@ def bm25_rows(
         return conn.execute(q, [k1 + 1, k1, b, b, avgdl, terms, weights, ns_ids, lo, hi, *fparams, k]).fetchall()
 
 
-def median_chunk(conn, ns_ids: list[int], offset: int) -> int | None:
+def median_chunk(conn: Conn, ns_ids: list[int], offset: int) -> int | None:
     """The id of the chunk at ``offset`` in id order over the namespaces."""
     row = conn.execute(query("search/median_chunk"), (ns_ids, offset)).fetchone()
     return int(row[0]) if row else None
 
 
-def with_documents(conn, rows: Sequence[tuple]) -> list[tuple]:
+def with_documents(conn: Conn, rows: Sequence[tuple]) -> list[tuple]:
     """``rows`` of (namespace_id, chunk_id, score) with each chunk's document id appended."""
     if not rows:
         return []
@@ -183,7 +184,7 @@ def dense_statement(
     return q, [qvec, [n.id for n in namespaces], *fparams, qvec, k], settings
 
 
-def dense_rows(conn, statement: tuple[sql.Composed, list, list[sql.Composed]]) -> list[tuple]:
+def dense_rows(conn: Conn, statement: tuple[sql.Composed, list, list[sql.Composed]]) -> list[tuple]:
     """Run a ``dense_statement`` under its settings: (namespace_id, chunk_id, distance, document_id) rows."""
     q, params, settings = statement
     with conn.transaction():
@@ -192,7 +193,7 @@ def dense_rows(conn, statement: tuple[sql.Composed, list, list[sql.Composed]]) -
         return conn.execute(q, params).fetchall()
 
 
-def hit_rows(conn, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
+def hit_rows(conn: Conn, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
     """What each hit (namespace_id, chunk_id) shows, keyed by it: ids, text, metadata, heading path,
     page, position, document URI and title, namespace name."""
     if not keys:
@@ -201,7 +202,7 @@ def hit_rows(conn, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
     return {(r[0], r[1]): r for r in rows}
 
 
-def chunk_acls(conn, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], list[str] | None]:
+def chunk_acls(conn: Conn, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], list[str] | None]:
     """The document ACL of each chunk of ``keys`` (absent: the chunk is gone)."""
     if not keys:
         return {}
@@ -209,7 +210,7 @@ def chunk_acls(conn, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], l
     return {(a, b): acl for a, b, acl in rows}
 
 
-def feedback_postings(conn, keys: Sequence[tuple[int, int]]) -> list[tuple[int, int, str, float, float]]:
+def feedback_postings(conn: Conn, keys: Sequence[tuple[int, int]]) -> list[tuple[int, int, str, float, float]]:
     """(namespace_id, chunk_id, term, tf, dl) of every stored posting of the chunks ``keys``."""
     if not keys:
         return []
@@ -217,7 +218,7 @@ def feedback_postings(conn, keys: Sequence[tuple[int, int]]) -> list[tuple[int, 
 
 
 def feedback_vectors(
-    conn, keys: Sequence[tuple[int, int]], generation_ids: Sequence[int]
+    conn: Conn, keys: Sequence[tuple[int, int]], generation_ids: Sequence[int]
 ) -> dict[tuple[int, int], np.ndarray]:
     """The stored embedding of each chunk of ``keys`` in the given generations (those a search
     reads, one per namespace), keyed by (namespace_id, chunk_id)."""
@@ -229,7 +230,7 @@ def feedback_vectors(
     return {(a, b): np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32) for a, b, v in rows}
 
 
-def metadata_keys(conn, ns_ids: list[int], filters: tuple[Filter, ...], k: int) -> list[tuple[int, int]]:
+def metadata_keys(conn: Conn, ns_ids: list[int], filters: tuple[Filter, ...], k: int) -> list[tuple[int, int]]:
     """The first k chunks the filters keep, by document URI and position."""
     fsql, fparams = filter_sql(filters)
     q = template("search/metadata_matches", f=fsql)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
+from .connection import Conn, scalar
 from .namespaces import delete_namespace, namespace_ids
 from .queries import query, template
 from .roles import as_owner, as_role, enter
@@ -19,27 +20,27 @@ from .roles import as_owner, as_role, enter
 __all__ = ["create_tenant", "tenant_role", "list_tenants", "enter", "as_role", "as_owner", "delete_tenant"]
 
 
-def create_tenant(conn, tenant: str) -> str:
+def create_tenant(conn: Conn, tenant: str) -> str:
     """Register ``tenant`` and create its role (idempotent, safe when several processes first use
     the same tenant at once: serialized by an advisory lock); the role's name. Needs CREATEROLE."""
     with conn.transaction():
         conn.execute(query("tenants/lock"), (tenant,))
-        return str(conn.execute(query("tenants/create"), (tenant,)).fetchone()[0])
+        return str(scalar(conn.execute(query("tenants/create"), (tenant,))))
 
 
-def tenant_role(conn, tenant: str) -> str | None:
+def tenant_role(conn: Conn, tenant: str) -> str | None:
     """The role of a registered tenant, else None."""
     row = conn.execute(query("tenants/role"), (tenant,)).fetchone()
     return str(row[0]) if row else None
 
 
-def list_tenants(conn) -> list[dict]:
+def list_tenants(conn: Conn) -> list[dict]:
     """The registered tenants the connection's role may see: name, role, created_at."""
     cur = conn.execute(query("tenants/list"))
     return [{"name": n, "role": r, "created_at": t.isoformat()} for n, r, t in cur]
 
 
-def delete_tenant(conn, tenant: str) -> dict | None:
+def delete_tenant(conn: Conn, tenant: str) -> dict | None:
     """Delete a tenant's namespaces and rows (as its role), unregister it and drop its role.
 
     Returns what went (``namespaces``), or None when the tenant is not registered.

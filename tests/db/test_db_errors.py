@@ -136,7 +136,7 @@ _STOPPING_MAIN = r"""
 import importlib, sys
 import kbctl.api, kbctl.pipeline
 from kbctl.config import load_settings
-from kbctl.db import Database
+from kbctl.store.db import Database
 
 home, module, name, argv = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 orig = getattr(importlib.import_module(module), name)
@@ -159,7 +159,7 @@ def own_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("kbctl-own-server")
     yield home
     from kbctl.config import load_settings
-    from kbctl.db import Database
+    from kbctl.store.db import Database
 
     Database(load_settings(overrides={"database.home": str(home)})).stop()
 

@@ -188,7 +188,7 @@ def small_disk(tmp_path):
         yield mnt, home
     finally:
         from kbctl.config import load_settings
-        from kbctl.db import Database
+        from kbctl.store.db import Database
 
         try:
             Database(load_settings(overrides={"database.home": str(home)})).stop()

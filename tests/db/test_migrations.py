@@ -17,10 +17,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-import kbctl.db
+import kbctl.store.db
 from kbctl.config import load_settings
-from kbctl.db import MIGRATION_LOCK, Database, migrations
 from kbctl.errors import MigrationError
+from kbctl.store.db import MIGRATION_LOCK, Database, migrations
 
 ROOT = Path(__file__).resolve().parents[2]
 LATEST = len(migrations())
@@ -63,7 +63,7 @@ def test_an_edited_applied_migration_is_refused(fresh_dsn, monkeypatch):
     edited = [
         dataclasses.replace(m, sql=m.sql + "\n-- edited after release\n") if m.version == 2 else m for m in shipped
     ]
-    monkeypatch.setattr(kbctl.db, "migrations", lambda: edited)
+    monkeypatch.setattr(kbctl.store.db, "migrations", lambda: edited)
     db = _db(fresh_dsn)
     with pytest.raises(MigrationError, match=r"migration 002-postings-covering was changed after it was applied") as e:
         db.migrate()

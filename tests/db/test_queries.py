@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from psycopg import sql
 
-from kbctl.db import load_query, sql_dir
 from kbctl.search import parse_filters
 from kbctl.store import search as store_search
+from kbctl.store.queries import load_query, sql_dir
 
 QUERIES = sql_dir() / "queries"
 NAMES = sorted(p.relative_to(QUERIES).with_suffix("").as_posix() for p in QUERIES.rglob("*.sql"))
