@@ -44,14 +44,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence
 
-from .chunk import check_length, chunk_document
-from .config import Profile
-from .embed import get_tokenizer
-from .errors import KbctlError, UsageError
-from .interrupts import Interrupts
-from .store import Namespace, chunk_count_of, delete_documents, source_versions, stored_uris
-from .store import runs as runs_store
-from .types import Document, ItemError, LargeDocument, Source, content_hash
+from ..chunk import check_length, chunk_document
+from ..config import Profile
+from ..embed import get_tokenizer
+from ..errors import KbctlError, UsageError
+from ..interrupts import Interrupts
+from ..store import Namespace, chunk_count_of, delete_documents, source_versions, stored_uris
+from ..store import runs as runs_store
+from ..types import Document, ItemError, LargeDocument, Source, content_hash
 from .writer import PARTIAL, Item, LargeItem, SourceDone, consume
 
 log = logging.getLogger(__name__)
@@ -175,12 +175,12 @@ def run(conn, req: IngestRun, *, connect: Callable[[], Any]) -> RunReport:
     opts, ns = req.options, req.namespace
     with nullcontext() if opts.plan else runs_store.namespace_lock(conn, ns, wait=not opts.no_wait):
         if not opts.plan:  # the auto decision and ONNX export, made here once so a first search finds them
-            from .embed import prepare
+            from ..embed import prepare
 
             prepare(req.profile)
         report = _ledgered(conn, req, retried, connect)
         if not opts.plan:  # configured ACLs (path rules, recipients) onto unchanged documents too
-            from .store.acl import reapply_acls
+            from ..store.acl import reapply_acls
 
             reapply_acls(conn, ns, req.acl)
     return report
@@ -358,7 +358,7 @@ def _unless_stored(conn, ns: Namespace, items: Iterable[Item | ItemError]) -> It
 
 def _bad_vector(item: Item, dimension: int) -> ItemError | None:
     """The error of an item embedded upstream whose vectors are not finite, non-zero and of ``dimension`` numbers."""
-    from .validate import vector_problem
+    from ..validate import vector_problem
 
     for h, v in (item.vectors or {}).items():
         problem = vector_problem(v, dimension)
@@ -434,7 +434,7 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit) -> Iterator:
 def _extract_large(s: Source, h: str, profile: Profile, tok, emit) -> Iterator | None:
     """The items of a large source, or ``None`` for the others: one ``LargeItem`` for a long text
     (chunked as it is stored), or one ``Item`` per entry of a large feed then a ``SourceDone``."""
-    from .extract import extract_large
+    from ..extract import extract_large
 
     try:
         large = extract_large(s, text=profile.chunk.strategy != "semantic")
@@ -448,8 +448,8 @@ def _extract_large(s: Source, h: str, profile: Profile, tok, emit) -> Iterator |
 
 
 def _large_item(s: Source, h: str, large: LargeDocument, profile: Profile, emit) -> LargeItem | ItemError:
-    from .acl import lift_acl
-    from .extract.stream import with_hash
+    from ..acl import lift_acl
+    from ..extract.stream import with_hash
 
     try:
         check_length(large.chars, profile.chunk.max_document_chars)
@@ -466,7 +466,7 @@ def _large_item(s: Source, h: str, large: LargeDocument, profile: Profile, emit)
 def _entries(s: Source, h: str, docs: Iterator[Document], profile: Profile, tok, emit) -> Iterator:
     """A large feed's entries as one item each, as they are parsed, then the ``SourceDone`` that
     marks the feed whole. The entries are stored under a provisional source hash until then."""
-    from .acl import lift_acl
+    from ..acl import lift_acl
 
     uris: set[str] = set()
     try:
@@ -484,8 +484,8 @@ def _entries(s: Source, h: str, docs: Iterator[Document], profile: Profile, tok,
 
 def extract_source(source: Source) -> tuple[Document, ...] | ItemError:
     """The extract stage for one source: its documents, or the ``ItemError`` that stands for it."""
-    from .acl import lift_acl
-    from .extract import extract
+    from ..acl import lift_acl
+    from ..extract import extract
 
     try:
         return tuple(lift_acl(d) for d in extract(source))
@@ -523,14 +523,14 @@ def _batches(items: Iterable, n: int, max_bytes: int | None = None) -> Iterator[
 
 
 def _target_of(source_uri: str) -> str:
-    from .sources.folder import file_path
+    from ..sources.folder import file_path
 
     return file_path(source_uri) if source_uri.startswith("file://") else source_uri
 
 
 def _covered(targets: Sequence[str]) -> Callable[[str], bool]:
     """Which stored source URIs the walked targets speak for (for --sync)."""
-    from .sources.folder import file_uri
+    from ..sources.folder import file_uri
 
     prefixes, exact = [], set()
     for t in targets:

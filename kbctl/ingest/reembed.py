@@ -30,17 +30,17 @@ from typing import Any, Callable, Iterable
 
 import psycopg
 
-from .chunk import _header
-from .config import Profile
-from .errors import ConfigError, UsageError
-from .store import Namespace, cached_vectors
-from .store import generations as gstore
-from .store.generations import Generation
-from .store.namespaces import ensure_profile
-from .store.queries import query
-from .store.roles import as_owner
-from .store.runs import namespace_lock
-from .types import content_hash
+from ..chunk import _header
+from ..config import Profile
+from ..errors import ConfigError, UsageError
+from ..store import Namespace, cached_vectors
+from ..store import generations as gstore
+from ..store.generations import Generation
+from ..store.namespaces import ensure_profile
+from ..store.queries import query
+from ..store.roles import as_owner
+from ..store.runs import namespace_lock
+from ..types import content_hash
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ def _cached_count(conn, ns: Namespace, probe: Generation, target: Generation | N
 def _speed(conn, ns: Namespace, profile: Profile) -> float | None:
     """Texts a second the model embeds here, measured on a few of the namespace's chunks (after one
     warm-up call, so the model's load is not counted)."""
-    from .embed import get_embedder
+    from ..embed import get_embedder
 
     rows = gstore.missing_chunks(conn, ns.id, -1, 0, 32)
     if not rows:
@@ -277,7 +277,7 @@ def build(
     repeat until one finds nothing missing (chunks an ingest wrote meanwhile without dual writes).
     The generation's HNSW index is built then, if it has none (a shadow's is built after its
     vectors)."""
-    from .embed import get_embedder
+    from ..embed import get_embedder
 
     if profile.fingerprint != gen.fingerprint:
         raise ConfigError(f"profile {profile.name!r} is not the profile of generation {gen.id}")
@@ -433,7 +433,7 @@ class DualWrites:
 
     def vectors(self, chunks) -> list[tuple[Generation, dict[str, Any]]]:
         """(generation, {chunk hash: vector}) for every non-active generation, for ``chunks``."""
-        from .embed import get_embedder
+        from ..embed import get_embedder
 
         out = []
         for g in gstore.generations(self.conn, self.ns.id):

@@ -26,10 +26,10 @@ from typing import IO, Any, Iterable, Iterator
 
 import numpy as np
 
-from .config import Profile
-from .errors import UsageError
+from ..config import Profile
+from ..errors import UsageError
+from ..types import Chunk, Document, ItemError, Source, content_hash
 from .pipeline import Item, chunk_source, extract_source, source_hash
-from .types import Chunk, Document, ItemError, Source, content_hash
 
 __all__ = ["read_records", "source_records", "extract_records", "chunk_records", "embed_records", "store_items"]
 
@@ -86,7 +86,7 @@ def extract_records(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any
 
 def chunk_records(records: Iterable[dict[str, Any]], profile: Profile) -> Iterator[dict[str, Any]]:
     """document → chunked records, measured in the profile's tokens; a source that fails is one error record."""
-    from .embed import get_tokenizer
+    from ..embed import get_tokenizer
 
     tok = get_tokenizer(profile)
     group: list[dict[str, Any]] = []  # the documents of one source arrive together
@@ -121,7 +121,7 @@ class _LazyEmbedder:
 
     def __call__(self, texts: list[str]):
         if self._e is None:
-            from .embed import get_embedder
+            from ..embed import get_embedder
 
             self._e = get_embedder(self.profile)
         return self._e.embed_documents(texts)

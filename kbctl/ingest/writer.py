@@ -29,17 +29,17 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from .acl import AclPolicy
-from .chunk import iter_chunks
-from .config import Profile
-from .embed import get_embedder, get_tokenizer
-from .errors import KbctlError
-from .generations import DualWrites
-from .store import Namespace, cached_vectors, delete_documents, stored_owners, stored_uris_of_source, write_documents
-from .store.acl import mark_explicit
-from .store.documents import set_source_hash, write_document_stream
-from .textutil.analyze import get_analyzer
-from .types import Chunk, Document, EmbeddedChunk, ItemError, LargeDocument
+from ..acl import AclPolicy
+from ..chunk import iter_chunks
+from ..config import Profile
+from ..embed import get_embedder, get_tokenizer
+from ..errors import KbctlError
+from ..store import Namespace, cached_vectors, delete_documents, stored_owners, stored_uris_of_source, write_documents
+from ..store.acl import mark_explicit
+from ..store.documents import set_source_hash, write_document_stream
+from ..textutil.analyze import get_analyzer
+from ..types import Chunk, Document, EmbeddedChunk, ItemError, LargeDocument
+from .reembed import DualWrites
 
 log = logging.getLogger(__name__)
 
