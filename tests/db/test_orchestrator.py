@@ -289,8 +289,8 @@ def _kill_mid_way_and_rerun(kb, kb_home, tenant: str, tmp_path: Path, sig: int) 
 
 
 def test_a_chunk_error_is_an_item_error_on_both_paths(kb, monkeypatch, tmp_path):
-    """``kbctl ingest`` and ``kbctl chunk`` both call ``pipeline.chunk_source``: a chunker bug is one ItemError."""
-    import kbctl.ingest.pipeline
+    """``kbctl ingest`` and ``kbctl chunk`` both call ``steps.chunk_source``: a chunker bug is one ItemError."""
+    import kbctl.ingest.steps
     from kbctl.ingest import stages
     from kbctl.ingest.fetch import fetch
 
@@ -298,14 +298,14 @@ def test_a_chunk_error_is_an_item_error_on_both_paths(kb, monkeypatch, tmp_path)
     corpus.mkdir()
     (corpus / "ok.md").write_text("# Fine\n\nA document that chunks.\n")
     (corpus / "bad.md").write_text("# Broken\n\nThe chunker fails on this one: KABOOM.\n")
-    real = kbctl.ingest.pipeline.chunk_document
+    real = kbctl.ingest.steps.chunk_document
 
     def chunker(doc, *a, **k):
         if "KABOOM" in doc.text:
             raise ValueError("chunker failed")
         return real(doc, *a, **k)
 
-    monkeypatch.setattr(kbctl.ingest.pipeline, "chunk_document", chunker)
+    monkeypatch.setattr(kbctl.ingest.steps, "chunk_document", chunker)
     report = kb.ingest([str(corpus)], namespace=NS, verify=False)
     expected = {
         "stage": "chunk",
