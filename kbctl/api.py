@@ -31,10 +31,10 @@ from .types import ItemError, Principal, SearchResult
 if TYPE_CHECKING:  # the ingest pipeline is imported when ingesting: a search does not load it
     from .acl import Gate
     from .evaluate import EvalRun
-    from .generations import BuildReport, ReembedPlan
-    from .pipeline import Item, Progress, RunReport
+    from .ingest.pipeline import Item, Progress, RunReport
+    from .ingest.reembed import BuildReport, ReembedPlan
+    from .ingest.verify import VerifyReport
     from .store.db import Migration
-    from .verify import VerifyReport
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ class KnowledgeBase:
         return self.settings.profile()
 
     def _at_generation(self, ns: Namespace, state: str) -> Namespace:
-        from . import generations as gen
+        from .ingest import reembed as gen
 
         g = gen.generation_of(self.connection(), ns, state)
         if g is None:
@@ -201,7 +201,7 @@ class KnowledgeBase:
             if prof.fingerprint == ns.fingerprint:
                 return prof
         if ns.generation_id:  # as recorded: a generation's profile needs no configuration to search it
-            from .generations import stored_profile
+            from .ingest.reembed import stored_profile
 
             return stored_profile(self.connection(), ns.profile_id, self.settings.profile())
         return self.profile_for(ns.name)
@@ -286,7 +286,7 @@ class KnowledgeBase:
 
     def generations(self, namespace: str) -> list[dict]:
         """A namespace's generations: profile, storage, state, vectors and bytes on disk."""
-        from . import generations as gen
+        from .ingest import reembed as gen
 
         return gen.describe(self.connection(), self.namespace(namespace))
 
@@ -303,7 +303,7 @@ class KnowledgeBase:
         """Build (or resume) the shadow generation of ``profile`` stored as ``storage`` (default: the
         profile's ``storage``): every chunk gets a vector, from the embed cache or the model. Without
         ``profile``, resumes the shadow being built. ``plan``: what it would embed, and how long."""
-        from . import generations as gen
+        from .ingest import reembed as gen
 
         conn = self.connection()
         ns = self.namespace(namespace)
@@ -334,7 +334,7 @@ class KnowledgeBase:
         """Make the shadow generation active (one transaction, under the namespace lock). ``require``
         gates (``hybrid:ndcg@10>=active``, ``dense:recall@10>=0.8``) are checked first on ``dataset``
         side by side; one failing raises ``CheckFailed`` (exit 3) and nothing is swapped."""
-        from . import generations as gen
+        from .ingest import reembed as gen
 
         out: dict[str, Any] = {}
         if require:
@@ -351,14 +351,14 @@ class KnowledgeBase:
 
     def rollback_generation(self, namespace: str) -> dict:
         """Make the previous generation active again (one transaction, under the namespace lock)."""
-        from . import generations as gen
+        from .ingest import reembed as gen
 
         ns = self.namespace(namespace)
         return gen.rollback(self.connection(), ns, self._search_profile(ns, None))
 
     def drop_generation(self, namespace: str, state: str = "previous") -> dict:
         """Delete the ``previous`` generation (no rollback after it) or the ``shadow`` being built."""
-        from . import generations as gen
+        from .ingest import reembed as gen
 
         ns = self.namespace(namespace)
         if state == "previous":
@@ -398,7 +398,7 @@ class KnowledgeBase:
     def verify(self, namespace: str, sample: int = 20) -> VerifyReport:
         """Check that a namespace's store is whole: counts, orphans, vectors, pin, indexes and
         ``sample`` chunks that must find themselves (``report.ok`` is False when a check fails)."""
-        from .verify import verify_namespace
+        from .ingest.verify import verify_namespace
 
         ns = self.namespace(namespace)
         return verify_namespace(self.connection(), ns, self.profile_for(namespace), sample)
@@ -428,7 +428,7 @@ class KnowledgeBase:
         Fetching follows the ``[fetch]`` settings; ``follow_symlinks`` lets folder walks follow
         symlinks that lead out of the folders given (skipped and recorded otherwise).
         """
-        from .pipeline import IngestOptions, IngestRun, run
+        from .ingest.pipeline import IngestOptions, IngestRun, run
         from .sources.options import FetchOptions  # a bad [fetch] table fails here, before the run starts
 
         conn = self.connection()
@@ -470,7 +470,7 @@ class KnowledgeBase:
         Each record is a document keyed by its ``id`` and goes through the normal pipeline, so a
         re-import is incremental too.
         """
-        from .pipeline import IngestRun, run
+        from .ingest.pipeline import IngestRun, run
 
         conn = self.connection()
         prof = self.profile_for(namespace, profile)
@@ -500,7 +500,7 @@ class KnowledgeBase:
         The same lock, ledger and writer as ``ingest``: a source whose version is stored already is
         counted unchanged, an ``ItemError`` is recorded in the ledger.
         """
-        from .pipeline import IngestRun, run
+        from .ingest.pipeline import IngestRun, run
 
         conn = self.connection()
         prof = self.profile_for(namespace, profile)
@@ -627,8 +627,8 @@ class KnowledgeBase:
         stdin: BinaryIO | None = None,
     ) -> Iterator[dict]:
         """``source`` records of what ``targets`` name (an ``error`` record for each that fails), per ``[fetch]``."""
-        from .fetch import FetchOptions, fetch
-        from .stages import source_records
+        from .ingest.fetch import FetchOptions, fetch
+        from .ingest.stages import source_records
 
         opts = FetchOptions.from_config(self.settings.fetch, follow_symlinks=follow_symlinks)
         return source_records(
@@ -644,7 +644,7 @@ class KnowledgeBase:
 
     def extract_records(self, lines: Iterable[str]) -> Iterator[dict]:
         """NDJSON ``source`` records → ``document`` records; other records pass through."""
-        from . import stages
+        from .ingest import stages
 
         return stages.extract_records(stages.read_records(lines))
 
@@ -652,7 +652,7 @@ class KnowledgeBase:
         self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None
     ) -> Iterator[dict]:
         """NDJSON ``document`` records → ``chunked`` records, in the tokens of the namespace's (or the named) profile."""
-        from . import stages
+        from .ingest import stages
 
         return stages.chunk_records(stages.read_records(lines), self._stage_profile(namespace, profile))
 
@@ -660,7 +660,7 @@ class KnowledgeBase:
         self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None
     ) -> Iterator[dict]:
         """NDJSON ``chunked`` records → ``embedded`` records; chunks ``namespace`` stores already keep their vectors."""
-        from . import stages
+        from .ingest import stages
 
         prof = self._stage_profile(namespace, profile)
         return stages.embed_records(stages.read_records(lines), prof, cache=self._stored_vectors(namespace))
@@ -669,7 +669,7 @@ class KnowledgeBase:
         self, lines: Iterable[str], namespace: str, *, profile: str | None = None, verify: bool = True
     ) -> RunReport:
         """Write NDJSON ``embedded`` (and ``error``) records into ``namespace``: ``store`` over them as items."""
-        from . import stages
+        from .ingest import stages
 
         prof = self.profile_for(namespace, profile)
         return self.store(

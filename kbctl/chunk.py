@@ -28,8 +28,9 @@ from .config import Profile
 from .embed.tokens import Tokenizer, get_tokenizer
 from .errors import ExtractError
 from .types import Block, Chunk, Document, LargeDocument
+from .types import content_hash as _hash
 
-__all__ = ["chunk_document", "chunk_documents", "iter_chunks", "check_length", "split_sentences"]
+__all__ = ["chunk_document", "chunk_documents", "iter_chunks", "check_length", "split_sentences", "embed_text"]
 
 # A token is rarely longer than this many characters: a block longer than ``limit`` times this is
 # measured on a prefix, and token windows are cut from pieces this many times ``limit`` long, so a
@@ -214,6 +215,26 @@ def _sentence_units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iter
         else:
             for ws, we, wm in _windows(text, s, e, limit, tok):
                 yield _Unit(ws, we, wm, False)
+
+
+def embed_text(text: str, title: str = "", heading: Iterable[str] = (), content_hash: str | None = None) -> str:
+    """What the model reads for a chunk of ``text`` in a document titled ``title`` under
+    ``heading``: its header (title and headings, ``Chunk.header``), a blank line, and the text,
+    as ``Chunk.embed_text`` gives it for a chunk this module made.
+
+    A chunk read back from the store has its text, title and headings but not its header, which
+    the chunker drops when a title is too long to leave room for the text (``_fixed``: decided
+    with the tokenizer of the profile that chunked it, which a later generation may not have).
+    Its ``content_hash``, the hash of exactly what the model read, records which: given it, the
+    form that has that hash is returned.
+    """
+    header = _header(title or "", tuple(heading or ()))
+    if not header:
+        return text
+    full = f"{header}\n\n{text}"
+    if content_hash is not None and _hash(full) != content_hash and _hash(text) == content_hash:
+        return text  # the header was dropped when it was chunked
+    return full
 
 
 def _header(title: str, heading: tuple[str, ...]) -> str:

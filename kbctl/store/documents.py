@@ -16,7 +16,7 @@ import logging
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import psycopg
@@ -24,7 +24,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import ProfileMismatchError
 from ..textutil.analyze import Analyzer
-from ..types import Document, EmbeddedChunk
+from ..types import Chunk, Document, EmbeddedChunk
 from .connection import Conn, Cur, one, scalar
 from .generations import Generation, write_vectors
 from .namespaces import Namespace
@@ -44,6 +44,7 @@ __all__ = [
     "cached_vectors",
     "write_documents",
     "write_document_stream",
+    "DocumentStream",
     "write_chunks",
     "set_source_hash",
     "delete_documents",
@@ -227,55 +228,85 @@ def _write(
     return WriteStats(len(items), nchunks, replaced)
 
 
+class DocumentStream:
+    """One large document being written batch by batch, inside ``write_document_stream``'s savepoint."""
+
+    def __init__(self, conn: Conn, ns: Namespace, doc: Document, analyzer: Analyzer, title_weight: float) -> None:
+        self.conn, self.ns, self.doc, self.analyzer, self.title_weight = conn, ns, doc, analyzer, title_weight
+        self.id = 0  # the document's stored id, once its row is in
+        self.chunks, self.lengths = 0, 0.0
+        self.df: Counter[str] = Counter()
+        self.stats: WriteStats | None = None  # set when the document is written, or refused
+
+    def write(
+        self, batch: Sequence[EmbeddedChunk], extra: Sequence[tuple[Generation, Mapping[str, np.ndarray]]] = ()
+    ) -> None:
+        """Store one batch of the document's chunks, with their vectors (``extra``: the other
+        generations' vectors by chunk hash, as ``write_documents`` takes them)."""
+        _check_dimensions(self.ns, [(self.doc, batch)])
+        n, length = write_chunks(
+            self.conn, self.ns, [(self.doc, self.id, batch)], self.analyzer, self.title_weight, extra, df=self.df
+        )
+        self.chunks, self.lengths = self.chunks + n, self.lengths + length
+        if len(self.df) >= _DF_TERMS:
+            _add_vocabulary(self.conn, self.ns, self.df)
+
+    def _open(self, chars: int, run_id: int | None, sources: Mapping[str, tuple[str, str]]) -> int:
+        replaced = _delete(self.conn, self.ns, [self.doc.uri])
+        (self.id,) = _next_ids(self.conn, "documents", 1)
+        with self.conn.cursor() as cur:
+            _copy_documents(cur, self.ns, [(self.doc, self.id, chars, 0)], run_id, sources)
+        return replaced
+
+    def _close(self, replaced: int) -> None:
+        _add_vocabulary(self.conn, self.ns, self.df)
+        _add_stats(self.conn, self.ns, self.chunks, self.lengths)
+        self.conn.execute(query("documents/set_chunk_count"), (self.chunks, self.ns.id, self.id))
+        self.stats = WriteStats(1, self.chunks, replaced)
+
+    def _refused(self, e: Exception) -> None:
+        log.info("document %s was refused (%s)", self.doc.uri, _reason(e))
+        self.stats = WriteStats(0, 0, 0, failed=((self.doc.uri, type(e).__name__, _reason(e)),))
+
+
+@contextmanager
 def write_document_stream(
     conn: Conn,
     ns: Namespace,
     doc: Document,
     chars: int,
-    batches: Iterable[Sequence[EmbeddedChunk]],
     analyzer: Analyzer,
     *,
     title_weight: float = 1.0,
     run_id: int | None = None,
     source: tuple[str, str] | None = None,
-    extra_of: Callable[[Sequence[EmbeddedChunk]], Sequence[tuple[Generation, Mapping[str, np.ndarray]]]] | None = None,
-) -> WriteStats:
-    """Replace the stored version of one document whose chunks come in ``batches`` (a large one).
-
-    ``extra_of(batch)``: the vectors of the namespace's other generations for a batch (dual writes,
-    ``write_documents``'s ``extra``).
+) -> Iterator[DocumentStream]:
+    """Replace the stored version of one document whose chunks the caller writes in batches (a
+    large one): ``with write_document_stream(...) as out: out.write(batch, extra)`` for each batch;
+    ``out.stats`` says what was written once the block ends.
 
     The document's row goes in first (``chars`` long, its chunk count set once the last batch is
     written), then each batch's chunks, postings and vocabulary: nothing of the document is held
     but one batch, and it all lands in one transaction (a savepoint inside the caller's), so a
     reader sees the old version or the new one, and a killed run leaves the old one. Refused by
-    the database: the old version stays and the document is listed in ``failed``. Anything else
-    raised while ``batches`` is read (the chunker, the model) rolls the document back and propagates.
+    the database: the old version stays and the document is listed in ``out.stats.failed`` (refused
+    before the block runs, ``out.stats`` is set already: write nothing). Anything else raised in the
+    block (the chunker, the model) rolls the document back and propagates.
     """
-    sources = {doc.uri: source} if source else {}
+    out = DocumentStream(conn, ns, doc, analyzer, title_weight)
+    opened = False
     with conn.transaction():
         try:
             with conn.transaction():
-                replaced = _delete(conn, ns, [doc.uri])
-                (did,) = _next_ids(conn, "documents", 1)
-                with conn.cursor() as cur:
-                    _copy_documents(cur, ns, [(doc, did, chars, 0)], run_id, sources)
-                nchunks, lengths = 0, 0.0
-                df: Counter[str] = Counter()
-                for batch in batches:
-                    _check_dimensions(ns, [(doc, batch)])
-                    extra = extra_of(batch) if extra_of is not None else ()
-                    n, length = write_chunks(conn, ns, [(doc, did, batch)], analyzer, title_weight, extra, df=df)
-                    nchunks, lengths = nchunks + n, lengths + length
-                    if len(df) >= _DF_TERMS:
-                        _add_vocabulary(conn, ns, df)
-                _add_vocabulary(conn, ns, df)
-                _add_stats(conn, ns, nchunks, lengths)
-                conn.execute(query("documents/set_chunk_count"), (nchunks, ns.id, did))
-                return WriteStats(1, nchunks, replaced)
+                replaced = out._open(chars, run_id, {doc.uri: source} if source else {})
+                opened = True
+                yield out
+                out._close(replaced)
+            return
         except _REFUSED as e:
-            log.info("document %s was refused (%s)", doc.uri, _reason(e))
-            return WriteStats(0, 0, 0, failed=((doc.uri, type(e).__name__, _reason(e)),))
+            out._refused(e)
+    if not opened:
+        yield out  # refused before its first chunk: the caller writes nothing
 
 
 def _copy_documents(
@@ -325,7 +356,6 @@ def write_chunks(
     postings: list[tuple[str, int, float, float]] = []
     vectors: list[tuple[int, str, Any]] = []  # (chunk id, hash, vector of the active generation)
     lengths = 0.0
-    nchunks = 0
     rows = list(rows)
     chunk_ids = iter(_next_ids(conn, "chunks", sum(len(c) for _, _, c in rows)))
     with conn.cursor() as cur:
@@ -334,45 +364,38 @@ def write_chunks(
             for d, did, chunks in rows:
                 meta = _chunk_meta_base(d)
                 tags = meta.get("tags")
-                tags = tags if isinstance(tags, list) else []
-                boost = " ".join(str(t) for t in tags)
+                boost = " ".join(str(t) for t in tags) if isinstance(tags, list) else ""
                 for ec in chunks:
-                    c = ec.chunk
-                    cid = next(chunk_ids)
-                    own = (
-                        c.heading_path[-1]
-                        if c.heading_path and c.heading_path[-1].strip().lower() != (d.title or "").strip().lower()
-                        else ""
+                    c, cid = ec.chunk, next(chunk_ids)
+                    tf = analyzer.counts(
+                        c.text, f"{c.header} {boost}".strip(), title_weight, own_heading=_own_heading(c, d)
                     )
-                    tf = analyzer.counts(c.text, f"{c.header} {boost}".strip(), title_weight, own_heading=own)
                     length = float(sum(tf.values()))
                     lengths += length
-                    nchunks += 1
                     postings.extend((t, cid, f, length) for t, f in tf.items())
-                    m = dict(meta, heading_path=list(c.heading_path), page=c.page)
-                    cp.write_row(
-                        (
-                            ns.id,
-                            cid,
-                            did,
-                            c.position,
-                            c.text,
-                            c.token_count,
-                            c.char_start,
-                            c.char_end,
-                            list(c.heading_path),
-                            c.page,
-                            c.content_hash,
-                            Jsonb(m),
-                            length,
-                        )
-                    )
+                    cp.write_row(_chunk_row(ns, cid, did, c, meta, length))
                     vectors.append((cid, c.content_hash, ec.embedding))
         _write_postings(cur, ns, postings, df)
         write_vectors(cur, ns.id, _active(ns), ((cid, v) for cid, _, v in vectors))
         for gen, by_hash in extra:
             write_vectors(cur, ns.id, gen, ((cid, by_hash[h]) for cid, h, _ in vectors if h in by_hash))
-    return nchunks, lengths
+    return len(vectors), lengths
+
+
+def _own_heading(c: Chunk, d: Document) -> str:
+    """The chunk's own heading, unless it is the document's title again (weighted as a title)."""
+    if c.heading_path and c.heading_path[-1].strip().lower() != (d.title or "").strip().lower():
+        return c.heading_path[-1]
+    return ""
+
+
+def _chunk_row(ns: Namespace, cid: int, did: int, c: Chunk, meta: dict, length: float) -> tuple:
+    """A row of documents/copy_chunks (``_CHUNK_TYPES``)."""
+    m = dict(meta, heading_path=list(c.heading_path), page=c.page)
+    return (
+        ns.id, cid, did, c.position, c.text, c.token_count, c.char_start, c.char_end, list(c.heading_path), c.page,
+        c.content_hash, Jsonb(m), length,
+    )  # fmt: skip
 
 
 def _active(ns: Namespace) -> Generation:

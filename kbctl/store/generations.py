@@ -8,6 +8,8 @@ each generation has its own partial HNSW index, named after its id (docs/lifecyc
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Sequence
@@ -16,6 +18,7 @@ import numpy as np
 from psycopg import sql
 
 from ..config import Profile
+from ..errors import ConfigError
 from .connection import Conn, Cur, one, scalar
 from .queries import query, template
 from .roles import as_owner
@@ -28,6 +31,7 @@ __all__ = [
     "create_hnsw_index",
     "ensure_index",
     "generations",
+    "stored_profile",
     "generation_sizes",
     "missing_chunks",
     "missing_count",
@@ -126,6 +130,35 @@ def create_hnsw_index(
             gid=sql.Literal(int(generation_id)),
         )
     )
+
+
+def stored_profile(conn: Conn, profile_id: int, like: Profile) -> Profile:
+    """The profile a generation's vectors were made with, from its recorded pin: ``like`` (any
+    resolved profile, for the settings that do not change what a vector means) with the stored
+    embedder, model, dimension, prefixes... Dual writes and catch-ups need no configuration of it."""
+    row = one(conn.execute(query("generations/profile"), (profile_id,)))
+    name, embedder, model, revision, dim, distance, normalize, qp, dp, max_tokens, settings, fp = row
+    settings = settings if isinstance(settings, dict) else json.loads(settings or "{}")
+    p = dataclasses.replace(
+        like,
+        name=name,
+        embedder=embedder,
+        model=model,
+        revision=revision,
+        dimension=int(dim),
+        distance=distance,
+        normalize=bool(normalize),
+        query_prefix=qp,
+        document_prefix=dp,
+        max_tokens=int(max_tokens),
+        precision=str(settings.get("precision", like.precision)),
+    )
+    if p.fingerprint != fp:
+        raise ConfigError(
+            f"profile {name!r} as recorded (fingerprint {fp}) cannot be rebuilt here (got {p.fingerprint})",
+            hint=f"define [profiles.{name}] as it was when the generation was made",
+        )
+    return p
 
 
 def generations(conn: Conn, ns_id: int) -> list[Generation]:

@@ -23,6 +23,7 @@ from .roles import as_owner
 __all__ = [
     "Namespace",
     "ensure_profile",
+    "find_profile",
     "get_namespace",
     "ensure_namespace",
     "list_namespaces",
@@ -50,11 +51,17 @@ class Namespace:
     storage: str = "vector"  # its vector storage (vector | halfvec)
 
 
+def find_profile(conn: Conn, fingerprint: str) -> int | None:
+    """The id of the recorded profile with this fingerprint, if it was recorded."""
+    row = conn.execute(query("namespaces/find_profile"), (fingerprint,)).fetchone()
+    return None if row is None else int(row[0])
+
+
 def ensure_profile(conn: Conn, profile: Profile) -> int:
     """Record a profile (once per fingerprint); returns its id."""
-    row = conn.execute(query("namespaces/find_profile"), (profile.fingerprint,)).fetchone()
-    if row:
-        return int(row[0])
+    pid = find_profile(conn, profile.fingerprint)
+    if pid is not None:
+        return pid
     with conn.transaction():
         return int(
             scalar(

@@ -134,7 +134,7 @@ def test_a_cleanup_error_does_not_hide_the_first_one():
 
 _STOPPING_MAIN = r"""
 import importlib, sys
-import kbctl.api, kbctl.pipeline
+import kbctl.api, kbctl.ingest.pipeline
 from kbctl.config import load_settings
 from kbctl.store.db import Database
 

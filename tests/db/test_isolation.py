@@ -273,7 +273,7 @@ def test_plan_predicts_collisions_and_the_run_resolves_them(kb, tmp_path):
     feed = d / "f.rss"
     feed.write_text(_rss(_item("1", "entry one")))
     # an NDJSON store whose items claim documents of other sources
-    from kbctl.pipeline import Item
+    from kbctl.ingest.pipeline import Item
     from kbctl.types import Block, Chunk, Document
 
     def item(source: str, uri: str, text: str) -> Item:

@@ -52,8 +52,8 @@ main(argv)
 """
 
 POINTS = {
-    "after-fetch": ("kbctl.pipeline:extract_source", 5),  # the sixth source fetched: nothing stored yet
-    "mid-embed": ("kbctl.writer:Writer._embed", 1),  # embedding the second batch: the first is stored
+    "after-fetch": ("kbctl.ingest.producer:extract_source", 5),  # the sixth source fetched: nothing stored yet
+    "mid-embed": ("kbctl.ingest.embedding:Embedding.embed", 1),  # embedding the second batch: the first is stored
     "mid-store": ("kbctl.store.documents:_write_postings", 1),  # inside the second batch's transaction
 }
 

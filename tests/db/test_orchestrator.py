@@ -289,23 +289,23 @@ def _kill_mid_way_and_rerun(kb, kb_home, tenant: str, tmp_path: Path, sig: int) 
 
 
 def test_a_chunk_error_is_an_item_error_on_both_paths(kb, monkeypatch, tmp_path):
-    """``kbctl ingest`` and ``kbctl chunk`` both call ``pipeline.chunk_source``: a chunker bug is one ItemError."""
-    import kbctl.pipeline
-    from kbctl import stages
-    from kbctl.fetch import fetch
+    """``kbctl ingest`` and ``kbctl chunk`` both call ``steps.chunk_source``: a chunker bug is one ItemError."""
+    import kbctl.ingest.steps
+    from kbctl.ingest import stages
+    from kbctl.ingest.fetch import fetch
 
     corpus = tmp_path / "c"
     corpus.mkdir()
     (corpus / "ok.md").write_text("# Fine\n\nA document that chunks.\n")
     (corpus / "bad.md").write_text("# Broken\n\nThe chunker fails on this one: KABOOM.\n")
-    real = kbctl.pipeline.chunk_document
+    real = kbctl.ingest.steps.chunk_document
 
     def chunker(doc, *a, **k):
         if "KABOOM" in doc.text:
             raise ValueError("chunker failed")
         return real(doc, *a, **k)
 
-    monkeypatch.setattr(kbctl.pipeline, "chunk_document", chunker)
+    monkeypatch.setattr(kbctl.ingest.steps, "chunk_document", chunker)
     report = kb.ingest([str(corpus)], namespace=NS, verify=False)
     expected = {
         "stage": "chunk",

@@ -379,8 +379,9 @@ def test_a_large_text_is_stored_as_when_held_whole(kb, tmp_path):
 def test_a_large_feed_is_written_entry_by_entry_and_an_interrupted_one_is_read_again(kb, tmp_path, monkeypatch):
     """Entries are stored under a provisional source hash until the feed's last one is in: a run
     that stops before that leaves a feed the next run reads again (not "unchanged")."""
-    import kbctl.writer
+    import kbctl.ingest.writer
     from kbctl.extract.feed_stream import STREAM_MIN_BYTES
+    from kbctl.ingest.items import PARTIAL
 
     path = tmp_path / "big.rss"
     n = 4200
@@ -391,18 +392,18 @@ def test_a_large_feed_is_written_entry_by_entry_and_an_interrupted_one_is_read_a
         self.flush()
         raise RuntimeError("stopped before the feed was marked whole")
 
-    monkeypatch.setattr(kbctl.writer.Writer, "done", stop)
+    monkeypatch.setattr(kbctl.ingest.writer.Writer, "done", stop)
     with pytest.raises(RuntimeError):
         kb.ingest([str(path)], namespace="feed", verify=False)
     rows = _rows(kb, "feed")
-    assert len(rows) == n and all(r[1].startswith(kbctl.writer.PARTIAL) for r in rows)
+    assert len(rows) == n and all(r[1].startswith(PARTIAL) for r in rows)
     monkeypatch.undo()
 
     report = kb.ingest([str(path)], namespace="feed")
     assert report.documents["unchanged"] == n and not report.errors and report.verify["ok"], report.to_json()
     rows = _rows(kb, "feed")
     assert len({r[0] for r in rows}) == n and all(r[2] == r[4] > 0 for r in rows)
-    assert len({r[1] for r in rows}) == 1 and not rows[0][1].startswith(kbctl.writer.PARTIAL)
+    assert len({r[1] for r in rows}) == 1 and not rows[0][1].startswith(PARTIAL)
     again = kb.ingest([str(path)], namespace="feed", verify=False)
     assert again.documents == dict(new=0, changed=0, unchanged=n, removed=0, failed=0)
     assert again.chunks == dict(embedded=0, reused=0, deleted=0)  # skipped before extraction
@@ -411,12 +412,12 @@ def test_a_large_feed_is_written_entry_by_entry_and_an_interrupted_one_is_read_a
 def test_many_large_texts_pass_one_at_a_time(kb, tmp_path, monkeypatch):
     """More large documents than may wait at once (``LARGE_IN_FLIGHT``): all stored, none lost or stuck."""
     import kbctl.extract
-    import kbctl.pipeline
+    import kbctl.ingest.producer
     from kbctl.extract import stream
 
     monkeypatch.setattr(kbctl.extract, "LARGE_BYTES", 2000)
     monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 2000)
-    monkeypatch.setattr(kbctl.pipeline, "LARGE_IN_FLIGHT", 1)
+    monkeypatch.setattr(kbctl.ingest.producer, "LARGE_IN_FLIGHT", 1)
     folder = tmp_path / "many"
     folder.mkdir()
     for i in range(5):

@@ -82,3 +82,21 @@ def test_semantic_strategy_splits_where_the_topic_changes(tmp_path):
     assert [c.text for c in chunks] == [refunds, sso]
     for c in chunks:
         assert doc.text[c.char_start : c.char_end] == c.text
+
+
+def test_embed_text_rebuilds_what_the_model_read_from_a_stored_chunk():
+    """``chunk.embed_text`` gives, from what the store keeps of a chunk (text, the document's title,
+    the heading path, the content hash), the text the model read: with its header, or without it
+    where the chunker dropped it for a title too long to leave room."""
+    from kbctl.chunk import embed_text
+
+    prof = _profile()
+    doc = Document.from_blocks(
+        "mem://d", "A title", [Block("Intro paragraph."), Block(LONG, heading_path=("Refunds", "Timing"))], "markdown"
+    )
+    huge = Document.from_blocks("mem://h", "word " * 2000, [Block("Short text under a huge title.")], "text")
+    chunks = chunk_document(doc, prof) + chunk_document(huge, prof)
+    assert chunks[-1].header == ""  # dropped: the title alone would not fit
+    for c, title in [(c, doc.title) for c in chunks[:-1]] + [(chunks[-1], huge.title)]:
+        assert embed_text(c.text, title, c.heading_path, c.content_hash) == c.embed_text
+    assert embed_text("text", "T", ("H",)) == "T > H\n\ntext"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kbctl.fetch import FetchOptions, FileFeedState, MemoryFeedState, fetch, iter_files, list_uris
+from kbctl.ingest.fetch import FetchOptions, FileFeedState, MemoryFeedState, fetch, iter_files, list_uris
 from kbctl.sources import folder as folder_mod
 from kbctl.sources.globs import compile_glob, parse_ignore
 from kbctl.sources.options import guess_media_type

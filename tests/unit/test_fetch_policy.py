@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from kbctl.errors import ConfigError
-from kbctl.fetch import FetchOptions, fetch
+from kbctl.ingest.fetch import FetchOptions, fetch
 from kbctl.sources import policy
 from kbctl.types import ItemError, Source
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kbctl.fetch import FetchOptions, fetch, iter_files, list_uris
+from kbctl.ingest.fetch import FetchOptions, fetch, iter_files, list_uris
 from kbctl.types import ItemError, Source
 
 

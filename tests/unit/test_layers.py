@@ -1,5 +1,6 @@
 """Layering conventions: no import cycles, the import-linter contracts cover every module, and only
-the store (``kbctl/store/``, the embedded server and migrations included) talks to PostgreSQL."""
+the store (``kbctl/store/``, the embedded server and migrations included) talks to PostgreSQL: no SQL
+text, and no call that runs a statement, anywhere else."""
 
 from __future__ import annotations
 
@@ -15,8 +16,33 @@ SQL = re.compile(
 )
 
 
+#: Calls that run a statement: ``x.execute(...)``, ``x.executemany(...)``, and the store's named
+#: statements, ``query(...)``/``template(...)`` (``kbctl.store.queries``), whatever is passed to them.
+RUNS_SQL = {"execute", "executemany"}
+NAMED_SQL = {"query", "template"}
+
+
 def _outside_the_store(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.py") if "store" not in p.relative_to(root).parts[:1])
+
+
+def _sql_call(node: ast.AST) -> str | None:
+    """What a call runs SQL through, when it does: ``.execute(``, ``.executemany(``, ``query(``."""
+    if not isinstance(node, ast.Call):
+        return None
+    f = node.func
+    if isinstance(f, ast.Attribute) and f.attr in RUNS_SQL:
+        return f"calls .{f.attr}("
+    if isinstance(f, ast.Name) and f.id in NAMED_SQL:
+        return f"calls {f.id}("
+    if (
+        isinstance(f, ast.Attribute)
+        and f.attr in NAMED_SQL
+        and isinstance(f.value, ast.Name)
+        and f.value.id == "queries"
+    ):
+        return f"calls queries.{f.attr}("
+    return None
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -32,8 +58,10 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 def sql_offenders(root: Path = KBCTL) -> list[str]:
-    """``path:line: text`` for each string constant (docstrings aside) that reads like SQL, and each
-    use of ``psycopg.sql`` (statement composition), in a module outside the store."""
+    """``path:line: text`` for each string constant (docstrings aside) that reads like SQL, each
+    use of ``psycopg.sql`` (statement composition), each call that runs a statement (``_sql_call``,
+    found in the syntax tree, whatever its argument) and each import of the store's named
+    statements (``kbctl.store.queries``), in a module outside the store."""
     out = []
     for path in _outside_the_store(root):
         tree = ast.parse(path.read_text(), str(path))
@@ -48,6 +76,10 @@ def sql_offenders(root: Path = KBCTL) -> list[str]:
                     out.append((str(rel), node.lineno, "imports psycopg.sql"))
             elif isinstance(node, ast.Import) and any(a.name == "psycopg.sql" for a in node.names):
                 out.append((str(rel), node.lineno, "imports psycopg.sql"))
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("store.queries"):
+                out.append((str(rel), node.lineno, "imports the store's statements (store.queries)"))
+            elif (call := _sql_call(node)) is not None:
+                out.append((str(rel), node.lineno, call))
     return [f"{path}:{line}: {what}" for path, line, what in sorted(out)]
 
 
@@ -70,7 +102,43 @@ def test_the_scan_finds_sql(tmp_path):
         '    conn.execute("SET LOCAL enable_sort = off")\n    return conn.execute("SELECT 1 FROM x")\n'
     )
     found = sql_offenders(pkg)
-    assert [f.split(": ", 1)[0] for f in found] == ["kbctl/lane.py:2", "kbctl/lane.py:5", "kbctl/lane.py:6"]
+    assert [f.split(": ", 1)[0] for f in found] == [
+        "kbctl/lane.py:2",
+        "kbctl/lane.py:5",  # the statement
+        "kbctl/lane.py:5",  # the call that runs it
+        "kbctl/lane.py:6",
+        "kbctl/lane.py:6",
+    ]
+
+
+def test_the_scan_finds_calls_that_run_sql(tmp_path):
+    """A statement run outside the store is found by its call, not by its text: ``.execute(`` and
+    ``.executemany(`` on anything, the store's ``query(``/``template(``, and their import. A
+    method that only shares a name (a model's ``.query(text)``) is not a statement; the store
+    (``store/db.py`` included) may run them."""
+    pkg = tmp_path / "kbctl"
+    (pkg / "store").mkdir(parents=True)
+    ok = "from .queries import query\ndef f(conn):\n    return conn.execute(query('a/b'))\n"
+    (pkg / "store" / "ok.py").write_text(ok)
+    (pkg / "store" / "db.py").write_text(ok)
+    (pkg / "ingest").mkdir()
+    (pkg / "ingest" / "reembed.py").write_text(
+        "from ..store.queries import query\n"
+        "def f(conn, stmt, rows):\n"
+        "    conn.execute(query('generations/profile'), (1,))\n"
+        "    conn.cursor().executemany(stmt, rows)\n"
+        "    return queries.template('x')\n"
+        "def g(model):\n"
+        "    return model.query('a text')\n"
+    )
+    found = sql_offenders(pkg)
+    assert found == [
+        "kbctl/ingest/reembed.py:1: imports the store's statements (store.queries)",
+        "kbctl/ingest/reembed.py:3: calls .execute(",
+        "kbctl/ingest/reembed.py:3: calls query(",
+        "kbctl/ingest/reembed.py:4: calls .executemany(",
+        "kbctl/ingest/reembed.py:5: calls queries.template(",
+    ]
 
 
 def _import_graph() -> dict[str, set[str]]:

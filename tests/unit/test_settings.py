@@ -191,7 +191,7 @@ def test_valid_edges_load():
 
 def test_source_hash_is_what_the_plain_tables_gave():
     """Stores filled before the parts were typed stay incremental: the same settings, the same hash."""
-    from kbctl.pipeline import source_hash
+    from kbctl.ingest.steps import source_hash
 
     p = load_settings(env={}).profile("minilm")
     old_chunk = {"size": 200, "overlap": 32, "strategy": "structure", "semantic_threshold": 0.35}

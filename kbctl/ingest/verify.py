@@ -21,11 +21,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import Profile
-from .store import checks as store_checks
-from .store.generations import hnsw_index_name
-from .store.namespaces import Namespace
-from .validate import count
+from ..config import Profile
+from ..store import checks as store_checks
+from ..store.generations import hnsw_index_name
+from ..store.namespaces import Namespace
+from ..validate import count
 
 __all__ = ["Check", "VerifyReport", "verify_namespace", "RECALL_WARNING"]
 

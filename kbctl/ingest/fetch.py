@@ -39,12 +39,12 @@ import sys
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, Sequence
 
-from .errors import SourceError
-from .sources.folder import file_path, file_uri, iter_files, read_file, read_stdin
-from .sources.options import DEFAULT_SUFFIXES, FetchOptions
-from .sources.state import FeedState, FileFeedState, MemoryFeedState
-from .sources.url import fetch_url, is_http_url
-from .types import ItemError, Source
+from ..errors import SourceError
+from ..sources.folder import file_path, file_uri, iter_files, read_file, read_stdin
+from ..sources.options import DEFAULT_SUFFIXES, FetchOptions
+from ..sources.state import FeedState, FileFeedState, MemoryFeedState
+from ..sources.url import fetch_url, is_http_url
+from ..types import ItemError, Source
 
 __all__ = [
     "fetch",

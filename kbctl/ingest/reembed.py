@@ -8,7 +8,7 @@
    (a vector NEW made for the same chunk text in any generation of the tenant: going back to a
    profile used before costs no model call; a ``vector`` generation serves a ``halfvec`` one, cast),
    else from NEW's model. Only what is missing is embedded, so a killed build resumes;
-3. meanwhile every ingest writes the shadow too (dual writes, ``DualWrites``), and deletes reach it
+3. meanwhile every ingest writes the shadow too (dual writes, ``embedding.DualWrites``), and deletes reach it
    through the chunks' cascade;
 4. ``swap``: under the namespace lock (a running ingest finishes first), whatever is still missing
    is filled, then the shadow becomes active and the active one previous, in one transaction;
@@ -21,7 +21,6 @@ change what it reads.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import re
 import time
@@ -30,17 +29,16 @@ from typing import Any, Callable, Iterable
 
 import psycopg
 
-from .chunk import _header
-from .config import Profile
-from .errors import ConfigError, UsageError
-from .store import Namespace, cached_vectors
-from .store import generations as gstore
-from .store.generations import Generation
-from .store.namespaces import ensure_profile
-from .store.queries import query
-from .store.roles import as_owner
-from .store.runs import namespace_lock
-from .types import content_hash
+from ..chunk import embed_text
+from ..config import Profile
+from ..errors import ConfigError, UsageError
+from ..store import Namespace, cached_vectors
+from ..store import generations as gstore
+from ..store.generations import Generation, stored_profile
+from ..store.namespaces import ensure_profile, find_profile
+from ..store.roles import as_owner
+from ..store.runs import namespace_lock
+from .embedding import Embedding, store_lookup
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +46,6 @@ __all__ = [
     "Generation",
     "ReembedPlan",
     "BuildReport",
-    "DualWrites",
     "stored_profile",
     "start_shadow",
     "plan",
@@ -106,35 +103,6 @@ class BuildReport:
         return dataclasses.asdict(self)
 
 
-def stored_profile(conn, profile_id: int, like: Profile) -> Profile:
-    """The profile a generation's vectors were made with, from its recorded pin: ``like`` (any
-    resolved profile, for the settings that do not change what a vector means) with the stored
-    embedder, model, dimension, prefixes... Dual writes and catch-ups need no configuration of it."""
-    row = conn.execute(query("generations/profile"), (profile_id,)).fetchone()
-    name, embedder, model, revision, dim, distance, normalize, qp, dp, max_tokens, settings, fp = row
-    settings = settings if isinstance(settings, dict) else json.loads(settings or "{}")
-    p = dataclasses.replace(
-        like,
-        name=name,
-        embedder=embedder,
-        model=model,
-        revision=revision,
-        dimension=int(dim),
-        distance=distance,
-        normalize=bool(normalize),
-        query_prefix=qp,
-        document_prefix=dp,
-        max_tokens=int(max_tokens),
-        precision=str(settings.get("precision", like.precision)),
-    )
-    if p.fingerprint != fp:
-        raise ConfigError(
-            f"profile {name!r} as recorded (fingerprint {fp}) cannot be rebuilt here (got {p.fingerprint})",
-            hint=f"define [profiles.{name}] as it was when the generation was made",
-        )
-    return p
-
-
 def generation_of(conn, ns: Namespace, state: str) -> Generation | None:
     """The namespace's generation in ``state`` (active, shadow or previous), if any."""
     return next((g for g in gstore.generations(conn, ns.id) if g.state == state), None)
@@ -188,16 +156,6 @@ def start_shadow(conn, ns: Namespace, profile: Profile, storage: str, active: Pr
     return next(g for g in gstore.generations(conn, ns.id) if g.id == gid)
 
 
-def _embed_text(text: str, heading: Iterable[str], title: str, chash: str) -> str:
-    """The text the model read for a stored chunk: its header (title, headings) and text, as
-    ``kbctl.chunk`` made it (a header dropped for an absurdly long title is recognised by the hash)."""
-    header = _header(title or "", tuple(heading or ()))
-    full = f"{header}\n\n{text}" if header else text
-    if header and content_hash(full) != chash and content_hash(text) == chash:
-        return text
-    return full
-
-
 def plan(conn, ns: Namespace, gen_profile: Profile, storage: str, *, measure: bool = True) -> ReembedPlan:
     """What building a generation of ``gen_profile`` (the shadow, or a new one) would do."""
     shadow = generation_of(conn, ns, "shadow")
@@ -235,10 +193,10 @@ def _chunk_totals(conn, ns: Namespace) -> tuple[int, int]:
 def _cached_count(conn, ns: Namespace, probe: Generation, target: Generation | None) -> int:
     """How many distinct missing texts the embed cache holds a vector of the profile for."""
     if probe.profile_id < 0:
-        row = conn.execute(query("namespaces/find_profile"), (probe.fingerprint,)).fetchone()
-        if row is None:
+        pid = find_profile(conn, probe.fingerprint)
+        if pid is None:
             return 0
-        probe = dataclasses.replace(probe, profile_id=int(row[0]))
+        probe = dataclasses.replace(probe, profile_id=pid)
     gid = target.id if target else -1
     hits, after = 0, 0
     while rows := gstore.missing_chunks(conn, ns.id, gid, after, 5000):
@@ -250,12 +208,12 @@ def _cached_count(conn, ns: Namespace, probe: Generation, target: Generation | N
 def _speed(conn, ns: Namespace, profile: Profile) -> float | None:
     """Texts a second the model embeds here, measured on a few of the namespace's chunks (after one
     warm-up call, so the model's load is not counted)."""
-    from .embed import get_embedder
+    from ..embed import get_embedder
 
     rows = gstore.missing_chunks(conn, ns.id, -1, 0, 32)
     if not rows:
         return None
-    texts = [_embed_text(r[2], r[3], r[4], r[1]) for r in rows]
+    texts = [embed_text(r[2], r[4], r[3], r[1]) for r in rows]
     emb = get_embedder(profile)
     emb.embed_documents(texts[:2])
     t0 = time.perf_counter()
@@ -277,29 +235,23 @@ def build(
     repeat until one finds nothing missing (chunks an ingest wrote meanwhile without dual writes).
     The generation's HNSW index is built then, if it has none (a shadow's is built after its
     vectors)."""
-    from .embed import get_embedder
-
     if profile.fingerprint != gen.fingerprint:
         raise ConfigError(f"profile {profile.name!r} is not the profile of generation {gen.id}")
     t0 = time.perf_counter()
     total, _ = gstore.missing_count(conn, ns.id, gen.id)
-    done = embedded = reused = 0
-    embedder = None
+    done = reused = 0
+    emb = Embedding(profile, store_lookup(conn, ns, gen))
     if progress:
         progress(0, total)
     while True:
         after, found = 0, 0
         while rows := gstore.missing_chunks(conn, ns.id, gen.id, after, batch):
             after, found = rows[-1][0], found + len(rows)
-            cache = cached_vectors(conn, ns, {r[1] for r in rows}, generation=gen)
-            todo = {r[1]: _embed_text(r[2], r[3], r[4], r[1]) for r in rows if r[1] not in cache}
-            reused += len({r[1] for r in rows}) - len(todo)
-            if todo:
-                embedder = embedder or get_embedder(profile)
-                vecs = embedder.embed_documents(list(todo.values()))
-                cache.update(zip(todo.keys(), vecs))
-                embedded += len(todo)
-            if _store(conn, ns, gen, [(r[0], cache[r[1]]) for r in rows]):
+            texts = {r[1]: embed_text(r[2], r[4], r[3], r[1]) for r in rows}
+            before = emb.embedded
+            vectors = emb.vectors(texts)
+            reused += len(texts) - (emb.embedded - before)
+            if _store(conn, ns, gen, [(r[0], vectors[r[1]]) for r in rows]):
                 done += len(rows)
             if progress:
                 progress(done, max(total, done))
@@ -309,7 +261,7 @@ def build(
     if not left:
         gstore.ensure_index(conn, gen, profile)
     return BuildReport(
-        ns.name, gen.id, gen.profile_name, gen.storage, gen.state, done, embedded, reused,
+        ns.name, gen.id, gen.profile_name, gen.storage, gen.state, done, emb.embedded, reused,
         round(time.perf_counter() - t0, 3), left == 0, left,
     )  # fmt: skip
 
@@ -418,37 +370,6 @@ def describe(conn, ns: Namespace) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-class DualWrites:
-    """The vectors an ingest writes into the namespace's other generations (a shadow being built,
-    the previous one kept for rollback), per batch: the generations are read again for each batch, so
-    a shadow created while an ingest runs gets its vectors from the next batch on (the build, and
-    the swap's final pass under the lock, fill in the batch in flight)."""
-
-    def __init__(self, conn, ns: Namespace, like: Profile) -> None:
-        self.conn, self.ns, self.like = conn, ns, like
-        self._embedders: dict[str, Any] = {}
-        self.embedded = 0  # texts the other generations' models embedded
-
-    def vectors(self, chunks) -> list[tuple[Generation, dict[str, Any]]]:
-        """(generation, {chunk hash: vector}) for every non-active generation, for ``chunks``."""
-        from .embed import get_embedder
-
-        out = []
-        for g in gstore.generations(self.conn, self.ns.id):
-            if g.state == "active":
-                continue
-            have = cached_vectors(self.conn, self.ns, {c.content_hash for c in chunks}, generation=g)
-            need = {c.content_hash: c.embed_text for c in chunks if c.content_hash not in have}
-            if need:
-                if g.fingerprint not in self._embedders:
-                    prof = stored_profile(self.conn, g.profile_id, self.like)
-                    self._embedders[g.fingerprint] = get_embedder(prof)
-                have.update(zip(need, self._embedders[g.fingerprint].embed_documents(list(need.values()))))
-                self.embedded += len(need)
-            out.append((g, have))
-        return out
 
 
 _GATE = re.compile(r"^(?:(\w+):)?([\w@.]+)\s*>=\s*(active|[0-9.]+)(?:\s*-\s*([0-9.]+))?$")

@@ -1,10 +1,11 @@
 """The embed and store stages of a run, in batches: ``Item``s in, documents written.
 
-``pipeline`` hands the stream of every run to ``consume``, and so to one ``Writer``, whether an
-item was extracted and chunked in this process (``kbctl ingest``) or arrived embedded on stdin
-(``kbctl store``), so the two write the same rows and count them the same way: a chunk is ``embedded`` when the store held
+``pipeline`` hands the stream of every run to ``consume``, with the ``IngestRun`` it serves, and so
+to one ``Writer``, whether an item was extracted and chunked in this process (``kbctl ingest``) or
+arrived embedded on stdin (``kbctl store``), so the two write the same rows and count them the same way: a chunk is ``embedded`` when the store held
 no vector for its hash before the batch, ``reused`` when it did; vectors computed upstream only
-spare the model the work.
+spare the model the work. Vectors are found or made by ``embedding.Embedding`` (the embed cache,
+then the model), and the namespace's other generations get theirs from ``embedding.DualWrites``.
 
 Every document given is stored, or recorded as failed (stage ``store``) with its reason, and what
 is stored never depends on the rest of the batch:
@@ -16,8 +17,9 @@ is stored never depends on the rest of the batch:
 - a document's notes (values cleaned, an id repeated) become warnings of the run.
 
 Memory stays bounded by the batch, not by the item: a ``LargeItem`` (one document read in windows,
-``kbctl.extract.stream``) is chunked, embedded and stored ``STREAM_CHUNKS`` chunks at a time inside
-its own transaction (``store.write_document_stream``), and a large feed arrives as one ``Item``
+``kbctl.extract.stream``, its chunks made by the orchestrator's chunker as they are read) is
+embedded and stored ``STREAM_CHUNKS`` chunks at a time inside its own transaction
+(``store.write_document_stream``), and a large feed arrives as one ``Item``
 per entry (``part``) closed by a ``SourceDone``: its entries are stored under a provisional source
 hash that becomes the feed's once the last one is in, so a run killed halfway never makes the feed
 look unchanged to the next one, which reads it again.
@@ -26,73 +28,31 @@ look unchanged to the next one, which reads it again.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Iterable
 
-from .acl import AclPolicy
-from .chunk import iter_chunks
-from .config import Profile
-from .embed import get_embedder, get_tokenizer
-from .errors import KbctlError
-from .generations import DualWrites
-from .store import Namespace, cached_vectors, delete_documents, stored_owners, stored_uris_of_source, write_documents
-from .store.acl import mark_explicit
-from .store.documents import set_source_hash, write_document_stream
-from .textutil.analyze import get_analyzer
-from .types import Chunk, Document, EmbeddedChunk, ItemError, LargeDocument
+from ..acl import AclPolicy
+from ..store import WriteStats, delete_documents, stored_owners, stored_uris_of_source, write_documents
+from ..store.acl import mark_explicit
+from ..store.documents import set_source_hash, write_document_stream
+from ..textutil.analyze import get_analyzer
+from ..types import Chunk, Document, EmbeddedChunk, ItemError
+from .embedding import DualWrites, Embedding, store_lookup
+from .items import PARTIAL, IngestRun, Item, LargeItem, RunReport, SourceDone
+from .steps import ChunkFailed, batches, item_error
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Item", "LargeItem", "SourceDone", "Writer", "consume", "PARTIAL", "STREAM_CHUNKS"]
+__all__ = ["Writer", "consume", "STREAM_CHUNKS"]
 
 #: Chunks of a large document embedded and stored at a time.
 STREAM_CHUNKS = 128
-#: The prefix of the provisional source hash of a source written in parts (``Item.part``).
-PARTIAL = "partial:"
 
 
-@dataclass(frozen=True, eq=False)
-class Item:
-    """One source after extract and chunk (and, from ``kbctl embed``, with vectors) on its way to store."""
-
-    source_uri: str
-    source_hash: str
-    kind: str
-    docs: tuple[tuple[Document, tuple[Chunk, ...]], ...]
-    vectors: Any = None  # {chunk hash: vector} when embedded upstream
-    part: bool = False  # one of several items of its source (a feed's entry); a SourceDone follows
-
-
-@dataclass(frozen=True, eq=False)
-class LargeItem:
-    """One source that is one document too large to hold whole: chunked as it is stored."""
-
-    source_uri: str
-    source_hash: str
-    kind: str
-    document: LargeDocument
-
-
-@dataclass(frozen=True, eq=False)
-class SourceDone:
-    """The end of a source given in parts: its documents (``uris``) were all handed over, stored
-    under ``PARTIAL + source_hash``; they take ``source_hash`` now, and the source's other stored
-    documents are stale (feeds: with --sync only)."""
-
-    source_uri: str
-    source_hash: str
-    kind: str
-    uris: frozenset[str]
-
-
-def consume(conn, ns: Namespace, profile: Profile, items: Iterable, report, opts, run_id, emit, acl=None) -> None:
-    """Embed and store a stream of ``Item``s, ``ItemError``s and ("unchanged", n) markers.
-
-    ``report`` is the run's ``pipeline.RunReport`` (counted into), ``opts`` its ``pipeline.IngestOptions``
-    (not imported here: ``pipeline`` imports this module).
-    """
-    writer = Writer(conn, ns, profile, report, opts, run_id, emit)
-    writer.acl = acl or AclPolicy()
+def consume(conn, run: IngestRun, items: Iterable, report: RunReport) -> None:
+    """Embed and store a stream of ``Item``s, ``ItemError``s and ("unchanged", n) markers for
+    ``run``, counting into ``report`` (the run's ``RunReport``, its ``run_id`` the ledger's row)."""
+    writer = Writer(conn, run, report)
+    emit = run.emit
     for item in items:
         if isinstance(item, ItemError) and item.is_warning:
             report.warnings.append(item)
@@ -116,18 +76,15 @@ def consume(conn, ns: Namespace, profile: Profile, items: Iterable, report, opts
 class Writer:
     """Embeds what the store does not have and writes documents in batches."""
 
-    def __init__(
-        self, conn, ns: Namespace, profile: Profile, report, opts, run_id, emit: Callable[[str, dict], None]
-    ) -> None:
-        self.conn, self.ns, self.profile, self.report, self.opts = conn, ns, profile, report, opts
-        self.run_id, self.emit = run_id, emit
+    def __init__(self, conn, run: IngestRun, report: RunReport) -> None:
+        self.conn, self.ns, self.profile, self.report, self.opts = conn, run.namespace, run.profile, report, run.options
+        self.run_id, self.emit = report.run_id, run.emit
         self.pending: list[Item] = []
-        self.analyzer = get_analyzer(profile.lexical.language)
-        self._embedder: Any = None  # the Embedder, loaded when a chunk needs a vector
-        self._tok: Any = None  # the profile's tokenizer, loaded for a large document
+        self.analyzer = get_analyzer(self.profile.lexical.language)
+        self.embedding = Embedding(self.profile, store_lookup(conn, self.ns))  # the active generation's vectors
         self.claimed: dict[str, str] = {}  # document URI -> the source that produced it first in this run
-        self.acl = AclPolicy()  # the namespace's access settings (consume sets them)
-        self.dual = DualWrites(conn, ns, profile)  # a shadow's (and the previous generation's) vectors
+        self.acl = run.acl or AclPolicy()  # the namespace's access settings
+        self.dual = DualWrites(conn, self.ns, self.profile)  # a shadow's (and the previous generation's) vectors
 
     def add(self, item: Item) -> None:
         self.pending.append(item)
@@ -172,7 +129,7 @@ class Writer:
     def _vectors(self, chunks: list[Chunk], items: Iterable[Item] = ()) -> tuple[dict, int]:
         """The vector of every chunk (from the store's cache, from upstream, else from the model), and
         how many were not in the store; counted into the report. In a plan, no vectors: tokens counted."""
-        cache = cached_vectors(self.conn, self.ns, [c.content_hash for c in chunks])
+        cache = self.embedding.cached([c.content_hash for c in chunks])
         todo = {c.content_hash: c for c in chunks if c.content_hash not in cache}
         self.report.chunks["reused"] += len(chunks) - sum(1 for c in chunks if c.content_hash in todo)
         self.report.chunks["embedded"] += len(todo)
@@ -181,16 +138,16 @@ class Writer:
             return {}, len(todo)
         for i in items:  # vectors computed upstream (kbctl embed) need no model here
             cache.update((h, v) for h, v in (i.vectors or {}).items() if h in todo)
-        missing = [c for h, c in todo.items() if h not in cache]
+        missing = {h: c.embed_text for h, c in todo.items() if h not in cache}
         if missing:
-            cache.update(self._embed(missing))
+            cache.update(self.embedding.embed(missing))
         return cache, len(todo)
 
     def add_large(self, item: LargeItem) -> None:
-        """Chunk, embed and store one large document ``STREAM_CHUNKS`` chunks at a time, in its own
+        """Embed and store one large document ``STREAM_CHUNKS`` chunks at a time, in its own
         transaction: it is stored whole, or (refused, or its chunker failed) not at all and recorded."""
         self.flush()
-        d = item.document.head
+        d = item.head
         stored = stored_owners(self.conn, self.ns, [d.uri])
         why = self._collision(d.uri, item.source_uri, stored)
         if why:
@@ -200,39 +157,17 @@ class Writer:
         self._warn(item, d)
         ((head, own),) = self.acl.resolve([d])
         kind = _kind(stored.get(d.uri), head)
-        if self._tok is None:
-            self._tok = get_tokenizer(self.profile)
-        chunks = _guarded(
-            iter_chunks(LargeDocument(head, item.document.chars, item.document.blocks), self.profile, self._tok)
-        )
-        batches = (self._embedded(b) for b in _batches(chunks, STREAM_CHUNKS))
         try:
-            if self.opts.plan:
-                for _ in batches:
-                    pass
-                self._count({d.uri: kind})
-                return
-            with self.conn.transaction():
-                stats = write_document_stream(
-                    self.conn,
-                    self.ns,
-                    head,
-                    item.document.chars,
-                    batches,
-                    self.analyzer,
-                    title_weight=self.profile.lexical.title_weight,
-                    run_id=self.run_id,
-                    source=(item.source_uri, item.source_hash),
-                    extra_of=lambda batch: self.dual.vectors([ec.chunk for ec in batch]),
-                )
-                if own and not stats.failed:
-                    mark_explicit(self.conn, self.ns, [d.uri])
-        except _ChunkFailed as e:
+            stats = self._write_large(item, head, own)
+        except ChunkFailed as e:
             self.claimed.pop(d.uri, None)
-            error = _item_error("chunk", item.source_uri, e.__cause__ or e)
+            error = item_error("chunk", item.source_uri, e.__cause__ or e)
             self.report.errors.append(error)
             self.report.documents["failed"] += 1
             self.emit("error", error.to_json())
+            return
+        if stats is None:  # a plan
+            self._count({d.uri: kind})
             return
         for uri, error_class, reason in stats.failed:
             self._fail(item.source_uri, error_class, f"{uri} was not stored: {reason}")
@@ -241,6 +176,33 @@ class Writer:
         self._count({d.uri: kind})
         self._drop_stale_of(item.source_uri, item.kind, {d.uri})
         self.emit("stored", {"documents": 1, "chunks": 0, "embedded": 0})  # its chunks were counted per batch
+
+    def _write_large(self, item: LargeItem, head: Document, own: bool) -> WriteStats | None:
+        """The large document's chunks, embedded and written batch by batch: the store's
+        ``WriteStats``, or ``None`` in a plan (chunks counted, nothing written)."""
+        if self.opts.plan:
+            for b in batches(item.chunks, STREAM_CHUNKS):
+                self._embedded(b)
+            return None
+        with self.conn.transaction():
+            with write_document_stream(
+                self.conn,
+                self.ns,
+                head,
+                item.chars,
+                self.analyzer,
+                title_weight=self.profile.lexical.title_weight,
+                run_id=self.run_id,
+                source=(item.source_uri, item.source_hash),
+            ) as out:
+                if out.stats is None:  # else refused before its first chunk
+                    for b in batches(item.chunks, STREAM_CHUNKS):
+                        out.write(self._embedded(b), self.dual.vectors(b))
+            stats = out.stats
+            assert stats is not None  # set when the block ends: written, or refused
+            if own and not stats.failed:
+                mark_explicit(self.conn, self.ns, [head.uri])
+        return stats
 
     def _embedded(self, chunks: list[Chunk]) -> list[EmbeddedChunk]:
         cache, embedded = self._vectors(chunks)
@@ -277,7 +239,7 @@ class Writer:
     def _with_acls(self, docs: list[tuple[Document, tuple[Chunk, ...], Item]]):
         """The documents with their effective ACLs (``kbctl.acl.AclPolicy.resolve``), and the URIs
         of those whose ACL is their own."""
-        resolved = self.acl.resolve(d for d, _, _ in docs)
+        resolved = self.acl.resolve([d for d, _, _ in docs])
         out = [(d2, cs, i) for (d2, _), (_, cs, i) in zip(resolved, docs)]
         return out, [d.uri for d, own in resolved if own]
 
@@ -330,46 +292,6 @@ class Writer:
         stale = [u for u, src in stored_uris_of_source(self.conn, self.ns, source_uri) if u not in now]
         if stale:
             self.report.documents["removed"] += delete_documents(self.conn, self.ns, stale)
-
-    def _embed(self, chunks: list[Chunk]) -> dict:
-        if self._embedder is None:
-            self._embedder = get_embedder(self.profile)
-        vectors = self._embedder.embed_documents([c.embed_text for c in chunks])
-        return {c.content_hash: v for c, v in zip(chunks, vectors)}
-
-
-class _ChunkFailed(Exception):
-    """The chunker failed on a large document (its cause): the document is rolled back and recorded."""
-
-
-def _guarded(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
-    """``chunks``, with what the chunker raises as ``_ChunkFailed`` (not taken for the database's refusal)."""
-    while True:
-        try:
-            c = next(chunks)
-        except StopIteration:
-            return
-        except Exception as e:
-            raise _ChunkFailed() from e
-        yield c
-
-
-def _batches(items: Iterable, n: int) -> Iterator[list]:
-    batch: list = []
-    for x in items:
-        batch.append(x)
-        if len(batch) >= n:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def _item_error(stage: str, source: str, e: BaseException) -> ItemError:
-    if isinstance(e, KbctlError):
-        return ItemError(stage, source, type(e).__name__, e.message)
-    log.error("%s failed on %s: %s", stage, source, e, exc_info=e)
-    return ItemError(stage, source, type(e).__name__, str(e) or type(e).__name__)
 
 
 def _kind(stored: tuple[str, str] | None, d: Document) -> str:

@@ -12,9 +12,10 @@ Every line is one JSON object with a ``type``:
 
 A stage passes through the records it does not handle, so any stage's output can be saved,
 inspected and replayed. Apart from ``embed``'s batching, this module only converts records to
-typed values and back; the work is ``kbctl.pipeline``'s. ``extract`` and ``chunk`` call its
-``extract_source`` and ``chunk_source`` (an item fails with the same ``ItemError`` as in ``kbctl
-ingest``); ``store`` groups consecutive records of one source into an ``Item`` for
+typed values and back; the work is the ingest steps'. ``extract`` and ``chunk`` call
+``steps.extract_source`` and ``steps.chunk_source`` (an item fails with the same ``ItemError`` as
+in ``kbctl ingest``), ``embed`` finds or makes vectors through ``embedding.Embedding`` (the
+writer's way), and ``store`` groups consecutive records of one source into an ``Item`` for
 ``KnowledgeBase.store``, which runs them through the same lock, ledger and writer as ``kbctl
 ingest``: the pipe and ``ingest`` produce the same store and the same run ledger.
 """
@@ -26,10 +27,12 @@ from typing import IO, Any, Iterable, Iterator
 
 import numpy as np
 
-from .config import Profile
-from .errors import UsageError
-from .pipeline import Item, chunk_source, extract_source, source_hash
-from .types import Chunk, Document, ItemError, Source, content_hash
+from ..config import Profile
+from ..errors import UsageError
+from ..types import Chunk, Document, ItemError, Source, content_hash
+from .embedding import Embedding, Lookup
+from .items import Item
+from .steps import chunk_source, extract_source, source_hash
 
 __all__ = ["read_records", "source_records", "extract_records", "chunk_records", "embed_records", "store_items"]
 
@@ -86,7 +89,7 @@ def extract_records(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any
 
 def chunk_records(records: Iterable[dict[str, Any]], profile: Profile) -> Iterator[dict[str, Any]]:
     """document → chunked records, measured in the profile's tokens; a source that fails is one error record."""
-    from .embed import get_tokenizer
+    from ..embed import get_tokenizer
 
     tok = get_tokenizer(profile)
     group: list[dict[str, Any]] = []  # the documents of one source arrive together
@@ -112,52 +115,34 @@ def _chunk_group(group: list[dict[str, Any]], profile: Profile, tok) -> Iterator
         yield {**rec, "type": "chunked", "chunks": [c.to_json() for c in chunks]}
 
 
-class _LazyEmbedder:
-    """Loads the model only if something actually needs embedding."""
-
-    def __init__(self, profile: Profile) -> None:
-        self.profile = profile
-        self._e: Any = None  # the Embedder, loaded on first use
-
-    def __call__(self, texts: list[str]):
-        if self._e is None:
-            from .embed import get_embedder
-
-            self._e = get_embedder(self.profile)
-        return self._e.embed_documents(texts)
-
-
 def embed_records(
-    records: Iterable[dict[str, Any]], profile: Profile, cache=None, batch: int = 256
+    records: Iterable[dict[str, Any]], profile: Profile, cache: Lookup | None = None, batch: int = 256
 ) -> Iterator[dict[str, Any]]:
     """chunked → embedded records. ``cache(hashes) -> {hash: vector}`` avoids re-embedding stored chunks.
 
     Vectors travel as the exact float32 values (a double's shortest repr round-trips), so a piped
     store holds the same vectors as ``kbctl ingest``.
     """
-    embed = _LazyEmbedder(profile)
+    embedding = Embedding(profile, cache)
     pending: list[dict[str, Any]] = []
     for rec in records:
         if rec["type"] != "chunked":
-            yield from _embed_pending(pending, cache, embed)
+            yield from _embed_pending(pending, embedding)
             pending = []
             yield rec
             continue
         pending.append(rec)
         if sum(len(r["chunks"]) for r in pending) >= batch:
-            yield from _embed_pending(pending, cache, embed)
+            yield from _embed_pending(pending, embedding)
             pending = []
-    yield from _embed_pending(pending, cache, embed)
+    yield from _embed_pending(pending, embedding)
 
 
-def _embed_pending(pending, cache, embed: _LazyEmbedder) -> Iterator[dict[str, Any]]:
+def _embed_pending(pending, embedding: Embedding) -> Iterator[dict[str, Any]]:
     if not pending:
         return
     chunks = [Chunk.from_json(c) for r in pending for c in r["chunks"]]
-    known = dict(cache([c.content_hash for c in chunks])) if cache else {}
-    todo = {c.content_hash: c for c in chunks if c.content_hash not in known}
-    if todo:
-        known.update(zip(todo, embed([c.embed_text for c in todo.values()])))
+    known = embedding.vectors({c.content_hash: c.embed_text for c in chunks})
     for r in pending:
         hashes = [Chunk.from_json(c).content_hash for c in r["chunks"]]
         yield {**r, "type": "embedded", "embeddings": [np.asarray(known[h], dtype=np.float32).tolist() for h in hashes]}

@@ -1,0 +1,88 @@
+"""The one way a chunk gets a vector: the store's embed cache first, then the profile's model.
+
+``Embedding`` serves one profile: ``cached`` looks chunk hashes up in the embed cache (a vector the
+profile made for the same text in any generation of the tenant), ``embed`` runs the model, loaded
+on the first text it has to read. ``vectors`` does both. ``DualWrites`` gives the namespace's other
+generations (a shadow being built, the previous one kept for rollback) their vectors for the
+chunks an ingest writes, each through its own ``Embedding``.
+
+Used by the writer (``kbctl ingest``, ``kbctl store``), the NDJSON ``kbctl embed`` and re-embedding
+(``reembed.build``), so a vector is found or made the same way on every path.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping
+
+from ..config import Profile
+from ..store import Namespace, cached_vectors
+from ..store import generations as gstore
+from ..store.generations import Generation, stored_profile
+from ..types import Chunk
+
+__all__ = ["Embedding", "DualWrites", "Lookup", "store_lookup"]
+
+#: ``lookup(hashes) -> {hash: vector}``: the embed cache's vectors of these chunk hashes.
+Lookup = Callable[[Iterable[str]], Mapping[str, Any]]
+
+
+class Embedding:
+    """The vectors of one profile for chunk texts, from the cache (``lookup``), else from the model."""
+
+    def __init__(self, profile: Profile, lookup: Lookup | None = None) -> None:
+        self.profile, self.lookup = profile, lookup
+        self._model: Any = None  # the Embedder, loaded when a text needs a vector
+        self.embedded = 0  # texts the model read
+
+    def cached(self, hashes: Iterable[str]) -> dict[str, Any]:
+        """``{hash: vector}`` of the hashes the cache holds a vector of this profile for."""
+        return dict(self.lookup(hashes)) if self.lookup is not None else {}
+
+    def embed(self, texts: Mapping[str, str]) -> dict[str, Any]:
+        """``{hash: vector}`` of ``texts`` (``{hash: text}``), from the model."""
+        if self._model is None:
+            from ..embed import get_embedder
+
+            self._model = get_embedder(self.profile)
+        vectors = self._model.embed_documents(list(texts.values()))
+        self.embedded += len(texts)
+        return dict(zip(texts, vectors))
+
+    def vectors(self, texts: Mapping[str, str]) -> dict[str, Any]:
+        """``{hash: vector}`` of every one of ``texts``: the cache's, the model's for the others."""
+        have = self.cached(texts)
+        missing = {h: t for h, t in texts.items() if h not in have}
+        if missing:
+            have.update(self.embed(missing))
+        return have
+
+
+def store_lookup(conn, ns: Namespace, generation: Generation | None = None) -> Lookup:
+    """The embed cache of ``ns``'s tenant for the profile of its active generation (or of ``generation``)."""
+    return lambda hashes: cached_vectors(conn, ns, hashes, generation=generation)
+
+
+class DualWrites:
+    """The vectors an ingest writes into the namespace's other generations (a shadow being built,
+    the previous one kept for rollback), per batch: the generations are read again for each batch, so
+    a shadow created while an ingest runs gets its vectors from the next batch on (the build, and
+    the swap's final pass under the lock, fill in the batch in flight)."""
+
+    def __init__(self, conn, ns: Namespace, like: Profile) -> None:
+        self.conn, self.ns, self.like = conn, ns, like
+        self._profiles: dict[int, Profile] = {}  # profile id -> the profile as recorded
+
+    def vectors(self, chunks: Iterable[Chunk]) -> list[tuple[Generation, dict[str, Any]]]:
+        """(generation, {chunk hash: vector}) for every non-active generation, for ``chunks``."""
+        texts = {c.content_hash: c.embed_text for c in chunks}
+        out = []
+        for g in gstore.generations(self.conn, self.ns.id):
+            if g.state == "active":
+                continue
+            out.append((g, Embedding(self._profile(g), store_lookup(self.conn, self.ns, g)).vectors(texts)))
+        return out
+
+    def _profile(self, g: Generation) -> Profile:
+        if g.profile_id not in self._profiles:
+            self._profiles[g.profile_id] = stored_profile(self.conn, g.profile_id, self.like)
+        return self._profiles[g.profile_id]

@@ -1,0 +1,152 @@
+"""The values of an ingest: what it is asked (``IngestRun``), what flows from the orchestrator to
+the writer (``Item``, ``LargeItem``, ``SourceDone``), and what it did (``RunReport``).
+
+They live here, below both ``pipeline`` and ``writer``, so the writer takes the run it serves
+(``writer.consume(conn, run, ...)``) without importing the orchestrator that calls it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
+
+from ..config import Profile
+from ..store import Namespace
+from ..types import Chunk, Document, ItemError, Source
+
+__all__ = [
+    "IngestOptions",
+    "IngestRun",
+    "RunReport",
+    "Progress",
+    "Item",
+    "LargeItem",
+    "SourceDone",
+    "PARTIAL",
+    "quiet",
+]
+
+Progress = Callable[[str, dict], None]
+
+#: The prefix of the provisional source hash of a source written in parts (``Item.part``).
+PARTIAL = "partial:"
+
+
+def quiet(event: str, data: dict) -> None:
+    """The progress of a run nobody watches."""
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    sync: bool = False
+    plan: bool = False
+    no_wait: bool = False
+    follow_links: bool = False
+    batch_documents: int = 64
+    queue_size: int = 256
+
+
+@dataclass(frozen=True, eq=False)
+class IngestRun:
+    """One run as asked for: into which namespace, with which profile, from where, and how.
+
+    The stream enters at fetch with ``targets``, at extract with ``sources`` (records made into
+    ``Source``s), or at store with ``items`` (embedded upstream); ``targets`` also names the run in
+    the ledger. ``feed_state(conn, namespace)`` keeps feeds' ETags between runs; ``command`` is the
+    ledger's name for the run.
+    """
+
+    namespace: Namespace
+    profile: Profile
+    targets: tuple[str, ...] = ()
+    sources: Iterable[Source | ItemError] | None = None
+    items: Iterable[Item | ItemError] | None = None
+    command: str = "ingest"
+    options: IngestOptions = IngestOptions()
+    fetch_options: Any = None  # a sources.options.FetchOptions; fetch's defaults when None
+    stdin: BinaryIO | None = None
+    feed_state: Callable[[Any, Namespace], Any] | None = None
+    retry_failed: bool = False
+    verify: bool = True
+    progress: Progress | None = None
+    acl: Any = None  # the namespace's kbctl.acl.AclPolicy; None: documents keep only their own ACLs
+
+    @property
+    def emit(self) -> Progress:
+        """Where the run's progress events go (``progress``, or nowhere)."""
+        return self.progress or quiet
+
+
+@dataclass
+class RunReport:
+    """What one ingest run did (or, with ``plan``, would do)."""
+
+    run_id: int | None
+    namespace: str
+    documents: dict[str, int] = field(default_factory=lambda: dict(new=0, changed=0, unchanged=0, removed=0, failed=0))
+    chunks: dict[str, int] = field(default_factory=lambda: dict(embedded=0, reused=0, deleted=0))
+    tokens_to_embed: int = 0
+    errors: list[ItemError] = field(default_factory=list)
+    warnings: list[ItemError] = field(default_factory=list)  # recorded, but the items went in
+    seconds: float = 0.0
+    plan: bool = False
+    verify: dict | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = {
+            "run_id": self.run_id,
+            "namespace": self.namespace,
+            "documents": dict(self.documents),
+            "chunks": dict(self.chunks),
+            "errors": [e.to_json() for e in self.errors],
+            "seconds": round(self.seconds, 3),
+        }
+        if self.warnings:
+            d["warnings"] = [w.to_json() for w in self.warnings]
+        if self.plan:
+            d["plan"] = True
+            d["tokens_to_embed"] = self.tokens_to_embed
+        if self.verify is not None:
+            d["verify"] = self.verify
+        return d
+
+
+@dataclass(frozen=True, eq=False)
+class Item:
+    """One source after extract and chunk (and, from ``kbctl embed``, with vectors) on its way to store."""
+
+    source_uri: str
+    source_hash: str
+    kind: str
+    docs: tuple[tuple[Document, tuple[Chunk, ...]], ...]
+    vectors: Any = None  # {chunk hash: vector} when embedded upstream
+    part: bool = False  # one of several items of its source (a feed's entry); a SourceDone follows
+
+
+@dataclass(frozen=True, eq=False)
+class LargeItem:
+    """One source that is one document too large to hold whole: its ``head`` (the document without
+    its text), its length, and its chunks as the orchestrator's chunker makes them, read once, as
+    they are stored (``steps.ChunkFailed`` stands for the chunker's failure)."""
+
+    source_uri: str
+    source_hash: str
+    kind: str
+    head: Document
+    chars: int
+    chunks: Iterator[Chunk]
+
+
+@dataclass(frozen=True, eq=False)
+class SourceDone:
+    """The end of a source given in parts: its documents (``uris``) were all handed over, stored
+    under ``PARTIAL + source_hash``; they take ``source_hash`` now, and the source's other stored
+    documents are stale (feeds: with --sync only)."""
+
+    source_uri: str
+    source_hash: str
+    kind: str
+    uris: frozenset[str]

@@ -1,0 +1,262 @@
+"""``ingest``: fetch → extract → chunk → embed → store → verify, under the namespace lock and the run ledger.
+
+This is the only module that knows the order of the stages, and the only one that opens and closes
+runs in the ledger. Every way in is an ``IngestRun`` handed to ``run``; only where the stream
+enters differs::
+
+    caller                                      IngestRun           stages
+    KnowledgeBase.ingest, kbctl ingest          targets             fetch → extract → … → verify
+    KnowledgeBase.ingest_records                sources (records)   extract → chunk → … → verify
+    KnowledgeBase.store, kbctl store (NDJSON)   items (embedded)    store → verify
+
+``run`` takes the namespace lock (not for a plan), opens a run row, streams the stages, records
+the items that failed, verifies, and closes the row ``ok``, ``partial`` (items failed) or
+``failed_verify`` (verify did not hold: the command exits 3), with verify's report in its counts. A
+run that ends in an exception is closed ``failed``; one stopped by Ctrl-C or SIGTERM (at a safe point: ``interrupts``),
+``interrupted``; one killed outright (SIGKILL) stays ``running`` until the next run of its
+namespace starts and marks it ``interrupted``. The NDJSON commands ``kbctl extract`` and
+``kbctl chunk`` call the same ``steps.extract_source`` and ``steps.chunk_source`` as the producer,
+so an item fails the same way, with the same ``ItemError``, on every path.
+
+A producer thread (``producer``) fetches, extracts and chunks sources (a large document's chunks
+too, made as they are stored) into a bounded queue while the calling thread embeds and stores
+(``writer.consume``, given the ``IngestRun``), so the model is not idle waiting for input and
+memory does not grow with the corpus.
+
+Incremental by construction:
+
+- a source whose bytes (and the chunk settings) are unchanged is skipped before extraction;
+- a changed source's documents are replaced, each in the same transaction as its chunks;
+- chunk vectors are looked up by (profile, chunk hash) first: identical text is embedded once;
+- with ``sync``, documents whose source is gone from the walked folders leave the store.
+
+A run killed at any point leaves whole documents only; running again converges.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import nullcontext
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from ..errors import UsageError
+from ..interrupts import Interrupts
+from ..store import Namespace, chunk_count_of, delete_documents, source_versions, stored_uris
+from ..store import runs as runs_store
+from ..types import ItemError, Source
+from . import producer
+from .items import IngestOptions, IngestRun, Item, Progress, RunReport
+from .writer import consume
+
+log = logging.getLogger(__name__)
+
+__all__ = ["IngestOptions", "IngestRun", "RunReport", "Item", "Progress", "run"]
+
+
+def run(conn, req: IngestRun, *, connect: Callable[[], Any]) -> RunReport:
+    """Run ``req`` on ``conn``: lock the namespace, open a run, stream the stages, close the run, verify.
+
+    ``connect()`` opens the second connection the producer thread uses to look up stored source
+    versions (a psycopg connection must not be used by two threads at once).
+    """
+    req, retried = _with_retried(conn, req)
+    if not req.targets and req.sources is None and req.items is None:
+        raise UsageError("nothing to ingest", hint="give files, folders, URLs or - for stdin")
+    opts, ns = req.options, req.namespace
+    with nullcontext() if opts.plan else runs_store.namespace_lock(conn, ns, wait=not opts.no_wait):
+        if not opts.plan:  # the auto decision and ONNX export, made here once so a first search finds them
+            from ..embed import prepare
+
+            prepare(req.profile)
+        report = _ledgered(conn, req, retried, connect)
+        if not opts.plan:  # configured ACLs (path rules, recipients) onto unchanged documents too
+            from ..store.acl import reapply_acls
+
+            reapply_acls(conn, ns, req.acl)
+    return report
+
+
+def _ledgered(conn, req: IngestRun, retried: list[str], connect) -> RunReport:
+    """Stream the stages inside a run of the ledger: opened first, closed however the stream ends."""
+    ns, plan = req.namespace, req.options.plan
+    options = {"targets": list(req.targets), "sync": req.options.sync}
+    run_id = None if plan else runs_store.start_run(conn, ns, req.command, options)
+    report = RunReport(run_id=run_id, namespace=ns.name, plan=plan)
+    t0 = time.perf_counter()
+    stop = Interrupts()
+    try:
+        with stop.deferred():
+            _stream(conn, req, report, connect, stop.interruptible)
+    except BaseException as e:
+        report.seconds = time.perf_counter() - t0
+        if run_id is not None:
+            _close_quietly(conn, ns, report, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+        raise
+    report.seconds = time.perf_counter() - t0
+    if run_id is not None:
+        if retried:  # the ledger names sources by URI (file://…), not by the target given
+            runs_store.mark_retried(conn, ns, retried)
+        _verified(conn, req, report)
+        _close(conn, ns, report, _status(report))
+    return report
+
+
+def _verified(conn, req: IngestRun, report: RunReport) -> None:
+    """The verify stage, before the run is closed, so the run's status says what verify found."""
+    if not req.verify:
+        return
+    from .verify import verify_namespace
+
+    try:
+        report.verify = verify_namespace(conn, req.namespace, req.profile).to_json()
+    except BaseException as e:
+        _close_quietly(conn, req.namespace, report, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+        raise
+
+
+def _status(report: RunReport) -> str:
+    """``failed_verify`` when verify failed (the command exits 3), else ``ok``, or ``partial`` with failed items."""
+    if report.verify is not None and not report.verify["ok"]:
+        return "failed_verify"
+    return "ok" if not report.errors else "partial"
+
+
+def _close(conn, ns: Namespace, report: RunReport, status: str) -> None:
+    if report.run_id is None:  # a plan opens no run
+        return
+    runs_store.record_errors(conn, ns, report.run_id, [*report.errors, *report.warnings])
+    runs_store.finish_run(conn, ns, report.run_id, status, report.to_json())
+
+
+def _close_quietly(conn, ns: Namespace, report: RunReport, status: str) -> None:
+    """Close a run that is ending in an exception; a failure here must not hide that exception."""
+    try:
+        _close(conn, ns, report, status)
+    except Exception as e:  # the database may be what failed; the next run marks this one instead
+        # A lost connection is the error being reported already: no second line on stderr for it.
+        log.log(
+            logging.INFO if conn.closed else logging.WARNING, "could not mark run %s %s: %s", report.run_id, status, e
+        )
+
+
+def _with_retried(conn, req: IngestRun) -> tuple[IngestRun, list[str]]:
+    """With ``retry_failed``, the sources that failed in the last run join the targets."""
+    if not req.retry_failed or req.namespace.id <= 0:
+        return req, []
+    retried = runs_store.failed_sources(conn, req.namespace)
+    targets = list(req.targets)
+    targets += [_target_of(s) for s in retried if _target_of(s) not in targets]
+    return replace(req, targets=tuple(targets)), retried
+
+
+def _stream(conn, req: IngestRun, report: RunReport, connect, interruptible) -> None:
+    """The stages from where ``req`` enters; Ctrl-C and SIGTERM stop it only where it waits for input."""
+    if req.items is not None:  # embedded upstream: the store stage only
+        consume(conn, req, _unless_stored(conn, req.namespace, interruptible(req.items)), report)
+        return
+    lookup = connect()
+    try:
+        sources, state = _sources(lookup, req)
+        covered = _covered(req.targets) if req.sources is None else None
+        _produce_and_consume(conn, lookup, req, sources, covered, report, interruptible)
+        if state is not None:  # feeds' new ETags are kept only once their entries are stored
+            state.commit()
+    finally:
+        lookup.close()
+
+
+def _sources(lookup, req: IngestRun) -> tuple[Iterable[Source | ItemError], Any]:
+    """The stream's input and the feed state to commit: the sources given, or the targets fetched."""
+    if req.sources is not None:
+        return req.sources, None
+    from .fetch import fetch
+
+    o = req.options
+    state = req.feed_state(lookup, req.namespace) if req.feed_state and req.namespace.id > 0 and not o.plan else None
+    it = fetch(
+        req.targets,
+        include=o.include,
+        exclude=o.exclude,
+        follow_links=o.follow_links,
+        state=state,
+        stdin=req.stdin,
+        options=req.fetch_options,
+    )
+    return it, state
+
+
+def _produce_and_consume(conn, lookup, req: IngestRun, sources, covered, report: RunReport, interruptible) -> None:
+    """Fetch, extract and chunk in a producer thread; embed and store here; then ``--sync``."""
+    items, seen_sources, thread = producer.start(lookup, req, sources)
+    consume(conn, req, interruptible(items), report)
+    thread.join()
+    if req.options.sync and covered is not None:
+        _sync(conn, req.namespace, report, seen_sources, covered, req.options.plan, req.emit)
+
+
+def _unless_stored(conn, ns: Namespace, items: Iterable[Item | ItemError]) -> Iterator:
+    """Items embedded upstream whose source version is stored already become ("unchanged", n); one
+    with a vector the store must not hold becomes an ``ItemError`` (nothing of it is stored)."""
+    for item in items:
+        if isinstance(item, Item):
+            known = source_versions(conn, ns, [item.source_uri]).get(item.source_uri)
+            if known and known[0] == item.source_hash:
+                yield ("unchanged", len(known[1]))
+                continue
+            bad = _bad_vector(item, ns.dimension)
+            if bad is not None:
+                yield bad
+                continue
+        yield item
+
+
+def _bad_vector(item: Item, dimension: int) -> ItemError | None:
+    """The error of an item embedded upstream whose vectors are not finite, non-zero and of ``dimension`` numbers."""
+    from ..validate import vector_problem
+
+    for h, v in (item.vectors or {}).items():
+        problem = vector_problem(v, dimension)
+        if problem:
+            return ItemError("store", item.source_uri, "UsageError", f"the vector of chunk {h[:12]} {problem}")
+    return None
+
+
+def _target_of(source_uri: str) -> str:
+    from ..sources.folder import file_path
+
+    return file_path(source_uri) if source_uri.startswith("file://") else source_uri
+
+
+def _covered(targets: Sequence[str]) -> Callable[[str], bool]:
+    """Which stored source URIs the walked targets speak for (for --sync)."""
+    from ..sources.folder import file_uri
+
+    prefixes, exact = [], set()
+    for t in targets:
+        if t == "-":
+            continue
+        p = Path(t)
+        if p.is_dir():
+            prefixes.append(file_uri(t).rstrip("/") + "/")
+        elif p.exists() or "://" not in t:
+            exact.add(file_uri(t))
+        # URLs are never "gone": a fetch that failed or answered 304 yields no source
+    return lambda uri: uri in exact or any(uri.startswith(px) for px in prefixes)
+
+
+def _sync(
+    conn, ns: Namespace, report: RunReport, seen: set[str], covered: Callable[[str], bool], plan: bool, emit
+) -> None:
+    """Remove documents whose source lies under the walked targets but was not seen this run."""
+    gone = [uri for uri, src in stored_uris(conn, ns).items() if covered(src or uri) and (src or uri) not in seen]
+    if not gone:
+        return
+    n_chunks = chunk_count_of(conn, ns, gone)
+    report.documents["removed"] += len(gone)
+    report.chunks["deleted"] += int(n_chunks)
+    if not plan:
+        delete_documents(conn, ns, gone)
+        emit("removed", {"documents": len(gone)})

@@ -1,0 +1,161 @@
+"""The producer side of a run: fetch, extract and chunk in a background thread, into a bounded queue.
+
+``start`` runs ``_produce`` in a thread while the calling thread embeds and stores what it hands
+over (``writer.consume``), so the model is not idle waiting for input and memory does not grow
+with the corpus. Each source becomes one ``Item`` (its documents and their chunks), an
+``ItemError``, an ("unchanged", n) marker (its version is stored already), or, when it is large:
+one ``LargeItem`` for a long text (its chunks made by ``steps.chunk_large`` as the writer reads
+them), or one ``Item`` per entry of a large feed and then a ``SourceDone``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Iterable, Iterator
+
+from ..chunk import check_length
+from ..config import Profile
+from ..embed import get_tokenizer
+from ..errors import KbctlError
+from ..store import source_versions
+from ..types import Document, ItemError, LargeDocument, Source, content_hash
+from .items import PARTIAL, IngestRun, Item, LargeItem, SourceDone
+from .steps import batches, chunk_large, chunk_source, extract_source, item_error, once, source_hash
+
+__all__ = ["start", "BATCH_BYTES", "LARGE_IN_FLIGHT"]
+
+#: Bytes of sources looked up and extracted together by the producer (with at most 32 sources).
+BATCH_BYTES = 64 << 20
+#: Large documents (``LargeItem``) handed to the consumer and not yet stored, at most.
+LARGE_IN_FLIGHT = 2
+
+
+def start(lookup, run: IngestRun, sources: Iterable[Source | ItemError]) -> tuple[Iterator, set[str], threading.Thread]:
+    """Start producing ``run``'s items from ``sources`` (``lookup``: the thread's own connection, for
+    the stored source versions): the items to consume, the source URIs seen (filled as it goes, for
+    --sync), and the thread, to join once the items are consumed."""
+    seen: set[str] = set()
+    q: queue.Queue = queue.Queue(maxsize=run.options.queue_size)
+    large = threading.BoundedSemaphore(LARGE_IN_FLIGHT)
+    thread = threading.Thread(
+        target=_produce,
+        args=(lookup, run.namespace, run.profile, sources, q, seen, run.emit, large),
+        daemon=True,
+        name="kbctl-extract",
+    )
+    thread.start()
+    return _drain(q, large), seen, thread
+
+
+def _drain(q: queue.Queue, large: threading.BoundedSemaphore | None = None) -> Iterator:
+    while True:
+        item = q.get()
+        if item is None:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+        if large is not None and isinstance(item, LargeItem):  # stored: the producer may hand over another
+            large.release()
+
+
+def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, large=None) -> None:
+    """Fetch, extract and chunk in a background thread; put items on the queue, then None.
+
+    Sources are looked up 32 at a time, or fewer when their bytes reach ``BATCH_BYTES``; at most
+    ``LARGE_IN_FLIGHT`` large documents (each holding its source's bytes until it is stored) wait
+    for the consumer at once, so many large files do not all sit in memory together.
+    """
+    try:
+        tok = get_tokenizer(profile)
+        for batch in batches(once(sources), 32, BATCH_BYTES):
+            for out in _extract_batch(conn, batch, ns, profile, seen, tok, emit):
+                if large is not None and isinstance(out, LargeItem):
+                    large.acquire()
+                q.put(out)
+    except BaseException as e:  # hand anything unexpected to the consumer thread
+        q.put(e)
+    finally:
+        q.put(None)
+
+
+def _extract_batch(conn, batch, ns, profile, seen, tok, emit) -> Iterator:
+    hashes = {s.uri: source_hash(content_hash(s.content), profile) for s in batch if isinstance(s, Source)}
+    known = source_versions(conn, ns, list(hashes))
+    for s in batch:
+        if isinstance(s, ItemError):
+            seen.add(s.source)  # an unreadable source is not a removed one
+            yield s
+            continue
+        seen.add(s.uri)
+        h = hashes[s.uri]
+        if s.uri in known and known[s.uri][0] == h:
+            seen.update(known[s.uri][1])
+            yield ("unchanged", len(known[s.uri][1]))
+            continue
+        large = _extract_large(s, h, profile, tok, emit)
+        if large is not None:
+            yield from large
+            continue
+        docs = extract_source(s)
+        if isinstance(docs, ItemError):
+            yield docs
+            continue
+        chunked = chunk_source(s.uri, docs, profile, tok)
+        if isinstance(chunked, ItemError):
+            yield chunked
+            continue
+        emit("extracted", {"source": s.uri, "documents": len(docs)})
+        yield Item(s.uri, h, s.kind, chunked)
+
+
+def _extract_large(s: Source, h: str, profile: Profile, tok, emit) -> Iterator | None:
+    """The items of a large source, or ``None`` for the others: one ``LargeItem`` for a long text
+    (its chunks made as the writer stores them), or one ``Item`` per entry of a large feed then a ``SourceDone``."""
+    from ..extract import extract_large
+
+    try:
+        large = extract_large(s, text=profile.chunk.strategy != "semantic")
+    except Exception as e:
+        return iter([item_error("extract", s.uri, e)])
+    if large is None:
+        return None
+    if isinstance(large, LargeDocument):
+        return iter([_large_item(s, h, large, profile, tok, emit)])
+    return _entries(s, h, large, profile, tok, emit)
+
+
+def _large_item(s: Source, h: str, large: LargeDocument, profile: Profile, tok, emit) -> LargeItem | ItemError:
+    from ..acl import lift_acl
+    from ..extract.stream import with_hash
+
+    try:
+        check_length(large.chars, profile.chunk.max_document_chars)
+    except KbctlError as e:
+        return item_error("chunk", s.uri, e)
+    try:
+        large = with_hash(large, lift_acl(large.head))  # a second pass over the bytes: the content hash
+    except Exception as e:
+        return item_error("extract", s.uri, e)
+    emit("extracted", {"source": s.uri, "documents": 1})
+    return LargeItem(s.uri, h, s.kind, large.head, large.chars, chunk_large(large, profile, tok))
+
+
+def _entries(s: Source, h: str, docs: Iterator[Document], profile: Profile, tok, emit) -> Iterator:
+    """A large feed's entries as one item each, as they are parsed, then the ``SourceDone`` that
+    marks the feed whole. The entries are stored under a provisional source hash until then."""
+    from ..acl import lift_acl
+
+    uris: set[str] = set()
+    try:
+        for d in docs:
+            d = lift_acl(d)
+            uris.add(d.uri)
+            chunked = chunk_source(s.uri, [d], profile, tok)
+            yield chunked if isinstance(chunked, ItemError) else Item(s.uri, PARTIAL + h, s.kind, chunked, part=True)
+    except Exception as e:  # the entries given so far stay provisional: the next run reads the feed again
+        yield item_error("extract", s.uri, e)
+        return
+    emit("extracted", {"source": s.uri, "documents": len(uris)})
+    yield SourceDone(s.uri, h, s.kind, frozenset(uris))

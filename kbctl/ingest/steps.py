@@ -1,0 +1,116 @@
+"""The low steps every way into the store shares: the source hash, extract a source, chunk a
+source, each source once, and how a failure of one becomes the ``ItemError`` that stands for its item.
+
+``kbctl ingest`` (its producer and writer) and ``kbctl extract``/``kbctl chunk`` (the NDJSON
+codec) call these, so an item fails the same way, with the same ``ItemError``, on every path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict
+from typing import Iterable, Iterator, Sequence
+
+from ..chunk import chunk_document, iter_chunks
+from ..config import Profile
+from ..errors import KbctlError
+from ..types import Chunk, Document, ItemError, LargeDocument, Source, content_hash
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "source_hash",
+    "extract_source",
+    "chunk_source",
+    "chunk_large",
+    "ChunkFailed",
+    "item_error",
+    "batches",
+    "once",
+]
+
+
+def source_hash(sha: str, profile: Profile) -> str:
+    """Version of a source: the hash of its bytes and the settings that decide its chunks.
+
+    ``max_document_chars`` is a limit, not a chunking setting: changing it (or adding it, as an
+    upgrade did) must not make every stored source look changed.
+    """
+    chunk = {k: v for k, v in asdict(profile.chunk).items() if k != "max_document_chars"}
+    settings = json.dumps([chunk, profile.max_tokens, profile.fingerprint], sort_keys=True)
+    return content_hash(f"{sha}\x00{settings}")
+
+
+def extract_source(source: Source) -> tuple[Document, ...] | ItemError:
+    """The extract stage for one source: its documents, or the ``ItemError`` that stands for it."""
+    from ..acl import lift_acl
+    from ..extract import extract
+
+    try:
+        return tuple(lift_acl(d) for d in extract(source))
+    except Exception as e:  # an extractor bug must not stop the batch either
+        return item_error("extract", source.uri, e)
+
+
+def chunk_source(source_uri: str, docs: Sequence[Document], profile: Profile, tok) -> tuple | ItemError:
+    """The chunk stage for one source's documents: ``((document, chunks), ...)``, or one ``ItemError``."""
+    try:
+        return tuple((d, tuple(chunk_document(d, profile, tok))) for d in docs)
+    except Exception as e:
+        return item_error("chunk", source_uri, e)
+
+
+class ChunkFailed(Exception):
+    """The chunker failed on a large document (its cause): the document is rolled back and recorded."""
+
+
+def chunk_large(large: LargeDocument, profile: Profile, tok) -> Iterator[Chunk]:
+    """The chunk stage for one large document: its chunks, made as they are read, with what the
+    chunker raises as ``ChunkFailed`` (not taken for the database's refusal of the document)."""
+    chunks = iter_chunks(large, profile, tok)
+    while True:
+        try:
+            c = next(chunks)
+        except StopIteration:
+            return
+        except Exception as e:
+            raise ChunkFailed() from e
+        yield c
+
+
+def item_error(stage: str, source: str, e: BaseException) -> ItemError:
+    """The ``ItemError`` of ``stage`` failing on ``source``: a ``KbctlError``'s message, or (a
+    bug, logged with its traceback) the exception's text."""
+    if isinstance(e, KbctlError):
+        return ItemError(stage, source, type(e).__name__, e.message)
+    log.error("%s failed on %s: %s", stage, source, e, exc_info=e)
+    return ItemError(stage, source, type(e).__name__, str(e) or type(e).__name__)
+
+
+def once(sources: Iterable[Source | ItemError]) -> Iterator[Source | ItemError]:
+    """Each source once: one given again in the same run (``docs docs/a.md``) is a warning."""
+    given: set[str] = set()
+    for s in sources:
+        if isinstance(s, Source) and s.uri in given:
+            yield ItemError(
+                "fetch", s.uri, "DuplicateSourceWarning", f"{s.uri} was given more than once in this run; read once"
+            )
+            continue
+        if isinstance(s, Source):
+            given.add(s.uri)
+        yield s
+
+
+def batches(items: Iterable, n: int, max_bytes: int | None = None) -> Iterator[list]:
+    """Lists of ``n`` items, or fewer once the sources among them hold ``max_bytes`` bytes."""
+    batch: list = []
+    size = 0
+    for x in items:
+        batch.append(x)
+        size += len(x.content) if isinstance(x, Source) else 0
+        if len(batch) >= n or (max_bytes is not None and size >= max_bytes):
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
