@@ -45,6 +45,8 @@ _FORM = re.compile(r"^\s*(?P<key>[^\s=!<>~]+)\s*(?P<op>!=|>=|<=|=|>|<|~|\s+in\s+
 
 def parse_filter(text: str) -> Filter:
     """Parse one ``key<op>value`` filter; a malformed one is a UsageError with the syntax."""
+    if "\x00" in text:  # PostgreSQL's text holds no NUL: a usage error here, not a database error there
+        raise UsageError(f"filter {text!r} holds a NUL character", hint="remove it from the filter")
     m = _FORM.match(text)
     if not m or not m.group("value"):
         raise UsageError(

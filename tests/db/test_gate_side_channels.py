@@ -61,7 +61,8 @@ def _pairs(root: Path):
     return [
         ("title~Zep", "title~Zeq"),
         ("title~Zephyr m", "title~Zephyr n"),
-        (f"path~{root}/secret", f"path~{root}/secreu"),
+        ("path~secret", "path~secreu"),
+        (f"abs_path~{root}/secret", f"abs_path~{root}/secreu"),
         ("title=Zephyr merger", "title=Zephyr mergeq"),
     ]
 
