@@ -224,3 +224,12 @@ def test_extreme_date_filter_is_a_usage_error(tmp_path, kb_home, tenant, cli, fl
     assert p.returncode == 2, p.stderr
     lines = p.stderr.decode().strip().splitlines()
     assert lines[0].startswith("error:") and "Traceback" not in p.stderr.decode() and len(lines) <= 2
+
+
+def test_nul_in_a_filter_is_a_usage_error(tmp_path, kb_home, tenant):
+    """Found by the gate property (tests/db/test_gate_properties.py): it was a database error."""
+    with _numbers_kb(tmp_path, kb_home, tenant) as kb:
+        for flt in ("title~\x00", "title=a\x00b", "k>=\x001"):
+            with pytest.raises(UsageError) as e:
+                kb.search("", "gate", filters=[flt])
+            assert "NUL" in e.value.message
