@@ -274,7 +274,9 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     )
 
 
-def _withheld_ahead(conn, raw, hidden: set, fusion: dict, shown: list, k: int, rows, per_doc: int, dedupe: float) -> int:
+def _withheld_ahead(
+    conn, raw, hidden: set, fusion: dict, shown: list, k: int, rows, per_doc: int, dedupe: float
+) -> int:
     """How many withheld hits the page would have held: in the fusion of the ungated ``raw`` lanes,
     shaped as a page is (per-document limit, near-duplicates), the withheld ones ranked above the
     last hit shown (all of them when the page is not full). Counted only, never shown."""

@@ -21,9 +21,7 @@ __all__ = ["filter_sql"]
 # ASCII digits only: PostgreSQL's numeric reads no others (kbctl.search.filters turns full-width
 # digits into ASCII ones; digits of other scripts are compared as text).
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$", re.ASCII)  # finite (kbctl.search.filters)
-_ISO = re.compile(
-    r"^\d{4}-\d{2}-\d{2}(?P<time>[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?$", re.ASCII
-)
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?P<time>[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?$", re.ASCII)
 
 
 def filter_sql(filters: tuple[Filter, ...], alias: str = "c") -> tuple[sql.Composable, list]:
