@@ -281,6 +281,9 @@ def _withheld_ahead(
     shaped as a page is (per-document limit, near-duplicates), the withheld ones ranked above the
     last hit shown (all of them when the page is not full). Counted only, never shown."""
     order = fuse(raw, **fusion)
+    if len(shown) >= k:  # shaping only drops hits: nothing after the last one shown can count
+        pos = {key: i for i, (key, _) in enumerate(order)}
+        order = order[: max((pos[key] for key in shown if key in pos), default=len(order) - 1) + 1]
     missing = [key for key, _ in order if key not in rows]
     every = {**rows, **_fetch(conn, missing)} if missing else rows
     keys = [key for key, _ in _shape(order, every, per_doc, dedupe)]
