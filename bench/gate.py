@@ -39,23 +39,20 @@ def main() -> None:
     kb = kbctl.open(home=home, profile="minilm", config=a.config)
     from kbctl.search import access
 
-    original = access._first_k
+    original = access.viewable
     rows_out = []
     for share in ("ungated", 0, 50, 90):  # "ungated": unrestricted=True, the gate does not run at all
         extra = {"unrestricted": True} if share == "ungated" else {}
 
-        def first_k(gate, ordered, rows, k, share=share):  # withhold documents by id, standing in for ACLs
-            kept, withheld = [], 0
-            for key, score in ordered:
-                if key in rows and rows[key][2] % 100 >= (0 if share == "ungated" else share):
-                    kept.append((key, score))
-                    if len(kept) >= k:
-                        break
-                else:
-                    withheld += 1
-            return kept, withheld
+        # Withhold chunks by id, standing in for ACLs: the gate's one decision, which it applies to
+        # the lanes before fusion (access.gate_lanes) and again to the page (access._first_k).
+        def viewable(gate, keyed, acls, share=share):
+            kept = [
+                (key, s) for key, s in keyed if key in acls and key[1] % 100 >= (0 if share == "ungated" else share)
+            ]
+            return kept, len(keyed) - len(kept)
 
-        access._first_k = first_k
+        access.viewable = viewable
         for mode in ("lexical", "dense", "hybrid"):
             kb.search(queries[0], ns, mode=mode, k=10, **extra)
             times, short = [], 0
@@ -69,7 +66,7 @@ def main() -> None:
                 f"withheld {share}{'' if share == 'ungated' else '%'}  {mode:8s} p50 {rows_out[-1][2]:.1f} ms  p95 {rows_out[-1][3]:.1f} ms  short pages {short}",
                 flush=True,
             )
-    access._first_k = original
+    access.viewable = original
     kb.close()
     sys.exit(0)
 

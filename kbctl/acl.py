@@ -4,16 +4,20 @@ Enforced where:
 
 - **Tenant**: at retrieval, before ranking. A search resolves its namespaces within the caller's
   tenant (``KnowledgeBase.tenant``), and every lane filters by namespace id in SQL.
-- **View permission**: after fusion and reranking, by ``Gate``. Each hit's document ACL is read
-  with the hit; a hit the principal may not view is dropped and only counted
-  (``SearchResult.withheld``). The gate fails closed: an ACL it cannot read (a malformed entry, a
-  value that is not a list) or any error while deciding withholds the hit, never the other way.
+- **View permission**: by ``Gate``, on the lanes' candidates before fusion and again on the
+  page (``kbctl.search.access``): a hit the principal may not view is dropped before anything
+  observable (scores, ranks, near-duplicate removal, per-document caps, reranking, paging) is
+  computed, and only counted (``SearchResult.withheld``, for queries without filters: a filter's
+  count would reveal withheld documents' metadata). The gate fails closed: an ACL it cannot read
+  (a malformed entry, a value that is not a list) or any error while deciding withholds the hit,
+  never the other way.
 
 An ACL is a list of entries ``public``, ``user:<id>`` or ``group:<name>``. A document gets one
 (first that applies):
 
 1. from the document itself: front matter ``acl: [group:eng, user:u1042]``, a record's ``acl``
-   field (``lift_acl``); explicit, kept until the document changes;
+   field (``lift_acl``); explicit, kept until the document changes. Given empty (``acl: []``,
+   ``acl: ""``) it is an ACL of no one, not an absent one;
 2. from its parent (an e-mail's attachments share the message's);
 3. from the namespace's configuration (``AclPolicy``): ``acl_from_recipients = true`` gives an
    e-mail ``user:<address>`` for its From, To and Cc; else the first of ``acl_rules`` whose
@@ -68,12 +72,15 @@ def lift_acl(doc: Document) -> Document:
     """``doc`` with an ``acl`` metadata key (front matter, a record's field) moved to ``Document.acl``.
 
     The key leaves the metadata (and so the content hash and the chunks' metadata): an ACL-only
-    change keeps the document's content hash and re-embeds nothing.
+    change keeps the document's content hash and re-embeds nothing. A key given without entries
+    (``acl: []``, ``acl: ""``, ``acl:``) is an ACL of no one: fail closed, never the namespace's
+    default (which may be ``public``).
     """
     if "acl" not in doc.metadata:
         return doc
     meta = {k: v for k, v in doc.metadata.items() if k != "acl"}
-    return dataclasses.replace(doc, metadata=meta, acl=normalize_acl(doc.metadata["acl"]), content_hash="")
+    acl = normalize_acl(doc.metadata["acl"])
+    return dataclasses.replace(doc, metadata=meta, acl=() if acl is None else acl, content_hash="")
 
 
 @dataclass(frozen=True)

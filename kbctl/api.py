@@ -527,8 +527,9 @@ class KnowledgeBase:
     ) -> SearchResult:
         """Search one namespace, or several listed explicitly (they must share a profile).
 
-        ``principal`` is who is searching: hits of documents they may not view are withheld after
-        ranking and counted in ``result.withheld`` (``kbctl.acl``). Without one the search is
+        ``principal`` is who is searching: hits of documents they may not view are withheld before
+        fusion (nothing returned is computed from them) and counted in ``result.withheld`` when the
+        query has no filters (0 with any filter: ``kbctl.acl``). Without one the search is
         anonymous: ``public`` documents, and documents without an ACL in namespaces whose
         ``acl_default`` is ``public``. ``unrestricted=True`` (library only) skips the gate.
         """

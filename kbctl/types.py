@@ -408,6 +408,7 @@ class SearchResult:
     notes: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
     # Hits the access gate withheld (a count only: nothing of them is in the result; ``kbctl.acl``).
+    # 0 for a query with filters, whatever was withheld: that count would reveal their metadata.
     withheld: int = 0
 
     def to_json(self) -> dict[str, Any]:

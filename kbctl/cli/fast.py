@@ -96,9 +96,11 @@ def _fast(argv: list[str]) -> int | None:
         skip_once(settings, str(e))  # the CLI warns (through its logging) and searches in-process
         return None
     except KbctlError as e:  # the server refused the search (4xx): the error the CLI would print
-        print(f"error: {e.message}", file=sys.stderr)
+        from .terminal import printable
+
+        print(f"error: {printable(e.message, keep='')}", file=sys.stderr)
         if e.hint:
-            print(f"hint: {e.hint}", file=sys.stderr)
+            print(f"hint: {printable(e.hint, keep='')}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -211,6 +213,8 @@ def _int(value: str) -> int:
 
 def _render(result, fmt: str, quiet: bool) -> None:
     """What ``kbctl.cli.search.search`` prints for ``result`` (rich imported only for people's formats)."""
+    from .terminal import inert_json, printable
+
     for note in result.notes:
         if result.degraded:
             if not quiet:
@@ -219,12 +223,12 @@ def _render(result, fmt: str, quiet: bool) -> None:
                 STATE.quiet = quiet
                 warn(note)
         elif not quiet:
-            print(f"note: {note}", file=sys.stderr)
+            print(f"note: {printable(note)}", file=sys.stderr)
     if fmt == "json":
-        sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(inert_json(json.dumps(result.to_json(), ensure_ascii=False, default=str)) + "\n")
     elif fmt == "jsonl":
         for h in result.hits:
-            sys.stdout.write(json.dumps(h.to_json(), ensure_ascii=False, default=str) + "\n")
+            sys.stdout.write(inert_json(json.dumps(h.to_json(), ensure_ascii=False, default=str)) + "\n")
     elif fmt == "markdown":
         from .render import hits_markdown
         from .state import out
@@ -234,7 +238,7 @@ def _render(result, fmt: str, quiet: bool) -> None:
         from .render import hits_table
 
         print(
-            f"strategy: {result.strategy}  mode: {result.mode}  namespaces: {', '.join(result.namespaces)}",
+            printable(f"strategy: {result.strategy}  mode: {result.mode}  namespaces: {', '.join(result.namespaces)}"),
             file=sys.stderr,
         )
         if result.hits:

@@ -8,6 +8,7 @@ import typer
 
 from .render import print_json
 from .state import STATE, err, warn
+from .terminal import printable
 
 
 def register(app: typer.Typer) -> None:
@@ -88,7 +89,7 @@ def _summary(report, as_json: bool) -> None:
         + (f"; {report.tokens_to_embed} tokens to embed" if report.plan else "")
     )
     for e in report.errors[:20]:
-        typer.echo(f"  failed [{e.stage}] {e.source}: {e.message}", err=True)
+        typer.echo(f"  failed [{e.stage}] {printable(e.source, keep='')}: {printable(e.message, keep='')}", err=True)
 
 
 _BARS = ("extract", "embed", "store")  # one bar per stage whose progress events this display counts

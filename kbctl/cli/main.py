@@ -128,9 +128,12 @@ def _is_psycopg_error(e: BaseException) -> bool:
 
 
 def _report(e) -> None:
-    print(f"error: {e.message}", file=sys.stderr)
+    """The error line (and its hint): one line each, inert on a terminal (they may quote stored names)."""
+    from .terminal import printable
+
+    print(f"error: {printable(e.message, keep='')}", file=sys.stderr)
     if e.hint:
-        print(f"hint: {e.hint}", file=sys.stderr)
+        print(f"hint: {printable(e.hint, keep='')}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,4 +1,9 @@
-"""Rendering of results: Rich tables for people, JSON/NDJSON for programs, context blocks for prompts."""
+"""Rendering of results: Rich tables for people, JSON/NDJSON for programs, context blocks for prompts.
+
+Whatever is shown to people is data (stored text, titles, file names): it goes through
+``kbctl.cli.terminal.printable`` and into Rich as ``Text`` (never read as markup); JSON is exact
+and inert (``inert_json``).
+"""
 
 from __future__ import annotations
 
@@ -7,19 +12,21 @@ import sys
 from typing import Any, Iterable
 
 from rich.table import Table
+from rich.text import Text
 
 from .state import out
+from .terminal import inert_json, printable
 
 
 def print_json(obj: Any) -> None:
     """One JSON document on stdout."""
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(inert_json(json.dumps(obj, ensure_ascii=False, default=str)) + "\n")
     sys.stdout.flush()
 
 
 def print_jsonl(rows: Iterable[Any]) -> None:
     for r in rows:
-        sys.stdout.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(inert_json(json.dumps(r, ensure_ascii=False, default=str)) + "\n")
     sys.stdout.flush()
 
 
@@ -29,26 +36,31 @@ def table(rows: list[dict], columns: list[str] | None = None, title: str | None 
         out.print("(none)")
         return
     columns = columns or list(rows[0])
-    t = Table(title=title, show_lines=False, highlight=False)
+    t = Table(title=printable(title) if title else None, show_lines=False, highlight=False)
     for c in columns:
-        t.add_column(c, overflow="fold")
+        t.add_column(printable(c), overflow="fold")
     for r in rows:
         t.add_row(*[_cell(r.get(c)) for c in columns])
     out.print(t)
 
 
-def _cell(v: Any) -> str:
+def _cell(v: Any) -> Text:
     if v is None:
-        return ""
+        return Text("")
     if isinstance(v, float):
-        return f"{v:.4f}"
+        return Text(f"{v:.4f}")
     if isinstance(v, (dict, list)):
-        return json.dumps(v, default=str)
-    return str(v)
+        return _text(json.dumps(v, default=str))
+    return _text(str(v))
+
+
+def _text(s: str) -> Text:
+    """A table cell of data: control characters escaped, no markup read, one line."""
+    return Text(printable(s, keep=""))
 
 
 def snippet(text: str, width: int = 240) -> str:
-    t = " ".join(text.split())
+    t = " ".join(printable(text, keep="\n\t").split())
     return t if len(t) <= width else t[: width - 1] + "…"
 
 
@@ -63,10 +75,10 @@ def hits_table(result) -> None:
     t.add_column("source", overflow="fold", max_width=40)
     t.add_column("text", overflow="fold")
     for h in result.hits:
-        row = [str(h.rank), _relevance(h)]
+        row = [Text(str(h.rank)), Text(_relevance(h))]
         if len(result.namespaces) > 1:
-            row.append(h.namespace)
-        row += [h.citation, snippet(h.text)]
+            row.append(_text(h.namespace))
+        row += [_text(h.citation), Text(snippet(h.text))]
         t.add_row(*row)
     out.print(t)
 
@@ -80,8 +92,12 @@ def _relevance(h) -> str:
 
 
 def hits_markdown(result) -> str:
-    lines = [f"## Results for: {result.query}", ""]
+    """The hits as Markdown for a person's terminal: stored text with its control characters
+    escaped (``printable``); headings and citations on one line each."""
+    lines = [f"## Results for: {printable(result.query, keep='')}", ""]
     for h in result.hits:
         score = "" if h.score is None else f" (relevance {_relevance(h)})"
-        lines += [f"### {h.rank}. {h.title or h.source}{score}", "", f"*{h.citation}*", "", h.text.strip(), ""]
+        head = printable(h.title or h.source, keep="")
+        lines += [f"### {h.rank}. {head}{score}", "", f"*{printable(h.citation, keep='')}*", ""]
+        lines += [printable(h.text.strip()), ""]
     return "\n".join(lines)

@@ -6,6 +6,7 @@ import typer
 
 from .render import hits_markdown, hits_table, print_json, print_jsonl, table
 from .state import STATE, out, warn
+from .terminal import printable
 
 
 def register(app: typer.Typer) -> None:
@@ -67,7 +68,7 @@ def search(
         principal=kb.principal(as_, group),
     )
     for note in result.notes:
-        warn(note) if result.degraded else (None if STATE.quiet else typer.echo(f"note: {note}", err=True))
+        warn(note) if result.degraded else (None if STATE.quiet else typer.echo(f"note: {printable(note)}", err=True))
     fmt = "json" if json_ else ("jsonl" if jsonl else fmt)
     if fmt == "json":
         print_json(result.to_json())
@@ -76,7 +77,7 @@ def search(
     elif fmt == "markdown":
         out.print(hits_markdown(result), markup=False, highlight=False)
     elif fmt == "context":
-        out.print(kb.context(result, budget), markup=False, highlight=False)
+        out.print(printable(kb.context(result, budget)), markup=False, highlight=False)
     else:
         typer.echo(
             f"strategy: {result.strategy}  mode: {result.mode}  namespaces: {', '.join(result.namespaces)}", err=True
@@ -101,4 +102,4 @@ def _explain(result) -> None:
         rows.append(row)
     table(rows, title="lanes")
     if result.details:
-        typer.echo(f"details: {result.details}", err=True)
+        typer.echo(f"details: {printable(result.details)}", err=True)

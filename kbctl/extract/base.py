@@ -182,7 +182,11 @@ def build_document(
         raise ExtractError("empty document (no text)", hint="the item holds no extractable text")
     meta = common_metadata(source, source_type)
     own = normalise_tags(json_safe(dict(metadata or {})))
-    meta.update({k: v for k, v in own.items() if k not in RESERVED_KEYS and v not in (None, "", [], {})})
+    # An empty value says nothing and is dropped, except an ``acl``: given empty it means no one
+    # (``kbctl.acl.lift_acl``), and dropping it would leave the document to the namespace's default.
+    meta.update(
+        {k: v for k, v in own.items() if k not in RESERVED_KEYS and (k == "acl" or v not in (None, "", [], {}))}
+    )
     return Document.from_blocks(
         uri=uri or source.uri,
         title=(title or "").strip() or stem_of(uri or source.uri),

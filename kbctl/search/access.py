@@ -1,19 +1,27 @@
-"""The late access gate inside a search: after fusion and reranking, drop what the principal may not view.
+"""The access gate inside a search: what the principal may not view is dropped before anything
+that can be observed is computed from it.
 
-``kbctl.acl`` says what an ACL means; this module applies a ``Gate`` to a ranked list and
-over-fetches so that k hits come back when k viewable ones exist among the candidates:
+``kbctl.acl`` says what an ACL means; this module applies a ``Gate``:
 
-- the page is shaped (per-document limit, near-duplicates), reranked and gated; when fewer than k
-  hits survive and more candidates were ranked, a window four times larger is shaped again;
-- when the lanes themselves were full (a lane returned as many candidates as asked), the engine
-  runs them again with four times the candidates (``kbctl.search.engine.run_search``).
+- to the lanes (``gate_lanes``), before fusion: each lane keeps the hits the principal may view,
+  ranked again among themselves, so fused scores, lane ranks, feedback (PRF), near-duplicate
+  removal, per-document caps, reranking and paging are computed from viewable hits only. A
+  withheld document that matches a query or a filter changes nothing of what is returned;
+- once more to the page (``gated_page``), with the ACL read with each hit's row: what changed
+  between the two reads is withheld too. When fewer than k hits survive shaping and more
+  candidates were ranked, a window four times larger is shaped again; when the lanes themselves
+  were full, the engine runs them again with four times the candidates
+  (``kbctl.search.engine.run_search``).
 
-Withheld hits are only counted. The gate fails closed: whatever cannot be decided is withheld, and
-an error while gating withholds the whole page rather than returning it unfiltered.
+Withheld hits are only counted, and the count is reported only for queries without filters
+(``kbctl.search.engine``; README "Access control"). The gate fails closed: whatever cannot be
+decided is withheld, and an error while gating withholds the whole page rather than returning it
+unfiltered.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any, Callable, Mapping, Sequence
 
@@ -21,7 +29,7 @@ from ..acl import Gate
 
 log = logging.getLogger(__name__)
 
-__all__ = ["anonymous_gate", "gated_page", "viewable", "ACL_COLUMN"]
+__all__ = ["anonymous_gate", "gate_lanes", "gated_page", "viewable", "ACL_COLUMN"]
 
 ACL_COLUMN = 11  # the document ACL's place in a hit row (sql/queries/search/hits.sql)
 
@@ -52,6 +60,24 @@ def viewable(
         log.exception("the access gate failed; withholding the page")
         return [], len(keyed)
     return kept, withheld
+
+
+def gate_lanes(
+    gate: Gate, lanes: Mapping[str, Sequence[Any]], acls_of: Callable[[list[Key]], Mapping[Key, Any]]
+) -> tuple[dict[str, list[Any]], set[Key]]:
+    """Each lane's hits (``LaneHit``) the gate lets through, ranked again 1.. among themselves, and
+    the keys it withheld. ``acls_of(keys)`` reads the document ACL of each chunk (absent: gone)."""
+    if gate.unrestricted:
+        return {name: list(hits) for name, hits in lanes.items()}, set()
+    keys = sorted({(h.namespace_id, h.chunk_id) for hits in lanes.values() for h in hits})
+    acls = acls_of(keys) if keys else {}  # an error here fails the search: never the unfiltered lanes
+    kept, _ = viewable(gate, [(key, None) for key in keys], acls)
+    allowed = {key for key, _ in kept}
+    out: dict[str, list[Any]] = {}
+    for name, hits in lanes.items():
+        mine = [h for h in hits if (h.namespace_id, h.chunk_id) in allowed]
+        out[name] = [dataclasses.replace(h, rank=i) for i, h in enumerate(mine, 1)]
+    return out, set(keys) - allowed
 
 
 def gated_page(

@@ -18,7 +18,7 @@ from ..store.namespaces import Namespace, check_pin
 from ..textutil.analyze import get_analyzer
 from ..types import Hit, SearchResult
 from ..validate import count
-from .access import ACL_COLUMN, anonymous_gate, gated_page, viewable
+from .access import ACL_COLUMN, anonymous_gate, gate_lanes, gated_page, viewable
 from .filters import Filter
 from .fuse import fuse
 from .lanes import LaneHit, correct_terms, dense_lane, effective_ef_search, lexical_lane, vocabulary_df
@@ -86,8 +86,11 @@ def run_search(
 ) -> SearchResult:
     """Answer one query over the given namespaces, all pinned to ``profile``.
 
-    ``gate`` (``kbctl.acl.Gate``) withholds, after fusion and reranking, the hits its principal may
-    not view (``kbctl.search.access``); without one the search is anonymous in ``public`` namespaces.
+    ``gate`` (``kbctl.acl.Gate``) withholds the hits its principal may not view from the lanes,
+    before fusion, and again from the page (``kbctl.search.access``); without one the search is
+    anonymous in ``public`` namespaces. How many were withheld is reported for queries without
+    filters only (``_noted``): with one, the count would tell whether a withheld document's
+    metadata matches it.
 
     ``side(purpose)``, when given, returns another connection reserved for ``purpose`` ("dense",
     "lexical"). Hybrid queries then run the dense lane (query embedding and HNSW scan) on the
@@ -111,7 +114,7 @@ def run_search(
         )
     gate = gate or anonymous_gate([n.id for n in namespaces])
     if strategy == "metadata":
-        return _noted(_metadata(conn, namespaces, query, opts.filters, k, names, gate), gate, namespaces)
+        return _noted(_metadata(conn, namespaces, query, opts.filters, k, names, gate), gate, namespaces, True)
     if strategy == "needs_clarification":
         strategy = "hybrid" if opts.filters else "content"
     mode = "hybrid" if opts.mode == "auto" else opts.mode
@@ -123,7 +126,7 @@ def run_search(
         depth = min(depth * 4, MAX_EF_SEARCH)
         plan = dataclasses.replace(plan, opts=dataclasses.replace(plan.opts, candidates=depth))
         result = _ranked(conn, plan)
-    return _noted(result, gate, namespaces)
+    return _noted(result, gate, namespaces, bool(opts.filters))
 
 
 @dataclass(frozen=True)
@@ -143,17 +146,24 @@ class SearchPlan:
     side: Callable[[str], Any] | None = None  # another connection per purpose ("dense", "lexical")
 
 
-def _noted(result: SearchResult, gate: Gate, namespaces) -> SearchResult:
+def _noted(result: SearchResult, gate: Gate, namespaces, filtered: bool) -> SearchResult:
     """``result`` with the access gate's notes: how many hits were withheld (a count only), and why
-    documents without an ACL are hidden in a ``deny`` namespace."""
+    documents without an ACL are hidden in a ``deny`` namespace.
+
+    A ``filtered`` query reports no withheld count (0): a filter is on metadata (title, path,
+    author, dates…), and a count that moved with it would let a principal read a withheld
+    document's metadata one probe at a time (``title~A``, ``title~Ab``…). The count of a content
+    query without filters only says that something they may not view matches their words.
+    """
     notes = list(result.notes)
     why = gate.deny_note({n.id: n.name for n in namespaces})
     if why:
         notes.append(why)
-    if result.withheld:
-        notes.append(f"withheld {result.withheld} hit(s) this principal may not view")
+    withheld = 0 if filtered else result.withheld
+    if withheld:
+        notes.append(f"withheld {withheld} hit(s) this principal may not view")
     details = {a: b for a, b in result.details.items() if a != "saturated"}
-    return dataclasses.replace(result, notes=tuple(notes), details=details)
+    return dataclasses.replace(result, notes=tuple(notes), details=details, withheld=withheld)
 
 
 def _ranked(conn, plan: SearchPlan) -> SearchResult:
@@ -220,14 +230,17 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
         "rrf_k": opts.rrf_k or s.rrf_k,
         "dense_weight": opts.dense_weight if opts.dense_weight is not None else s.dense_weight,
     }
+    # The gate decides first: fusion, feedback, shaping, reranking and paging see viewable hits only.
+    raw = lanes
+    lanes, hidden = gate_lanes(gate, raw, lambda keys: store.chunk_acls(conn, keys))
     fused = fuse(lanes, **fusion)
     if feedback and not degraded and qvec is not None and terms and fused:
         t0 = time.perf_counter()
-        seen = [key for key, _ in fused[:depth]]  # feedback only from what the principal may view
-        allowed, _ = viewable(gate, fused[:depth], store.chunk_acls(conn, seen))
-        lanes, fused, details["prf"] = _feedback_round(
-            conn, namespaces, profile, terms, qvec, lanes, allowed or fused[:0], depth, opts, fusion, side
+        raw, details["prf"] = _feedback_round(
+            conn, namespaces, profile, terms, qvec, lanes, fused[:depth], depth, opts, side
         )
+        lanes, hidden = gate_lanes(gate, raw, lambda keys: store.chunk_acls(conn, keys))
+        fused = fuse(lanes, **fusion)
         timings["prf_ms"] = (time.perf_counter() - t0) * 1000
     per_doc = opts.per_doc if opts.per_doc is not None else s.per_doc
     rows = _fetch(conn, [key for key, _ in fused[: max(depth, k)]])
@@ -243,7 +256,10 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
         rerank=lambda page: _maybe_rerank(profile, query, page, rows, opts, notes),
         fetch=lambda keys: _fetch(conn, keys),
     )
-    details["saturated"] = bool(withheld) and any(len(v) >= depth for v in lanes.values())
+    if hidden and not opts.filters:  # a filtered query reports no count (_noted): not worth a read
+        shown = [key for key, _ in ordered[:k]]
+        withheld += _withheld_ahead(conn, raw, hidden, fusion, shown, k, rows, per_doc, s.dedupe_threshold)
+    details["saturated"] = bool(hidden or withheld) and any(len(v) >= depth for v in raw.values())
     if reranked:
         details["reranked"] = True
     scale = _relevance(lanes, fusion, profile.distance, lexical_info.get("bound"), reranked)
@@ -258,6 +274,25 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     )
 
 
+def _withheld_ahead(
+    conn, raw, hidden: set, fusion: dict, shown: list, k: int, rows, per_doc: int, dedupe: float
+) -> int:
+    """How many withheld hits the page would have held: in the fusion of the ungated ``raw`` lanes,
+    shaped as a page is (per-document limit, near-duplicates), the withheld ones ranked above the
+    last hit shown (all of them when the page is not full). Counted only, never shown."""
+    order = fuse(raw, **fusion)
+    if len(shown) >= k:  # shaping only drops hits: nothing after the last one shown can count
+        pos = {key: i for i, (key, _) in enumerate(order)}
+        order = order[: max((pos[key] for key in shown if key in pos), default=len(order) - 1) + 1]
+    missing = [key for key, _ in order if key not in rows]
+    every = {**rows, **_fetch(conn, missing)} if missing else rows
+    keys = [key for key, _ in _shape(order, every, per_doc, dedupe)]
+    if len(shown) >= k:
+        place = {key: i for i, key in enumerate(keys)}
+        keys = keys[: max((place[key] for key in shown if key in place), default=len(keys))]
+    return sum(1 for key in keys if key in hidden)
+
+
 def _feedback_round(
     conn,
     namespaces,
@@ -268,13 +303,14 @@ def _feedback_round(
     fused,
     depth: int,
     opts: SearchOptions,
-    fusion: dict,
     side,
 ):
     """Hybrid pseudo-relevance feedback (``kbctl.search.prf``): the best documents of the fused
     first round expand the BM25 query (RM3, from their stored postings) and move the query vector
     (Rocchio, from their stored vectors); both lanes run again, as in the first round (the dense one
-    on the side connection while the lexical one runs here), and are fused the same way."""
+    on the side connection while the lexical one runs here): (the new lanes, not gated yet, the
+    round's details). ``lanes`` and ``fused`` are the gated first round: feedback comes only from
+    what the principal may view."""
     s = profile.search
     doc_of = {
         (h.namespace_id, h.chunk_id): (h.namespace_id, h.document_id)
@@ -300,7 +336,7 @@ def _feedback_round(
     new["dense"] = pending.result() if pending is not None else dense_round(conn)
     added = sorted((t for t in expanded if t not in terms), key=lambda t: -expanded[t])
     info = {"docs": len(feedback), "vector_docs": len(vectors), "terms": added, "candidates": depth}
-    return new, fuse(new, **fusion), info
+    return new, info
 
 
 def _query_terms(conn, ns_ids, query, analyzer, profile, correct: bool) -> tuple[dict[str, float], dict[str, str]]:

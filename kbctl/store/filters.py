@@ -18,8 +18,10 @@ from ..types import Filter
 
 __all__ = ["filter_sql"]
 
-_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")  # a comparison's is finite (kbctl.search.filters)
-_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?P<time>[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?$")
+# ASCII digits only: PostgreSQL's numeric reads no others (kbctl.search.filters turns full-width
+# digits into ASCII ones; digits of other scripts are compared as text).
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$", re.ASCII)  # finite (kbctl.search.filters)
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?P<time>[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?$", re.ASCII)
 
 
 def filter_sql(filters: tuple[Filter, ...], alias: str = "c") -> tuple[sql.Composable, list]:
@@ -111,9 +113,14 @@ def _date_bound(f: Filter, value: str) -> tuple[str, str]:
                 return ("<" if f.op == "<=" else ">="), (day + timedelta(days=1)).isoformat()
             return f.op, day.isoformat()
         dt = datetime.fromisoformat(value.replace(" ", "T", 1))
+        return f.op, iso_datetime(dt)  # the form extraction stores: UTC with a Z when an offset is given
     except ValueError:
         raise UsageError(
             f"{value!r} in filter {str(f)!r} is not a valid date",
             hint="use YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|±HH:MM]",
         ) from None
-    return f.op, iso_datetime(dt)  # the form extraction stores: UTC with a Z when an offset is given
+    except OverflowError:  # in UTC (or the day after) it falls outside years 1..9999
+        raise UsageError(
+            f"date {value!r} in filter {str(f)!r} is out of range: in UTC it falls outside years 1 to 9999",
+            hint="use a date within years 1..9999 (its UTC time included)",
+        ) from None

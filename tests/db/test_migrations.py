@@ -110,8 +110,10 @@ def test_concurrent_migrate_applies_each_migration_once(fresh_dsn):
     assert sum(counts) == LATEST, outs  # each migration applied by exactly one of them
 
 
-def _fill(conn) -> None:
-    """A little data through plain SQL, valid from migration 001 on: profile, namespace, document, chunks, postings."""
+def _fill(conn, version: int = 1) -> None:
+    """A little data through plain SQL, valid from migration 001 on: profile, namespace, document, chunks, postings.
+
+    From ``GENERATIONS`` on, the vectors go to the namespace's active generation, not the chunks."""
     pid = conn.execute(
         "INSERT INTO kbctl.profiles (name, fingerprint, embedder, model, dimension, distance, normalize, max_tokens)"
         " VALUES ('tiny', 'fp-tiny', 'hash', 'hash', 3, 'cosine', true, 256) RETURNING id"
@@ -125,15 +127,35 @@ def _fill(conn) -> None:
         " VALUES (%s, 'mem://refunds', 'Refunds', 'markdown', 'h1', 40, 2) RETURNING id",
         (ns,),
     ).fetchone()[0]
+    inline = version < GENERATIONS
+    gen = None
+    if not inline:
+        gen = conn.execute(
+            "INSERT INTO kbctl.generations (namespace_id, profile_id, dimension, storage, state)"
+            " VALUES (%s, %s, 3, 'vector', 'active') RETURNING id",
+            (ns, pid),
+        ).fetchone()[0]
     for pos, (text, vec) in enumerate(
         [("refunds take five days", "[1,0,0]"), ("refunds go to the card", "[0,0.6,0.8]")]
     ):
-        cid = conn.execute(
-            "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start, char_end,"
-            " content_hash, profile_id, dimension, embedding, lex_length)"
-            " VALUES (%s, %s, %s, %s, 4, 0, %s, %s, %s, 3, %s::vector, 4) RETURNING id",
-            (ns, doc, pos, text, len(text), f"c{pos}", pid, vec),
-        ).fetchone()[0]
+        if inline:
+            cid = conn.execute(
+                "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start,"
+                " char_end, content_hash, profile_id, dimension, embedding, lex_length)"
+                " VALUES (%s, %s, %s, %s, 4, 0, %s, %s, %s, 3, %s::vector, 4) RETURNING id",
+                (ns, doc, pos, text, len(text), f"c{pos}", pid, vec),
+            ).fetchone()[0]
+        else:
+            cid = conn.execute(
+                "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start,"
+                " char_end, content_hash, lex_length) VALUES (%s, %s, %s, %s, 4, 0, %s, %s, 4) RETURNING id",
+                (ns, doc, pos, text, len(text), f"c{pos}"),
+            ).fetchone()[0]
+            conn.execute(
+                "INSERT INTO kbctl.vectors (namespace_id, chunk_id, generation_id, document_id, profile_id,"
+                " dimension, storage, embedding) VALUES (%s, %s, %s, %s, %s, 3, 'vector', %s::vector)",
+                (ns, cid, gen, doc, pid, vec),
+            )
         for term in ("refund", f"term{pos}"):
             conn.execute(
                 "INSERT INTO kbctl.lexical_postings (namespace_id, term, chunk_id, tf, dl) VALUES (%s, %s, %s, 1, 4)",
@@ -174,7 +196,7 @@ def test_every_earlier_version_migrates_to_the_latest_with_data_intact(fresh_dsn
     db = _db(fresh_dsn)
     assert [m.version for m in db.migrate(target=version)] == list(range(1, version + 1))
     with psycopg.connect(fresh_dsn, autocommit=True) as c:
-        _fill(c)
+        _fill(c, version)
         columns = _columns(c)
         if version < GENERATIONS:  # those columns moved to kbctl.vectors: compared there below
             columns["chunks"] = [col for col in columns["chunks"] if col not in MOVED]

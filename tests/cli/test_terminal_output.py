@@ -1,0 +1,66 @@
+"""End to end: a hostile document (escape sequences and rich markup in its text, title and file
+name) and a failing file with such a name; every command that prints them prints them inert
+(issue 26, item 6). ``--json`` keeps the stored text exact."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+EVIL = "\x1b[2J\x1b]0;pwned\x07\x9b31m\u202e[red]boom[/red]"
+NAME = EVIL.replace("/", "")  # a file name holds no slash
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.fixture
+def hostile(tmp_path, cli):
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / f"evil{NAME}.md").write_text(
+        f"---\ntitle: Title {EVIL}\n---\n# Heading {EVIL}\n\nplatypus body {EVIL} end\n", encoding="utf-8"
+    )
+    (root / f"empty{NAME}.md").write_text("", encoding="utf-8")  # an item error naming the file
+    env = {"KBCTL_PROFILE": "hash-384"}
+    p = cli("ingest", str(root), "-n", "evil", env=env)
+    return {"env": env, "ingest": p}
+
+
+def _inert(p) -> str:
+    text = p.stdout.decode("utf-8") + p.stderr.decode("utf-8")
+    m = UNSAFE.search(text)
+    assert m is None, (m.group(), text[max(0, m.start() - 40) : m.end() + 40])
+    return text
+
+
+@pytest.mark.parametrize(
+    "fmt",
+    [(), ("--format", "markdown"), ("--format", "context"), ("--explain",), ("--format", "markdown", "--explain")],
+)
+def test_search_prints_stored_text_inert(hostile, cli, fmt):
+    p = cli("search", "platypus", "-n", "evil", *fmt, env=hostile["env"], check=True)
+    text = _inert(p)
+    assert "platypus" in text
+    if fmt and fmt[-1] in ("markdown", "context"):
+        assert "[red]boom[/red]" in text  # markup shown as written, not applied
+
+
+def test_search_json_is_exact(hostile, cli):
+    p = cli("search", "platypus", "-n", "evil", "--json", env=hostile["env"], check=True)
+    _inert(p)
+    hit = json.loads(p.stdout)["hits"][0]
+    assert hit["title"] == f"Title {EVIL}" and EVIL in hit["text"]
+    p = cli("search", "platypus", "-n", "evil", "--jsonl", env=hostile["env"], check=True)
+    _inert(p)
+    assert EVIL in json.loads(p.stdout.splitlines()[0])["text"]
+
+
+def test_ingest_runs_errors_and_namespaces_print_inert(hostile, cli):
+    _inert(hostile["ingest"])
+    for args in (("errors", "-n", "evil"), ("runs", "-n", "evil"), ("namespaces",), ("verify", "-n", "evil")):
+        p = cli(*args, env=hostile["env"])
+        assert p.returncode in (0, 3), (args, p.stderr)
+        _inert(p)
+    p = cli("errors", "-n", "evil", env=hostile["env"], check=True)
+    assert "empty" in p.stdout.decode()
