@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 from ..config import Settings
 from ..errors import KbctlError
 from .agents import TOOLS, UNSCOPED, Agent, agent_from_settings, unavailable
-from .guard import HostRule, json_depth
+from .guard import HostRule, body_problem, replay_body
 from .metrics import Metrics
 from .service import CANCEL, Cancel, Service
 from .tools import Toolbox, error_status, validation_message
@@ -39,7 +39,6 @@ __all__ = ["create_app"]
 
 _TOKEN_TTL = 30.0  # seconds a token's agent is remembered: a revoked token stops working within this
 _RAW_OPTIONS = ("mode", "per_doc", "fusion", "ef_search", "rerank", "prf", "explain")
-MAX_JSON_DEPTH = 64  # a request body nested deeper is refused (400) before it is parsed
 
 
 class _State:
@@ -184,6 +183,8 @@ async def _in_thread(request: Request, tool: str, run) -> Response:
     finally:
         CANCEL.reset(reset)
     if cancel.cancelled:
+        client = request.scope.get("client") or ("?", 0)
+        log.info("client %s:%s left before its answer (%s)", *client[:2], tool)
         return _error(499, "client closed request")
     if "error" in out:
         return _error(*out["error"])
@@ -294,6 +295,7 @@ class _Gate:
         refusal = self.rule.check(headers)
         if refusal is not None:
             status = 421 if refusal.startswith("Host") else 403
+            log.info("refused %s %s: %s", scope["method"], scope["path"], refusal)
             self.state.metrics.http.labels(route="host", status=str(status)).inc()
             return await _error(status, refusal)(scope, receive, send)
         length = headers.get(b"content-length", b"0")
@@ -309,10 +311,10 @@ class _Gate:
             message = f"the request body did not arrive within {self.body_seconds:g}s"
             log.info("%s (%s %s)", message, scope["method"], scope["path"])
             return await _error(408, message, Connection="close")(scope, receive, send)
-        problem = _body_problem(scope["method"], headers, body)
+        problem = body_problem(scope["method"], headers, body)
         if problem is not None:
             return await _error(*problem)(scope, receive, send)
-        replay = _replay(body, receive)
+        replay = replay_body(body, receive)
         if scope["path"] not in self.open:
             agent = await self.state.authenticate(scope)
             if agent is None:
@@ -341,39 +343,13 @@ class _Gate:
                     return data
 
 
-def _body_problem(method: str, headers: dict[bytes, bytes], body: bytes) -> tuple[int, str] | None:
-    """Why a request body is refused (status, reason), or None: POST bodies are JSON, not too deep."""
-    if method != "POST":
-        return None
-    kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-    if kind != b"application/json":
-        shown = kind.decode("latin-1")[:60] or "none"
-        return 415, f"the request body must be sent as Content-Type: application/json (got {shown})"
-    if json_depth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
-        return 400, f"the request body nests deeper than {MAX_JSON_DEPTH} levels"
-    return None
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that hands the app the body already read, then waits for the client to leave."""
-    sent = False
-
-    async def replay() -> Any:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
-
-
 def create_app(settings: Settings, open_kb, *, warm: bool = True, host: str | None = None):
     """The ASGI app of ``kbctl serve`` over knowledge bases ``open_kb(settings)`` makes (``KnowledgeBase``),
     listening on ``host`` (default ``[server] host``: it decides which Host headers are served)."""
     state = _State(settings, open_kb)
     srv = settings.data["server"]
     rule = HostRule(host or srv["host"], srv["allowed_hosts"])
+    log.info("requests may name the host %s", rule.describe())
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

@@ -7,7 +7,9 @@ carry, how deep its JSON may nest, and how long a client may take to send its he
   address (``0.0.0.0`` or ``::``) any IP-address literal is accepted too (a DNS-rebinding request
   always carries the attacker's *name*). An ``Origin``, when sent, must name one of the same hosts
   (IP literals other than loopback are not enough): a web page elsewhere cannot drive the server.
-- ``json_depth``: the nesting depth of a JSON body, read without recursion (a cap before parsing).
+- ``body_problem``: why a request body is refused: a POST must be ``application/json`` (a web
+  page's "simple" ``text/plain`` request cannot reach a tool) and nest at most ``MAX_JSON_DEPTH``
+  levels (``json_depth`` reads that without recursion, before parsing).
 - ``guarded_protocol``: uvicorn's h11 protocol with a deadline on a request's headers, counted
   from the connection (or from a kept-alive connection's first byte of its next request).
 """
@@ -18,12 +20,21 @@ import ipaddress
 import logging
 from typing import Any, Iterable
 
-__all__ = ["HostRule", "json_depth", "guarded_protocol", "LOOPBACK_NAMES"]
+__all__ = [
+    "HostRule",
+    "json_depth",
+    "body_problem",
+    "replay_body",
+    "guarded_protocol",
+    "LOOPBACK_NAMES",
+    "MAX_JSON_DEPTH",
+]
 
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 _WILDCARD = ("0.0.0.0", "::", "")
+MAX_JSON_DEPTH = 64  # a request body nested deeper is refused (400) before it is parsed
 
 
 def _split_host(value: str) -> str:
@@ -105,6 +116,33 @@ def json_depth(data: bytes, cap: int) -> int:
         elif byte in (0x5D, 0x7D):
             depth -= 1
     return deepest
+
+
+def body_problem(method: str, headers: dict[bytes, bytes], body: bytes) -> tuple[int, str] | None:
+    """Why a request body is refused (status, reason), or None: POST bodies are JSON, not too deep."""
+    if method != "POST":
+        return None
+    kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+    if kind != b"application/json":
+        shown = kind.decode("latin-1")[:60] or "none"
+        return 415, f"the request body must be sent as Content-Type: application/json (got {shown})"
+    if json_depth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        return 400, f"the request body nests deeper than {MAX_JSON_DEPTH} levels"
+    return None
+
+
+def replay_body(body: bytes, receive: Any) -> Any:
+    """A ``receive`` that hands the app the body already read, then waits for the client to leave."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 _TIMEOUT_ANSWER = (

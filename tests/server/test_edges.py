@@ -347,6 +347,17 @@ def test_a_client_that_leaves_is_one_info_line(edge):
     with socket.create_connection(("127.0.0.1", edge.port), timeout=10) as s:
         s.sendall(head)
         time.sleep(0.3)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "research_topic", "arguments": {}}}
+    call["params"]["arguments"] = {"topic": "payments refunds invoices", "budget": 6000}
+    for path, body in (("/v1/tools/research_topic", call["params"]["arguments"]), ("/mcp", call)):
+        data = json.dumps(body).encode()
+        with socket.create_connection(("127.0.0.1", edge.port), timeout=10) as s:
+            s.sendall(
+                b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Accept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+                % (path.encode(), len(data), data)
+            )  # a whole request, and the client leaves while it runs
+    time.sleep(2)
     for _ in range(50):  # the server notices within a moment; bounded
         if "left before its answer" in edge.log_text():
             break
@@ -422,7 +433,13 @@ def test_generated_json_bodies_never_give_a_500(served):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20)
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=20)
+    )
     values = st.recursive(
         scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3)
     )
@@ -453,7 +470,7 @@ def test_generated_json_bodies_never_give_a_500(served):
             b'{"query": "x", "budget": -1, "limit": 0}',
             b'{"raw": true, "query": "x", "options": {"mode": ["lexical"]}}',
             b'{"raw": true, "query": "x", "options": []}',
-            b'[]',
+            b"[]",
             b'"just a string"',
         ):
             r = client.post("/v1/search", content=raw, headers={"Content-Type": "application/json"})
