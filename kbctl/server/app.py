@@ -3,10 +3,12 @@
 - ``/mcp``: MCP over streamable HTTP (the official SDK), one ``MCPServer`` per agent;
 - ``/v1/search``, ``/v1/tools/{name}``, ``/v1/documents/{id}``, ``/v1/namespaces``, ``/v1/feedback``:
   the same tools as plain JSON (errors: ``{"error": message}`` with a 4xx or 5xx status);
-- ``/healthz`` and ``/metrics`` (Prometheus), without a token.
+- ``/healthz`` (without a token) and ``/metrics`` (Prometheus; a token unless ``[server] metrics_open``).
 
 Every other request carries ``Authorization: Bearer <token>`` of an agent (``[server]
-require_token``); the token picks the agent, the agent its namespaces and tools.
+require_token``); the token picks the agent, the agent its namespaces and tools. Before any of
+that, ``_Gate`` applies the server's edges to every route (``kbctl.server.guard``): Host and
+Origin, the body's size, deadline, content type and depth.
 """
 
 from __future__ import annotations

@@ -287,9 +287,9 @@ class Toolbox:
         k: Annotated[int | None, Field(ge=1)] = None,
         filters: list[str] | None = None,
         mode: str = "auto",
-        per_doc: Annotated[int | None, Field(ge=1)] = None,
+        per_doc: int | None = None,  # ranges: checked by the library (SearchOptions), as for the CLI
         fusion: str | None = None,
-        ef_search: Annotated[int | None, Field(ge=1)] = None,
+        ef_search: int | None = None,
         rerank: bool | None = None,
         prf: str | None = None,
         explain: bool = False,
