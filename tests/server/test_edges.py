@@ -306,6 +306,17 @@ def test_a_trickling_header_is_cut_off(edge):
     assert answer.startswith(b"HTTP/1.1 408")
 
 
+def test_a_kept_alive_connections_next_request_has_the_same_deadline(edge):
+    with socket.create_connection(("127.0.0.1", edge.port), timeout=10) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = b""
+        while b"\r\n\r\n" not in first or not first.rstrip().endswith(b"}"):
+            first += s.recv(4096)
+        assert first.startswith(b"HTTP/1.1 200")
+        answer = _closed_while_trickling(s, b"GET /healthz HTTP/1.1\r\n", b"X", 40)
+    assert answer is not None and answer.startswith(b"HTTP/1.1 408")
+
+
 def test_a_connection_that_sends_nothing_is_closed(edge):
     with socket.create_connection(("127.0.0.1", edge.port), timeout=10) as s:
         answer = _closed_while_trickling(s, b"", b"", 40)
