@@ -91,11 +91,11 @@ class _State:
         async with self.lock:
             app = self.mcp_apps.get(agent)
             if app is None:
+                from mcp.server.transport_security import TransportSecuritySettings
+
                 from .mcp import mcp_server
 
                 server = mcp_server(self.toolbox(agent))
-                from mcp.server.transport_security import TransportSecuritySettings
-
                 app = server.streamable_http_app(
                     stateless_http=True,
                     json_response=True,

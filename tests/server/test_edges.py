@@ -393,6 +393,22 @@ def test_deeply_nested_json_is_a_400(served):
         assert "deeper than" in r.json()["error"]
 
 
+def test_mcp_bodies_that_are_not_text_or_not_json_are_4xx(served):
+    headers = {**served.headers("ops"), "Content-Type": "application/json", "Accept": "application/json"}
+    call = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search_knowledge", '
+    for body in (
+        call + b'"arguments": {"query": "\\ud800"}}}',
+        call + b'"arguments": {"query": "x", "k": Infinity}}}',
+        call + b'"arguments": {"query": "x", "k": 1e400}}}',
+        b"{not json",
+        b"[]",
+    ):
+        r = httpx.post(served.url + "/mcp", content=body, headers=headers, timeout=30)
+        assert r.status_code < 500, (body, r.text)
+        if r.status_code == 200:
+            assert r.json()["result"]["isError"], (body, r.text)
+
+
 @pytest.mark.parametrize(
     ("body", "fragment"),
     [
