@@ -351,7 +351,10 @@ def create_app(settings: Settings, open_kb, *, warm: bool = True, host: str | No
     state = _State(settings, open_kb)
     srv = settings.data["server"]
     rule = HostRule(host or srv["host"], srv["allowed_hosts"])
-    log.info("requests may name the host %s", rule.describe())
+    if rule.wildcard and not srv["allowed_hosts"]:
+        log.warning("listening on every address: requests must name %s", rule.describe())
+    else:
+        log.info("requests must name %s", rule.describe())
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
