@@ -31,7 +31,12 @@ def mcp(
 
 
 def serve(
-    host: str | None = typer.Option(None, "--host", help="Address to listen on (default: server.host, 127.0.0.1)."),
+    host: str | None = typer.Option(
+        None,
+        "--host",
+        help="Address to listen on (default: server.host, 127.0.0.1). Requests must name it, a loopback name "
+        "or one of server.allowed_hosts in their Host header (on 0.0.0.0: any IP address too).",
+    ),
     port: int | None = typer.Option(None, "--port", help="Port (default: server.port, 8765)."),
 ) -> None:
     """Serve MCP over streamable HTTP at /mcp, the JSON API under /v1, /healthz and /metrics."""

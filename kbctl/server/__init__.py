@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..config import Settings
+from ..config import ServerSettings, Settings
 
 __all__ = ["serve_http", "serve_stdio"]
 
@@ -25,18 +25,34 @@ def serve_http(
     import uvicorn
 
     from .app import create_app
+    from .guard import guarded_protocol
 
     srv = settings.server
+    host = host or srv.host
     config = uvicorn.Config(
-        create_app(settings, open_kb),
-        host=host or srv.host,
+        create_app(settings, open_kb, host=host),
+        host=host,
         port=port or srv.port,
         log_level="warning",
         timeout_graceful_shutdown=srv.drain_seconds,
         lifespan="on",
         access_log=False,
+        # slow clients: a deadline on each request's headers (the body's is the app's: [server] body_timeout)
+        http=guarded_protocol(_positive(srv, "header_timeout")),
+        timeout_keep_alive=int(_positive(srv, "keep_alive_timeout")),
+        # uvicorn answers 503 once this many connections (the one asking included) are open
+        limit_concurrency=int(_positive(srv, "max_connections")) + 1,
     )
     uvicorn.Server(config).run()
+
+
+def _positive(srv: ServerSettings, key: str) -> float:
+    from ..errors import ConfigError
+
+    value = getattr(srv, key)
+    if not value > 0:
+        raise ConfigError(f"server.{key} must be a positive number, got {value!r}")
+    return float(value)
 
 
 def serve_stdio(settings: Settings, open_kb: Callable[[Settings], Any], agent: str | None = None) -> None:

@@ -22,7 +22,7 @@ from .agents import Agent
 from .metrics import Metrics
 from .service import Service
 
-__all__ = ["Toolbox", "DESCRIPTIONS"]
+__all__ = ["Toolbox", "DESCRIPTIONS", "validation_message", "error_status"]
 
 DESCRIPTIONS = {
     "search_knowledge": (
@@ -240,7 +240,9 @@ class Toolbox:
             doc = kb.document(doc_id, scope, around_chunk=around_chunk, window=window, principal=self.agent.principal)
         chunks = [{**c, "text": _snip(c["text"]) if snippets else c["text"]} for c in doc.pop("chunks")]
         page, next_cursor = self._page(chunks, limit, cursor)
-        return {**doc, "metadata": dict(doc["metadata"] or {}), "chunks": page, "next_cursor": next_cursor}
+        meta = dict(doc["metadata"] or {})
+        doc = {**doc, "source": display_source(doc["uri"], meta), "metadata": meta}
+        return _without_server_paths({**doc, "chunks": page, "next_cursor": next_cursor})
 
     @tool
     def list_namespaces(self, *, labels: dict) -> dict[str, Any]:
@@ -273,10 +275,29 @@ class Toolbox:
     # -- the search behind three tools, and the JSON API's raw search ---------------------------------
 
     def search_result(self, query: str, namespaces: list[str] | None = None, **options: Any) -> SearchResult:
-        """A plain ``SearchResult`` within the agent's scope (``/v1/search`` with ``"raw": true``)."""
+        """A plain ``SearchResult`` within the agent's scope."""
         self.agent.check_tool("search_knowledge")
         result, _ = self._search(None, query, namespaces, **options)
         return result
+
+    def search_raw(
+        self,
+        query: str,
+        namespaces: list[str] | None = None,
+        k: Annotated[int | None, Field(ge=1)] = None,
+        filters: list[str] | None = None,
+        mode: str = "auto",
+        per_doc: int | None = None,  # ranges: checked by the library (SearchOptions), as for the CLI
+        fusion: str | None = None,
+        ef_search: int | None = None,
+        rerank: bool | None = None,
+        prf: str | None = None,
+        explain: bool = False,
+    ) -> dict[str, Any]:
+        """``/v1/search`` with ``"raw": true``: the ``SearchResult`` as JSON, its arguments typed like the tools'."""
+        options = dict(per_doc=per_doc, fusion=fusion, ef_search=ef_search, rerank=rerank, prf=prf, explain=explain)
+        result = self.search_result(query, namespaces, k=k, filters=filters, mode=mode, **options)
+        return _without_server_paths(result.to_json())
 
     def _search(
         self, tool_name: str | None, query: str, namespaces: list[str] | None, **options: Any
@@ -322,6 +343,33 @@ class Toolbox:
         return out, (str(nxt) if nxt < len(items) else None)
 
 
+def display_source(uri: str, meta: dict) -> str:
+    """How an answer names a document: a file by its path under the folder it was ingested from
+    (its basename when that is unknown), anything else by its URI (as search hits cite it)."""
+    if not uri.startswith("file://"):
+        return uri
+    return str(meta.get("path") or uri.rstrip("/").rsplit("/", 1)[-1])
+
+
+def _without_server_paths(obj: Any) -> Any:
+    """``obj`` without the server's own paths: no ``file://`` URI and no ``abs_path`` at any depth
+    (an agent learns a document's ``source``, its path under the ingested folder, instead)."""
+    if isinstance(obj, dict):
+        return {
+            k: _public_source(v) if k == "source" else _without_server_paths(v)
+            for k, v in obj.items()
+            if k != "abs_path" and not (k in ("uri", "parent_uri") and isinstance(v, str) and v.startswith("file://"))
+        }
+    if isinstance(obj, list):
+        return [_without_server_paths(v) for v in obj]
+    return obj
+
+
+def _public_source(source: Any) -> Any:
+    """A hit's ``source`` as an agent sees it: a bare ``file://`` URI (no ingested path) is cut to its basename."""
+    return display_source(source, {}) if isinstance(source, str) else source
+
+
 def _context(result: SearchResult, budget: int) -> str:
     """``format_context`` held to ``budget`` as a whole (its per-passage estimates can round past it)."""
     text = format_context(result, budget)
@@ -351,7 +399,7 @@ def _passage(h: Hit, snippets: bool) -> dict[str, Any]:
     return {
         **_cite(h),
         "title": h.title,
-        "source": h.source,
+        "source": _public_source(h.source),
         "relevance": h.relevance,
         "text": _snip(h.text) if snippets else h.text,
     }
@@ -468,10 +516,25 @@ def _grouped(hits: list[Hit], budget: int) -> list[dict]:
         used += cost
         d = docs.setdefault(
             (h.namespace, h.doc_id),
-            {"doc_id": h.doc_id, "title": h.title, "source": h.source, "namespace": h.namespace, "passages": []},
+            {
+                "doc_id": h.doc_id,
+                "title": h.title,
+                "source": _public_source(h.source),
+                "namespace": h.namespace,
+                "passages": [],
+            },
         )
         d["passages"].append({"chunk_id": h.chunk_id, "citation": h.citation, "relevance": h.relevance, "text": text})
     return list(docs.values())
+
+
+def validation_message(e: Any) -> str:
+    """A pydantic ``ValidationError`` as one line: each wrong argument and what was wrong with it."""
+    parts = []
+    for err in e.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        parts.append(f"{where}: {err['msg']}")
+    return "invalid arguments: " + "; ".join(parts[:5])
 
 
 def error_status(e: Exception) -> int:
