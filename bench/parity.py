@@ -86,8 +86,8 @@ def _chunk_tokens(kb, namespace: str) -> tuple[list[list[str]], list[str]]:
 def run(env: Env, namespace: str = "scifact") -> str:
     """The parity table for SciFact (the namespace must hold the imported collection)."""
     import kbctl
+    from kbctl.api.evals import search_fn
     from kbctl.evals import iter_beir_corpus, load_dataset
-    from kbctl.evaluate import search_fn
     from kbctl.textutil.analyze import get_analyzer
 
     path = env.collection("scifact")

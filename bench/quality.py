@@ -4,7 +4,7 @@ For each collection: ``kbctl eval import DIR -n NAME`` (incremental: a no-op onc
 ``kbctl eval run DIR -n NAME --modes lexical,dense,hybrid --json FILE`` on the test qrels. The table
 puts each mode next to the published / reference nDCG@10 (see /work/shared/evaldata/README.md).
 
-The fusion sweep (``sweep``) evaluates hybrid settings in-process with ``kbctl.evaluate.sweep`` on
+The fusion sweep (``sweep``) evaluates hybrid settings in-process with ``kb.evals.sweep`` on
 SciFact and Cranfield, so the default can be chosen on both at once.
 """
 
@@ -156,8 +156,8 @@ def sweep_grid() -> list[dict]:
 def sweep(env: Env) -> str:
     """nDCG@10 of each hybrid setting on SciFact and Cranfield (test qrels), sorted by their mean."""
     import kbctl as kb_mod
+    from kbctl.api.evals import search_fn
     from kbctl.evals import load_dataset, run_eval
-    from kbctl.evaluate import search_fn
 
     kb = kb_mod.open(home=env.home)
     try:

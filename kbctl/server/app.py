@@ -289,7 +289,7 @@ class _Gate:
         await self.app(scope, receive, send)
 
 
-def create_app(settings: Settings, open_kb, *, warm: bool = True):
+def create_app(settings: Settings, open_kb=None, *, warm: bool = True):
     """The ASGI app of ``kbctl serve`` over knowledge bases ``open_kb(settings)`` makes (``KnowledgeBase``)."""
     state = _State(settings, open_kb)
 
