@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..store import admin as admin_store
+from ..store import reading
 from ..store import runs as runs_store
+from ..store.namespaces import namespace_ids
 from ._boundary import Part, psycopg_boundary
 
 if TYPE_CHECKING:
@@ -32,13 +35,11 @@ class Admin(Part):
 
         On a connection of its own that does not migrate: pending migrations show as not applied.
         """
-        from ..store.admin import server_versions
-
         db = self.session.db
         conn = db.connect(register=False)
         try:
             rows = db.status(conn)
-            version, pgvector = server_versions(conn)
+            version, pgvector = admin_store.server_versions(conn)
         finally:
             conn.close()
         home, pgdata = (self.settings.home, db.pgdata) if db.embedded else (None, None)
@@ -47,11 +48,9 @@ class Admin(Part):
     def optimize(self, *, reindex: bool = False, full: bool = False) -> list[dict]:
         """Vacuum and analyze kbctl's tables; ``reindex`` also compacts their B-tree indexes, ``full``
         rewrites everything under exclusive locks. Returns each table's bytes before and after."""
-        from ..store.admin import optimize
-
         conn = self.session.db.connect(register=False)  # autocommit: VACUUM cannot run in a transaction
         try:
-            return optimize(conn, reindex=reindex, full=full)
+            return admin_store.optimize(conn, reindex=reindex, full=full)
         finally:
             conn.close()
 
@@ -95,17 +94,13 @@ class Admin(Part):
 
     def stats(self) -> dict:
         """Ingest figures of this tenant from the run ledger (what ``/metrics`` exports, without a server)."""
-        from ..store.reading import ledger_stats
-
-        rows = ledger_stats(self._conn(), self.tenant)
+        rows = reading.ledger_stats(self._conn(), self.tenant)
         totals = {k: sum(r[k] for r in rows) for k in ("runs", "documents", "chunks", "errors")}
         return {"tenant": self.tenant, "totals": totals, "namespaces": rows}
 
     def _ns_ids(self, namespace: str | None) -> list[int]:
         if namespace:
             return [self.kb.namespaces.get(namespace).id]
-        from ..store.namespaces import namespace_ids
-
         return namespace_ids(self._conn(), self.tenant)
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Sequence
 
+from ..acl import AclPolicy
 from ..extract.record import RECORD_MEDIA_TYPE
 from ..store import Namespace, ensure_namespace, get_namespace
+from ..store.feeds import feed_state, save_feed_state
 from ..types import ItemError, Source
 from ._boundary import Part, psycopg_boundary
 
@@ -136,8 +138,6 @@ class Ingestion(Part):
         return verify_namespace(self._conn(), ns, self.kb.namespaces.profile_for(namespace), sample)
 
     def _acl_policy(self, namespace: str):
-        from ..acl import AclPolicy
-
         return AclPolicy.of(self.settings.namespace_acl(namespace))
 
 
@@ -178,14 +178,10 @@ class _DbFeedState:
         self.pending.clear()
 
     def get(self, url: str):
-        from ..store.feeds import feed_state
-
         return feed_state(self.conn, self.ns, url)
 
     def set(self, url: str, etag: str | None, last_modified: str | None) -> None:
         self.pending[url] = (etag, last_modified)
 
     def _save(self, url: str, etag: str | None, last_modified: str | None) -> None:
-        from ..store.feeds import save_feed_state
-
         save_feed_state(self.conn, self.ns, url, etag, last_modified)

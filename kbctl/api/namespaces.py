@@ -3,15 +3,20 @@ written with, and ``kb.namespaces["billing_kb"]`` (also ``kb["billing_kb"]``), a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..config import Profile
 from ..errors import ConfigError, UsageError
-from ..store import Namespace, delete_namespace, ensure_namespace, get_namespace, list_namespaces, rebind_namespace
+from ..store import (
+    Namespace,
+    delete_namespace,
+    ensure_namespace,
+    get_namespace,
+    list_namespaces,
+    rebind_namespace,
+    tenants,
+)
+from ..store.reading import namespace_names
 from ._boundary import Part, psycopg_boundary
-
-if TYPE_CHECKING:
-    from .handle import NamespaceHandle
+from .handle import NamespaceHandle
 
 __all__ = ["Namespaces"]
 
@@ -25,8 +30,6 @@ class Namespaces(Part):
         tenant's, each read as that tenant's role (on the owner's connection)."""
         if not all_tenants:
             return list_namespaces(self._conn(), self.tenant)
-        from ..store import tenants
-
         with self.session.admin() as conn:
             rows = []
             for t in tenants.list_tenants(conn):
@@ -36,8 +39,6 @@ class Namespaces(Part):
 
     def __getitem__(self, name: str) -> NamespaceHandle:
         """A handle on namespace ``name`` (it need not exist yet: ``kb["new_kb"].ingest(...)`` creates it)."""
-        from .handle import NamespaceHandle
-
         return NamespaceHandle(self.kb, name)
 
     def get(self, name: str) -> Namespace:
@@ -46,8 +47,6 @@ class Namespaces(Part):
 
     def names(self) -> list[str]:
         """This tenant's namespace names (without the counts ``namespaces()`` reads)."""
-        from ..store.reading import namespace_names
-
         return namespace_names(self._conn(), self.tenant)
 
     def create(self, name: str, profile: str | None = None, description: str = "") -> Namespace:

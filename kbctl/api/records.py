@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Sequence
 
 from ..config import Profile
-from ..store import get_namespace
+from ..store import cached_vectors, get_namespace
 from ._boundary import Part, psycopg_boundary
 
 if TYPE_CHECKING:
@@ -86,6 +86,4 @@ class Records(Part):
         ns = get_namespace(self._conn(), namespace, self.tenant, required=False) if namespace else None
         if ns is None:
             return None
-        from ..store import cached_vectors
-
         return lambda hashes: cached_vectors(self._conn(), ns, hashes)

@@ -4,18 +4,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from .. import validate
+from ..acl import Gate
 from ..config import Profile
 from ..errors import UsageError
 from ..search import SearchOptions, parse_filters, run_search
-from ..store import Namespace, get_namespace
+from ..search.context import format_context
+from ..store import Namespace, audit, get_namespace
+from ..store.reading import chunk_position, document_chunks, document_row
+from ..store.search import feedback_vectors
 from ..types import Principal, SearchResult
 from ._boundary import Part, psycopg_boundary, read_retried, unavailable
-
-if TYPE_CHECKING:
-    from ..acl import Gate
 
 __all__ = ["Searching", "Retriever", "search_options"]
 
@@ -61,9 +62,7 @@ class Searching(Part):
         result = read_retried(lambda: run_search(conn, nss, prof, query, opts, side=side, gate=gate))
         audit = self.settings.data["audit"]
         if principal is not None and audit["enabled"]:
-            from ..store.audit import record_search
-
-            record_search(conn, self.tenant, nss, principal, query, result, audit["retention_days"])
+            audit.record_search(conn, self.tenant, nss, principal, query, result, audit["retention_days"])
         return result
 
     def principal(self, user: str | None, groups: Sequence[str] = ()) -> Principal | None:
@@ -76,8 +75,6 @@ class Searching(Part):
 
     def gate(self, nss: Sequence[Namespace], principal: Principal | None, unrestricted: bool) -> Gate:
         """The view-permission gate of a search over ``nss`` (their ``acl_default`` from the config)."""
-        from ..acl import Gate
-
         if principal is not None and not isinstance(principal, Principal):
             raise UsageError(f"principal must be a kbctl.Principal, got {type(principal).__name__}")
         if unrestricted is not False and (unrestricted is not True or principal is not None):
@@ -98,8 +95,6 @@ class Searching(Part):
 
     def context(self, result: SearchResult, budget: int = 2000) -> str:
         """A search result as a context block for a prompt: the best hits with citations, within ``budget`` tokens."""
-        from ..search.context import format_context
-
         return format_context(result, budget)
 
     def document(
@@ -117,8 +112,6 @@ class Searching(Part):
         Anything else (no such document, another namespace, withheld by its ACL, a chunk not of this
         document) is the same ``UsageError`` ("… is not available"), so a caller learns nothing of it.
         """
-        from ..store.reading import chunk_position, document_chunks, document_row
-
         validate.count("window", window, 0, 50)
         conn = self._conn()
         nss = {n.id: n for n in (get_namespace(conn, name, self.tenant, required=False) for name in namespaces) if n}
@@ -145,8 +138,6 @@ class Searching(Part):
         """The stored vector of each hit's chunk and, per namespace, the profile that made them: both
         from one read of each namespace, so a swap between the two cannot pair a vector of one
         generation with the query embedder of another."""
-        from ..store.search import feedback_vectors
-
         conn = self._conn()
         spaces = {n: get_namespace(conn, n, self.tenant) for n in {h.namespace for h in hits}}
         ids = {n: ns.id for n, ns in spaces.items()}
@@ -158,15 +149,11 @@ class Searching(Part):
 
     def audit(self, limit: int = 100) -> list[dict]:
         """This tenant's latest audited searches (``[audit] enabled``), newest first."""
-        from ..store.audit import list_audit
-
-        return list_audit(self._conn(), self.tenant, limit)
+        return audit.list_audit(self._conn(), self.tenant, limit)
 
     def prune_audit(self) -> int:
         """Delete audit rows older than ``[audit] retention_days``; how many went."""
-        from ..store.audit import prune
-
-        return prune(self._conn(), self.settings.data["audit"]["retention_days"])
+        return audit.prune(self._conn(), self.settings.data["audit"]["retention_days"])
 
 
 @dataclass(frozen=True)

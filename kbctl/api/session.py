@@ -16,6 +16,7 @@ from .. import validate
 from ..config import Settings
 from ..db import Database, register_vector
 from ..errors import ConfigError
+from ..store import tenants
 
 __all__ = ["Session"]
 
@@ -68,8 +69,6 @@ class Session:
 
         Embedded, a tenant's role is created on first use; with a DSN it must exist (``kbctl tenants create``).
         """
-        from ..store import tenants
-
         if self.role is None:
             role = tenants.tenant_role(conn, self.tenant)
             if role is None and not self.db.embedded:

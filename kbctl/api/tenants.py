@@ -5,6 +5,7 @@ CREATEROLE, or a superuser)."""
 from __future__ import annotations
 
 from .. import validate
+from ..store import tenants
 from ._boundary import Part, psycopg_boundary
 
 __all__ = ["Tenants"]
@@ -16,15 +17,11 @@ class Tenants(Part):
 
     def __call__(self) -> list[dict]:
         """The registered tenants with their roles (every one, to the tables' owner)."""
-        from ..store import tenants
-
         with self.session.admin() as conn:
             return tenants.list_tenants(conn)
 
     def create(self, name: str | None = None) -> dict:
         """Register tenant ``name`` (default: this one) and create its NOLOGIN role; idempotent."""
-        from ..store import tenants
-
         tenant = validate.name("tenant", name or self.tenant)
         with self.session.admin() as conn:
             return {"tenant": tenant, "role": tenants.create_tenant(conn, tenant)}
@@ -32,8 +29,6 @@ class Tenants(Part):
     def delete(self, name: str) -> dict | None:
         """Delete a tenant's namespaces (with everything in them), its audit, tokens and query log,
         then its role; what went, or None when no such tenant is registered."""
-        from ..store import tenants
-
         with self.session.admin() as conn:
             gone = tenants.delete_tenant(conn, validate.name("tenant", name))
         if name == self.tenant:
