@@ -22,9 +22,10 @@ _SEARCH_RETRIES = 2  # a search only reads: after a serialization failure or dea
 
 
 def psycopg_boundary(cls: C) -> C:
-    """The library's error boundary: a psycopg error leaving a public method of ``cls`` leaves as a kbctl error."""
+    """The library's error boundary: a psycopg error leaving a public method of ``cls`` (or calling
+    it: ``kb.namespaces()``) leaves as a kbctl error."""
     for name, fn in list(vars(cls).items()):
-        if callable(fn) and not name.startswith("_") and not isinstance(fn, type):
+        if callable(fn) and (name == "__call__" or not name.startswith("_")) and not isinstance(fn, type):
             setattr(cls, name, _converting(fn))
     return cls
 

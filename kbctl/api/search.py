@@ -12,7 +12,8 @@ from ..config import Profile
 from ..errors import UsageError
 from ..search import SearchOptions, parse_filters, run_search
 from ..search.context import format_context
-from ..store import Namespace, audit, get_namespace
+from ..store import Namespace, get_namespace
+from ..store import audit as audit_store
 from ..store.reading import chunk_position, document_chunks, document_row
 from ..store.search import feedback_vectors
 from ..types import Principal, SearchResult
@@ -62,7 +63,7 @@ class Searching(Part):
         result = read_retried(lambda: run_search(conn, nss, prof, query, opts, side=side, gate=gate))
         audit = self.settings.data["audit"]
         if principal is not None and audit["enabled"]:
-            audit.record_search(conn, self.tenant, nss, principal, query, result, audit["retention_days"])
+            audit_store.record_search(conn, self.tenant, nss, principal, query, result, audit["retention_days"])
         return result
 
     def principal(self, user: str | None, groups: Sequence[str] = ()) -> Principal | None:
@@ -149,11 +150,11 @@ class Searching(Part):
 
     def audit(self, limit: int = 100) -> list[dict]:
         """This tenant's latest audited searches (``[audit] enabled``), newest first."""
-        return audit.list_audit(self._conn(), self.tenant, limit)
+        return audit_store.list_audit(self._conn(), self.tenant, limit)
 
     def prune_audit(self) -> int:
         """Delete audit rows older than ``[audit] retention_days``; how many went."""
-        return audit.prune(self._conn(), self.settings.data["audit"]["retention_days"])
+        return audit_store.prune(self._conn(), self.settings.data["audit"]["retention_days"])
 
 
 @dataclass(frozen=True)
