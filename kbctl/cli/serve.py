@@ -27,7 +27,9 @@ def mcp(
     ),
 ) -> None:
     """Serve MCP over stdin/stdout (for an MCP client that starts kbctl itself)."""
-    STATE.kb().serve_stdio(agent)
+    from ..server import serve_stdio
+
+    serve_stdio(STATE.kb().settings, agent=agent)
 
 
 def serve(
@@ -40,7 +42,9 @@ def serve(
     port: int | None = typer.Option(None, "--port", help="Port (default: server.port, 8765)."),
 ) -> None:
     """Serve MCP over streamable HTTP at /mcp, the JSON API under /v1, /healthz and /metrics."""
-    STATE.kb().serve(host=host, port=port)
+    from ..server import serve_http
+
+    serve_http(STATE.kb().settings, host=host, port=port)
 
 
 @token_app.command("create")

@@ -1,5 +1,9 @@
 """The agent surface: kbctl's tools over MCP (stdio and streamable HTTP) and a JSON API.
 
+An adapter over ``kbctl.api`` (which never imports it): ``kbctl serve`` and ``kbctl mcp`` call
+``serve_http`` and ``serve_stdio``; ``open_kb`` (default ``KnowledgeBase``) makes the pooled
+knowledge bases. The tools' algorithms are the library's (``kb.verify_claim``, ``kb.research``).
+
 - ``agents``: ``[agents.NAME]`` → ``Agent`` (namespaces, tools, defaults, tenant, principal)
 - ``service``: the warm process (pooled knowledge bases, the query embedder loaded once)
 - ``tools``: the six tools, bound to an agent, their output capped and paged
@@ -19,7 +23,11 @@ __all__ = ["serve_http", "serve_stdio"]
 
 
 def serve_http(
-    settings: Settings, open_kb: Callable[[Settings], Any], *, host: str | None = None, port: int | None = None
+    settings: Settings,
+    open_kb: Callable[[Settings], Any] | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
 ) -> None:
     """Serve HTTP until SIGTERM or Ctrl-C; uvicorn drains requests in flight (``[server] drain_seconds``)."""
     import uvicorn
@@ -55,7 +63,7 @@ def _positive(srv: ServerSettings, key: str) -> float:
     return float(value)
 
 
-def serve_stdio(settings: Settings, open_kb: Callable[[Settings], Any], agent: str | None = None) -> None:
+def serve_stdio(settings: Settings, open_kb: Callable[[Settings], Any] | None = None, agent: str | None = None) -> None:
     """Serve MCP over stdin/stdout to one client, as ``[agents.AGENT]`` (unscoped without one)."""
     import anyio
 

@@ -345,7 +345,7 @@ class _Gate:
                     return data
 
 
-def create_app(settings: Settings, open_kb, *, warm: bool = True, host: str | None = None):
+def create_app(settings: Settings, open_kb=None, *, warm: bool = True, host: str | None = None):
     """The ASGI app of ``kbctl serve`` over knowledge bases ``open_kb(settings)`` makes (``KnowledgeBase``),
     listening on ``host`` (default ``[server] host``: it decides which Host headers are served)."""
     state = _State(settings, open_kb)
