@@ -29,6 +29,9 @@ __all__ = [
     "common_metadata",
     "build_document",
     "RESERVED_KEYS",
+    "MAX_METADATA_BYTES",
+    "MAX_METADATA_DEPTH",
+    "MetadataTooLarge",
 ]
 
 #: Metadata keys an extractor's own metadata (front matter, PDF info…) may not overwrite.
@@ -42,6 +45,12 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
+#: The most an item's metadata may hold once written out as JSON (roughly: strings, keys and one
+#: byte per value), and how deeply it may nest: YAML aliases can make a 400-byte front matter expand
+#: to gigabytes, and every chunk carries its document's metadata again.
+MAX_METADATA_BYTES = 256 << 10
+MAX_METADATA_DEPTH = 32
+
 _BLANK_LINES = re.compile(r"\n[ \t]*\n\s*")
 _TAG_KEYS = ("tags", "keywords", "categories")
 
@@ -124,19 +133,37 @@ def split_paragraphs(text: str) -> list[str]:
     return [p.strip() for p in _BLANK_LINES.split(text) if p.strip()]
 
 
+class MetadataTooLarge(ValueError):
+    """Metadata past ``MAX_METADATA_BYTES`` or ``MAX_METADATA_DEPTH`` (front matter, headers…)."""
+
+
 def json_safe(value: Any) -> Any:
-    """A copy of ``value`` that ``json.dumps`` takes as is: dates become ISO strings, tuples lists."""
+    """A copy of ``value`` that ``json.dumps`` takes as is: dates become ISO strings, tuples lists.
+
+    The copy is bounded: ``MetadataTooLarge`` as soon as it would pass ``MAX_METADATA_BYTES`` or nest
+    deeper than ``MAX_METADATA_DEPTH`` (a cycle never ends, so it is too deep), before it is built, so
+    a value whose shared parts expand without bound costs at most that much work.
+    """
+    return _json_safe(value, 0, [MAX_METADATA_BYTES])
+
+
+def _json_safe(value: Any, depth: int, budget: list[int]) -> Any:
+    if depth > MAX_METADATA_DEPTH:
+        raise MetadataTooLarge(f"metadata nested more than {MAX_METADATA_DEPTH} levels deep")
+    budget[0] -= len(value) + 2 if isinstance(value, str) else 2
+    if budget[0] < 0:
+        raise MetadataTooLarge(f"metadata larger than {MAX_METADATA_BYTES >> 10} KB once expanded")
     if isinstance(value, (datetime, date)):
         return iso_datetime(value)
     if isinstance(value, time):
         return value.isoformat()
     if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        return {_json_safe(str(k), depth + 1, budget): _json_safe(v, depth + 1, budget) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [json_safe(v) for v in value]
+        return [_json_safe(v, depth + 1, budget) for v in value]
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
-    return str(value)
+    return _json_safe(str(value), depth, budget)
 
 
 def normalise_tags(meta: dict[str, Any]) -> dict[str, Any]:
@@ -180,8 +207,11 @@ def build_document(
     blocks = [b for b in blocks if b.text.strip()]
     if not blocks:
         raise ExtractError("empty document (no text)", hint="the item holds no extractable text")
-    meta = common_metadata(source, source_type)
-    own = normalise_tags(json_safe(dict(metadata or {})))
+    try:
+        meta = common_metadata(source, source_type)
+        own = normalise_tags(json_safe(dict(metadata or {})))
+    except MetadataTooLarge as e:
+        raise ExtractError(str(e), hint="the item's metadata (headers, document properties) is too large to keep") from None
     meta.update({k: v for k, v in own.items() if k not in RESERVED_KEYS and v not in (None, "", [], {})})
     return Document.from_blocks(
         uri=uri or source.uri,
