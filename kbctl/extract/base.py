@@ -12,7 +12,7 @@ import codecs
 import re
 from datetime import date, datetime, time
 from typing import Any, Iterable, Mapping
-from urllib.parse import unquote, urldefrag, urlsplit
+from urllib.parse import unquote_to_bytes, urldefrag, urlsplit
 
 from ..errors import ExtractError
 from ..textutil.dates import iso_datetime
@@ -101,10 +101,17 @@ def _normalise_newlines(text: str) -> str:
 
 
 def file_path(uri: str) -> str | None:
-    """The local path of a ``file://`` uri (fragment dropped, ``%25``/``%23`` decoded), else ``None``."""
+    """The local path of a ``file://`` uri (fragment dropped, ``%25``/``%23`` decoded), else ``None``.
+
+    As text to show: bytes of a name that are not UTF-8 (``%FF`` in the uri) come out as ``\\xff``."""
     if not uri.startswith("file://"):
         return None
-    return unquote(urldefrag(uri)[0][len("file://") :]) or None
+    return _shown(urldefrag(uri)[0][len("file://") :]) or None
+
+
+def _shown(quoted: str) -> str:
+    """A percent-encoded path or name as text, bytes that are not UTF-8 written ``\\xff``."""
+    return unquote_to_bytes(quoted).decode("utf-8", "backslashreplace")
 
 
 def item_name(uri: str) -> str:
@@ -116,7 +123,7 @@ def item_name(uri: str) -> str:
         return base[len("stdin:") :]
     if "://" in base:
         parts = urlsplit(base)
-        return unquote(parts.path.rstrip("/").rsplit("/", 1)[-1]) or parts.netloc
+        return _shown(parts.path.rstrip("/").rsplit("/", 1)[-1]) or parts.netloc
     return base.rstrip("/").rsplit("/", 1)[-1]
 
 
