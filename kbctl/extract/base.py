@@ -20,6 +20,7 @@ from ..types import Block, Document, Source
 
 __all__ = [
     "decode_text",
+    "sniff_encoding",
     "file_path",
     "item_name",
     "stem_of",
@@ -51,6 +52,13 @@ _BOMS = (
 MAX_METADATA_BYTES = 256 << 10
 MAX_METADATA_DEPTH = 32
 
+# XML 1.0, appendix F: how "<?" (a declaration) begins in each wide encoding when there is no BOM.
+_XML_STARTS = (
+    (b"\x00\x00\x00<", "utf-32-be"),
+    (b"<\x00\x00\x00", "utf-32-le"),
+    (b"\x00<\x00?", "utf-16-be"),
+    (b"<\x00?\x00", "utf-16-le"),
+)
 _BLANK_LINES = re.compile(r"\n[ \t]*\n\s*")
 _TAG_KEYS = ("tags", "keywords", "categories")
 
@@ -74,6 +82,15 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
         f"not valid UTF-8 text (byte 0x{data[first.start]:02x} at offset {first.start})",
         hint="re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 in.txt > out.txt`",
     ) from None
+
+
+def sniff_encoding(head: bytes) -> str | None:
+    """The encoding a BOM names (``utf-32``, ``utf-16``, ``utf-8-sig``), else the UTF-16/32 form that
+    an XML document's first ``<`` has without one (``utf-16-le``…); ``None`` otherwise."""
+    for bom, codec in _BOMS:
+        if head.startswith(bom):
+            return codec
+    return next((codec for start, codec in _XML_STARTS if head.startswith(start)), None)
 
 
 def _strict(data: bytes, codec: str, label: str) -> str:

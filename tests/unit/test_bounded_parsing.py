@@ -72,3 +72,59 @@ def test_metadata_past_the_cap_fails_the_item_in_one_line():
     src = Source(uri="file:///docs/m.eml", content=b"x", metadata={})
     with pytest.raises(ExtractError, match="metadata larger than"):
         build_document(src, title="t", blocks=[Block("text")], source_type="email", metadata={"to": ["a" * 1000] * 400})
+
+
+def _feed(data: bytes, name: str = "f.rss") -> list:
+    return extract(Source(uri=f"file:///feeds/{name}", content=data, media_type=None, metadata={}))
+
+
+@pytest.mark.parametrize("name", ["f.rss", "f.xml"])
+@pytest.mark.parametrize("bom", [True, False], ids=["bom", "no-bom"])
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_utf16_and_utf32_feeds_are_read(encoding, bom, name):
+    """Refused as binary files (NUL bytes) before, or as generic XML (UTF-32 read as UTF-16)."""
+    (doc,) = _feed(A.feed_in(encoding, bom=bom), name)
+    assert "wide encoding" in doc.text and not doc.notes
+
+
+_RSS = (
+    '<?xml version="1.0" encoding="{enc}"?><rss version="2.0"><channel><title>Feed</title>'
+    "<item><guid>1</guid><title>One</title><description>entry one about lanterns</description></item>"
+    "</channel></rss>"
+)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _RSS.format(enc="UTF-16").encode(),  # declared UTF-16, written UTF-8: no entries before
+        _RSS.format(enc="utf-8").replace("lanterns", "lant\xe9rns").encode("latin-1"),  # declared UTF-8, latin-1
+        _RSS.format(enc="utf-8").replace("<title>One</title>", "<title>One</title><dc:creator>x</dc:creator>").encode(),
+    ],
+    ids=["declared-utf16-is-utf8", "declared-utf8-is-latin1", "undeclared-prefix"],
+)
+def test_a_feed_the_parser_recovers_is_stored_with_one_warning(data):
+    (doc,) = _feed(data)
+    assert "lant" in doc.text
+    assert [c for c, _ in doc.notes] == ["MalformedFeedWarning"], doc.notes
+
+
+def test_a_feed_the_parser_cannot_recover_stays_an_error():
+    with pytest.raises(ExtractError, match="malformed feed"):
+        _feed(b'<?xml version="1.0"?><rss version="2.0"><channel><title>x</title></chan')
+
+
+def test_entity_declarations_that_expand_are_refused():
+    """Billion laughs: expat expanded up to its amplification limit, seconds of feedparser per file."""
+    with pytest.raises(ExtractError, match="entities"):
+        _feed(A.billion_laughs_rss(9).encode())
+    with pytest.raises(ExtractError, match="entities"):
+        _feed(A.billion_laughs_rss(2).encode("utf-16"))
+    with pytest.raises(ExtractError, match="entities"):
+        _feed(_RSS.format(enc="utf-8").replace("?>", '?><!DOCTYPE rss [<!ENTITY x SYSTEM "file:///etc/passwd">]>').encode())
+
+
+def test_short_literal_entities_are_still_read():
+    dtd = '?><!DOCTYPE rss [<!ENTITY nbsp "&#160;"><!ENTITY co "ACME Inc">]>'
+    (doc,) = _feed(_RSS.format(enc="utf-8").replace("?>", dtd, 1).replace("lanterns", "lanterns&nbsp;by &co;").encode())
+    assert "ACME Inc" in doc.text
