@@ -506,6 +506,8 @@ def chunk_source(source_uri: str, docs: Sequence[Document], profile: Profile, to
 def _item_error(stage: str, source: str, e: Exception) -> ItemError:
     if isinstance(e, KbctlError):
         return ItemError(stage, source, type(e).__name__, e.message)
+    if isinstance(e, RecursionError):  # hostile nesting (MIME parts, markup) a parser follows recursively: no bug
+        return ItemError(stage, source, "ExtractError", "nested too deeply to read (a parser's recursion limit)")
     log.exception("%s failed on %s", stage, source)
     return ItemError(stage, source, type(e).__name__, str(e) or type(e).__name__)
 

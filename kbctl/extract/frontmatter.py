@@ -44,6 +44,8 @@ _KEY = re.compile(r"""^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s"'#\-\[\]{}?:][^:#]
 _ITEM = re.compile(r"^([ \t]*)-(?:[ \t]+(.*?))?[ \t]*$")
 _INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
 _FLOAT = re.compile(r"^[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][-+]?[0-9]+)?$")
+#: Lines longer than this go to PyYAML: the subset's patterns take quadratic time on a long line of spaces.
+_MAX_LINE = 4096
 _BOOLS = {"true": True, "false": False}
 _NULLS = {"", "~", "null"}
 
@@ -153,6 +155,10 @@ def parse_simple_yaml(raw: str, *, strict: bool = True) -> dict[str, Any]:
     otherwise such lines are skipped.
     """
     lines = raw.split("\n")
+    if any(len(line) > _MAX_LINE for line in lines):
+        if strict:
+            raise UnsupportedYAML(f"a line longer than {_MAX_LINE} characters")
+        lines = [line for line in lines if len(line) <= _MAX_LINE]
     out: dict[str, Any] = {}
     i = 0
     while i < len(lines):

@@ -101,6 +101,7 @@ def test_the_ten_level_anchor_file_is_one_warning_and_its_folder_is_stored(kb, k
     root.mkdir()
     (root / "bomb.md").write_text(A.anchor_bomb(10))
     (root / "fine.md").write_text("# Fine\n\nA fine file next to the bomb, about zinc.\n")
+    kb.connection()  # the server up before the child starts
     p = _kbctl(kb_home, tenant, "ingest", str(root), "-n", "anchors", "--json", preexec_fn=_limit_memory)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0 and b"Traceback" not in err, err.decode()
@@ -110,3 +111,57 @@ def test_the_ten_level_anchor_file_is_one_warning_and_its_folder_is_stored(kb, k
     assert warning["source"].endswith("/bomb.md") and "larger than" in warning["message"], warning
     stored = _stored(kb, "anchors")
     assert all(len(json.dumps(m)) < 1 << 20 for _, m in stored.values())
+
+
+def _runs(kb, ns: str) -> list[str]:
+    try:
+        ns_id = kb.namespace(ns).id
+    except Exception:
+        return []
+    rows = kb.connection().execute("SELECT status FROM kbctl.runs WHERE namespace_id = %s ORDER BY id", (ns_id,))
+    return [r[0] for r in rows.fetchall()]
+
+
+def test_sigterm_stops_an_ingest_parsing_a_hostile_item(kb, kb_home, tenant, tmp_path):
+    """A front matter line of 200k spaces: the subset parser's pattern took minutes in C, holding the
+    interpreter's lock, so the signal handler never ran and SIGTERM did not stop the ingest."""
+    root = tmp_path / "slow"
+    root.mkdir()
+    for i in range(40):
+        (root / f"slow{i:02}.md").write_text(A.long_line_front_matter(200_000) + f"\nslow file {i} about nickel\n")
+    (root / "fine.md").write_text("# Fine\n\nA fine file about cobalt.\n")
+    kb.connection()  # the server up before the child starts, so the two do not race to start it
+    p = _kbctl(kb_home, tenant, "ingest", str(root), "-n", "slow")
+    try:
+        for _ in range(600):  # until the run is open (and its items are being read)
+            if "running" in _runs(kb, "slow") or p.poll() is not None:
+                break
+            time.sleep(0.1)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=20)  # before: still parsing minutes later
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert b"Traceback" not in err, err.decode()
+    if p.returncode != 0:  # stopped: the run is closed as interrupted
+        assert _runs(kb, "slow")[-1:] == ["interrupted"], (p.returncode, err.decode(), _runs(kb, "slow"))
+    again = _kbctl(kb_home, tenant, "ingest", str(root), "-n", "slow", "--json")
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0, err.decode()
+    report = json.loads(out)
+    docs = report["documents"]
+    assert docs["new"] + docs["changed"] + docs["unchanged"] == 41 and docs["failed"] == 0, report
+    assert kb.search("cobalt", "slow", mode="lexical").hits
+
+
+def test_a_message_nested_too_deeply_is_one_line(kb, tmp_path):
+    """MIME parts nested 3000 deep: RecursionError out of the e-mail package, logged with a traceback."""
+    root = tmp_path / "mail"
+    root.mkdir()
+    (root / "deep.eml").write_bytes(A.deep_multipart(3000))
+    (root / "fine.md").write_text("# Fine\n\nA fine file about cobalt.\n")
+    report = kb.ingest([str(root)], namespace="mail")
+    (err,) = report.errors
+    assert err.source.endswith("/deep.eml") and "nested too deeply" in err.message, err
+    assert report.documents["new"] == 1
