@@ -174,20 +174,27 @@ def json_safe(value: Any) -> Any:
 def _json_safe(value: Any, depth: int, budget: list[int]) -> Any:
     if depth > MAX_METADATA_DEPTH:
         raise MetadataTooLarge(f"metadata nested more than {MAX_METADATA_DEPTH} levels deep")
-    budget[0] -= len(value) + 2 if isinstance(value, str) else 2
-    if budget[0] < 0:
-        raise MetadataTooLarge(f"metadata larger than {MAX_METADATA_BYTES >> 10} KB once expanded")
-    if isinstance(value, (datetime, date)):
-        return iso_datetime(value)
-    if isinstance(value, time):
-        return value.isoformat()
     if isinstance(value, Mapping):
+        _spend(budget, 4)
         return {_json_safe(str(k), depth + 1, budget): _json_safe(v, depth + 1, budget) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
+        _spend(budget, 4)
         return [_json_safe(v, depth + 1, budget) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return _json_safe(str(value), depth, budget)
+    if isinstance(value, (datetime, date)):
+        value = iso_datetime(value)
+    elif isinstance(value, time):
+        value = value.isoformat()
+    elif not (value is None or isinstance(value, (str, int, float, bool))):
+        value = str(value)
+    _spend(budget, len(value) + 4 if isinstance(value, str) else 8 if value is None or isinstance(value, bool) else len(repr(value)) + 4)
+    return value
+
+
+def _spend(budget: list[int], n: int) -> None:
+    """Take ``n`` bytes (a value written out as JSON, with its quotes and separator) from the budget."""
+    budget[0] -= n
+    if budget[0] < 0:
+        raise MetadataTooLarge(f"metadata larger than {MAX_METADATA_BYTES >> 10} KB once expanded")
 
 
 def normalise_tags(meta: dict[str, Any]) -> dict[str, Any]:

@@ -137,6 +137,7 @@ def test_sigterm_stops_an_ingest_parsing_a_hostile_item(kb, kb_home, tenant, tmp
             if "running" in _runs(kb, "slow") or p.poll() is not None:
                 break
             time.sleep(0.1)
+        time.sleep(1.0)  # and the producer thread into the slow items
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=20)  # before: still parsing minutes later
     finally:

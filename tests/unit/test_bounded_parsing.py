@@ -4,6 +4,8 @@ line, never a traceback or a host brought down."""
 
 from __future__ import annotations
 
+import json
+import os
 import tracemalloc
 
 import pytest
@@ -128,3 +130,59 @@ def test_short_literal_entities_are_still_read():
     dtd = '?><!DOCTYPE rss [<!ENTITY nbsp "&#160;"><!ENTITY co "ACME Inc">]>'
     (doc,) = _feed(_RSS.format(enc="utf-8").replace("?>", dtd, 1).replace("lanterns", "lanterns&nbsp;by &co;").encode())
     assert "ACME Inc" in doc.text
+
+
+# -- properties: whatever the input, bounded and no traceback --------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_FAST
+@given(name=st.binary(min_size=1, max_size=16).filter(lambda b: b"/" not in b and b"\x00" not in b))
+def test_property_any_file_name_round_trips_through_its_uri(name):
+    """A name of any bytes: its uri is text PostgreSQL stores (no lone surrogate) and names the same bytes."""
+    from kbctl.extract.base import file_path as shown_path
+    from kbctl.sources.folder import file_path, file_uri
+
+    path = os.path.join(b"/docs", name)
+    uri = file_uri(os.fsdecode(path))
+    uri.encode("utf-8")  # strict: a surrogate here was the UnicodeEncodeError in the store
+    assert os.fsencode(file_path(uri)) == path
+    (shown_path(uri) or "").encode("utf-8")
+
+
+@_FAST
+@given(
+    levels=st.integers(1, 12),
+    fanout=st.integers(1, 12),
+    cyclic=st.booleans(),
+    nest=st.integers(0, 200),
+)
+def test_property_front_matter_with_aliases_is_bounded(levels, fanout, cyclic, nest):
+    lines = ["---", "a0: &a0 [x, y]"]
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * fanout) + "]")
+    if cyclic:
+        lines.append("c: &c [*c]")
+    lines.append("n: " + "[" * nest + "1" + "]" * nest)
+    meta, body, err = split_front_matter("\n".join([*lines, "---", "", "body words", ""]))
+    assert body.strip() == "body words"
+    assert len(json.dumps(meta, ensure_ascii=False)) <= 256 << 10
+    assert (err is None) == bool(meta)
+
+
+@_FAST
+@given(
+    text=st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=40),
+    encoding=st.sampled_from(["utf-8", "utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"]),
+    bom=st.booleans(),
+)
+def test_property_a_feed_in_any_unicode_encoding_is_read(text, encoding, bom):
+    from xml.sax.saxutils import escape
+
+    words = f"{escape(text)} entry words"
+    (doc,) = _feed(A.feed_in(encoding, bom=bom, text=words))
+    assert "entry words" in doc.text
