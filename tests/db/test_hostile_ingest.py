@@ -156,7 +156,7 @@ def test_sigterm_stops_an_ingest_parsing_a_hostile_item(kb, kb_home, tenant, tmp
     assert kb.search("cobalt", "slow", mode="lexical").hits
 
 
-def test_a_message_nested_too_deeply_is_one_line(kb, tmp_path):
+def test_a_message_nested_too_deeply_is_one_line(kb, tmp_path, caplog):
     """MIME parts nested 3000 deep: RecursionError out of the e-mail package, logged with a traceback."""
     root = tmp_path / "mail"
     root.mkdir()
@@ -166,3 +166,4 @@ def test_a_message_nested_too_deeply_is_one_line(kb, tmp_path):
     (err,) = report.errors
     assert err.source.endswith("/deep.eml") and "nested too deeply" in err.message, err
     assert report.documents["new"] == 1
+    assert not [r.getMessage() for r in caplog.records if r.exc_info], "a traceback was logged"
