@@ -186,7 +186,14 @@ def _json_safe(value: Any, depth: int, budget: list[int]) -> Any:
         value = value.isoformat()
     elif not (value is None or isinstance(value, (str, int, float, bool))):
         value = str(value)
-    _spend(budget, len(value) + 4 if isinstance(value, str) else 8 if value is None or isinstance(value, bool) else len(repr(value)) + 4)
+    _spend(
+        budget,
+        len(value) + 4
+        if isinstance(value, str)
+        else 8
+        if value is None or isinstance(value, bool)
+        else len(repr(value)) + 4,
+    )
     return value
 
 
@@ -242,7 +249,9 @@ def build_document(
         meta = common_metadata(source, source_type)
         own = normalise_tags(json_safe(dict(metadata or {})))
     except MetadataTooLarge as e:
-        raise ExtractError(str(e), hint="the item's metadata (headers, document properties) is too large to keep") from None
+        raise ExtractError(
+            str(e), hint="the item's metadata (headers, document properties) is too large to keep"
+        ) from None
     meta.update({k: v for k, v in own.items() if k not in RESERVED_KEYS and v not in (None, "", [], {})})
     return Document.from_blocks(
         uri=uri or source.uri,

@@ -121,7 +121,7 @@ def _parse_yaml(raw: str) -> dict[str, Any]:
         except ImportError:
             return parse_simple_yaml(raw, strict=False)
     try:
-        data = yaml.load(raw, Loader=_bounded_loader(yaml))  # noqa: S506 - a SafeLoader, bounded
+        data = yaml.load(raw, Loader=_bounded_loader(yaml))
     except yaml.YAMLError as e:
         raise ValueError(str(e).splitlines()[0]) from None
     if not isinstance(data, dict):

@@ -105,7 +105,8 @@ def parse_message(data: bytes) -> EmailMessage:
     blank = _BLANK_LINE.search(data, 0, MAX_HEADER_BYTES + 4)
     if blank is None and len(data) > MAX_HEADER_BYTES:
         raise ExtractError(
-            f"mail headers larger than {MAX_HEADER_BYTES >> 10} KB", hint="the message's header block is not one a mailer writes"
+            f"mail headers larger than {MAX_HEADER_BYTES >> 10} KB",
+            hint="the message's header block is not one a mailer writes",
         )
     return BytesParser(policy=policy.default).parsebytes(data)
 

@@ -12,8 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import ROOT
 from tests.fixtures import adversarial as A
 
@@ -50,7 +48,7 @@ def test_a_file_name_that_is_not_utf8_is_stored_with_the_rest_of_its_folder(kb, 
     bad_uri = "file://" + os.path.abspath(root).replace("%", "%25") + "/bad%FFname.md"
     assert bad_uri in stored, sorted(stored)
     title, meta = stored[bad_uri]
-    assert meta["path"] == "bad\\xffname.md" and meta["name_not_utf8"] is True, meta
+    assert title == "Bad name" and meta["path"] == "bad\\xffname.md" and meta["name_not_utf8"] is True, meta
     assert kb.search("tin", "names", mode="lexical").hits
 
     # the uri is the exact bytes: it names the file again

@@ -123,7 +123,11 @@ def test_entity_declarations_that_expand_are_refused():
     with pytest.raises(ExtractError, match="entities"):
         _feed(A.billion_laughs_rss(2).encode("utf-16"))
     with pytest.raises(ExtractError, match="entities"):
-        _feed(_RSS.format(enc="utf-8").replace("?>", '?><!DOCTYPE rss [<!ENTITY x SYSTEM "file:///etc/passwd">]>').encode())
+        _feed(
+            _RSS.format(enc="utf-8")
+            .replace("?>", '?><!DOCTYPE rss [<!ENTITY x SYSTEM "file:///etc/passwd">]>')
+            .encode()
+        )
 
 
 def test_short_literal_entities_are_still_read():
@@ -176,19 +180,20 @@ def test_property_front_matter_with_aliases_is_bounded(levels, fanout, cyclic, n
 
 @_FAST
 @given(
-    text=st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=40),
+    text=st.text(
+        st.characters(codec="utf-8", exclude_categories=("Cs", "Cc"), exclude_characters="<>&"), min_size=1, max_size=40
+    ),
     encoding=st.sampled_from(["utf-8", "utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"]),
     bom=st.booleans(),
 )
 def test_property_a_feed_in_any_unicode_encoding_is_read(text, encoding, bom):
-    from xml.sax.saxutils import escape
-
-    words = f"{escape(text)} entry words"
-    (doc,) = _feed(A.feed_in(encoding, bom=bom, text=words))
+    (doc,) = _feed(A.feed_in(encoding, bom=bom, text=f"{text} entry words"))
     assert "entry words" in doc.text
 
 
-@pytest.mark.parametrize("line", ["[" * 100_000 + "]" * 100_000, '{"type": "document", "m": ' + "[" * 100 + "]" * 100 + "}"])
+@pytest.mark.parametrize(
+    "line", ["[" * 100_000 + "]" * 100_000, '{"type": "document", "m": ' + "[" * 100 + "]" * 100 + "}"]
+)
 def test_deep_ndjson_records_are_a_usage_error(line):
     """A record nested 100,000 deep: RecursionError out of json.loads, a traceback, before."""
     from kbctl.errors import UsageError
