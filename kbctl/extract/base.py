@@ -46,8 +46,8 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
-#: The most an item's metadata may hold once written out as JSON (roughly: strings, keys and one
-#: byte per value), and how deeply it may nest: YAML aliases can make a 400-byte front matter expand
+#: The most an item's metadata may hold once written out as JSON (about as ``json.dumps`` writes
+#: it), and how deeply it may nest: YAML aliases can make a 400-byte front matter expand
 #: to gigabytes, and every chunk carries its document's metadata again.
 MAX_METADATA_BYTES = 256 << 10
 MAX_METADATA_DEPTH = 32
@@ -186,15 +186,17 @@ def _json_safe(value: Any, depth: int, budget: list[int]) -> Any:
         value = value.isoformat()
     elif not (value is None or isinstance(value, (str, int, float, bool))):
         value = str(value)
-    _spend(
-        budget,
-        len(value) + 4
-        if isinstance(value, str)
-        else 8
-        if value is None or isinstance(value, bool)
-        else len(repr(value)) + 4,
-    )
+    _spend(budget, _cost(value))
     return value
+
+
+def _cost(scalar: Any) -> int:
+    """About the bytes ``json.dumps`` writes for a scalar, with its quotes and separator."""
+    if isinstance(scalar, str):
+        return len(scalar) + 4
+    if isinstance(scalar, int) and not isinstance(scalar, bool):
+        return scalar.bit_length() * 3 // 10 + 6  # its decimal digits (str() refuses past 4300 of them)
+    return 28  # null, a boolean, a float
 
 
 def _spend(budget: list[int], n: int) -> None:
