@@ -211,3 +211,18 @@ def test_mail_headers_are_bounded():
     msg = b"From: a@example.com\nSubject: many\nTo: " + to + b"\n\nThe body of a message to many.\n"
     (doc,) = extract(Source(uri="file:///m/to.eml", content=msg, metadata={}))
     assert doc.metadata["to"].endswith("…") and len(doc.metadata["to"]) < 17 << 10
+
+
+def test_large_feeds_take_the_same_rules():
+    """Feeds of 1 MB or more are read entry by entry (lxml): wide encodings and entity declarations alike."""
+    from kbctl.extract import extract_large
+
+    items = [A.item(f"https://example.com/{i}", f"entry {i} about lanterns and wide feeds " * 3) for i in range(5000)]
+    xml = A.rss(*items).replace('<?xml version="1.0"?>', '<?xml version="1.0" encoding="UTF-16LE"?>')
+    big = Source(uri="file:///feeds/big.rss", content=xml.encode("utf-16-le"), metadata={})
+    assert len(big.content) >= 1 << 20
+    docs = extract_large(big)
+    assert docs is not None and sum(1 for _ in docs) == 5000
+    laughs = A.billion_laughs_rss(9).replace("</channel>", "".join(items) + "</channel>")
+    with pytest.raises(ExtractError, match="entities"):
+        extract_large(Source(uri="file:///feeds/laughs.rss", content=laughs.encode(), metadata={}))
