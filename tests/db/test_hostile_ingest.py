@@ -101,7 +101,12 @@ def test_the_ten_level_anchor_file_is_one_warning_and_its_folder_is_stored(kb, k
     (root / "fine.md").write_text("# Fine\n\nA fine file next to the bomb, about zinc.\n")
     kb.connection()  # the server up before the child starts
     p = _kbctl(kb_home, tenant, "ingest", str(root), "-n", "anchors", "--json", preexec_fn=_limit_memory)
-    out, err = p.communicate(timeout=300)
+    try:
+        out, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
     assert p.returncode == 0 and b"Traceback" not in err, err.decode()
     report = json.loads(out)
     assert report["documents"]["new"] == 2, report
@@ -146,7 +151,12 @@ def test_sigterm_stops_an_ingest_parsing_a_hostile_item(kb, kb_home, tenant, tmp
     if p.returncode != 0:  # stopped: the run is closed as interrupted
         assert _runs(kb, "slow")[-1:] == ["interrupted"], (p.returncode, err.decode(), _runs(kb, "slow"))
     again = _kbctl(kb_home, tenant, "ingest", str(root), "-n", "slow", "--json")
-    out, err = again.communicate(timeout=300)
+    try:
+        out, err = again.communicate(timeout=300)
+    finally:
+        if again.poll() is None:
+            again.kill()
+            again.communicate()
     assert again.returncode == 0, err.decode()
     report = json.loads(out)
     docs = report["documents"]
