@@ -15,7 +15,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
-from .textutil.clean import CLEANED, clean_metadata, clean_text, removed
+from .textutil.clean import CLEANED, clean_metadata, clean_text, escape_undecodable, removed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -303,6 +303,11 @@ class ItemError:
     source: str
     error_class: str
     message: str
+
+    def __post_init__(self) -> None:
+        # a path that is not UTF-8 (its surrogate-escaped bytes) in a message must not fail the ledger's write
+        for name in ("source", "message"):
+            object.__setattr__(self, name, escape_undecodable(getattr(self, name)))
 
     @property
     def is_warning(self) -> bool:

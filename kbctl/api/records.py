@@ -16,7 +16,7 @@ __all__ = ["Records"]
 
 @psycopg_boundary
 class Records(Part):
-    """Each stage on its own, reading and writing NDJSON records (``kbctl.stages``)."""
+    """Each stage on its own, reading and writing NDJSON records (``kbctl.ingest.stages``)."""
 
     def fetch(
         self,

@@ -12,7 +12,7 @@ import codecs
 import re
 from datetime import date, datetime, time
 from typing import Any, Iterable, Mapping
-from urllib.parse import unquote, urldefrag, urlsplit
+from urllib.parse import unquote_to_bytes, urldefrag, urlsplit
 
 from ..errors import ExtractError
 from ..textutil.dates import iso_datetime
@@ -20,6 +20,7 @@ from ..types import Block, Document, Source
 
 __all__ = [
     "decode_text",
+    "sniff_encoding",
     "file_path",
     "item_name",
     "stem_of",
@@ -29,6 +30,9 @@ __all__ = [
     "common_metadata",
     "build_document",
     "RESERVED_KEYS",
+    "MAX_METADATA_BYTES",
+    "MAX_METADATA_DEPTH",
+    "MetadataTooLarge",
 ]
 
 #: Metadata keys an extractor's own metadata (front matter, PDF info…) may not overwrite.
@@ -41,6 +45,19 @@ _BOMS = (
     (codecs.BOM_UTF8, "utf-8-sig"),
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
+)
+#: The most an item's metadata may hold once written out as JSON (about as ``json.dumps`` writes
+#: it), and how deeply it may nest: YAML aliases can make a 400-byte front matter expand
+#: to gigabytes, and every chunk carries its document's metadata again.
+MAX_METADATA_BYTES = 256 << 10
+MAX_METADATA_DEPTH = 32
+
+# XML 1.0, appendix F: how "<?" (a declaration) begins in each wide encoding when there is no BOM.
+_XML_STARTS = (
+    (b"\x00\x00\x00<", "utf-32-be"),
+    (b"<\x00\x00\x00", "utf-32-le"),
+    (b"\x00<\x00?", "utf-16-be"),
+    (b"<\x00?\x00", "utf-16-le"),
 )
 _BLANK_LINES = re.compile(r"\n[ \t]*\n\s*")
 _TAG_KEYS = ("tags", "keywords", "categories")
@@ -65,6 +82,15 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
         f"not valid UTF-8 text (byte 0x{data[first.start]:02x} at offset {first.start})",
         hint="re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 in.txt > out.txt`",
     ) from None
+
+
+def sniff_encoding(head: bytes) -> str | None:
+    """The encoding a BOM names (``utf-32``, ``utf-16``, ``utf-8-sig``), else the UTF-16/32 form that
+    an XML document's first ``<`` has without one (``utf-16-le``…); ``None`` otherwise."""
+    for bom, codec in _BOMS:
+        if head.startswith(bom):
+            return codec
+    return next((codec for start, codec in _XML_STARTS if head.startswith(start)), None)
 
 
 def _strict(data: bytes, codec: str, label: str) -> str:
@@ -92,10 +118,17 @@ def _normalise_newlines(text: str) -> str:
 
 
 def file_path(uri: str) -> str | None:
-    """The local path of a ``file://`` uri (fragment dropped, ``%25``/``%23`` decoded), else ``None``."""
+    """The local path of a ``file://`` uri (fragment dropped, ``%25``/``%23`` decoded), else ``None``.
+
+    As text to show: bytes of a name that are not UTF-8 (``%FF`` in the uri) come out as ``\\xff``."""
     if not uri.startswith("file://"):
         return None
-    return unquote(urldefrag(uri)[0][len("file://") :]) or None
+    return _shown(urldefrag(uri)[0][len("file://") :]) or None
+
+
+def _shown(quoted: str) -> str:
+    """A percent-encoded path or name as text, bytes that are not UTF-8 written ``\\xff``."""
+    return unquote_to_bytes(quoted).decode("utf-8", "backslashreplace")
 
 
 def item_name(uri: str) -> str:
@@ -107,7 +140,7 @@ def item_name(uri: str) -> str:
         return base[len("stdin:") :]
     if "://" in base:
         parts = urlsplit(base)
-        return unquote(parts.path.rstrip("/").rsplit("/", 1)[-1]) or parts.netloc
+        return _shown(parts.path.rstrip("/").rsplit("/", 1)[-1]) or parts.netloc
     return base.rstrip("/").rsplit("/", 1)[-1]
 
 
@@ -124,19 +157,53 @@ def split_paragraphs(text: str) -> list[str]:
     return [p.strip() for p in _BLANK_LINES.split(text) if p.strip()]
 
 
+class MetadataTooLarge(ValueError):
+    """Metadata past ``MAX_METADATA_BYTES`` or ``MAX_METADATA_DEPTH`` (front matter, headers…)."""
+
+
 def json_safe(value: Any) -> Any:
-    """A copy of ``value`` that ``json.dumps`` takes as is: dates become ISO strings, tuples lists."""
-    if isinstance(value, (datetime, date)):
-        return iso_datetime(value)
-    if isinstance(value, time):
-        return value.isoformat()
+    """A copy of ``value`` that ``json.dumps`` takes as is: dates become ISO strings, tuples lists.
+
+    The copy is bounded: ``MetadataTooLarge`` as soon as it would pass ``MAX_METADATA_BYTES`` or nest
+    deeper than ``MAX_METADATA_DEPTH`` (a cycle never ends, so it is too deep), before it is built, so
+    a value whose shared parts expand without bound costs at most that much work.
+    """
+    return _json_safe(value, 0, [MAX_METADATA_BYTES])
+
+
+def _json_safe(value: Any, depth: int, budget: list[int]) -> Any:
+    if depth > MAX_METADATA_DEPTH:
+        raise MetadataTooLarge(f"metadata nested more than {MAX_METADATA_DEPTH} levels deep")
     if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        _spend(budget, 4)
+        return {_json_safe(str(k), depth + 1, budget): _json_safe(v, depth + 1, budget) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [json_safe(v) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return str(value)
+        _spend(budget, 4)
+        return [_json_safe(v, depth + 1, budget) for v in value]
+    if isinstance(value, (datetime, date)):
+        value = iso_datetime(value)
+    elif isinstance(value, time):
+        value = value.isoformat()
+    elif not (value is None or isinstance(value, (str, int, float, bool))):
+        value = str(value)
+    _spend(budget, _cost(value))
+    return value
+
+
+def _cost(scalar: Any) -> int:
+    """About the bytes ``json.dumps`` writes for a scalar, with its quotes and separator."""
+    if isinstance(scalar, str):
+        return len(scalar) + 4
+    if isinstance(scalar, int) and not isinstance(scalar, bool):
+        return scalar.bit_length() * 3 // 10 + 6  # its decimal digits (str() refuses past 4300 of them)
+    return 28  # null, a boolean, a float
+
+
+def _spend(budget: list[int], n: int) -> None:
+    """Take ``n`` bytes (a value written out as JSON, with its quotes and separator) from the budget."""
+    budget[0] -= n
+    if budget[0] < 0:
+        raise MetadataTooLarge(f"metadata larger than {MAX_METADATA_BYTES >> 10} KB once expanded")
 
 
 def normalise_tags(meta: dict[str, Any]) -> dict[str, Any]:
@@ -180,8 +247,13 @@ def build_document(
     blocks = [b for b in blocks if b.text.strip()]
     if not blocks:
         raise ExtractError("empty document (no text)", hint="the item holds no extractable text")
-    meta = common_metadata(source, source_type)
-    own = normalise_tags(json_safe(dict(metadata or {})))
+    try:
+        meta = common_metadata(source, source_type)
+        own = normalise_tags(json_safe(dict(metadata or {})))
+    except MetadataTooLarge as e:
+        raise ExtractError(
+            str(e), hint="the item's metadata (headers, document properties) is too large to keep"
+        ) from None
     # An empty value says nothing and is dropped, except an ``acl``: given empty it means no one
     # (``kbctl.acl.lift_acl``), and dropping it would leave the document to the namespace's default.
     meta.update(

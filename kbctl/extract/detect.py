@@ -15,7 +15,7 @@ import re
 from ..errors import ExtractError
 from ..mediatypes import MEDIA_TYPES  # suffix → media type: one table, shared with fetch
 from ..types import Source
-from .base import item_name
+from .base import item_name, sniff_encoding
 
 __all__ = ["SUPPORTED_SUFFIXES", "MEDIA_TYPES", "guess_media_type", "detect_format", "is_feed_xml"]
 
@@ -143,21 +143,19 @@ def _suffix(uri: str) -> str:
 
 
 def _refuse_binary(head: bytes, media_type: str | None) -> None:
-    """Raise for bytes that are not text: a known magic number, or NUL bytes without a UTF-16/32 BOM."""
+    """Raise for bytes that are not text: a known magic number, or NUL bytes that are not UTF-16/32
+    (named by a BOM, or by how an XML declaration begins in them)."""
     magic = next((mt for sig, mt in _MAGIC if head.startswith(sig)), None)
-    utf16 = head[:2] in (b"\xff\xfe", b"\xfe\xff") or head[:4] == b"\x00\x00\xfe\xff"
-    if magic is None and (utf16 or b"\x00" not in head):
+    wide = (sniff_encoding(head) or "").startswith(("utf-16", "utf-32"))
+    if magic is None and (wide or b"\x00" not in head):
         return
     shown = magic or (media_type if media_type and media_type not in _GENERIC else None) or "application/octet-stream"
     raise ExtractError(f"binary file (no text extractor for {shown})", hint=_HINT)
 
 
 def _head_text(head: bytes) -> str:
-    """The first bytes as text, for sniffing only (lenient)."""
-    for bom, codec in ((b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"), (b"\xef\xbb\xbf", "utf-8-sig")):
-        if head.startswith(bom):
-            return head.decode(codec, errors="replace")
-    return head.decode("utf-8", errors="replace")
+    """The first bytes as text, for sniffing only (lenient): UTF-8, or what a BOM or an XML declaration's start says."""
+    return head.decode(sniff_encoding(head) or "utf-8", errors="replace").lstrip("\ufeff")
 
 
 def is_feed_xml(text: str) -> bool:

@@ -12,8 +12,16 @@ with a ``DuplicateIdWarning`` note. Metadata: ``feed_title``, ``feed_url`` (the 
 there is no published one) also given as ``date``, ``author``, ``tags``. Entries without any text
 are skipped.
 
-Errors: a feed feedparser could not parse and that has no entries ("malformed feed"), and a feed
-with no entry holding text ("empty feed").
+Errors: a feed feedparser could not parse and that has no entries ("malformed feed"), a feed
+with no entry holding text ("empty feed"), and a feed whose DTD declares entities that expand (a
+"billion laughs" feed: expat expands up to its amplification limit, minutes of feedparser's time)
+or name files or parameters; short literal entities (``<!ENTITY nbsp "&#160;">``) are still read.
+
+A feed feedparser recovers from (``bozo`` with entries: a declared encoding that turns out wrong,
+an undeclared namespace prefix, a stray ``&``) is stored, with a ``MalformedFeedWarning`` note on
+its first entry. One whose declared encoding is wrong and that gives no entries for it (UTF-8
+bytes declared UTF-16) is read again as the UTF-8 it is, with that note. UTF-16 and UTF-32 feeds
+are read by their BOM or, without one, by how their XML declaration begins (``detect``).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import calendar
 import io
 import logging
+import re
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Iterable, Iterator
@@ -29,7 +38,7 @@ from urllib.parse import urljoin
 from ..errors import ExtractError
 from ..textutil.dates import iso_datetime
 from ..types import Block, Document, Source, content_hash
-from .base import build_document, split_paragraphs
+from .base import build_document, sniff_encoding, split_paragraphs
 from .feed_stream import STREAM_MIN_BYTES, OddFeed, stream_feed
 from .html import html_paragraphs
 
@@ -40,6 +49,12 @@ log = logging.getLogger(__name__)
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 #: The warning class of the note on an entry whose id an earlier entry of its feed already took.
 DUPLICATE_ID = "DuplicateIdWarning"
+#: The warning class of the note on a feed read although it is not well-formed (feedparser's "bozo").
+MALFORMED = "MalformedFeedWarning"
+# An entity declaration that cannot amplify: a short literal or one character reference.
+_SAFE_ENTITY = re.compile(r"""<!ENTITY\s+[\w.:-]+\s+(?:"(?:&#\w+;|[^&%"<]{0,16})"|'(?:&#\w+;|[^&%'<]{0,16})')\s*>""")
+_ENTITY = re.compile(r"<!ENTITY\b[^>]*>?")
+_DECLARED = re.compile(rb"""\A(\s*<\?xml\b[^>]*?\bencoding\s*=\s*)(["'])([A-Za-z0-9._-]+)\2""")
 
 
 def extract_feed(source: Source) -> list[Document]:
@@ -48,17 +63,70 @@ def extract_feed(source: Source) -> list[Document]:
     A feed of ``STREAM_MIN_BYTES`` or more is read entry by entry (``feed_stream``), so a 100k-entry
     feed never sits in memory as feedparser's tree; one that reader finds odd goes to feedparser.
     """
+    refuse_entities(source.content)
     if len(source.content) >= STREAM_MIN_BYTES:
         try:
             return _documents(stream_feed(source.content), source)
         except OddFeed as e:
             log.info("reading %s with feedparser: %s", source.uri, e)
-    parsed = parse_feed_bytes(source.content, source.uri, source.media_type)
+    parsed = _parse_recovering(source.content, source.media_type)
     entries = parsed.get("entries") or []
     if not entries:
         raise _no_entries(parsed)
     feed_title = (parsed.get("feed") or {}).get("title")
-    return _documents(((feed_title, e) for e in entries), source)
+    docs = _documents(((feed_title, e) for e in entries), source)
+    if parsed.get("bozo"):  # recovered: stored, and the run says what was wrong once, on the first entry
+        note = (MALFORMED, f"feed is not well-formed, read leniently: {_reason(parsed)}")
+        docs[0] = replace(docs[0], notes=(*docs[0].notes, note))
+    return docs
+
+
+def refuse_entities(data: bytes) -> None:
+    """``ExtractError`` for a feed whose DTD declares an entity that could expand or read a file.
+
+    Declarations come before the root element, so before any CDATA section (where the text of an
+    entry may quote one); only that part is looked at.
+    """
+    wide = sniff_encoding(data[:4])
+    if not wide or wide == "utf-8-sig":
+        if b"<!ENTITY" not in data:
+            return
+        text = data.decode("latin-1")  # the markup is ASCII in every encoding but UTF-16/32
+    else:
+        text = data.decode(wide, errors="replace")
+    head = text.split("<![CDATA[", 1)[0]
+    bad = next((m.group() for m in _ENTITY.finditer(head) if not _SAFE_ENTITY.fullmatch(m.group())), None)
+    if bad is not None:
+        raise ExtractError(
+            f"feed declares XML entities that could expand or read files ({bad[:60]}): not read",
+            hint="kbctl reads feeds without entity declarations of their own; remove the <!DOCTYPE …[ ]> block",
+        )
+
+
+def _parse_recovering(data: bytes, media_type: str | None) -> Any:
+    """feedparser's result; a feed that gives no entries under a wrong declared encoding is read
+    again as the UTF-8 it is (flagged ``bozo``, so it is stored with a warning)."""
+    parsed = parse_feed_bytes(data, "", media_type)
+    if parsed.get("entries") or not parsed.get("bozo"):
+        return parsed
+    m = _DECLARED.match(data)
+    if m is None or m.group(3).lower() in (b"utf-8", b"utf8") or sniff_encoding(data[:4]):
+        return parsed
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return parsed
+    again = parse_feed_bytes(m.group(1) + b'"utf-8"' + data[m.end() :], "", media_type)
+    if not again.get("entries"):
+        return parsed
+    again["bozo"] = True
+    again["bozo_exception"] = f"declared as {m.group(3).decode()}, but it is UTF-8"
+    return again
+
+
+def _reason(parsed: Any) -> str:
+    reason = parsed.get("bozo_exception")
+    return " ".join(str(reason).split()) or type(reason).__name__
 
 
 def iter_feed(source: Source) -> Iterator[Document] | None:
@@ -72,6 +140,7 @@ def iter_feed(source: Source) -> Iterator[Document] | None:
     """
     if len(source.content) < STREAM_MIN_BYTES:
         return None
+    refuse_entities(source.content)
     try:
         for _ in stream_feed(source.content):
             pass
@@ -129,9 +198,8 @@ def parse_feed_bytes(data: bytes, uri: str, media_type: str | None = None) -> An
 def _no_entries(parsed: Any) -> ExtractError:
     """The error for a feed without entries: malformed when feedparser flagged it, else empty."""
     if parsed.get("bozo"):
-        reason = parsed.get("bozo_exception")
         return ExtractError(
-            f"malformed feed: {str(reason).strip() or type(reason).__name__}",
+            f"malformed feed: {_reason(parsed)}",
             hint="check that the file is well-formed RSS or Atom XML",
         )
     return ExtractError("empty feed (no entries)", hint="the feed has no items yet")

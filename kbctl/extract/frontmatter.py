@@ -5,8 +5,14 @@ the subset front matter uses (``key: value``, quoted strings, ``[a, b]`` inline 
 block lists, ``|``/``>`` block strings, comments). Our own parser goes first even when PyYAML is
 installed, so the same file gives the same metadata (and content hash) on every machine, and so
 ``time: 12:30`` stays ``"12:30"`` instead of YAML 1.1's 750. Only what it does not support
-(nested mappings, anchors, flow mappings) is handed to ``yaml.safe_load`` when that is importable;
+(nested mappings, anchors, flow mappings) is handed to PyYAML's safe loader when that is importable;
 without PyYAML the unsupported lines are skipped.
+
+Bounded: a block over ``MAX_FRONT_MATTER_BYTES`` is not parsed; PyYAML's composer stops past
+``MAX_METADATA_DEPTH`` levels (before Python's recursion limit); and the parsed value is copied by
+``json_safe``, which stops at ``MAX_METADATA_BYTES``, so aliases (``b: &b [*a, *a…]``) that would
+expand a few hundred bytes into gigabytes cost a few milliseconds and are refused. A refused block is
+a front matter that does not parse: the body is kept, the reason recorded as a warning.
 
 Scalars: ``true``/``false`` → bool, ``null``/``~``/empty → None, decimal ints and floats →
 numbers, everything else (ISO dates included) → strings.
@@ -14,15 +20,19 @@ numbers, everything else (ISO dates included) → strings.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 from typing import Any
 
 from ..textutil.dates import iso_datetime
-from .base import json_safe
+from .base import MAX_METADATA_DEPTH, json_safe
 
-__all__ = ["split_front_matter", "parse_simple_yaml", "UnsupportedYAML"]
+__all__ = ["split_front_matter", "parse_simple_yaml", "UnsupportedYAML", "MAX_FRONT_MATTER_BYTES"]
+
+#: A front-matter block larger than this is not parsed (PyYAML reads about 1 MB a second).
+MAX_FRONT_MATTER_BYTES = 256 << 10
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +44,8 @@ _KEY = re.compile(r"""^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s"'#\-\[\]{}?:][^:#]
 _ITEM = re.compile(r"^([ \t]*)-(?:[ \t]+(.*?))?[ \t]*$")
 _INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
 _FLOAT = re.compile(r"^[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][-+]?[0-9]+)?$")
+#: Lines longer than this go to PyYAML: the subset's patterns take quadratic time on a long line of spaces.
+_MAX_LINE = 4096
 _BOOLS = {"true": True, "false": False}
 _NULLS = {"", "~", "null"}
 
@@ -57,7 +69,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
             return {}, text, None  # an opening rule without a closing one is a thematic break
         raw, body = text[head.end() : end.start()], text[end.end() :]
         try:
-            return _datetimes_in_utc(json_safe(parse(raw))), body, None
+            return _datetimes_in_utc(json_safe(_bounded(parse, raw))), body, None
         except ValueError as e:
             log.warning("front matter not parsed: %s", e)
             return {}, body, f"{type(e).__name__}: {e}"
@@ -83,6 +95,16 @@ def _datetimes_in_utc(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _bounded(parse, raw: str) -> Any:
+    """``parse(raw)`` for a block within ``MAX_FRONT_MATTER_BYTES``; nesting past Python's limit is a ValueError."""
+    if len(raw) > MAX_FRONT_MATTER_BYTES:
+        raise ValueError(f"front matter larger than {MAX_FRONT_MATTER_BYTES >> 10} KB")
+    try:
+        return parse(raw)
+    except RecursionError:  # tomllib recurses once per nested array or table
+        raise ValueError("front matter nested too deeply") from None
+
+
 def _parse_toml(raw: str) -> dict[str, Any]:
     import tomllib
 
@@ -99,12 +121,31 @@ def _parse_yaml(raw: str) -> dict[str, Any]:
         except ImportError:
             return parse_simple_yaml(raw, strict=False)
     try:
-        data = yaml.safe_load(raw)
+        data = yaml.load(raw, Loader=_bounded_loader(yaml))
     except yaml.YAMLError as e:
         raise ValueError(str(e).splitlines()[0]) from None
     if not isinstance(data, dict):
         raise ValueError("YAML front matter is not a mapping")
     return data
+
+
+@functools.cache
+def _bounded_loader(yaml: Any) -> type:
+    """PyYAML's ``SafeLoader`` whose composer refuses nodes nested past ``MAX_METADATA_DEPTH``."""
+
+    class BoundedLoader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent, index):
+            self.depth += 1
+            try:
+                if self.depth > MAX_METADATA_DEPTH:
+                    raise ValueError(f"front matter nested more than {MAX_METADATA_DEPTH} levels deep")
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return BoundedLoader
 
 
 def parse_simple_yaml(raw: str, *, strict: bool = True) -> dict[str, Any]:
@@ -114,6 +155,10 @@ def parse_simple_yaml(raw: str, *, strict: bool = True) -> dict[str, Any]:
     otherwise such lines are skipped.
     """
     lines = raw.split("\n")
+    if any(len(line) > _MAX_LINE for line in lines):
+        if strict:
+            raise UnsupportedYAML(f"a line longer than {_MAX_LINE} characters")
+        lines = [line for line in lines if len(line) <= _MAX_LINE]
     out: dict[str, Any] = {}
     i = 0
     while i < len(lines):

@@ -46,6 +46,7 @@ from ..errors import UsageError
 from ..interrupts import Interrupts
 from ..store import Namespace, chunk_count_of, delete_documents, source_versions, stored_uris
 from ..store import runs as runs_store
+from ..textutil.clean import escape_undecodable
 from ..types import ItemError, Source
 from . import producer
 from .items import IngestOptions, IngestRun, Item, Progress, RunReport
@@ -82,7 +83,8 @@ def run(conn, req: IngestRun, *, connect: Callable[[], Any]) -> RunReport:
 def _ledgered(conn, req: IngestRun, retried: list[str], connect) -> RunReport:
     """Stream the stages inside a run of the ledger: opened first, closed however the stream ends."""
     ns, plan = req.namespace, req.options.plan
-    options = {"targets": list(req.targets), "sync": req.options.sync}
+    # a path given that is not UTF-8 is shown with \xff escapes (the ledger is text)
+    options = {"targets": [escape_undecodable(t) for t in req.targets], "sync": req.options.sync}
     run_id = None if plan else runs_store.start_run(conn, ns, req.command, options)
     report = RunReport(run_id=run_id, namespace=ns.name, plan=plan)
     t0 = time.perf_counter()

@@ -37,6 +37,24 @@ from .steps import chunk_source, extract_source, source_hash
 __all__ = ["read_records", "source_records", "extract_records", "chunk_records", "embed_records", "store_items"]
 
 
+#: How deeply a record's values (metadata) may nest; deeper is refused before anything recurses into it.
+MAX_RECORD_DEPTH = 64
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` nests lists and objects more than ``MAX_RECORD_DEPTH`` deep (without recursing)."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_RECORD_DEPTH:
+            return True
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v)
+    return False
+
+
 def read_records(stream: IO[str] | Iterable[str]) -> Iterator[dict[str, Any]]:
     """Parse NDJSON records, validating each line's shape; a bad line is a UsageError naming it."""
     for n, line in enumerate(stream, 1):
@@ -49,6 +67,13 @@ def read_records(stream: IO[str] | Iterable[str]) -> Iterator[dict[str, Any]]:
             raise UsageError(
                 f"stdin line {n}: not JSON ({e.msg})", hint="stages read the NDJSON another kbctl stage wrote"
             ) from None
+        except RecursionError:
+            rec = None  # nested past the parser's limit: refused below as too deep
+        if rec is None or _too_deep(rec):
+            raise UsageError(
+                f"stdin line {n}: nested more than {MAX_RECORD_DEPTH} levels deep",
+                hint="stages read the NDJSON another kbctl stage wrote",
+            )
         if not isinstance(rec, dict) or rec.get("type") not in ("source", "document", "chunked", "embedded", "error"):
             raise UsageError(
                 f"stdin line {n}: not a kbctl stage record",

@@ -84,6 +84,8 @@ def item_error(stage: str, source: str, e: BaseException) -> ItemError:
     bug, logged with its traceback) the exception's text."""
     if isinstance(e, KbctlError):
         return ItemError(stage, source, type(e).__name__, e.message)
+    if isinstance(e, RecursionError):  # hostile nesting (MIME parts, markup) a parser follows recursively: no bug
+        return ItemError(stage, source, "ExtractError", "nested too deeply to read (a parser's recursion limit)")
     log.error("%s failed on %s: %s", stage, source, e, exc_info=e)
     return ItemError(stage, source, type(e).__name__, str(e) or type(e).__name__)
 

@@ -7,6 +7,13 @@ percent-encoded (``%25``, ``%23``), so a file named ``feed.rss#1`` or ``a.eml#at
 never taken for a feed's entry or a message's attachment, whose uris are ``<file uri>#…``;
 ``file_path`` turns a uri back into the path.
 
+File names are data: a name that is not valid UTF-8 (Linux allows any bytes but ``/`` and NUL)
+keeps its exact bytes in its uri, each byte that is not UTF-8 percent-encoded (``bad\xff.md`` →
+``file:///…/bad%FF.md``, which ``file_path`` turns back into the same bytes), so it is stored,
+found unchanged on the next run and removed by ``--sync`` like any other. Where the name is shown
+as text (``path``, ``abs_path``, titles, messages) such bytes are written ``\xff``, and the
+document's metadata says ``name_not_utf8: true``.
+
 A walk stays inside its folder: a symlink whose target (resolved) lies outside the folder given is
 skipped and recorded as an ``ItemError`` (``passwd.txt -> /etc/passwd`` must not become searchable)
 unless ``follow_symlinks``. FIFOs, sockets and devices are recorded and never opened, so a walk
@@ -17,33 +24,48 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Collection, Iterator, Sequence
-from urllib.parse import unquote
+from urllib.parse import unquote_to_bytes
 
 from ..errors import SourceError
+from ..textutil.clean import escape_undecodable
 from ..textutil.dates import iso_utc
 from ..types import ItemError, Source, content_hash
 from .globs import Pattern, any_match, compile_glob, ignored, load_ignore
 from .options import FetchOptions, guess_media_type, normalise_suffixes
 
-__all__ = ["iter_files", "file_uri", "file_path", "read_file", "read_stdin", "human_bytes"]
+__all__ = ["iter_files", "file_uri", "file_path", "display_path", "read_file", "read_stdin", "human_bytes"]
 
 log = logging.getLogger(__name__)
 
 RuleSets = list[tuple[str, tuple[Pattern, ...]]]
 
 
+_UNDECODED = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of a byte that is not UTF-8
+
+
 def file_uri(path: str | os.PathLike[str]) -> str:
-    """The identity of a local file: ``file://`` + its absolute, normalised path (links kept)."""
-    return "file://" + os.path.abspath(path).replace("%", "%25").replace("#", "%23")
+    """The identity of a local file: ``file://`` + its absolute, normalised path (links kept).
+
+    Only ``%``, ``#`` and the bytes of a name that are not UTF-8 are percent-encoded."""
+    text = os.path.abspath(path).replace("%", "%25").replace("#", "%23")
+    return "file://" + _UNDECODED.sub(lambda m: f"%{ord(m.group()) - 0xDC00:02X}", text)
 
 
 def file_path(uri: str) -> str:
-    """The path a ``file://`` uri (without fragment) names: the inverse of ``file_uri``."""
-    return unquote(uri[len("file://") :] if uri.startswith("file://") else uri)
+    """The path a ``file://`` uri (without fragment) names: the inverse of ``file_uri``, byte for byte."""
+    return unquote_to_bytes(uri[len("file://") :] if uri.startswith("file://") else uri).decode(
+        "utf-8", "surrogateescape"
+    )
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """A path as text to show or store: bytes of its name that are not UTF-8 written ``\\xff``."""
+    return escape_undecodable(os.fspath(path))
 
 
 def human_bytes(n: int) -> str:
@@ -185,7 +207,7 @@ _SPECIAL = (
 
 
 def _skipped(path: Path, why: str) -> ItemError:
-    return ItemError("fetch", file_uri(path), "SourceError", f"skipped {os.path.abspath(path)}: {why}")
+    return ItemError("fetch", file_uri(path), "SourceError", f"skipped {display_path(os.path.abspath(path))}: {why}")
 
 
 def _os_error(path: Path | str, e: OSError) -> ItemError:
@@ -193,11 +215,12 @@ def _os_error(path: Path | str, e: OSError) -> ItemError:
 
 
 def _os_message(path: Path | str, e: OSError) -> str:
+    shown = display_path(os.path.abspath(path))
     if isinstance(e, PermissionError):
-        return f"cannot read {os.path.abspath(path)}: permission denied"
+        return f"cannot read {shown}: permission denied"
     if isinstance(e, FileNotFoundError):
-        return f"no such file or directory: {os.path.abspath(path)}"
-    return f"cannot read {os.path.abspath(path)}: {e.strerror or e}"
+        return f"no such file or directory: {shown}"
+    return f"cannot read {shown}: {e.strerror or e}"
 
 
 def read_file(path: Path, rel: str, options: FetchOptions, *, regular_only: bool = True) -> Source:
@@ -209,22 +232,25 @@ def read_file(path: Path, rel: str, options: FetchOptions, *, regular_only: bool
     (``kbctl fetch <(curl …)``), and is then read up to the same limit.
     """
     abs_path = os.path.abspath(path)
+    shown = display_path(abs_path)
     limit = options.max_file_bytes
     try:
         st = os.stat(abs_path)
         if stat.S_ISDIR(st.st_mode) or (regular_only and not stat.S_ISREG(st.st_mode)):
-            raise SourceError(f"cannot read {abs_path}: not a regular file")
+            raise SourceError(f"cannot read {shown}: not a regular file")
         if st.st_size > limit:
-            raise SourceError(_too_large(abs_path, st.st_size, limit))
+            raise SourceError(_too_large(shown, st.st_size, limit))
         with open(abs_path, "rb", opener=_nonblocking if regular_only else None) as f:
             if regular_only and not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped since the stat
-                raise SourceError(f"cannot read {abs_path}: not a regular file")
+                raise SourceError(f"cannot read {shown}: not a regular file")
             data = f.read(limit + 1)
     except OSError as e:
         raise SourceError(_os_message(abs_path, e)) from None
     if len(data) > limit:
-        raise SourceError(_too_large(abs_path, len(data), limit))
-    meta = {"path": rel, "abs_path": abs_path, "size": len(data), "mtime": iso_utc(st.st_mtime)}
+        raise SourceError(_too_large(shown, len(data), limit))
+    meta = {"path": display_path(rel), "abs_path": shown, "size": len(data), "mtime": iso_utc(st.st_mtime)}
+    if shown != abs_path:
+        meta["name_not_utf8"] = True
     return Source(
         uri=file_uri(abs_path), content=data, media_type=guess_media_type(abs_path), kind="file", metadata=meta
     )

@@ -13,12 +13,13 @@ import math
 import re
 from typing import Any, Mapping
 
-__all__ = ["clean_text", "clean_metadata", "removed", "CLEANED"]
+__all__ = ["clean_text", "clean_metadata", "removed", "CLEANED", "escape_undecodable"]
 
 #: The warning class of a note about a removed value.
 CLEANED = "CleanedWarning"
 
 _REFUSED = re.compile("[\x00\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _DROP = object()  # a value that cannot be stored at all
 
 
@@ -27,6 +28,20 @@ def clean_text(text: str) -> tuple[str, int]:
     if not _REFUSED.search(text):
         return text, 0
     return _REFUSED.subn("", text)
+
+
+def escape_undecodable(text: str) -> str:
+    """``text`` with its lone surrogates written out: ``\\xff`` for a byte that ``surrogateescape``
+    decoding kept (a file name that is not UTF-8), ``\\ud800`` for any other. For names shown and
+    stored as text; the exact bytes live in the name's uri."""
+    if not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub(_escape_one, text)
+
+
+def _escape_one(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"\\u{c:04x}"
 
 
 def removed(n: int, where: str) -> str:
