@@ -3,7 +3,7 @@
 #   make test   install with test extras, lint (make lint), run the whole suite
 #   make lint   ruff check and format check, mypy, and the layer contracts of pyproject.toml (lint-imports)
 #   make fmt    ruff format, then ruff check --fix (what the linter can mend by itself)
-#   make unit   the unit tests only (tests/unit: no database, no server), in seconds
+#   make unit   the unit tests that need no database (tests/unit, -m "not db"): a quick pass
 #   make bench  install with bench extras, run the benchmarks (figures go to docs/benchmarks.md)
 #   make bench-smoke  every benchmark part at tiny sizes in a fresh home (no evaldata); CI runs it
 #   make clean  remove the venv, the demo home and the tool caches
@@ -53,7 +53,7 @@ fmt: install
 	$(BIN)/ruff check --fix kbctl tests bench
 
 unit: install
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q -m "not db" tests/unit
 
 test: install lint
 	$(BIN)/python -m pytest -q

@@ -146,15 +146,15 @@ for (a, ta), (b, tb) in zip(t, t[1:]):
 """
 
 
-def breakdown(env: dict[str, str]) -> list[tuple[str, float]]:
+def breakdown(env: dict[str, str], repeats: int = 5) -> list[tuple[str, float]]:
     ms = []
-    for _ in range(5):
+    for _ in range(repeats):
         t0 = time.perf_counter()
         subprocess.run([PY, "-c", "pass"], env=env, check=True)
         ms.append((time.perf_counter() - t0) * 1000)
     rows = [("interpreter start (python -c pass)", statistics.median(ms))]
     runs = []
-    for _ in range(5):
+    for _ in range(repeats):
         out = subprocess.run(
             [PY, "-c", _PHASES.format(ns=NS, q=QUERY)], env=env, check=True, capture_output=True, text=True
         ).stdout
@@ -175,8 +175,10 @@ def import_shares(env: dict[str, str]) -> list[tuple[str, float]]:
     return sorted(total.items(), key=lambda kv: -kv[1])[:12]
 
 
-def run(env=None, runs: int = 7, home: Path | None = None) -> str:
+def run(env=None, runs: int | None = None, home: Path | None = None) -> str:
     """Measure and return the markdown for docs/benchmarks.md (the ``cold`` section)."""
+    smoke = env is not None and env.smoke
+    runs = runs or (1 if smoke else 7)
     home = home or (
         Path(str(env.home) + "-cold") if env is not None else Path(tempfile.gettempdir()) / "kbctl-bench-cold"
     )
@@ -198,7 +200,7 @@ def run(env=None, runs: int = 7, home: Path | None = None) -> str:
             measure(argv, _env(home, config=cfg), runs),
         )
     )
-    phases = breakdown(env_auto)
+    phases = breakdown(env_auto, 1 if smoke else 5)
     imports = import_shares(env_auto)
     subprocess.run([PY, "-m", "kbctl", "db", "stop"], env=env_auto, capture_output=True)
 
@@ -216,7 +218,7 @@ def run(env=None, runs: int = 7, home: Path | None = None) -> str:
         )
     lines += [
         "",
-        "Where the time goes (`auto` on this CPU; median of 5 processes, steps timed in order):",
+        f"Where the time goes (`auto` on this CPU; median of {1 if smoke else 5} processes, steps timed in order):",
         "",
         "| step | ms |",
         "|---|---|",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
-from common import Env, md_table, save_json
+from common import Env, ensure_imported, md_table, save_json
 
 K1, B = 0.9, 0.4
 DEPTH = 100
@@ -90,6 +90,7 @@ def run(env: Env, namespace: str = "scifact") -> str:
     from kbctl.evaluate import search_fn
     from kbctl.textutil.analyze import get_analyzer
 
+    ensure_imported(env, namespace)
     path = env.collection("scifact")
     ds = load_dataset(path)
     qrels = {q: dict(r) for q, r in ds.qrels.items()}

@@ -191,7 +191,7 @@ def _load(url: str, token: str, queries: list[str], clients: int, seconds: float
     return rows
 
 
-def measure(home: Path, seconds: float, clients: int) -> str:
+def measure(home: Path, seconds: float, clients: int, repeats: int = 7, single: int = 200) -> str:
     load_before = os.getloadavg()[0]
     config = home / "bench-serve.toml"
     config.write_text(CONFIG)
@@ -217,10 +217,12 @@ def measure(home: Path, seconds: float, clients: int) -> str:
         q = _queries()
         via = dict(KBCTL_SERVER=url, KBCTL_TOKEN=token)
         _cli_search(home, config, q[0], "technical_kb", **via)
-        served = statistics.median(_cli_search(home, config, q[i % len(q)], "technical_kb", **via) for i in range(7))
+        served = statistics.median(
+            _cli_search(home, config, q[i % len(q)], "technical_kb", **via) for i in range(repeats)
+        )
         _cli_search(home, config, q[0], "technical_kb")
-        local = statistics.median(_cli_search(home, config, q[i % len(q)], "technical_kb") for i in range(7))
-        single = _served_vs_local(home, config, url, token, q, 200)
+        local = statistics.median(_cli_search(home, config, q[i % len(q)], "technical_kb") for i in range(repeats))
+        one = _served_vs_local(home, config, url, token, q, single)
         rows = _load(url, token, q, clients, seconds)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -234,19 +236,19 @@ def measure(home: Path, seconds: float, clients: int) -> str:
             else " (the end figure is the load test's own 16 clients and server; nothing else ran)."
         ),
         "",
-        "| `kbctl search` (one process, median of 7) | wall time |",
+        f"| `kbctl search` (one process, median of {repeats}) | wall time |",
         "|---|---:|",
         f"| through a running `kbctl serve` | {served:.3f} s |",
         f"| in-process (cold: embedder loaded per process) | {local:.3f} s |",
         "",
-        f"One search at a time ({single['n']} each, k = 5, both namespaces): served is `POST /v1/search` on loopback,"
+        f"One search at a time ({one['n']} each, k = 5, both namespaces): served is `POST /v1/search` on loopback,"
         " in-process is `KnowledgeBase.search` in a warm process.",
         "",
         "| search | p50 ms | p95 ms |",
         "|---|---:|---:|",
-        f"| served (`kbctl serve`, JSON API) | {single['served'][0]:.1f} | {single['served'][1]:.1f} |",
-        f"| in-process | {single['local'][0]:.1f} | {single['local'][1]:.1f} |",
-        f"| served − in-process | {single['served'][0] - single['local'][0]:+.1f} | {single['served'][1] - single['local'][1]:+.1f} |",
+        f"| served (`kbctl serve`, JSON API) | {one['served'][0]:.1f} | {one['served'][1]:.1f} |",
+        f"| in-process | {one['local'][0]:.1f} | {one['local'][1]:.1f} |",
+        f"| served − in-process | {one['served'][0] - one['local'][0]:+.1f} | {one['served'][1] - one['local'][1]:+.1f} |",
         "",
         f"Load test: {clients} clients for {seconds:.0f} s on loopback, `search_knowledge` (k = 5) over the sample corpus.",
         "",
@@ -262,6 +264,8 @@ def measure(home: Path, seconds: float, clients: int) -> str:
 
 def run(env: Env) -> str:
     """The ``serve`` part of ``bench/run.py``."""
+    if env.smoke:
+        return measure(env.home, 2, 2, repeats=1, single=5)
     return measure(env.home, 60, 16)
 
 
