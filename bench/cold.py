@@ -107,8 +107,9 @@ def decision(env: dict[str, str], no_bf16: bool) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def measure(argv: list[str], env: dict[str, str], runs: int, no_bf16: bool = False) -> dict:
-    run_cli(argv, env, no_bf16)  # warm-up: page cache
+def measure(argv: list[str], env: dict[str, str], runs: int, no_bf16: bool = False, warm: bool = True) -> dict:
+    if warm:
+        run_cli(argv, env, no_bf16)  # warm-up: page cache
     walls, rss = [], []
     heavy: set[str] = set()
     for _ in range(runs):
@@ -187,17 +188,23 @@ def run(env=None, runs: int | None = None, home: Path | None = None) -> str:
     rows = []
     env_auto = _env(home)
     d = decision(env_auto, False)
-    rows.append(("auto, this CPU", d, measure(argv, env_auto, runs)))
+    rows.append(("auto, this CPU", d, measure(argv, env_auto, runs, warm=not smoke)))
     env_nb = _env(home, cache=home / "models-no-bf16")
     d_nb = decision(env_nb, True)
-    rows.append(("auto, bf16 hidden (a CPU without avx512_bf16)", d_nb, measure(argv, env_nb, runs, no_bf16=True)))
+    rows.append(
+        (
+            "auto, bf16 hidden (a CPU without avx512_bf16)",
+            d_nb,
+            measure(argv, env_nb, runs, no_bf16=True, warm=not smoke),
+        )
+    )
     cfg = home / "bf16.toml"
     cfg.write_text('[profiles.minilm]\nprecision = "bf16"\n')
     rows.append(
         (
             "bf16 pinned (torch for the query: the old default here)",
             {**d, "query": "bf16"},
-            measure(argv, _env(home, config=cfg), runs),
+            measure(argv, _env(home, config=cfg), runs, warm=not smoke),
         )
     )
     phases = breakdown(env_auto, 1 if smoke else 5)

@@ -66,6 +66,7 @@ def eval_collection(env: Env, name: str) -> dict:
             str(path),
             "--report",
             str(report),
+            *(["--limit", str(env.queries)] if env.queries else []),
         )
         data = json.loads(path.read_text())
     from kbctl.evals.screenshot import find_chromium, screenshot_html
