@@ -5,7 +5,7 @@ In the manner of datasette's and sqlite-utils' documentation tests: the checks w
 and report what the documents do not say. Each checker is also run against something added without
 documentation, so a check that can no longer fail is noticed.
 
-- every command and every option has help text, and is named in README.md or docs/*.md
+- every command, argument and option has help text; every command and option is named in README.md or docs/*.md
   (a command as ``kbctl GROUP COMMAND``, an option by one of its names: ``--namespace`` or ``-n``);
 - every key of ``configs/default.toml`` is in README's configuration table, in the row of its table
   (a ``[profiles.NAME]`` key in the ``[profile]`` rows);
@@ -65,6 +65,8 @@ def undocumented_cli(root: Any, docs: str) -> list[str]:
         if path and not re.search(rf"{re.escape(name)}(?![\w-])", docs):
             problems.append(f"{name}: not mentioned in README.md or docs/")
         for p in cmd.params:
+            if p.param_type_name == "argument" and not (getattr(p, "help", None) or "").strip():
+                problems.append(f"{name} {p.name.upper()}: no help text")
             if p.param_type_name != "option" or p.hidden:
                 continue
             names = [*p.opts, *p.secondary_opts]
@@ -105,13 +107,14 @@ def test_an_option_added_without_documentation_is_reported():
 
 
 def test_a_command_added_without_documentation_is_reported():
-    def defragment(level: int = typer.Option(1, "--level", help="How hard.")) -> None:
+    def defragment(table: str = typer.Argument(...), level: int = typer.Option(1, "--level", help="How hard.")) -> None:
         pass
 
     root = copy.deepcopy(_cli())
     root.commands["db"].add_command(_command(defragment), "defragment")
     problems = undocumented_cli(root, _docs_text())
     assert "kbctl db defragment: no help text" in problems
+    assert "kbctl db defragment TABLE: no help text" in problems
     assert "kbctl db defragment: not mentioned in README.md or docs/" in problems
     assert "kbctl db defragment --level: not mentioned in README.md or docs/" in problems
 
