@@ -16,14 +16,19 @@ from tests.conftest import ROOT
 sys.path.insert(0, str(ROOT / "bench"))
 
 
+def _ingest(kb, folder, namespace: str, texts: list[str]) -> str:
+    """One Markdown file per text, ingested into ``namespace``."""
+    folder.mkdir()
+    for i, text in enumerate(texts):
+        (folder / f"doc-{i}.md").write_text(f"# Document {i}\n\n{text}\n")
+    kb.ingest([str(folder)], namespace=namespace, verify=False)
+    return namespace
+
+
 @pytest.fixture
 def source(kb, tmp_path):
-    d = tmp_path / "docs"
-    d.mkdir()
-    for i in range(6):
-        (d / f"note-{i}.md").write_text(f"# Note {i}\n\nRefunds take {i + 2} business days; invoices close monthly.\n")
-    kb.ingest([str(d)], namespace="src", verify=False)
-    return "src"
+    notes = [f"Refunds take {i + 2} business days; invoices close monthly." for i in range(6)]
+    return _ingest(kb, tmp_path / "docs", "src", notes)
 
 
 def test_a_namespace_is_scaled_by_the_tenant_role_with_its_index_built_after(kb, source):
@@ -58,11 +63,7 @@ def test_the_latency_part_prepares_its_namespaces_and_optimizes_as_the_owner(kb,
     import latency
     from common import Env
 
-    d = tmp_path / "docs"
-    d.mkdir()
-    for i in range(4):
-        (d / f"claim-{i}.md").write_text(f"# Claim {i}\n\nVitamin D {i} lowers the risk of fractures.\n")
-    kb.ingest([str(d)], namespace="scifact", verify=False)
+    _ingest(kb, tmp_path / "claims", "scifact", [f"Vitamin D {i} lowers the risk of fractures." for i in range(4)])
     infos = latency.prepare(kb, Env(tmp_path, tmp_path, smoke=True, scale=(10, 20)))
     assert [(i["namespace"], i["chunks"]) for i in infos] == [("scale-10k", 10), ("scale-100k", 20)]
     assert latency.warm_page_cache(kb)["warmed_mb"] > 0
