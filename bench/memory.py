@@ -123,6 +123,8 @@ def run(env) -> str:
                 }
             )
     subprocess.run([KBCTL, "--home", str(home), "db", "stop"], check=False, stdout=subprocess.DEVNULL)
+    if smoke and any(r["exit"] for r in rows):
+        raise RuntimeError(f"kbctl ingest failed: {[(r['input'], r['exit']) for r in rows if r['exit']]}")
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     head = (
         f"Profile `{PROFILE}`; baseline (the same command on a one-line file): {base / MB:.0f} MB peak RSS;"

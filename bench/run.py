@@ -188,6 +188,8 @@ def _run(env: Env, parts: list[str], *, write: bool, keep: bool) -> int:
                 continue
             finally:
                 took[name] = time.perf_counter() - t0
+            if env.smoke:
+                print(body, flush=True)
             stamp = f"_Measured {machine()}; part took {took[name]:.0f} s (`python bench/run.py --only {name}`)._\n\n"
             if write:
                 for doc in DOCS[name]:

@@ -121,7 +121,7 @@ def _json_client(url: str, token: str, queries: list[str], deadline: float, out:
 
     with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
         i = 0
-        while time.monotonic() < deadline:
+        while i == 0 or time.monotonic() < deadline:  # one request at least, however slow the start
             t0 = time.perf_counter()
             try:
                 r = c.post(url + "/v1/search", json={"query": queries[i % len(queries)], "k": 5})
@@ -145,7 +145,7 @@ def _mcp_client(url: str, token: str, queries: list[str], deadline: float, out: 
         ):
             await session.initialize()
             i = 0
-            while time.monotonic() < deadline:
+            while i == 0 or time.monotonic() < deadline:  # one call at least, however slow the session's start
                 t0 = time.perf_counter()
                 try:
                     r = await session.call_tool("search_knowledge", {"query": queries[i % len(queries)], "k": 5})
@@ -191,8 +191,10 @@ def _load(url: str, token: str, queries: list[str], clients: int, seconds: float
     return rows
 
 
-def measure(home: Path, seconds: float, clients: int, repeats: int = 7, single: int = 200) -> str:
+def measure(home: Path, seconds: float, clients: int, repeats: int = 7, single: int = 200, strict: bool = False) -> str:
+    """The ``serve`` section; ``strict`` (a smoke pass): a load test with errors or no request raises."""
     load_before = os.getloadavg()[0]
+    home.mkdir(parents=True, exist_ok=True)  # a fresh home: the config file is written before kbctl makes it
     config = home / "bench-serve.toml"
     config.write_text(CONFIG)
     token = _prepare(home, config)
@@ -228,6 +230,8 @@ def measure(home: Path, seconds: float, clients: int, repeats: int = 7, single: 
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
     load_after = os.getloadavg()[0]
+    if strict and any(r["errors"] or not r["requests"] for r in rows):
+        raise RuntimeError(f"the load test had errors or no requests: {rows}")
     lines = [
         f"Load average (1 min) of the machine: {load_before:.2f} at the start, {load_after:.2f} at the end"
         + (
@@ -265,7 +269,7 @@ def measure(home: Path, seconds: float, clients: int, repeats: int = 7, single: 
 def run(env: Env) -> str:
     """The ``serve`` part of ``bench/run.py``."""
     if env.smoke:
-        return measure(env.home, 2, 2, repeats=1, single=5)
+        return measure(env.home, 2, 2, repeats=1, single=5, strict=True)
     return measure(env.home, 60, 16)
 
 
