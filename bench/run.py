@@ -154,20 +154,22 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--scale takes two chunk counts, e.g. 2000,5000")
         scale = (small, large)
     queries = args.queries or (SMOKE_QUERIES if args.smoke else None)
-    with tempfile.TemporaryDirectory(prefix="kbctl-bench-smoke-") as tmp:
-        if args.smoke:
-            import smoke
+    if not args.smoke:
+        if not (args.evaldata / "scifact" / "corpus.jsonl").exists():
+            ap.error(f"no collections under {args.evaldata} (pass --evaldata, or --smoke)")
+        env = Env(
+            args.evaldata.resolve(), (args.home or Path("/tmp/kbctl-bench")).resolve(), scale=scale, queries=queries
+        )
+        return _run(env, parts, write=not args.no_write, keep=args.keep_running)
+    import smoke
 
-            evaldata = smoke.make_collections(Path(tmp) / "evaldata")
-            home = args.home or Path(tmp) / "home"
-            # one model cache for the parts' homes: each profile's backends are measured once a pass
-            os.environ.setdefault("KBCTL_MODEL_CACHE", str(Path(tmp) / "models"))
-        else:
-            evaldata, home = args.evaldata, args.home or Path("/tmp/kbctl-bench")
-            if not (evaldata / "scifact" / "corpus.jsonl").exists():
-                ap.error(f"no collections under {evaldata} (pass --evaldata, or --smoke)")
-        env = Env(evaldata.resolve(), home.resolve(), smoke=args.smoke, scale=scale, queries=queries)
-        return _run(env, parts, write=not (args.no_write or args.smoke), keep=args.keep_running and not args.smoke)
+    with tempfile.TemporaryDirectory(prefix="kbctl-bench-smoke-") as tmp:
+        evaldata = smoke.make_collections(Path(tmp) / "evaldata")
+        home = args.home or Path(tmp) / "home"
+        # one model cache for the parts' homes: each profile's backends are measured once a pass
+        os.environ.setdefault("KBCTL_MODEL_CACHE", str(Path(tmp) / "models"))
+        env = Env(evaldata.resolve(), home.resolve(), smoke=True, scale=scale, queries=queries)
+        return _run(env, parts, write=False, keep=False)
 
 
 def _run(env: Env, parts: list[str], *, write: bool, keep: bool) -> int:
