@@ -2,7 +2,11 @@
 #   make demo   install, ingest sample_corpus/ into the embedded store, search it with the real model
 #   make test   install with test extras, lint (make lint), run the whole suite
 #   make lint   ruff check and format check, mypy, and the layer contracts of pyproject.toml (lint-imports)
+#   make fmt    ruff format, then ruff check --fix (what the linter can mend by itself)
+#   make unit   the unit tests that need no database (tests/unit, -m "not db"): a quick pass
 #   make bench  install with bench extras, run the benchmarks (figures go to docs/benchmarks.md)
+#   make bench-smoke  every benchmark part at tiny sizes in a fresh home (no evaldata); CI runs it
+#   make clean  remove the venv, the demo home and the tool caches
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -12,7 +16,7 @@ DEMO_HOME ?= $(CURDIR)/.kbctl/demo
 # torch is pinned to the CPU build on this machine's disk; a plain `torch` would pull CUDA (GBs).
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo lint test bench clean
+.PHONY: install demo lint fmt unit test bench bench-install bench-smoke clean
 
 install: $(VENV)/.installed
 
@@ -44,12 +48,28 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+fmt: install
+	$(BIN)/ruff format kbctl tests bench
+	$(BIN)/ruff check --fix kbctl tests bench
+
+unit: install
+	$(BIN)/python -m pytest -q -m "not db" tests/unit
+
 test: install lint
 	$(BIN)/python -m pytest -q
 
-bench: install
+bench-install: $(VENV)/.bench-installed
+
+$(VENV)/.bench-installed: $(VENV)/.installed
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	touch $@
+
+bench: bench-install
 	$(BIN)/python bench/run.py
 
+bench-smoke: bench-install
+	$(BIN)/python bench/run.py --smoke
+
 clean:
-	rm -rf $(VENV) .kbctl .pytest_cache
+	rm -rf $(VENV) .kbctl .pytest_cache .ruff_cache .mypy_cache .hypothesis .import_linter_cache
+	find . -name __pycache__ -type d -not -path './$(VENV)/*' -prune -exec rm -rf {} +

@@ -107,8 +107,9 @@ def decision(env: dict[str, str], no_bf16: bool) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def measure(argv: list[str], env: dict[str, str], runs: int, no_bf16: bool = False) -> dict:
-    run_cli(argv, env, no_bf16)  # warm-up: page cache
+def measure(argv: list[str], env: dict[str, str], runs: int, no_bf16: bool = False, warm: bool = True) -> dict:
+    if warm:
+        run_cli(argv, env, no_bf16)  # warm-up: page cache
     walls, rss = [], []
     heavy: set[str] = set()
     for _ in range(runs):
@@ -146,15 +147,15 @@ for (a, ta), (b, tb) in zip(t, t[1:]):
 """
 
 
-def breakdown(env: dict[str, str]) -> list[tuple[str, float]]:
+def breakdown(env: dict[str, str], repeats: int = 5) -> list[tuple[str, float]]:
     ms = []
-    for _ in range(5):
+    for _ in range(repeats):
         t0 = time.perf_counter()
         subprocess.run([PY, "-c", "pass"], env=env, check=True)
         ms.append((time.perf_counter() - t0) * 1000)
     rows = [("interpreter start (python -c pass)", statistics.median(ms))]
     runs = []
-    for _ in range(5):
+    for _ in range(repeats):
         out = subprocess.run(
             [PY, "-c", _PHASES.format(ns=NS, q=QUERY)], env=env, check=True, capture_output=True, text=True
         ).stdout
@@ -175,8 +176,10 @@ def import_shares(env: dict[str, str]) -> list[tuple[str, float]]:
     return sorted(total.items(), key=lambda kv: -kv[1])[:12]
 
 
-def run(env=None, runs: int = 7, home: Path | None = None) -> str:
+def run(env=None, runs: int | None = None, home: Path | None = None) -> str:
     """Measure and return the markdown for docs/benchmarks.md (the ``cold`` section)."""
+    smoke = env is not None and env.smoke
+    runs = runs or (1 if smoke else 7)
     home = home or (
         Path(str(env.home) + "-cold") if env is not None else Path(tempfile.gettempdir()) / "kbctl-bench-cold"
     )
@@ -185,20 +188,26 @@ def run(env=None, runs: int = 7, home: Path | None = None) -> str:
     rows = []
     env_auto = _env(home)
     d = decision(env_auto, False)
-    rows.append(("auto, this CPU", d, measure(argv, env_auto, runs)))
+    rows.append(("auto, this CPU", d, measure(argv, env_auto, runs, warm=not smoke)))
     env_nb = _env(home, cache=home / "models-no-bf16")
     d_nb = decision(env_nb, True)
-    rows.append(("auto, bf16 hidden (a CPU without avx512_bf16)", d_nb, measure(argv, env_nb, runs, no_bf16=True)))
+    rows.append(
+        (
+            "auto, bf16 hidden (a CPU without avx512_bf16)",
+            d_nb,
+            measure(argv, env_nb, runs, no_bf16=True, warm=not smoke),
+        )
+    )
     cfg = home / "bf16.toml"
     cfg.write_text('[profiles.minilm]\nprecision = "bf16"\n')
     rows.append(
         (
             "bf16 pinned (torch for the query: the old default here)",
             {**d, "query": "bf16"},
-            measure(argv, _env(home, config=cfg), runs),
+            measure(argv, _env(home, config=cfg), runs, warm=not smoke),
         )
     )
-    phases = breakdown(env_auto)
+    phases = breakdown(env_auto, 1 if smoke else 5)
     imports = import_shares(env_auto)
     subprocess.run([PY, "-m", "kbctl", "db", "stop"], env=env_auto, capture_output=True)
 
@@ -216,7 +225,7 @@ def run(env=None, runs: int = 7, home: Path | None = None) -> str:
         )
     lines += [
         "",
-        "Where the time goes (`auto` on this CPU; median of 5 processes, steps timed in order):",
+        f"Where the time goes (`auto` on this CPU; median of {1 if smoke else 5} processes, steps timed in order):",
         "",
         "| step | ms |",
         "|---|---|",

@@ -2,30 +2,57 @@
 
 from __future__ import annotations
 
+import argparse
+import csv
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 KBCTL = str(BIN / "kbctl")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Env:
-    """Where a benchmark run reads collections from and keeps its store."""
+    """Where a benchmark run reads collections from and keeps its store, and how large it runs.
+
+    ``smoke``: every part at tiny sizes (``python bench/run.py --smoke``), to show it runs, not to
+    measure; ``scale``: the chunk counts of the two scaled namespaces (bench/scale.py); ``queries``:
+    at most this many queries (claims, topics) per collection, None for all of them.
+    """
 
     evaldata: Path
     home: Path
+    smoke: bool = False
+    scale: tuple[int, int] = (10_000, 100_000)
+    queries: int | None = None
 
     def collection(self, name: str) -> Path:
         return self.evaldata / name
+
+    def few(self, items: Sequence[T]) -> list[T]:
+        """``items``, cut to ``queries`` when it is set."""
+        return list(items if self.queries is None else items[: self.queries])
+
+    def pick(self, full: Any, smoke: Any) -> Any:
+        """``full``, or ``smoke`` in a smoke pass (repeats, seconds, file sizes of one part)."""
+        return smoke if self.smoke else full
+
+
+def ensure_imported(env: Env, name: str, home: Path | None = None) -> dict:
+    """``kbctl eval import`` of collection ``name`` into namespace ``name`` (a no-op once imported),
+    so that a part reading that namespace also runs on a fresh home; the run summary."""
+    out = kbctl(env, "eval", "import", str(env.collection(name)), "-n", name, "--json", home=home)
+    return json.loads(out.stdout)
 
 
 def kbctl(env: Env, *args: str, home: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -105,3 +132,36 @@ def save_json(env: Env, name: str, data: Any) -> Path:
     path = results_dir(env) / f"{name}.json"
     path.write_text(json.dumps(data, indent=1, default=str))
     return path
+
+
+def judged_queries(env: Env, name: str, split: str = "test") -> list[tuple[str, str, set[str]]]:
+    """(query id, text, judged-relevant document ids) of collection ``name``'s queries judged in ``split``."""
+    base = env.collection(name)
+    text = {}
+    for line in (base / "queries.jsonl").read_text().splitlines():
+        if line.strip():
+            q = json.loads(line)
+            text[q["_id"]] = q["text"]
+    rel: dict[str, set[str]] = defaultdict(set)
+    with open(base / "qrels" / f"{split}.tsv", newline="") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            if int(row["score"]) > 0:
+                rel[row["query-id"]].add(row["corpus-id"])
+    return [(qid, text[qid], docs) for qid, docs in rel.items() if qid in text]
+
+
+def script_args(description: str | None, limit_help: str) -> argparse.ArgumentParser:
+    """The options of a part run as a script of its own: ``--home``, ``--evaldata``, ``--limit``, ``--no-write``."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--home", type=Path, default=Path("/tmp/kbctl-bench"))
+    ap.add_argument("--evaldata", type=Path, default=REPO.parent / "shared" / "evaldata")
+    ap.add_argument("--limit", type=int, default=None, help=limit_help)
+    ap.add_argument("--no-write", action="store_true")
+    return ap
+
+
+def write_figures(part: str, script: str, docs: Sequence[str], body: str) -> None:
+    """Write ``body`` with a "measured on" stamp into the ``part`` section of each of ``docs``."""
+    stamp = f"_Measured {machine()} (`python bench/{script}`)._\n\n"
+    for doc in docs:
+        write_section(REPO / doc, part, stamp + body)

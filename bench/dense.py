@@ -9,7 +9,7 @@ index can serve). Agreement is the mean overlap of the two top-10 sets over the 
 from __future__ import annotations
 
 import numpy as np
-from common import Env, md_table, save_json
+from common import Env, ensure_imported, md_table, save_json
 
 K = 10
 EXACT = 10**12
@@ -58,29 +58,33 @@ def _agreement(kb, namespace: str, qvecs, filters=(), ef_search: int | None = No
     }
 
 
-def run(env: Env, namespaces: tuple[str, ...] = ("scifact", "scale-10k", "scale-100k")) -> str:
+def run(env: Env) -> str:
     """HNSW vs exact agreement on the SciFact test queries, unfiltered and 5%-filtered."""
-    from scale import make_scaled
+    from scale import make_scaled, sizes
 
     import kbctl
     from kbctl.embed import get_embedder
     from kbctl.evals import load_dataset
 
+    ensure_imported(env, "scifact")
     ds = load_dataset(env.collection("scifact"))
     from scale import config_file
+
+    scaled = sizes(env)
+    largest = list(scaled)[-1]
 
     kb = kbctl.open(home=env.home, config=config_file(env))
     try:
         emb = get_embedder(kb.profile_for("scifact"))
-        qvecs = [emb.embed_query(q.text) for q in ds.queries]
+        qvecs = [emb.embed_query(q.text) for q in env.few(ds.queries)]
         rows = []
-        for name in namespaces:
-            if name.startswith("scale-"):
-                make_scaled(kb, "scifact", name, int(name.split("-")[1].replace("k", "000")))
+        for name in ("scifact", *scaled):
+            if name in scaled:
+                make_scaled(kb, "scifact", name, scaled[name])
             rows.append(_agreement(kb, name, qvecs))
-            if name.startswith("scale-"):
+            if name in scaled:
                 rows.append(_agreement(kb, name, qvecs, SLICE))
-            if name == "scale-100k":  # its clusters of near-copies are hard for HNSW: what ef_search recovers
+            if name == largest:  # its clusters of near-copies are hard for HNSW: what ef_search recovers
                 rows += [_agreement(kb, name, qvecs, ef_search=ef) for ef in (200, 400)]
     finally:
         kb.close()

@@ -30,6 +30,7 @@ from common import KBCTL, REPO, machine, md_table, write_section
 MB = 2**20
 SIZES = (1, 5, 15, 45)
 FEED_ENTRIES = 100_000
+SMOKE_SIZES, SMOKE_FEED_ENTRIES = (0.05,), 200  # a smoke pass (bench/run.py --smoke): shows the part runs
 PROFILE = "hash-384"
 
 
@@ -49,11 +50,11 @@ def _sample_text() -> str:
     return "\n\n".join(p.read_text(encoding="utf-8") for p in files)
 
 
-def _text_file(folder: Path, mb: int, sample: str) -> Path:
+def _text_file(folder: Path, mb: float, sample: str) -> Path:
     """``mb`` MiB characters of the sample repeated (joined by blank lines), written a copy at a time:
     the benchmark's own memory must stay below the baseline's (see ``run``)."""
     path = folder / f"text-{mb}mb.txt"
-    left = mb * MB
+    left = int(mb * MB)
     with path.open("w", encoding="utf-8") as f:
         piece = sample
         while left > 0:
@@ -95,8 +96,12 @@ def run(env) -> str:
         # exec'd program's in ``ru_maxrss``), so a benchmark holding a 45 MB string would report
         # its own size for every row (the 130 MB "floor" of the first measurements).
         sample = _sample_text()
-        inputs = [(f"text, {mb} MB", lambda mb=mb: _text_file(folder, mb, sample)) for mb in SIZES]
-        inputs.append((f"RSS feed, {FEED_ENTRIES:,} entries", lambda: _feed_file(folder, FEED_ENTRIES)))
+        smoke = getattr(env, "smoke", False)
+        entries = SMOKE_FEED_ENTRIES if smoke else FEED_ENTRIES
+        inputs = [
+            (f"text, {mb} MB", lambda mb=mb: _text_file(folder, mb, sample)) for mb in (SMOKE_SIZES if smoke else SIZES)
+        ]
+        inputs.append((f"RSS feed, {entries:,} entries", lambda: _feed_file(folder, entries)))
         rows = []
         for n, (label, make) in enumerate(inputs):
             path = make()
@@ -118,6 +123,8 @@ def run(env) -> str:
                 }
             )
     subprocess.run([KBCTL, "--home", str(home), "db", "stop"], check=False, stdout=subprocess.DEVNULL)
+    if smoke and any(r["exit"] for r in rows):
+        raise RuntimeError(f"kbctl ingest failed: {[(r['input'], r['exit']) for r in rows if r['exit']]}")
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     head = (
         f"Profile `{PROFILE}`; baseline (the same command on a one-line file): {base / MB:.0f} MB peak RSS;"

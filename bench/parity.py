@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
-from common import Env, md_table, save_json
+from common import Env, ensure_imported, md_table, save_json
 
 K1, B = 0.9, 0.4
 DEPTH = 100
@@ -105,6 +105,7 @@ def run(env: Env, namespace: str = "scifact") -> str:
     from kbctl.evals import iter_beir_corpus, load_dataset
     from kbctl.textutil.analyze import get_analyzer
 
+    ensure_imported(env, namespace)
     path = env.collection("scifact")
     ds = load_dataset(path)
     qrels = {q: dict(r) for q, r in ds.qrels.items()}

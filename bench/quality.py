@@ -14,7 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from common import Env, kbctl, md_table, results_dir, save_json
+from common import Env, ensure_imported, kbctl, md_table, results_dir, save_json
 
 COLLECTIONS = ("scifact", "cranfield", "cisi")
 # "prf": hybrid with pseudo-relevance feedback (prf = "hybrid"), the documented quality mode.
@@ -66,11 +66,12 @@ def eval_collection(env: Env, name: str) -> dict:
             str(path),
             "--report",
             str(report),
+            *(["--limit", str(env.queries)] if env.queries else []),
         )
         data = json.loads(path.read_text())
     from kbctl.evals.screenshot import find_chromium, screenshot_html
 
-    if find_chromium():
+    if not env.smoke and find_chromium():
         print(screenshot_html(report, report.with_suffix(".png"), height=1480), flush=True)
     return data
 
@@ -166,11 +167,14 @@ def sweep(env: Env) -> str:
     from kbctl.api.evals import search_fn
     from kbctl.evals import load_dataset, run_eval
 
+    for name in SWEEP_COLLECTIONS:
+        ensure_imported(env, name)
     kb = kb_mod.open(home=env.home)
     try:
         datasets = {n: load_dataset(env.collection(n)) for n in SWEEP_COLLECTIONS}
         rows = []
-        for opts in sweep_grid():
+        grid = sweep_grid()
+        for opts in [grid[0], grid[-1]] if env.smoke else grid:  # a smoke pass: one setting of each fusion
             row = {
                 "fusion": opts["fusion"],
                 "rrf_k": opts.get("rrf_k"),

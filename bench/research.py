@@ -18,9 +18,6 @@ Averaged over queries; "recall" is that number over the query's judged-relevant 
 
 from __future__ import annotations
 
-import argparse
-import csv
-import json
 import re
 import statistics
 import sys
@@ -29,28 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, Env, machine, save_json, write_section
+from common import Env, ensure_imported, judged_queries, save_json, script_args, write_figures
 
 COLLECTIONS = ("cisi", "cranfield")
 BUDGETS = (2000, 4000)
 K = 50
 DOCS = ("docs/benchmarks.md", "docs/agents.md")
 _HEAD = re.compile(r"^\[(\d+)\] ", re.M)
-
-
-def _queries(env: Env, name: str) -> list[tuple[str, str, set[str]]]:
-    base = env.collection(name)
-    text = {}
-    for line in (base / "queries.jsonl").read_text().splitlines():
-        if line.strip():
-            q = json.loads(line)
-            text[q["_id"]] = q["text"]
-    rel: dict[str, set[str]] = defaultdict(set)
-    with open(base / "qrels" / "test.tsv", newline="") as f:
-        for row in csv.DictReader(f, delimiter="\t"):
-            if int(row["score"]) > 0:
-                rel[row["query-id"]].add(row["corpus-id"])
-    return [(qid, text[qid], docs) for qid, docs in rel.items() if qid in text]
 
 
 def _snippet_docs(passages: list[dict], budget: int) -> set[str]:
@@ -75,7 +57,7 @@ def measure(env: Env, budgets=BUDGETS, limit: int | None = None) -> str:
     rows = []
     try:
         for name in COLLECTIONS:
-            queries = _queries(env, name)[:limit]
+            queries = judged_queries(env, name)[:limit]
             per = {b: defaultdict(list) for b in budgets}
             for n, (qid, query, relevant) in enumerate(queries, 1):
                 listed = box.search_knowledge(query, namespaces=[name], k=K, snippets=True)
@@ -141,25 +123,21 @@ def measure(env: Env, budgets=BUDGETS, limit: int | None = None) -> str:
 
 def run(env: Env) -> str:
     """The ``research`` part of ``bench/run.py``."""
-    return measure(env)
+    for name in COLLECTIONS:
+        ensure_imported(env, name)
+    return measure(env, limit=env.queries)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--home", type=Path, default=Path("/tmp/kbctl-bench"))
-    ap.add_argument("--evaldata", type=Path, default=REPO.parent / "shared" / "evaldata")
+    ap = script_args(__doc__, "only the first N queries of each collection")
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
-    ap.add_argument("--limit", type=int, default=None, help="only the first N queries of each collection")
-    ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
     env = Env(args.evaldata.resolve(), args.home.resolve())
     budgets = tuple(int(b) for b in args.budgets.split(","))
     body = measure(env, budgets, args.limit)
     print(body)
     if not args.no_write and args.limit is None:
-        stamp = f"_Measured {machine()} (`python bench/research.py`)._\n\n"
-        for doc in DOCS:
-            write_section(REPO / doc, "research", stamp + body)
+        write_figures("research", "research.py", DOCS, body)
     return 0
 
 

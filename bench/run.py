@@ -3,9 +3,15 @@
     python bench/run.py                        # every part, figures written into docs/
     python bench/run.py --only quality,sweep   # some parts
     python bench/run.py --no-write             # print the tables only
+    python bench/run.py --smoke                # every part at tiny sizes, fresh home, no evaldata (CI)
+    python bench/run.py --only latency --scale 2000,5000 --queries 50   # a quick look at one part
 
 Collections are read from ``--evaldata`` (default ``../shared/evaldata`` relative to the repo),
-never copied into the repository. The store is a dedicated home (``--home``, default
+never copied into the repository. A part that reads a collection's namespace imports it first when
+missing (``kbctl eval import``), so every part runs on a fresh home, alone or after the others.
+``--smoke`` runs every part at tiny sizes on collections made from sample_corpus/ (bench/smoke.py),
+in a fresh temporary home, writes nothing to docs/, and exits 1 when a part fails: ``make
+bench-smoke``, run by ``.ci/run``. The store is a dedicated home (``--home``, default
 /tmp/kbctl-bench) whose embedded server is stopped at the end. Parts:
 
 - ``quality``: ``kbctl eval import`` + ``kbctl eval run`` on SciFact, Cranfield, CISI
@@ -32,8 +38,11 @@ never copied into the repository. The store is a dedicated home (``--home``, def
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -99,40 +108,107 @@ def _part(name: str):
     }[name]
 
 
+SMOKE_SCALE = (300, 600)  # chunks of the two scaled namespaces in a smoke pass
+SMOKE_QUERIES = 5  # queries (claims, topics) per collection in a smoke pass
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--evaldata",
         type=Path,
         default=REPO.parent / "shared" / "evaldata",
-        help="folder of BEIR collections (default ../shared/evaldata)",
+        help="folder of BEIR collections (default ../shared/evaldata; not read with --smoke)",
     )
-    ap.add_argument("--home", type=Path, default=Path("/tmp/kbctl-bench"), help="KBCTL_HOME for the benchmark store")
+    ap.add_argument(
+        "--home",
+        type=Path,
+        default=None,
+        help="KBCTL_HOME for the benchmark store (default /tmp/kbctl-bench; with --smoke a fresh temporary one)",
+    )
     ap.add_argument("--only", default=",".join(PARTS), help=f"comma list of parts: {', '.join(PARTS)}")
     ap.add_argument("--no-write", action="store_true", help="print the tables, leave docs/ alone")
     ap.add_argument("--keep-running", action="store_true", help="leave the embedded server running")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="every part at tiny sizes on collections made from sample_corpus/ in a fresh home: shows that each"
+        " part runs (writes nothing to docs/; exit 1 when a part fails)",
+    )
+    ap.add_argument(
+        "--scale",
+        default=None,
+        help="chunk counts of the two scaled namespaces of dense, latency and prf (default 10000,100000)",
+    )
+    ap.add_argument("--queries", type=int, default=None, help="at most this many queries per collection")
     args = ap.parse_args(argv)
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
         ap.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
-    if not (args.evaldata / "scifact" / "corpus.jsonl").exists():
-        ap.error(f"no collections under {args.evaldata} (pass --evaldata)")
-    env = Env(args.evaldata.resolve(), args.home.resolve())
+    scale = SMOKE_SCALE if args.smoke else (10_000, 100_000)
+    if args.scale:
+        try:
+            small, large = (int(x) for x in args.scale.split(","))
+        except ValueError:
+            ap.error("--scale takes two chunk counts, e.g. 2000,5000")
+        scale = (small, large)
+    queries = args.queries or (SMOKE_QUERIES if args.smoke else None)
+    if not args.smoke:
+        if not (args.evaldata / "scifact" / "corpus.jsonl").exists():
+            ap.error(f"no collections under {args.evaldata} (pass --evaldata, or --smoke)")
+        env = Env(
+            args.evaldata.resolve(), (args.home or Path("/tmp/kbctl-bench")).resolve(), scale=scale, queries=queries
+        )
+        return _run(env, parts, write=not args.no_write, keep=args.keep_running)
+    import smoke
+
+    with tempfile.TemporaryDirectory(prefix="kbctl-bench-smoke-") as tmp:
+        evaldata = smoke.make_collections(Path(tmp) / "evaldata")
+        home = args.home or Path(tmp) / "home"
+        # one model cache for the parts' homes: each profile's backends are measured once a pass
+        os.environ.setdefault("KBCTL_MODEL_CACHE", str(Path(tmp) / "models"))
+        env = Env(evaldata.resolve(), home.resolve(), smoke=True, scale=scale, queries=queries)
+        return _run(env, parts, write=False, keep=False)
+
+
+def _run(env: Env, parts: list[str], *, write: bool, keep: bool) -> int:
+    """Run ``parts`` in order; a part that fails is reported and the others go on; 1 if any failed."""
+    failed, took = [], {}
     try:
         for name in parts:
             print(f"\n== {name}", flush=True)
             t0 = time.perf_counter()
-            body = _part(name)(env)
-            took = time.perf_counter() - t0
-            stamp = f"_Measured {machine()}; part took {took:.0f} s (`python bench/run.py --only {name}`)._\n\n"
-            if not args.no_write:
+            try:
+                body = _part(name)(env)
+            except (Exception, SystemExit) as e:  # a part that stops working is reported, the others go on
+                if not env.smoke:
+                    raise
+                failed.append(name)
+                print(f"!! part {name} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+                traceback.print_exc()
+                continue
+            finally:
+                took[name] = time.perf_counter() - t0
+            if env.smoke:
+                print(body, flush=True)
+            stamp = f"_Measured {machine()}; part took {took[name]:.0f} s (`python bench/run.py --only {name}`)._\n\n"
+            if write:
                 for doc in DOCS[name]:
                     write_section(REPO / doc, name, stamp + body)
     finally:
-        if not args.keep_running:
-            kbctl(env, "db", "stop", check=False)
-    return 0
+        if not keep:  # the parts' own homes too: a part that failed may have left its server up
+            for home in (env.home, *(env.home.parent / (env.home.name + s) for s in ("-cold", "-ingest", "-memory"))):
+                if home.exists():
+                    kbctl(env, "db", "stop", home=home, check=False)
+    if env.smoke:
+        print("\nsmoke pass, seconds per part (load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + "):")
+        for name, secs in took.items():
+            print(f"  {name:<10} {secs:6.1f}  {'FAILED' if name in failed else 'ok'}")
+        print(f"bench smoke: {len(parts) - len(failed)} of {len(parts)} parts ran, {sum(took.values()):.0f} s in all")
+        if failed:
+            print(f"bench smoke: parts that failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

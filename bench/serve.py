@@ -121,7 +121,7 @@ def _json_client(url: str, token: str, queries: list[str], deadline: float, out:
 
     with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
         i = 0
-        while time.monotonic() < deadline:
+        while i == 0 or time.monotonic() < deadline:  # one request at least, however slow the start
             t0 = time.perf_counter()
             try:
                 r = c.post(url + "/v1/search", json={"query": queries[i % len(queries)], "k": 5})
@@ -145,7 +145,7 @@ def _mcp_client(url: str, token: str, queries: list[str], deadline: float, out: 
         ):
             await session.initialize()
             i = 0
-            while time.monotonic() < deadline:
+            while i == 0 or time.monotonic() < deadline:  # one call at least, however slow the session's start
                 t0 = time.perf_counter()
                 try:
                     r = await session.call_tool("search_knowledge", {"query": queries[i % len(queries)], "k": 5})
@@ -191,8 +191,10 @@ def _load(url: str, token: str, queries: list[str], clients: int, seconds: float
     return rows
 
 
-def measure(home: Path, seconds: float, clients: int) -> str:
+def measure(home: Path, seconds: float, clients: int, repeats: int = 7, single: int = 200, strict: bool = False) -> str:
+    """The ``serve`` section; ``strict`` (a smoke pass): a load test with errors or no request raises."""
     load_before = os.getloadavg()[0]
+    home.mkdir(parents=True, exist_ok=True)  # a fresh home: the config file is written before kbctl makes it
     config = home / "bench-serve.toml"
     config.write_text(CONFIG)
     token = _prepare(home, config)
@@ -217,15 +219,19 @@ def measure(home: Path, seconds: float, clients: int) -> str:
         q = _queries()
         via = dict(KBCTL_SERVER=url, KBCTL_TOKEN=token)
         _cli_search(home, config, q[0], "technical_kb", **via)
-        served = statistics.median(_cli_search(home, config, q[i % len(q)], "technical_kb", **via) for i in range(7))
+        served = statistics.median(
+            _cli_search(home, config, q[i % len(q)], "technical_kb", **via) for i in range(repeats)
+        )
         _cli_search(home, config, q[0], "technical_kb")
-        local = statistics.median(_cli_search(home, config, q[i % len(q)], "technical_kb") for i in range(7))
-        single = _served_vs_local(home, config, url, token, q, 200)
+        local = statistics.median(_cli_search(home, config, q[i % len(q)], "technical_kb") for i in range(repeats))
+        one = _served_vs_local(home, config, url, token, q, single)
         rows = _load(url, token, q, clients, seconds)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
     load_after = os.getloadavg()[0]
+    if strict and any(r["errors"] or not r["requests"] for r in rows):
+        raise RuntimeError(f"the load test had errors or no requests: {rows}")
     lines = [
         f"Load average (1 min) of the machine: {load_before:.2f} at the start, {load_after:.2f} at the end"
         + (
@@ -234,19 +240,19 @@ def measure(home: Path, seconds: float, clients: int) -> str:
             else " (the end figure is the load test's own 16 clients and server; nothing else ran)."
         ),
         "",
-        "| `kbctl search` (one process, median of 7) | wall time |",
+        f"| `kbctl search` (one process, median of {repeats}) | wall time |",
         "|---|---:|",
         f"| through a running `kbctl serve` | {served:.3f} s |",
         f"| in-process (cold: embedder loaded per process) | {local:.3f} s |",
         "",
-        f"One search at a time ({single['n']} each, k = 5, both namespaces): served is `POST /v1/search` on loopback,"
+        f"One search at a time ({one['n']} each, k = 5, both namespaces): served is `POST /v1/search` on loopback,"
         " in-process is `KnowledgeBase.search` in a warm process.",
         "",
         "| search | p50 ms | p95 ms |",
         "|---|---:|---:|",
-        f"| served (`kbctl serve`, JSON API) | {single['served'][0]:.1f} | {single['served'][1]:.1f} |",
-        f"| in-process | {single['local'][0]:.1f} | {single['local'][1]:.1f} |",
-        f"| served − in-process | {single['served'][0] - single['local'][0]:+.1f} | {single['served'][1] - single['local'][1]:+.1f} |",
+        f"| served (`kbctl serve`, JSON API) | {one['served'][0]:.1f} | {one['served'][1]:.1f} |",
+        f"| in-process | {one['local'][0]:.1f} | {one['local'][1]:.1f} |",
+        f"| served − in-process | {one['served'][0] - one['local'][0]:+.1f} | {one['served'][1] - one['local'][1]:+.1f} |",
         "",
         f"Load test: {clients} clients for {seconds:.0f} s on loopback, `search_knowledge` (k = 5) over the sample corpus.",
         "",
@@ -262,6 +268,8 @@ def measure(home: Path, seconds: float, clients: int) -> str:
 
 def run(env: Env) -> str:
     """The ``serve`` part of ``bench/run.py``."""
+    if env.smoke:
+        return measure(env.home, 2, 2, repeats=1, single=5, strict=True)
     return measure(env.home, 60, 16)
 
 

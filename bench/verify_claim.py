@@ -21,38 +21,19 @@ of 0.01 × 0.05, and reported on the test claims (qrels/test.tsv), which played 
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, Env, machine, results_dir, save_json, write_section
+from common import Env, ensure_imported, judged_queries, results_dir, save_json, script_args, write_figures
 
 NAMESPACE = "scifact"
 K = 5
 SIMILARITY = [round(0.20 + 0.01 * i, 2) for i in range(61)]  # 0.20 … 0.80
 TERMS = [round(0.05 * i, 2) for i in range(21)]  # 0 … 1
 DOCS = ("docs/benchmarks.md", "docs/agents.md")
-
-
-def _claims(env: Env, split: str) -> list[tuple[str, str, set[str]]]:
-    """(claim id, text, judged-relevant abstract ids) of the claims judged in ``split``."""
-    base = env.collection("scifact")
-    text = {}
-    for line in (base / "queries.jsonl").read_text().splitlines():
-        if line.strip():
-            q = json.loads(line)
-            text[q["_id"]] = q["text"]
-    rel: dict[str, set[str]] = defaultdict(set)
-    with open(base / "qrels" / f"{split}.tsv", newline="") as f:
-        for row in csv.DictReader(f, delimiter="\t"):
-            if int(row["score"]) > 0:
-                rel[row["query-id"]].add(row["corpus-id"])
-    return [(qid, text[qid], docs) for qid, docs in rel.items() if qid in text]
 
 
 def toolbox(env: Env, **server: object):
@@ -76,7 +57,7 @@ def collect(env: Env, split: str, limit: int | None = None) -> list[dict]:
     box, service = toolbox(env)
     rows = []
     try:
-        claims = _claims(env, split)[:limit]
+        claims = judged_queries(env, NAMESPACE, split)[:limit]
         for n, (qid, claim, relevant) in enumerate(claims, 1):
             for excluded in (False, True):
                 filters = [f"uri!={d}" for d in sorted(relevant)] if excluded else None
@@ -198,24 +179,19 @@ def measure(env: Env, limit: int | None = None, before: tuple[float, float] = (0
 
 def run(env: Env) -> str:
     """The ``verify`` part of ``bench/run.py``."""
-    return measure(env)
+    ensure_imported(env, NAMESPACE)
+    return measure(env, env.queries)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--home", type=Path, default=Path("/tmp/kbctl-bench"))
-    ap.add_argument("--evaldata", type=Path, default=REPO.parent / "shared" / "evaldata")
-    ap.add_argument("--limit", type=int, default=None, help="only the first N claims of each split (a quick look)")
+    ap = script_args(__doc__, "only the first N claims of each split (a quick look)")
     ap.add_argument("--reuse", action="store_true", help="the answers of the last run: only choose and tabulate")
-    ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
     env = Env(args.evaldata.resolve(), args.home.resolve())
     body = measure(env, args.limit, reuse=args.reuse)
     print(body)
     if not args.no_write and args.limit is None:
-        stamp = f"_Measured {machine()} (`python bench/verify_claim.py`)._\n\n"
-        for doc in DOCS:
-            write_section(REPO / doc, "verify", stamp + body)
+        write_figures("verify", "verify_claim.py", DOCS, body)
     return 0
 
 

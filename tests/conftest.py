@@ -140,3 +140,15 @@ def cli_process(kb_home, tenant):
         )
 
     return run
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "db: needs the embedded PostgreSQL (set on every test using kb_home)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that reaches the embedded server (all its fixtures go through ``kb_home``) as
+    ``db``, so ``make unit`` (``-m "not db"``) runs only what needs no database."""
+    for item in items:
+        if "kb_home" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.db)

@@ -1,4 +1,4 @@
-"""Hardening defects that had no end-to-end test of their own (see docs/hardening.md)."""
+"""Bad input through the CLI (a config key, a search option, a tenant, a URL): one line and an exit code, never an empty answer or a traceback (docs/hardening.md)."""
 
 from __future__ import annotations
 
