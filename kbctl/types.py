@@ -241,8 +241,10 @@ class LargeDocument:
 class Chunk:
     """A piece of a document sized for the embedding model.
 
-    ``text`` is exactly ``Document.text[char_start:char_end]``; ``header`` (the document title and the
-    heading path) is put before it when embedding and indexing, but is not part of the cited text.
+    ``text`` is exactly ``Document.text[char_start:char_end]``, but for a piece of a Markdown table
+    after its first, which is preceded by the table's header lines (so that it reads alone);
+    ``header`` (the document title and the heading path) is put before it when embedding and
+    indexing, but is not part of the cited text.
     """
 
     document_uri: str

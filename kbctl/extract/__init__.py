@@ -7,6 +7,9 @@
     markdown    .md .markdown, text/markdown, front matter      1                 markdown
     html        .html .htm .xhtml, text/html                    1                 html
     pdf         .pdf, application/pdf, %PDF- signature          1                 pdf
+    docx        .docx, its media type, a zip with word/ parts   1                 docx
+    pptx        .pptx, its media type, a zip with ppt/ parts    1                 pptx
+    xlsx        .xlsx, its media type, a zip with xl/ parts     1                 xlsx
     email       .eml, message/rfc822, mail headers              1 + attachments   email (+ theirs)
     mbox        .mbox, application/mbox, a "From " line         1 per message     email
     feed        .rss .atom .rdf, feed XML (.xml), feed types    1 per entry       feed
@@ -17,7 +20,7 @@ lists what else it keeps. Text must be UTF-8 (a BOM is fine), UTF-16/32 with a B
 charset a transport declared.
 
 ``extract`` raises ``kbctl.errors.ExtractError`` (one line, with a hint) for: binary or unknown
-files, undecodable text, corrupt or encrypted PDFs, PDFs without text, malformed or empty feeds,
+files, undecodable text, corrupt or encrypted PDFs and office documents, PDFs without text, malformed or empty feeds,
 generic XML, and documents without any text. Heavy libraries (trafilatura, pdfplumber,
 feedparser) are imported only when a source needs them.
 """
@@ -83,6 +86,10 @@ def _extractor(fmt: str) -> Callable[[Source], list[Document]]:
         from .pdf import extract_pdf
 
         return extract_pdf
+    if fmt in ("docx", "pptx", "xlsx"):
+        from . import office
+
+        return getattr(office, f"extract_{fmt}")
     if fmt in ("email", "mbox"):
         from .mail import extract_eml, extract_mbox
 
