@@ -32,19 +32,21 @@ from typing import Callable, Iterator
 
 from ..types import Document, LargeDocument, Source
 from .detect import SUPPORTED_SUFFIXES, detect_format, guess_media_type
+from .options import ExtractOptions
 from .record import RECORD_MEDIA_TYPE, extract_record
 
-__all__ = ["extract", "extract_large", "SUPPORTED_SUFFIXES", "guess_media_type", "detect_format"]
+__all__ = ["extract", "extract_large", "ExtractOptions", "SUPPORTED_SUFFIXES", "guess_media_type", "detect_format"]
 
 #: Sources smaller than this are always read whole (``extract``).
 LARGE_BYTES = 1 << 20
 
 
-def extract(source: Source) -> list[Document]:
-    """The documents in ``source`` (one, or several for an mbox, a feed or a mail with attachments)."""
+def extract(source: Source, options: ExtractOptions | None = None) -> list[Document]:
+    """The documents in ``source`` (one, or several for an mbox, a feed or a mail with attachments);
+    ``options`` are the ``[extract]`` settings (OCR, tables)."""
     if source.media_type == RECORD_MEDIA_TYPE:
         return extract_record(source)
-    return _extractor(detect_format(source))(source)
+    return _extractor(detect_format(source), options or ExtractOptions())(source)
 
 
 def extract_large(source: Source, *, text: bool = True) -> LargeDocument | Iterator[Document] | None:
@@ -68,7 +70,7 @@ def extract_large(source: Source, *, text: bool = True) -> LargeDocument | Itera
     return read_large(source, fmt)
 
 
-def _extractor(fmt: str) -> Callable[[Source], list[Document]]:
+def _extractor(fmt: str, options: ExtractOptions) -> Callable[[Source], list[Document]]:
     """The function reading ``fmt``; the modules import their heavy libraries lazily themselves."""
     if fmt == "text":
         from .text import extract_text
@@ -85,7 +87,7 @@ def _extractor(fmt: str) -> Callable[[Source], list[Document]]:
     if fmt == "pdf":
         from .pdf import extract_pdf
 
-        return extract_pdf
+        return partial(extract_pdf, options=options)
     if fmt in ("docx", "pptx", "xlsx"):
         from . import office
 
@@ -94,7 +96,7 @@ def _extractor(fmt: str) -> Callable[[Source], list[Document]]:
         from .mail import extract_eml, extract_mbox
 
         # attachments are read by this same dispatch, handed down so mail never imports the package
-        return partial(extract_eml if fmt == "email" else extract_mbox, extract_part=extract)
+        return partial(extract_eml if fmt == "email" else extract_mbox, extract_part=partial(extract, options=options))
     if fmt == "feed":
         from .feed import extract_feed
 

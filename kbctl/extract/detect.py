@@ -13,8 +13,10 @@ import mimetypes
 import re
 
 from ..errors import ExtractError
-from ..mediatypes import MEDIA_TYPES  # suffix → media type: one table, shared with fetch
-from ..mediatypes import OFFICE_SUFFIXES
+from ..mediatypes import (
+    MEDIA_TYPES,  # suffix → media type: one table, shared with fetch
+    OFFICE_SUFFIXES,
+)
 from ..types import Source
 from .base import item_name
 

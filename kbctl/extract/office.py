@@ -66,7 +66,11 @@ def extract_pptx(source: Source) -> list[Document]:
         titles.append(title)
         path = (title or f"Slide {n}",)
         blocks += [Block(t, heading_path=path, page=n) for t in _shape_texts(slide.shapes, skip=_title_id(slide))]
-        notes = slide.notes_slide.notes_text_frame.text if slide.has_notes_slide and slide.notes_slide.notes_text_frame else ""
+        notes = (
+            slide.notes_slide.notes_text_frame.text
+            if slide.has_notes_slide and slide.notes_slide.notes_text_frame
+            else ""
+        )
         if notes.strip():
             blocks.append(Block(notes, heading_path=(*path, "Notes"), page=n))
     meta = _properties(prs.core_properties)

@@ -96,7 +96,12 @@ def test_docx_headings_are_structure_tables_are_markdown_and_properties_metadata
     assert by_text["Revenue grew in every region."] == ("Quarterly Report", "Revenue")
     assert by_text["Costs fell slightly."] == ("Quarterly Report", "Costs")
     table = next(b for b in doc.blocks if b.text.startswith("|"))
-    assert table.text.splitlines() == ["| Region | Q2 | Q3 |", "| --- | --- | --- |", "| North | 120 | 135 |", "| South | 80 | 99 |"]
+    assert table.text.splitlines() == [
+        "| Region | Q2 | Q3 |",
+        "| --- | --- | --- |",
+        "| North | 120 | 135 |",
+        "| South | 80 | 99 |",
+    ]
     # the caption above the table joins its heading path (and is not lost as text)
     assert table.heading_path == ("Quarterly Report", "Revenue", "By region", "Table 1: Revenue by region")
     assert "Revenue" not in [b.text for b in doc.blocks]  # headings are structure, not paragraphs
@@ -118,18 +123,24 @@ def test_xlsx_sheets_are_tables_under_their_names():
     assert doc.source_type == "xlsx" and doc.title == "Stock list"
     assert doc.metadata["author"] == "Alan Turing" and doc.metadata["sheets"] == ["Inventory", "Suppliers", "Empty"]
     assert [(b.heading_path, b.text.splitlines()) for b in doc.blocks] == [
-        (("Inventory",), ["| Part | Count | Price |", "| --- | --- | --- |", "| Bolt | 120 | 0.25 |", "| Nut | 300 | 0.1 |"]),
+        (
+            ("Inventory",),
+            ["| Part | Count | Price |", "| --- | --- | --- |", "| Bolt | 120 | 0.25 |", "| Nut | 300 | 0.1 |"],
+        ),
         (("Suppliers",), ["| Name | City |", "| --- | --- |", "| Acme | Springfield |"]),
     ]
 
 
 @pytest.mark.parametrize(
-    ("name", "maker", "fmt"), [("a.docx", make_docx, "docx"), ("b.pptx", make_pptx, "pptx"), ("c.xlsx", make_xlsx, "xlsx")]
+    ("name", "maker", "fmt"),
+    [("a.docx", make_docx, "docx"), ("b.pptx", make_pptx, "pptx"), ("c.xlsx", make_xlsx, "xlsx")],
 )
 def test_office_files_are_recognised_by_name_type_or_content_not_called_binary(name, maker, fmt):
     data = maker()
     assert detect_format(_src(name, data)) == fmt
-    assert detect_format(Source(uri="https://example.org/download?id=7", content=data)) == fmt  # no suffix: by its parts
+    assert (
+        detect_format(Source(uri="https://example.org/download?id=7", content=data)) == fmt
+    )  # no suffix: by its parts
     if fmt == "docx":
         assert detect_format(Source(uri="https://example.org/x", content=data, media_type=DOCX)) == "docx"
 
