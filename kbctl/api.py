@@ -428,12 +428,14 @@ class KnowledgeBase:
         Fetching follows the ``[fetch]`` settings; ``follow_symlinks`` lets folder walks follow
         symlinks that lead out of the folders given (skipped and recorded otherwise).
         """
+        from .extract.options import ExtractOptions  # so does a bad [extract] table
         from .pipeline import IngestOptions, IngestRun, run
         from .sources.options import FetchOptions  # a bad [fetch] table fails here, before the run starts
 
         conn = self.connection()
         prof = self.profile_for(namespace, profile)
         fetch_opts = FetchOptions.from_config(self.settings.data.get("fetch", {}), follow_symlinks=follow_symlinks)
+        extract_opts = ExtractOptions.from_config(self.settings.data.get("extract", {}))
         if plan:
             ns = get_namespace(conn, namespace, self.tenant, required=False) or _placeholder(
                 namespace, self.tenant, prof
@@ -447,6 +449,7 @@ class KnowledgeBase:
             targets=tuple(targets),
             options=opts,
             fetch_options=fetch_opts,
+            extract_options=extract_opts,
             stdin=stdin,
             feed_state=_DbFeedState,
             retry_failed=retry_failed,
@@ -647,8 +650,10 @@ class KnowledgeBase:
     def extract_records(self, lines: Iterable[str]) -> Iterator[dict]:
         """NDJSON ``source`` records → ``document`` records; other records pass through."""
         from . import stages
+        from .extract.options import ExtractOptions
 
-        return stages.extract_records(stages.read_records(lines))
+        options = ExtractOptions.from_config(self.settings.data.get("extract", {}))
+        return stages.extract_records(stages.read_records(lines), options)
 
     def chunk_records(
         self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None

@@ -109,6 +109,7 @@ class IngestRun:
     command: str = "ingest"
     options: IngestOptions = IngestOptions()
     fetch_options: Any = None  # a sources.options.FetchOptions; fetch's defaults when None
+    extract_options: Any = None  # an extract.ExtractOptions ([extract]: OCR, tables); the defaults when None
     stdin: BinaryIO | None = None
     feed_state: Callable[[Any, Namespace], Any] | None = None
     retry_failed: bool = False
@@ -317,7 +318,7 @@ def _produce_and_consume(
     large = threading.BoundedSemaphore(LARGE_IN_FLIGHT)
     producer = threading.Thread(
         target=_produce,
-        args=(lookup, ns, profile, sources, q, seen_sources, emit, large),
+        args=(lookup, ns, profile, sources, q, seen_sources, emit, large, req.extract_options),
         daemon=True,
         name="kbctl-extract",
     )
@@ -367,7 +368,7 @@ def _bad_vector(item: Item, dimension: int) -> ItemError | None:
     return None
 
 
-def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, large=None) -> None:
+def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, large=None, options=None) -> None:
     """Fetch, extract and chunk in a background thread; put items on the queue, then None.
 
     Sources are looked up 32 at a time, or fewer when their bytes reach ``BATCH_BYTES``; at most
@@ -377,7 +378,7 @@ def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, l
     try:
         tok = get_tokenizer(profile)
         for batch in _batches(_once(sources), 32, BATCH_BYTES):
-            for out in _extract_batch(conn, batch, ns, profile, seen, tok, emit):
+            for out in _extract_batch(conn, batch, ns, profile, seen, tok, emit, options):
                 if large is not None and isinstance(out, LargeItem):
                     large.acquire()
                 q.put(out)
@@ -401,7 +402,7 @@ def _once(sources: Iterable[Source | ItemError]) -> Iterator[Source | ItemError]
         yield s
 
 
-def _extract_batch(conn, batch, ns, profile, seen, tok, emit) -> Iterator:
+def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> Iterator:
     hashes = {s.uri: source_hash(content_hash(s.content), profile) for s in batch if isinstance(s, Source)}
     known = source_versions(conn, ns, list(hashes))
     for s in batch:
@@ -419,7 +420,7 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit) -> Iterator:
         if large is not None:
             yield from large
             continue
-        docs = extract_source(s)
+        docs = extract_source(s, options)
         if isinstance(docs, ItemError):
             yield docs
             continue
@@ -482,13 +483,14 @@ def _entries(s: Source, h: str, docs: Iterator[Document], profile: Profile, tok,
     yield SourceDone(s.uri, h, s.kind, frozenset(uris))
 
 
-def extract_source(source: Source) -> tuple[Document, ...] | ItemError:
-    """The extract stage for one source: its documents, or the ``ItemError`` that stands for it."""
+def extract_source(source: Source, options: Any = None) -> tuple[Document, ...] | ItemError:
+    """The extract stage for one source: its documents, or the ``ItemError`` that stands for it
+    (``options``: an ``extract.ExtractOptions``, the defaults when ``None``)."""
     from .acl import lift_acl
     from .extract import extract
 
     try:
-        return tuple(lift_acl(d) for d in extract(source))
+        return tuple(lift_acl(d) for d in extract(source, options))
     except Exception as e:  # an extractor bug must not stop the batch either
         return _item_error("extract", source.uri, e)
 

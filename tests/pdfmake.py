@@ -58,7 +58,9 @@ def _assemble(objects: list[bytes]) -> bytes:
     return bytes(out)
 
 
-def table_items(rows: Sequence[Sequence[str]], *, x: float = 50, y: float = 120, widths: Sequence[float] = (), row_h: float = 16) -> list[Item]:
+def table_items(
+    rows: Sequence[Sequence[str]], *, x: float = 50, y: float = 120, widths: Sequence[float] = (), row_h: float = 16
+) -> list[Item]:
     """A ruled table: every cell's text and the grid around it."""
     widths = list(widths) or [110.0] * len(rows[0])
     items: list[Item] = []
@@ -79,9 +81,10 @@ def table_items(rows: Sequence[Sequence[str]], *, x: float = 50, y: float = 120,
     return items
 
 
-def scanned_pdf(pages: Sequence[Sequence[str]], *, font: str | None = None, dpi: int = 200, skew: float = 0.0, columns: int = 1) -> bytes:
+def scanned_pdf(
+    pages: Sequence[Sequence[str]], *, font: str | None = None, dpi: int = 200, skew: float = 0.0, columns: int = 1
+) -> bytes:
     """A PDF of page images of ``pages`` (lists of lines) and no text layer: a scan made at test time."""
-    from PIL import Image
 
     images = [render_page(lines, font=font, dpi=dpi, skew=skew, columns=columns) for lines in pages]
     buf = io.BytesIO()
@@ -92,7 +95,15 @@ def scanned_pdf(pages: Sequence[Sequence[str]], *, font: str | None = None, dpi:
 DEJAVU = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 
 
-def render_page(lines: Sequence[str], *, font: str | None = None, dpi: int = 200, skew: float = 0.0, columns: int = 1, pt: float = 12):
+def render_page(
+    lines: Sequence[str],
+    *,
+    font: str | None = None,
+    dpi: int = 200,
+    skew: float = 0.0,
+    columns: int = 1,
+    pt: float = 12,
+):
     """An A4 page image (RGB) of ``lines`` at ``dpi``: one column, or ``columns`` side by side."""
     from PIL import Image, ImageDraw, ImageFont
 

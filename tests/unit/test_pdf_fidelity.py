@@ -10,7 +10,12 @@ from kbctl.extract.tables import table_header
 from kbctl.types import Source
 from tests.pdfmake import scanned_pdf, table_items, text_pdf
 
-ROWS = [["Cluster", "Region", "Terabytes"], ["ORION-7", "eu-west", "412"], ["VEGA-2", "us-east", "1,208"], ["LYRA-9", "ap-south", "77"]]
+ROWS = [
+    ["Cluster", "Region", "Terabytes"],
+    ["ORION-7", "eu-west", "412"],
+    ["VEGA-2", "us-east", "1,208"],
+    ["LYRA-9", "ap-south", "77"],
+]
 
 
 def _src(data: bytes, name: str = "x.pdf") -> Source:
