@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import unicodedata
 from dataclasses import dataclass
 from itertools import pairwise
 from statistics import median
@@ -74,12 +75,13 @@ def read_image(image: Any) -> list[OcrLine]:
     engine = _get_engine()
     arr = np.asarray(image.convert("RGB") if hasattr(image, "convert") else image)
     with _lock:  # one engine per process; onnxruntime sessions are not shared between threads here
-        result, _ = engine(arr, unclip_ratio=_UNCLIP)
+        # no angle classifier: it turns some upright lines of a clean page upside down (bench/ocr.py)
+        result, _ = engine(arr, use_cls=False, unclip_ratio=_UNCLIP)
     lines = []
     for points, text, score in result or ():
         xs = [p[0] for p in points]
         ys = [p[1] for p in points]
-        text = " ".join(str(text).split())
+        text = " ".join(unicodedata.normalize("NFKC", str(text)).split())  # the model's full-width ，: → ,:
         if text:
             lines.append(OcrLine(text, (min(xs), min(ys), max(xs), max(ys)), float(score)))
     return lines
