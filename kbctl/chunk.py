@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
-from itertools import groupby
+from itertools import chain, groupby
 from typing import Iterable, Iterator
 
 from .config import Profile
@@ -146,15 +146,19 @@ def _fixed(uri: str, title: str, blocks: Iterable[Block], text, profile: Profile
     size = profile.chunk.size
     overlap = profile.chunk.overlap
     position = 0
-    for (heading, page, table), section in groupby(blocks, key=_section_key):
+    for (heading, page, table), group in groupby(blocks, key=_section_key):
+        section = iter(group)
         header = _header(title, heading)
         budget = profile.max_tokens - tok.special_tokens - (tok.count(header) + 2 if header else 0)
         if budget < 8:  # an absurdly long title: drop the header rather than the text
             header, budget = "", profile.max_tokens - tok.special_tokens
         limit = min(size, budget)
+        first = next(section)
+        placed = [first, *section] if first.boxes else None  # a PDF's: held to place chunks on the page
         if table is not None:
-            pieces = _table_pieces(next(section), text, limit, tok)
+            pieces = _table_pieces(first, text, limit, tok)
         else:
+            section = iter(placed) if placed else chain([first], section)
             units = (u for b in section for u in text.units(b, limit, tok))
             pieces = ((s, e, text.span(s, e)) for s, e in _pack(units, limit, min(overlap, limit // 2)))
         for start, end, chunk_text in pieces:
@@ -168,9 +172,22 @@ def _fixed(uri: str, title: str, blocks: Iterable[Block], text, profile: Profile
                 heading_path=heading,
                 page=page,
                 header=header,
+                boxes=_boxes(placed, start, end) if placed else (),
             )
             position += 1
             text.release(start)
+
+
+def _boxes(blocks: list[Block], start: int, end: int) -> tuple[tuple[float, ...], ...]:
+    """The ``(page, x0, top, x1, bottom)`` of every line of ``blocks`` the span ``start:end`` touches."""
+    out = []
+    for b in blocks:
+        if b.start >= end or b.start + len(b.text) <= start:
+            continue
+        for offset, length, *box in b.boxes:
+            if b.start + offset < end and b.start + offset + length > start:
+                out.append((b.page or 0, *box))
+    return tuple(out)
 
 
 def _section_key(b: Block) -> tuple[tuple[str, ...], int | None, int | None]:

@@ -81,7 +81,9 @@ def read_image(image: Any) -> list[OcrLine]:
     for points, text, score in result or ():
         xs = [p[0] for p in points]
         ys = [p[1] for p in points]
-        text = " ".join(unicodedata.normalize("NFKC", str(text)).split())  # the model's full-width ，: → ,:
+        text = " ".join(
+            unicodedata.normalize("NFKC", str(text)).split()
+        )  # NFKC: the model's full-width commas and colons → ASCII
         if text:
             lines.append(OcrLine(text, (min(xs), min(ys), max(xs), max(ys)), float(score)))
     return lines
@@ -93,20 +95,22 @@ def confidence(lines: Sequence[OcrLine]) -> float:
     return sum(ln.confidence * len(ln.text) for ln in lines) / total if total else 1.0
 
 
-def paragraphs(lines: Sequence[OcrLine], width: float) -> list[str]:
-    """The lines in reading order, joined into paragraphs where the vertical gap is wide."""
+def paragraphs(lines: Sequence[OcrLine], width: float) -> list[list[OcrLine]]:
+    """The lines in reading order, grouped into paragraphs where the vertical gap is wide (a
+    paragraph's text is its lines' texts joined by newlines)."""
     ordered = _reading_order(list(lines), width)
     if not ordered:
         return []
     height = median(ln.box[3] - ln.box[1] for ln in ordered)
-    out, current = [], [ordered[0]]
+    out: list[list[OcrLine]] = []
+    current = [ordered[0]]
     for prev, ln in pairwise(ordered):
         gap = ln.box[1] - prev.box[3]
         if gap > 0.9 * height or gap < -2 * height:  # a wide gap, or a jump back up (the next column)
-            out.append("\n".join(x.text for x in current))
+            out.append(current)
             current = []
         current.append(ln)
-    out.append("\n".join(x.text for x in current))
+    out.append(current)
     return out
 
 

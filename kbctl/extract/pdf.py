@@ -54,12 +54,14 @@ _PDF_DATE = re.compile(r"^(?:D:)?(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?
 def extract_pdf(source: Source, options: ExtractOptions | None = None) -> list[Document]:
     """A PDF as one document, with one or more blocks per page."""
     options = options or ExtractOptions()
-    info, pages, scans, ocr = _read(source.content, options)
+    info, pages, where, scans, ocr = _read(source.content, options)
     if not pages:
         raise _pdf_error(ValueError("the document has no pages"))
     pages = drop_running_lines(pages)
     blocks = [
-        Block(p, page=n, heading_path=_table_path(ps, i)) for n, ps in enumerate(pages, 1) for i, p in enumerate(ps)
+        Block(p, page=n, heading_path=_table_path(ps, i), boxes=where[n - 1].get(p, ()))
+        for n, ps in enumerate(pages, 1)
+        for i, p in enumerate(ps)
     ]
     if not blocks:
         raise ExtractError(
@@ -81,22 +83,26 @@ def extract_pdf(source: Source, options: ExtractOptions | None = None) -> list[D
     return [build_document(source, title=title, blocks=blocks, source_type="pdf", metadata=meta, notes=notes)]
 
 
-def _read(data: bytes, options: ExtractOptions) -> tuple[dict[str, Any], list[list[str]], list[int], _Ocr]:
-    """The info dictionary, each page's paragraphs, the pages that are images without usable text,
-    and what OCR made of them (when it ran); pdfplumber's errors become ExtractErrors."""
+def _read(
+    data: bytes, options: ExtractOptions
+) -> tuple[dict[str, Any], list[list[str]], list[_Boxes], list[int], _Ocr]:
+    """The info dictionary, each page's paragraphs and where their lines are, the pages that are
+    images without usable text, and what OCR made of them (when it ran); pdfplumber's errors
+    become ExtractErrors."""
     import pdfplumber  # heavy; only for PDFs
 
     try:
         with pdfplumber.open(io.BytesIO(data)) as pdf:
-            pages, scans = [], []
+            pages, where, scans = [], [], []
             for n, page in enumerate(pdf.pages, 1):
-                paragraphs = _page_paragraphs(page, options.tables)
-                if not _usable(paragraphs) and page.images:  # only then: OCR costs nothing elsewhere
+                placed = _page_paragraphs(page, options.tables)
+                if not _usable([p for p, _ in placed]) and page.images:  # only then: OCR costs nothing elsewhere
                     scans.append(n)
-                    paragraphs = []
-                pages.append(paragraphs)
-            ocr = _ocr(pdf, scans, pages, options) if scans and _ocr_on(options) else _Ocr()
-            return dict(pdf.metadata or {}), pages, scans, ocr
+                    placed = []
+                pages.append([p for p, _ in placed])
+                where.append(dict(placed))
+            ocr = _ocr(pdf, scans, pages, where, options) if scans and _ocr_on(options) else _Ocr()
+            return dict(pdf.metadata or {}), pages, where, scans, ocr
     except ExtractError:
         raise
     except Exception as e:  # pdfminer raises many unrelated classes for bad input
@@ -124,15 +130,24 @@ def _no_ocr_reason(options: ExtractOptions) -> str:
     return "OCR is off ([extract] ocr)" if options.ocr == "off" else "OCR is not installed (kbctl[ocr])"
 
 
-def _ocr(pdf, scans: list[int], pages: list[list[str]], options: ExtractOptions) -> _Ocr:
-    """Read the pages ``scans`` with OCR into ``pages``; low-confidence pages become warnings."""
+def _ocr(pdf, scans: list[int], pages: list[list[str]], where: list[_Boxes], options: ExtractOptions) -> _Ocr:
+    """Read the pages ``scans`` with OCR into ``pages`` (and their lines' boxes into ``where``);
+    low-confidence pages become warnings."""
     from .ocr import confidence, paragraphs, read_image
 
     done, scores, notes = [], [], []
     for n in scans:
         image = pdf.pages[n - 1].to_image(resolution=options.ocr_dpi).original
         lines = read_image(image)
-        pages[n - 1] = paragraphs(lines, image.width)
+        scale = 72 / options.ocr_dpi  # pixels → points
+        placed = [
+            _with_boxes(
+                [(ln.text, ln.box[0] * scale, ln.box[1] * scale, ln.box[2] * scale, ln.box[3] * scale) for ln in p]
+            )
+            for p in paragraphs(lines, image.width)
+        ]
+        pages[n - 1] = [p for p, _ in placed]
+        where[n - 1] = dict(placed)
         if not lines:
             continue
         score = confidence(lines)
@@ -199,7 +214,7 @@ def _causes(e: BaseException) -> list[str]:
     return names
 
 
-def _page_paragraphs(page, tables: bool = True) -> list[str]:
+def _page_paragraphs(page, tables: bool = True) -> list[tuple[str, tuple[tuple[float, ...], ...]]]:
     """A page's lines grouped into paragraphs at gaps wider than the usual line spacing; its ruled
     tables (pdfplumber's table finder) as Markdown tables, in their place."""
     found = _tables(page) if tables else []
@@ -207,11 +222,11 @@ def _page_paragraphs(page, tables: bool = True) -> list[str]:
         boxes = [t.bbox for t in found]
         page = page.filter(lambda o: o.get("object_type") != "char" or not _inside(o, boxes))
     lines = [ln for ln in page.extract_text_lines(return_chars=False) if ln["text"].strip()]
-    placed = [(ln["top"], ln["bottom"], ln["text"].strip(), False) for ln in lines]
+    placed = [(ln["top"], ln["bottom"], ln["text"].strip(), False, ln["x0"], ln["x1"]) for ln in lines]
     for t in found:
         md = markdown_table(t.extract())
         if md:
-            placed.append((t.bbox[1], t.bbox[3], md, True))
+            placed.append((t.bbox[1], t.bbox[3], md, True, t.bbox[0], t.bbox[2]))
     placed.sort(key=lambda x: x[0])
     return _group(placed)
 
@@ -233,31 +248,47 @@ def _inside(obj: dict[str, Any], boxes: list[tuple[float, float, float, float]])
     return any(x0 <= x <= x1 and top <= y <= bottom for x0, top, x1, bottom in boxes)
 
 
-def _group(placed: list[tuple[float, float, str, bool]]) -> list[str]:
-    """Lines (top, bottom, text, is a table) into paragraphs; a table is a paragraph of its own."""
+_Boxes = dict[str, tuple[tuple[float, ...], ...]]
+
+
+def _group(
+    placed: list[tuple[float, float, str, bool, float, float]],
+) -> list[tuple[str, tuple[tuple[float, ...], ...]]]:
+    """Lines (top, bottom, text, is a table, x0, x1) into paragraphs with their lines' boxes; a
+    table is a paragraph of its own."""
     if not placed:
         return []
     lines = [p for p in placed if not p[3]]
     gaps = [b[0] - a[1] for a, b in pairwise(lines)]
-    heights = [b - t for t, b, _, _ in lines] or [0.0]
+    heights = [p[1] - p[0] for p in lines] or [0.0]
     limit = max(1.5 * median(g for g in gaps if g > 0) if any(g > 0 for g in gaps) else 0, median(heights))
-    paragraphs: list[str] = []
-    current: list[str] = []
+    paragraphs = []
+    current: list[tuple[str, float, float, float, float]] = []
     last_bottom: float | None = None
-    for top, bottom, text, is_table in placed:
+    for top, bottom, text, is_table, x0, x1 in placed:
         if is_table or (current and last_bottom is not None and top - last_bottom > limit):
             if current:
-                paragraphs.append("\n".join(current))
+                paragraphs.append(_with_boxes(current))
             current = []
         if is_table:
-            paragraphs.append(text)
+            paragraphs.append(_with_boxes([(text, x0, top, x1, bottom)]))
             last_bottom = None
             continue
-        current.append(text)
+        current.append((text, x0, top, x1, bottom))
         last_bottom = bottom
     if current:
-        paragraphs.append("\n".join(current))
+        paragraphs.append(_with_boxes(current))
     return paragraphs
+
+
+def _with_boxes(lines: list[tuple[str, float, float, float, float]]) -> tuple[str, tuple[tuple[float, ...], ...]]:
+    """Lines (text, x0, top, x1, bottom) as a paragraph (joined by newlines) and each line's
+    ``(offset, length, x0, top, x1, bottom)`` in it, to a tenth of a point."""
+    boxes, offset = [], 0
+    for text, *box in lines:
+        boxes.append((offset, len(text), *(round(v, 1) for v in box)))
+        offset += len(text) + 1
+    return "\n".join(t for t, *_ in lines), tuple(boxes)
 
 
 def drop_running_lines(pages: list[list[str]]) -> list[list[str]]:

@@ -325,6 +325,8 @@ def write_chunks(
                     nchunks += 1
                     postings.extend((t, cid, f, length) for t, f in tf.items())
                     m = dict(meta, heading_path=list(c.heading_path), page=c.page)
+                    if c.boxes:  # where the chunk is on its PDF page(s): kbctl show --highlight
+                        m["boxes"] = [list(b) for b in c.boxes]
                     cp.write_row(
                         (
                             ns.id,
