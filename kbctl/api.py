@@ -788,6 +788,39 @@ class KnowledgeBase:
         doc = {k: v for k, v in row.items() if k not in ("namespace_id", "acl")}
         return {**doc, "doc_id": doc.pop("id"), "chunks": chunks}
 
+    def chunk(self, chunk_id: int, namespaces: Sequence[str], *, highlight: str | Path | None = None) -> dict:
+        """Chunk ``chunk_id`` of one of ``namespaces``: its text, heading path, page, the boxes of its
+        lines on the PDF page (``boxes``) and its document's uri and title. With ``highlight``, the
+        page of a PDF chunk is rendered to that PNG file with the passage boxed (the PDF is read
+        again from its path: ``kbctl.extract.highlight``). A chunk that is not there is a UsageError."""
+        from .extract.base import file_path
+        from .store.reading import chunk_row
+
+        conn = self.connection()
+        nss = [n for n in (get_namespace(conn, name, self.tenant, required=False) for name in namespaces) if n]
+        row = chunk_row(conn, int(chunk_id), [n.id for n in nss]) if nss else None
+        if row is None or not self._gate(nss, None, True).allows(row["namespace_id"], row["acl"]):
+            raise _unavailable("chunk", chunk_id)
+        meta = dict(row["metadata"] or {})
+        out = {k: row[k] for k in ("chunk_id", "doc_id", "position", "text", "heading_path", "page", "uri", "title")}
+        out["boxes"] = meta.get("boxes", [])
+        if highlight is not None:
+            path = file_path(row["uri"]) or ""
+            if row["source_type"] != "pdf" or not path:
+                raise UsageError(
+                    f"chunk {chunk_id} is not from a PDF file", hint="--highlight shows passages of PDF files"
+                )
+            from .extract.highlight import render_highlight
+
+            try:
+                data = Path(path).read_bytes()
+            except OSError as e:
+                raise UsageError(
+                    f"cannot read {path}: {e.strerror}", hint="the PDF must still be where it was ingested from"
+                ) from e
+            out["highlight"] = render_highlight(data, out["boxes"], Path(highlight))
+        return out
+
     def namespace_names(self) -> list[str]:
         """This tenant's namespace names (without the counts ``namespaces`` reads)."""
         from .store.reading import namespace_names

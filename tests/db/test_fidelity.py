@@ -93,3 +93,32 @@ def test_a_scanned_pdf_becomes_searchable_by_a_word_only_in_its_image(kb, tmp_pa
     hit = kb.search("Thornbury", "scans", mode="lexical").hits[0]
     assert hit.source == "scan.pdf" and "Thornbury" in hit.text and hit.metadata["page"] == 1
     assert hit.metadata["ocr_pages"] == [1] and hit.metadata["ocr_confidence"] >= 0.8
+
+
+def test_show_highlight_writes_the_page_with_the_passage_boxed(cli, tmp_path):
+    import json
+
+    from PIL import Image
+
+    from tests.unit.test_citations import _pdf
+
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(_pdf())
+    cli("-p", "hash-384", "ingest", str(pdf), "-n", "cite", check=True)
+    found = json.loads(cli("search", "ARC-2291", "-n", "cite", "--mode", "lexical", "--json", check=True).stdout)
+    hit = found["hits"][0]
+    assert hit["metadata"]["page"] == 2 and hit["metadata"]["boxes"]  # the JSON output carries the place
+    out = tmp_path / "hit.png"
+    p = cli("show", str(hit["chunk_id"]), "-n", "cite", "--highlight", str(out), check=True)
+    assert b"ARC-2291" in p.stdout and b"page 2" in p.stderr
+    img = Image.open(out).convert("RGB")
+    scale = img.width / 595  # A4 in points → the image's pixels
+    boxes = [b for b in hit["metadata"]["boxes"] if b[0] == 2]
+    x0 = min(b[1] for b in boxes) * scale
+    top, bottom = min(b[2] for b in boxes) * scale, max(b[4] for b in boxes) * scale
+    red = [(x, y) for x in range(img.width) for y in range(0, img.height, 2) if img.getpixel((x, y)) == (220, 0, 0)]
+    assert red and min(x for x, _ in red) < x0 and top - 10 < min(y for _, y in red) < top
+    assert bottom < max(y for _, y in red) < bottom + 10  # a frame just around the passage
+    # a chunk that is not in the namespace is the usual one-line error
+    p = cli("show", "999999", "-n", "cite")
+    assert p.returncode == 2 and b"is not available" in p.stderr
