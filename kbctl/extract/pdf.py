@@ -46,6 +46,10 @@ __all__ = ["extract_pdf", "pdf_date", "drop_running_lines"]
 log = logging.getLogger(__name__)
 
 _TITLE_MAX = 120
+# Two characters further apart than this fraction of the font size are two words: pdfplumber's
+# default (3 points, whatever the size) runs the words of pdfTeX documents together, which
+# position words by gaps rather than space characters ("Thisisversion0.21").
+_X_TOLERANCE = 0.15
 _CID = re.compile(r"\(cid:\d+\)")
 _PUNCT = frozenset(".,;:!?'\"()[]{}<>-–—/\\|@#$%&*+=_~^`’“”‘«»…°€£§")
 _PDF_DATE = re.compile(r"^(?:D:)?(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?\s*(Z|[+-]\d{2}'?\d{2}'?)?")
@@ -221,7 +225,9 @@ def _page_paragraphs(page, tables: bool = True) -> list[tuple[str, tuple[tuple[f
     if found:
         boxes = [t.bbox for t in found]
         page = page.filter(lambda o: o.get("object_type") != "char" or not _inside(o, boxes))
-    lines = [ln for ln in page.extract_text_lines(return_chars=False) if ln["text"].strip()]
+    lines = [
+        ln for ln in page.extract_text_lines(return_chars=False, x_tolerance_ratio=_X_TOLERANCE) if ln["text"].strip()
+    ]
     placed = [(ln["top"], ln["bottom"], ln["text"].strip(), False, ln["x0"], ln["x1"]) for ln in lines]
     for t in found:
         md = markdown_table(t.extract())

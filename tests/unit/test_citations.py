@@ -52,7 +52,13 @@ def test_a_text_fragment_link_names_the_passage_first_and_last_words():
 def test_web_hits_carry_the_link_and_the_context_format_shows_it():
     meta = _with_link({"source_type": "html"}, "https://example.org/a", "Refunds take five days.")
     assert meta["link"] == "https://example.org/a#:~:text=Refunds%20take%20five%20days."
-    assert "link" not in _with_link({"source_type": "pdf", "path": "/x.pdf"}, "file:///x.pdf", "Refunds take five days.")
-    hit = Hit(1, 1.0, 1, 1, "https://example.org/a", "A", "Refunds take five days.", "ns", meta, "A (https://example.org/a)")
+    assert "link" not in _with_link(
+        {"source_type": "pdf", "path": "/x.pdf"}, "file:///x.pdf", "Refunds take five days."
+    )
+    hit = Hit(
+        1, 1.0, 1, 1, "https://example.org/a", "A", "Refunds take five days.", "ns", meta, "A (https://example.org/a)"
+    )
     ctx = format_context(SearchResult("refunds", ("ns",), "hybrid", "default", (hit,)), 500)
-    assert ctx.startswith("[1] A (https://example.org/a) <https://example.org/a#:~:text=Refunds%20take%20five%20days.>\n")
+    assert ctx.startswith(
+        "[1] A (https://example.org/a) <https://example.org/a#:~:text=Refunds%20take%20five%20days.>\n"
+    )
