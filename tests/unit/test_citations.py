@@ -62,3 +62,16 @@ def test_web_hits_carry_the_link_and_the_context_format_shows_it():
     assert ctx.startswith(
         "[1] A (https://example.org/a) <https://example.org/a#:~:text=Refunds%20take%20five%20days.>\n"
     )
+
+
+def test_the_agent_tools_cite_with_the_place():
+    from kbctl.server.tools import _cite
+
+    meta = {"source_type": "pdf", "page": 2, "boxes": [[2, 50.0, 72.1, 336.8, 82.1]], "author": "x"}
+    hit = Hit(1, 1.0, 7, 9, "r.pdf", "R", "text", "ns", meta, "R (r.pdf) p. 2")
+    assert _cite(hit) == {
+        "rank": 1, "citation": "R (r.pdf) p. 2", "doc_id": 7, "chunk_id": 9, "namespace": "ns",
+        "page": 2, "boxes": [[2, 50.0, 72.1, 336.8, 82.1]],
+    }  # fmt: skip
+    web = Hit(1, 1.0, 7, 9, "https://e.org/a", "A", "t", "ns", {"link": "https://e.org/a#:~:text=t"}, "A")
+    assert _cite(web)["link"] == "https://e.org/a#:~:text=t" and "page" not in _cite(web)
