@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
-__all__ = ["markdown_table", "table_header", "is_caption"]
+__all__ = ["markdown_table", "table_header", "is_caption", "tidy_table"]
 
 _SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _CAPTION = re.compile(r"^(?:table|tab\.|tabelle|tableau|tabla)\s*[\dIVXivx]+[\s.:—–-]", re.I)
@@ -54,6 +54,19 @@ def table_header(text: str) -> str | None:
     if not _SEPARATOR.match(sep):
         return None
     return text[: second if second >= 0 else len(text)]
+
+
+def tidy_table(text: str) -> tuple[str | None, str]:
+    """A Markdown table as another converter wrote it (trafilatura), made to read like ours: the
+    caption it writes as a first one-cell row (with a rule under it) taken out and returned, so the
+    header row is the column names; trailing spaces dropped. ``(None, text)`` when there is nothing to do."""
+    lines = [ln.rstrip() for ln in text.split("\n")]
+    caption = None
+    if len(lines) >= 4 and _SEPARATOR.match(lines[1]) and _SEPARATOR.match(lines[3]):
+        cells = [c.strip() for c in lines[0].strip().strip("|").split("|")]
+        if cells and cells[0] and not any(cells[1:]):
+            caption, lines = cells[0], lines[2:]
+    return caption, "\n".join(lines)
 
 
 def is_caption(text: str) -> bool:

@@ -83,3 +83,24 @@ def test_a_streamed_document_cuts_its_tables_the_same_way():
     doc = Document.from_blocks("mem://w", "W", blocks, "text")
     large = LargeDocument(head=doc, chars=len(doc.text), blocks=lambda: iter(doc.blocks))
     assert [c.text for c in iter_chunks(large, prof)] == [c.text for c in chunk_document(doc, prof)]
+
+
+def test_an_html_table_keeps_its_column_names_as_header_and_its_caption_in_the_heading_path():
+    from kbctl.extract import extract
+    from kbctl.types import Source
+
+    body = "".join(f"<tr><td>City{i:03d}</td><td>{10_000 + i}</td></tr>" for i in range(150))
+    html = (
+        "<html><head><title>Cities</title></head><body><article><h1>Cities</h1>"
+        "<p>Some text about the cities of the world and their populations, long enough to be content.</p>"
+        "<h2>Population</h2><table><caption>Table 1: Largest cities</caption>"
+        f"<thead><tr><th>City</th><th>Population</th></tr></thead><tbody>{body}</tbody></table>"
+        "<p>More text after the table to keep it in the main content.</p></article></body></html>"
+    ).encode()
+    (doc,) = extract(Source("https://example.org/cities", html, "text/html"))
+    (table,) = [b for b in doc.blocks if table_header(b.text)]
+    assert table.text.startswith("| City | Population |\n|---|---|\n| City000 | 10000 |")
+    assert table.heading_path == ("Cities", "Population", "Table 1: Largest cities")
+    chunks = [c for c in chunk_document(doc, _profile()) if c.heading_path == table.heading_path]
+    assert len(chunks) > 2 and all(c.text.startswith("| City | Population |\n|---|---|\n") for c in chunks)
+    assert sum(c.text.count("| City") for c in chunks) - len(chunks) == 150  # every row once
