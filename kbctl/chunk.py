@@ -5,8 +5,13 @@ section, paragraphs are packed greedily up to ``chunk.size`` tokens of the profi
 paragraph too long for one chunk is split into sentences, and a sentence too long into token
 windows. Consecutive chunks of one section share up to ``chunk.overlap`` tokens of whole sentences.
 
-Every chunk is an exact span of its document's text (``char_start:char_end``) and carries its
-heading path, page and a content hash. Its ``header`` (title and headings) is read by the model
+A Markdown table (a block that starts with a header row and its ``| --- |`` rule: the extractors
+write tables so, ``kbctl.extract.tables``) is a section of its own, cut only between rows; every
+piece after the first starts with the table's header lines, so it reads alone.
+
+Every chunk is an exact span of its document's text (``char_start:char_end``), but for those
+repeated header lines, and carries its heading path, page, a content hash and, for a PDF, the
+boxes of its lines on the page (``boxes``: one ``(page, x0, top, x1, bottom)`` per line). Its ``header`` (title and headings) is read by the model
 too, and the whole (header + text + special tokens) never exceeds ``max_tokens``: nothing is
 silently truncated.
 
