@@ -31,10 +31,11 @@ MEDIA_TYPES: dict[str, str] = {
     ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".odt": "application/vnd.oasis.opendocument.text",
 }
 
 #: The office formats (zip containers, read by ``kbctl.extract.office``).
-OFFICE_SUFFIXES: frozenset[str] = frozenset({".docx", ".pptx", ".xlsx"})
+OFFICE_SUFFIXES: frozenset[str] = frozenset({".docx", ".pptx", ".xlsx", ".odt"})
 
 #: The suffixes of ``MEDIA_TYPES``.
 SUFFIXES: frozenset[str] = frozenset(MEDIA_TYPES)

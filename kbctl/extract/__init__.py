@@ -10,6 +10,7 @@
     docx        .docx, its media type, a zip with word/ parts   1                 docx
     pptx        .pptx, its media type, a zip with ppt/ parts    1                 pptx
     xlsx        .xlsx, its media type, a zip with xl/ parts     1                 xlsx
+    odt         .odt, its media type, an ODF text's mimetype    1                 odt
     email       .eml, message/rfc822, mail headers              1 + attachments   email (+ theirs)
     mbox        .mbox, application/mbox, a "From " line         1 per message     email
     feed        .rss .atom .rdf, feed XML (.xml), feed types    1 per entry       feed
@@ -88,6 +89,10 @@ def _extractor(fmt: str, options: ExtractOptions) -> Callable[[Source], list[Doc
         from .pdf import extract_pdf
 
         return partial(extract_pdf, options=options)
+    if fmt == "odt":
+        from .odf import extract_odt
+
+        return extract_odt
     if fmt in ("docx", "pptx", "xlsx"):
         from . import office
 

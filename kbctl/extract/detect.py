@@ -83,7 +83,12 @@ _MAGIC = (
 )
 _OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 # names of the parts that make a zip an office document (the first entries' names are in its first bytes)
-_OFFICE_PARTS = ((b"word/", "docx"), (b"ppt/", "pptx"), (b"xl/", "xlsx"))
+_OFFICE_PARTS = (
+    (b"mimetypeapplication/vnd.oasis.opendocument.text", "odt"),  # ODF's first entry, stored uncompressed
+    (b"word/", "docx"),
+    (b"ppt/", "pptx"),
+    (b"xl/", "xlsx"),
+)
 _HEADER_LINE = re.compile(rb"^[A-Za-z][A-Za-z0-9-]*:[ \t]")
 _MAIL_HEADERS = (
     b"from:",
@@ -115,7 +120,7 @@ def guess_media_type(path_or_uri: str) -> str | None:
 
 
 def detect_format(source: Source) -> str:
-    """One of ``text markdown html pdf docx pptx xlsx email mbox feed``; ``ExtractError`` for what none reads."""
+    """One of ``text markdown html pdf docx pptx xlsx odt email mbox feed``; ``ExtractError`` for what none reads."""
     head = source.content[:8192]
     media_type = _base_type(source.media_type)
     fmt = _BY_MEDIA_TYPE.get(media_type or "") or _BY_SUFFIX.get(_suffix(source.uri))
@@ -136,15 +141,15 @@ def detect_format(source: Source) -> str:
 
 
 _HINT = (
-    "kbctl reads text, Markdown, HTML, PDF, Word/PowerPoint/Excel (.docx .pptx .xlsx), e-mail (.eml, .mbox)"
+    "kbctl reads text, Markdown, HTML, PDF, Word/PowerPoint/Excel (.docx .pptx .xlsx), OpenDocument text (.odt), e-mail (.eml, .mbox)"
     " and RSS/Atom feeds; exclude other files"
 )
 
 
 def _office(head: bytes, fmt: str | None) -> str | None:
-    """``docx``/``pptx``/``xlsx`` for a zip (or an encrypted OLE file) named or typed so, or a zip
+    """``docx``/``pptx``/``xlsx``/``odt`` for a zip (or an encrypted OLE file) named or typed so, or a zip
     whose first entries are an office document's parts; else ``None``."""
-    if fmt in ("docx", "pptx", "xlsx") and head.startswith((b"PK\x03\x04", _OLE)):
+    if fmt in ("docx", "pptx", "xlsx", "odt") and head.startswith((b"PK\x03\x04", _OLE)):
         return fmt
     if head.startswith(b"PK\x03\x04"):
         return next((kind for part, kind in _OFFICE_PARTS if part in head), None)

@@ -172,3 +172,64 @@ def test_a_truncated_workbook_and_deck_are_errors_too():
         extract(_src("bad.xlsx", make_xlsx()[:2000]))
     with pytest.raises(ExtractError, match="corrupt or unreadable PowerPoint document"):
         extract(_src("bad.pptx", make_pptx()[:2000]))
+
+
+def make_odt(*, encrypted: bool = False) -> bytes:
+    """A minimal OpenDocument text, written by hand (no ODF library is needed to read one)."""
+    ns = (
+        'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+        'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+        'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+        'xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0" '
+        'xmlns:dc="http://purl.org/dc/elements/1.1/"'
+    )
+    content = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ns}><office:body><office:text>'
+        '<text:h text:outline-level="1">Field Guide</text:h>'
+        "<text:p>Birds of the<text:s/>marsh, <text:span>as seen</text:span> in spring.</text:p>"
+        '<text:h text:outline-level="2">Counts</text:h>'
+        "<text:p>Table 1: Birds counted</text:p>"
+        "<table:table><table:table-row><table:table-cell><text:p>Bird</text:p></table:table-cell>"
+        "<table:table-cell><text:p>Count</text:p></table:table-cell></table:table-row>"
+        "<table:table-row><table:table-cell><text:p>Bittern</text:p></table:table-cell>"
+        "<table:table-cell><text:p>3</text:p></table:table-cell></table:table-row></table:table>"
+        "<text:list><text:list-item><text:p>Bring boots.</text:p></text:list-item></text:list>"
+        "</office:text></office:body></office:document-content>"
+    )
+    meta = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-meta {ns}><office:meta>'
+        "<dc:title>Marsh Field Guide</dc:title><meta:initial-creator>Rachel Carson</meta:initial-creator>"
+        "<meta:creation-date>2024-05-01T08:00:00</meta:creation-date><meta:keyword>birds</meta:keyword>"
+        "</office:meta></office:document-meta>"
+    )
+    manifest = '<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0">'
+    manifest += "<manifest:encryption-data/>" if encrypted else ""
+    manifest += "</manifest:manifest>"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(zipfile.ZipInfo("mimetype"), "application/vnd.oasis.opendocument.text")  # stored, first
+        z.writestr("content.xml", content, compress_type=zipfile.ZIP_DEFLATED)
+        z.writestr("meta.xml", meta, compress_type=zipfile.ZIP_DEFLATED)
+        z.writestr("META-INF/manifest.xml", manifest, compress_type=zipfile.ZIP_DEFLATED)
+    return buf.getvalue()
+
+
+def test_odt_headings_tables_and_metadata():
+    data = make_odt()
+    assert detect_format(Source(uri="https://example.org/get?id=1", content=data)) == "odt"  # by its mimetype entry
+    (doc,) = extract(_src("guide.odt", data))
+    assert doc.source_type == "odt" and doc.title == "Marsh Field Guide"
+    assert doc.metadata["author"] == "Rachel Carson" and doc.metadata["date"] == "2024-05-01T08:00:00"
+    assert doc.metadata["tags"] == ["birds"]
+    assert [(b.heading_path, b.text) for b in doc.blocks] == [
+        (("Field Guide",), "Birds of the marsh, as seen in spring."),
+        (("Field Guide", "Counts", "Table 1: Birds counted"), "| Bird | Count |\n| --- | --- |\n| Bittern | 3 |"),
+        (("Field Guide", "Counts"), "Bring boots."),
+    ]
+
+
+def test_an_encrypted_or_broken_odt_is_a_clear_error():
+    with pytest.raises(ExtractError, match="encrypted OpenDocument file"):
+        extract(_src("secret.odt", make_odt(encrypted=True)))
+    with pytest.raises(ExtractError, match="corrupt or unreadable OpenDocument file"):
+        extract(_src("broken.odt", make_odt()[:300]))
