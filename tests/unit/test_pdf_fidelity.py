@@ -109,3 +109,28 @@ def test_text_pages_never_reach_ocr(monkeypatch):
     monkeypatch.setattr(ocr, "read_image", boom)
     (doc,) = extract(_src(_table_pdf()))
     assert "ocr_pages" not in doc.metadata
+
+
+def _joined(*pdfs: bytes) -> bytes:
+    """One PDF of the pages of ``pdfs`` (pypdfium2, which pdfplumber brings)."""
+    import io
+
+    import pypdfium2 as pdfium
+
+    out = pdfium.PdfDocument.new()
+    for data in pdfs:
+        out.import_pages(pdfium.PdfDocument(data))
+    buf = io.BytesIO()
+    out.save(buf)
+    return buf.getvalue()
+
+
+def test_a_scanned_page_in_a_pdf_with_text_is_a_warning_when_ocr_is_off_and_read_when_on():
+    data = _joined(text_pdf([[("text", 50, 60, 11, "A typed cover page.")]]), scanned_pdf([SCAN]))
+    (doc,) = extract(_src(data), ExtractOptions(ocr="off"))
+    assert doc.text == "A typed cover page." and "ocr_pages" not in doc.metadata
+    assert doc.notes == (("OcrWarning", "page(s) 2 hold images without text: OCR is off ([extract] ocr)"),)
+    pytest.importorskip("rapidocr_onnxruntime")
+    (doc,) = extract(_src(data))
+    assert doc.metadata["ocr_pages"] == [2] and "Kestrel" in doc.text and not doc.notes
+    assert doc.blocks[0].page == 1 and {b.page for b in doc.blocks} == {1, 2}
