@@ -5,8 +5,13 @@ section, paragraphs are packed greedily up to ``chunk.size`` tokens of the profi
 paragraph too long for one chunk is split into sentences, and a sentence too long into token
 windows. Consecutive chunks of one section share up to ``chunk.overlap`` tokens of whole sentences.
 
-Every chunk is an exact span of its document's text (``char_start:char_end``) and carries its
-heading path, page and a content hash. Its ``header`` (title and headings) is read by the model
+A Markdown table (a block that starts with a header row and its ``| --- |`` rule: the extractors
+write tables so, ``kbctl.extract.tables``) is a section of its own, cut only between rows; every
+piece after the first starts with the table's header lines, so it reads alone.
+
+Every chunk is an exact span of its document's text (``char_start:char_end``), but for those
+repeated header lines, and carries its heading path, page, a content hash and, for a PDF, the
+boxes of its lines on the page (``boxes``: one ``(page, x0, top, x1, bottom)`` per line). Its ``header`` (title and headings) is read by the model
 too, and the whole (header + text + special tokens) never exceeds ``max_tokens``: nothing is
 silently truncated.
 
@@ -21,12 +26,13 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
-from itertools import groupby
+from itertools import chain, groupby
 from typing import Iterable, Iterator
 
 from .config import Profile
 from .embed.tokens import Tokenizer, get_tokenizer
 from .errors import ExtractError
+from .extract.tables import table_header
 from .types import Block, Chunk, Document, LargeDocument
 from .types import content_hash as _hash
 
@@ -97,8 +103,8 @@ class _WholeText:
     def __init__(self, text: str) -> None:
         self.text = text
 
-    def units(self, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:
-        return _units(self.text, block, limit, tok)
+    def units(self, block: Block, limit: int, tok: Tokenizer, rows: bool = False) -> Iterator[_Unit]:
+        return (_row_units if rows else _units)(self.text, block, limit, tok)
 
     def span(self, start: int, end: int) -> str:
         return self.text[start:end]
@@ -113,9 +119,9 @@ class _WindowText:
     def __init__(self) -> None:
         self.blocks: deque[Block] = deque()
 
-    def units(self, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:
+    def units(self, block: Block, limit: int, tok: Tokenizer, rows: bool = False) -> Iterator[_Unit]:
         self.blocks.append(block)
-        for u in _units(block.text, Block(block.text), limit, tok):
+        for u in (_row_units if rows else _units)(block.text, Block(block.text), limit, tok):
             yield _Unit(block.start + u.start, block.start + u.end, u.tokens, u.paragraph_start)
 
     def span(self, start: int, end: int) -> str:
@@ -141,19 +147,27 @@ class _WindowText:
 
 def _fixed(uri: str, title: str, blocks: Iterable[Block], text, profile: Profile, tok: Tokenizer) -> Iterator[Chunk]:
     """Chunks of ``blocks`` packed to ``chunk.size`` tokens, section by section (``text``: a
-    ``_WholeText`` or a ``_WindowText``, which cuts units from blocks and gives a span's text)."""
+    ``_WholeText`` or a ``_WindowText``, which cuts units from blocks and gives a span's text).
+    A Markdown table is a section of its own, cut between rows, its header repeated on every piece."""
     size = profile.chunk.size
     overlap = profile.chunk.overlap
     position = 0
-    for (heading, page), section in groupby(blocks, key=lambda b: (b.heading_path, b.page)):
+    for (heading, page, table), group in groupby(blocks, key=_section_key):
+        section = iter(group)
         header = _header(title, heading)
         budget = profile.max_tokens - tok.special_tokens - (tok.count(header) + 2 if header else 0)
         if budget < 8:  # an absurdly long title: drop the header rather than the text
             header, budget = "", profile.max_tokens - tok.special_tokens
         limit = min(size, budget)
-        units = (u for b in section for u in text.units(b, limit, tok))
-        for start, end in _pack(units, limit, min(overlap, limit // 2)):
-            chunk_text = text.span(start, end)
+        first = next(section)
+        placed = [first, *section] if first.boxes else None  # a PDF's: held to place chunks on the page
+        if table is not None:
+            pieces = _table_pieces(first, text, limit, tok)
+        else:
+            section = iter(placed) if placed else chain([first], section)
+            units = (u for b in section for u in text.units(b, limit, tok))
+            pieces = ((s, e, text.span(s, e)) for s, e in _pack(units, limit, min(overlap, limit // 2)))
+        for start, end, chunk_text in pieces:
             yield Chunk(
                 document_uri=uri,
                 position=position,
@@ -164,9 +178,41 @@ def _fixed(uri: str, title: str, blocks: Iterable[Block], text, profile: Profile
                 heading_path=heading,
                 page=page,
                 header=header,
+                boxes=_boxes(placed, start, end) if placed else (),
             )
             position += 1
             text.release(start)
+
+
+def _boxes(blocks: list[Block], start: int, end: int) -> tuple[tuple[float, ...], ...]:
+    """The ``(page, x0, top, x1, bottom)`` of every line of ``blocks`` the span ``start:end`` touches."""
+    out = []
+    for b in blocks:
+        if b.start >= end or b.start + len(b.text) <= start:
+            continue
+        for offset, length, *box in b.boxes:
+            if b.start + offset < end and b.start + offset + length > start:
+                out.append((b.page or 0, *box))
+    return tuple(out)
+
+
+def _section_key(b: Block) -> tuple[tuple[str, ...], int | None, int | None]:
+    """Blocks group by heading path and page; a table block (keyed by its start) stands alone."""
+    return b.heading_path, b.page, (b.start if table_header(b.text) else None)
+
+
+def _table_pieces(block: Block, text, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, str]]:
+    """A Markdown table cut between rows into pieces of at most ``limit`` tokens, each piece after
+    the first preceded by the table's header lines (so it reads alone), with its span in the text."""
+    head = table_header(block.text) or ""
+    room = limit - tok.count(head) - 1
+    if room < limit // 2:  # a header too long to repeat: cut the table like any paragraph
+        units = text.units(block, limit, tok)
+        yield from ((s, e, text.span(s, e)) for s, e in _pack(units, limit, 0))
+        return
+    for s, e in _pack(text.units(block, room, tok, rows=True), room, 0):
+        body = text.span(s, e)
+        yield s, e, (body if s == block.start else f"{head}\n{body}")
 
 
 def _check_length(doc: Document, limit: int) -> None:
@@ -274,6 +320,28 @@ def _units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Uni
                 yield _Unit(ws, we, wm, first)
                 first = False
         first = False
+
+
+def _row_units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:
+    """A table block's rows as units, its header lines joined to the first row (a row longer than
+    ``limit`` is cut into token windows)."""
+    start, end = block.start, block.start + len(block.text)
+    body = start + len(table_header(block.text) or "")
+    unit_start, first = start, True
+    while body < end:
+        stop = text.find("\n", body + 1, end)
+        stop = end if stop < 0 else stop
+        if text[body] == "\n":
+            body += 1
+        n = _count_within(tok, text[unit_start:stop], limit)
+        if n is not None:
+            yield _Unit(unit_start, stop, n, first)
+        else:
+            for ws, we, wm in _windows(text, unit_start, stop, limit, tok):
+                yield _Unit(ws, we, wm, first)
+        unit_start, body, first = stop + 1, stop, False
+    if first:  # a header without rows
+        yield _Unit(start, end, tok.count(text[start:end]), True)
 
 
 def _count_within(tok: Tokenizer, text: str, limit: int) -> int | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import mimetypes
 
-__all__ = ["MEDIA_TYPES", "SUFFIXES", "guess_media_type"]
+__all__ = ["MEDIA_TYPES", "SUFFIXES", "OFFICE_SUFFIXES", "guess_media_type"]
 
 #: Suffix (lower case, with the dot) → media type, for every suffix an extractor reads.
 MEDIA_TYPES: dict[str, str] = {
@@ -28,7 +28,14 @@ MEDIA_TYPES: dict[str, str] = {
     ".atom": "application/atom+xml",
     ".rdf": "application/rdf+xml",
     ".xml": "application/xml",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".odt": "application/vnd.oasis.opendocument.text",
 }
+
+#: The office formats (zip containers, read by ``kbctl.extract.office``).
+OFFICE_SUFFIXES: frozenset[str] = frozenset({".docx", ".pptx", ".xlsx", ".odt"})
 
 #: The suffixes of ``MEDIA_TYPES``.
 SUFFIXES: frozenset[str] = frozenset(MEDIA_TYPES)

@@ -94,18 +94,21 @@ class Block:
     """A structural piece of a document: a section's paragraph, a PDF page's text, a message body.
 
     ``start`` is the character offset of ``text`` inside ``Document.text``. ``heading_path`` is the
-    chain of headings above the block (Markdown/HTML), ``page`` the 1-based PDF page.
+    chain of headings above the block (Markdown/HTML), ``page`` the 1-based PDF page. ``boxes``
+    (PDF) place its lines on the page: ``(offset in text, length, x0, top, x1, bottom)`` in points.
     """
 
     text: str
     start: int = 0
     heading_path: tuple[str, ...] = ()
     page: int | None = None
+    boxes: tuple[tuple[float, ...], ...] = ()
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Block:
         d = dict(d)
         d["heading_path"] = tuple(d.get("heading_path") or ())
+        d["boxes"] = tuple(tuple(b) for b in d.get("boxes") or ())
         return cls(**_known(cls, d))
 
 
@@ -189,7 +192,7 @@ class Document:
                 continue
             if parts:
                 pos += 2
-            placed.append(Block(text=t, start=pos, heading_path=tuple(b.heading_path), page=b.page))
+            placed.append(Block(text=t, start=pos, heading_path=tuple(b.heading_path), page=b.page, boxes=b.boxes))
             parts.append(t)
             pos += len(t)
         return cls(
@@ -241,8 +244,10 @@ class LargeDocument:
 class Chunk:
     """A piece of a document sized for the embedding model.
 
-    ``text`` is exactly ``Document.text[char_start:char_end]``; ``header`` (the document title and the
-    heading path) is put before it when embedding and indexing, but is not part of the cited text.
+    ``text`` is exactly ``Document.text[char_start:char_end]``, but for a piece of a Markdown table
+    after its first, which is preceded by the table's header lines (so that it reads alone);
+    ``header`` (the document title and the heading path) is put before it when embedding and
+    indexing, but is not part of the cited text.
     """
 
     document_uri: str
@@ -255,6 +260,8 @@ class Chunk:
     page: int | None = None
     header: str = ""
     content_hash: str = ""
+    # Where the text is on its PDF page: one ``(page, x0, top, x1, bottom)`` box (points) per line.
+    boxes: tuple[tuple[float, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.content_hash:
@@ -272,6 +279,7 @@ class Chunk:
     def from_json(cls, d: Mapping[str, Any]) -> Chunk:
         d = dict(d)
         d["heading_path"] = tuple(d.get("heading_path") or ())
+        d["boxes"] = tuple(tuple(b) for b in d.get("boxes") or ())
         return cls(**_known(cls, d))
 
 
@@ -439,7 +447,7 @@ def _shifted(blocks: tuple[Block, ...], text: str) -> tuple[Block, ...]:
     for b in blocks:
         t, _ = clean_text(b.text)
         if t:
-            out.append(Block(t, b.start - bisect.bisect_left(gone, b.start), b.heading_path, b.page))
+            out.append(Block(t, b.start - bisect.bisect_left(gone, b.start), b.heading_path, b.page, b.boxes))
     return tuple(out)
 
 

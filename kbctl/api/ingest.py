@@ -47,12 +47,14 @@ class Ingestion(Part):
         Fetching follows the ``[fetch]`` settings; ``follow_symlinks`` lets folder walks follow
         symlinks that lead out of the folders given (skipped and recorded otherwise).
         """
+        from ..extract.options import ExtractOptions
         from ..ingest.pipeline import IngestOptions, IngestRun, run
         from ..sources.options import FetchOptions  # a bad [fetch] table fails here, before the run starts
 
         conn = self._conn()
         prof = self.kb.namespaces.profile_for(namespace, profile)
         fetch_opts = FetchOptions.from_config(self.settings.fetch, follow_symlinks=follow_symlinks)
+        extract_opts = ExtractOptions.from_config(self.settings.extract)
         if plan:
             ns = get_namespace(conn, namespace, self.tenant, required=False) or self.kb.namespaces.placeholder(
                 namespace, prof
@@ -66,6 +68,7 @@ class Ingestion(Part):
             targets=tuple(targets),
             options=opts,
             fetch_options=fetch_opts,
+            extract_options=extract_opts,
             stdin=stdin,
             feed_state=_DbFeedState,
             retry_failed=retry_failed,

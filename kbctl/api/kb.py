@@ -40,7 +40,6 @@ class KnowledgeBase:
 
     def __init__(self, settings: Settings) -> None:
         self.session = Session(settings)
-        self.settings = settings
         self.db = self.session.db
         self.namespaces = Namespaces(self)
         self.generations = Generations(self)
@@ -52,6 +51,16 @@ class KnowledgeBase:
         self.ingestion = Ingestion(self)
         self.searching = Searching(self)
         self.evidence = Evidence(self)
+
+    @property
+    def settings(self) -> Settings:
+        """The resolved settings every sub-API reads (the session's): assigning new ones (for
+        example ``kb.settings.with_overrides({...})``) reaches all of them."""
+        return self.session.settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        self.session.settings = settings
 
     def __getitem__(self, namespace: str) -> NamespaceHandle:
         """A handle on one namespace: ``kb["billing_kb"].search("refunds")``."""
@@ -108,6 +117,7 @@ class KnowledgeBase:
     retriever = delegate("searching", Searching.retriever)
     context = delegate("searching", Searching.context)
     document = delegate("searching", Searching.document)
+    chunk = delegate("searching", Searching.chunk)
     passage_vectors = delegate("searching", Searching.passage_vectors)
     passage_vectors_and_profiles = delegate("searching", Searching.passage_vectors_and_profiles)
     audit = delegate("searching", Searching.audit)

@@ -46,9 +46,10 @@ class Records(Part):
 
     def extract(self, lines: Iterable[str]) -> Iterator[dict]:
         """NDJSON ``source`` records → ``document`` records; other records pass through."""
+        from ..extract.options import ExtractOptions
         from ..ingest import stages
 
-        return stages.extract_records(stages.read_records(lines))
+        return stages.extract_records(stages.read_records(lines), ExtractOptions.from_config(self.settings.extract))
 
     def chunk(
         self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 from .. import validate
@@ -14,7 +15,7 @@ from ..search import SearchOptions, parse_filters, run_search
 from ..search.context import format_context
 from ..store import Namespace, get_namespace
 from ..store import audit as audit_store
-from ..store.reading import chunk_position, document_chunks, document_row
+from ..store.reading import chunk_position, chunk_row, document_chunks, document_row
 from ..store.search import feedback_vectors
 from ..types import Principal, SearchResult
 from ._boundary import Part, psycopg_boundary, read_retried, unavailable
@@ -130,6 +131,25 @@ class Searching(Part):
         doc = {k: v for k, v in row.items() if k not in ("namespace_id", "acl")}
         return {**doc, "doc_id": doc.pop("id"), "chunks": chunks}
 
+    def chunk(self, chunk_id: int, namespaces: Sequence[str], *, highlight: str | Path | None = None) -> dict:
+        """Chunk ``chunk_id`` of one of ``namespaces``: its text, heading path, page, the boxes of its
+        lines on the PDF page (``boxes``) and its document's uri and title. With ``highlight``, the
+        page of a PDF chunk is rendered to that PNG file with the passage boxed (the PDF is read
+        again from its path: ``kbctl.extract.highlight``). A chunk that is not there is a UsageError."""
+        from ..extract.base import file_path
+
+        conn = self._conn()
+        nss = [n for n in (get_namespace(conn, name, self.tenant, required=False) for name in namespaces) if n]
+        row = chunk_row(conn, int(chunk_id), [n.id for n in nss]) if nss else None
+        if row is None or not self.gate(nss, None, True).allows(row["namespace_id"], row["acl"]):
+            raise unavailable("chunk", chunk_id)
+        meta = dict(row["metadata"] or {})
+        out = {k: row[k] for k in ("chunk_id", "doc_id", "position", "text", "heading_path", "page", "uri", "title")}
+        out["boxes"] = meta.get("boxes", [])
+        if highlight is not None:
+            out["highlight"] = _highlight(chunk_id, row, out["boxes"], Path(highlight), file_path(row["uri"]) or "")
+        return out
+
     def passage_vectors(self, hits: Sequence[Any]) -> dict[tuple[str, int], Any]:
         """The stored vector of each hit's chunk, keyed by (namespace name, chunk id) (for MMR)."""
         return self.passage_vectors_and_profiles(hits)[0]
@@ -182,3 +202,18 @@ def search_options(*, filters: Sequence[str] = (), **options: Any) -> SearchOpti
         return SearchOptions(filters=parse_filters(list(filters)), **options)
     except TypeError as e:  # an unknown keyword
         raise UsageError(f"unknown search option: {e}", hint="see kbctl.search.SearchOptions") from None
+
+
+def _highlight(chunk_id: int, row: dict, boxes: list, out: Path, path: str) -> dict:
+    """``kb.chunk(..., highlight=)``: the chunk's PDF page rendered to ``out`` with its lines boxed."""
+    if row["source_type"] != "pdf" or not path:
+        raise UsageError(f"chunk {chunk_id} is not from a PDF file", hint="--highlight shows passages of PDF files")
+    from ..extract.highlight import render_highlight
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise UsageError(
+            f"cannot read {path}: {e.strerror}", hint="the PDF must still be where it was ingested from"
+        ) from e
+    return render_highlight(data, boxes, out)

@@ -8,7 +8,7 @@ import warnings
 
 import typer
 
-from . import config_cmd, evals, ingest, namespaces, reembed, runs, search, serve, stages, tenants
+from . import config_cmd, evals, ingest, namespaces, reembed, runs, search, serve, show, stages, tenants
 from . import db as db_cmd
 from .state import STATE, err, setup_logging
 
@@ -54,6 +54,7 @@ search.register(app)
 namespaces.register(app)
 reembed.register(app)
 runs.register(app)
+show.register(app)
 stages.register(app)
 serve.register(app)
 app.add_typer(db_cmd.app, name="db")

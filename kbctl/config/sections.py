@@ -20,6 +20,7 @@ __all__ = [
     "DefaultsSettings",
     "FetchSettings",
     "AuditSettings",
+    "ExtractSettings",
     "ServerSettings",
     "NamespaceSettings",
     "AccessSettings",
@@ -95,6 +96,21 @@ class AuditSettings:
 
     def _check(self, where: str) -> None:
         check_range(where, "audit.retention_days", self.retention_days, 0)
+
+
+@dataclass(frozen=True)
+class ExtractSettings:
+    """``[extract]``: OCR of PDF pages without text, and PDF tables (``kbctl.extract.options``)."""
+
+    ocr: str
+    ocr_min_confidence: float
+    ocr_dpi: int
+    tables: bool
+
+    def _check(self, where: str) -> None:
+        one_of(where, "extract.ocr", self.ocr, ("auto", "off"))
+        check_range(where, "extract.ocr_min_confidence", self.ocr_min_confidence, 0, 1)
+        check_range(where, "extract.ocr_dpi", self.ocr_dpi, 50, 600)
 
 
 @dataclass(frozen=True)

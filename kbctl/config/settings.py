@@ -23,6 +23,7 @@ from .sections import (
     AuditSettings,
     DatabaseSettings,
     DefaultsSettings,
+    ExtractSettings,
     FetchSettings,
     ModelsSettings,
     NamespaceSettings,
@@ -39,6 +40,7 @@ SECTIONS: dict[str, type] = {
     "defaults": DefaultsSettings,
     "fetch": FetchSettings,
     "audit": AuditSettings,
+    "extract": ExtractSettings,
     "server": ServerSettings,
 }
 
@@ -56,6 +58,7 @@ class Settings:
     defaults: DefaultsSettings = field(init=False, repr=False, compare=False)
     fetch: FetchSettings = field(init=False, repr=False, compare=False)
     audit: AuditSettings = field(init=False, repr=False, compare=False)
+    extract: ExtractSettings = field(init=False, repr=False, compare=False)
     server: ServerSettings = field(init=False, repr=False, compare=False)
     namespaces: Mapping[str, NamespaceSettings] = field(init=False, repr=False, compare=False)
     agents: Mapping[str, AgentSettings] = field(init=False, repr=False, compare=False)

@@ -7,6 +7,10 @@
     markdown    .md .markdown, text/markdown, front matter      1                 markdown
     html        .html .htm .xhtml, text/html                    1                 html
     pdf         .pdf, application/pdf, %PDF- signature          1                 pdf
+    docx        .docx, its media type, a zip with word/ parts   1                 docx
+    pptx        .pptx, its media type, a zip with ppt/ parts    1                 pptx
+    xlsx        .xlsx, its media type, a zip with xl/ parts     1                 xlsx
+    odt         .odt, its media type, an ODF text's mimetype    1                 odt
     email       .eml, message/rfc822, mail headers              1 + attachments   email (+ theirs)
     mbox        .mbox, application/mbox, a "From " line         1 per message     email
     feed        .rss .atom .rdf, feed XML (.xml), feed types    1 per entry       feed
@@ -17,7 +21,7 @@ lists what else it keeps. Text must be UTF-8 (a BOM is fine), UTF-16/32 with a B
 charset a transport declared.
 
 ``extract`` raises ``kbctl.errors.ExtractError`` (one line, with a hint) for: binary or unknown
-files, undecodable text, corrupt or encrypted PDFs, PDFs without text, malformed or empty feeds,
+files, undecodable text, corrupt or encrypted PDFs and office documents, PDFs without text, malformed or empty feeds,
 generic XML, and documents without any text. Heavy libraries (trafilatura, pdfplumber,
 feedparser) are imported only when a source needs them.
 """
@@ -29,19 +33,21 @@ from typing import Callable, Iterator
 
 from ..types import Document, LargeDocument, Source
 from .detect import SUPPORTED_SUFFIXES, detect_format, guess_media_type
+from .options import ExtractOptions
 from .record import RECORD_MEDIA_TYPE, extract_record
 
-__all__ = ["extract", "extract_large", "SUPPORTED_SUFFIXES", "guess_media_type", "detect_format"]
+__all__ = ["extract", "extract_large", "ExtractOptions", "SUPPORTED_SUFFIXES", "guess_media_type", "detect_format"]
 
 #: Sources smaller than this are always read whole (``extract``).
 LARGE_BYTES = 1 << 20
 
 
-def extract(source: Source) -> list[Document]:
-    """The documents in ``source`` (one, or several for an mbox, a feed or a mail with attachments)."""
+def extract(source: Source, options: ExtractOptions | None = None) -> list[Document]:
+    """The documents in ``source`` (one, or several for an mbox, a feed or a mail with attachments);
+    ``options`` are the ``[extract]`` settings (OCR, tables)."""
     if source.media_type == RECORD_MEDIA_TYPE:
         return extract_record(source)
-    return _extractor(detect_format(source))(source)
+    return _extractor(detect_format(source), options or ExtractOptions())(source)
 
 
 def extract_large(source: Source, *, text: bool = True) -> LargeDocument | Iterator[Document] | None:
@@ -65,7 +71,7 @@ def extract_large(source: Source, *, text: bool = True) -> LargeDocument | Itera
     return read_large(source, fmt)
 
 
-def _extractor(fmt: str) -> Callable[[Source], list[Document]]:
+def _extractor(fmt: str, options: ExtractOptions) -> Callable[[Source], list[Document]]:
     """The function reading ``fmt``; the modules import their heavy libraries lazily themselves."""
     if fmt == "text":
         from .text import extract_text
@@ -82,12 +88,20 @@ def _extractor(fmt: str) -> Callable[[Source], list[Document]]:
     if fmt == "pdf":
         from .pdf import extract_pdf
 
-        return extract_pdf
+        return partial(extract_pdf, options=options)
+    if fmt == "odt":
+        from .odf import extract_odt
+
+        return extract_odt
+    if fmt in ("docx", "pptx", "xlsx"):
+        from . import office
+
+        return getattr(office, f"extract_{fmt}")
     if fmt in ("email", "mbox"):
         from .mail import extract_eml, extract_mbox
 
         # attachments are read by this same dispatch, handed down so mail never imports the package
-        return partial(extract_eml if fmt == "email" else extract_mbox, extract_part=extract)
+        return partial(extract_eml if fmt == "email" else extract_mbox, extract_part=partial(extract, options=options))
     if fmt == "feed":
         from .feed import extract_feed
 

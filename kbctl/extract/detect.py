@@ -13,7 +13,10 @@ import mimetypes
 import re
 
 from ..errors import ExtractError
-from ..mediatypes import MEDIA_TYPES  # suffix → media type: one table, shared with fetch
+from ..mediatypes import (
+    MEDIA_TYPES,  # suffix → media type: one table, shared with fetch
+    OFFICE_SUFFIXES,
+)
 from ..types import Source
 from .base import item_name, sniff_encoding
 
@@ -35,6 +38,7 @@ _BY_MEDIA_TYPE = {
     "application/atom+xml": "feed",
     "application/rdf+xml": "feed",
     "application/feed+json": "feed",
+    **{t: s[1:] for s, t in MEDIA_TYPES.items() if s in OFFICE_SUFFIXES},
 }
 _BY_SUFFIX = {
     ".txt": "text",
@@ -51,6 +55,7 @@ _BY_SUFFIX = {
     ".atom": "feed",
     ".rdf": "feed",
     ".xml": "xml",
+    **{s: s[1:] for s in OFFICE_SUFFIXES},
 }
 _GENERIC = frozenset({"text/plain", "application/octet-stream", "binary/octet-stream", "application/xml", "text/xml"})
 _MAGIC = (
@@ -75,6 +80,14 @@ _MAGIC = (
     (b"%!PS", "application/postscript"),
     (b"wOFF", "font/woff"),
     (b"wOF2", "font/woff2"),
+)
+_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+# names of the parts that make a zip an office document (the first entries' names are in its first bytes)
+_OFFICE_PARTS = (
+    (b"mimetypeapplication/vnd.oasis.opendocument.text", "odt"),  # ODF's first entry, stored uncompressed
+    (b"word/", "docx"),
+    (b"ppt/", "pptx"),
+    (b"xl/", "xlsx"),
 )
 _HEADER_LINE = re.compile(rb"^[A-Za-z][A-Za-z0-9-]*:[ \t]")
 _MAIL_HEADERS = (
@@ -107,12 +120,14 @@ def guess_media_type(path_or_uri: str) -> str | None:
 
 
 def detect_format(source: Source) -> str:
-    """One of ``text markdown html pdf email mbox feed``; ``ExtractError`` for what none reads."""
+    """One of ``text markdown html pdf docx pptx xlsx odt email mbox feed``; ``ExtractError`` for what none reads."""
     head = source.content[:8192]
     media_type = _base_type(source.media_type)
     fmt = _BY_MEDIA_TYPE.get(media_type or "") or _BY_SUFFIX.get(_suffix(source.uri))
     if head.startswith(b"%PDF-") or (fmt == "pdf" and b"%PDF-" in head[:1024]):
         return "pdf"  # the spec allows junk before the header; elsewhere it may be quoted text
+    if office := _office(head, fmt):
+        return office  # zip containers (or, encrypted, OLE ones) that the office extractor reads
     _refuse_binary(head, media_type)
     if fmt is None and media_type in ("application/xml", "text/xml"):
         fmt = "xml"
@@ -125,7 +140,20 @@ def detect_format(source: Source) -> str:
     return fmt
 
 
-_HINT = "kbctl reads text, Markdown, HTML, PDF, e-mail (.eml, .mbox) and RSS/Atom feeds; exclude other files"
+_HINT = (
+    "kbctl reads text, Markdown, HTML, PDF, Word/PowerPoint/Excel (.docx .pptx .xlsx), OpenDocument text (.odt), e-mail (.eml, .mbox)"
+    " and RSS/Atom feeds; exclude other files"
+)
+
+
+def _office(head: bytes, fmt: str | None) -> str | None:
+    """``docx``/``pptx``/``xlsx``/``odt`` for a zip (or an encrypted OLE file) named or typed so, or a zip
+    whose first entries are an office document's parts; else ``None``."""
+    if fmt in ("docx", "pptx", "xlsx", "odt") and head.startswith((b"PK\x03\x04", _OLE)):
+        return fmt
+    if head.startswith(b"PK\x03\x04"):
+        return next((kind for part, kind in _OFFICE_PARTS if part in head), None)
+    return None
 
 
 def _base_type(media_type: str | None) -> str | None:

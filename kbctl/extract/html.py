@@ -27,6 +27,7 @@ from typing import Any
 
 from ..types import Block, Document, Source
 from .base import build_document, decode_text, stem_of
+from .tables import table_header, tidy_table
 from .text import markdown_blocks
 
 __all__ = ["extract_html", "html_paragraphs", "decode_html"]
@@ -166,7 +167,11 @@ def _clean_block(block: Block) -> Block:
     if block.text.lstrip().startswith(("```", "~~~")):
         return block
     text = _BOLD.sub(r"\1", _MD_ESCAPE.sub(r"\1", block.text))
-    return Block(text, heading_path=tuple(_MD_ESCAPE.sub(r"\1", h) for h in block.heading_path), page=block.page)
+    path = tuple(_MD_ESCAPE.sub(r"\1", h) for h in block.heading_path)
+    if table_header(text):  # a table: its caption joins the heading path, its header row names the columns
+        caption, text = tidy_table(text)
+        path = (*path, caption) if caption else path
+    return Block(text, heading_path=path, page=block.page)
 
 
 def _body_paragraphs(markup: str) -> tuple[list[str], str | None]:

@@ -1,15 +1,25 @@
 """PDF files (``source_type="pdf"``), read with pdfplumber.
 
 Keeps the text of every page, split into paragraphs where the vertical gap between two lines is
-clearly larger than the usual line spacing; every block has its 1-based ``page``. Pages without
-text are skipped, and so are running headers and footers (a one-line paragraph repeated at the
-top or bottom of most pages). Metadata: ``page_count``, and from the PDF's info dictionary ``pdf_title``,
-``author``, ``date`` (the creation date, ISO 8601), ``subject`` and ``tags`` (its keywords).
-Title: the info ``Title``, else the first line of page 1 (when shorter than 120 characters), else
-the file's stem.
+clearly larger than the usual line spacing; every block has its 1-based ``page``. Ruled tables
+(pdfplumber's table finder, run only on pages that draw lines or rectangles) become Markdown tables
+in their place, the caption or short line above one as its heading path. Running headers and
+footers (a one-line paragraph repeated at the top or bottom of most pages) are dropped.
+
+A page that holds an image but no usable text (no characters, or mostly glyph codes and symbols
+that are not text) is read with OCR (``kbctl.extract.ocr``) when the ``kbctl[ocr]`` extra is
+installed and ``[extract] ocr = "auto"``; nothing of this runs for pages that have text. Pages read
+so are listed in ``ocr_pages`` with their mean ``ocr_confidence``; a page under
+``ocr_min_confidence`` is an ``OcrWarning`` note, and so are scanned pages left unread (OCR off or
+not installed) in a PDF that has text elsewhere.
+
+Metadata: ``page_count``, and from the PDF's info dictionary ``pdf_title``, ``author``, ``date``
+(the creation date, ISO 8601), ``subject`` and ``tags`` (its keywords). Title: the info ``Title``,
+else the first line of page 1 (when shorter than 120 characters), else the file's stem.
 
 Errors: a PDF pdfplumber cannot open or read is "corrupt or unreadable PDF"; an encrypted one is
-"encrypted PDF (password required)"; one without any text (a scan) says that OCR is not supported.
+"encrypted PDF (password required)"; one without any text (a scan, OCR off, not installed or
+finding nothing) is "no extractable text in PDF", with a hint.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from itertools import pairwise
 from statistics import median
@@ -26,45 +37,158 @@ from ..errors import ExtractError
 from ..textutil.dates import iso_datetime
 from ..types import Block, Document, Source
 from .base import build_document, stem_of
+from .ocr import OCR_HINT
+from .options import ExtractOptions
+from .tables import is_caption, markdown_table, table_header
 
 __all__ = ["extract_pdf", "pdf_date", "drop_running_lines"]
 
 log = logging.getLogger(__name__)
 
 _TITLE_MAX = 120
+# Two characters further apart than this fraction of the font size are two words: pdfplumber's
+# default (3 points, whatever the size) runs the words of pdfTeX documents together, which
+# position words by gaps rather than space characters ("Thisisversion0.21").
+_X_TOLERANCE = 0.15
+_CID = re.compile(r"\(cid:\d+\)")
+_PUNCT = frozenset(".,;:!?'\"()[]{}<>-–—/\\|@#$%&*+=_~^`’“”‘«»…°€£§")
 _PDF_DATE = re.compile(r"^(?:D:)?(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?\s*(Z|[+-]\d{2}'?\d{2}'?)?")
 
 
-def extract_pdf(source: Source) -> list[Document]:
+def extract_pdf(source: Source, options: ExtractOptions | None = None) -> list[Document]:
     """A PDF as one document, with one or more blocks per page."""
-    info, pages = _read(source.content)
+    options = options or ExtractOptions()
+    info, pages, where, scans, ocr = _read(source.content, options)
     if not pages:
         raise _pdf_error(ValueError("the document has no pages"))
     pages = drop_running_lines(pages)
-    blocks = [Block(p, page=n) for n, paragraphs in enumerate(pages, 1) for p in paragraphs]
+    blocks = [
+        Block(p, page=n, heading_path=_table_path(ps, i), boxes=where[n - 1].get(p, ()))
+        for n, ps in enumerate(pages, 1)
+        for i, p in enumerate(ps)
+    ]
     if not blocks:
         raise ExtractError(
             f"no extractable text in PDF ({len(pages)} page{'s' if len(pages) != 1 else ''}; "
-            "scanned images? OCR is not supported)",
-            hint="run OCR first (e.g. `ocrmypdf in.pdf out.pdf`) and ingest the result",
+            + (f"scanned images? {_no_ocr_reason(options)})" if scans else "no text layer and no images)"),
+            hint=OCR_HINT
+            if scans and options.ocr != "off"
+            else "run OCR first (e.g. `ocrmypdf in.pdf out.pdf`) and ingest the result",
         )
     meta = _metadata(info, len(pages))
+    notes = ocr.notes
+    if ocr.pages:
+        meta["ocr_pages"] = ocr.pages
+        meta["ocr_confidence"] = round(ocr.confidence, 3)
+    elif scans:
+        notes += (("OcrWarning", f"page(s) {_pages(scans)} hold images without text: {_no_ocr_reason(options)}"),)
     first_line = pages[0][0].split("\n", 1)[0].strip() if pages and pages[0] else ""
     title = meta.get("pdf_title") or (first_line if len(first_line) < _TITLE_MAX else "") or stem_of(source.uri)
-    return [build_document(source, title=title, blocks=blocks, source_type="pdf", metadata=meta)]
+    return [build_document(source, title=title, blocks=blocks, source_type="pdf", metadata=meta, notes=notes)]
 
 
-def _read(data: bytes) -> tuple[dict[str, Any], list[list[str]]]:
-    """The info dictionary and each page's paragraphs; pdfplumber's errors become ExtractErrors."""
+def _read(
+    data: bytes, options: ExtractOptions
+) -> tuple[dict[str, Any], list[list[str]], list[_Boxes], list[int], _Ocr]:
+    """The info dictionary, each page's paragraphs and where their lines are, the pages that are
+    images without usable text, and what OCR made of them (when it ran); pdfplumber's errors
+    become ExtractErrors."""
     import pdfplumber  # heavy; only for PDFs
 
     try:
         with pdfplumber.open(io.BytesIO(data)) as pdf:
-            return dict(pdf.metadata or {}), [_page_paragraphs(p) for p in pdf.pages]
+            pages, where, scans = [], [], []
+            for n, page in enumerate(pdf.pages, 1):
+                placed = _page_paragraphs(page, options.tables)
+                if not _usable([p for p, _ in placed]) and page.images:  # only then: OCR costs nothing elsewhere
+                    scans.append(n)
+                    placed = []
+                pages.append([p for p, _ in placed])
+                where.append(dict(placed))
+            ocr = _ocr(pdf, scans, pages, where, options) if scans and _ocr_on(options) else _Ocr()
+            return dict(pdf.metadata or {}), pages, where, scans, ocr
     except ExtractError:
         raise
     except Exception as e:  # pdfminer raises many unrelated classes for bad input
         raise _pdf_error(e) from e
+
+
+@dataclass(frozen=True)
+class _Ocr:
+    """What OCR read: the pages it gave text for, their mean confidence, the warnings it recorded."""
+
+    pages: list[int] = field(default_factory=list)
+    confidence: float = 1.0
+    notes: tuple[tuple[str, str], ...] = ()
+
+
+def _ocr_on(options: ExtractOptions) -> bool:
+    from .ocr import ocr_available
+
+    return options.ocr == "auto" and ocr_available()
+
+
+def _no_ocr_reason(options: ExtractOptions) -> str:
+    if _ocr_on(options):
+        return "OCR found no text"
+    return "OCR is off ([extract] ocr)" if options.ocr == "off" else "OCR is not installed (kbctl[ocr])"
+
+
+def _ocr(pdf, scans: list[int], pages: list[list[str]], where: list[_Boxes], options: ExtractOptions) -> _Ocr:
+    """Read the pages ``scans`` with OCR into ``pages`` (and their lines' boxes into ``where``);
+    low-confidence pages become warnings."""
+    from .ocr import confidence, paragraphs, read_image
+
+    done, scores, notes = [], [], []
+    for n in scans:
+        image = pdf.pages[n - 1].to_image(resolution=options.ocr_dpi).original
+        lines = read_image(image)
+        scale = 72 / options.ocr_dpi  # pixels → points
+        placed = [
+            _with_boxes(
+                [(ln.text, ln.box[0] * scale, ln.box[1] * scale, ln.box[2] * scale, ln.box[3] * scale) for ln in p]
+            )
+            for p in paragraphs(lines, image.width)
+        ]
+        pages[n - 1] = [p for p, _ in placed]
+        where[n - 1] = dict(placed)
+        if not lines:
+            continue
+        score = confidence(lines)
+        done.append(n)
+        scores.append(score)
+        if score < options.ocr_min_confidence:
+            notes.append(("OcrWarning", f"page {n} read by OCR with low confidence {score:.2f}: check its text"))
+        log.info("OCR page %d: %d lines, confidence %.2f", n, len(lines), score)
+    return _Ocr(done, sum(scores) / len(scores) if scores else 1.0, tuple(notes))
+
+
+def _usable(paragraphs: list[str]) -> bool:
+    """Whether a page's text layer is text: at least half of its visible characters letters, digits
+    or punctuation (not ``(cid:12)`` glyph codes, private-use or control characters)."""
+    text = _CID.sub("\ufffd", "".join(paragraphs))
+    visible = [c for c in text if not c.isspace()]
+    if not visible:
+        return False
+    good = sum(1 for c in visible if c.isalnum() or c in _PUNCT)
+    return good >= 0.5 * len(visible)
+
+
+def _pages(numbers: list[int]) -> str:
+    return ", ".join(map(str, numbers[:10])) + (f" and {len(numbers) - 10} more" if len(numbers) > 10 else "")
+
+
+def _table_path(paragraphs: list[str], i: int) -> tuple[str, ...]:
+    """The heading path of a page's paragraph: for a table, its caption or the short line above it."""
+    if i == 0 or not table_header(paragraphs[i]):
+        return ()
+    above = paragraphs[i - 1]
+    last = above.rsplit("\n", 1)[-1]
+    if is_caption(last):
+        return (last,)
+    if table_header(above) or "\n" in above or len(above) > _TITLE_MAX:
+        return ()
+    return (above,)
 
 
 def _pdf_error(e: Exception) -> ExtractError:
@@ -94,22 +218,83 @@ def _causes(e: BaseException) -> list[str]:
     return names
 
 
-def _page_paragraphs(page) -> list[str]:
-    """A page's lines grouped into paragraphs at gaps wider than the usual line spacing."""
-    lines = [ln for ln in page.extract_text_lines(return_chars=False) if ln["text"].strip()]
-    if not lines:
+def _page_paragraphs(page, tables: bool = True) -> list[tuple[str, tuple[tuple[float, ...], ...]]]:
+    """A page's lines grouped into paragraphs at gaps wider than the usual line spacing; its ruled
+    tables (pdfplumber's table finder) as Markdown tables, in their place."""
+    found = _tables(page) if tables else []
+    if found:
+        boxes = [t.bbox for t in found]
+        page = page.filter(lambda o: o.get("object_type") != "char" or not _inside(o, boxes))
+    lines = [
+        ln for ln in page.extract_text_lines(return_chars=False, x_tolerance_ratio=_X_TOLERANCE) if ln["text"].strip()
+    ]
+    placed = [(ln["top"], ln["bottom"], ln["text"].strip(), False, ln["x0"], ln["x1"]) for ln in lines]
+    for t in found:
+        md = markdown_table(t.extract())
+        if md:
+            placed.append((t.bbox[1], t.bbox[3], md, True, t.bbox[0], t.bbox[2]))
+    placed.sort(key=lambda x: x[0])
+    return _group(placed)
+
+
+def _tables(page) -> list:
+    """The page's tables, looked for only on pages that draw lines or rectangles (the finder follows them)."""
+    if not (page.objects.get("line") or page.objects.get("rect")):
         return []
-    gaps = [b["top"] - a["bottom"] for a, b in pairwise(lines)]
-    heights = [ln["bottom"] - ln["top"] for ln in lines]
+    try:
+        return [t for t in page.find_tables() if len(t.rows) >= 2]
+    except Exception as e:  # the finder is a heuristic: a page it fails on is read as lines
+        log.debug("table finder failed on page %s: %s", page.page_number, e)
+        return []
+
+
+def _inside(obj: dict[str, Any], boxes: list[tuple[float, float, float, float]]) -> bool:
+    x = (obj["x0"] + obj["x1"]) / 2
+    y = (obj["top"] + obj["bottom"]) / 2
+    return any(x0 <= x <= x1 and top <= y <= bottom for x0, top, x1, bottom in boxes)
+
+
+_Boxes = dict[str, tuple[tuple[float, ...], ...]]
+
+
+def _group(
+    placed: list[tuple[float, float, str, bool, float, float]],
+) -> list[tuple[str, tuple[tuple[float, ...], ...]]]:
+    """Lines (top, bottom, text, is a table, x0, x1) into paragraphs with their lines' boxes; a
+    table is a paragraph of its own."""
+    if not placed:
+        return []
+    lines = [p for p in placed if not p[3]]
+    gaps = [b[0] - a[1] for a, b in pairwise(lines)]
+    heights = [p[1] - p[0] for p in lines] or [0.0]
     limit = max(1.5 * median(g for g in gaps if g > 0) if any(g > 0 for g in gaps) else 0, median(heights))
-    paragraphs, current = [], [lines[0]["text"].strip()]
-    for gap, line in zip(gaps, lines[1:]):
-        if gap > limit:
-            paragraphs.append("\n".join(current))
+    paragraphs = []
+    current: list[tuple[str, float, float, float, float]] = []
+    last_bottom: float | None = None
+    for top, bottom, text, is_table, x0, x1 in placed:
+        if is_table or (current and last_bottom is not None and top - last_bottom > limit):
+            if current:
+                paragraphs.append(_with_boxes(current))
             current = []
-        current.append(line["text"].strip())
-    paragraphs.append("\n".join(current))
+        if is_table:
+            paragraphs.append(_with_boxes([(text, x0, top, x1, bottom)]))
+            last_bottom = None
+            continue
+        current.append((text, x0, top, x1, bottom))
+        last_bottom = bottom
+    if current:
+        paragraphs.append(_with_boxes(current))
     return paragraphs
+
+
+def _with_boxes(lines: list[tuple[str, float, float, float, float]]) -> tuple[str, tuple[tuple[float, ...], ...]]:
+    """Lines (text, x0, top, x1, bottom) as a paragraph (joined by newlines) and each line's
+    ``(offset, length, x0, top, x1, bottom)`` in it, to a tenth of a point."""
+    boxes, offset = [], 0
+    for text, *box in lines:
+        boxes.append((offset, len(text), *(round(v, 1) for v in box)))
+        offset += len(text) + 1
+    return "\n".join(t for t, *_ in lines), tuple(boxes)
 
 
 def drop_running_lines(pages: list[list[str]]) -> list[list[str]]:

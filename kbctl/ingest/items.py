@@ -66,6 +66,7 @@ class IngestRun:
     command: str = "ingest"
     options: IngestOptions = IngestOptions()
     fetch_options: Any = None  # a sources.options.FetchOptions; fetch's defaults when None
+    extract_options: Any = None  # an extract.ExtractOptions ([extract]: OCR, tables); the defaults when None
     stdin: BinaryIO | None = None
     feed_state: Callable[[Any, Namespace], Any] | None = None
     retry_failed: bool = False

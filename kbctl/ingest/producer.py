@@ -40,7 +40,7 @@ def start(lookup, run: IngestRun, sources: Iterable[Source | ItemError]) -> tupl
     large = threading.BoundedSemaphore(LARGE_IN_FLIGHT)
     thread = threading.Thread(
         target=_produce,
-        args=(lookup, run.namespace, run.profile, sources, q, seen, run.emit, large),
+        args=(lookup, run.namespace, run.profile, sources, q, seen, run.emit, large, run.extract_options),
         daemon=True,
         name="kbctl-extract",
     )
@@ -60,7 +60,7 @@ def _drain(q: queue.Queue, large: threading.BoundedSemaphore | None = None) -> I
             large.release()
 
 
-def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, large=None) -> None:
+def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, large=None, options=None) -> None:
     """Fetch, extract and chunk in a background thread; put items on the queue, then None.
 
     Sources are looked up 32 at a time, or fewer when their bytes reach ``BATCH_BYTES``; at most
@@ -70,7 +70,7 @@ def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, l
     try:
         tok = get_tokenizer(profile)
         for batch in batches(once(sources), 32, BATCH_BYTES):
-            for out in _extract_batch(conn, batch, ns, profile, seen, tok, emit):
+            for out in _extract_batch(conn, batch, ns, profile, seen, tok, emit, options):
                 if large is not None and isinstance(out, LargeItem):
                     large.acquire()
                 q.put(out)
@@ -80,7 +80,7 @@ def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, l
         q.put(None)
 
 
-def _extract_batch(conn, batch, ns, profile, seen, tok, emit) -> Iterator:
+def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> Iterator:
     hashes = {s.uri: source_hash(content_hash(s.content), profile) for s in batch if isinstance(s, Source)}
     known = source_versions(conn, ns, list(hashes))
     for s in batch:
@@ -98,7 +98,7 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit) -> Iterator:
         if large is not None:
             yield from large
             continue
-        docs = extract_source(s)
+        docs = extract_source(s, options)
         if isinstance(docs, ItemError):
             yield docs
             continue

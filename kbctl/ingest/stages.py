@@ -90,14 +90,15 @@ def source_records(items: Iterable[Source | ItemError]) -> Iterator[dict[str, An
             yield {"type": "source", "source": it.to_json()}
 
 
-def extract_records(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """source → document records (one or more per source); a failure is an error record."""
+def extract_records(records: Iterable[dict[str, Any]], options: Any = None) -> Iterator[dict[str, Any]]:
+    """source → document records (one or more per source); a failure is an error record
+    (``options``: the ``[extract]`` settings as an ``extract.ExtractOptions``)."""
     for rec in records:
         if rec["type"] != "source":
             yield rec
             continue
         src = Source.from_json(rec["source"])
-        docs = extract_source(src)
+        docs = extract_source(src, options)
         if isinstance(docs, ItemError):
             yield {"type": "error", "error": docs.to_json()}
             continue

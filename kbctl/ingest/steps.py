@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from ..chunk import chunk_document, iter_chunks
 from ..config import Profile
@@ -42,13 +42,14 @@ def source_hash(sha: str, profile: Profile) -> str:
     return content_hash(f"{sha}\x00{settings}")
 
 
-def extract_source(source: Source) -> tuple[Document, ...] | ItemError:
-    """The extract stage for one source: its documents, or the ``ItemError`` that stands for it."""
+def extract_source(source: Source, options: Any = None) -> tuple[Document, ...] | ItemError:
+    """The extract stage for one source: its documents, or the ``ItemError`` that stands for it
+    (``options``: an ``extract.ExtractOptions``, the defaults when ``None``)."""
     from ..acl import lift_acl
     from ..extract import extract
 
     try:
-        return tuple(lift_acl(d) for d in extract(source))
+        return tuple(lift_acl(d) for d in extract(source, options))
     except Exception as e:  # an extractor bug must not stop the batch either
         return item_error("extract", source.uri, e)
 

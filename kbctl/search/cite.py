@@ -52,11 +52,23 @@ def cited_hit(
         title=title,
         text=text,
         namespace=ns_name,
-        metadata=dict(meta),
+        metadata=_with_link(meta, uri, text),
         citation=citation(title, _display_source(uri, meta), page, heading),
         lanes=lane_info,
         relevance=None if score is None or scale is None else _clamp01(scale(float(score))),
     )
+
+
+def _with_link(meta: dict, uri: str, text: str) -> dict:
+    """The chunk's metadata; for a web page, with ``link``: its url opening at the passage (``#:~:text=``)."""
+    from ..textutil.fragment import text_fragment_link
+
+    out = dict(meta)
+    if uri.startswith(("http://", "https://")) and meta.get("source_type") == "html":
+        link = text_fragment_link(uri, text)
+        if link:
+            out["link"] = link
+    return out
 
 
 def _clamp01(x: float | None) -> float | None:

@@ -32,7 +32,8 @@ def format_context(result: SearchResult, budget: int) -> str:
     parts: list[str] = []
     used = 0
     for h in result.hits:
-        head = f"[{h.rank}] {h.citation}\n"
+        link = h.metadata.get("link") if isinstance(h.metadata, dict) else None
+        head = f"[{h.rank}] {h.citation}" + (f" <{link}>" if link else "") + "\n"  # a web page: opens at the passage
         block = head + h.text.strip() + "\n"
         cost = estimate_tokens(block)
         if used + cost <= budget:

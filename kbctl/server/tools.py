@@ -396,7 +396,14 @@ def _cite(h: Hit) -> dict[str, Any]:
         "doc_id": h.doc_id,
         "chunk_id": h.chunk_id,
         "namespace": h.namespace,
+        **_location(h),
     }
+
+
+def _location(h: Hit) -> dict[str, Any]:
+    """Where the passage is, when known: its PDF page and line boxes, a web page's text-fragment link."""
+    meta = h.metadata if isinstance(h.metadata, dict) else {}
+    return {k: meta[k] for k in ("page", "boxes", "link") if meta.get(k)}
 
 
 def _passage(h: Hit, snippets: bool) -> dict[str, Any]:

@@ -392,6 +392,8 @@ def _own_heading(c: Chunk, d: Document) -> str:
 def _chunk_row(ns: Namespace, cid: int, did: int, c: Chunk, meta: dict, length: float) -> tuple:
     """A row of documents/copy_chunks (``_CHUNK_TYPES``)."""
     m = dict(meta, heading_path=list(c.heading_path), page=c.page)
+    if c.boxes:  # where the chunk is on its PDF page(s): kbctl show --highlight
+        m["boxes"] = [list(b) for b in c.boxes]
     return (
         ns.id, cid, did, c.position, c.text, c.token_count, c.char_start, c.char_end, list(c.heading_path), c.page,
         c.content_hash, Jsonb(m), length,

@@ -8,7 +8,7 @@ from typing import Sequence
 from .connection import Conn, columns
 from .queries import query
 
-__all__ = ["document_row", "document_chunks", "chunk_position", "ledger_stats", "namespace_names"]
+__all__ = ["document_row", "document_chunks", "chunk_position", "chunk_row", "ledger_stats", "namespace_names"]
 
 _DOC_COLS = (
     "namespace_id",
@@ -41,6 +41,18 @@ def chunk_position(conn: Conn, ns_id: int, doc_id: int, chunk_id: int) -> int | 
     """The position of chunk ``chunk_id`` in the document, or None when it is not one of its chunks."""
     row = conn.execute(query("reading/chunk_position"), (ns_id, doc_id, chunk_id)).fetchone()
     return None if row is None else row[0]
+
+
+_ONE_CHUNK_COLS = (
+    "chunk_id", "doc_id", "position", "text", "heading_path", "page", "metadata",
+    "namespace_id", "uri", "title", "source_type", "document_metadata", "acl",
+)  # fmt: skip
+
+
+def chunk_row(conn: Conn, chunk_id: int, ns_ids: Sequence[int]) -> dict | None:
+    """Chunk ``chunk_id`` with its document's fields if it is in one of ``ns_ids``, else None."""
+    row = conn.execute(query("reading/chunk"), (chunk_id, list(ns_ids))).fetchone()
+    return None if row is None else dict(zip(_ONE_CHUNK_COLS, row))
 
 
 def ledger_stats(conn: Conn, tenant: str) -> list[dict]:

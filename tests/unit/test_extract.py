@@ -252,8 +252,9 @@ def test_corrupt_pdf():
 
 
 def test_pdf_without_text_mentions_ocr():
-    with pytest.raises(ExtractError, match="OCR is not supported"):
+    with pytest.raises(ExtractError, match=r"no extractable text in PDF \(1 page; no text layer and no images\)") as e:
         extract(fixture_source("scanned.pdf"))
+    assert "OCR" in e.value.hint
 
 
 # --- e-mail ---------------------------------------------------------------------------------------

@@ -1,0 +1,136 @@
+"""PDF tables as Markdown tables and scanned pages read by OCR, on PDFs made at test time."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbctl.errors import ExtractError
+from kbctl.extract import ExtractOptions, extract
+from kbctl.extract.tables import table_header
+from kbctl.types import Source
+from tests.pdfmake import scanned_pdf, table_items, text_pdf
+
+ROWS = [
+    ["Cluster", "Region", "Terabytes"],
+    ["ORION-7", "eu-west", "412"],
+    ["VEGA-2", "us-east", "1,208"],
+    ["LYRA-9", "ap-south", "77"],
+]
+
+
+def _src(data: bytes, name: str = "x.pdf") -> Source:
+    return Source(uri=f"file:///d/{name}", content=data, media_type="application/pdf")
+
+
+def _table_pdf() -> bytes:
+    page = [
+        ("text", 50, 60, 11, "Storage by cluster"),
+        ("text", 50, 80, 10, "The clusters grew in every region this quarter."),
+        ("text", 50, 108, 10, "Table 2: Capacity per cluster"),
+        *table_items(ROWS, y=115),
+        ("text", 50, 220, 10, "Numbers are end-of-quarter values."),
+    ]
+    return text_pdf([page])
+
+
+def test_a_ruled_pdf_table_is_a_markdown_table_with_every_cell_and_its_caption():
+    (doc,) = extract(_src(_table_pdf()))
+    tables = [b for b in doc.blocks if table_header(b.text)]
+    assert len(tables) == 1
+    (t,) = tables
+    assert t.text.splitlines() == [
+        "| Cluster | Region | Terabytes |",
+        "| --- | --- | --- |",
+        "| ORION-7 | eu-west | 412 |",
+        "| VEGA-2 | us-east | 1,208 |",
+        "| LYRA-9 | ap-south | 77 |",
+    ]
+    assert t.heading_path == ("Table 2: Capacity per cluster",) and t.page == 1
+    texts = [b.text for b in doc.blocks]
+    # the text around it is kept, in order, and the cells are not repeated as loose lines
+    caption = next(i for i, x in enumerate(texts) if x.endswith("Table 2: Capacity per cluster"))
+    assert caption < texts.index(t.text) < texts.index("Numbers are end-of-quarter values.")
+    assert sum("ORION-7" in x for x in texts) == 1
+
+
+def test_tables_off_reads_the_cells_as_lines():
+    (doc,) = extract(_src(_table_pdf()), ExtractOptions(tables=False))
+    assert not any(table_header(b.text) for b in doc.blocks) and "ORION-7" in doc.text
+
+
+def test_a_page_of_text_without_lines_does_not_look_for_tables():
+    (doc,) = extract(_src(text_pdf([[("text", 50, 60, 11, "Plain text only, no rules drawn.")]])))
+    assert doc.text == "Plain text only, no rules drawn."
+
+
+SCAN = [
+    "Quarterly maintenance log",
+    "The pump station Kestrel was inspected on Monday.",
+    "Replacement valve serial QX4471 was fitted.",
+    "Next inspection is due in October.",
+]
+
+
+def test_a_scanned_pdf_without_the_ocr_extra_is_an_error_with_a_hint(monkeypatch):
+    import kbctl.extract.ocr as ocr
+
+    monkeypatch.setattr(ocr, "ocr_available", lambda: False)
+    with pytest.raises(ExtractError, match=r"scanned images\? OCR is not installed") as e:
+        extract(_src(scanned_pdf([SCAN])))
+    assert "kbctl[ocr]" in e.value.hint
+
+
+def test_ocr_off_leaves_a_scan_unread():
+    with pytest.raises(ExtractError, match=r"OCR is off"):
+        extract(_src(scanned_pdf([SCAN])), ExtractOptions(ocr="off"))
+
+
+def test_a_scanned_page_is_read_by_ocr_with_its_confidence():
+    pytest.importorskip("rapidocr_onnxruntime")
+    (doc,) = extract(_src(scanned_pdf([SCAN])))
+    assert doc.metadata["ocr_pages"] == [1] and doc.metadata["ocr_confidence"] > 0.9
+    assert "qx4471" in doc.text.lower() and "Kestrel" in doc.text  # search folds case: X or x both find it
+    assert all(b.page == 1 for b in doc.blocks)
+    assert not doc.notes  # a clean page is not a warning
+
+
+def test_a_low_confidence_page_is_a_warning(monkeypatch):
+    pytest.importorskip("rapidocr_onnxruntime")
+    (doc,) = extract(_src(scanned_pdf([SCAN])), ExtractOptions(ocr_min_confidence=0.999))
+    assert doc.notes and doc.notes[0][0] == "OcrWarning" and "page 1 read by OCR with low confidence" in doc.notes[0][1]
+
+
+def test_text_pages_never_reach_ocr(monkeypatch):
+    import kbctl.extract.ocr as ocr
+
+    def boom(*a, **k):
+        raise AssertionError("OCR ran on a page with text")
+
+    monkeypatch.setattr(ocr, "read_image", boom)
+    (doc,) = extract(_src(_table_pdf()))
+    assert "ocr_pages" not in doc.metadata
+
+
+def _joined(*pdfs: bytes) -> bytes:
+    """One PDF of the pages of ``pdfs`` (pypdfium2, which pdfplumber brings)."""
+    import io
+
+    import pypdfium2 as pdfium
+
+    out = pdfium.PdfDocument.new()
+    for data in pdfs:
+        out.import_pages(pdfium.PdfDocument(data))
+    buf = io.BytesIO()
+    out.save(buf)
+    return buf.getvalue()
+
+
+def test_a_scanned_page_in_a_pdf_with_text_is_a_warning_when_ocr_is_off_and_read_when_on():
+    data = _joined(text_pdf([[("text", 50, 60, 11, "A typed cover page.")]]), scanned_pdf([SCAN]))
+    (doc,) = extract(_src(data), ExtractOptions(ocr="off"))
+    assert doc.text == "A typed cover page." and "ocr_pages" not in doc.metadata
+    assert doc.notes == (("OcrWarning", "page(s) 2 hold images without text: OCR is off ([extract] ocr)"),)
+    pytest.importorskip("rapidocr_onnxruntime")
+    (doc,) = extract(_src(data))
+    assert doc.metadata["ocr_pages"] == [2] and "Kestrel" in doc.text and not doc.notes
+    assert doc.blocks[0].page == 1 and {b.page for b in doc.blocks} == {1, 2}

@@ -1,0 +1,106 @@
+"""Tables as tables: Markdown rendering, and a table cut between rows with its header on every piece."""
+
+from __future__ import annotations
+
+from kbctl.chunk import chunk_document, iter_chunks
+from kbctl.config import load_settings
+from kbctl.embed import get_tokenizer
+from kbctl.extract.tables import is_caption, markdown_table, table_header
+from kbctl.types import Block, Document, LargeDocument
+
+COLUMNS = ["City", "Country", "Population", "Founded"]
+
+
+def _rows(n: int) -> list[list[str]]:
+    return [COLUMNS] + [[f"City{i:03d}", f"Land{i % 7}", str(10_000 + i * 37), f"{1100 + i}"] for i in range(n)]
+
+
+def _profile(name="minilm"):
+    return load_settings(env={}).profile(name)
+
+
+def _cells(markdown: str) -> list[list[str]]:
+    """The cells of a Markdown table's rows, the separator line left out."""
+    rows = []
+    for line in markdown.splitlines():
+        if set(line.replace("|", "").strip()) <= {"-", " "}:
+            continue
+        rows.append([c.strip() for c in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def test_markdown_table_keeps_every_cell_on_one_line_per_row():
+    md = markdown_table([["Name", "Note"], ["a|b", "line one\nline two"], [None, ""], ["x", 3]])
+    assert md.splitlines() == ["| Name | Note |", "| --- | --- |", "| a\\|b | line one line two |", "| x | 3 |"]
+    assert table_header(md) == "| Name | Note |\n| --- | --- |"
+    assert table_header("| not a table |\nplain") is None and table_header("text") is None
+
+
+def test_a_table_without_header_gets_column_names_and_empty_columns_go():
+    md = markdown_table([["1", "", "2"], ["3", None, "4"]], header=False)
+    assert md.splitlines()[0] == "| Column 1 | Column 2 |" and "| 3 | 4 |" in md
+
+
+def test_captions_are_recognised():
+    assert is_caption("Table 3: Population by city") and is_caption("Table IV. Results")
+    assert not is_caption("The table below lists the cities.") and not is_caption("Table of contents\nmore")
+
+
+def test_a_long_table_repeats_its_header_on_every_piece_and_keeps_every_cell():
+    prof = _profile()
+    tok = get_tokenizer(prof)
+    rows = _rows(150)
+    table = markdown_table(rows)
+    doc = Document.from_blocks(
+        "mem://t", "Cities", [Block("Intro text."), Block(table, heading_path=("Population table",))], "markdown"
+    )
+    chunks = [c for c in chunk_document(doc, prof) if c.heading_path == ("Population table",)]
+    assert len(chunks) > 3
+    head = table_header(table)
+    seen: list[list[str]] = []
+    for c in chunks:
+        assert c.text.startswith(head + "\n")  # every piece reads alone
+        assert doc.text[c.char_start : c.char_end] in c.text  # the span it cites is in it
+        assert tok.count(c.embed_text) + tok.special_tokens <= prof.max_tokens  # nothing truncated
+        got = _cells(c.text)
+        assert got[0] == COLUMNS
+        seen += got[1:]
+    assert seen == rows[1:]  # every row once, in order, every cell kept
+    assert "City149" in chunks[-1].text and "Population" in chunks[-1].text
+
+
+def test_a_table_is_its_own_section_and_a_small_one_stays_whole():
+    prof = _profile("hash-384")
+    table = markdown_table(_rows(3))
+    doc = Document.from_blocks("mem://s", "S", [Block("Before."), Block(table), Block("After.")], "markdown")
+    texts = [c.text for c in chunk_document(doc, prof)]
+    assert texts == ["Before.", table, "After."]
+
+
+def test_a_streamed_document_cuts_its_tables_the_same_way():
+    prof = _profile()
+    blocks = [Block("Intro text."), Block(markdown_table(_rows(120)))]
+    doc = Document.from_blocks("mem://w", "W", blocks, "text")
+    large = LargeDocument(head=doc, chars=len(doc.text), blocks=lambda: iter(doc.blocks))
+    assert [c.text for c in iter_chunks(large, prof)] == [c.text for c in chunk_document(doc, prof)]
+
+
+def test_an_html_table_keeps_its_column_names_as_header_and_its_caption_in_the_heading_path():
+    from kbctl.extract import extract
+    from kbctl.types import Source
+
+    body = "".join(f"<tr><td>City{i:03d}</td><td>{10_000 + i}</td></tr>" for i in range(150))
+    html = (
+        "<html><head><title>Cities</title></head><body><article><h1>Cities</h1>"
+        "<p>Some text about the cities of the world and their populations, long enough to be content.</p>"
+        "<h2>Population</h2><table><caption>Table 1: Largest cities</caption>"
+        f"<thead><tr><th>City</th><th>Population</th></tr></thead><tbody>{body}</tbody></table>"
+        "<p>More text after the table to keep it in the main content.</p></article></body></html>"
+    ).encode()
+    (doc,) = extract(Source("https://example.org/cities", html, "text/html"))
+    (table,) = [b for b in doc.blocks if table_header(b.text)]
+    assert table.text.startswith("| City | Population |\n|---|---|\n| City000 | 10000 |")
+    assert table.heading_path == ("Cities", "Population", "Table 1: Largest cities")
+    chunks = [c for c in chunk_document(doc, _profile()) if c.heading_path == table.heading_path]
+    assert len(chunks) > 2 and all(c.text.startswith("| City | Population |\n|---|---|\n") for c in chunks)
+    assert sum(c.text.count("| City") for c in chunks) - len(chunks) == 150  # every row once
