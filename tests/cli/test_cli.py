@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 from tests.conftest import ROOT, SAMPLE
 
@@ -161,12 +160,11 @@ def test_namespaces_are_isolated_in_every_mode(cli, tmp_path):
 # -- fast help, light imports -------------------------------------------------------------------
 
 
-def test_help_is_fast_and_imports_nothing_heavy():
-    t0 = time.perf_counter()
+def test_help_imports_nothing_heavy():
+    """What keeps ``kbctl --help`` fast is what it does not import (its time is a benchmark's:
+    bench part ``cold``), so this checks the imports, not a clock."""
     p = subprocess.run([sys.executable, "-m", "kbctl", "--help"], capture_output=True, cwd=ROOT, timeout=60)
-    elapsed = time.perf_counter() - t0
     assert p.returncode == 0 and b"ingest" in p.stdout and b"search" in p.stdout
-    assert elapsed < 2.0, f"kbctl --help took {elapsed:.2f} s"
 
     probe = f"import json, sys, kbctl.cli.main; print(json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))"
     p = subprocess.run([sys.executable, "-c", probe], capture_output=True, cwd=ROOT, timeout=60)

@@ -237,3 +237,39 @@ def test_the_typer_rich_contract_lists_every_library_module():
         if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
     }
     assert {f"kbctl.{p}" for p in parts - {"cli", "__main__"}} == set(contract["source_modules"])
+
+
+def _layers() -> list[set[str]]:
+    """The one ``layers`` contract of pyproject.toml, top to bottom, each layer as its set of modules."""
+    import tomllib
+
+    config = tomllib.loads((KBCTL.parent / "pyproject.toml").read_text())["tool"]["importlinter"]
+    [contract] = [c for c in config["contracts"] if c["type"] == "layers"]
+    return [{m.strip() for m in layer.split("#")[0].split("|")} for layer in contract["layers"]]
+
+
+def test_every_module_has_its_layer():
+    """The layer order names every top-level module and subpackage (``kbctl.ingest`` module by
+    module: its orchestrator sits above the store, its pure steps below it), so a new module
+    cannot be added without deciding where it stands."""
+    placed = set().union(*_layers())
+    parts = {
+        p.stem if p.suffix == ".py" else p.name
+        for p in KBCTL.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
+    expected = {f"kbctl.{p}" for p in parts - {"ingest"}}
+    expected |= {f"kbctl.ingest.{p.stem}" for p in (KBCTL / "ingest").glob("*.py") if p.stem != "__init__"}
+    assert placed == expected, (
+        f"give {sorted(expected - placed)} a layer in pyproject.toml; drop {sorted(placed - expected)}"
+    )
+
+
+def test_the_layers_run_top_to_bottom():
+    """Not vacuous: the order is the house's (the CLI first, the foundation last, the store below
+    the orchestrator and above the pure steps)."""
+    layers = _layers()
+    where = {m: i for i, layer in enumerate(layers) for m in layer}
+    assert where["kbctl.cli"] < where["kbctl.server"] < where["kbctl.api"] < where["kbctl.search"]
+    assert where["kbctl.ingest.pipeline"] < where["kbctl.ingest.writer"] < where["kbctl.store"]
+    assert where["kbctl.store"] < where["kbctl.ingest.steps"] < where["kbctl.extract"] < where["kbctl.errors"]
