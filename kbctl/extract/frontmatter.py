@@ -26,10 +26,11 @@ import logging
 import re
 from typing import Any
 
+from ..errors import ExtractError
 from ..textutil.dates import iso_datetime
-from .base import MAX_METADATA_DEPTH, json_safe
+from .base import MAX_METADATA_DEPTH, MetadataTooLarge, json_safe
 
-__all__ = ["split_front_matter", "parse_simple_yaml", "UnsupportedYAML", "MAX_FRONT_MATTER_BYTES"]
+__all__ = ["split_front_matter", "parse_simple_yaml", "UnsupportedYAML", "FrontMatterRefused", "MAX_FRONT_MATTER_BYTES"]
 
 #: A front-matter block larger than this is not parsed (PyYAML reads about 1 MB a second).
 MAX_FRONT_MATTER_BYTES = 256 << 10
@@ -54,11 +55,26 @@ class UnsupportedYAML(ValueError):
     """The YAML uses something outside the simple front-matter subset."""
 
 
+class FrontMatterRefused(ValueError):
+    """Front matter past a bound (size, nesting, alias expansion): hostile, not mistyped."""
+
+
+#: A front-matter block that names an ACL (``acl:``, ``acl =``): unread, its document may not be public.
+_NAMES_ACL = re.compile(r"""^[ \t]*["']?acl["']?[ \t]*[:=]""", re.M)
+_REFUSED_HINT = (
+    "front matter is a small table of metadata: under 256 KB, nested at most 32 levels,"
+    " without YAML aliases that expand; fix or remove it and ingest again"
+)
+
+
 def split_front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
     """``(metadata, body, error)``: the front matter parsed and removed from the text.
 
     A block that does not parse leaves ``metadata`` empty and ``error`` set; the block is still
-    removed from the body (it is not prose). Text without front matter comes back unchanged.
+    removed from the body (it is not prose). Fail closed: when the unread block names an ``acl``,
+    ``metadata`` is ``{"acl": []}`` (viewable by no one) rather than the namespace's default. A block
+    past a bound (``FrontMatterRefused``, ``MetadataTooLarge``: an alias bomb, thousands of levels)
+    refuses the item: ``ExtractError``. Text without front matter comes back unchanged.
     """
     for opening, closing, parse in ((_YAML_OPEN, _YAML_CLOSE, _parse_yaml), (_TOML_OPEN, _TOML_CLOSE, _parse_toml)):
         head = opening.match(text)
@@ -70,8 +86,13 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
         raw, body = text[head.end() : end.start()], text[end.end() :]
         try:
             return _datetimes_in_utc(json_safe(_bounded(parse, raw))), body, None
+        except (FrontMatterRefused, MetadataTooLarge) as e:
+            raise ExtractError(f"front matter refused: {e}", hint=_REFUSED_HINT) from None
         except ValueError as e:
             log.warning("front matter not parsed: %s", e)
+            if _NAMES_ACL.search(raw):
+                why = f"{type(e).__name__}: {e} (it names an acl: the document is viewable by no one until it is read)"
+                return {"acl": []}, body, why
             return {}, body, f"{type(e).__name__}: {e}"
     return {}, text, None
 
@@ -98,11 +119,11 @@ def _datetimes_in_utc(meta: dict[str, Any]) -> dict[str, Any]:
 def _bounded(parse, raw: str) -> Any:
     """``parse(raw)`` for a block within ``MAX_FRONT_MATTER_BYTES``; nesting past Python's limit is a ValueError."""
     if len(raw) > MAX_FRONT_MATTER_BYTES:
-        raise ValueError(f"front matter larger than {MAX_FRONT_MATTER_BYTES >> 10} KB")
+        raise FrontMatterRefused(f"front matter larger than {MAX_FRONT_MATTER_BYTES >> 10} KB")
     try:
         return parse(raw)
     except RecursionError:  # tomllib recurses once per nested array or table
-        raise ValueError("front matter nested too deeply") from None
+        raise FrontMatterRefused("front matter nested too deeply") from None
 
 
 def _parse_toml(raw: str) -> dict[str, Any]:
@@ -140,7 +161,7 @@ def _bounded_loader(yaml: Any) -> type:
             self.depth += 1
             try:
                 if self.depth > MAX_METADATA_DEPTH:
-                    raise ValueError(f"front matter nested more than {MAX_METADATA_DEPTH} levels deep")
+                    raise FrontMatterRefused(f"front matter nested more than {MAX_METADATA_DEPTH} levels deep")
                 return super().compose_node(parent, index)
             finally:
                 self.depth -= 1

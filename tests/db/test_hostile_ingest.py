@@ -93,7 +93,7 @@ def _limit_memory():  # runs in the child: an expansion past this is a MemoryErr
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
 
-def test_the_ten_level_anchor_file_is_one_warning_and_its_folder_is_stored(kb, kb_home, tenant, tmp_path):
+def test_the_ten_level_anchor_file_is_refused_and_its_folder_is_stored(kb, kb_home, tenant, tmp_path):
     """Drove ``kbctl ingest`` past 15 GB before (here: a MemoryError under a 3 GB address-space limit)."""
     root = tmp_path / "anchors"
     root.mkdir()
@@ -109,11 +109,11 @@ def test_the_ten_level_anchor_file_is_one_warning_and_its_folder_is_stored(kb, k
             p.communicate()
     assert p.returncode == 0 and b"Traceback" not in err, err.decode()
     report = json.loads(out)
-    assert report["documents"]["new"] == 2, report
-    (warning,) = report["warnings"]
-    assert warning["source"].endswith("/bomb.md") and "larger than" in warning["message"], warning
+    assert report["documents"]["new"] == 1 and report["documents"]["failed"] == 1, report
+    (error,) = report["errors"]
+    assert error["source"].endswith("/bomb.md") and "front matter refused" in error["message"], error
     stored = _stored(kb, "anchors")
-    assert all(len(json.dumps(m)) < 1 << 20 for _, m in stored.values())
+    assert len(stored) == 1 and all(len(json.dumps(m)) < 1 << 20 for _, m in stored.values())
 
 
 def _runs(kb, ns: str) -> list[str]:

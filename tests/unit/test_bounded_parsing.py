@@ -26,37 +26,53 @@ def test_a_yaml_anchor_bomb_is_refused_in_bounded_memory():
     """Six levels of ``&b [*a, *a…]``: 10**6 items once expanded; took 20 s and 740 MB, stored 39 MB of JSON."""
     tracemalloc.start()
     try:
-        meta, body, err = split_front_matter(A.anchor_bomb(6))
+        with pytest.raises(ExtractError, match="front matter refused: .*larger than") as e:
+            split_front_matter(A.anchor_bomb(6))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert meta == {} and err is not None and "larger than" in err, err
-    assert "pewter" in body
+    assert e.value.hint and "aliases" in e.value.hint
     assert peak < 32 << 20, f"{peak / 2**20:.0f} MB"
 
 
-def test_the_ten_level_anchor_file_is_stored_without_its_front_matter_and_with_a_warning():
-    doc = extract(_md(A.anchor_bomb(10)))[0]
-    assert "pewter" in doc.text
-    assert "a9" not in doc.metadata and "larger than" in doc.metadata["front_matter_error"]
-    assert [c for c, _ in doc.notes] == ["MetadataWarning"]
-    assert len(repr(doc.metadata)) < 1 << 20
+def test_the_ten_level_anchor_file_is_refused_as_an_item():
+    """Refused, not stored without its front matter: what the block said (an ACL among it) is unknown."""
+    with pytest.raises(ExtractError, match="front matter refused"):
+        extract(_md(A.anchor_bomb(10)))
 
 
 @pytest.mark.parametrize("toml", [False, True], ids=["yaml", "toml"])
-def test_deeply_nested_front_matter_is_a_recorded_warning_not_a_traceback(toml):
+def test_deeply_nested_front_matter_is_a_refused_item_not_a_traceback(toml):
     """5000 nested lists: RecursionError out of the parser (a traceback, the item failed) before."""
-    meta, body, err = split_front_matter(A.deep_front_matter(5000, toml=toml))
-    assert meta == {} and err is not None and "nested" in err, err
-    assert "body under deep front matter" in body
+    with pytest.raises(ExtractError, match="front matter refused: .*nested"):
+        split_front_matter(A.deep_front_matter(5000, toml=toml))
 
 
 @pytest.mark.parametrize(
     "text", ["---\na: &a [*a]\n---\nbody\n", "---\na: &a {b: *a}\n---\nbody\n"], ids=["list", "mapping"]
 )
 def test_a_cyclic_alias_is_refused(text):
-    meta, _, err = split_front_matter(text)
-    assert meta == {} and "nested" in (err or ""), err
+    with pytest.raises(ExtractError, match="nested"):
+        split_front_matter(text)
+
+
+@pytest.mark.parametrize(
+    "block",
+    ["acl: [group:board\ntitle: x", "title: [unclosed\nacl:\n  - group:board", '"acl" = [1 2]'],
+    ids=["yaml-flow", "yaml-block", "toml"],
+)
+def test_front_matter_that_names_an_acl_and_does_not_parse_fails_closed(block):
+    """Stored without its front matter, a document meant for the board would take the namespace's
+    default (public, often): unread, an ACL-naming block makes it viewable by no one instead."""
+    fence = "+++" if block.startswith('"') else "---"
+    meta, body, err = split_front_matter(f"{fence}\n{block}\n{fence}\n\nThe body.\n")
+    assert meta == {"acl": []} and err and "viewable by no one" in err, (meta, err)
+    assert body.strip() == "The body."
+
+
+def test_front_matter_that_does_not_parse_and_names_no_acl_is_left_out():
+    meta, _, err = split_front_matter("---\ntitle: [unclosed\n---\n\nThe body.\n")
+    assert meta == {} and err and "viewable" not in err
 
 
 def test_aliases_that_stay_small_are_still_read():
@@ -66,8 +82,8 @@ def test_aliases_that_stay_small_are_still_read():
 
 def test_a_huge_front_matter_block_is_not_parsed():
     text = "---\n" + "".join(f"k{i}: {'v' * 60}\n" for i in range(8000)) + "---\n\nThe body.\n"
-    meta, body, err = split_front_matter(text)
-    assert meta == {} and "larger than" in (err or "") and body.strip() == "The body."
+    with pytest.raises(ExtractError, match="larger than"):
+        split_front_matter(text)
 
 
 def test_metadata_past_the_cap_fails_the_item_in_one_line():
@@ -176,7 +192,11 @@ def test_property_front_matter_with_aliases_is_bounded(levels, fanout, cyclic, n
     if cyclic:
         lines.append("c: &c [*c]")
     lines.append("n: " + "[" * nest + "1" + "]" * nest)
-    meta, body, err = split_front_matter("\n".join([*lines, "---", "", "body words", ""]))
+    try:
+        meta, body, err = split_front_matter("\n".join([*lines, "---", "", "body words", ""]))
+    except ExtractError as e:  # past a bound: the item is refused, in one line with a hint
+        assert e.message.startswith("front matter refused: ") and e.hint
+        return
     assert body.strip() == "body words"
     assert len(json.dumps(meta, ensure_ascii=False)) <= 256 << 10
     assert (err is None) == bool(meta)
