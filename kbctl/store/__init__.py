@@ -2,22 +2,11 @@
 
 The only package that talks to PostgreSQL; ``db`` runs the embedded server and the migrations. Its static statements are the named files in ``sql/queries/<group>/<name>.sql``
 (``queries.query``); dynamic parts (filters, identifiers, per-profile index names) are composed
-with ``psycopg.sql``. Modules: ``namespaces``, ``documents``, ``runs`` (the ledger), ``search``
+with ``psycopg.sql``. Modules: ``namespaces``, ``documents`` (writes), ``stored`` (what is stored, read before writing), ``runs`` (the ledger), ``search``
 (the lanes' statements), ``filters``, ``checks`` (verify), ``feeds``, ``admin`` (``kbctl db``), ``tenants`` (a role per tenant; row-level security), ``db`` (the embedded server, migrations).
 """
 
-from .documents import (
-    WriteStats,
-    cached_vectors,
-    chunk_count_of,
-    delete_documents,
-    source_versions,
-    stored_hashes,
-    stored_owners,
-    stored_uris,
-    stored_uris_of_source,
-    write_documents,
-)
+from .documents import WriteStats, delete_documents, write_documents
 from .namespaces import (
     Namespace,
     check_pin,
@@ -28,6 +17,15 @@ from .namespaces import (
     list_namespaces,
     namespace_ids,
     rebind_namespace,
+)
+from .stored import (
+    cached_vectors,
+    chunk_count_of,
+    source_versions,
+    stored_hashes,
+    stored_owners,
+    stored_uris,
+    stored_uris_of_source,
 )
 
 __all__ = [
