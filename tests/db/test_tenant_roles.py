@@ -10,7 +10,7 @@ import pytest
 
 import kbctl
 from kbctl.config import load_settings
-from kbctl.db import Database
+from kbctl.store.db import Database
 from kbctl.validate import NAME_PATTERN
 from tests.db.test_migrations import _db, fresh_dsn  # noqa: F401  (a fixture)
 
