@@ -316,6 +316,7 @@ def test_library_raises_kbctl_errors(kb, filled, monkeypatch, tenant):
     assert isinstance(ex.value.__cause__, pe.DiskFull)
 
 
+@pytest.mark.embedded_only  # preloads pgvector with PGOPTIONS, which only a superuser may set
 def test_invalid_parameter_is_a_usage_error(run_main, filled, tmp_path, monkeypatch):
     """A real 22023: an ef_search outside pgvector's range reaches the server (exit 2, names the parameter).
 
