@@ -176,6 +176,7 @@ def _own(home, *args, hook=None):
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 
+@pytest.mark.embedded_only  # stops the embedded server mid-command
 def test_server_gone_mid_search(own_home, tmp_path):
     code, _, err = _own(own_home, "ingest", str(_corpus(tmp_path / "c")), "-n", "docs")
     assert code == 0, err
@@ -184,6 +185,7 @@ def test_server_gone_mid_search(own_home, tmp_path):
     assert "went away" in lines[0] or "cannot connect" in lines[0], err
 
 
+@pytest.mark.embedded_only  # stops the embedded server mid-command
 def test_server_gone_mid_ingest(own_home, tmp_path):
     code, _, err = _own(own_home, "ingest", str(_corpus(tmp_path / "c")), "-n", "mid")
     assert code == 0, err
