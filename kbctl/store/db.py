@@ -276,7 +276,9 @@ def _apply(conn: Conn, m: Migration) -> bool:
     except psycopg.errors.InsufficientPrivilege as e:
         raise MigrationError(
             f"migration {m.version:03d} needs more privileges: {_first_line(e)}",
-            hint="the pgvector extension must be installed (CREATE EXTENSION vector) by a superuser",
+            hint="the pgvector extension must be installed (CREATE EXTENSION vector) by a superuser"
+            if "extension" in str(e)
+            else "migrate as the owner of the database (or of kbctl's schema), with CREATEROLE for tenant roles",
         ) from None
     except psycopg.Error as e:
         raise MigrationError(f"migration {m.version:03d}-{m.name} failed: {_first_line(e)}") from None
