@@ -47,7 +47,7 @@ class Capabilities:
         if not self.may_create_roles:
             out.append(
                 f"the login {self.login} may not create roles: kbctl uses only tenants that already exist"
-                " (a role with CREATEROLE runs `kbctl tenants create NAME`)"
+                f" (a new tenant, and migration 009, need ALTER ROLE {self.login} CREATEROLE)"
             )
         if self.pgvector is not None and not self.halfvec:
             out.append(f'pgvector {self.pgvector} has no halfvec (0.7+): only storage = "vector" works here')

@@ -39,7 +39,7 @@ def create_tenant(conn: Conn, tenant: str) -> str:
             raise
         raise DatabaseError(
             f"the login {caps.login} may not create roles, so tenant {tenant!r} cannot be created",
-            hint="a role with CREATEROLE (or a superuser) runs `kbctl tenants create` once; kbctl then uses it",
+            hint=f"give it CREATEROLE (ALTER ROLE {caps.login} CREATEROLE, as a superuser), then retry",
         ) from None
 
 
