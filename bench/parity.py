@@ -83,11 +83,26 @@ def _chunk_tokens(kb, namespace: str) -> tuple[list[list[str]], list[str]]:
     return [toks[i] for i in ids], [owner[i] for i in ids]
 
 
+def _kbctl_runs(env: Env, namespace: str, ds, queries: dict) -> tuple[dict, dict, int, int]:
+    """kbctl's lexical lane (document level) and bm25s over kbctl's own chunks, on each query;
+    and how many chunks and documents the namespace holds."""
+    import kbctl
+    from kbctl.api.evals import search_fn
+
+    kb = kbctl.open(home=env.home)
+    try:
+        ctoks, owner = _chunk_tokens(kb, namespace)
+        chunks = _bm25s_run(ctoks, owner, queries)
+        fn = search_fn(kb, ds, namespace, DEPTH)
+        ours = {q.id: [d for d, _ in fn(q, "lexical")] for q in ds.queries}
+        return ours, chunks, len(ctoks), len(set(owner))
+    finally:
+        kb.close()
+
+
 def run(env: Env, namespace: str = "scifact") -> str:
     """The parity table for SciFact (the namespace must hold the imported collection)."""
-    import kbctl
     from kbctl.evals import iter_beir_corpus, load_dataset
-    from kbctl.evaluate import search_fn
     from kbctl.textutil.analyze import get_analyzer
 
     path = env.collection("scifact")
@@ -103,15 +118,7 @@ def run(env: Env, namespace: str = "scifact") -> str:
         queries,
     )
 
-    kb = kbctl.open(home=env.home)
-    try:
-        ctoks, owner = _chunk_tokens(kb, namespace)
-        chunks = _bm25s_run(ctoks, owner, queries)
-        fn = search_fn(kb, ds, namespace, DEPTH)
-        ours = {q.id: [d for d, _ in fn(q, "lexical")] for q in ds.queries}
-        nchunks, ndocs = len(ctoks), len(set(owner))
-    finally:
-        kb.close()
+    ours, chunks, nchunks, ndocs = _kbctl_runs(env, namespace, ds, queries)
 
     n_k, n_w, n_c = _ndcg(ours, qrels), _ndcg(whole, qrels), _ndcg(chunks, qrels)
     top10 = [len(set(ours[q][:10]) & set(chunks[q][:10])) / max(1, min(10, len(chunks[q]))) for q in ours if chunks[q]]

@@ -4,7 +4,7 @@ For each collection: ``kbctl eval import DIR -n NAME`` (incremental: a no-op onc
 ``kbctl eval run DIR -n NAME --modes lexical,dense,hybrid --json FILE`` on the test qrels. The table
 puts each mode next to the published / reference nDCG@10 (see /work/shared/evaldata/README.md).
 
-The fusion sweep (``sweep``) evaluates hybrid settings in-process with ``kbctl.evaluate.sweep`` on
+The fusion sweep (``sweep``) evaluates hybrid settings in-process with ``kb.evals.sweep`` on
 SciFact and Cranfield, so the default can be chosen on both at once.
 """
 
@@ -75,6 +75,28 @@ def eval_collection(env: Env, name: str) -> dict:
     return data
 
 
+def _rows(name: str, data: dict) -> list[dict]:
+    """One table row per mode of a collection's eval."""
+    rows = []
+    for m in MODES:
+        x = data["modes"][m]["metrics"]
+        rows.append(
+            {
+                "collection": name,
+                "mode": m,
+                "queries": data["modes"][m]["num_queries"],
+                "nDCG@10": x["ndcg@10"],
+                "R@10": x["recall@10"],
+                "R@100": x["recall@100"],
+                "MRR@10": x["mrr@10"],
+                "p50 ms": x["latency_ms_p50"],
+                "p95 ms": x["latency_ms_p95"],
+                "reference nDCG@10": REFERENCE[name][m],
+            }
+        )
+    return rows
+
+
 def run(env: Env) -> str:
     """Import and evaluate every collection; the markdown section of docs/retrieval-quality.md."""
     rows, verdicts = [], []
@@ -86,22 +108,7 @@ def run(env: Env) -> str:
         data = eval_collection(env, name)
         save_json(env, f"quality-{name}", data)
         metrics = {m: data["modes"][m]["metrics"] for m in MODES}
-        for m in MODES:
-            x = metrics[m]
-            rows.append(
-                {
-                    "collection": name,
-                    "mode": m,
-                    "queries": data["modes"][m]["num_queries"],
-                    "nDCG@10": x["ndcg@10"],
-                    "R@10": x["recall@10"],
-                    "R@100": x["recall@100"],
-                    "MRR@10": x["mrr@10"],
-                    "p50 ms": x["latency_ms_p50"],
-                    "p95 ms": x["latency_ms_p95"],
-                    "reference nDCG@10": REFERENCE[name][m],
-                }
-            )
+        rows += _rows(name, data)
         h, p = metrics["hybrid"]["ndcg@10"], metrics["prf"]["ndcg@10"]
         if name in TARGET:
             lx, d = metrics["lexical"]["ndcg@10"], metrics["dense"]["ndcg@10"]
@@ -156,8 +163,8 @@ def sweep_grid() -> list[dict]:
 def sweep(env: Env) -> str:
     """nDCG@10 of each hybrid setting on SciFact and Cranfield (test qrels), sorted by their mean."""
     import kbctl as kb_mod
+    from kbctl.api.evals import search_fn
     from kbctl.evals import load_dataset, run_eval
-    from kbctl.evaluate import search_fn
 
     kb = kb_mod.open(home=env.home)
     try:

@@ -12,9 +12,10 @@ searches in-process exactly as it would have (with a warning when a configured s
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from typing import Any
+
+from .search_spec import SEARCH_OPTIONS, render, search_arguments
 
 __all__ = ["main", "parse_search"]
 
@@ -29,34 +30,14 @@ _GLOBAL_VALUES = {
     "-p": "profile",
 }
 _GLOBAL_FLAGS = {"--verbose": "verbose", "-v": "verbose", "--quiet": "quiet", "-q": "quiet"}
-# Options of kbctl search (kbctl.cli.search.search) this path takes. --as and --group are not here:
-# a principal's search is not forwarded (kbctl.server.client).
-_SEARCH_VALUES = {
-    "--namespace": "namespace",
-    "-n": "namespace",
-    "--mode": "mode",
-    "-m": "mode",
-    "-k": "k",
-    "--top": "k",
-    "--filter": "filter",
-    "-f": "filter",
-    "--per-doc": "per_doc",
-    "--fusion": "fusion",
-    "--ef-search": "ef_search",
-    "--prf": "prf",
-    "--format": "format",
-    "--budget": "budget",
-}
-_SEARCH_FLAGS = {
-    "--rerank": ("rerank", True),
-    "--no-rerank": ("rerank", False),
-    "--explain": ("explain", True),
-    "--json": ("json", True),
-    "--jsonl": ("jsonl", True),
-}
-_LISTS = {"namespace", "filter"}
-_INTS = {"k", "per_doc", "ef_search", "budget"}
-_FORMATS = {"table", "json", "jsonl", "markdown"}
+# Options of kbctl search this path takes: read from the one declaration of the command's options
+# (kbctl.cli.search_spec). --as and --group are not among them: a principal's search is not forwarded.
+_TAKEN = [o for o in SEARCH_OPTIONS if o.fast and not o.argument]
+_SEARCH_FLAGS = {n: v for o in _TAKEN for n, v in o.switches().items()}
+_SEARCH_VALUES = {f: o.name for o in _TAKEN if not o.switches() for f in o.flags}
+_LISTS = {o.name for o in _TAKEN if o.annotation == list[str]}
+_INTS = {o.name for o in _TAKEN if o.annotation in (int, int | None)}
+_FORMATS = {"table", "json", "jsonl", "markdown"}  # --format context needs the knowledge base
 
 
 class _Declined(Exception):
@@ -110,7 +91,7 @@ def _fast(argv: list[str]) -> int | None:
     if result is None:
         return None
     with contextlib.suppress(BrokenPipeError):  # as kbctl.cli.main: a closed pipe is not an error
-        _render(result, parsed["format"], parsed["quiet"])
+        render(result, parsed["format"], quiet=parsed["quiet"])
     return 0
 
 
@@ -168,19 +149,8 @@ def parse_search(argv: list[str]) -> dict[str, Any]:
         "query": positional[0] if positional else "",
         "namespace": opts["namespace"],
         "format": fmt,
-        # What kbctl.cli.search.search passes to KnowledgeBase.search_via_server.
-        "options": {
-            "mode": opts.get("mode", "auto"),
-            "k": opts.get("k"),
-            "filters": opts["filter"],
-            "per_doc": opts.get("per_doc"),
-            "fusion": opts.get("fusion"),
-            "rerank": opts.get("rerank"),
-            "explain": opts["explain"],
-            "ef_search": opts.get("ef_search"),
-            "prf": opts.get("prf"),
-            "principal": None,
-        },
+        # what kbctl.cli.search.search passes to KnowledgeBase.search (forwarded to the server)
+        "options": search_arguments(opts),
     }
 
 
@@ -209,42 +179,3 @@ def _int(value: str) -> int:
         return int(value)
     except ValueError:
         raise _Declined from None
-
-
-def _render(result, fmt: str, quiet: bool) -> None:
-    """What ``kbctl.cli.search.search`` prints for ``result`` (rich imported only for people's formats)."""
-    from .terminal import inert_json, printable
-
-    for note in result.notes:
-        if result.degraded:
-            if not quiet:
-                from .state import STATE, warn
-
-                STATE.quiet = quiet
-                warn(note)
-        elif not quiet:
-            print(f"note: {printable(note)}", file=sys.stderr)
-    if fmt == "json":
-        sys.stdout.write(inert_json(json.dumps(result.to_json(), ensure_ascii=False, default=str)) + "\n")
-    elif fmt == "jsonl":
-        for h in result.hits:
-            sys.stdout.write(inert_json(json.dumps(h.to_json(), ensure_ascii=False, default=str)) + "\n")
-    elif fmt == "markdown":
-        from .render import hits_markdown
-        from .state import out
-
-        out.print(hits_markdown(result), markup=False, highlight=False)
-    else:
-        from .render import hits_table
-
-        print(
-            printable(f"strategy: {result.strategy}  mode: {result.mode}  namespaces: {', '.join(result.namespaces)}"),
-            file=sys.stderr,
-        )
-        if result.hits:
-            hits_table(result)
-        else:
-            print("no results", file=sys.stderr)
-        if result.withheld:
-            print(f"withheld: {result.withheld}", file=sys.stderr)
-    sys.stdout.flush()

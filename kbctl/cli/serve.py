@@ -27,15 +27,24 @@ def mcp(
     ),
 ) -> None:
     """Serve MCP over stdin/stdout (for an MCP client that starts kbctl itself)."""
-    STATE.kb().serve_stdio(agent)
+    from ..server import serve_stdio
+
+    serve_stdio(STATE.kb().settings, agent=agent)
 
 
 def serve(
-    host: str | None = typer.Option(None, "--host", help="Address to listen on (default: server.host, 127.0.0.1)."),
+    host: str | None = typer.Option(
+        None,
+        "--host",
+        help="Address to listen on (default: server.host, 127.0.0.1). Requests must name it, a loopback name "
+        "or one of server.allowed_hosts in their Host header (on 0.0.0.0: any IP address too).",
+    ),
     port: int | None = typer.Option(None, "--port", help="Port (default: server.port, 8765)."),
 ) -> None:
     """Serve MCP over streamable HTTP at /mcp, the JSON API under /v1, /healthz and /metrics."""
-    STATE.kb().serve(host=host, port=port)
+    from ..server import serve_http
+
+    serve_http(STATE.kb().settings, host=host, port=port)
 
 
 @token_app.command("create")

@@ -107,6 +107,12 @@ class ServerSettings:
     port: int
     workers: int
     require_token: bool
+    allowed_hosts: tuple[str, ...]
+    metrics_open: bool
+    header_timeout: float
+    body_timeout: float
+    keep_alive_timeout: float
+    max_connections: int
     max_query_chars: int
     max_k: int
     max_budget: int

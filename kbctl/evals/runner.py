@@ -126,7 +126,7 @@ def _search_all(
         start = time.perf_counter()
         hits = search(query, mode)
         elapsed = (time.perf_counter() - start) * 1000.0
-        # a search function may time the user-facing search itself (kbctl.evaluate.search_fn)
+        # a search function may time the user-facing search itself (kbctl.api.evals.search_fn)
         timed = getattr(hits, "latency_ms", None)
         latencies.append(float(timed) if timed is not None else elapsed)
         run[query.id] = rank_to_run(hits, depth)

@@ -1,6 +1,7 @@
 """Search: routing, the dense and lexical lanes, fusion, reranking and result shaping."""
 
-from .engine import SearchOptions, citation, run_search
+from .cite import citation
+from .engine import SearchOptions, run_search
 from .filters import Filter, parse_filter, parse_filters
 from .route import STRATEGIES, route
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -19,11 +17,13 @@ from ..textutil.analyze import get_analyzer
 from ..types import Hit, SearchResult
 from ..validate import count
 from .access import ACL_COLUMN, anonymous_gate, gate_lanes, gated_page, viewable
+from .cite import cited_hit, relevance_scale
 from .filters import Filter
 from .fuse import fuse
 from .lanes import LaneHit, correct_terms, dense_lane, effective_ef_search, lexical_lane, vocabulary_df
 from .prf import cap_postings, feedback_keys, rm3_terms, rocchio
 from .route import route
+from .shape import shape
 
 log = logging.getLogger(__name__)
 
@@ -166,112 +166,148 @@ def _noted(result: SearchResult, gate: Gate, namespaces, filtered: bool) -> Sear
     return dataclasses.replace(result, notes=tuple(notes), details=details, withheld=withheld)
 
 
+@dataclass
+class _Lanes:
+    """What the lanes of one search found so far, and what it noted on the way (``_ranked``)."""
+
+    depth: int
+    lanes: dict[str, list[LaneHit]] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    details: dict = dataclasses.field(default_factory=dict)
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    terms: dict[str, float] = dataclasses.field(default_factory=dict)
+    lexical_info: dict[str, float] = dataclasses.field(default_factory=dict)
+    qvec: Any = None
+    degraded: bool = False
+    raw: dict[str, list[LaneHit]] = dataclasses.field(default_factory=dict)  # the lanes before the gate
+    hidden: set = dataclasses.field(default_factory=set)  # the keys the gate withheld from them
+
+
 def _ranked(conn, plan: SearchPlan) -> SearchResult:
-    namespaces, profile, query, opts, mode = plan.namespaces, plan.profile, plan.query, plan.opts, plan.mode
-    strategy, k, analyzer, names, side, gate = plan.strategy, plan.k, plan.analyzer, plan.names, plan.side, plan.gate
-    s = profile.search
+    """Run the plan's lanes, fuse them (with a feedback round), then page, gate and cite the hits."""
+    profile, opts, mode, s = plan.profile, plan.opts, plan.mode, plan.profile.search
     prf = opts.prf or s.prf
     if prf not in PRF_MODES:
         raise UsageError(f"unknown prf {prf!r}", hint=f"use one of: {', '.join(PRF_MODES)}")
     # A search with feedback reads deeper lanes in both rounds (prf_candidates; docs/retrieval-quality.md).
     feedback = prf == "hybrid" and mode == "hybrid"
-    depth = max(opts.candidates or (s.prf_candidates if feedback else s.candidates), k)
-    ns_ids = [n.id for n in namespaces]
-    lanes: dict[str, list[LaneHit]] = {}
-    notes: list[str] = []
-    details: dict = {}
-    degraded = False
-    timings: dict[str, float] = {}
-    terms: dict[str, float] = {}
-    qvec = None
-    lexical_info: dict[str, float] = {}
+    run = _Lanes(depth=max(opts.candidates or (s.prf_candidates if feedback else s.candidates), plan.k))
     # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the
     # HNSW scan runs on the side connection) while the lexical lane runs here.
     pending = (
-        _search_pool().submit(_dense_job, side, namespaces, profile, query, depth, opts) if mode == "hybrid" else None
+        _search_pool().submit(_dense_job, plan.side, plan.namespaces, profile, plan.query, run.depth, opts)
+        if mode == "hybrid"
+        else None
     )
     if mode in ("lexical", "hybrid"):
-        t0 = time.perf_counter()
-        terms, corrections = _query_terms(conn, ns_ids, query, analyzer, profile, opts.correct)
-        if corrections:
-            details["corrections"] = corrections
-            notes.append("corrected: " + ", ".join(f"{a} → {b}" for a, b in corrections.items()))
-        helper = None if side is None else (lambda fn: _search_pool().submit(lambda: fn(side("lexical"))))
-        lanes["lexical"] = lexical_lane(
-            conn, namespaces, terms, depth, opts.filters, profile, helper=helper, info=lexical_info
-        )
-        timings["lexical_ms"] = (time.perf_counter() - t0) * 1000
+        _lexical(conn, plan, run)
     if mode in ("dense", "hybrid"):
-        t0 = time.perf_counter()
-        dense = None
-        try:
-            if pending is not None:
-                qvec, dense, t0 = pending.result()
-            else:
-                qvec = _embed_query(profile, query)
-        except KbctlError as e:
-            if mode == "dense" and opts.mode == "dense":
-                raise
-            degraded = True
-            notes.append(f"dense lane unavailable ({e.message}); answered from the lexical lane")
-            qvec = None
-            if "lexical" not in lanes:
-                terms, _ = _query_terms(conn, ns_ids, query, analyzer, profile, opts.correct)
-                lanes["lexical"] = lexical_lane(conn, namespaces, terms, depth, opts.filters, profile)
-        if qvec is not None and dense is None:
-            dense = _dense_scan(conn, namespaces, qvec, depth, opts, profile)
-        if dense is not None:
-            lanes["dense"], details["dense_path"] = dense
-            if details["dense_path"] != "exact":
-                details["ef_search"] = effective_ef_search(profile, opts.ef_search, depth)
-            timings["dense_ms"] = (time.perf_counter() - t0) * 1000
+        _dense(conn, plan, run, pending)
     fusion: dict[str, Any] = {
         "method": opts.fusion or s.fusion,
         "rrf_k": opts.rrf_k or s.rrf_k,
         "dense_weight": opts.dense_weight if opts.dense_weight is not None else s.dense_weight,
     }
     # The gate decides first: fusion, feedback, shaping, reranking and paging see viewable hits only.
-    raw = lanes
-    lanes, hidden = gate_lanes(gate, raw, lambda keys: store.chunk_acls(conn, keys))
-    fused = fuse(lanes, **fusion)
-    if feedback and not degraded and qvec is not None and terms and fused:
+    run.raw = run.lanes
+    run.lanes, run.hidden = gate_lanes(plan.gate, run.raw, lambda keys: store.chunk_acls(conn, keys))
+    fused = fuse(run.lanes, **fusion)
+    if feedback and not run.degraded and run.qvec is not None and run.terms and fused:
         t0 = time.perf_counter()
-        raw, details["prf"] = _feedback_round(
-            conn, namespaces, profile, terms, qvec, lanes, fused[:depth], depth, opts, side
-        )
-        lanes, hidden = gate_lanes(gate, raw, lambda keys: store.chunk_acls(conn, keys))
-        fused = fuse(lanes, **fusion)
-        timings["prf_ms"] = (time.perf_counter() - t0) * 1000
+        run.raw, run.details["prf"] = _feedback_round(
+            conn, plan.namespaces, profile, run.terms, run.qvec, run.lanes, fused[: run.depth], run.depth, opts,
+            plan.side,
+        )  # fmt: skip
+        run.lanes, run.hidden = gate_lanes(plan.gate, run.raw, lambda keys: store.chunk_acls(conn, keys))
+        fused = fuse(run.lanes, **fusion)
+        run.timings["prf_ms"] = (time.perf_counter() - t0) * 1000
+    hits, withheld = _page(conn, plan, run, fused, fusion)
+    details = run.details
+    details["timings_ms"] = {a: round(b, 2) for a, b in run.timings.items()}
+    # Which generation answered (each namespace's, read once when the search began): a swap while
+    # the search ran does not change it (docs/lifecycle.md).
+    details["generations"] = {n.name: n.generation_id for n in plan.namespaces}
+    return SearchResult(
+        plan.query, plan.names, mode, plan.strategy, hits, degraded=run.degraded, notes=tuple(run.notes),
+        details=details, withheld=withheld,
+    )  # fmt: skip
+
+
+def _lexical(conn, plan: SearchPlan, run: _Lanes) -> None:
+    """The lexical lane (its query terms spell-corrected against the namespaces' vocabulary)."""
+    t0 = time.perf_counter()
+    ns_ids = [n.id for n in plan.namespaces]
+    run.terms, corrections = _query_terms(conn, ns_ids, plan.query, plan.analyzer, plan.profile, plan.opts.correct)
+    if corrections:
+        run.details["corrections"] = corrections
+        run.notes.append("corrected: " + ", ".join(f"{a} → {b}" for a, b in corrections.items()))
+    side = plan.side
+    helper = None if side is None else (lambda fn: _search_pool().submit(lambda: fn(side("lexical"))))
+    run.lanes["lexical"] = lexical_lane(
+        conn, plan.namespaces, run.terms, run.depth, plan.opts.filters, plan.profile, helper=helper,
+        info=run.lexical_info,
+    )  # fmt: skip
+    run.timings["lexical_ms"] = (time.perf_counter() - t0) * 1000
+
+
+def _dense(conn, plan: SearchPlan, run: _Lanes, pending) -> None:
+    """The dense lane (started on a worker thread when ``pending``); when the query cannot be
+    embedded, a hybrid or auto search is answered by the lexical lane alone (``degraded``)."""
+    t0 = time.perf_counter()
+    dense = None
+    opts, profile = plan.opts, plan.profile
+    try:
+        if pending is not None:
+            run.qvec, dense, t0 = pending.result()
+        else:
+            run.qvec = _embed_query(profile, plan.query)
+    except KbctlError as e:
+        if plan.mode == "dense" and opts.mode == "dense":
+            raise
+        run.degraded = True
+        run.notes.append(f"dense lane unavailable ({e.message}); answered from the lexical lane")
+        run.qvec = None
+        if "lexical" not in run.lanes:
+            ns_ids = [n.id for n in plan.namespaces]
+            run.terms, _ = _query_terms(conn, ns_ids, plan.query, plan.analyzer, profile, opts.correct)
+            run.lanes["lexical"] = lexical_lane(conn, plan.namespaces, run.terms, run.depth, opts.filters, profile)
+    if run.qvec is not None and dense is None:
+        dense = _dense_scan(conn, plan.namespaces, run.qvec, run.depth, opts, profile)
+    if dense is not None:
+        run.lanes["dense"], run.details["dense_path"] = dense
+        if run.details["dense_path"] != "exact":
+            run.details["ef_search"] = effective_ef_search(profile, opts.ef_search, run.depth)
+        run.timings["dense_ms"] = (time.perf_counter() - t0) * 1000
+
+
+def _page(conn, plan: SearchPlan, run: _Lanes, fused, fusion: dict[str, Any]) -> tuple[tuple[Hit, ...], int]:
+    """The first ``k`` fused hits the principal may view (shaped, reranked), as cited ``Hit``s; and
+    how many were withheld."""
+    profile, opts, k, s = plan.profile, plan.opts, plan.k, plan.profile.search
     per_doc = opts.per_doc if opts.per_doc is not None else s.per_doc
-    rows = _fetch(conn, [key for key, _ in fused[: max(depth, k)]])
+    rows = _fetch(conn, [key for key, _ in fused[: max(run.depth, k)]])
     use_rerank = opts.rerank if opts.rerank is not None else bool(profile.rerank.kind)
     limit = max(k, profile.rerank.top_n) if use_rerank else k
     ordered, reranked, withheld = gated_page(
-        gate,
+        plan.gate,
         fused,
         rows,
         k,
         limit,
-        shape=lambda window: _shape(fused, rows, per_doc, s.dedupe_threshold, window),
-        rerank=lambda page: _maybe_rerank(profile, query, page, rows, opts, notes),
+        shape=lambda window: shape(fused, rows, per_doc, s.dedupe_threshold, window),
+        rerank=lambda page: _maybe_rerank(profile, plan.query, page, rows, opts, run.notes),
         fetch=lambda keys: _fetch(conn, keys),
     )
-    if hidden and not opts.filters:  # a filtered query reports no count (_noted): not worth a read
+    if run.hidden and not opts.filters:  # a filtered query reports no count (_noted): not worth a read
         shown = [key for key, _ in ordered[:k]]
-        withheld += _withheld_ahead(conn, raw, hidden, fusion, shown, k, rows, per_doc, s.dedupe_threshold)
-    details["saturated"] = bool(hidden or withheld) and any(len(v) >= depth for v in raw.values())
+        withheld += _withheld_ahead(conn, run.raw, run.hidden, fusion, shown, k, rows, per_doc, s.dedupe_threshold)
+    run.details["saturated"] = bool(run.hidden or withheld) and any(len(v) >= run.depth for v in run.raw.values())
     if reranked:
-        details["reranked"] = True
-    scale = _relevance(lanes, fusion, profile.distance, lexical_info.get("bound"), reranked)
-    by_key = {name: {(h.namespace_id, h.chunk_id): h for h in hs} for name, hs in lanes.items()}
-    hits = tuple(_hit(i + 1, score, rows[key], by_key, key, scale) for i, (key, score) in enumerate(ordered[:k]))
-    details["timings_ms"] = {a: round(b, 2) for a, b in timings.items()}
-    # Which generation answered (each namespace's, read once when the search began): a swap while
-    # the search ran does not change it (docs/lifecycle.md).
-    details["generations"] = {n.name: n.generation_id for n in namespaces}
-    return SearchResult(
-        query, names, mode, strategy, hits, degraded=degraded, notes=tuple(notes), details=details, withheld=withheld
-    )
+        run.details["reranked"] = True
+    scale = relevance_scale(run.lanes, fusion, profile.distance, run.lexical_info.get("bound"), reranked)
+    by_key = {name: {(h.namespace_id, h.chunk_id): h for h in hs} for name, hs in run.lanes.items()}
+    hits = tuple(cited_hit(i + 1, score, rows[key], by_key, key, scale) for i, (key, score) in enumerate(ordered[:k]))
+    return hits, withheld
 
 
 def _withheld_ahead(
@@ -286,7 +322,7 @@ def _withheld_ahead(
         order = order[: max((pos[key] for key in shown if key in pos), default=len(order) - 1) + 1]
     missing = [key for key, _ in order if key not in rows]
     every = {**rows, **_fetch(conn, missing)} if missing else rows
-    keys = [key for key, _ in _shape(order, every, per_doc, dedupe)]
+    keys = [key for key, _ in shape(order, every, per_doc, dedupe)]
     if len(shown) >= k:
         place = {key: i for i, key in enumerate(keys)}
         keys = keys[: max((place[key] for key in shown if key in place), default=len(keys))]
@@ -417,165 +453,6 @@ def _fetch(conn, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
     return store.hit_rows(conn, keys)
 
 
-def _shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
-    """Keep at most ``per_doc`` chunks per document and drop near-duplicate texts.
-
-    Walks the fused order and stops once ``limit`` hits are kept (the page, or the reranker's
-    window): what comes after cannot change them, and the near-duplicate check is quadratic.
-    """
-    out: list[tuple[Any, float]] = []
-    per: dict[tuple, int] = {}
-    seen = _ShingleIndex(dedupe)
-    exact: set[int] = set()
-    for key, score in fused:
-        if limit is not None and len(out) >= limit:
-            break
-        r = rows.get(key)
-        if r is None:
-            continue
-        doc = (r[0], r[2])
-        if per_doc and per.get(doc, 0) >= per_doc:
-            continue
-        if dedupe < 1.0:
-            words = _W.findall(r[3].lower())
-            same = hash(tuple(words))  # an exact copy (up to case and punctuation) needs no shingles
-            if same in exact:
-                continue
-            sh = _shingles(words)
-            if seen.has_near_duplicate(sh):
-                continue
-            exact.add(same)
-            seen.add(sh)
-        per[doc] = per.get(doc, 0) + 1
-        out.append((key, score))
-    return out
-
-
-_W = re.compile(r"\w+")
-
-
-class _ShingleIndex:
-    """The shingle sets kept so far, indexed by their prefixes (prefix filtering): a set's prefix is
-    its ``|s| − ⌈t·|s|⌉ + 1`` smallest hashes, and two sets with Jaccard ≥ t always share a prefix
-    element (J ≥ t implies |a ∩ b| ≥ t·max(|a|, |b|)). So a new set is compared, exactly, only with
-    the kept sets that share one; about 10 index entries per set at t = 0.9 instead of every pair.
-    Comparing 100 hits pairwise cost ~5,000 set intersections per query, the largest part of an
-    eval's depth-100 search."""
-
-    def __init__(self, threshold: float) -> None:
-        self.threshold = threshold
-        self.sets: list[frozenset[int]] = []
-        self.index: dict[int, list[int]] = {}
-        self._last: tuple[frozenset[int], list[int]] = (frozenset(), [])
-
-    def _prefix(self, sh: frozenset[int]) -> list[int]:
-        n = len(sh)
-        return sorted(sh)[: max(1, n - math.ceil(self.threshold * n) + 1)]
-
-    def has_near_duplicate(self, sh: frozenset[int]) -> bool:
-        if not sh:
-            return False
-        self._last = (sh, self._prefix(sh))
-        candidates = {i for h in self._last[1] for i in self.index.get(h, ())}
-        return any(_near_duplicate(sh, self.sets[i], self.threshold) for i in candidates)
-
-    def add(self, sh: frozenset[int]) -> None:
-        i = len(self.sets)
-        self.sets.append(sh)
-        prefix = self._last[1] if self._last[0] is sh else self._prefix(sh)
-        for h in prefix:
-            self.index.setdefault(h, []).append(i)
-
-
-def _shingles(text: str | list[str]) -> frozenset[int]:
-    """Word 3-shingles of ``text`` (or of its words, lower-cased), single words if shorter, as hashes:
-    set operations on ints are several times faster than on tuples of strings, and a 64-bit
-    collision is negligible here."""
-    w = _W.findall(text.lower()) if isinstance(text, str) else text
-    return frozenset(map(hash, zip(w, w[1:], w[2:]))) or frozenset(map(hash, w))
-
-
-def _near_duplicate(a: frozenset, b: frozenset, threshold: float) -> bool:
-    """Jaccard(a, b) >= threshold; sets whose sizes alone rule it out (J ≤ min/max) are skipped."""
-    if not a or not b:
-        return False
-    la, lb = len(a), len(b)
-    if min(la, lb) < threshold * max(la, lb):
-        return False
-    inter = len(a & b)
-    return inter >= threshold * (la + lb - inter)
-
-
-def _relevance(
-    lanes: dict[str, list[LaneHit]], fusion: dict, distance: str, bound: float | None, reranked: bool
-) -> Callable[[float], float | None]:
-    """Score → a 0–1 relevance a person can read: the score over the best this query could score.
-
-    Fused: RRF's best is rank 1 in every lane (``lanes / (rrf_k + 1)``), convex's is 1 (top of both
-    lanes). Dense alone: the cosine similarity. Lexical alone: BM25 over its bound (every query term
-    with tf → ∞). Reranked: the cross-encoder's logit through a sigmoid.
-    """
-    import math
-
-    if reranked:
-        return lambda x: 1.0 / (1.0 + math.exp(-x))
-    if len(lanes) > 1:
-        best = 1.0 if fusion["method"] == "convex" else len(lanes) / (fusion["rrf_k"] + 1.0)
-        return lambda x: x / best
-    if "dense" in lanes:
-        return (lambda x: x) if distance == "cosine" else (lambda x: None)
-    return (lambda x: x / bound) if bound else (lambda x: None)
-
-
-def _hit(
-    rank: int,
-    score,
-    r: tuple,
-    lanes: dict[str, dict[tuple[int, int], LaneHit]],
-    key,
-    scale: Callable[[float], float | None] | None = None,
-) -> Hit:
-    _ns_id, cid, did, text, meta, heading, page, _pos, uri, title, ns_name = r[:11]
-    lane_info: dict[str, dict[str, Any]] = {}
-    for name, hits in lanes.items():
-        h = hits.get(key)
-        lane_info[name] = {"rank": None, "score": None} if h is None else {"rank": h.rank, "score": round(h.score, 6)}
-    return Hit(
-        rank=rank,
-        score=None if score is None else round(float(score), 6),
-        doc_id=did,
-        chunk_id=cid,
-        source=_display_source(uri, meta),
-        title=title,
-        text=text,
-        namespace=ns_name,
-        metadata=dict(meta),
-        citation=citation(title, _display_source(uri, meta), page, heading),
-        lanes=lane_info,
-        relevance=None if score is None or scale is None else _clamp01(scale(float(score))),
-    )
-
-
-def _clamp01(x: float | None) -> float | None:
-    return None if x is None else round(min(1.0, max(0.0, x)), 3)
-
-
-def _display_source(uri: str, meta: dict) -> str:
-    return str(meta.get("path") or uri) if uri.startswith("file://") else uri
-
-
-def citation(title: str, source: str, page: int | None, heading: Sequence[str] | None) -> str:
-    """A human-readable citation: title, source, and page or section when known."""
-    parts = [title or source]
-    if source and source != title:
-        parts.append(f"({source})")
-    if page:
-        parts.append(f"p. {page}")
-    if heading:
-        parts.append("§ " + " › ".join(heading))
-    return " ".join(parts)
-
-
 def _metadata(conn, namespaces, query, filters: tuple[Filter, ...], k: int, names, gate: Gate) -> SearchResult:
     """Filters only: matching chunks in a stable order, no score, no reranking; gated like the
     ranked strategies, reading four times more matches while withheld ones leave the page short."""
@@ -591,5 +468,5 @@ def _metadata(conn, namespaces, query, filters: tuple[Filter, ...], k: int, name
     if len(kept) == k:  # count only what was withheld ahead of the last hit shown
         last = keys.index(kept[-1][0])
         withheld = last + 1 - k
-    hits = tuple(_hit(i + 1, None, rows[key], {}, key) for i, (key, _) in enumerate(kept))
+    hits = tuple(cited_hit(i + 1, None, rows[key], {}, key) for i, (key, _) in enumerate(kept))
     return SearchResult(query, names, "metadata", "metadata", hits, withheld=withheld)

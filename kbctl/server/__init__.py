@@ -1,5 +1,9 @@
 """The agent surface: kbctl's tools over MCP (stdio and streamable HTTP) and a JSON API.
 
+An adapter over ``kbctl.api`` (which never imports it): ``kbctl serve`` and ``kbctl mcp`` call
+``serve_http`` and ``serve_stdio``; ``open_kb`` (default ``KnowledgeBase``) makes the pooled
+knowledge bases. The tools' algorithms are the library's (``kb.verify_claim``, ``kb.research``).
+
 - ``agents``: ``[agents.NAME]`` → ``Agent`` (namespaces, tools, defaults, tenant, principal)
 - ``service``: the warm process (pooled knowledge bases, the query embedder loaded once)
 - ``tools``: the six tools, bound to an agent, their output capped and paged
@@ -13,33 +17,53 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..config import Settings
+from ..config import ServerSettings, Settings
 
 __all__ = ["serve_http", "serve_stdio"]
 
 
 def serve_http(
-    settings: Settings, open_kb: Callable[[Settings], Any], *, host: str | None = None, port: int | None = None
+    settings: Settings,
+    open_kb: Callable[[Settings], Any] | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
 ) -> None:
     """Serve HTTP until SIGTERM or Ctrl-C; uvicorn drains requests in flight (``[server] drain_seconds``)."""
     import uvicorn
 
     from .app import create_app
+    from .guard import guarded_protocol
 
     srv = settings.server
+    host = host or srv.host
     config = uvicorn.Config(
-        create_app(settings, open_kb),
-        host=host or srv.host,
+        create_app(settings, open_kb, host=host),
+        host=host,
         port=port or srv.port,
         log_level="warning",
         timeout_graceful_shutdown=srv.drain_seconds,
         lifespan="on",
         access_log=False,
+        # slow clients: a deadline on each request's headers (the body's is the app's: [server] body_timeout)
+        http=guarded_protocol(_positive(srv, "header_timeout")),
+        timeout_keep_alive=int(_positive(srv, "keep_alive_timeout")),
+        # uvicorn answers 503 once this many connections (the one asking included) are open
+        limit_concurrency=int(_positive(srv, "max_connections")) + 1,
     )
     uvicorn.Server(config).run()
 
 
-def serve_stdio(settings: Settings, open_kb: Callable[[Settings], Any], agent: str | None = None) -> None:
+def _positive(srv: ServerSettings, key: str) -> float:
+    from ..errors import ConfigError
+
+    value = getattr(srv, key)
+    if not value > 0:
+        raise ConfigError(f"server.{key} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def serve_stdio(settings: Settings, open_kb: Callable[[Settings], Any] | None = None, agent: str | None = None) -> None:
     """Serve MCP over stdin/stdout to one client, as ``[agents.AGENT]`` (unscoped without one)."""
     import anyio
 

@@ -3,10 +3,12 @@
 - ``/mcp``: MCP over streamable HTTP (the official SDK), one ``MCPServer`` per agent;
 - ``/v1/search``, ``/v1/tools/{name}``, ``/v1/documents/{id}``, ``/v1/namespaces``, ``/v1/feedback``:
   the same tools as plain JSON (errors: ``{"error": message}`` with a 4xx or 5xx status);
-- ``/healthz`` and ``/metrics`` (Prometheus), without a token.
+- ``/healthz`` (without a token) and ``/metrics`` (Prometheus; a token unless ``[server] metrics_open``).
 
 Every other request carries ``Authorization: Bearer <token>`` of an agent (``[server]
-require_token``); the token picks the agent, the agent its namespaces and tools.
+require_token``); the token picks the agent, the agent its namespaces and tools. Before any of
+that, ``_Gate`` applies the server's edges to every route (``kbctl.server.guard``): Host and
+Origin, the body's size, deadline, content type and depth.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from starlette.types import Receive, Scope, Send
 from ..config import Settings
 from ..errors import KbctlError
 from .agents import TOOLS, UNSCOPED, Agent, agent_from_settings, unavailable
+from .guard import HostRule, body_problem, replay_body
 from .metrics import Metrics
 from .service import CANCEL, Cancel, Service
-from .tools import Toolbox, error_status
+from .tools import Toolbox, error_status, validation_message
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,6 @@ __all__ = ["create_app"]
 
 _TOKEN_TTL = 30.0  # seconds a token's agent is remembered: a revoked token stops working within this
 _RAW_OPTIONS = ("mode", "per_doc", "fusion", "ef_search", "rerank", "prf", "explain")
-_OPEN = ("/healthz", "/metrics")
 
 
 class _State:
@@ -89,13 +91,16 @@ class _State:
         async with self.lock:
             app = self.mcp_apps.get(agent)
             if app is None:
+                from mcp.server.transport_security import TransportSecuritySettings
+
                 from .mcp import mcp_server
 
                 server = mcp_server(self.toolbox(agent))
                 app = server.streamable_http_app(
                     stateless_http=True,
                     json_response=True,
-                    host="127.0.0.1",
+                    # the gate has checked Host and Origin by the server's one rule (HostRule), for every route
+                    transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
                     max_request_body_size=self.settings.server.max_body_bytes,
                 )
                 await self.tg.start(_run_manager, server.session_manager)
@@ -124,10 +129,14 @@ async def _body(request: Request) -> dict:
         return {}
     try:
         obj = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise _BadRequest("the request body is not JSON") from None
     if not isinstance(obj, dict):
         raise _BadRequest("the request body must be a JSON object")
+    try:
+        json.dumps(obj, ensure_ascii=False, allow_nan=True).encode("utf-8")
+    except UnicodeEncodeError:
+        raise _BadRequest("the request body holds an escaped lone surrogate (\\ud800-\\udfff): not text") from None
     return obj
 
 
@@ -149,8 +158,6 @@ async def _call(request: Request, tool: str, args: dict) -> Response:
         return _error(404, str(unavailable("tool", tool)))
 
     def run():
-        if tool == "search_raw":
-            return box.search_result(**args).to_json()
         return validate_call(getattr(box, tool))(**args)
 
     return await _in_thread(request, tool, run)
@@ -167,7 +174,7 @@ async def _in_thread(request: Request, tool: str, run) -> Response:
             try:
                 out["result"] = await anyio.to_thread.run_sync(run)
             except ValidationError as e:
-                out["error"] = (400, _validation_message(e))
+                out["error"] = (400, validation_message(e))
             except KbctlError as e:
                 out["error"] = (error_status(e), e.message if hasattr(e, "message") else str(e))
             except Exception as e:  # an unexpected failure: logged here, a 500 without internals there
@@ -178,6 +185,8 @@ async def _in_thread(request: Request, tool: str, run) -> Response:
     finally:
         CANCEL.reset(reset)
     if cancel.cancelled:
+        client = request.scope.get("client") or ("?", 0)
+        log.info("client %s:%s left before its answer (%s)", *client[:2], tool)
         return _error(499, "client closed request")
     if "error" in out:
         return _error(*out["error"])
@@ -192,21 +201,17 @@ async def _watch_disconnect(request: Request, cancel: Cancel, scope) -> None:
             return
 
 
-def _validation_message(e: ValidationError) -> str:
-    parts = []
-    for err in e.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{where}: {err['msg']}")
-    return "invalid arguments: " + "; ".join(parts[:5])
-
-
 # -- routes ------------------------------------------------------------------------------------------
 
 
 async def search(request: Request) -> Response:
     args = await _body(request)
-    if args.pop("raw", False):
-        extra = args.pop("options", None) or {}
+    raw = args.pop("raw", False)
+    if not isinstance(raw, bool):
+        return _error(400, "invalid arguments: raw: Input should be a valid boolean")
+    if raw:
+        extra = args.pop("options", None)
+        extra = {} if extra is None else extra
         if not isinstance(extra, dict) or set(extra) - set(_RAW_OPTIONS):
             return _error(400, f"options may hold only {', '.join(_RAW_OPTIONS)}")
         bad = set(args) - {"query", "namespaces", "k", "filters"}
@@ -263,35 +268,93 @@ async def metrics(request: Request) -> Response:
     return PlainTextResponse(body, media_type=CONTENT_TYPE_LATEST)
 
 
-class _Gate:
-    """Authentication, body-size limit and the /mcp dispatch, in front of the routes."""
+class _ClientGone(Exception):
+    """The client closed its connection before its request was answered."""
 
-    def __init__(self, app: Starlette, state: _State) -> None:
-        self.app, self.state = app, state
+
+class _Gate:
+    """In front of every route: Host and Origin (``HostRule``), authentication, the request body
+    (size, deadline, content type, nesting depth) and the /mcp dispatch."""
+
+    def __init__(self, app: Starlette, state: _State, rule: HostRule) -> None:
+        self.app, self.state, self.rule = app, state, rule
+        srv = state.settings.server
+        self.limit = srv.max_body_bytes
+        self.body_seconds = float(srv.body_timeout)
+        self.open = ("/healthz", "/metrics") if srv.metrics_open else ("/healthz",)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in _OPEN:
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        limit = self.state.settings.server.max_body_bytes
-        length = dict(scope.get("headers") or []).get(b"content-length", b"0")
-        if length.isdigit() and int(length) > limit:
-            return await _error(413, f"the request body is larger than {limit} bytes")(scope, receive, send)
-        agent = await self.state.authenticate(scope)
-        if agent is None:
-            self.state.metrics.http.labels(route="auth", status="401").inc()
-            return await _error(401, "missing or invalid bearer token", **{"WWW-Authenticate": "Bearer"})(
+        try:
+            await self._serve(scope, receive, send)
+        except _ClientGone:
+            client = scope.get("client") or ("?", 0)
+            log.info("client %s:%s left before its answer (%s %s)", *client[:2], scope["method"], scope["path"])
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers") or [])
+        refusal = self.rule.check(headers)
+        if refusal is not None:
+            status = 421 if refusal.startswith("Host") else 403
+            log.info("refused %s %s: %s", scope["method"], scope["path"], refusal)
+            self.state.metrics.http.labels(route="host", status=str(status)).inc()
+            return await _error(status, refusal)(scope, receive, send)
+        length = headers.get(b"content-length", b"0")
+        if length.isdigit() and int(length) > self.limit:
+            return await _error(413, f"the request body is larger than {self.limit} bytes", Connection="close")(
                 scope, receive, send
             )
-        scope["kbctl.agent"] = agent
-        if scope["path"].rstrip("/") == "/mcp":
-            app = await self.state.mcp_app(agent)
-            return await app(scope, receive, send)
-        await self.app(scope, receive, send)
+        try:
+            body = await self._read_body(receive)
+        except _TooLarge as e:
+            return await _error(413, str(e), Connection="close")(scope, receive, send)
+        except TimeoutError:
+            message = f"the request body did not arrive within {self.body_seconds:g}s"
+            log.info("%s (%s %s)", message, scope["method"], scope["path"])
+            return await _error(408, message, Connection="close")(scope, receive, send)
+        problem = body_problem(scope["method"], headers, body)
+        if problem is not None:
+            return await _error(*problem)(scope, receive, send)
+        replay = replay_body(body, receive)
+        if scope["path"] not in self.open:
+            agent = await self.state.authenticate(scope)
+            if agent is None:
+                self.state.metrics.http.labels(route="auth", status="401").inc()
+                return await _error(401, "missing or invalid bearer token", **{"WWW-Authenticate": "Bearer"})(
+                    scope, replay, send
+                )
+            scope["kbctl.agent"] = agent
+            if scope["path"].rstrip("/") == "/mcp":
+                app = await self.state.mcp_app(agent)
+                return await app(scope, replay, send)
+        await self.app(scope, replay, send)
+
+    async def _read_body(self, receive: Receive) -> bytes:
+        """The whole request body, within ``[server] body_timeout`` seconds and ``max_body_bytes``."""
+        data = b""
+        with anyio.fail_after(self.body_seconds):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise _ClientGone
+                data += message.get("body", b"")
+                if len(data) > self.limit:
+                    raise _TooLarge(self.limit)
+                if not message.get("more_body", False):
+                    return data
 
 
-def create_app(settings: Settings, open_kb, *, warm: bool = True):
-    """The ASGI app of ``kbctl serve`` over knowledge bases ``open_kb(settings)`` makes (``KnowledgeBase``)."""
+def create_app(settings: Settings, open_kb=None, *, warm: bool = True, host: str | None = None):
+    """The ASGI app of ``kbctl serve`` over knowledge bases ``open_kb(settings)`` makes (``KnowledgeBase``),
+    listening on ``host`` (default ``[server] host``: it decides which Host headers are served)."""
     state = _State(settings, open_kb)
+    srv = settings.server
+    rule = HostRule(host or srv.host, srv.allowed_hosts)
+    if rule.wildcard and not srv.allowed_hosts:
+        log.warning("listening on every address: requests must name %s", rule.describe())
+    else:
+        log.info("requests must name %s", rule.describe())
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -315,7 +378,7 @@ def create_app(settings: Settings, open_kb, *, warm: bool = True):
     handlers = {_TooLarge: lambda r, e: _error(413, str(e)), _BadRequest: lambda r, e: _error(400, str(e))}
     inner = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
     inner.state.kb = state
-    return _Gate(inner, state)
+    return _Gate(inner, state, rule)
 
 
 _ = UNSCOPED

@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
+from ..api import KnowledgeBase
 from ..config import Settings
 from ..errors import KbctlError
 
@@ -48,10 +49,7 @@ class Cancel:
             self.cancelled = True
             kb = self.kb
         if kb is not None:
-            for conn in (kb._conn, *kb._sides.values()):
-                if conn is not None and not conn.closed:
-                    with contextlib.suppress(Exception):
-                        conn.cancel_safe(timeout=2)
+            kb.session.cancel(timeout=2)
 
 
 CANCEL: contextvars.ContextVar[Cancel | None] = contextvars.ContextVar("kbctl_cancel", default=None)
@@ -60,8 +58,8 @@ CANCEL: contextvars.ContextVar[Cancel | None] = contextvars.ContextVar("kbctl_ca
 class Service:
     """Pools of knowledge bases (one per tenant) over one set of settings."""
 
-    def __init__(self, settings: Settings, open_kb: Callable[[Settings], Any]) -> None:
-        self.settings, self.open_kb = settings, open_kb  # KnowledgeBase (passed in: kbctl.api imports this package)
+    def __init__(self, settings: Settings, open_kb: Callable[[Settings], Any] | None = None) -> None:
+        self.settings, self.open_kb = settings, open_kb or KnowledgeBase
         self.server = settings.server
         self.workers = self.server.workers
         self._pools: dict[str, queue.LifoQueue] = {}

@@ -8,21 +8,20 @@ each passage to its first sentences.
 
 import functools  # no `from __future__ import annotations`: the SDK and pydantic read these signatures at runtime
 import json
-import re
 import time
-from collections import Counter
 from typing import Annotated, Any, Callable
 
 from pydantic import Field
 
 from ..errors import UsageError
 from ..search.context import estimate_tokens, format_context
+from ..search.evidence import snip
 from ..types import Hit, SearchResult
 from .agents import Agent
 from .metrics import Metrics
 from .service import Service
 
-__all__ = ["Toolbox", "DESCRIPTIONS"]
+__all__ = ["Toolbox", "DESCRIPTIONS", "validation_message", "error_status"]
 
 DESCRIPTIONS = {
     "search_knowledge": (
@@ -53,14 +52,6 @@ DESCRIPTIONS = {
         "document, `useful` true or false. Only available when the server logs queries."
     ),
 }
-
-_STOP = frozenset(
-    """a an and are as at be been but by can could did do does for from had has have how i if in into is it
-its may might more most no not of on or our over should so such than that the their them then there these they this
-those to under up was we were what when where which while who whom why will with would you your""".split()
-)
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]+")
-_SENT = re.compile(r"(?<=[.!?])\s+")
 
 Namespaces = Annotated[
     list[str] | None, Field(description="Namespaces to search (default: every one this agent may use).")
@@ -164,26 +155,25 @@ class Toolbox:
         *,
         labels: dict,
     ) -> dict[str, Any]:
-        result, query_id = self._search(
-            "verify_claim", claim, namespaces, k=k, filters=filters, mode="hybrid", explain=True
+        check, query_id = self._search(
+            "verify_claim",
+            claim,
+            namespaces,
+            k=k,
+            filters=filters,
+            call=lambda kb, scope, **o: kb.verify_claim(claim, scope, **o),
         )
-        labels.update(mode=result.mode, strategy=result.strategy)
-        terms = key_terms(claim)
-        sim_min, terms_min = self.limits.evidence_min_similarity, self.limits.evidence_min_terms
-        with self.service.kb(self.agent.tenant) as kb:
-            similarity = claim_similarities(kb, claim, result.hits)
-        evidence = []
-        for h in result.hits:
-            s = evidence_signals(h, terms, similarity.get((h.namespace, h.chunk_id)))
-            s["supports"] = (s["dense_similarity"] or 0) >= sim_min and s["key_terms_found"] >= terms_min
-            evidence.append({**_passage(h, snippets=False), "signals": s})
+        labels.update(mode=check.result.mode, strategy=check.result.strategy)
+        evidence = [
+            {**_passage(h, snippets=False), "signals": s} for h, s in zip(check.result.hits, check.signals, strict=True)
+        ]
         page, _ = self._page(evidence, None, None)
         return {
             "query_id": query_id,
             "claim": claim,
-            "key_terms": terms,
-            "evidence_found": any(e["signals"]["supports"] for e in evidence),
-            "thresholds": {"dense_similarity": sim_min, "key_terms_found": terms_min},
+            "key_terms": check.key_terms,
+            "evidence_found": check.evidence_found,
+            "thresholds": check.thresholds,
             "evidence": page,
         }
 
@@ -201,24 +191,24 @@ class Toolbox:
     ) -> dict[str, Any]:
         budget = budget or self.agent.budget or 4000
         self._check_budget(budget)
-        first, query_id = self._search("research_topic", topic, namespaces, k=20, mode="hybrid", prf="hybrid")
-        labels.update(mode=first.mode, strategy=first.strategy)
-        terms = feedback_terms(topic, first.hits[:5])
-        subs = [f"{topic} {t}" for t in terms[:3]]
-        pool = {(h.namespace, h.chunk_id): h for h in first.hits}
-        for q in subs:
-            more, _ = self._search(None, q, namespaces, k=10, mode="hybrid")
-            for h in more.hits:
-                pool.setdefault((h.namespace, h.chunk_id), h)
-        with self.service.kb(self.agent.tenant) as kb:
-            vectors = kb.passage_vectors(list(pool.values()))
-        picked = mmr(list(pool.values()), vectors, lambda_=0.7, n=len(pool))  # the budget decides how many fit
+        cap = min(budget, self._cap())
+        found, query_id = self._search(
+            "research_topic",
+            topic,
+            namespaces,
+            k=20,
+            call=lambda kb, scope, **o: kb.research(topic, scope, budget=cap, **o),
+        )
+        labels.update(mode=found.result.mode, strategy=found.result.strategy)
+        for more in found.sub_results:
+            if more.withheld:
+                self.metrics.withheld.labels(tool="search").inc(more.withheld)
         return {
             "query_id": query_id,
             "topic": topic,
-            "sub_queries": subs,
-            "feedback_terms": terms,
-            "documents": _grouped(picked, min(budget, self._cap())),
+            "sub_queries": found.sub_queries,
+            "feedback_terms": found.feedback_terms,
+            "documents": _without_server_paths(found.documents),
         }
 
     @tool
@@ -238,9 +228,11 @@ class Toolbox:
         with self.service.kb(self.agent.tenant) as kb:
             scope = self.agent.scope(None, kb.namespace_names())
             doc = kb.document(doc_id, scope, around_chunk=around_chunk, window=window, principal=self.agent.principal)
-        chunks = [{**c, "text": _snip(c["text"]) if snippets else c["text"]} for c in doc.pop("chunks")]
+        chunks = [{**c, "text": snip(c["text"]) if snippets else c["text"]} for c in doc.pop("chunks")]
         page, next_cursor = self._page(chunks, limit, cursor)
-        return {**doc, "metadata": dict(doc["metadata"] or {}), "chunks": page, "next_cursor": next_cursor}
+        meta = dict(doc["metadata"] or {})
+        doc = {**doc, "source": display_source(doc["uri"], meta), "metadata": meta}
+        return _without_server_paths({**doc, "chunks": page, "next_cursor": next_cursor})
 
     @tool
     def list_namespaces(self, *, labels: dict) -> dict[str, Any]:
@@ -273,14 +265,40 @@ class Toolbox:
     # -- the search behind three tools, and the JSON API's raw search ---------------------------------
 
     def search_result(self, query: str, namespaces: list[str] | None = None, **options: Any) -> SearchResult:
-        """A plain ``SearchResult`` within the agent's scope (``/v1/search`` with ``"raw": true``)."""
+        """A plain ``SearchResult`` within the agent's scope."""
         self.agent.check_tool("search_knowledge")
         result, _ = self._search(None, query, namespaces, **options)
         return result
 
+    def search_raw(
+        self,
+        query: str,
+        namespaces: list[str] | None = None,
+        k: Annotated[int | None, Field(ge=1)] = None,
+        filters: list[str] | None = None,
+        mode: str = "auto",
+        per_doc: int | None = None,  # ranges: checked by the library (SearchOptions), as for the CLI
+        fusion: str | None = None,
+        ef_search: int | None = None,
+        rerank: bool | None = None,
+        prf: str | None = None,
+        explain: bool = False,
+    ) -> dict[str, Any]:
+        """``/v1/search`` with ``"raw": true``: the ``SearchResult`` as JSON, its arguments typed like the tools'."""
+        options = dict(per_doc=per_doc, fusion=fusion, ef_search=ef_search, rerank=rerank, prf=prf, explain=explain)
+        result = self.search_result(query, namespaces, k=k, filters=filters, mode=mode, **options)
+        return _without_server_paths(result.to_json())
+
     def _search(
-        self, tool_name: str | None, query: str, namespaces: list[str] | None, **options: Any
-    ) -> tuple[SearchResult, int | None]:
+        self,
+        tool_name: str | None,
+        query: str,
+        namespaces: list[str] | None,
+        call: Callable[..., Any] | None = None,
+        **options: Any,
+    ) -> tuple[Any, int | None]:
+        """``kb.search`` (or ``call(kb, scope, k=, filters=, principal=)``, a library verb whose answer
+        has the ``result``) within the agent's scope and limits; the answer and its logged query id."""
         if not isinstance(query, str) or len(query) > self.limits.max_query_chars:
             raise UsageError(f"query is longer than {self.limits.max_query_chars} characters")
         k = options.pop("k", None) or self.agent.k
@@ -291,13 +309,20 @@ class Toolbox:
             if not scope:
                 raise UsageError("no namespace is available to search")
             filters = options.pop("filters", None) or ()
-            result = kb.search(query, scope, k=k, filters=filters, principal=self.agent.principal, **options)
+            if call is None:
+                answer = result = kb.search(
+                    query, scope, k=k, filters=filters, principal=self.agent.principal, **options
+                )
+            else:
+                kw = {"k": k} if k is not None else {}
+                answer = call(kb, scope, filters=filters, principal=self.agent.principal, **kw, **options)
+                result = answer.result
             query_id = (
                 kb.log_query(self.agent.name, tool_name, result) if tool_name and self.limits.log_queries else None
             )
         if result.withheld:
             self.metrics.withheld.labels(tool=tool_name or "search").inc(result.withheld)
-        return result, query_id
+        return answer, query_id
 
     def _cap(self) -> int:
         return self.limits.max_output_tokens
@@ -316,10 +341,37 @@ class Toolbox:
             cost = estimate_tokens(json.dumps(item, default=str))
             if out and used + cost > self._cap():
                 break
-            out.append(item if used + cost <= self._cap() else {**item, "text": _snip(item.get("text", ""))})
+            out.append(item if used + cost <= self._cap() else {**item, "text": snip(item.get("text", ""))})
             used += cost
         nxt = start + len(out)
         return out, (str(nxt) if nxt < len(items) else None)
+
+
+def display_source(uri: str, meta: dict) -> str:
+    """How an answer names a document: a file by its path under the folder it was ingested from
+    (its basename when that is unknown), anything else by its URI (as search hits cite it)."""
+    if not uri.startswith("file://"):
+        return uri
+    return str(meta.get("path") or uri.rstrip("/").rsplit("/", 1)[-1])
+
+
+def _without_server_paths(obj: Any) -> Any:
+    """``obj`` without the server's own paths: no ``file://`` URI and no ``abs_path`` at any depth
+    (an agent learns a document's ``source``, its path under the ingested folder, instead)."""
+    if isinstance(obj, dict):
+        return {
+            k: _public_source(v) if k == "source" else _without_server_paths(v)
+            for k, v in obj.items()
+            if k != "abs_path" and not (k in ("uri", "parent_uri") and isinstance(v, str) and v.startswith("file://"))
+        }
+    if isinstance(obj, list):
+        return [_without_server_paths(v) for v in obj]
+    return obj
+
+
+def _public_source(source: Any) -> Any:
+    """A hit's ``source`` as an agent sees it: a bare ``file://`` URI (no ingested path) is cut to its basename."""
+    return display_source(source, {}) if isinstance(source, str) else source
 
 
 def _context(result: SearchResult, budget: int) -> str:
@@ -351,127 +403,19 @@ def _passage(h: Hit, snippets: bool) -> dict[str, Any]:
     return {
         **_cite(h),
         "title": h.title,
-        "source": h.source,
+        "source": _public_source(h.source),
         "relevance": h.relevance,
-        "text": _snip(h.text) if snippets else h.text,
+        "text": snip(h.text) if snippets else h.text,
     }
 
 
-def _snip(text: str, tokens: int = 60) -> str:
-    out = ""
-    for s in _SENT.split(text.strip()):
-        if out and estimate_tokens(out + " " + s) > tokens:
-            break
-        out = (out + " " + s).strip()
-    words = out.split()
-    return out if estimate_tokens(out) <= tokens else " ".join(words[: tokens * 3 // 4]) + " …"
-
-
-def key_terms(text: str) -> list[str]:
-    """The claim's content words (lowercase, no stopwords, no repeats), in order."""
-    return list(dict.fromkeys(w.lower() for w in _WORD.findall(text) if w.lower() not in _STOP))
-
-
-def _stem(w: str) -> str:
-    return w[:6] if len(w) > 6 else w
-
-
-def claim_similarities(kb: Any, claim: str, hits: tuple[Hit, ...] | list[Hit]) -> dict[tuple[str, int], float]:
-    """Cosine similarity of the claim's embedding and each hit's stored chunk vector, keyed by
-    (namespace, chunk_id): for every hit, also those only the lexical lane found (whose dense lane
-    score is unknown). The claim is embedded once per profile among the hits' namespaces."""
-    import numpy as np
-
-    from ..embed import get_embedder
-
-    if not hits:
-        return {}
-    vectors, profiles = kb.passage_vectors_and_profiles(list(hits))
-    claims: dict[str, Any] = {}
-    out: dict[tuple[str, int], float] = {}
-    for h in hits:
-        v = vectors.get((h.namespace, h.chunk_id))
-        if v is None:
-            continue
-        prof = profiles[h.namespace]
-        if prof.name not in claims:
-            q = np.asarray(get_embedder(prof, purpose="query").embed_query(claim), dtype=np.float32)
-            claims[prof.name] = q / (np.linalg.norm(q) or 1.0)
-        out[(h.namespace, h.chunk_id)] = round(float(claims[prof.name] @ (v / (np.linalg.norm(v) or 1.0))), 6)
-    return out
-
-
-def evidence_signals(h: Hit, terms: list[str], similarity: float | None = None) -> dict[str, Any]:
-    """Dense similarity (``similarity``, else the dense lane's score), share of the key terms found
-    (matched on their first 6 letters) and lane agreement."""
-    words = {_stem(w.lower()) for w in _WORD.findall(h.text + " " + h.title)}
-    found = [t for t in terms if _stem(t) in words]
-    dense, lexical = h.lanes.get("dense") or {}, h.lanes.get("lexical") or {}
-    agree = sum(1 for lane in (dense, lexical) if lane.get("rank") is not None) / 2
-    return {
-        "dense_similarity": similarity if similarity is not None else dense.get("score"),
-        "key_terms_found": round(len(found) / max(len(terms), 1), 3),
-        "matched_terms": found,
-        "lane_agreement": agree,
-    }
-
-
-def feedback_terms(topic: str, hits: tuple[Hit, ...] | list[Hit], n: int = 5) -> list[str]:
-    """The words most frequent across the feedback passages (in two or more when there are several), not in the topic."""
-    own = {_stem(t) for t in key_terms(topic)}
-    df: Counter[str] = Counter()
-    for h in hits:
-        df.update({w for w in key_terms(h.text) if len(w) > 3 and _stem(w) not in own and not w.isdigit()})
-    floor = 2 if len(hits) > 2 else 1
-    return [w for w, c in df.most_common(n * 3) if c >= floor][:n]
-
-
-def mmr(hits: list[Hit], vectors: dict, lambda_: float, n: int) -> list[Hit]:
-    """Maximal marginal relevance: each next hit the most relevant and least like those picked."""
-    import numpy as np
-
-    def rel(h: Hit) -> float:
-        return h.relevance if h.relevance is not None else (h.score or 0.0)
-
-    def unit(h: Hit):
-        v = vectors.get((h.namespace, h.chunk_id))
-        return None if v is None else v / (np.linalg.norm(v) or 1.0)
-
-    units = {id(h): unit(h) for h in hits}
-    left, picked = sorted(hits, key=rel, reverse=True), list[Hit]()
-    while left and len(picked) < n:
-
-        def score(h: Hit) -> float:
-            u = units[id(h)]
-            sims = [float(u @ units[id(p)]) for p in picked if u is not None and units[id(p)] is not None]
-            return lambda_ * rel(h) - (1 - lambda_) * max(sims, default=0.0)
-
-        best = max(left, key=score)
-        picked.append(best)
-        left.remove(best)
-    return picked
-
-
-def _grouped(hits: list[Hit], budget: int) -> list[dict]:
-    """Passages grouped by document (first picked first), added while they fit ``budget`` tokens."""
-    docs: dict[tuple[str, int], dict] = {}
-    used = 0
-    for h in hits:
-        cost = estimate_tokens(h.text) + 20
-        if used + cost > budget:
-            text = _snip(h.text)
-            cost = estimate_tokens(text) + 20
-            if used + cost > budget:
-                continue
-        else:
-            text = h.text
-        used += cost
-        d = docs.setdefault(
-            (h.namespace, h.doc_id),
-            {"doc_id": h.doc_id, "title": h.title, "source": h.source, "namespace": h.namespace, "passages": []},
-        )
-        d["passages"].append({"chunk_id": h.chunk_id, "citation": h.citation, "relevance": h.relevance, "text": text})
-    return list(docs.values())
+def validation_message(e: Any) -> str:
+    """A pydantic ``ValidationError`` as one line: each wrong argument and what was wrong with it."""
+    parts = []
+    for err in e.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        parts.append(f"{where}: {err['msg']}")
+    return "invalid arguments: " + "; ".join(parts[:5])
 
 
 def error_status(e: Exception) -> int:

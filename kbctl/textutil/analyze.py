@@ -40,13 +40,18 @@ class Analyzer:
 
             self._stem = Stemmer.Stemmer(language).stemWord
 
+    def words(self, text: str) -> list[str]:
+        """The words of ``text``, lower-cased, stopwords dropped, in order with repeats (unstemmed)."""
+        return [w for w in _WORD.findall(text.lower()) if w not in self.stopwords]
+
+    def stem(self, word: str) -> str:
+        """``word``'s Snowball stem (itself for language ``none``)."""
+        return self._stem(word) if self._stem else word
+
     def terms(self, text: str) -> list[str]:
         """Index terms of ``text`` in order, with repeats."""
-        out = []
-        for w in _WORD.findall(text.lower()):
-            if w in self.stopwords:
-                continue
-            out.append(self._stem(w) if self._stem else w)
+        stem = self._stem  # inline (no method call per word): this runs over every chunk at ingest
+        out = [stem(w) for w in self.words(text)] if stem else self.words(text)
         for m in _IDENT.finditer(text):
             ident = m.group(0)
             if any(c.isdigit() for c in ident) or "_" in ident or ident.isupper():

@@ -85,10 +85,14 @@ def in_process(server, *args: str):
 
 
 def _untimed(stdout: bytes) -> list:
-    """The JSON lines printed, without the one field that differs between two runs (timings)."""
+    """The JSON lines printed, without the one field that differs between two runs (timings) and
+    the server's paths, which a server's answer leaves out (issue 26: ``metadata.uri``, ``abs_path``)."""
     rows = [json.loads(line) for line in stdout.decode().splitlines()]
     for r in rows:
         (r.get("details") or {}).pop("timings_ms", None)
+        for hit in r.get("hits") or ([r] if "metadata" in r else []):
+            for key in ("uri", "abs_path"):
+                (hit.get("metadata") or {}).pop(key, None)
     return rows
 
 

@@ -290,8 +290,6 @@ def test_verify_claim_embeds_the_claim_with_the_generation_that_made_the_vectors
     """A namespace declared in the config with its first profile, moved to a 768-d generation:
     the claim must be embedded by the active generation's profile (it was embedded by the declared
     384-d one, and the similarity of a 384-d claim with 768-d vectors failed)."""
-    from kbctl.server.tools import claim_similarities
-
     cfg = tmp_path / "declared.toml"
     cfg.write_text(CONFIG + '\n[namespaces.vcl]\nprofile = "hash-384"\n')
     kb = kbctl.open(config=str(cfg), home=env["KBCTL_HOME"], tenant=env["KBCTL_TENANT"])
@@ -299,9 +297,9 @@ def test_verify_claim_embeds_the_claim_with_the_generation_that_made_the_vectors
         kb.ingest_records(_records(10), "vcl", verify=False)
         kb.reembed("vcl", "hash-768")
         kb.swap_generation("vcl")
-        result = kb.search("boat sail wind", "vcl", mode="hybrid", k=3)
-        sims = claim_similarities(kb, "boat sail wind", result.hits)
-        assert len(sims) == len(result.hits) == 3
-        assert max(sims.values()) > 0.5  # the claim's own words, by the model that made the vectors
+        check = kb.verify_claim("boat sail wind", "vcl", k=3)
+        sims = [s["dense_similarity"] for s in check.signals]
+        assert len(sims) == len(check.result.hits) == 3 and all(isinstance(s, float) for s in sims)
+        assert max(sims) > 0.5  # the claim's own words, by the model that made the vectors
     finally:
         kb.close()

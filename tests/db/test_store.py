@@ -280,9 +280,9 @@ def test_hybrid_runs_the_dense_lane_on_its_own_connection(kb):
     r = kb.search("refund to the original payment method", "parallel", mode="hybrid")
     assert r.hits and r.hits[0].source == "mem://refunds"
     assert set(r.hits[0].lanes) == {"lexical", "dense"}
-    assert "dense" in kb._sides  # the dense lane ran on the side connection
+    assert "dense" in kb.session.sides  # the dense lane ran on the side connection
     kb.close()
-    assert kb._sides == {}
+    assert kb.session.sides == {}
 
 
 @pytest.mark.parametrize("exact", [False, True])

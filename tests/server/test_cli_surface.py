@@ -33,7 +33,11 @@ def test_search_forwards_to_the_server_and_falls_back(served, cli):
         tenant_override=served.tenant,
         env=env(served, KBCTL_SERVER="http://127.0.0.1:9", KBCTL_TOKEN="x"),
     )
-    assert down.returncode == 0 and json.loads(down.stdout)["hits"] == json.loads(p.stdout)["hits"]
+    assert down.returncode == 0
+    local = json.loads(down.stdout)["hits"]
+    for hit in local:  # an answer of the server holds no server paths (issue 26): the rest is the same
+        hit["metadata"] = {k: v for k, v in hit["metadata"].items() if k not in ("uri", "abs_path")}
+    assert local == json.loads(p.stdout)["hits"]
     refused = cli(
         "search",
         "refund",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from kbctl.search.engine import _near_duplicate, _shape, _shingles
+from kbctl.search.shape import near_duplicate as _near_duplicate
+from kbctl.search.shape import shape as _shape
+from kbctl.search.shape import shingles as _shingles
 
 BASE = (
     "Refunds are issued to the original payment method within five business days after the "

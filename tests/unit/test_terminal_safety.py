@@ -2,7 +2,7 @@
 file name, an item's error) never reaches a terminal as a control sequence or as rich markup.
 
 Every human format of a search (table, markdown, context) on both render paths (the CLI's
-``kbctl.cli.render`` and the fast path's ``kbctl.cli.fast._render``), tables of other listings,
+``kbctl.cli.render`` and the one renderer both paths share, ``kbctl.cli.search_spec.render``), tables of other listings,
 warnings, notes and the error line. JSON stays exact: it decodes to the stored text.
 """
 
@@ -86,7 +86,7 @@ def test_cli_render_neutralises_hits(capsys, fmt):
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "json", "jsonl"])
 def test_fast_path_render_neutralises_hits(capsys, fmt):
-    from kbctl.cli.fast import _render
+    from kbctl.cli.search_spec import render as _render
 
     _render(_result(), fmt, quiet=False)
     cap = capsys.readouterr()
@@ -155,7 +155,7 @@ def test_rendered_output_never_holds_control_characters(text, title, source):
     from rich.console import Console
 
     from kbctl.cli import render
-    from kbctl.cli.fast import _render
+    from kbctl.cli.search_spec import render as _render
 
     result = _result(_hit(text, title, source), query=title)
     buf = io.StringIO()

@@ -1,8 +1,8 @@
-"""Evaluation against a knowledge base: import collections, search adapters, sweeps.
+"""``kb.evals``: evaluation against a knowledge base: import collections, evaluate, sweep.
 
 ``kbctl.evals`` is pure (metrics, datasets, runner, report) and never touches the database; this
 module connects it to a ``KnowledgeBase``: it imports a BEIR corpus through the normal pipeline and
-turns ``kb.search`` into the document-level search function the runner scores.
+turns ``kb.search`` into the document-level search function the runner scores (``search_fn``).
 """
 
 from __future__ import annotations
@@ -14,26 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from .errors import ConfigError, UsageError
+from ..errors import ConfigError, UsageError
+from ._boundary import Part, psycopg_boundary
 
 if TYPE_CHECKING:
-    from .evals import CompareRow, EvalReport, Gate
+    from ..evals import CompareRow, EvalReport, Gate
+    from ..ingest.pipeline import Progress, RunReport
+    from ..types import Principal
 
-__all__ = ["import_beir", "search_fn", "MODES", "sweep", "evaluate", "EvalRun"]
+__all__ = ["Evals", "search_fn", "MODES", "EvalRun"]
 
 # "prf": hybrid search with pseudo-relevance feedback (prf = "hybrid"), the quality mode.
 MODES = ("lexical", "dense", "hybrid", "rerank", "prf")
-
-
-def import_beir(kb, path: Path, namespace: str, *, profile: str | None = None, progress=None):
-    """Ingest a BEIR ``corpus.jsonl`` as documents keyed by their ``_id`` (incremental)."""
-    from .evals import iter_beir_corpus
-
-    records = (
-        {"id": d["_id"], "title": d.get("title", ""), "text": d.get("text", ""), "metadata": d.get("metadata") or {}}
-        for d in iter_beir_corpus(Path(path))
-    )
-    return kb.ingest_records(records, namespace, profile=profile, progress=progress)
 
 
 class _KeyResolver:
@@ -142,35 +134,6 @@ def search_fn(kb, dataset, namespace: str | None, depth: int, extra: dict | None
     return search
 
 
-def sweep(
-    kb,
-    dataset,
-    namespace: str | None,
-    *,
-    depth: int = 100,
-    limit: int | None = None,
-    grid: Mapping[str, Sequence[Any]] | None = None,
-    metric: str = "ndcg@10",
-) -> list[tuple[dict, float]]:
-    """Evaluate hybrid search over a grid of fusion settings; best first."""
-    from .evals import run_eval
-
-    grid = grid or {"fusion": ["rrf"], "rrf_k": [10, 30, 60, 100], "candidates": [50, 100, 200]}
-    names = list(grid)
-    results = []
-    for values in itertools.product(*(grid[n] for n in names)):
-        opts = dict(zip(names, values))
-        if opts.get("fusion") == "rrf" and "dense_weight" in opts and opts["dense_weight"] != grid["dense_weight"][0]:
-            continue  # the weight does not matter to RRF
-        if opts.get("fusion") == "convex" and "rrf_k" in opts and opts["rrf_k"] != grid["rrf_k"][0]:
-            continue
-        label = ",".join(f"{k}={v}" for k, v in opts.items())
-        fn = search_fn(kb, dataset, namespace, depth, {"lane": "hybrid", **opts})
-        rep = run_eval(dataset, fn, [label], depth=depth, limit=limit)
-        results.append((opts, rep.modes[0].metrics[metric]))
-    return sorted(results, key=lambda r: -r[1])
-
-
 @dataclass(frozen=True)
 class EvalRun:
     """One ``kb.evaluate``: the report, the gates it failed and, with a baseline, the comparison."""
@@ -192,62 +155,122 @@ class EvalRun:
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON (settings, metrics and per-query scores): a later run's baseline."""
-        from .evals import report_to_json
+        from ..evals import report_to_json
 
         return report_to_json(self.report)
 
     def html(self) -> str:
         """A self-contained HTML report comparing the first two modes."""
-        from .evals import render_html
+        from ..evals import render_html
 
         names = self.report.mode_names
         return render_html(self.report, (names[0], names[1]) if len(names) >= 2 else None)
 
     def write_junit(self, path: Path) -> None:
         """JUnit XML of the gates: one testcase per mode and gate."""
-        from .evals import write_junit
+        from ..evals import write_junit
 
         write_junit(self.report, self.gates, path)
 
 
-def evaluate(
-    kb,
-    dataset: Path,
-    *,
-    namespace: str | None = None,
-    modes: Sequence[str] = ("lexical", "dense", "hybrid"),
-    k: int = 10,
-    depth: int = 100,
-    split: str = "test",
-    limit: int | None = None,
-    gates: Sequence[str] = (),
-    baseline: str | Path | Mapping[str, Any] | None = None,
-    tolerance: float = 0.01,
-    principal: Any = None,
-    generation: str | None = None,
-) -> EvalRun:
-    """Run ``dataset``'s queries through ``kb.search`` in each mode; check ``gates`` and ``baseline``.
+@psycopg_boundary
+class Evals(Part):
+    """Measure retrieval quality (``kbctl eval``): import a collection, evaluate, sweep."""
 
-    Gates and the baseline are read before any query runs, so a typo fails at once.
-    """
-    from .evals import check_gates, compare, load_dataset, parse_gate, run_eval
+    def import_beir(
+        self, path: str | Path, namespace: str, *, profile: str | None = None, progress: Progress | None = None
+    ) -> RunReport:
+        """Ingest a BEIR ``corpus.jsonl`` as documents keyed by their ``_id`` (incremental, the normal pipeline)."""
+        from ..evals import iter_beir_corpus
 
-    ds = load_dataset(dataset, split=split)
-    parsed = tuple(parse_gate(g) for g in gates)
-    base = _read_baseline(baseline) if baseline is not None else None
-    ns = namespace or (ds.queries[0].namespace if ds.queries else None)
-    settings = {"namespace": namespace, "profile": kb.profile_for(ns).name if ns else None}
-    if principal is not None:  # the run sees only what this principal may view
-        settings["principal"] = str(principal)
-    extra: dict[str, Any] = {"principal": principal} if principal is not None else {}
-    if generation is not None:  # the namespace's shadow (or previous) generation, not the active one
-        settings["generation"] = generation
-        extra["generation"] = generation
-    rep = run_eval(
-        ds, search_fn(kb, ds, namespace, depth, extra), list(modes), k=k, depth=depth, limit=limit, settings=settings
-    )
-    rows, regressions = compare(rep, base, tolerance) if base is not None else ([], [])
-    return EvalRun(rep, parsed, tuple(check_gates(rep, parsed)), tuple(rows), tuple(regressions))
+        records = (
+            {
+                "id": d["_id"],
+                "title": d.get("title", ""),
+                "text": d.get("text", ""),
+                "metadata": d.get("metadata") or {},
+            }
+            for d in iter_beir_corpus(Path(path))
+        )
+        return self.kb.ingestion.ingest_records(records, namespace, profile=profile, progress=progress)
+
+    def evaluate(
+        self,
+        dataset: str | Path,
+        *,
+        namespace: str | None = None,
+        modes: Sequence[str] = ("lexical", "dense", "hybrid"),
+        k: int = 10,
+        depth: int = 100,
+        split: str = "test",
+        limit: int | None = None,
+        gates: Sequence[str] = (),
+        baseline: str | Path | Mapping[str, Any] | None = None,
+        tolerance: float = 0.01,
+        principal: Principal | None = None,
+        generation: str | None = None,
+    ) -> EvalRun:
+        """Score each search mode on a dataset's queries, then check ``gates`` and a ``baseline``.
+
+        ``dataset`` is a BEIR folder or a golden JSONL file; a gate reads ``ndcg@10=0.65`` or
+        ``hybrid:recall@10=0.8``; ``baseline`` is an earlier report (its JSON, or the file), and a
+        quality metric more than ``tolerance`` below it is a regression. ``run.ok`` is False when a
+        gate fails or a metric regressed. ``principal``: the queries are searched as this principal
+        (hits they may not view are withheld, as in ``search``). ``generation``: search the
+        namespace's ``shadow`` (or ``previous``) generation instead of the active one.
+        Gates and the baseline are read before any query runs, so a typo fails at once.
+        """
+        from ..evals import check_gates, compare, load_dataset, parse_gate, run_eval
+
+        ds = load_dataset(Path(dataset), split=split)
+        parsed = tuple(parse_gate(g) for g in gates)
+        base = _read_baseline(baseline) if baseline is not None else None
+        ns = namespace or (ds.queries[0].namespace if ds.queries else None)
+        settings = {"namespace": namespace, "profile": self.kb.namespaces.profile_for(ns).name if ns else None}
+        if principal is not None:  # the run sees only what this principal may view
+            settings["principal"] = str(principal)
+        extra: dict[str, Any] = {"principal": principal} if principal is not None else {}
+        if generation is not None:  # the namespace's shadow (or previous) generation, not the active one
+            settings["generation"] = generation
+            extra["generation"] = generation
+        fn = search_fn(self.kb, ds, namespace, depth, extra)
+        rep = run_eval(ds, fn, list(modes), k=k, depth=depth, limit=limit, settings=settings)
+        rows, regressions = compare(rep, base, tolerance) if base is not None else ([], [])
+        return EvalRun(rep, parsed, tuple(check_gates(rep, parsed)), tuple(rows), tuple(regressions))
+
+    def sweep(
+        self,
+        dataset: str | Path,
+        *,
+        namespace: str | None = None,
+        split: str = "test",
+        depth: int = 100,
+        limit: int | None = None,
+        grid: Mapping[str, Sequence[Any]] | None = None,
+        metric: str = "ndcg@10",
+    ) -> list[tuple[dict, float]]:
+        """Evaluate hybrid search over a grid of fusion settings; (settings, ``metric``) pairs, best first."""
+        from ..evals import load_dataset, run_eval
+
+        ds = load_dataset(Path(dataset), split=split)
+        grid = grid or {"fusion": ["rrf"], "rrf_k": [10, 30, 60, 100], "candidates": [50, 100, 200]}
+        names = list(grid)
+        results = []
+        for values in itertools.product(*(grid[n] for n in names)):
+            opts = dict(zip(names, values))
+            if (
+                opts.get("fusion") == "rrf"
+                and "dense_weight" in opts
+                and opts["dense_weight"] != grid["dense_weight"][0]
+            ):
+                continue  # the weight does not matter to RRF
+            if opts.get("fusion") == "convex" and "rrf_k" in opts and opts["rrf_k"] != grid["rrf_k"][0]:
+                continue
+            label = ",".join(f"{k}={v}" for k, v in opts.items())
+            fn = search_fn(self.kb, ds, namespace, depth, {"lane": "hybrid", **opts})
+            rep = run_eval(ds, fn, [label], depth=depth, limit=limit)
+            results.append((opts, rep.modes[0].metrics[metric]))
+        return sorted(results, key=lambda r: -r[1])
 
 
 def _read_baseline(baseline: str | Path | Mapping[str, Any]) -> Mapping[str, Any]:

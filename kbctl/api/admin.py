@@ -1,0 +1,144 @@
+"""``kb.admin``: the database (status, migrate, optimize, the embedded server), the resolved
+settings, and the run ledger (runs, errors, stats)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..store import admin as admin_store
+from ..store import reading
+from ..store import runs as runs_store
+from ..store.namespaces import namespace_ids
+from ._boundary import Part, psycopg_boundary
+
+if TYPE_CHECKING:
+    from ..store.db import Migration
+
+__all__ = ["Admin", "DatabaseStatus"]
+
+
+@psycopg_boundary
+class Admin(Part):
+    """``kbctl db``, ``kbctl config``, ``kbctl runs``/``errors`` and ``kbctl stats``."""
+
+    def migrate(self, target: int | None = None) -> list[Migration]:
+        """Apply pending schema migrations (up to version ``target``); returns those applied now.
+
+        Each runs in a transaction under an advisory lock, so concurrent callers apply it once.
+        """
+        return self.session.db.migrate(target=target)
+
+    def db_status(self) -> DatabaseStatus:
+        """The server, its PostgreSQL and pgvector versions, and every migration with its checksum.
+
+        On a connection of its own that does not migrate: pending migrations show as not applied.
+        """
+        db = self.session.db
+        conn = db.connect(register=False)
+        try:
+            rows = db.status(conn)
+            version, pgvector = admin_store.server_versions(conn)
+        finally:
+            conn.close()
+        home, pgdata = (self.settings.home, db.pgdata) if db.embedded else (None, None)
+        return DatabaseStatus(db.embedded, home, pgdata, version, pgvector, rows)
+
+    def optimize(self, *, reindex: bool = False, full: bool = False) -> list[dict]:
+        """Vacuum and analyze kbctl's tables; ``reindex`` also compacts their B-tree indexes, ``full``
+        rewrites everything under exclusive locks. Returns each table's bytes before and after."""
+        conn = self.session.db.connect(register=False)  # autocommit: VACUUM cannot run in a transaction
+        try:
+            return admin_store.optimize(conn, reindex=reindex, full=full)
+        finally:
+            conn.close()
+
+    def start_server(self) -> Path | None:
+        """Start the embedded server (it stays up until ``stop_server``); its data directory, or None with a DSN."""
+        if not self.session.db.embedded:
+            return None
+        self.session.db.dsn()
+        return self.session.db.pgdata
+
+    def stop_server(self) -> bool:
+        """Stop the embedded server; False when none was running."""
+        return self.session.db.stop()
+
+    def dsn(self) -> str:
+        """The connection URL (the embedded server is started when there is no DSN)."""
+        return self.session.db.dsn()
+
+    def config_report(self, profile: str | None = None) -> dict:
+        """The resolved settings: the layers read, every setting, a profile's pin and fingerprint,
+        and the precision decision recorded on this machine (read, never measured here)."""
+        from ..embed.precision import cached_decision
+
+        prof = self.settings.profile(profile)
+        return {
+            "sources": list(self.settings.sources),
+            "settings": self.settings.as_dict(),
+            "profile": {"name": prof.name, "fingerprint": prof.fingerprint, **prof.pin},
+            "precision": _precision_json(prof.precision, cached_decision(prof)),
+        }
+
+    # -- the run ledger ----------------------------------------------------------------------------
+
+    def runs(self, namespace: str | None = None, limit: int = 20) -> list[dict]:
+        """The latest runs (of ``namespace``, else of every namespace of the tenant), newest first."""
+        return runs_store.list_runs(self._conn(), self._ns_ids(namespace), limit)
+
+    def errors(self, namespace: str | None = None, run_id: int | None = None, limit: int = 100) -> list[dict]:
+        """The items the latest runs (or run ``run_id``) recorded as failed, newest first."""
+        return runs_store.list_errors(self._conn(), self._ns_ids(namespace), run_id, limit)
+
+    def stats(self) -> dict:
+        """Ingest figures of this tenant from the run ledger (what ``/metrics`` exports, without a server)."""
+        rows = reading.ledger_stats(self._conn(), self.tenant)
+        totals = {k: sum(r[k] for r in rows) for k in ("runs", "documents", "chunks", "errors")}
+        return {"tenant": self.tenant, "totals": totals, "namespaces": rows}
+
+    def _ns_ids(self, namespace: str | None) -> list[int]:
+        if namespace:
+            return [self.kb.namespaces.get(namespace).id]
+        return namespace_ids(self._conn(), self.tenant)
+
+
+@dataclass(frozen=True)
+class DatabaseStatus:
+    """What ``kb.db_status()`` found: the server, its versions and every migration with its checksum."""
+
+    embedded: bool
+    home: Path | None  # the embedded server's home (None with a DSN)
+    pgdata: Path | None
+    server_version: str
+    pgvector: str | None
+    migrations: list[dict]
+
+    @property
+    def checksums_ok(self) -> bool:
+        """False when an applied migration's file changed since it was applied."""
+        return not any(m["checksum_ok"] is False for m in self.migrations)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "embedded": self.embedded,
+            "home": str(self.home) if self.home else None,
+            "server_version": self.server_version,
+            "pgvector": self.pgvector,
+            "migrations": self.migrations,
+        }
+
+
+def _precision_json(precision: str, d) -> dict:
+    if d is None:
+        return {"setting": precision, "decided": False}
+    return {
+        "setting": precision,
+        "decided": True,
+        "throughput": d.precision,
+        "throughput_reason": d.reason,
+        "query": d.for_purpose("query"),
+        "query_reason": d.query_reason or d.reason,
+        "cpu_flags": list(d.cpu_flags),
+    }

@@ -1,0 +1,65 @@
+"""``kb.agents``: what the agent surface stores: bearer tokens of ``[agents.NAME]``, the query log
+(``[server] log_queries``) and the feedback agents give on it."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..store import agents as store
+from ..store import get_namespace
+from ..types import SearchResult
+from ._boundary import Part, psycopg_boundary, unavailable
+
+__all__ = ["Agents"]
+
+
+@psycopg_boundary
+class Agents(Part):
+    """Agents' tokens, logged queries and feedback (``kbctl agents``, ``kbctl eval import-feedback``)."""
+
+    def create_token(self, agent: str) -> str:
+        """A new bearer token for ``[agents.AGENT]`` (stored hashed: it is shown only now)."""
+        if agent not in self.settings.agents:
+            raise ConfigError(f"no agent {agent!r} is configured", hint=f"add [agents.{agent}] to kbctl.toml")
+        token = "kb_" + secrets.token_urlsafe(32)
+        store.create_token(self._conn(), self.tenant, agent, token)
+        return token
+
+    def revoke_tokens(self, agent: str) -> int:
+        """Revoke every token of ``agent``; how many were valid."""
+        return store.revoke_tokens(self._conn(), self.tenant, agent)
+
+    def of_token(self, token: str) -> tuple[str, str] | None:
+        """(tenant, agent) of a valid bearer token, else None."""
+        return store.agent_of_token(self._conn(), token)
+
+    def log_query(self, agent: str, tool: str, result: SearchResult) -> int:
+        """Log a query of ``agent`` and the documents it returned (``[server] log_queries``); its id."""
+        conn = self._conn()
+        ids = {n: get_namespace(conn, n, self.tenant).id for n in result.namespaces}
+        docs = list(dict.fromkeys((ids[h.namespace], h.doc_id) for h in result.hits))
+        return store.log_query(conn, self.tenant, agent, tool, list(ids.values()), result.query, docs)
+
+    def record_feedback(self, agent: str, query_id: int, doc_id: int, useful: bool) -> None:
+        """Judge a document a logged query of ``agent`` returned; any other pair is not available."""
+        logged = store.logged_query(self._conn(), int(query_id), self.tenant, agent)
+        if logged is None:
+            raise unavailable("query", query_id)
+        owners = [ns for ns, d in logged[1] if d == int(doc_id)]
+        if not owners:
+            raise unavailable("document", doc_id)
+        store.record_feedback(self._conn(), int(query_id), owners[0], int(doc_id), bool(useful))
+
+    def import_feedback(self, namespace: str, path: str | Path) -> int:
+        """Write the judged queries over ``namespace`` as a golden JSONL eval dataset (``kbctl eval
+        run`` reads it); how many queries. A query with no useful document is left out."""
+        queries: dict[int, dict] = {}
+        for qid, text, uri, useful in store.judged_queries(self._conn(), self.kb.namespaces.get(namespace).id):
+            q = queries.setdefault(qid, {"id": f"fb{qid}", "query": text, "namespace": namespace, "relevant": {}})
+            q["relevant"][uri] = 1 if useful else 0
+        keep = [q for q in queries.values() if any(g > 0 for g in q["relevant"].values())]
+        Path(path).write_text("".join(json.dumps(q, sort_keys=True) + "\n" for q in keep))
+        return len(keep)

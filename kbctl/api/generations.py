@@ -1,0 +1,131 @@
+"""``kb.generations``: a namespace's embedding generations (docs/lifecycle.md): build a shadow,
+compare, swap, roll back, drop. Calling it lists them: ``kb.generations("billing_kb")``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from ..errors import CheckFailed, UsageError
+from ._boundary import Part, psycopg_boundary
+
+if TYPE_CHECKING:
+    from ..ingest.reembed import BuildReport, ReembedPlan
+
+__all__ = ["Generations"]
+
+
+@psycopg_boundary
+class Generations(Part):
+    """The generations of the tenant's namespaces (``kbctl reembed``)."""
+
+    def __call__(self, namespace: str) -> list[dict]:
+        """A namespace's generations: profile, storage, state, vectors and bytes on disk."""
+        from ..ingest import reembed as gen
+
+        return gen.describe(self._conn(), self.kb.namespaces.get(namespace))
+
+    def reembed(
+        self,
+        namespace: str,
+        profile: str | None = None,
+        *,
+        storage: str | None = None,
+        plan: bool = False,
+        batch: int = 256,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> BuildReport | ReembedPlan:
+        """Build (or resume) the shadow generation of ``profile`` stored as ``storage`` (default: the
+        profile's ``storage``): every chunk gets a vector, from the embed cache or the model. Without
+        ``profile``, resumes the shadow being built. ``plan``: what it would embed, and how long."""
+        from ..ingest import reembed as gen
+
+        conn = self._conn()
+        ns = self.kb.namespaces.get(namespace)
+        shadow = gen.generation_of(conn, ns, "shadow")
+        active = self.kb.namespaces.search_profile(ns, None)
+        if profile is None and shadow is None:
+            raise UsageError(f"namespace {namespace!r} has no shadow generation", hint="pass --profile NAME")
+        prof = (
+            self.settings.profile(profile) if profile else gen.stored_profile(conn, shadow.profile_id, active)  # type: ignore[union-attr]
+        )
+        store_as = storage or (shadow.storage if profile is None and shadow else prof.storage)
+        if store_as not in ("vector", "halfvec"):
+            raise UsageError(f"storage must be vector or halfvec, not {store_as!r}")
+        if plan:
+            return gen.plan(conn, ns, prof, store_as)
+        target = gen.start_shadow(conn, ns, prof, store_as, active)
+        return gen.build(conn, ns, target, prof, batch=batch, progress=progress)
+
+    def swap(
+        self,
+        namespace: str,
+        *,
+        require: Sequence[str] = (),
+        dataset: str | Path | None = None,
+        limit: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict:
+        """Make the shadow generation active (one transaction, under the namespace lock). ``require``
+        gates (``hybrid:ndcg@10>=active``, ``dense:recall@10>=0.8``) are checked first on ``dataset``
+        side by side; one failing raises ``CheckFailed`` (exit 3) and nothing is swapped."""
+        from ..ingest import reembed as gen
+
+        out: dict[str, Any] = {}
+        if require:
+            if dataset is None:
+                raise UsageError("--require needs --eval DATASET", hint="the gates compare the generations on it")
+            side = self.compare(namespace, dataset, limit=limit)
+            failures = gen.check_gates(side, require)
+            out["eval"] = side
+            if failures:
+                raise CheckFailed("swap refused: " + "; ".join(failures), hint="nothing was swapped")
+        ns = self.kb.namespaces.get(namespace)
+        out.update(gen.swap(self._conn(), ns, self.kb.namespaces.search_profile(ns, None), progress=progress))
+        return out
+
+    def rollback(self, namespace: str) -> dict:
+        """Make the previous generation active again (one transaction, under the namespace lock)."""
+        from ..ingest import reembed as gen
+
+        ns = self.kb.namespaces.get(namespace)
+        return gen.rollback(self._conn(), ns, self.kb.namespaces.search_profile(ns, None))
+
+    def drop(self, namespace: str, state: str = "previous") -> dict:
+        """Delete the ``previous`` generation (no rollback after it) or the ``shadow`` being built."""
+        from ..ingest import reembed as gen
+
+        ns = self.kb.namespaces.get(namespace)
+        if state == "previous":
+            return gen.drop_old(self._conn(), ns)
+        if state == "shadow":
+            return gen.drop_shadow(self._conn(), ns)
+        raise UsageError(f"cannot drop the {state} generation", hint="drop previous or shadow")
+
+    def compare(
+        self,
+        namespace: str,
+        dataset: str | Path,
+        *,
+        modes: Sequence[str] = ("lexical", "dense", "hybrid"),
+        k: int = 10,
+        depth: int = 100,
+        split: str = "test",
+        limit: int | None = None,
+    ) -> dict:
+        """The eval of ``dataset`` on the active and the shadow generation, side by side: each
+        mode's metrics and latency, and each generation's size on disk."""
+        sides: dict[str, Any] = {}
+        gens = {g["state"]: g for g in self(namespace)}
+        if "shadow" not in gens:
+            raise UsageError(f"namespace {namespace!r} has no shadow generation to compare")
+        for state in ("active", "shadow"):
+            run = self.kb.evals.evaluate(
+                dataset, namespace=namespace, modes=modes, k=k, depth=depth, split=split, limit=limit,
+                generation=state,
+            )  # fmt: skip
+            sides[state] = {
+                "generation": gens[state],
+                "modes": {m.mode: dict(m.metrics) for m in run.report.modes},
+            }
+        return {"namespace": namespace, "dataset": str(dataset), "k": k, **sides}

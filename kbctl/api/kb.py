@@ -1,0 +1,163 @@
+"""``KnowledgeBase``: a session and the sub-APIs over it, one per noun; ``open_kb``.
+
+The verbs live in the sub-APIs (``kb.namespaces``, ``kb.generations``, ``kb.tenants``,
+``kb.agents``, ``kb.records``, ``kb.admin``, ``kb.evals``, ``kb.ingestion``, ``kb.searching``,
+``kb.evidence``); ``kb["billing_kb"]`` is a handle on one namespace. The facade keeps every verb it
+had (``kb.search``, ``kb.swap_generation``, ``kb.create_tenant``…) as a delegate to the sub-API
+that owns it: the same name, signature and docstring, written once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..config import Settings, load_settings
+from ._boundary import delegate, psycopg_boundary
+from .admin import Admin
+from .agents import Agents
+from .evals import Evals
+from .evidence import Evidence
+from .generations import Generations
+from .ingest import Ingestion
+from .namespaces import Namespaces
+from .records import Records
+from .search import Searching
+from .session import Session
+from .tenants import Tenants
+
+if TYPE_CHECKING:
+    from ..store import Namespace
+    from .handle import NamespaceHandle
+
+__all__ = ["KnowledgeBase", "open_kb"]
+
+
+@psycopg_boundary
+class KnowledgeBase:
+    """A store plus resolved settings: a ``Session`` (its connections, opened on first use) and
+    the sub-APIs over it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.session = Session(settings)
+        self.settings = settings
+        self.db = self.session.db
+        self.namespaces = Namespaces(self)
+        self.generations = Generations(self)
+        self.tenants = Tenants(self)
+        self.agents = Agents(self)
+        self.records = Records(self)
+        self.admin = Admin(self)
+        self.evals = Evals(self)
+        self.ingestion = Ingestion(self)
+        self.searching = Searching(self)
+        self.evidence = Evidence(self)
+
+    def __getitem__(self, namespace: str) -> NamespaceHandle:
+        """A handle on one namespace: ``kb["billing_kb"].search("refunds")``."""
+        return self.namespaces[namespace]
+
+    # -- the session -------------------------------------------------------------------------------
+
+    def connection(self):
+        """The open connection (migrations applied when ``database.auto_migrate``)."""
+        return self.session.connection()
+
+    def close(self) -> None:
+        """Close every connection (the next call opens new ones)."""
+        self.session.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def tenant(self) -> str:
+        return self.settings.tenant
+
+    def namespace(self, name: str) -> Namespace:
+        """Namespace ``name`` as stored (a ``UsageError`` when there is none)."""
+        return self.namespaces.get(name)
+
+    # -- every verb the facade had, each owned by a sub-API ----------------------------------------
+
+    profile_for = delegate("namespaces", Namespaces.profile_for)
+    namespace_names = delegate("namespaces", Namespaces.names)
+    create_namespace = delegate("namespaces", Namespaces.create)
+    bind_namespace = delegate("namespaces", Namespaces.bind)
+    delete_namespace = delegate("namespaces", Namespaces.delete)
+
+    create_tenant = delegate("tenants", Tenants.create)
+    delete_tenant = delegate("tenants", Tenants.delete)
+
+    reembed = delegate("generations", Generations.reembed)
+    swap_generation = delegate("generations", Generations.swap)
+    rollback_generation = delegate("generations", Generations.rollback)
+    drop_generation = delegate("generations", Generations.drop)
+    compare_generations = delegate("generations", Generations.compare)
+
+    ingest = delegate("ingestion", Ingestion.ingest)
+    ingest_records = delegate("ingestion", Ingestion.ingest_records)
+    store = delegate("ingestion", Ingestion.store)
+    verify = delegate("ingestion", Ingestion.verify)
+
+    search = delegate("searching", Searching.search)
+    principal = delegate("searching", Searching.principal)
+    retriever = delegate("searching", Searching.retriever)
+    context = delegate("searching", Searching.context)
+    document = delegate("searching", Searching.document)
+    passage_vectors = delegate("searching", Searching.passage_vectors)
+    passage_vectors_and_profiles = delegate("searching", Searching.passage_vectors_and_profiles)
+    audit = delegate("searching", Searching.audit)
+    prune_audit = delegate("searching", Searching.prune_audit)
+
+    verify_claim = delegate("evidence", Evidence.verify_claim)
+    research = delegate("evidence", Evidence.research)
+
+    fetch_records = delegate("records", Records.fetch)
+    extract_records = delegate("records", Records.extract)
+    chunk_records = delegate("records", Records.chunk)
+    embed_records = delegate("records", Records.embed)
+    store_records = delegate("records", Records.store)
+
+    create_agent_token = delegate("agents", Agents.create_token)
+    revoke_agent_tokens = delegate("agents", Agents.revoke_tokens)
+    agent_of_token = delegate("agents", Agents.of_token)
+    log_query = delegate("agents", Agents.log_query)
+    record_feedback = delegate("agents", Agents.record_feedback)
+    import_feedback = delegate("agents", Agents.import_feedback)
+
+    migrate = delegate("admin", Admin.migrate)
+    db_status = delegate("admin", Admin.db_status)
+    optimize = delegate("admin", Admin.optimize)
+    start_server = delegate("admin", Admin.start_server)
+    stop_server = delegate("admin", Admin.stop_server)
+    dsn = delegate("admin", Admin.dsn)
+    config_report = delegate("admin", Admin.config_report)
+    runs = delegate("admin", Admin.runs)
+    errors = delegate("admin", Admin.errors)
+    stats = delegate("admin", Admin.stats)
+
+    import_beir = delegate("evals", Evals.import_beir)
+    evaluate = delegate("evals", Evals.evaluate)
+    sweep = delegate("evals", Evals.sweep)
+
+
+def open_kb(
+    *,
+    config: str | Path | None = None,
+    dsn: str | None = None,
+    home: str | Path | None = None,
+    tenant: str | None = None,
+    profile: str | None = None,
+) -> KnowledgeBase:
+    """Open a knowledge base with layered settings (explicit arguments win)."""
+    overrides = {
+        "database.dsn": dsn,
+        "database.home": str(home) if home else None,
+        "defaults.tenant": tenant,
+        "defaults.profile": profile,
+    }
+    return KnowledgeBase(load_settings(config, overrides))

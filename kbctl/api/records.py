@@ -1,0 +1,89 @@
+"""``kb.records``: the stages as NDJSON records (``kbctl fetch | extract | chunk | embed | store``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Sequence
+
+from ..config import Profile
+from ..store import cached_vectors, get_namespace
+from ._boundary import Part, psycopg_boundary
+
+if TYPE_CHECKING:
+    from ..ingest.pipeline import RunReport
+
+__all__ = ["Records"]
+
+
+@psycopg_boundary
+class Records(Part):
+    """Each stage on its own, reading and writing NDJSON records (``kbctl.stages``)."""
+
+    def fetch(
+        self,
+        targets: Sequence[str],
+        *,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        follow_links: bool = False,
+        follow_symlinks: bool = False,
+        stdin: BinaryIO | None = None,
+    ) -> Iterator[dict]:
+        """``source`` records of what ``targets`` name (an ``error`` record for each that fails), per ``[fetch]``."""
+        from ..ingest.fetch import FetchOptions, fetch
+        from ..ingest.stages import source_records
+
+        opts = FetchOptions.from_config(self.settings.fetch, follow_symlinks=follow_symlinks)
+        return source_records(
+            fetch(
+                list(targets),
+                include=list(include),
+                exclude=list(exclude),
+                follow_links=follow_links,
+                options=opts,
+                stdin=stdin,
+            )
+        )
+
+    def extract(self, lines: Iterable[str]) -> Iterator[dict]:
+        """NDJSON ``source`` records → ``document`` records; other records pass through."""
+        from ..ingest import stages
+
+        return stages.extract_records(stages.read_records(lines))
+
+    def chunk(
+        self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None
+    ) -> Iterator[dict]:
+        """NDJSON ``document`` records → ``chunked`` records, in the tokens of the namespace's (or the named) profile."""
+        from ..ingest import stages
+
+        return stages.chunk_records(stages.read_records(lines), self._stage_profile(namespace, profile))
+
+    def embed(
+        self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None
+    ) -> Iterator[dict]:
+        """NDJSON ``chunked`` records → ``embedded`` records; chunks ``namespace`` stores already keep their vectors."""
+        from ..ingest import stages
+
+        prof = self._stage_profile(namespace, profile)
+        return stages.embed_records(stages.read_records(lines), prof, cache=self._stored_vectors(namespace))
+
+    def store(
+        self, lines: Iterable[str], namespace: str, *, profile: str | None = None, verify: bool = True
+    ) -> RunReport:
+        """Write NDJSON ``embedded`` (and ``error``) records into ``namespace``: ``kb.store`` over them as items."""
+        from ..ingest import stages
+
+        prof = self.kb.namespaces.profile_for(namespace, profile)
+        return self.kb.ingestion.store(
+            stages.store_items(stages.read_records(lines), prof), namespace, profile=prof.name, verify=verify
+        )
+
+    def _stage_profile(self, namespace: str | None, profile: str | None) -> Profile:
+        return self.kb.namespaces.profile_for(namespace, profile) if namespace else self.settings.profile(profile)
+
+    def _stored_vectors(self, namespace: str | None):
+        """``lookup(hashes) -> {hash: vector}`` over the namespace's stored chunks; None without one."""
+        ns = get_namespace(self._conn(), namespace, self.tenant, required=False) if namespace else None
+        if ns is None:
+            return None
+        return lambda hashes: cached_vectors(self._conn(), ns, hashes)

@@ -1,0 +1,184 @@
+"""``kb.searching``: search one or several namespaces as a principal, read a document, bind a
+``Retriever``; the audit of searches; and the reads the agent tools build on (stored vectors)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .. import validate
+from ..acl import Gate
+from ..config import Profile
+from ..errors import UsageError
+from ..search import SearchOptions, parse_filters, run_search
+from ..search.context import format_context
+from ..store import Namespace, get_namespace
+from ..store import audit as audit_store
+from ..store.reading import chunk_position, document_chunks, document_row
+from ..store.search import feedback_vectors
+from ..types import Principal, SearchResult
+from ._boundary import Part, psycopg_boundary, read_retried, unavailable
+
+__all__ = ["Searching", "Retriever", "search_options"]
+
+
+@psycopg_boundary
+class Searching(Part):
+    """Searches and reads of the tenant's namespaces, each held to what the principal may view."""
+
+    def search(
+        self,
+        query: str,
+        namespace: str | Sequence[str],
+        *,
+        profile: str | None = None,
+        mode: str = "auto",
+        k: int | None = None,
+        filters: Sequence[str] = (),
+        principal: Principal | None = None,
+        unrestricted: bool = False,
+        **options: Any,
+    ) -> SearchResult:
+        """Search one namespace, or several listed explicitly (they must share a profile).
+
+        ``principal`` is who is searching: hits of documents they may not view are withheld before
+        fusion (nothing returned is computed from them) and counted in ``result.withheld`` when the
+        query has no filters (0 with any filter: ``kbctl.acl``). Without one the search is
+        anonymous: ``public`` documents, and documents without an ACL in namespaces whose
+        ``acl_default`` is ``public``. ``unrestricted=True`` (library only) skips the gate.
+        """
+        names = [namespace] if isinstance(namespace, str) else list(namespace)
+        if not names:
+            raise UsageError("no namespace given", hint="pass --namespace NAME (repeat it to search several)")
+        conn = self._conn()
+        nss = [get_namespace(conn, n, self.tenant) for n in names]
+        generation = options.pop("generation", None)
+        if generation not in (None, "active"):  # an eval of a shadow or previous generation
+            nss = [self.kb.namespaces.at_generation(ns, generation) for ns in nss]
+        # Each namespace and its generation are read once: the whole search (lanes, feedback, query
+        # embedding) uses them, so a swap meanwhile cannot mix two generations' vectors.
+        prof = self.kb.namespaces.search_profile(nss[0], profile)
+        opts = search_options(mode=mode, k=k, filters=filters, **options)
+        gate = self.gate(nss, principal, unrestricted)
+        side = self.session.side_connection
+        result = read_retried(lambda: run_search(conn, nss, prof, query, opts, side=side, gate=gate))
+        audit = self.settings.audit
+        if principal is not None and audit.enabled:
+            audit_store.record_search(conn, self.tenant, nss, principal, query, result, audit.retention_days)
+        return result
+
+    def principal(self, user: str | None, groups: Sequence[str] = ()) -> Principal | None:
+        """Who is searching, from ``user:u1042`` (or ``u1042``) and group names (``eng`` or
+        ``group:eng``); None when neither is given. A malformed one is a UsageError."""
+        try:
+            return Principal.parse(user, tuple(groups))
+        except ValueError as e:
+            raise UsageError(str(e), hint="pass --as user:ID and --group NAME") from None
+
+    def gate(self, nss: Sequence[Namespace], principal: Principal | None, unrestricted: bool) -> Gate:
+        """The view-permission gate of a search over ``nss`` (their ``acl_default`` from the config)."""
+        if principal is not None and not isinstance(principal, Principal):
+            raise UsageError(f"principal must be a kbctl.Principal, got {type(principal).__name__}")
+        if unrestricted is not False and (unrestricted is not True or principal is not None):
+            raise UsageError(
+                "unrestricted=True searches as no one in particular", hint="pass either principal= or unrestricted=True"
+            )
+        return Gate(principal, {n.id: self.settings.namespace_acl(n.name).default for n in nss}, unrestricted)
+
+    def retriever(self, namespace: str, **defaults: Any) -> Retriever:
+        """A search function bound to one namespace; the namespace cannot be changed per call.
+
+        ``principal=`` among the defaults binds who is searching (a call may pass another)."""
+        self.kb.namespaces.get(namespace)  # fail now, not at the first query
+        search_options(
+            **{k: v for k, v in defaults.items() if k not in ("profile", "principal", "unrestricted")}
+        )  # and for bad defaults
+        return Retriever(self.kb, namespace, dict(defaults))
+
+    def context(self, result: SearchResult, budget: int = 2000) -> str:
+        """A search result as a context block for a prompt: the best hits with citations, within ``budget`` tokens."""
+        return format_context(result, budget)
+
+    def document(
+        self,
+        doc_id: int,
+        namespaces: Sequence[str],
+        *,
+        around_chunk: int | None = None,
+        window: int = 2,
+        principal: Principal | None = None,
+    ) -> dict:
+        """Document ``doc_id`` if it is in one of ``namespaces`` and ``principal`` may view it: its fields
+        and its chunks (all of them, or ``window`` on each side of chunk ``around_chunk``).
+
+        Anything else (no such document, another namespace, withheld by its ACL, a chunk not of this
+        document) is the same ``UsageError`` ("… is not available"), so a caller learns nothing of it.
+        """
+        validate.count("window", window, 0, 50)
+        conn = self._conn()
+        nss = {n.id: n for n in (get_namespace(conn, name, self.tenant, required=False) for name in namespaces) if n}
+        row = document_row(conn, int(doc_id), list(nss)) if nss else None
+        if row is None or not self.gate(list(nss.values()), principal, False).allows(row["namespace_id"], row["acl"]):
+            raise unavailable("document", doc_id)
+        lo, hi = 0, max(row["chunk_count"], 1)
+        if around_chunk is not None:
+            pos = chunk_position(conn, row["namespace_id"], row["id"], int(around_chunk))
+            if pos is None:
+                raise unavailable("chunk", around_chunk)
+            lo, hi = max(pos - window, 0), pos + window
+        chunks = document_chunks(conn, row["namespace_id"], row["id"], lo, hi)
+        doc = {k: v for k, v in row.items() if k not in ("namespace_id", "acl")}
+        return {**doc, "doc_id": doc.pop("id"), "chunks": chunks}
+
+    def passage_vectors(self, hits: Sequence[Any]) -> dict[tuple[str, int], Any]:
+        """The stored vector of each hit's chunk, keyed by (namespace name, chunk id) (for MMR)."""
+        return self.passage_vectors_and_profiles(hits)[0]
+
+    def passage_vectors_and_profiles(
+        self, hits: Sequence[Any]
+    ) -> tuple[dict[tuple[str, int], Any], dict[str, Profile]]:
+        """The stored vector of each hit's chunk and, per namespace, the profile that made them: both
+        from one read of each namespace, so a swap between the two cannot pair a vector of one
+        generation with the query embedder of another."""
+        conn = self._conn()
+        spaces = {n: get_namespace(conn, n, self.tenant) for n in {h.namespace for h in hits}}
+        ids = {n: ns.id for n, ns in spaces.items()}
+        names = {v: k for k, v in ids.items()}
+        gens = [ns.generation_id for ns in spaces.values()]
+        vecs = feedback_vectors(conn, [(ids[h.namespace], h.chunk_id) for h in hits], gens)
+        profiles = {n: self.kb.namespaces.search_profile(ns, None) for n, ns in spaces.items()}
+        return {(names[a], b): v for (a, b), v in vecs.items()}, profiles
+
+    def audit(self, limit: int = 100) -> list[dict]:
+        """This tenant's latest audited searches (``[audit] enabled``), newest first."""
+        return audit_store.list_audit(self._conn(), self.tenant, limit)
+
+    def prune_audit(self) -> int:
+        """Delete audit rows older than ``[audit] retention_days``; how many went."""
+        return audit_store.prune(self._conn(), self.settings.audit.retention_days)
+
+
+@dataclass(frozen=True)
+class Retriever:
+    """Search bound to one namespace (for agents: the corpus is fixed when the retriever is made)."""
+
+    kb: Any
+    namespace: str
+    defaults: dict
+
+    def search(self, query: str, **options: Any) -> SearchResult:
+        if "namespace" in options:
+            raise UsageError(f"this retriever is bound to namespace {self.namespace!r}; it cannot search another")
+        return self.kb.search(query, self.namespace, **{**self.defaults, **options})
+
+    __call__ = search
+
+
+def search_options(*, filters: Sequence[str] = (), **options: Any) -> SearchOptions:
+    """Per-query settings from a caller's keywords, each checked (``SearchOptions``); an unknown one is a UsageError."""
+    if isinstance(filters, str):
+        filters = [filters]
+    try:
+        return SearchOptions(filters=parse_filters(list(filters)), **options)
+    except TypeError as e:  # an unknown keyword
+        raise UsageError(f"unknown search option: {e}", hint="see kbctl.search.SearchOptions") from None

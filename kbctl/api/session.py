@@ -1,0 +1,119 @@
+"""``Session``: a knowledge base's connections, acting as its tenant's role.
+
+One main connection (migrated on first use when ``database.auto_migrate``), side connections the
+search engine opens per purpose (``side_connection("dense")``), new tenant connections for the
+ingest lookup, and short-lived admin connections as the role kbctl logs in as (the tables' owner).
+Public, so an adapter (``kbctl.server``) cancels a request's statements through ``cancel()`` and
+never reads a private.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+from .. import validate
+from ..config import Settings
+from ..errors import ConfigError
+from ..store import tenants
+from ..store.db import Database, register_vector
+
+__all__ = ["Session"]
+
+
+class Session:
+    """The connections of one tenant over one set of settings; each opened on first use."""
+
+    def __init__(self, settings: Settings) -> None:
+        validate.name("tenant", settings.tenant)  # every namespace name is scoped by it
+        self.settings = settings
+        self.db = Database(settings)
+        self.conn: Any = None  # the main connection, once open
+        self.sides: dict[str, Any] = {}  # side connections by purpose
+        self.role: str | None = None  # this tenant's role, once looked up
+
+    @property
+    def tenant(self) -> str:
+        return self.settings.tenant
+
+    def connection(self):
+        """The open connection (migrations applied when ``database.auto_migrate``)."""
+        if self.conn is None or self.conn.closed:
+            conn = self.db.connect(register=False)
+            if self.settings.database.auto_migrate:
+                self.db.migrate(conn)  # on the same connection: a cold command opens one, not two
+            register_vector(conn)  # after migrating: the vector type exists from migration 001 on
+            self.enter_tenant(conn)
+            self.conn = conn
+        return self.conn
+
+    def side_connection(self, purpose: str):
+        """Another connection for one purpose of the search engine (opened on first use)."""
+        c = self.sides.get(purpose)
+        if c is None or c.closed:
+            c = self.sides[purpose] = self.tenant_connection()
+        return c
+
+    def tenant_connection(self):
+        """A new connection acting as this tenant's role (the ingest lookup's, the search engine's sides)."""
+        conn = self.db.connect()
+        try:
+            self.enter_tenant(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def enter_tenant(self, conn) -> None:
+        """``SET ROLE`` to the tenant's role: row-level security then holds every statement to its rows.
+
+        Embedded, a tenant's role is created on first use; with a DSN it must exist (``kbctl tenants create``).
+        """
+        if self.role is None:
+            role = tenants.tenant_role(conn, self.tenant)
+            if role is None and not self.db.embedded:
+                raise ConfigError(
+                    f"tenant {self.tenant!r} has no role on this server",
+                    hint=f"the database owner creates it: kbctl --tenant {self.tenant} tenants create",
+                )
+            self.role = role or tenants.create_tenant(conn, self.tenant)
+        tenants.enter(conn, self.role)
+
+    def admin_connection(self):
+        """A connection acting as the role kbctl logs in as (the tables' owner), migrated when
+        ``database.auto_migrate``: for ``kbctl tenants`` and other administration."""
+        conn = self.db.connect(register=False)
+        try:
+            if self.settings.database.auto_migrate:
+                self.db.migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @contextlib.contextmanager
+    def admin(self) -> Iterator[Any]:
+        """``admin_connection()``, closed when the block ends."""
+        conn = self.admin_connection()
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def open_connections(self) -> list[Any]:
+        """The main and side connections open now."""
+        return [c for c in (self.conn, *self.sides.values()) if c is not None and not c.closed]
+
+    def cancel(self, timeout: float = 2.0) -> None:
+        """Cancel the statements running on this session's connections (a request whose client went away)."""
+        for conn in self.open_connections():
+            with contextlib.suppress(Exception):
+                conn.cancel_safe(timeout=timeout)
+
+    def close(self) -> None:
+        """Close every connection; the next call opens new ones (and looks the tenant's role up again)."""
+        for c in self.open_connections():
+            c.close()
+        self.conn = None
+        self.sides = {}
+        self.role = None

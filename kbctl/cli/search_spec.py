@@ -1,0 +1,194 @@
+"""``kbctl search``'s options, declared once, and the one function that prints its result.
+
+The typer command (``kbctl.cli.search``) is built from ``SEARCH_OPTIONS``, and the fast path
+(``kbctl.cli.fast``) parses argv with the same table, so an option added here exists on both paths
+(or is declined by the fast path: ``fast=False``). ``render`` prints a result for both. This module
+imports nothing heavy: rich only inside ``render``, for the formats people read.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .terminal import inert_json, printable
+
+__all__ = ["SearchOption", "SEARCH_OPTIONS", "FORMATS", "search_arguments", "render"]
+
+FORMATS = ("table", "json", "jsonl", "markdown", "context")
+
+
+@dataclass(frozen=True)
+class SearchOption:
+    """One parameter of ``kbctl search``: its typer declaration and how the fast path reads it."""
+
+    param: str  # the command function's parameter
+    flags: tuple[str, ...]  # its option names; a boolean pair is one "--on/--off" name
+    annotation: Any
+    default: Any
+    help: str
+    key: str = ""  # its name in the fast path's parse (default: param)
+    fast: bool = True  # False: the fast path declines a search that uses it
+    min: int | None = None
+    argument: bool = False  # a positional argument, not an option
+
+    @property
+    def name(self) -> str:
+        return self.key or self.param
+
+    def switches(self) -> dict[str, tuple[str, Any]]:
+        """A flag's names → (key, value set): ``--rerank`` → True, ``--no-rerank`` → False."""
+        if self.annotation not in (bool, bool | None):
+            return {}
+        names = [n for f in self.flags for n in f.split("/")]
+        return {n: (self.name, not n.startswith("--no-") or len(names) == 1) for n in names}
+
+
+_LANGS = "key=value, key!=v, key>=v, key<=v, key~prefix, 'key in a,b'"
+
+SEARCH_OPTIONS: tuple[SearchOption, ...] = (
+    SearchOption(
+        "query", (), str, "", "What to look for (may be empty with --filter: a metadata query).", argument=True
+    ),
+    SearchOption("namespace", ("--namespace", "-n"), list[str], ..., "Namespace to search (repeat to search several)."),
+    SearchOption("mode", ("--mode", "-m"), str, "auto", "auto | dense | lexical | hybrid."),
+    SearchOption("k", ("-k", "--top"), int | None, None, "Number of results (default: profile search.k)."),
+    SearchOption("filter", ("--filter", "-f"), list[str], [], f"Metadata filter: {_LANGS}."),
+    SearchOption("per_doc", ("--per-doc",), int | None, None, "At most this many chunks per document."),
+    SearchOption("fusion", ("--fusion",), str | None, None, "rrf | convex (default: profile search.fusion)."),
+    SearchOption(
+        "ef_search",
+        ("--ef-search",),
+        int | None,
+        None,
+        "HNSW ef_search for this query (default: the profile's hnsw.ef_search); higher is slower and closer to exact.",
+        min=1,
+    ),
+    SearchOption(
+        "rerank", ("--rerank/--no-rerank",), bool | None, None, "Rerank fused candidates with the profile's reranker."
+    ),
+    SearchOption(
+        "prf",
+        ("--prf",),
+        str | None,
+        None,
+        "Pseudo-relevance feedback: off | hybrid (default: profile search.prf; hybrid searches only).",
+    ),
+    SearchOption("explain", ("--explain",), bool, False, "Show each hit's rank and score in every lane."),
+    SearchOption("json_", ("--json",), bool, False, "One JSON object on stdout.", key="json"),
+    SearchOption("jsonl", ("--jsonl",), bool, False, "One JSON object per hit on stdout."),
+    SearchOption("fmt", ("--format",), str, "table", " | ".join(FORMATS) + ".", key="format"),
+    SearchOption("budget", ("--budget",), int, 2000, "Token budget for --format context."),
+    SearchOption(
+        "as_",
+        ("--as",),
+        str | None,
+        None,
+        "Search as this user (user:ID): hits they may not view are withheld. Without --as: anonymous, public documents only.",
+        fast=False,  # a principal's search is not forwarded (kbctl.server.client)
+    ),
+    SearchOption(
+        "group", ("--group", "-g"), list[str], [], "A group the principal belongs to (repeatable).", fast=False
+    ),
+)
+
+
+# option → the keyword of ``KnowledgeBase.search`` it becomes (the rest choose how to print)
+_ARGUMENTS = {
+    "mode": "mode",
+    "k": "k",
+    "filter": "filters",
+    "per_doc": "per_doc",
+    "fusion": "fusion",
+    "rerank": "rerank",
+    "explain": "explain",
+    "ef_search": "ef_search",
+    "prf": "prf",
+}
+
+
+def search_arguments(values: dict[str, Any], principal: Any = None) -> dict[str, Any]:
+    """The keywords of ``KnowledgeBase.search`` from parsed option values (by option name; a
+    missing one is its declared default), on both paths."""
+    defaults = {o.name: o.default for o in SEARCH_OPTIONS}
+    return {arg: values.get(name, defaults[name]) for name, arg in _ARGUMENTS.items()} | {"principal": principal}
+
+
+def render(
+    result: Any,
+    fmt: str,
+    *,
+    quiet: bool,
+    explain: bool = False,
+    context: Callable[[Any], str] | None = None,
+) -> None:
+    """Print a search result as ``kbctl search`` does: notes on stderr, then ``fmt`` (json and
+    jsonl on stdout without rich; table, markdown and ``--explain``'s lanes table through it);
+    ``context`` makes the prompt-ready block of ``--format context``."""
+    _notes(result, quiet)
+    if fmt == "json":
+        _write(result.to_json())
+    elif fmt == "jsonl":
+        for h in result.hits:
+            _write(h.to_json())
+    elif fmt in ("markdown", "context"):
+        from .render import hits_markdown
+        from .state import out
+
+        text = hits_markdown(result) if fmt == "markdown" else printable(context(result))  # type: ignore[misc]
+        out.print(text, markup=False, highlight=False)
+    else:
+        _table(result, explain)
+    sys.stdout.flush()
+
+
+def _write(obj: Any) -> None:
+    sys.stdout.write(inert_json(json.dumps(obj, ensure_ascii=False, default=str)) + "\n")
+
+
+def _notes(result: Any, quiet: bool) -> None:
+    for note in result.notes:
+        if quiet:
+            continue
+        if result.degraded:
+            from rich.markup import escape
+
+            from .state import err
+
+            err.print(f"[yellow]warning:[/] {escape(printable(note))}", highlight=False)
+        else:
+            print(f"note: {printable(note)}", file=sys.stderr)
+
+
+def _table(result: Any, explain: bool) -> None:
+    from .render import hits_table
+
+    print(
+        printable(f"strategy: {result.strategy}  mode: {result.mode}  namespaces: {', '.join(result.namespaces)}"),
+        file=sys.stderr,
+    )
+    if result.hits:
+        hits_table(result)
+    else:
+        print("no results", file=sys.stderr)
+    if result.withheld:
+        print(f"withheld: {result.withheld}", file=sys.stderr)
+    if explain:
+        _explain(result)
+
+
+def _explain(result: Any) -> None:
+    from .render import table
+
+    rows = []
+    for h in result.hits:
+        row = {"#": h.rank, "relevance": h.relevance, "fused": h.score}
+        for lane, v in h.lanes.items():
+            row[f"{lane} rank"] = v.get("rank")
+            row[f"{lane} score"] = v.get("score")
+        rows.append(row)
+    table(rows, title="lanes")
+    if result.details:
+        print(f"details: {printable(result.details)}", file=sys.stderr)

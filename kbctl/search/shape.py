@@ -1,0 +1,99 @@
+"""Shaping the fused order into a page: at most ``per_doc`` chunks per document, near-duplicate
+texts dropped (shingles with prefix filtering)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+__all__ = ["shape", "shingles", "near_duplicate", "ShingleIndex"]
+
+
+def shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
+    """Keep at most ``per_doc`` chunks per document and drop near-duplicate texts.
+
+    Walks the fused order and stops once ``limit`` hits are kept (the page, or the reranker's
+    window): what comes after cannot change them, and the near-duplicate check is quadratic.
+    """
+    out: list[tuple[Any, float]] = []
+    per: dict[tuple, int] = {}
+    seen = ShingleIndex(dedupe)
+    exact: set[int] = set()
+    for key, score in fused:
+        if limit is not None and len(out) >= limit:
+            break
+        r = rows.get(key)
+        if r is None:
+            continue
+        doc = (r[0], r[2])
+        if per_doc and per.get(doc, 0) >= per_doc:
+            continue
+        if dedupe < 1.0:
+            words = _WORDS.findall(r[3].lower())
+            same = hash(tuple(words))  # an exact copy (up to case and punctuation) needs no shingles
+            if same in exact:
+                continue
+            sh = shingles(words)
+            if seen.has_near_duplicate(sh):
+                continue
+            exact.add(same)
+            seen.add(sh)
+        per[doc] = per.get(doc, 0) + 1
+        out.append((key, score))
+    return out
+
+
+_WORDS = re.compile(r"\w+")
+
+
+class ShingleIndex:
+    """The shingle sets kept so far, indexed by their prefixes (prefix filtering): a set's prefix is
+    its ``|s| − ⌈t·|s|⌉ + 1`` smallest hashes, and two sets with Jaccard ≥ t always share a prefix
+    element (J ≥ t implies |a ∩ b| ≥ t·max(|a|, |b|)). So a new set is compared, exactly, only with
+    the kept sets that share one; about 10 index entries per set at t = 0.9 instead of every pair.
+    Comparing 100 hits pairwise cost ~5,000 set intersections per query, the largest part of an
+    eval's depth-100 search."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self.sets: list[frozenset[int]] = []
+        self.index: dict[int, list[int]] = {}
+        self._last: tuple[frozenset[int], list[int]] = (frozenset(), [])
+
+    def _prefix(self, sh: frozenset[int]) -> list[int]:
+        n = len(sh)
+        return sorted(sh)[: max(1, n - math.ceil(self.threshold * n) + 1)]
+
+    def has_near_duplicate(self, sh: frozenset[int]) -> bool:
+        if not sh:
+            return False
+        self._last = (sh, self._prefix(sh))
+        candidates = {i for h in self._last[1] for i in self.index.get(h, ())}
+        return any(near_duplicate(sh, self.sets[i], self.threshold) for i in candidates)
+
+    def add(self, sh: frozenset[int]) -> None:
+        i = len(self.sets)
+        self.sets.append(sh)
+        prefix = self._last[1] if self._last[0] is sh else self._prefix(sh)
+        for h in prefix:
+            self.index.setdefault(h, []).append(i)
+
+
+def shingles(text: str | list[str]) -> frozenset[int]:
+    """Word 3-shingles of ``text`` (or of its words, lower-cased), single words if shorter, as hashes:
+    set operations on ints are several times faster than on tuples of strings, and a 64-bit
+    collision is negligible here."""
+    w = _WORDS.findall(text.lower()) if isinstance(text, str) else text
+    return frozenset(map(hash, zip(w, w[1:], w[2:]))) or frozenset(map(hash, w))
+
+
+def near_duplicate(a: frozenset, b: frozenset, threshold: float) -> bool:
+    """Jaccard(a, b) >= threshold; sets whose sizes alone rule it out (J ≤ min/max) are skipped."""
+    if not a or not b:
+        return False
+    la, lb = len(a), len(b)
+    if min(la, lb) < threshold * max(la, lb):
+        return False
+    inter = len(a & b)
+    return inter >= threshold * (la + lb - inter)
