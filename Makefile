@@ -1,6 +1,7 @@
 # kbctl: two commands set everything up on a fresh machine.
 #   make demo   install, ingest sample_corpus/ into the embedded store, search it with the real model
 #   make test   install with test extras, lint (make lint), run the whole suite
+#   make test-dsn  the database tests again, against a separate PostgreSQL reached over TCP by DSN
 #   make lint   ruff check and format check, mypy, and the layer contracts of pyproject.toml (lint-imports)
 #   make fmt    ruff format, then ruff check --fix (what the linter can mend by itself)
 #   make unit   the unit tests that need no database (tests/unit, -m "not db"): a quick pass
@@ -16,7 +17,7 @@ DEMO_HOME ?= $(CURDIR)/.kbctl/demo
 # torch is pinned to the CPU build on this machine's disk; a plain `torch` would pull CUDA (GBs).
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo lint fmt unit test bench bench-install bench-smoke clean
+.PHONY: install demo lint fmt unit test test-dsn bench bench-install bench-smoke clean
 
 install: $(VENV)/.installed
 
@@ -57,6 +58,16 @@ unit: install
 
 test: install lint
 	$(BIN)/python -m pytest -q
+
+# A PostgreSQL of its own (the wheel's binaries, its own data directory, a free port on 127.0.0.1),
+# a login that is not a superuser; stopped and deleted on exit, whatever the tests did.
+test-dsn: install
+	@dir=$$(mktemp -d /tmp/kbctl-dsn.XXXXXX); \
+	trap '$(BIN)/python tests/pgserver_tcp.py stop "$$dir"; rm -rf "$$dir"' EXIT; \
+	dsn=$$($(BIN)/python -W ignore tests/pgserver_tcp.py start "$$dir") || exit 1; \
+	echo "== database tests against $${dsn%%:*}://…@$${dsn#*@}"; \
+	KBCTL_TEST_DSN="$$dsn" $(BIN)/python -m pytest -q -p no:randomly tests/db tests/server
+
 
 bench-install: $(VENV)/.bench-installed
 

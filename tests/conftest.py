@@ -3,6 +3,13 @@
 The server runs in a temporary KBCTL_HOME and is stopped when the session ends, so no server
 process outlives the tests. Every test gets its own tenant, so namespaces never collide.
 
+With ``KBCTL_TEST_DSN`` set (``make test-dsn``), the same fixtures use that server instead: a
+separate PostgreSQL reached by DSN (``tests/pgserver_tcp.py``), as kbctl's login, not a superuser.
+kbctl then takes a DSN's tenants as given (``kbctl tenants create``), so the session creates a
+test's tenant when it is first used, as the embedded server does on its own. Tests that are about
+the embedded server itself (its process, data directory, superuser) are marked ``embedded_only``
+and skipped there.
+
 ``cli`` runs a command in this process through ``kbctl.cli.main.main``, the CLI's error boundary
 (exit codes, one-line errors); ``cli_process`` runs ``python -m kbctl`` for the few tests where a
 real process is the point (stdout/stderr of a process, pipes).
@@ -26,12 +33,17 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_corpus"
 
 
+#: The DSN of a separate server the database tests run against (``make test-dsn``), or "".
+TEST_DSN = os.environ.get("KBCTL_TEST_DSN", "")
+
+
 @pytest.fixture(scope="session")
 def kb_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("kbctl-home")
     old = os.environ.get("KBCTL_HOME")
     os.environ["KBCTL_HOME"] = str(home)
-    yield home
+    with _dsn_server():
+        yield home
     from kbctl.config import load_settings
     from kbctl.store.db import Database
 
@@ -42,9 +54,54 @@ def kb_home(tmp_path_factory):
         os.environ["KBCTL_HOME"] = old
 
 
+@contextlib.contextmanager
+def _dsn_server():
+    """With ``KBCTL_TEST_DSN``: every kbctl of the session (this process and its children, through
+    ``KBCTL_DSN``) uses that server, migrated once, and a tenant is created on first use."""
+    if not TEST_DSN:
+        yield
+        return
+    from kbctl.store import tenants
+
+    old = os.environ.get("KBCTL_DSN")
+    os.environ["KBCTL_DSN"] = TEST_DSN
+    lookup = tenants.tenant_role
+
+    def tenant_role(conn, tenant: str) -> str | None:
+        return lookup(conn, tenant) or tenants.create_tenant(conn, tenant)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tenants, "tenant_role", tenant_role)
+        yield
+    if old is None:
+        os.environ.pop("KBCTL_DSN", None)
+    else:
+        os.environ["KBCTL_DSN"] = old
+
+
+_MIGRATED: list[bool] = []
+
+
+def _create_tenant(tenant: str) -> None:
+    """Register ``tenant`` on the DSN server (for the ``kbctl`` processes a test starts)."""
+    from kbctl.config import load_settings
+    from kbctl.store import tenants
+    from kbctl.store.db import Database
+
+    db = Database(load_settings(overrides={"database.dsn": TEST_DSN}))
+    if not _MIGRATED:
+        db.migrate()
+        _MIGRATED.append(True)
+    with db.connect(register=False) as conn:
+        tenants.create_tenant(conn, tenant)
+
+
 @pytest.fixture
 def tenant(request) -> str:
-    return "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:40]
+    name = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:40]
+    if TEST_DSN:
+        _create_tenant(name)
+    return name
 
 
 @pytest.fixture
@@ -144,11 +201,16 @@ def cli_process(kb_home, tenant):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "db: needs the embedded PostgreSQL (set on every test using kb_home)")
+    config.addinivalue_line("markers", "embedded_only: about the embedded server itself; skipped with KBCTL_TEST_DSN")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark every test that reaches the embedded server (all its fixtures go through ``kb_home``) as
-    ``db``, so ``make unit`` (``-m "not db"``) runs only what needs no database."""
+    """Mark every test that reaches the store (all its fixtures go through ``kb_home``) as ``db``, so
+    ``make unit`` (``-m "not db"``) runs only what needs no database; with ``KBCTL_TEST_DSN`` (``make
+    test-dsn``) skip the tests about the embedded server itself (``embedded_only``)."""
+    skip = pytest.mark.skip(reason="about the embedded server; this run uses KBCTL_TEST_DSN")
     for item in items:
         if "kb_home" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.db)
+        if TEST_DSN and "embedded_only" in item.keywords:
+            item.add_marker(skip)

@@ -7,6 +7,7 @@ from typing import Any
 
 from psycopg import sql
 
+from . import capabilities
 from .connection import Conn, scalar
 from .generations import column_of
 from .namespaces import Namespace
@@ -97,10 +98,14 @@ def hnsw_found(conn: Conn, ns: Namespace, rows: list[tuple], k: int, *, ef_searc
     )
     found = 0
     with conn.transaction():
-        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search)))
-        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        conn.execute(sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(max_scan_tuples)))
-        conn.execute("SET LOCAL enable_sort = off")  # as a search: the index, never a sort of the namespace
+        for stmt in (
+            sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search)),
+            sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"),
+            sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(max_scan_tuples)),
+            sql.SQL("SET LOCAL enable_sort = off"),  # as a search: the index, never a sort of the namespace
+        ):
+            if capabilities.accepts(conn, stmt.as_string(conn)):  # an older pgvector lacks some hnsw.*
+                conn.execute(stmt)
         for cid, h, emb, own in rows:
             top = conn.execute(q, (emb, ns.id, emb, k)).fetchall()
             found += any(r[0] == cid or r[1] == h or (own is not None and r[2] <= own + 1e-6) for r in top)

@@ -73,6 +73,7 @@ class Database:
         self.settings = settings
         self._server: Any = None  # a pgserver.PostgresServer once started
         self._dsn: str | None = None
+        self._caps: Any = None  # capabilities.Capabilities, probed with the first connection
 
     @property
     def embedded(self) -> bool:
@@ -193,7 +194,35 @@ class Database:
             ) from None
         if register:
             _register_vector(conn)
+        self._note_capabilities(conn)
         return conn
+
+    def capabilities(self, conn: Conn | None = None) -> Any:
+        """What the server offers (``kbctl.store.capabilities.Capabilities``), probed once; None
+        while pgvector is not installed (before the first migration)."""
+        if self._caps is None:
+            own = conn is None
+            conn = conn or self.connect(register=False)
+            try:
+                self._note_capabilities(conn)
+            finally:
+                if own:
+                    conn.close()
+        return self._caps
+
+    def _note_capabilities(self, conn: Conn) -> None:
+        """Probe the server with the first connection (again until pgvector is installed), log one
+        line per lack, and record the answer for every connection of this pool."""
+        from . import capabilities
+
+        if self._caps is None:
+            caps = capabilities.probe(conn)
+            if caps.pgvector is None:
+                return  # before `kbctl db migrate`: nothing to adapt to yet
+            self._caps = caps
+            for note in caps.notes:
+                log.warning("%s", note)
+        capabilities.remember(conn, self._caps)
 
     # -- migrations -------------------------------------------------------------------------------
 
@@ -247,7 +276,9 @@ def _apply(conn: Conn, m: Migration) -> bool:
     except psycopg.errors.InsufficientPrivilege as e:
         raise MigrationError(
             f"migration {m.version:03d} needs more privileges: {_first_line(e)}",
-            hint="the pgvector extension must be installed (CREATE EXTENSION vector) by a superuser",
+            hint="the pgvector extension must be installed (CREATE EXTENSION vector) by a superuser"
+            if "extension" in str(e)
+            else "migrate as the owner of the database (or of kbctl's schema), with CREATEROLE for tenant roles",
         ) from None
     except psycopg.Error as e:
         raise MigrationError(f"migration {m.version:03d}-{m.name} failed: {_first_line(e)}") from None

@@ -13,6 +13,7 @@ import numpy as np
 from psycopg import sql
 
 from ..types import Filter
+from . import capabilities
 from .connection import Conn, one, scalar
 from .filters import filter_sql
 from .generations import column_of
@@ -189,7 +190,8 @@ def dense_rows(conn: Conn, statement: tuple[sql.Composed, list, list[sql.Compose
     q, params, settings = statement
     with conn.transaction():
         for stmt in settings:
-            conn.execute(stmt)
+            if capabilities.accepts(conn, stmt.as_string(conn)):  # an older pgvector lacks some hnsw.*
+                conn.execute(stmt)
         return conn.execute(q, params).fetchall()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
+from ..errors import DatabaseError
 from .connection import Conn, scalar
 from .namespaces import delete_namespace, namespace_ids
 from .queries import query, template
@@ -22,10 +23,24 @@ __all__ = ["create_tenant", "tenant_role", "list_tenants", "enter", "as_role", "
 
 def create_tenant(conn: Conn, tenant: str) -> str:
     """Register ``tenant`` and create its role (idempotent, safe when several processes first use
-    the same tenant at once: serialized by an advisory lock); the role's name. Needs CREATEROLE."""
-    with conn.transaction():
-        conn.execute(query("tenants/lock"), (tenant,))
-        return str(scalar(conn.execute(query("tenants/create"), (tenant,))))
+    the same tenant at once: serialized by an advisory lock); the role's name. Needs CREATEROLE:
+    without it, a DatabaseError in one line naming the privilege (``kbctl.store.capabilities``)."""
+    import psycopg
+
+    try:
+        with conn.transaction():
+            conn.execute(query("tenants/lock"), (tenant,))
+            return str(scalar(conn.execute(query("tenants/create"), (tenant,))))
+    except psycopg.errors.InsufficientPrivilege:
+        from . import capabilities
+
+        caps = capabilities.of(conn)
+        if caps.may_create_roles:
+            raise
+        raise DatabaseError(
+            f"the login {caps.login} may not create roles, so tenant {tenant!r} cannot be created",
+            hint=f"give it CREATEROLE (ALTER ROLE {caps.login} CREATEROLE, as a superuser), then retry",
+        ) from None
 
 
 def tenant_role(conn: Conn, tenant: str) -> str | None:

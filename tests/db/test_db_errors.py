@@ -176,6 +176,7 @@ def _own(home, *args, hook=None):
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 
+@pytest.mark.embedded_only  # stops the embedded server mid-command
 def test_server_gone_mid_search(own_home, tmp_path):
     code, _, err = _own(own_home, "ingest", str(_corpus(tmp_path / "c")), "-n", "docs")
     assert code == 0, err
@@ -184,6 +185,7 @@ def test_server_gone_mid_search(own_home, tmp_path):
     assert "went away" in lines[0] or "cannot connect" in lines[0], err
 
 
+@pytest.mark.embedded_only  # stops the embedded server mid-command
 def test_server_gone_mid_ingest(own_home, tmp_path):
     code, _, err = _own(own_home, "ingest", str(_corpus(tmp_path / "c")), "-n", "mid")
     assert code == 0, err
@@ -316,6 +318,7 @@ def test_library_raises_kbctl_errors(kb, filled, monkeypatch, tenant):
     assert isinstance(ex.value.__cause__, pe.DiskFull)
 
 
+@pytest.mark.embedded_only  # preloads pgvector with PGOPTIONS, which only a superuser may set
 def test_invalid_parameter_is_a_usage_error(run_main, filled, tmp_path, monkeypatch):
     """A real 22023: an ef_search outside pgvector's range reaches the server (exit 2, names the parameter).
 

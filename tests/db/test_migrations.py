@@ -191,6 +191,7 @@ GENERATIONS = 11  # the migration that moved chunks' vectors into generations (k
 MOVED = ("profile_id", "dimension", "embedding")  # the chunk columns it moved
 
 
+@pytest.mark.embedded_only  # fills and reads every tenant's rows through the login: only a superuser bypasses the forced policies
 @pytest.mark.parametrize("version", range(1, LATEST))
 def test_every_earlier_version_migrates_to_the_latest_with_data_intact(fresh_dsn, version):
     db = _db(fresh_dsn)
@@ -237,6 +238,7 @@ def _generation_vectors(conn) -> list[tuple]:
     ).fetchall()
 
 
+@pytest.mark.embedded_only  # fills every tenant's rows through the login: only a superuser bypasses the forced policies
 def test_generations_migration_gives_each_namespace_an_active_generation_with_its_index(fresh_dsn):
     """011 on a filled store: generation 1 per namespace holds every vector, the HNSW index of the
     generation exists and is used (literal generation id), and the inline column is gone."""

@@ -143,6 +143,7 @@ def _status(conn, tenant: str) -> list[str]:
 # -- the same store, the same ledger --------------------------------------------------------------
 
 
+@pytest.mark.embedded_only  # reads both tenants' rows through the login (a superuser embedded)
 def test_ingest_and_the_pipe_build_the_same_store_and_ledger(kb, kb_home, tenant, tmp_path):
     corpus = _corpus(tmp_path / "corpus")
     piped = tenant + "_pipe"
@@ -173,6 +174,7 @@ def test_ingest_and_the_pipe_build_the_same_store_and_ledger(kb, kb_home, tenant
 # -- runs that do not finish ----------------------------------------------------------------------
 
 
+@pytest.mark.embedded_only  # reads both tenants' rows through the login (a superuser embedded)
 def test_a_crashed_run_is_marked_failed_on_both_paths_and_a_rerun_converges(kb, kb_home, tenant, tmp_path):
     corpus = _corpus(tmp_path / "corpus", n=150)
     piped = tenant + "_pipe"
@@ -211,10 +213,12 @@ def test_a_crashed_run_is_marked_failed_on_both_paths_and_a_rerun_converges(kb, 
     assert sa == sb and len(sa["documents"]) == 15 + 150
 
 
+@pytest.mark.embedded_only  # reads both tenants' rows through the login (a superuser embedded)
 def test_sigterm_marks_the_run_interrupted_on_both_paths_and_a_rerun_converges(kb, kb_home, tenant, tmp_path):
     _kill_mid_way_and_rerun(kb, kb_home, tenant, tmp_path, signal.SIGTERM)
 
 
+@pytest.mark.embedded_only  # reads both tenants' rows through the login (a superuser embedded)
 def test_sigkill_leaves_the_run_to_the_next_one_on_both_paths_and_a_rerun_converges(kb, kb_home, tenant, tmp_path):
     _kill_mid_way_and_rerun(kb, kb_home, tenant, tmp_path, signal.SIGKILL)
 

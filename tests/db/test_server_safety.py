@@ -112,6 +112,7 @@ def test_start_with_stale_pid_file_removes_it_and_starts(stopped_home, bystander
     assert not _alive(pid)
 
 
+@pytest.mark.embedded_only  # about the embedded server's data directory
 def test_pid_file_naming_another_directorys_postmaster_is_stale(stopped_home, kb):
     """A copied data directory names the original's postmaster: a PostgreSQL, but not serving us."""
     home, lines = stopped_home
@@ -127,6 +128,7 @@ def test_pid_file_naming_another_directorys_postmaster_is_stale(stopped_home, kb
     assert kb.connection().execute("SELECT 1").fetchone()[0] == 1
 
 
+@pytest.mark.embedded_only  # about the embedded server's process
 def test_stop_stops_a_running_server(fresh_home):
     home = fresh_home
     assert _kbctl(home, "db", "start").returncode == 0

@@ -249,6 +249,9 @@ def test_split_lexical_lane_equals_the_single_query(kb, monkeypatch):
     terms = {"refund": 1.0, "invoice": 1.0, "billing": 2.0, "limit": 1.0}
     single = lanes.lexical_lane(conn, [ns], terms, 25, (), prof)
     other = kb.db.connect()
+    from kbctl.store import tenants
+
+    tenants.enter(other, tenants.tenant_role(other, kb.tenant))  # the side connection acts as the tenant, as kb's do
     calls = []
 
     def helper(fn):

@@ -93,6 +93,7 @@ def test_every_table_of_tenant_data_is_forced_under_row_level_security(two_tenan
     )
 
 
+@pytest.mark.embedded_only  # reads every tenant's rows through the login: only a superuser bypasses the forced policies
 def test_a_tenants_role_sees_only_its_own_rows_in_every_table(two_tenants):
     mine, other = two_tenants
     owner = psycopg.connect(mine.dsn(), autocommit=True)  # the embedded login: a superuser, RLS bypassed
@@ -125,6 +126,7 @@ def test_a_tenants_role_sees_only_its_own_rows_in_every_table(two_tenants):
     owner.close()
 
 
+@pytest.mark.embedded_only  # reads every tenant's rows through the login: only a superuser bypasses the forced policies
 def test_a_tenants_role_cannot_write_into_another_tenants_rows(two_tenants):
     mine, other = two_tenants
     theirs = psycopg.connect(other.dsn(), autocommit=True)
@@ -210,6 +212,7 @@ def test_a_long_tenant_name_gets_a_role_within_postgresqls_63_bytes(kb_home):
         k.delete_tenant(name)
 
 
+@pytest.mark.embedded_only  # embedded only: with a DSN a tenant is not created on first use
 def test_a_new_tenant_first_used_by_several_processes_at_once_gets_one_role(kb_home, tenant):
     """The stages of a pipe (or two cron jobs) may be a tenant's first use at the same moment: each
     process creates the role if missing, serialized, so none fails on a duplicate role."""
