@@ -5,8 +5,8 @@ from __future__ import annotations
 from kbctl.chunk import chunk_document
 from kbctl.config import load_settings
 from kbctl.extract import extract
-from kbctl.search.context import format_context
 from kbctl.search.cite import _with_link
+from kbctl.search.context import format_context
 from kbctl.textutil.fragment import text_fragment_link
 from kbctl.types import Hit, SearchResult, Source
 from tests.pdfmake import table_items, text_pdf
