@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, TEST_DSN
 
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -66,4 +66,5 @@ def test_the_latency_part_prepares_its_namespaces_and_optimizes_as_the_owner(kb,
     _ingest(kb, tmp_path / "claims", "scifact", [f"Vitamin D {i} lowers the risk of fractures." for i in range(4)])
     infos = latency.prepare(kb, Env(tmp_path, tmp_path, smoke=True, scale=(10, 20)))
     assert [(i["namespace"], i["chunks"]) for i in infos] == [("scale-10k", 10), ("scale-100k", 20)]
-    assert latency.warm_page_cache(kb)["warmed_mb"] > 0
+    if not TEST_DSN:  # the warm-up reads the embedded server's data directory; a server by DSN has none here
+        assert latency.warm_page_cache(kb)["warmed_mb"] > 0
