@@ -23,8 +23,10 @@ def search(**params: Any) -> None:
     kb = STATE.kb()
     options = search_arguments(p, kb.principal(p["as_"], p["group"]))
     # the running server at [server] url answers when there is one (a warm process: no model load);
-    # else (none configured, unreachable, options it does not take) the search runs in this process
-    result = forward_search(kb.settings, p["query"], p["namespace"], options)
+    # else (none configured, unreachable, options it does not take) the search runs in this process.
+    # A store named on the command line (--dsn, --home) is the one searched: never a server's.
+    named_store = bool(STATE.dsn or STATE.home)
+    result = None if named_store else forward_search(kb.settings, p["query"], p["namespace"], options)
     if result is None:
         result = kb.search(p["query"], p["namespace"], **options)
     fmt = "json" if p["json_"] else ("jsonl" if p["jsonl"] else p["fmt"])

@@ -186,3 +186,28 @@ def test_server_url_from_the_config_file(server, tmp_path):
     report, p = probe(server, "--config", str(config), *args, KBCTL_TOKEN=server["tokens"]["ops"])
     assert report["code"] == 0 and report["heavy"] == [], p.stderr.decode()
     assert _untimed(p.stdout) == _untimed(in_process(server, *args).stdout)
+
+
+@pytest.mark.parametrize("store", ["--home", "--dsn"])
+def test_a_store_named_on_the_command_line_is_never_forwarded(server, store):
+    # The billing agent's server refuses technical_kb; a search of a store the user names runs in
+    # this process against that store, whatever [server] url says (issue 25, part 6).
+    where = str(server["home"]) if store == "--home" else f"postgresql://kbctl@127.0.0.1:{free_port()}/none"
+    args = (store, where, "search", "password reset", "-n", "technical_kb", "--json")
+    report, p = probe(server, *args, **_via(server, "billing"))
+    assert report["code"] is None and p.stdout == b""  # the fast path declines: the normal CLI runs it
+    p = subprocess.run(
+        [sys.executable, "-m", "kbctl", *args],
+        capture_output=True,
+        env=_env(server, **_via(server, "billing")),
+        cwd=ROOT,
+        timeout=300,
+    )
+    err = p.stderr.decode()
+    assert "not available" not in err and "not reachable" not in err
+    if store == "--home":  # the named store answers, with what the in-process search prints
+        assert p.returncode == 0, err
+        local = in_process(server, "search", "password reset", "-n", "technical_kb", "--json")
+        assert json.loads(p.stdout)["hits"] and _untimed(p.stdout) == _untimed(local.stdout)
+    else:  # nothing listens there: the in-process search's connection error, not the server's answer
+        assert p.returncode != 0 and p.stdout == b"" and err.startswith("error:"), err
