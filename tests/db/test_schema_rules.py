@@ -43,11 +43,6 @@ COORDINATOR = {"search_audit", "agent_tokens", "query_log", "query_feedback"}
 
 #: Rule breaks kept on purpose: (table or file, constraint or statement) -> why, and the way out.
 ALLOWED = {
-    ("generations", "generations_id_key"): (
-        "UNIQUE (id) of migration 011: the id is an identity, unique by construction; Citus refuses a"
-        " unique key without the distribution column, so distributing drops it (a new migration:"
-        " ALTER TABLE kbctl.generations DROP CONSTRAINT generations_id_key; nothing references it)"
-    ),
     ("sql/queries/tenants/set_role.sql", "SET ROLE"): (
         "row-level security keys on current_user. Citus opens a worker connection as the current"
         " user, so the role does reach the workers, but a tenant's role is NOLOGIN: on Citus it needs"
