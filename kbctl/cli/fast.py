@@ -5,7 +5,7 @@ With ``[server] url`` (or ``KBCTL_SERVER``) set, ``kbctl search`` asks the runni
 typer, ``kbctl.api``, psycopg or numpy: the process costs the interpreter, ``kbctl.config`` and one
 request. Only a search whose every argument is understood here takes this path; anything else
 (``--help``, ``--as``, ``--format context``, ``--explain`` as a table, an option typer would reject,
-no server configured, a server that cannot answer) runs the normal CLI (``kbctl.cli.main``), which
+a store named by ``--dsn`` or ``--home``, no server configured, a server that cannot answer) runs the normal CLI (``kbctl.cli.main``), which
 searches in-process exactly as it would have (with a warning when a configured server is down).
 """
 
