@@ -45,12 +45,40 @@ class Admin(Part):
         home, pgdata = (self.settings.home, db.pgdata) if db.embedded else (None, None)
         return DatabaseStatus(db.embedded, home, pgdata, version, pgvector, rows)
 
-    def optimize(self, *, reindex: bool = False, full: bool = False) -> list[dict]:
+    def optimize(self, *, reindex: bool = False, full: bool = False, repack: bool = True) -> list[dict]:
         """Vacuum and analyze kbctl's tables; ``reindex`` also compacts their B-tree indexes, ``full``
-        rewrites everything under exclusive locks. Returns each table's bytes before and after."""
+        rewrites everything under exclusive locks; first (``repack``) each namespace's packed
+        postings are rewritten as one segment (``repack``). Returns each table's bytes before and after."""
+        if repack:
+            self.repack()
         conn = self.session.db.connect(register=False)  # autocommit: VACUUM cannot run in a transaction
         try:
             return admin_store.optimize(conn, reindex=reindex, full=full)
+        finally:
+            conn.close()
+
+    def repack(self) -> list[dict]:
+        """Rewrite every namespace's packed postings (the lexical lane's segments) as one segment,
+        without the chunks deleted since; pack a namespace of ``PACK_MIN`` chunks or more that has
+        none yet. Each waits for an ingest of its namespace to finish. Returns one row per
+        namespace packed: its name, chunks and postings."""
+        from ..store import lexical
+
+        conn = self.session.db.connect(register=False)
+        out = []
+        try:
+            for ns_id, name in lexical.all_namespaces(conn):
+                done = lexical.repack(conn, ns_id)
+                if done is not None:
+                    out.append(
+                        {
+                            "namespace_id": ns_id,
+                            "namespace": name,
+                            "chunks": done["chunks"],
+                            "postings": done["postings"],
+                        }
+                    )
+            return out
         finally:
             conn.close()
 

@@ -142,6 +142,7 @@ class KnowledgeBase:
     migrate = delegate("admin", Admin.migrate)
     db_status = delegate("admin", Admin.db_status)
     optimize = delegate("admin", Admin.optimize)
+    repack = delegate("admin", Admin.repack)
     start_server = delegate("admin", Admin.start_server)
     stop_server = delegate("admin", Admin.stop_server)
     dsn = delegate("admin", Admin.dsn)

@@ -46,10 +46,14 @@ def optimize(
     json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ) -> None:
     """Vacuum and analyze kbctl's tables; with --reindex, compact their B-tree indexes (run it from cron)."""
-    rows = STATE.kb().optimize(reindex=reindex, full=full)
+    kb = STATE.kb()
+    packed = kb.repack()
+    rows = kb.optimize(reindex=reindex, full=full, repack=False)
     if json_:
-        print_json({"reindex": reindex, "full": full, "tables": rows})
+        print_json({"reindex": reindex, "full": full, "packed": packed, "tables": rows})
         return
+    for p in packed:
+        info(f"packed {p['namespace']}: {p['chunks']:,} chunks, {p['postings']:,} postings in one segment")
     mb = lambda b: f"{b / 2**20:,.1f}"  # noqa: E731
     table(
         [{"table": r["table"], "MB before": mb(r["bytes_before"]), "MB after": mb(r["bytes_after"])} for r in rows],

@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..errors import UsageError
 from ..interrupts import Interrupts
-from ..store import Namespace, chunk_count_of, delete_documents, source_versions, stored_uris
+from ..store import Namespace, chunk_count_of, delete_documents, lexical, source_versions, stored_uris
 from ..store import runs as runs_store
 from ..textutil.clean import escape_undecodable
 from ..types import ItemError, Source
@@ -77,6 +77,8 @@ def run(conn, req: IngestRun, *, connect: Callable[[], Any]) -> RunReport:
             from ..store.acl import reapply_acls
 
             reapply_acls(conn, ns, req.acl)
+            # The lexical lane's packed postings: a new segment once enough chunks are unpacked.
+            lexical.maintain(conn, ns.id, k1=req.profile.lexical.k1, b=req.profile.lexical.b)
     return report
 
 

@@ -7,10 +7,13 @@ it, HNSW with iterative index scans, so a filtered query still returns k rows.
 Lexical: Okapi BM25 computed from the postings kept at ingest,
 ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` and
 ``tf·(k1 + 1) / (tf + k1·(1 - b + b·dl/avgdl))``, with N, df and avgdl over the queried namespaces.
-Postings are read by index-only scans (tf and dl are INCLUDEd in the primary key, so a term's
-postings are consecutive index entries), and every posting of the query's terms is scored: with
-index-only postings, pruning (MaxScore) costs more round trips than the postings it skips
-(docs/benchmarks.md has the figures).
+A namespace of ``PACK_MIN`` chunks or more is packed (``kbctl.store.lexical``: segments of
+impact-ordered blocks with their bounds, written after an ingest and rewritten by ``kbctl db
+optimize``) and its top k comes from ``blockmax``, which reads blocks in decreasing bound until no
+chunk it has not read can enter the top k, then completes the candidates' scores by key: the same
+top k as scoring every posting, reading a fraction of them. Its unpacked tail (the chunks above the
+newest segment), smaller namespaces and filtered queries are scored from every posting in SQL
+(``search/lexical_lane``): index-only scans of the postings key, which INCLUDEs tf and dl.
 
 Each hit carries its chunk's document id, so fusion can rank documents as well as chunks.
 """
@@ -25,8 +28,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..config import Profile
+from ..store import lexical as packed
 from ..store import search as store
 from ..store.namespaces import Namespace
+from . import blockmax
 from .filters import Filter
 
 __all__ = [
@@ -212,19 +217,40 @@ def lexical_lane(
         info["bound"] = sum(weight) * (k1 + 1)
     statement = store.bm25_statement(filters)
 
-    def part(c, lo: int, hi: int) -> list[tuple]:
-        return store.bm25_rows(c, statement, ns_ids, present, weight, k1=k1, b=b, avgdl=avgdl, k=k, lo=lo, hi=hi)
+    def part(c, ids: list[int], lo: int, hi: int) -> list[tuple]:
+        return store.bm25_rows(c, statement, ids, present, weight, k1=k1, b=b, avgdl=avgdl, k=k, lo=lo, hi=hi)
 
+    # Packed namespaces (not under filters, which the postings statement applies before ranking):
+    # block-max over their segments, plus their unpacked tail from the postings.
+    packs = {} if filters else packed.state(conn, ns_ids)
+    plain = [i for i in ns_ids if i not in packs]
+    rows: list[tuple] = []
+    check = any(p.dead != 0 for p in packs.values())
+
+    def blocks(check: bool) -> list[tuple]:
+        stats: dict = {}
+        out = blockmax.top_k(conn, list(packs), present, weight, k, k1=k1, b=b, avgdl=avgdl, check=check, info=stats)
+        if info is not None:
+            info["packed"] = stats
+        return out
+
+    if packs:
+        rows += blocks(check)
+        rows += [r for p in packs.values() if p.tail for r in part(conn, [p.namespace_id], p.hi + 1, _MAX_ID)]
     mid = None
-    if helper is not None and sum(df[t] for t in present) > SPLIT_POSTINGS:
-        mid = _median_chunk(conn, ns_ids, int(n))
-    if mid is None or helper is None:
-        rows = part(conn, _MIN_ID, _MAX_ID)
-    else:
-        upper = helper(lambda c: part(c, mid + 1, _MAX_ID))
-        lower = part(conn, _MIN_ID, mid)
-        rows = sorted(lower + upper.result(), key=lambda r: (-r[2], r[1]))[:k]
-    return _ranked(store.with_documents(conn, rows))
+    if plain and not packs and helper is not None and sum(df[t] for t in present) > SPLIT_POSTINGS:
+        mid = _median_chunk(conn, plain, int(n))
+    if plain and (mid is None or helper is None):
+        rows += part(conn, plain, _MIN_ID, _MAX_ID)
+    elif plain and helper is not None and mid is not None:
+        upper = helper(lambda c: part(c, plain, mid + 1, _MAX_ID))
+        rows += part(conn, plain, _MIN_ID, mid) + upper.result()
+    top = store.with_documents(conn, sorted(rows, key=lambda r: (-round(r[2], 9), r[1]))[:k])
+    if packs and not check and any(r[3] is None for r in top):
+        # A chunk is gone though the statistics said none was deleted: check every candidate.
+        rows = [r for r in rows if r[0] not in packs or r[1] > packs[r[0]].hi] + blocks(True)
+        top = store.with_documents(conn, sorted(rows, key=lambda r: (-round(r[2], 9), r[1]))[:k])
+    return _ranked(top)
 
 
 _MIN_ID, _MAX_ID = store.MIN_ID, store.MAX_ID

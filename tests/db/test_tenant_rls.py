@@ -13,6 +13,7 @@ import pytest
 from psycopg import sql
 
 import kbctl
+from kbctl.store import lexical
 from kbctl.types import Principal
 
 # Tables that hold no tenant's data: shared profiles, the migration ledger, the tenant registry
@@ -23,7 +24,7 @@ TENANT_COLUMN = {"namespaces", "search_audit", "agent_tokens", "query_log"}
 
 
 def _fill(kb: kbctl.KnowledgeBase, tmp_path, tag: str) -> None:
-    """One namespace with documents, chunks, postings, a run with an error, feed state, an audited
+    """One namespace with documents, chunks, postings (packed too), a run with an error, feed state, an audited
     search, an agent token, a logged query and its feedback."""
     d = tmp_path / tag
     d.mkdir()
@@ -35,6 +36,7 @@ def _fill(kb: kbctl.KnowledgeBase, tmp_path, tag: str) -> None:
     conn.execute(
         "INSERT INTO kbctl.feed_state (namespace_id, url, etag) VALUES (%s, %s, 'x')", (ns.id, f"https://{tag}/feed")
     )
+    lexical.pack(conn, ns.id, k1=1.2, b=0.75)  # packed postings (a real namespace has PACK_MIN chunks)
     kb.settings = kb.settings.with_overrides({"audit.enabled": True, "agents.bot": {}})
     result = kb.search("refunds", "docs", principal=Principal.parse("user:u1", ()))
     kb.create_agent_token("bot")

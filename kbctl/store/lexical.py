@@ -1,0 +1,200 @@
+"""Packed postings (migration 014): segments of impact-ordered blocks, and what the lane reads of them.
+
+Writing: ``pack`` packs a namespace's unpacked tail (or, ``full``, all of it) into a segment, under
+the namespace's ingest lock so no chunk of the range can still arrive. The postings table stays
+the record (ingest writes it, deletions cascade from it); segments are derived from it and can be
+dropped and rebuilt at any time (``repack``).
+
+Reading: ``segments``, ``directory`` (each term's block sizes and bounds), ``blocks`` (the arrays,
+in binary), ``lookup`` (single postings by key, to finish a candidate), ``alive``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .connection import Conn, scalar
+from .queries import query
+from .runs import LOCK_CLASS
+
+__all__ = [
+    "BLOCK",
+    "Segment",
+    "segments",
+    "watermarks",
+    "Packed",
+    "state",
+    "tail_chunks",
+    "PACK_MIN",
+    "maintain",
+    "repack",
+    "pack",
+    "all_namespaces",
+    "drop",
+    "directory",
+    "blocks",
+    "lookup",
+    "alive",
+]
+
+#: Parallel key arrays (numpy).
+Array = np.ndarray
+
+#: Postings per block (4 KB of arrays: one page, read whole, decoded by numpy; docs/benchmarks.md).
+BLOCK = 256
+#: A namespace is packed once it has this many chunks, and a new segment is written once this many
+#: are unpacked: below it, scoring every posting of the tail costs a few milliseconds at most.
+PACK_MIN = 5000
+#: More segments than this and an ingest merges all but the first (the largest) into one.
+MAX_SEGMENTS = 12
+_NONE = -(2**63)
+
+
+@dataclass(frozen=True)
+class Segment:
+    namespace_id: int
+    segment: int
+    lo: int  # exclusive
+    hi: int  # inclusive
+    chunks: int
+
+
+def segments(conn: Conn, ns_ids: Sequence[int]) -> list[Segment]:
+    return [Segment(*r) for r in conn.execute(query("lexical/segments"), (list(ns_ids),))]
+
+
+def watermarks(conn: Conn, ns_ids: Sequence[int]) -> dict[int, int]:
+    """Each namespace's highest packed chunk id (namespaces without segments are missing)."""
+    out: dict[int, int] = {}
+    for s in segments(conn, ns_ids):
+        out[s.namespace_id] = max(out.get(s.namespace_id, _NONE), s.hi)
+    return out
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A packed namespace as the lane sees it: its watermark, its unpacked tail (up to ``TAIL_LIMIT``),
+    and how many of its packed chunks were deleted since (None: unknown, the tail is that large)."""
+
+    namespace_id: int
+    hi: int
+    tail: int
+    dead: int | None
+
+
+#: The tail is counted up to this many chunks.
+TAIL_LIMIT = 100_000
+
+
+def state(conn: Conn, ns_ids: Sequence[int]) -> dict[int, Packed]:
+    """The packed namespaces among ``ns_ids`` (the others are missing), in one statement."""
+    out = {}
+    for ns_id, hi, chunks, tail, now in conn.execute(query("lexical/state"), (list(ns_ids), TAIL_LIMIT)):
+        dead = None if tail >= TAIL_LIMIT else max(0, int(chunks) + int(tail) - int(now))
+        out[ns_id] = Packed(ns_id, int(hi), int(tail), dead)
+    return out
+
+
+def tail_chunks(conn: Conn, ns_id: int, limit: int) -> int:
+    """How many chunks of the namespace are not packed yet, counted up to ``limit``."""
+    mark = watermarks(conn, [ns_id]).get(ns_id, _NONE)
+    return int(scalar(conn.execute(query("lexical/tail_chunks"), (ns_id, mark, limit))))
+
+
+def maintain(conn: Conn, ns_id: int, *, k1: float, b: float) -> dict | None:
+    """After an ingest: pack the tail once it holds ``PACK_MIN`` chunks, and merge the segments
+    after the first when there are more than ``MAX_SEGMENTS``. None when nothing was due."""
+    if tail_chunks(conn, ns_id, PACK_MIN) < PACK_MIN:
+        return None
+    merge = len(segments(conn, [ns_id])) >= MAX_SEGMENTS
+    return pack(conn, ns_id, k1=k1, b=b, keep=1 if merge else None)
+
+
+def repack(conn: Conn, ns_id: int, *, k1: float = 1.2, b: float = 0.75) -> dict | None:
+    """Rewrite the namespace's segments as one, without the chunks deleted since (``kbctl db
+    optimize``); a namespace under ``PACK_MIN`` chunks loses its segments. None when it has none
+    and is too small to pack."""
+    small = int(scalar(conn.execute(query("lexical/tail_chunks"), (ns_id, _NONE, PACK_MIN)))) < PACK_MIN
+    if small:
+        had = bool(segments(conn, [ns_id]))
+        drop(conn, ns_id)
+        return {"segment": None, "chunks": 0, "postings": 0} if had else None
+    return pack(conn, ns_id, k1=k1, b=b, keep=0)
+
+
+def pack(conn: Conn, ns_id: int, *, k1: float, b: float, keep: int | None = None, block: int = BLOCK) -> dict:
+    """Pack the namespace's unpacked chunks into a new segment; with ``keep``, first drop every
+    segment after the first ``keep`` (0: all of them), so their chunks are packed again, into one.
+    ``k1`` and ``b`` only order the postings (any values give exact results; the profile's give
+    tight blocks). One transaction, under the namespace's ingest lock (taken at transaction level:
+    an ingest holding it on this session passes, another session's waits). Returns {"segment",
+    "chunks", "postings"} (segment None when there was nothing to pack)."""
+    with conn.transaction():
+        conn.execute(query("lexical/lock"), (LOCK_CLASS, ns_id))
+        if keep is not None:
+            conn.execute(query("lexical/drop_segments"), (ns_id, ns_id, keep))
+        lo = watermarks(conn, [ns_id]).get(ns_id, _NONE)
+        hi = scalar(conn.execute(query("lexical/newest_chunk"), (ns_id,)))
+        if hi is None or hi <= lo:
+            return {"segment": None, "chunks": 0, "postings": 0}
+        chunks = int(scalar(conn.execute(query("lexical/chunks_in_range"), (ns_id, lo, hi))))
+        stats = conn.execute(query("search/lexical_stats"), ([ns_id],)).fetchone()
+        avgdl = float(stats[1]) / float(stats[0]) if stats and stats[0] else 1.0
+        seg = int(scalar(conn.execute(query("lexical/insert_segment"), (ns_id, lo, hi, ns_id))))
+        conn.execute(query("lexical/pack_settings"))
+        params = (block, ns_id, lo, hi, k1, b, avgdl or 1.0, ns_id, seg, ns_id, seg)
+        postings = int(scalar(conn.execute(query("lexical/pack_blocks"), params)))
+        conn.execute(query("lexical/finish_segment"), (chunks, postings, ns_id, seg))
+    return {"segment": seg, "chunks": chunks, "postings": postings}
+
+
+def all_namespaces(conn: Conn) -> list[tuple[int, str]]:
+    """(id, name) of every namespace the connection sees (the owner: all of them)."""
+    return conn.execute(query("lexical/all_namespaces")).fetchall()
+
+
+def drop(conn: Conn, ns_id: int) -> None:
+    """Drop the namespace's segments: its lexical lane reads the postings table alone again."""
+    with conn.transaction():
+        conn.execute(query("lexical/drop_segments"), (ns_id, ns_id, 0))
+
+
+def directory(conn: Conn, ns_ids: Sequence[int], terms: Sequence[str]) -> list[tuple]:
+    """(namespace_id, term, segment, sizes, max_tfs, min_dls) of the terms, the arrays as bytes."""
+    with conn.cursor(binary=True) as cur:
+        return cur.execute(query("lexical/directory"), (list(ns_ids), list(terms))).fetchall()
+
+
+def _csv(values: Array | Sequence[int]) -> str:
+    """A comma-separated list (``string_to_array`` in SQL): one string to send instead of an array
+    of thousands of elements, each encoded on its own."""
+    return ",".join(map(str, values.tolist() if hasattr(values, "tolist") else values))
+
+
+def blocks(conn: Conn, ns_ids: Array, term_idx: Array, segs: Array, blks: Array, terms: Sequence[str]) -> list[tuple]:
+    """(namespace_id, term, segment, block, chunk_ids, tfs, dls) of the blocks keyed by the parallel
+    arrays (``term_idx`` indexes ``terms``), the arrays as bytes."""
+    params = (_csv(ns_ids), _csv(np.asarray(term_idx) + 1), _csv(segs), _csv(blks), list(terms))
+    with conn.cursor(binary=True) as cur:
+        return cur.execute(query("lexical/blocks"), params).fetchall()
+
+
+def lookup(conn: Conn, ns_ids: Array, chunk_ids: Array, term_idx: Array, terms: Sequence[str]) -> list[tuple]:
+    """(chunk_id, term, tf, dl) of the postings keyed by the parallel arrays (namespace, chunk, index
+    into ``terms``) that exist."""
+    if not len(chunk_ids):
+        return []
+    params = (_csv(ns_ids), _csv(chunk_ids), _csv(np.asarray(term_idx) + 1), list(terms))
+    with conn.cursor(binary=True) as cur:
+        return cur.execute(query("lexical/lookup"), params).fetchall()
+
+
+def alive(conn: Conn, ns_ids: Array, chunk_ids: Array) -> set[int]:
+    """The ids of the chunks keyed by the parallel arrays (namespace, chunk) that still exist."""
+    if not len(chunk_ids):
+        return set()
+    with conn.cursor(binary=True) as cur:
+        return {r[0] for r in cur.execute(query("lexical/alive"), (_csv(ns_ids), _csv(chunk_ids)))}
