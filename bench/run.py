@@ -33,6 +33,9 @@ bench-smoke``, run by ``.ci/run``. The store is a dedicated home (``--home``, de
   CISI and Cranfield (needs their namespaces) → docs/benchmarks.md, docs/agents.md
 - ``prf``:     the feedback step's cost: hybrid with and without ``prf`` at 10k and 100k chunks, with
   the load average → docs/benchmarks.md
+- ``million``: a synthetic namespace of a million chunks (bench/synth.py): build time, disk, memory,
+  HNSW recall (vector, halfvec), p50/p95 of each lane → docs/benchmarks.md (needs no collection;
+  ``KBCTL_BENCH_MILLION=N`` for another size)
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ PARTS = (
     "verify",
     "research",
     "prf",
+    "million",
 )
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {
@@ -77,6 +81,7 @@ DOCS = {
     "verify": ("docs/benchmarks.md", "docs/agents.md"),
     "research": ("docs/benchmarks.md", "docs/agents.md"),
     "prf": ("docs/benchmarks.md",),
+    "million": ("docs/benchmarks.md",),
 }
 
 
@@ -86,6 +91,7 @@ def _part(name: str):
     import ingest
     import latency
     import memory
+    import million
     import parity
     import quality
     import research
@@ -105,6 +111,7 @@ def _part(name: str):
         "verify": verify_claim.run,
         "research": research.run,
         "prf": latency.run_prf,
+        "million": million.run,
     }[name]
 
 
