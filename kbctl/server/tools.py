@@ -332,6 +332,7 @@ class Toolbox:
         with self.service.kb(self.agent.tenant) as kb:
             scope = self.agent.scope([namespace] if namespace is not None else None, kb.namespace_names())
             doc = kb.document(doc_id, scope, around_chunk=around_chunk, window=window, principal=self.agent.principal)
+        doc.pop("id", None)  # the library's row id, the same as doc_id
         meta = dict(doc["metadata"] or {})
         ns, ident = doc["namespace"], doc["doc_id"]
         chunks = [{**c, "resource": resource_uri(ns, ident, c["chunk_id"])} for c in doc.pop("chunks")]
