@@ -83,7 +83,6 @@ class _KbctlMCP(MCPServer):
                 return _refused(name, validation_message(e.__cause__))
             raise
 
-
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         if self.toolbox is None or not str(uri).startswith(f"{RESOURCE_SCHEME}:"):
             return await super().read_resource(uri, context)
