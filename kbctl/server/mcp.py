@@ -89,8 +89,7 @@ class _KbctlMCP(MCPServer):
         try:
             text, meta = await anyio.to_thread.run_sync(self.toolbox.read_resource, str(uri))
         except KbctlError as e:
-            if error_status(e) >= 500:
-                log.error("resource %s failed: %s", str(uri)[:200], e.message, exc_info=e)
+            if error_status(e) >= 500:  # a fault: the SDK logs its traceback (once)
                 raise UnexpectedResourceError(e.message) from e
             raise _refusal("resource", str(uri)[:200], e.message) from None
         except Exception as e:  # a fault: the SDK logs its traceback once, the client sees no internals

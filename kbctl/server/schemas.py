@@ -62,7 +62,7 @@ class Citation(_Shape):
     resource: str = Field(description="kbctl://<namespace>/<doc_id>#<chunk_id>: resources/read opens it.")
     page: int | None = Field(None, description="PDF page of the passage (absent when unknown).")
     boxes: list[list[float]] | None = Field(
-        None, description="PDF line boxes: (offset, length, page, x0, top, x1, bottom) (absent when unknown)."
+        None, description="The passage's PDF lines: (page, x0, top, x1, bottom) each (absent when unknown)."
     )
     link: str | None = Field(None, description="A web page's link to the passage (text fragment), when known.")
 

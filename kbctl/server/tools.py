@@ -306,7 +306,7 @@ class Toolbox:
         chunks = doc["chunks"]
         if chunk_id is not None:
             chunks = [c for c in chunks if c["chunk_id"] == chunk_id]
-        head = f"# {doc['title']}\n\nSource: {doc['source']}\n"
+        head = f"# {doc['title']}\n\nSource: {doc['source']}"
         parts, used, truncated = [head], estimate_tokens(head), False
         for c in chunks:
             cost = estimate_tokens(c["text"]) + 2

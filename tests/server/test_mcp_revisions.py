@@ -302,3 +302,44 @@ def test_the_json_api_answers_validate_against_the_mcp_output_schemas(served, te
         jsonschema.validate({**search, "extra": 1}, declared["search_knowledge"])
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**search, "passages": [{**hit, "score": "high"}]}, declared["search_knowledge"])
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_resource_fault_logs_one_traceback_and_a_refusal_none(caplog, mode):
+    """In process: reading a document whose knowledge base fails is a fault (one ERROR record with its
+    traceback, no internals for the client); a malformed URI a refusal (INFO, no traceback)."""
+    import logging
+
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from kbctl.config import load_settings
+    from kbctl.server.agents import Agent
+    from kbctl.server.mcp import mcp_server
+    from kbctl.server.metrics import Metrics
+    from kbctl.server.tools import Toolbox
+
+    class Broken:
+        server = load_settings().server
+
+        def kb(self, tenant=None):
+            raise RuntimeError("the disk is on fire")
+
+    server = mcp_server(Toolbox(Broken(), Agent(), Metrics()))  # type: ignore[arg-type]
+
+    async def main():
+        errors = []
+        async with Client(server, mode=mode) as client:
+            for uri in (resource_uri("billing_kb", 1), "kbctl://billing_kb/x"):
+                with pytest.raises(MCPError) as e:
+                    await client.read_resource(uri)
+                errors.append(e.value.error.message)
+        return errors
+
+    with caplog.at_level(logging.INFO):
+        fault, refusal = anyio.run(main)
+    assert "disk" not in fault and refusal.startswith("invalid resource URI")
+    with_traceback = [r for r in caplog.records if r.exc_info]
+    assert len(with_traceback) == 1 and "kbctl://billing_kb/1" in with_traceback[0].getMessage()
+    refused = [r for r in caplog.records if "refused: invalid resource URI" in r.getMessage()]
+    assert refused and all(r.levelno == logging.INFO and not r.exc_info for r in refused)
