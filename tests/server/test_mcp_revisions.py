@@ -343,3 +343,35 @@ def test_a_resource_fault_logs_one_traceback_and_a_refusal_none(caplog, mode):
     assert len(with_traceback) == 1 and "kbctl://billing_kb/1" in with_traceback[0].getMessage()
     refused = [r for r in caplog.records if "refused: invalid resource URI" in r.getMessage()]
     assert refused and all(r.levelno == logging.INFO and not r.exc_info for r in refused)
+
+
+def test_an_agent_without_get_document_reads_no_resources_and_gets_only_its_prompts(logged):
+    """``reader`` (search_knowledge and list_namespaces): no template, a read refused like a tool it
+    lacks, only the prompt of the tool it has; a prompt's missing argument is a one-line refusal."""
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    async def main():
+        out: dict = {}
+        async with Client(http_transport(logged.url, logged.tokens["reader"])) as client:
+            out["templates"] = (await client.list_resource_templates()).resource_templates
+            out["prompts"] = {p.name for p in (await client.list_prompts()).prompts}
+            hit = (await client.call_tool("search_knowledge", {"query": "refund", "k": 1})).structured_content
+            out["resource"] = hit["passages"][0]["resource"]
+            for name, call in {
+                "read": client.read_resource(out["resource"]),
+                "other_prompt": client.get_prompt("check_claim", {"claim": "x"}),
+                "missing_argument": client.get_prompt("answer_with_citations", {}),
+            }.items():
+                with pytest.raises(MCPError) as e:
+                    await call
+                out[name] = e.value.error.message
+        return out
+
+    out = anyio.run(main)
+    assert out["templates"] == [] and out["prompts"] == {"answer_with_citations"}
+    assert out["resource"].startswith("kbctl://")  # results still name their resource
+    assert out["read"] == "tool 'get_document' is not available"
+    assert out["other_prompt"] == "prompt 'check_claim' is not available"
+    assert out["missing_argument"] == "invalid arguments: question: Field required"
+    assert "Traceback" not in logged.log.read_text(errors="replace")
