@@ -83,7 +83,7 @@ def _chunk_tokens(kb, namespace: str) -> tuple[list[list[str]], list[str]]:
     return [toks[i] for i in ids], [owner[i] for i in ids]
 
 
-def _kbctl_runs(env: Env, namespace: str, ds, queries: dict) -> tuple[dict, dict, int, int]:
+def _kbctl_runs(env: Env, namespace: str, ds, queries: dict) -> tuple[dict, dict, int, int, str]:
     """kbctl's lexical lane (document level) and bm25s over kbctl's own chunks, on each query;
     and how many chunks and documents the namespace holds."""
     import kbctl
@@ -95,9 +95,19 @@ def _kbctl_runs(env: Env, namespace: str, ds, queries: dict) -> tuple[dict, dict
         chunks = _bm25s_run(ctoks, owner, queries)
         fn = search_fn(kb, ds, namespace, DEPTH)
         ours = {q.id: [d for d, _ in fn(q, "lexical")] for q in ds.queries}
-        return ours, chunks, len(ctoks), len(set(owner))
+        return ours, chunks, len(ctoks), len(set(owner)), _packed(kb, namespace)
     finally:
         kb.close()
+
+
+def _packed(kb, namespace: str) -> str:
+    """Which lexical lane answered: the packed postings' segments (block-max) or every posting."""
+    from kbctl.store import lexical
+
+    segs = lexical.segments(kb.connection(), [kb.namespace(namespace).id])
+    if not segs:
+        return "not packed: every posting scored in SQL"
+    return f"packed: {len(segs)} segment(s), {sum(s.chunks for s in segs):,} chunks, block-max top k"
 
 
 def run(env: Env, namespace: str = "scifact") -> str:
@@ -119,7 +129,7 @@ def run(env: Env, namespace: str = "scifact") -> str:
         queries,
     )
 
-    ours, chunks, nchunks, ndocs = _kbctl_runs(env, namespace, ds, queries)
+    ours, chunks, nchunks, ndocs, lane = _kbctl_runs(env, namespace, ds, queries)
 
     n_k, n_w, n_c = _ndcg(ours, qrels), _ndcg(whole, qrels), _ndcg(chunks, qrels)
     top10 = [len(set(ours[q][:10]) & set(chunks[q][:10])) / max(1, min(10, len(chunks[q]))) for q in ours if chunks[q]]
@@ -150,7 +160,7 @@ def run(env: Env, namespace: str = "scifact") -> str:
         f" as kbctl); {ndocs} documents in {nchunks} chunks. Mean top-10 overlap of kbctl and bm25s-on-chunks:"
         f" {np.mean(top10):.4f}. Parity target: |Δ| ≤ 0.01 → "
         f"{'**met**' if abs(n_c - n_k) <= 0.01 and abs(n_w - n_k) <= 0.01 else '**see notes**'}"
-        f" (chunks {abs(n_c - n_k):.4f}, whole documents {abs(n_w - n_k):.4f}).\n"
+        f" (chunks {abs(n_c - n_k):.4f}, whole documents {abs(n_w - n_k):.4f}). kbctl's lexical lane: {lane}.\n"
     )
     print(body)
     return body

@@ -36,6 +36,9 @@ bench-smoke``, run by ``.ci/run``. The store is a dedicated home (``--home``, de
 - ``million``: a synthetic namespace of a million chunks (bench/synth.py): build time, disk, memory,
   HNSW recall (vector, halfvec), p50/p95 of each lane → docs/benchmarks.md (needs no collection;
   ``KBCTL_BENCH_MILLION=N`` for another size)
+- ``lexical``: the lexical lane packed (block-max) against every posting, query by query, and whether
+  their top 100 agree, at SciFact, 10k, 100k (and the million with ``KBCTL_BENCH_MILLION_HOME``)
+  → docs/benchmarks.md
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ PARTS = (
     "research",
     "prf",
     "million",
+    "lexical",
 )
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {
@@ -82,6 +86,7 @@ DOCS = {
     "research": ("docs/benchmarks.md", "docs/agents.md"),
     "prf": ("docs/benchmarks.md",),
     "million": ("docs/benchmarks.md",),
+    "lexical": ("docs/benchmarks.md",),
 }
 
 
@@ -90,6 +95,7 @@ def _part(name: str):
     import dense
     import ingest
     import latency
+    import lexical
     import memory
     import million
     import parity
@@ -112,6 +118,7 @@ def _part(name: str):
         "research": research.run,
         "prf": latency.run_prf,
         "million": million.run,
+        "lexical": lexical.run,
     }[name]
 
 
