@@ -33,6 +33,8 @@ bench-smoke``, run by ``.ci/run``. The store is a dedicated home (``--home``, de
   CISI and Cranfield (needs their namespaces) → docs/benchmarks.md, docs/agents.md
 - ``prf``:     the feedback step's cost: hybrid with and without ``prf`` at 10k and 100k chunks, with
   the load average → docs/benchmarks.md
+- ``tracing``: OpenTelemetry traces' cost: hybrid with tracing off and on, query by query, at the
+  scaled namespaces, with the load average → docs/benchmarks.md (needs ``kbctl[otel]``)
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ PARTS = (
     "verify",
     "research",
     "prf",
+    "tracing",
 )
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {
@@ -77,6 +80,7 @@ DOCS = {
     "verify": ("docs/benchmarks.md", "docs/agents.md"),
     "research": ("docs/benchmarks.md", "docs/agents.md"),
     "prf": ("docs/benchmarks.md",),
+    "tracing": ("docs/benchmarks.md",),
 }
 
 
@@ -90,6 +94,7 @@ def _part(name: str):
     import quality
     import research
     import serve
+    import tracing
     import verify_claim
 
     return {
@@ -105,6 +110,7 @@ def _part(name: str):
         "verify": verify_claim.run,
         "research": research.run,
         "prf": latency.run_prf,
+        "tracing": tracing.run,
     }[name]
 
 
