@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import http.server
 import threading
+from typing import ClassVar
 
 import pytest
 
@@ -13,9 +14,9 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
 
 class _Collector(http.server.BaseHTTPRequestHandler):
-    received: list[bytes] = []
+    received: ClassVar[list[bytes]] = []
 
-    def do_POST(self):  # noqa: N802 - the handler's protocol
+    def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         if self.headers.get("Content-Encoding") == "gzip":
             body = gzip.decompress(body)
