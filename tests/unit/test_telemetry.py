@@ -76,3 +76,13 @@ def test_importing_kbctl_telemetry_does_not_import_opentelemetry():
     code = "import sys, kbctl.telemetry, kbctl.api, kbctl.search.engine; print('opentelemetry' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_forwarded_search_carries_the_callers_traceparent(monkeypatch):
+    from kbctl.server.client import _trace
+
+    monkeypatch.delenv("TRACEPARENT", raising=False)
+    monkeypatch.delenv("TRACESTATE", raising=False)
+    assert _trace() == {}
+    monkeypatch.setenv("TRACEPARENT", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    assert _trace() == {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
