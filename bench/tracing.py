@@ -103,6 +103,9 @@ def run(env: Env) -> str:
 
     ensure_imported(env, "scifact")
     queries = env.few([q.text for q in load_dataset(env.collection("scifact")).queries])
+    # a small collection's queries are asked again until there are enough pairs (--queries, else 200)
+    want = env.queries or env.pick(200, 5)
+    queries = (queries * -(-want // len(queries)))[:want]
     counter, provider = _provider()
     kb = kbctl.open(home=env.home, config=config_file(env))
     rows, raw, loads = [], {}, {}
