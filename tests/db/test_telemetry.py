@@ -209,6 +209,18 @@ def test_a_served_search_is_traced_under_the_callers_traceparent(cli, kb_home, t
         assert _one(named, "kbctl.search").parent.span_id == tool.context.span_id
         _no_query_text(finished, "refunds")
 
+        # MCP without _meta: the HTTP traceparent header of the /mcp request
+        spans.clear()
+        traceparent, trace_id, span_id = _caller()
+        del call["params"]["_meta"]
+        r = client.post("/mcp", json=call, headers={**headers, "traceparent": traceparent})
+        assert r.status_code == 200 and not r.json()["result"].get("isError"), r.text
+        named = _by_name(spans.get_finished_spans())
+        request = _one(named, "kbctl.request")
+        assert (request.parent.trace_id, request.parent.span_id) == (trace_id, span_id)
+        assert request.attributes["url.path"] == "/mcp"
+        assert _one(named, "kbctl.tool").context.trace_id == trace_id
+
 
 def test_the_query_text_is_recorded_only_when_configured(kb, spans, tmp_path):
     kb.ingest(["sample_corpus/support/billing"], namespace="billing_kb")
