@@ -101,7 +101,8 @@ def configure(section: TelemetrySettings, env: Mapping[str, str] | None = None) 
     On: the first call sets up the SDK (an exporter, a batch processor, the global tracer provider,
     so the MCP SDK's own spans join the same trace) unless the process has an SDK provider already.
     Later calls only switch recording and ``record_query``. ``[telemetry] enabled`` without the SDK
-    installed is a configuration error; ``OTEL_*`` variables without it are a warning.
+    installed is a configuration error; ``OTEL_*`` variables without it, or naming an exporter
+    kbctl does not have, are a warning (they may be meant for other programs).
     """
     env = os.environ if env is None else env
     wanted, exporter = _wanted(section, env)
@@ -117,9 +118,7 @@ def configure(section: TelemetrySettings, env: Mapping[str, str] | None = None) 
                 raise ConfigError(
                     "[telemetry] enabled needs the OpenTelemetry SDK", hint="pip install 'kbctl[otel]'"
                 ) from None
-            if not _S.warned:
-                log.warning("OTEL_* variables ask for traces but the OpenTelemetry SDK is not installed: kbctl[otel]")
-                _S.warned = True
+            _warn_once("OTEL_* variables ask for traces but the OpenTelemetry SDK is not installed: kbctl[otel]")
             _S.on = False
             return
         _S.tracer = _S.provider.get_tracer("kbctl", __version__)
@@ -132,6 +131,12 @@ def reset() -> None:
     _S.record_query = False
 
 
+def _warn_once(message: str) -> None:
+    if not _S.warned:
+        log.warning(message)
+        _S.warned = True
+
+
 def _wanted(section: TelemetrySettings, env: Mapping[str, str]) -> tuple[bool, str]:
     """(whether traces are on, the exporter's name)."""
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() in _TRUE:
@@ -141,8 +146,9 @@ def _wanted(section: TelemetrySettings, env: Mapping[str, str]) -> tuple[bool, s
     by_env = False
     if named and named != "none":
         first = named.split(",")[0].strip()
-        if first not in EXPORTERS:
-            raise ConfigError(f"OTEL_TRACES_EXPORTER={named!r} is not supported", hint="use otlp or console")
+        if first not in EXPORTERS:  # a variable meant for other programs must not stop kbctl: warned, ignored
+            _warn_once(f"OTEL_TRACES_EXPORTER={named!r}: kbctl exports with otlp or console only; ignored")
+            return section.enabled, exporter
         exporter, by_env = first, True
     if named != "none" and (env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
         by_env = True

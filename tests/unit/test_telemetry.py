@@ -36,9 +36,10 @@ def test_when_traces_are_on(enabled, env, on, exporter):
     assert telemetry._wanted(_section(enabled=enabled), env) == (on, exporter)
 
 
-def test_an_unsupported_exporter_is_a_configuration_error():
-    with pytest.raises(ConfigError, match="OTEL_TRACES_EXPORTER"):
-        telemetry._wanted(_section(), {"OTEL_TRACES_EXPORTER": "zipkin"})
+def test_an_unsupported_exporter_is_a_warning_in_the_environment_and_an_error_in_the_config(caplog):
+    with caplog.at_level("WARNING"):
+        assert telemetry._wanted(_section(), {"OTEL_TRACES_EXPORTER": "zipkin"}) == (False, "otlp")
+        assert telemetry._wanted(_section(enabled=True), {"OTEL_TRACES_EXPORTER": "zipkin"}) == (True, "otlp")
     from kbctl.config import load_settings
 
     with pytest.raises(ConfigError, match="telemetry.exporter"):
