@@ -51,6 +51,8 @@ def _snippet_docs(passages: list[dict], budget: int) -> set[str]:
 def measure(env: Env, budgets=BUDGETS, limit: int | None = None) -> str:
     from verify_claim import toolbox
 
+    from kbctl.server.schemas import dump  # an answer as the JSON both surfaces send
+
     # the k = 50 snippet list in one page; CISI has queries longer than the default 2000 characters
     box, service = toolbox(env, max_output_tokens=50000, max_query_chars=20000)
     raw: dict = {}
@@ -60,15 +62,15 @@ def measure(env: Env, budgets=BUDGETS, limit: int | None = None) -> str:
             queries = judged_queries(env, name)[:limit]
             per = {b: defaultdict(list) for b in budgets}
             for n, (qid, query, relevant) in enumerate(queries, 1):
-                listed = box.search_knowledge(query, namespaces=[name], k=K, snippets=True)
+                listed = dump(box.search_knowledge(query, namespaces=[name], k=K, snippets=True))
                 assert listed["next_cursor"] is None, "the snippet list was paged: raise max_output_tokens"
                 source = {p["rank"]: p["source"] for p in listed["passages"]}
                 for b in budgets:
-                    plain = box.search_knowledge(query, namespaces=[name], k=K, budget=b)
+                    plain = dump(box.search_knowledge(query, namespaces=[name], k=K, budget=b))
                     shown = {int(r) for r in _HEAD.findall(plain["context"])}
                     plain_docs = {source[r] for r in shown}
                     snip_docs = _snippet_docs(listed["passages"], b)
-                    research = box.research_topic(query, namespaces=[name], budget=b)
+                    research = dump(box.research_topic(query, namespaces=[name], budget=b))
                     research_docs = {d["source"] for d in research["documents"]}
                     for label, docs in (
                         ("search (context)", plain_docs),

@@ -35,6 +35,9 @@ bench-smoke``, run by ``.ci/run``. The store is a dedicated home (``--home``, de
   the load average → docs/benchmarks.md
 - ``tracing``: OpenTelemetry traces' cost: hybrid with tracing off and on, query by query, at the
   scaled namespaces, with the load average → docs/benchmarks.md (needs ``kbctl[otel]``)
+- ``million``: a synthetic namespace of a million chunks (bench/synth.py): build time, disk, memory,
+  HNSW recall (vector, halfvec), p50/p95 of each lane → docs/benchmarks.md (needs no collection;
+  ``KBCTL_BENCH_MILLION=N`` for another size)
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ PARTS = (
     "research",
     "prf",
     "tracing",
+    "million",
 )
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {
@@ -81,6 +85,7 @@ DOCS = {
     "research": ("docs/benchmarks.md", "docs/agents.md"),
     "prf": ("docs/benchmarks.md",),
     "tracing": ("docs/benchmarks.md",),
+    "million": ("docs/benchmarks.md",),
 }
 
 
@@ -90,6 +95,7 @@ def _part(name: str):
     import ingest
     import latency
     import memory
+    import million
     import parity
     import quality
     import research
@@ -111,6 +117,7 @@ def _part(name: str):
         "research": research.run,
         "prf": latency.run_prf,
         "tracing": tracing.run,
+        "million": million.run,
     }[name]
 
 

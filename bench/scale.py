@@ -103,7 +103,15 @@ def make_scaled(kb, source: str, name: str, target: int) -> dict:
     drop_generation_indexes(conn, [ns.generation_id])
     with conn.transaction():
         conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
-        for table in ("vectors", "lexical_postings", "lexical_vocab", "lexical_stats", "chunks", "documents"):
+        for table in (
+            "vectors",
+            "lexical_segments",
+            "lexical_postings",
+            "lexical_vocab",
+            "lexical_stats",
+            "chunks",
+            "documents",
+        ):
             conn.execute(f"DELETE FROM kbctl.{table} WHERE namespace_id = %s", (ns.id,))
         conn.execute(
             "CREATE TEMP TABLE bench_src ON COMMIT DROP AS"

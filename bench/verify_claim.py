@@ -54,6 +54,8 @@ def toolbox(env: Env, **server: object):
 
 def collect(env: Env, split: str, limit: int | None = None) -> list[dict]:
     """One row per answer: the claim, whether relevant abstracts were filtered out, each passage's signals."""
+    from kbctl.server.schemas import dump  # an answer as the JSON both surfaces send
+
     box, service = toolbox(env)
     rows = []
     try:
@@ -61,7 +63,7 @@ def collect(env: Env, split: str, limit: int | None = None) -> list[dict]:
         for n, (qid, claim, relevant) in enumerate(claims, 1):
             for excluded in (False, True):
                 filters = [f"uri!={d}" for d in sorted(relevant)] if excluded else None
-                out = box.verify_claim(claim, namespaces=[NAMESPACE], k=K, filters=filters)
+                out = dump(box.verify_claim(claim, namespaces=[NAMESPACE], k=K, filters=filters))
                 rows.append(
                     {
                         "claim": qid,

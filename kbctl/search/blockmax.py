@@ -31,7 +31,7 @@ import numpy as np
 
 from ..store import lexical as packed
 
-__all__ = ["top_k", "FIRST_ROUND", "MAX_CANDIDATES", "LOOKUP_COST"]
+__all__ = ["top_k", "Stale", "FIRST_ROUND", "MAX_CANDIDATES", "LOOKUP_COST"]
 
 #: Postings read in the first round; each next round reads four times more.
 FIRST_ROUND = 4096
@@ -42,6 +42,11 @@ MAX_CANDIDATES = 2000
 #: and the next round is read instead.
 LOOKUP_COST = 24
 _EPS = 1e-12
+
+
+class Stale(Exception):
+    """A block of the directory read was not there any more: the namespace was repacked meanwhile
+    (``kbctl db optimize``). The caller scores the postings instead."""
 
 
 @dataclass
@@ -71,10 +76,10 @@ def _bm25(w: float, tf, dl, k1: float, b: float, avgdl: float):
     return w * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
 
 
-def _directory(conn, ns_ids, terms: list[str], weights: np.ndarray, k1, b, avgdl) -> _Blocks:
+def _directory(rows, terms: list[str], weights: np.ndarray, k1, b, avgdl) -> _Blocks:
     index = {t: i for i, t in enumerate(terms)}
     parts: list[tuple[np.ndarray, ...]] = []
-    for ns_id, term, seg, sizes, max_tfs, min_dls in packed.directory(conn, ns_ids, terms):
+    for ns_id, term, seg, sizes, max_tfs, min_dls in rows:
         n = np.frombuffer(sizes, ">i4").astype(np.int64)
         ti = index[term]
         tf = np.frombuffer(max_tfs, ">f4").astype(np.float64)
@@ -109,13 +114,17 @@ def top_k(
     avgdl: float,
     check: bool = True,
     info: dict | None = None,
+    directory: list[tuple] | None = None,
 ) -> list[tuple[int, int, float]]:
     """(namespace_id, chunk_id, score) of the k best packed chunks of the namespaces, best first
     (ties by chunk id); ``weights`` are the terms' query weights with idf. ``check``: look up
     whether candidates still exist (not needed when no packed chunk was deleted since packing).
-    ``info`` receives what the search read: rounds, blocks, postings, candidates, lookups, dead."""
+    ``info`` receives what the search read: rounds, blocks, postings, candidates, lookups, dead.
+    ``directory``: the terms' block directories, when read already (``kbctl.store.lexical.plan``).
+    Raises ``Stale`` when a block of the directory is gone (the namespace was repacked since)."""
     w = np.asarray(weights, dtype=np.float64)
-    bl = _directory(conn, ns_ids, terms, w, k1, b, avgdl)
+    rows = directory if directory is not None else packed.directory(conn, ns_ids, terms)
+    bl = _directory(rows, terms, w, k1, b, avgdl)
     nblocks, nterms = len(bl.size), len(terms)
     read = _Read()
     taken, budget, more = 0, FIRST_ROUND, True
@@ -208,6 +217,11 @@ def _read_blocks(conn, bl: _Blocks, lo: int, hi: int, terms, w, k1, b, avgdl, re
     """Read blocks [lo, hi) of the order and score their postings (decoded once for the round)."""
     index = {t: i for i, t in enumerate(terms)}
     rows = packed.blocks(conn, bl.ns[lo:hi], bl.term[lo:hi], bl.seg[lo:hi], bl.blk[lo:hi], terms)
+    if len(rows) != hi - lo:
+        raise Stale(f"{hi - lo - len(rows)} of {hi - lo} blocks gone")
+    want = {(int(bl.ns[i]), int(bl.seg[i]), int(bl.blk[i]), int(bl.term[i])): int(bl.size[i]) for i in range(lo, hi)}
+    if any(want.get((r[0], r[2], r[3], index[r[1]])) != len(r[5]) // 4 for r in rows):
+        raise Stale("a block changed size since its directory was read")
     if rows:
         cid = np.frombuffer(b"".join(r[4] for r in rows), ">i8").astype(np.int64)
         tf = np.frombuffer(b"".join(r[5] for r in rows), ">f4").astype(np.float64)

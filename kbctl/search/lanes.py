@@ -224,21 +224,27 @@ def lexical_lane(
 
     # Packed namespaces (not under filters, which the postings statement applies before ranking):
     # block-max over their segments, plus their unpacked tail from the postings.
-    packs = {} if filters else packed.state(conn, ns_ids)
-    plain = [i for i in ns_ids if i not in packs]
+    packs, directory = ({}, []) if filters else packed.plan(conn, ns_ids, present)
     rows: list[tuple] = []
     check = any(p.dead != 0 for p in packs.values())
 
     def blocks(check: bool) -> list[tuple]:
         stats: dict = {}
-        out = blockmax.top_k(conn, list(packs), present, weight, k, k1=k1, b=b, avgdl=avgdl, check=check, info=stats)
+        out = blockmax.top_k(
+            conn, list(packs), present, weight, k, k1=k1, b=b, avgdl=avgdl, check=check, info=stats,
+            directory=directory,
+        )  # fmt: skip
         if info is not None:
             info["packed"] = stats
         return out
 
     if packs:
-        rows += blocks(check)
-        rows += [r for p in packs.values() if p.tail for r in part(conn, [p.namespace_id], p.hi + 1, _MAX_ID)]
+        try:
+            rows += blocks(check)
+            rows += [r for p in packs.values() if p.tail for r in part(conn, [p.namespace_id], p.hi + 1, _MAX_ID)]
+        except blockmax.Stale:  # repacked while this query ran: every posting, as for an unpacked namespace
+            packs, rows = {}, []
+    plain = [i for i in ns_ids if i not in packs]
     mid = None
     if plain and not packs and helper is not None and sum(df[t] for t in present) > SPLIT_POSTINGS:
         mid = _median_chunk(conn, plain, int(n))
@@ -250,7 +256,11 @@ def lexical_lane(
     top = store.with_documents(conn, sorted(rows, key=lambda r: (-round(r[2], 9), r[1]))[:k])
     if packs and not check and any(r[3] is None for r in top):
         # A chunk is gone though the statistics said none was deleted: check every candidate.
-        rows = [r for r in rows if r[0] not in packs or r[1] > packs[r[0]].hi] + blocks(True)
+        rest = [r for r in rows if r[0] not in packs or r[1] > packs[r[0]].hi]
+        try:
+            rows = rest + blocks(True)
+        except blockmax.Stale:
+            rows = rest + part(conn, list(packs), _MIN_ID, max(p.hi for p in packs.values()))
         top = store.with_documents(conn, sorted(rows, key=lambda r: (-round(r[2], 9), r[1]))[:k])
     return _ranked(top)
 

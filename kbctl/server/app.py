@@ -33,6 +33,7 @@ from ..errors import KbctlError
 from .agents import TOOLS, UNSCOPED, Agent, agent_from_settings, unavailable
 from .guard import HostRule, body_problem, replay_body
 from .metrics import Metrics
+from .schemas import dump
 from .service import CANCEL, Cancel, Service
 from .tools import Toolbox, error_status, validation_message
 
@@ -191,7 +192,7 @@ async def _in_thread(request: Request, tool: str, run) -> Response:
         return _error(499, "client closed request")
     if "error" in out:
         return _error(*out["error"])
-    return JSONResponse(out["result"])
+    return JSONResponse(dump(out["result"]))
 
 
 async def _watch_disconnect(request: Request, cancel: Cancel, scope) -> None:

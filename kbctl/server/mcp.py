@@ -1,12 +1,23 @@
-"""The MCP face of the tools: an ``MCPServer`` (the official SDK) exposing one agent's tools.
+"""The MCP face of the tools: an ``MCPServer`` (the official SDK) exposing one agent's tools,
+its documents as resources and two prompts.
 
 ``kbctl mcp`` runs it over stdio; ``kbctl serve`` mounts one per agent at ``/mcp`` (streamable
-HTTP, stateless, JSON responses) and routes each request by its bearer token.
+HTTP, stateless, JSON responses) and routes each request by its bearer token. The SDK serves both
+protocol eras on each transport: the stateless 2026-07-28 revision (``server/discover``, a
+per-request ``_meta`` envelope, no session) and the ``initialize`` handshake of 2025-11-25 and
+before (``SUPPORTED_REVISIONS``).
+
+Every tool declares its output schema (``kbctl.server.schemas``) and answers with
+``structuredContent`` and the same JSON as text. A cited document or chunk is a resource,
+``kbctl://<namespace>/<doc_id>[#<chunk_id>]`` (template ``RESOURCE_TEMPLATE``), read within the
+agent's scope and its principal's ACL, for an agent that may call ``get_document``. The lists
+(tools, templates, prompts) are cacheable for a minute, privately: they depend on the token.
 
 A tool's error reaches the client as a tool result with ``isError`` and the same one-line reason
 the JSON API gives (``invalid arguments: k: …``, ``namespace 'x' is not available``, ``k must be at
 most 100, got 500``). A refusal is logged at INFO without a traceback; a fault (anything but a
-usage or configuration error) is logged once with its traceback.
+usage or configuration error) is logged once with its traceback. A resource or prompt refused
+is a JSON-RPC error (``-32602``) with that message, logged the same way.
 """
 
 from __future__ import annotations
@@ -14,17 +25,30 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import anyio
+from mcp.server.caching import CacheHint
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp_types import CallToolResult, TextContent
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedResourceError, UnexpectedToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent
+from mcp_types import ResourceTemplate as MCPResourceTemplate
+from mcp_types.methods import CacheableMethod
+from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 from pydantic import ValidationError
 
 from .._version import __version__
 from ..errors import KbctlError
 from .agents import unavailable
+from .schemas import RESOURCE_SCHEME, RESOURCE_TEMPLATE
 from .tools import DESCRIPTIONS, Toolbox, error_status, validation_message
 
-__all__ = ["mcp_server"]
+__all__ = ["mcp_server", "SUPPORTED_REVISIONS", "RESOURCE_TEMPLATE"]
+
+SUPPORTED_REVISIONS = (LATEST_MODERN_VERSION, LATEST_HANDSHAKE_VERSION)
+"""The revisions kbctl is tested with: the current one (stateless) and the previous (handshake)."""
+
+_LIST_CACHE = CacheHint(ttl_ms=60_000, scope="private")  # an agent's lists: its token's, not to share
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +63,7 @@ class _KbctlMCP(MCPServer):
     """An ``MCPServer`` whose tool errors say why, as the JSON API does."""
 
     tool_names: tuple[str, ...] = ()
+    toolbox: Toolbox | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if name not in self.tool_names:
@@ -58,10 +83,54 @@ class _KbctlMCP(MCPServer):
                 return _refused(name, validation_message(e.__cause__))
             raise
 
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        if self.toolbox is None or not str(uri).startswith(f"{RESOURCE_SCHEME}:"):
+            return await super().read_resource(uri, context)
+        try:
+            text, meta = await anyio.to_thread.run_sync(self.toolbox.read_resource, str(uri))
+        except KbctlError as e:
+            if error_status(e) >= 500:  # a fault: the SDK logs its traceback (once)
+                raise UnexpectedResourceError(e.message) from e
+            raise _refusal("resource", str(uri)[:200], e.message) from None
+        except Exception as e:  # a fault: the SDK logs its traceback once, the client sees no internals
+            raise UnexpectedResourceError(f"Error reading resource {str(uri)[:200]}") from e
+        return [ReadResourceContents(content=text, mime_type="text/markdown", meta=meta)]
+
+    async def list_resource_templates(self) -> list[MCPResourceTemplate]:
+        if self.toolbox is None or "get_document" not in self.toolbox.agent.tools:
+            return []
+        return [
+            MCPResourceTemplate(
+                uri_template=RESOURCE_TEMPLATE,
+                name="document",
+                title="A document or one of its chunks",
+                description=(
+                    "A document of a namespace this agent may read (kbctl://<namespace>/<doc_id>), or one chunk "
+                    "of it (#<chunk_id>): search results link them in `resource`."
+                ),
+                mime_type="text/markdown",
+            )
+        ]
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            raise _refusal("prompt", name, str(unavailable("prompt", name)))
+        missing = sorted({a.name for a in prompt.arguments or [] if a.required} - set(arguments or {}))
+        if missing:
+            raise _refusal("prompt", name, f"invalid arguments: {missing[0]}: Field required")
+        return await super().get_prompt(name, arguments, context)
+
 
 def _refused(tool: str, message: str) -> CallToolResult:
     log.info("tool %s refused: %s", tool, message)
     return _error_result(message)
+
+
+def _refusal(kind: str, name: str, message: str) -> MCPError:
+    """A refused resource read or prompt: logged at INFO (no traceback), the message for the client."""
+    log.info("%s %s refused: %s", kind, name, message)
+    return MCPError(code=INVALID_PARAMS, message=message)
 
 
 def _error_result(message: str) -> CallToolResult:
@@ -69,9 +138,69 @@ def _error_result(message: str) -> CallToolResult:
 
 
 def mcp_server(toolbox: Toolbox) -> MCPServer:
-    """An MCP server with the tools ``toolbox.agent`` may call (and only those)."""
-    server = _KbctlMCP("kbctl", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    """An MCP server with the tools ``toolbox.agent`` may call (and only those), each with its output
+    schema; the resource template when it may call get_document; the prompts of the tools it has."""
+    lists: tuple[CacheableMethod, ...] = ("tools/list", "resources/templates/list", "prompts/list")
+    server = _KbctlMCP(
+        "kbctl",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        log_level="WARNING",
+        cache_hints={m: _LIST_CACHE for m in lists},
+    )
     server.tool_names = tuple(toolbox.agent.tools)
+    server.toolbox = toolbox
     for name in toolbox.agent.tools:
-        server.add_tool(getattr(toolbox, name), name=name, description=DESCRIPTIONS[name], structured_output=False)
+        server.add_tool(getattr(toolbox, name), name=name, description=DESCRIPTIONS[name], structured_output=True)
+    _add_prompts(server, toolbox)
     return server
+
+
+def _add_prompts(server: MCPServer, toolbox: Toolbox) -> None:
+    """``answer_with_citations`` (with search_knowledge) and ``check_claim`` (with verify_claim)."""
+
+    def namespaces_of(names: str | None) -> list[str]:
+        """The namespaces a prompt names (comma-separated), each checked against the agent's scope."""
+        requested = [n.strip() for n in (names or "").split(",") if n.strip()]
+        try:
+            return toolbox.namespaces_in_scope(requested)
+        except KbctlError as e:
+            raise _refusal("prompt", "namespaces", e.message) from None
+
+    tools = toolbox.agent.tools
+    if "search_knowledge" in tools:
+
+        @server.prompt(
+            name="answer_with_citations",
+            title="Answer with citations",
+            description="Answer a question from the knowledge base, citing every claim (namespaces: comma-separated).",
+        )
+        async def answer_with_citations(question: str, namespaces: str | None = None) -> str:
+            scope = await anyio.to_thread.run_sync(namespaces_of, namespaces)
+            reading = (
+                " Open a cited document with resources/read on its `resource` link when a passage is not enough."
+                if "get_document" in tools
+                else ""
+            )
+            return (
+                f"Answer this question using only the knowledge base: {question}\n\n"
+                f"Call search_knowledge with namespaces {scope} (several queries if the question has parts). "
+                "Cite each claim with the passage's number and its `citation`, and list the sources at the end. "
+                "If the passages do not answer the question, say so instead of guessing." + reading
+            )
+
+    if "verify_claim" in tools:
+
+        @server.prompt(
+            name="check_claim",
+            title="Check a claim",
+            description="Check a statement against the sources and say what they show (namespaces: comma-separated).",
+        )
+        async def check_claim(claim: str, namespaces: str | None = None) -> str:
+            scope = await anyio.to_thread.run_sync(namespaces_of, namespaces)
+            return (
+                f"Check this claim against the knowledge base: {claim}\n\n"
+                f"Call verify_claim with namespaces {scope}, read the evidence passages (whether they support or "
+                "contradict it) and answer: supported, contradicted or not found, citing the passages. "
+                "`evidence_found` false means no passage is about it, not that the claim is false."
+            )

@@ -20,6 +20,18 @@ from ..search.evidence import snip
 from ..types import Hit, SearchResult
 from .agents import Agent
 from .metrics import Metrics
+from .schemas import (
+    Citation,
+    DocumentAnswer,
+    FeedbackAnswer,
+    NamespacesAnswer,
+    Passage,
+    ResearchAnswer,
+    SearchAnswer,
+    VerifyAnswer,
+    parse_resource_uri,
+    resource_uri,
+)
 from .service import Service
 
 __all__ = ["Toolbox", "DESCRIPTIONS", "validation_message", "error_status"]
@@ -126,27 +138,27 @@ class Toolbox:
         snippets: Snippets = False,
         *,
         labels: dict,
-    ) -> dict[str, Any]:
+    ) -> SearchAnswer:
         result, query_id = self._search("search_knowledge", query, namespaces, k=k, filters=filters, mode=mode)
         labels.update(mode=result.mode, strategy=result.strategy)
-        if budget is not None:
-            self._check_budget(budget)
-            return {
-                "query_id": query_id,
-                "context": _context(result, min(budget, self._cap())),
-                "citations": [_cite(h) for h in result.hits],
-                "withheld": result.withheld,
-            }
-        passages = [_passage(h, snippets) for h in result.hits]
-        page, next_cursor = self._page(passages, limit, cursor)
-        return {
+        answer: dict[str, Any] = {
             "query_id": query_id,
             "strategy": result.strategy,
-            "passages": page,
-            "next_cursor": next_cursor,
+            "passages": None,
+            "context": None,
+            "citations": None,
+            "next_cursor": None,
             "withheld": result.withheld,
             "notes": list(result.notes),
         }
+        if budget is not None:
+            self._check_budget(budget)
+            answer["context"] = _context(result, min(budget, self._cap()))
+            answer["citations"] = [_cite(h) for h in result.hits]
+        else:
+            passages = [_passage(h, snippets) for h in result.hits]
+            answer["passages"], answer["next_cursor"] = self._page(passages, limit, cursor)
+        return SearchAnswer.model_validate(answer)
 
     @tool
     def verify_claim(
@@ -160,7 +172,7 @@ class Toolbox:
         ] = None,
         *,
         labels: dict,
-    ) -> dict[str, Any]:
+    ) -> VerifyAnswer:
         check, query_id = self._search(
             "verify_claim",
             claim,
@@ -174,14 +186,17 @@ class Toolbox:
             {**_passage(h, snippets=False), "signals": s} for h, s in zip(check.result.hits, check.signals, strict=True)
         ]
         page, _ = self._page(evidence, None, None)
-        return {
-            "query_id": query_id,
-            "claim": claim,
-            "key_terms": check.key_terms,
-            "evidence_found": check.evidence_found,
-            "thresholds": check.thresholds,
-            "evidence": page,
-        }
+        return VerifyAnswer.model_validate(
+            {
+                "query_id": query_id,
+                "claim": claim,
+                "key_terms": check.key_terms,
+                "evidence_found": check.evidence_found,
+                "thresholds": check.thresholds,
+                "evidence": page,
+                "withheld": check.result.withheld,
+            }
+        )
 
     @tool
     def research_topic(
@@ -194,7 +209,7 @@ class Toolbox:
         ] = None,
         *,
         labels: dict,
-    ) -> dict[str, Any]:
+    ) -> ResearchAnswer:
         budget = budget or self.agent.budget or 4000
         self._check_budget(budget)
         cap = min(budget, self._cap())
@@ -209,13 +224,26 @@ class Toolbox:
         for more in found.sub_results:
             if more.withheld:
                 self.metrics.withheld.labels(tool="search").inc(more.withheld)
-        return {
-            "query_id": query_id,
-            "topic": topic,
-            "sub_queries": found.sub_queries,
-            "feedback_terms": found.feedback_terms,
-            "documents": _without_server_paths(found.documents),
-        }
+        documents = [
+            {
+                **d,
+                "resource": resource_uri(d["namespace"], d["doc_id"]),
+                "passages": [
+                    {**p, "resource": resource_uri(d["namespace"], d["doc_id"], p["chunk_id"])} for p in d["passages"]
+                ],
+            }
+            for d in found.documents
+        ]
+        return ResearchAnswer.model_validate(
+            {
+                "query_id": query_id,
+                "topic": topic,
+                "sub_queries": found.sub_queries,
+                "feedback_terms": found.feedback_terms,
+                "documents": _without_server_paths(documents),
+                "withheld": found.result.withheld + sum(more.withheld for more in found.sub_results),
+            }
+        )
 
     @tool
     def get_document(
@@ -230,28 +258,26 @@ class Toolbox:
         snippets: Snippets = False,
         *,
         labels: dict,
-    ) -> dict[str, Any]:
-        with self.service.kb(self.agent.tenant) as kb:
-            scope = self.agent.scope(None, kb.namespace_names())
-            doc = kb.document(doc_id, scope, around_chunk=around_chunk, window=window, principal=self.agent.principal)
+    ) -> DocumentAnswer:
+        doc = self._document(doc_id, None, around_chunk, window)
         chunks = [{**c, "text": snip(c["text"]) if snippets else c["text"]} for c in doc.pop("chunks")]
         page, next_cursor = self._page(chunks, limit, cursor)
-        meta = dict(doc["metadata"] or {})
-        doc = {**doc, "source": display_source(doc["uri"], meta), "metadata": meta}
-        return _without_server_paths({**doc, "chunks": page, "next_cursor": next_cursor})
+        return DocumentAnswer.model_validate({**doc, "chunks": page, "next_cursor": next_cursor})
 
     @tool
-    def list_namespaces(self, *, labels: dict) -> dict[str, Any]:
+    def list_namespaces(self, *, labels: dict) -> NamespacesAnswer:
         with self.service.kb(self.agent.tenant) as kb:
             rows = kb.namespaces()
         scope = set(self.agent.scope(None, [r["name"] for r in rows]))
-        return {
-            "namespaces": [
-                {"name": r["name"], "documents": r["documents"], "chunks": r["chunks"], "profile": r["profile"]}
-                for r in rows
-                if r["name"] in scope
-            ]
-        }
+        return NamespacesAnswer.model_validate(
+            {
+                "namespaces": [
+                    {"name": r["name"], "documents": r["documents"], "chunks": r["chunks"], "profile": r["profile"]}
+                    for r in rows
+                    if r["name"] in scope
+                ]
+            }
+        )
 
     @tool
     def record_feedback(
@@ -261,12 +287,63 @@ class Toolbox:
         useful: Annotated[bool, Field(description="Whether the document helped answer the query.")],
         *,
         labels: dict,
-    ) -> dict[str, Any]:
+    ) -> FeedbackAnswer:
         if not self.limits.log_queries:
             raise UsageError("feedback needs the query log", hint="set [server] log_queries = true")
         with self.service.kb(self.agent.tenant) as kb:
             kb.record_feedback(self.agent.name, query_id, doc_id, useful)
-        return {"recorded": True, "query_id": query_id, "doc_id": doc_id, "useful": useful}
+        return FeedbackAnswer(recorded=True, query_id=query_id, doc_id=doc_id, useful=useful)
+
+    # -- documents as resources (MCP resources/read) ---------------------------------------------------
+
+    def namespaces_in_scope(self, requested: list[str]) -> list[str]:
+        """The namespaces ``requested`` (each in scope and existing), else every one in the agent's scope."""
+        with self.service.kb(self.agent.tenant) as kb:
+            return self.agent.scope(requested or None, kb.namespace_names())
+
+    def read_resource(self, uri: str) -> tuple[str, dict[str, Any]]:
+        """The text of resource ``kbctl://<namespace>/<doc_id>[#<chunk_id>]`` and what it is (its
+        ``_meta``): the document's chunks in order (within ``[server] max_output_tokens``, then cut,
+        ``truncated`` true: page with get_document), or the one chunk. Within the agent's scope and its
+        principal's ACL, as get_document; anything else is "… is not available"."""
+        self.agent.check_tool("get_document")
+        namespace, doc_id, chunk_id = parse_resource_uri(uri)
+        doc = self._document(doc_id, namespace, chunk_id, 0)
+        chunks = doc["chunks"]
+        if chunk_id is not None:
+            chunks = [c for c in chunks if c["chunk_id"] == chunk_id]
+        head = f"# {doc['title']}\n\nSource: {doc['source']}"
+        parts, used, truncated = [head], estimate_tokens(head), False
+        for c in chunks:
+            cost = estimate_tokens(c["text"]) + 2
+            if used + cost > self._cap() and len(parts) > 1:
+                truncated = True
+                break
+            parts.append(c["text"] if used + cost <= self._cap() else snip(c["text"]))
+            used += cost
+        meta = {
+            "namespace": doc["namespace"],
+            "doc_id": doc["doc_id"],
+            "chunk_id": chunk_id,
+            "title": doc["title"],
+            "source": doc["source"],
+            "chunks": len(parts) - 1,
+            "truncated": truncated,
+        }
+        return "\n\n".join(parts), meta
+
+    def _document(self, doc_id: int, namespace: str | None, around_chunk: int | None, window: int) -> dict[str, Any]:
+        """``kb.document`` within the agent's scope (one namespace of it, when given) and its principal's
+        ACL, as an agent sees it: ``source`` instead of server paths, and resource links."""
+        with self.service.kb(self.agent.tenant) as kb:
+            scope = self.agent.scope([namespace] if namespace is not None else None, kb.namespace_names())
+            doc = kb.document(doc_id, scope, around_chunk=around_chunk, window=window, principal=self.agent.principal)
+        doc.pop("id", None)  # the library's row id, the same as doc_id
+        meta = dict(doc["metadata"] or {})
+        ns, ident = doc["namespace"], doc["doc_id"]
+        chunks = [{**c, "resource": resource_uri(ns, ident, c["chunk_id"])} for c in doc.pop("chunks")]
+        doc = {**doc, "source": display_source(doc["uri"], meta), "metadata": meta, "resource": resource_uri(ns, ident)}
+        return {**_without_server_paths(doc), "chunks": chunks}
 
     # -- the search behind three tools, and the JSON API's raw search ---------------------------------
 
@@ -397,14 +474,17 @@ def _offset(cursor: str | None) -> int:
 
 
 def _cite(h: Hit) -> dict[str, Any]:
-    return {
-        "rank": h.rank,
-        "citation": h.citation,
-        "doc_id": h.doc_id,
-        "chunk_id": h.chunk_id,
-        "namespace": h.namespace,
-        **_location(h),
-    }
+    return Citation.model_validate(
+        {
+            "rank": h.rank,
+            "citation": h.citation,
+            "doc_id": h.doc_id,
+            "chunk_id": h.chunk_id,
+            "namespace": h.namespace,
+            "resource": resource_uri(h.namespace, h.doc_id, h.chunk_id),
+            **_location(h),
+        }
+    ).model_dump(mode="json")
 
 
 def _location(h: Hit) -> dict[str, Any]:
@@ -414,13 +494,16 @@ def _location(h: Hit) -> dict[str, Any]:
 
 
 def _passage(h: Hit, snippets: bool) -> dict[str, Any]:
-    return {
-        **_cite(h),
-        "title": h.title,
-        "source": _public_source(h.source),
-        "relevance": h.relevance,
-        "text": snip(h.text) if snippets else h.text,
-    }
+    return Passage.model_validate(
+        {
+            **_cite(h),
+            "title": h.title,
+            "source": _public_source(h.source),
+            "score": h.score,
+            "relevance": h.relevance,
+            "text": snip(h.text) if snippets else h.text,
+        }
+    ).model_dump(mode="json")
 
 
 def validation_message(e: Any) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "watermarks",
     "Packed",
     "state",
+    "plan",
     "tail_chunks",
     "PACK_MIN",
     "maintain",
@@ -98,6 +99,22 @@ def state(conn: Conn, ns_ids: Sequence[int]) -> dict[int, Packed]:
     return out
 
 
+def plan(conn: Conn, ns_ids: Sequence[int], terms: Sequence[str]) -> tuple[dict[int, Packed], list[tuple]]:
+    """``state`` and ``directory`` in one statement (one round trip, one snapshot): the packed
+    namespaces among ``ns_ids`` and the block directories of ``terms`` in their segments."""
+    packs: dict[int, Packed] = {}
+    dirs: list[tuple] = []
+    with conn.cursor(binary=True) as cur:
+        rows = cur.execute(query("lexical/plan"), (list(ns_ids), TAIL_LIMIT, list(terms))).fetchall()
+    for ns_id, hi, chunks, tail, now, term, seg, sizes, max_tfs, min_dls in rows:
+        if ns_id not in packs:
+            dead = None if tail >= TAIL_LIMIT else max(0, int(chunks) + int(tail) - int(now))
+            packs[ns_id] = Packed(ns_id, int(hi), int(tail), dead)
+        if term is not None:
+            dirs.append((ns_id, term, seg, sizes, max_tfs, min_dls))
+    return packs, dirs
+
+
 def tail_chunks(conn: Conn, ns_id: int, limit: int) -> int:
     """How many chunks of the namespace are not packed yet, counted up to ``limit``."""
     mark = watermarks(conn, [ns_id]).get(ns_id, _NONE)
@@ -126,28 +143,34 @@ def repack(conn: Conn, ns_id: int, *, k1: float = 1.2, b: float = 0.75) -> dict 
 
 
 def pack(conn: Conn, ns_id: int, *, k1: float, b: float, keep: int | None = None, block: int = BLOCK) -> dict:
-    """Pack the namespace's unpacked chunks into a new segment; with ``keep``, first drop every
-    segment after the first ``keep`` (0: all of them), so their chunks are packed again, into one.
+    """Pack the namespace's unpacked chunks into a new segment; with ``keep``, every segment after
+    the first ``keep`` (0: all of them) is replaced: their chunks are packed again, into one.
     ``k1`` and ``b`` only order the postings (any values give exact results; the profile's give
     tight blocks). One transaction, under the namespace's ingest lock (taken at transaction level:
     an ingest holding it on this session passes, another session's waits). Returns {"segment",
     "chunks", "postings"} (segment None when there was nothing to pack)."""
     with conn.transaction():
         conn.execute(query("lexical/lock"), (LOCK_CLASS, ns_id))
-        if keep is not None:
-            conn.execute(query("lexical/drop_segments"), (ns_id, ns_id, keep))
-        lo = watermarks(conn, [ns_id]).get(ns_id, _NONE)
+        have = segments(conn, [ns_id])
+        kept = have if keep is None else have[:keep]
+        after = kept[-1].segment if kept else 0  # segments numbered above this are replaced
+        lo = max((s.hi for s in kept), default=_NONE)
         hi = scalar(conn.execute(query("lexical/newest_chunk"), (ns_id,)))
         if hi is None or hi <= lo:
+            if len(kept) < len(have):
+                conn.execute(query("lexical/drop_range"), (ns_id, after, 2**31 - 1))
             return {"segment": None, "chunks": 0, "postings": 0}
         chunks = int(scalar(conn.execute(query("lexical/chunks_in_range"), (ns_id, lo, hi))))
         stats = conn.execute(query("search/lexical_stats"), ([ns_id],)).fetchone()
         avgdl = float(stats[1]) / float(stats[0]) if stats and stats[0] else 1.0
+        # The new segment's number is above every existing one; the ones it replaces go after it is written.
         seg = int(scalar(conn.execute(query("lexical/insert_segment"), (ns_id, lo, hi, ns_id))))
         conn.execute(query("lexical/pack_settings"))
         params = (block, ns_id, lo, hi, k1, b, avgdl or 1.0, ns_id, seg, ns_id, seg)
         postings = int(scalar(conn.execute(query("lexical/pack_blocks"), params)))
         conn.execute(query("lexical/finish_segment"), (chunks, postings, ns_id, seg))
+        if len(kept) < len(have):
+            conn.execute(query("lexical/drop_range"), (ns_id, after, seg))
     return {"segment": seg, "chunks": chunks, "postings": postings}
 
 

@@ -140,3 +140,22 @@ def test_analyzer_terms_are_what_the_records_hold():
     # queries above are the terms stored.
     a = Analyzer("english")
     assert a.terms("w000 w123 w299") == ["w000", "w123", "w299"]
+
+
+def test_a_namespace_repacked_while_a_query_ran_is_scored_from_its_postings(corpus, monkeypatch):
+    # The lane read the segments' directories, then `kbctl db optimize` rewrote the segments before
+    # it read their blocks: the blocks it asks for are gone. It must notice and score the postings,
+    # not return a ranking with the missing blocks' postings left out.
+    kb, conn, ns = corpus
+    profile = kb.namespaces.profile_for(NS, None)
+    terms = {"w001": 1.0, "w007": 1.0, "w030": 0.5}
+    stale = packed.plan(conn, [ns.id], list(terms))
+    packed.pack(conn, ns.id, k1=1.2, b=0.75, keep=0)
+    assert [s.segment for s in packed.segments(conn, [ns.id])] == [3]  # 1 and 2 replaced; numbers are not reused
+    monkeypatch.setattr(packed, "plan", lambda *a, **kw: stale)
+    with pytest.raises(blockmax.Stale):
+        blockmax.top_k(conn, [ns.id], list(terms), [1.0, 1.0, 0.5], 10, k1=1.2, b=0.75, avgdl=50.0, directory=stale[1])
+    info: dict = {}
+    hits = lexical_lane(conn, [ns], terms, 20, (), profile, info=info)
+    assert "packed" not in info or not info["packed"].get("postings")
+    _same([(h.chunk_id, h.score) for h in hits], _exhaustive(conn, ns, terms, 20, profile))

@@ -71,7 +71,7 @@ def test_the_agent_tools_cite_with_the_place():
     hit = Hit(1, 1.0, 7, 9, "r.pdf", "R", "text", "ns", meta, "R (r.pdf) p. 2")
     assert _cite(hit) == {
         "rank": 1, "citation": "R (r.pdf) p. 2", "doc_id": 7, "chunk_id": 9, "namespace": "ns",
-        "page": 2, "boxes": [[2, 50.0, 72.1, 336.8, 82.1]],
+        "resource": "kbctl://ns/7#9", "page": 2, "boxes": [[2, 50.0, 72.1, 336.8, 82.1]],
     }  # fmt: skip
     web = Hit(1, 1.0, 7, 9, "https://e.org/a", "A", "t", "ns", {"link": "https://e.org/a#:~:text=t"}, "A")
     assert _cite(web)["link"] == "https://e.org/a#:~:text=t" and "page" not in _cite(web)

@@ -1,0 +1,20 @@
+-- What the lexical lane needs of the packed namespaces among the given ones, in one statement (one
+-- snapshot): per namespace its highest packed chunk id, the chunks its segments were packed with,
+-- the chunks above that id now (the unpacked tail, counted up to a limit) and the chunks it holds
+-- now (packed + tail - now = packed chunks deleted since); and, on the same row, each block
+-- directory of a query term in its segments (NULL term: no query term is packed there).
+-- Parameters: namespace ids, limit, terms.
+WITH w AS (
+    SELECT namespace_id, max(hi) AS hi, sum(chunks)::bigint AS chunks
+    FROM kbctl.lexical_segments
+    WHERE namespace_id = ANY(%s)
+    GROUP BY namespace_id
+), s AS (
+    SELECT w.namespace_id, w.hi, w.chunks,
+           (SELECT count(*) FROM (SELECT 1 FROM kbctl.chunks c
+                                  WHERE c.namespace_id = w.namespace_id AND c.id > w.hi LIMIT %s) t) AS tail,
+           coalesce(st.chunk_count, 0)::bigint AS now
+    FROM w LEFT JOIN kbctl.lexical_stats st ON st.namespace_id = w.namespace_id
+)
+SELECT s.namespace_id, s.hi, s.chunks, s.tail, s.now, t.term, t.segment, t.sizes, t.max_tfs, t.min_dls
+FROM s LEFT JOIN kbctl.lexical_terms t ON t.namespace_id = s.namespace_id AND t.term = ANY(%s)
