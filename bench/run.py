@@ -33,6 +33,8 @@ bench-smoke``, run by ``.ci/run``. The store is a dedicated home (``--home``, de
   CISI and Cranfield (needs their namespaces) → docs/benchmarks.md, docs/agents.md
 - ``prf``:     the feedback step's cost: hybrid with and without ``prf`` at 10k and 100k chunks, with
   the load average → docs/benchmarks.md
+- ``tracing``: OpenTelemetry traces' cost: hybrid with tracing off and on, query by query, at the
+  scaled namespaces, with the load average → docs/benchmarks.md (needs ``kbctl[otel]``)
 - ``million``: a synthetic namespace of a million chunks (bench/synth.py): build time, disk, memory,
   HNSW recall (vector, halfvec), p50/p95 of each lane → docs/benchmarks.md (needs no collection;
   ``KBCTL_BENCH_MILLION=N`` for another size)
@@ -68,6 +70,7 @@ PARTS = (
     "verify",
     "research",
     "prf",
+    "tracing",
     "million",
     "lexical",
 )
@@ -85,6 +88,7 @@ DOCS = {
     "verify": ("docs/benchmarks.md", "docs/agents.md"),
     "research": ("docs/benchmarks.md", "docs/agents.md"),
     "prf": ("docs/benchmarks.md",),
+    "tracing": ("docs/benchmarks.md",),
     "million": ("docs/benchmarks.md",),
     "lexical": ("docs/benchmarks.md",),
 }
@@ -102,6 +106,7 @@ def _part(name: str):
     import quality
     import research
     import serve
+    import tracing
     import verify_claim
 
     return {
@@ -117,6 +122,7 @@ def _part(name: str):
         "verify": verify_claim.run,
         "research": research.run,
         "prf": latency.run_prf,
+        "tracing": tracing.run,
         "million": million.run,
         "lexical": lexical.run,
     }[name]

@@ -121,7 +121,7 @@ def make_scaled(kb, source: str, name: str, target: int) -> dict:
         conn.execute(
             "CREATE TEMP TABLE bench_copy ON COMMIT DROP AS"
             " SELECT s.id, c, %(big)s + c * %(off)s + s.id AS new_id, c * %(base)s + s.rn AS n"
-            " FROM bench_src s CROSS JOIN generate_series(0, %(copies)s - 1) c"
+            " FROM bench_src s CROSS JOIN generate_series(0::bigint, %(copies)s - 1) c"
             " WHERE c * %(base)s + s.rn < %(target)s",
             p,
         )
@@ -131,7 +131,7 @@ def make_scaled(kb, source: str, name: str, target: int) -> dict:
             " content_hash, metadata, char_count, chunk_count)"
             " SELECT %(dst)s, %(big)s + c * %(off)s + d.id, d.uri || '#' || c, d.source_uri || '#' || c, d.source_hash,"
             " d.title, d.source_type, d.content_hash, d.metadata, d.char_count, d.chunk_count"
-            " FROM kbctl.documents d CROSS JOIN generate_series(0, %(copies)s - 1) c WHERE d.namespace_id = %(src)s",
+            " FROM kbctl.documents d CROSS JOIN generate_series(0::bigint, %(copies)s - 1) c WHERE d.namespace_id = %(src)s",
             p,
         )
         conn.execute(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import telemetry
 from ..config import Settings, load_settings
 from ._boundary import delegate, psycopg_boundary
 from .admin import Admin
@@ -39,6 +40,7 @@ class KnowledgeBase:
     the sub-APIs over it."""
 
     def __init__(self, settings: Settings) -> None:
+        telemetry.configure(settings.telemetry)  # traces on or off for the process ([telemetry], OTEL_*)
         self.session = Session(settings)
         self.db = self.session.db
         self.namespaces = Namespaces(self)

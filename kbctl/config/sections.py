@@ -1,6 +1,6 @@
 """The sections of the settings besides the profiles, each a frozen dataclass checked when loaded.
 
-``[database]``, ``[models]``, ``[defaults]``, ``[fetch]``, ``[audit]`` and ``[server]`` have a fixed
+``[database]``, ``[models]``, ``[defaults]``, ``[fetch]``, ``[audit]``, ``[server]`` and ``[telemetry]`` have a fixed
 set of keys (those of the packaged ``default.toml``); ``[namespaces.NAME]`` and ``[agents.NAME]``
 are free-named tables of the keys in ``NAMESPACE_KEYS`` and ``AGENT_KEYS``.
 """
@@ -22,6 +22,7 @@ __all__ = [
     "AuditSettings",
     "ExtractSettings",
     "ServerSettings",
+    "TelemetrySettings",
     "NamespaceSettings",
     "AccessSettings",
     "AgentSettings",
@@ -142,6 +143,20 @@ class ServerSettings:
     def _check(self, where: str) -> None:
         check_range(where, "server.port", self.port, 0, 65535)
         check_range(where, "server.workers", self.workers, 1)
+
+
+@dataclass(frozen=True)
+class TelemetrySettings:
+    """``[telemetry]``: OpenTelemetry traces (``kbctl.telemetry``, docs/telemetry.md)."""
+
+    enabled: bool
+    exporter: str
+    endpoint: str
+    service_name: str
+    record_query: bool
+
+    def _check(self, where: str) -> None:
+        one_of(where, "telemetry.exporter", self.exporter, ("otlp", "console"))
 
 
 ACL_DEFAULTS = ("public", "deny")

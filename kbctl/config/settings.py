@@ -28,6 +28,7 @@ from .sections import (
     ModelsSettings,
     NamespaceSettings,
     ServerSettings,
+    TelemetrySettings,
 )
 from .tables import merge, part, set_dotted, suggest
 
@@ -42,6 +43,7 @@ SECTIONS: dict[str, type] = {
     "audit": AuditSettings,
     "extract": ExtractSettings,
     "server": ServerSettings,
+    "telemetry": TelemetrySettings,
 }
 
 _WHERE = "settings"  # where a value set by an environment variable or a flag is wrong
@@ -60,6 +62,7 @@ class Settings:
     audit: AuditSettings = field(init=False, repr=False, compare=False)
     extract: ExtractSettings = field(init=False, repr=False, compare=False)
     server: ServerSettings = field(init=False, repr=False, compare=False)
+    telemetry: TelemetrySettings = field(init=False, repr=False, compare=False)
     namespaces: Mapping[str, NamespaceSettings] = field(init=False, repr=False, compare=False)
     agents: Mapping[str, AgentSettings] = field(init=False, repr=False, compare=False)
 

@@ -42,6 +42,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from .. import telemetry
 from ..errors import UsageError
 from ..interrupts import Interrupts
 from ..store import Namespace, chunk_count_of, delete_documents, lexical, source_versions, stored_uris
@@ -62,7 +63,25 @@ def run(conn, req: IngestRun, *, connect: Callable[[], Any]) -> RunReport:
 
     ``connect()`` opens the second connection the producer thread uses to look up stored source
     versions (a psycopg connection must not be used by two threads at once).
+
+    Traced as ``kbctl.ingest``, its stages per batch as children (``kbctl.telemetry``, docs/telemetry.md).
     """
+    ns = req.namespace
+    attrs = {"kbctl.namespace": ns.name, "kbctl.command": req.command, "kbctl.profile": req.profile.name}
+    with telemetry.span("kbctl.ingest", {**attrs, "kbctl.plan": req.options.plan}, root=True) as span:
+        report = _run(conn, req, connect)
+        span.set_attributes(
+            {
+                "kbctl.run_id": report.run_id or 0,
+                **{f"kbctl.documents.{k}": v for k, v in report.documents.items()},
+                **{f"kbctl.chunks.{k}": v for k, v in report.chunks.items()},
+                "kbctl.errors": len(report.errors),
+            }
+        )
+    return report
+
+
+def _run(conn, req: IngestRun, connect: Callable[[], Any]) -> RunReport:
     req, retried = _with_retried(conn, req)
     if not req.targets and req.sources is None and req.items is None:
         raise UsageError("nothing to ingest", hint="give files, folders, URLs or - for stdin")
@@ -115,7 +134,9 @@ def _verified(conn, req: IngestRun, report: RunReport) -> None:
     from .verify import verify_namespace
 
     try:
-        report.verify = verify_namespace(conn, req.namespace, req.profile).to_json()
+        with telemetry.span("kbctl.ingest.verify", {"kbctl.namespace": req.namespace.name}) as span:
+            report.verify = verify_namespace(conn, req.namespace, req.profile).to_json()
+            span.set_attribute("kbctl.ok", bool(report.verify["ok"]))
     except BaseException as e:
         _close_quietly(conn, req.namespace, report, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
         raise

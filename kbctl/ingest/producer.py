@@ -14,6 +14,7 @@ import queue
 import threading
 from typing import Iterable, Iterator
 
+from .. import telemetry
 from ..chunk import check_length
 from ..config import Profile
 from ..embed import get_tokenizer
@@ -39,7 +40,7 @@ def start(lookup, run: IngestRun, sources: Iterable[Source | ItemError]) -> tupl
     q: queue.Queue = queue.Queue(maxsize=run.options.queue_size)
     large = threading.BoundedSemaphore(LARGE_IN_FLIGHT)
     thread = threading.Thread(
-        target=_produce,
+        target=telemetry.bound(_produce),  # its spans are the run's children
         args=(lookup, run.namespace, run.profile, sources, q, seen, run.emit, large, run.extract_options),
         daemon=True,
         name="kbctl-extract",
@@ -69,15 +70,45 @@ def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, l
     """
     try:
         tok = get_tokenizer(profile)
-        for batch in batches(once(sources), 32, BATCH_BYTES):
-            for out in _extract_batch(conn, batch, ns, profile, seen, tok, emit, options):
-                if large is not None and isinstance(out, LargeItem):
-                    large.acquire()
-                q.put(out)
+        for batch in _fetched(batches(once(sources), 32, BATCH_BYTES)):
+            with telemetry.span("kbctl.ingest.extract", {"kbctl.items": len(batch)}) as span:
+                counts = dict.fromkeys(("documents", "chunks", "unchanged", "failed"), 0)
+                for out in _extract_batch(conn, batch, ns, profile, seen, tok, emit, options):
+                    if large is not None and isinstance(out, LargeItem):
+                        large.acquire()
+                    _count(counts, out)
+                    q.put(out)
+                span.set_attributes({f"kbctl.{k}": v for k, v in counts.items()})
     except BaseException as e:  # hand anything unexpected to the consumer thread
         q.put(e)
     finally:
         q.put(None)
+
+
+def _fetched(batches: Iterable[list]) -> Iterator[list]:
+    """``batches``, each read from the fetch stage in a ``kbctl.ingest.fetch`` span."""
+    it = iter(batches)
+    while True:
+        with telemetry.span("kbctl.ingest.fetch") as span:
+            batch = next(it, None)
+            ok = [s for s in batch or () if isinstance(s, Source)]
+            span.set_attributes({"kbctl.items": len(batch or ()), "kbctl.bytes": sum(len(s.content) for s in ok)})
+        if batch is None:
+            return
+        yield batch
+
+
+def _count(counts: dict[str, int], out) -> None:
+    """What one item of the producer holds, counted into its batch's span."""
+    if isinstance(out, Item):
+        counts["documents"] += len(out.docs)
+        counts["chunks"] += sum(len(cs) for _, cs in out.docs)
+    elif isinstance(out, LargeItem):
+        counts["documents"] += 1
+    elif isinstance(out, ItemError):
+        counts["failed"] += 0 if out.is_warning else 1
+    elif isinstance(out, tuple):
+        counts["unchanged"] += out[1]
 
 
 def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> Iterator:

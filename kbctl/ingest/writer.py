@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable
 
+from .. import telemetry
 from ..acl import AclPolicy
 from ..store import WriteStats, delete_documents, stored_owners, stored_uris_of_source, write_documents
 from ..store.acl import mark_explicit
@@ -99,14 +100,20 @@ class Writer:
         docs, explicit = self._with_acls(self._admit(items, stored))
         kinds = {d.uri: _kind(stored.get(d.uri), d) for d, _, _ in docs}
         all_chunks = [c for _, cs, _ in docs for c in cs]
-        cache, todo = self._vectors(all_chunks, items)
+        attrs = {"kbctl.items": len(items), "kbctl.documents": len(docs), "kbctl.chunks": len(all_chunks)}
+        with telemetry.span("kbctl.ingest.embed", attrs) as span:
+            cache, todo = self._vectors(all_chunks, items)
+            span.set_attribute("kbctl.embedded", todo)
         if self.opts.plan:
             self._count(kinds)
             return
         payload = [(d, [EmbeddedChunk(c, cache[c.content_hash]) for c in cs]) for d, cs, _ in docs]
         extra = self.dual.vectors(all_chunks)
         sources = {d.uri: (i.source_uri, i.source_hash) for d, _, i in docs}
-        with self.conn.transaction():  # a document's ACL and whether it is its own land together
+        with (
+            telemetry.span("kbctl.ingest.store", attrs),
+            self.conn.transaction(),  # a document's ACL and whether it is its own land together
+        ):
             stats = write_documents(
                 self.conn,
                 self.ns,
@@ -184,7 +191,7 @@ class Writer:
             for b in batches(item.chunks, STREAM_CHUNKS):
                 self._embedded(b)
             return None
-        with self.conn.transaction():
+        with telemetry.span("kbctl.ingest.store", {"kbctl.documents": 1}), self.conn.transaction():
             with write_document_stream(
                 self.conn,
                 self.ns,
@@ -205,7 +212,9 @@ class Writer:
         return stats
 
     def _embedded(self, chunks: list[Chunk]) -> list[EmbeddedChunk]:
-        cache, embedded = self._vectors(chunks)
+        with telemetry.span("kbctl.ingest.embed", {"kbctl.documents": 1, "kbctl.chunks": len(chunks)}) as span:
+            cache, embedded = self._vectors(chunks)
+            span.set_attribute("kbctl.embedded", embedded)
         if self.opts.plan:
             return []
         self.emit("stored", {"documents": 0, "chunks": len(chunks), "embedded": embedded})  # progress, per batch

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from .. import telemetry
 from ..acl import Gate
 from ..config import PRF_MODES, Profile
 from ..errors import KbctlError, UsageError
@@ -97,7 +99,33 @@ def run_search(
     "dense" one in a worker thread while the lexical lane runs on ``conn``, and a lexical lane with
     many postings scores half of the chunks on the "lexical" one: the model and two PostgreSQL
     backends work at once. Without it, only the query embedding overlaps the lexical lane.
+
+    Traced as ``kbctl.search`` (``kbctl.telemetry``, docs/telemetry.md), its steps as children.
     """
+    attrs = {
+        "kbctl.namespaces": [n.name for n in namespaces],
+        "kbctl.profile": profile.name,
+        "kbctl.mode": opts.mode,
+        "kbctl.k": opts.k or profile.search.k,
+        "kbctl.filters": len(opts.filters),
+        **telemetry.query_attributes(query),
+    }
+    with telemetry.span("kbctl.search", attrs, root=True) as span:
+        result = _routed(conn, namespaces, profile, query, opts, side, gate)
+        span.set_attributes(
+            {
+                "kbctl.strategy": result.strategy,
+                "kbctl.lanes": result.mode,
+                "kbctl.hits": len(result.hits),
+                "kbctl.withheld": result.withheld,
+                "kbctl.degraded": result.degraded,
+            }
+        )
+    return result
+
+
+def _routed(conn, namespaces, profile: Profile, query: str, opts: SearchOptions, side, gate) -> SearchResult:
+    """``run_search`` without its span: route the query, then answer it by its strategy."""
     if opts.mode not in MODES:
         raise UsageError(f"unknown mode {opts.mode!r}", hint=f"use one of: {', '.join(MODES)}")
     for ns in namespaces:
@@ -176,7 +204,7 @@ class _Lanes:
     details: dict = dataclasses.field(default_factory=dict)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     terms: dict[str, float] = dataclasses.field(default_factory=dict)
-    lexical_info: dict[str, float] = dataclasses.field(default_factory=dict)
+    lexical_info: dict[str, Any] = dataclasses.field(default_factory=dict)
     qvec: Any = None
     degraded: bool = False
     raw: dict[str, list[LaneHit]] = dataclasses.field(default_factory=dict)  # the lanes before the gate
@@ -195,7 +223,9 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the
     # HNSW scan runs on the side connection) while the lexical lane runs here.
     pending = (
-        _search_pool().submit(_dense_job, plan.side, plan.namespaces, profile, plan.query, run.depth, opts)
+        _search_pool().submit(
+            telemetry.bound(_dense_job), plan.side, plan.namespaces, profile, plan.query, run.depth, opts
+        )
         if mode == "hybrid"
         else None
     )
@@ -210,18 +240,23 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     }
     # The gate decides first: fusion, feedback, shaping, reranking and paging see viewable hits only.
     run.raw = run.lanes
-    run.lanes, run.hidden = gate_lanes(plan.gate, run.raw, lambda keys: store.chunk_acls(conn, keys))
-    fused = fuse(run.lanes, **fusion)
+    _gated(conn, plan, run)
+    fused = _fused(run, fusion)
     if feedback and not run.degraded and run.qvec is not None and run.terms and fused:
         t0 = time.perf_counter()
-        run.raw, run.details["prf"] = _feedback_round(
-            conn, plan.namespaces, profile, run.terms, run.qvec, run.lanes, fused[: run.depth], run.depth, opts,
-            plan.side,
-        )  # fmt: skip
-        run.lanes, run.hidden = gate_lanes(plan.gate, run.raw, lambda keys: store.chunk_acls(conn, keys))
-        fused = fuse(run.lanes, **fusion)
+        with telemetry.span("kbctl.search.feedback", {"kbctl.candidates": run.depth}) as span:
+            run.raw, run.details["prf"] = _feedback_round(
+                conn, plan.namespaces, profile, run.terms, run.qvec, run.lanes, fused[: run.depth], run.depth, opts,
+                plan.side,
+            )  # fmt: skip
+            prf = run.details["prf"]
+            span.set_attributes({"kbctl.docs": prf["docs"], "kbctl.terms.added": len(prf["terms"])})
+        _gated(conn, plan, run)
+        fused = _fused(run, fusion)
         run.timings["prf_ms"] = (time.perf_counter() - t0) * 1000
-    hits, withheld = _page(conn, plan, run, fused, fusion)
+    with telemetry.span("kbctl.search.page", {"kbctl.k": plan.k, "kbctl.candidates": len(fused)}) as span:
+        hits, withheld = _page(conn, plan, run, fused, fusion)
+        span.set_attributes({"kbctl.hits": len(hits), "kbctl.withheld": withheld})
     details = run.details
     details["timings_ms"] = {a: round(b, 2) for a, b in run.timings.items()}
     # Which generation answered (each namespace's, read once when the search began): a swap while
@@ -233,8 +268,40 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     )  # fmt: skip
 
 
+def _gated(conn, plan: SearchPlan, run: _Lanes) -> None:
+    """The access gate on the raw lanes (``gate_lanes``): ``run.lanes`` and ``run.hidden``."""
+    attrs = {"kbctl.candidates": sum(len(v) for v in run.raw.values()), "kbctl.unrestricted": plan.gate.unrestricted}
+    with telemetry.span("kbctl.search.gate", attrs) as span:
+        run.lanes, run.hidden = gate_lanes(plan.gate, run.raw, lambda keys: store.chunk_acls(conn, keys))
+        span.set_attribute("kbctl.withheld", len(run.hidden))
+
+
+def _fused(run: _Lanes, fusion: dict[str, Any]) -> list:
+    """``fuse`` of the gated lanes, traced."""
+    attrs = {"kbctl.fusion": fusion["method"], "kbctl.candidates": sum(len(v) for v in run.lanes.values())}
+    with telemetry.span("kbctl.search.fuse", attrs) as span:
+        fused = fuse(run.lanes, **fusion)
+        span.set_attribute("kbctl.fused", len(fused))
+    return fused
+
+
 def _lexical(conn, plan: SearchPlan, run: _Lanes) -> None:
     """The lexical lane (its query terms spell-corrected against the namespaces' vocabulary)."""
+    with telemetry.span("kbctl.search.lane.lexical", {"kbctl.candidates": run.depth}) as span:
+        _lexical_lane(conn, plan, run)
+        info = run.lexical_info
+        attrs = {
+            "kbctl.hits": len(run.lanes["lexical"]),
+            "kbctl.terms": len(run.terms),
+            "kbctl.corrected": len(run.details.get("corrections", {})),
+        }
+        attrs["kbctl.postings"] = info.get("postings", 0)
+        if "packed" in info:
+            attrs["kbctl.postings_read"] = info["packed"].get("postings", 0)
+        span.set_attributes(attrs)
+
+
+def _lexical_lane(conn, plan: SearchPlan, run: _Lanes) -> None:
     t0 = time.perf_counter()
     ns_ids = [n.id for n in plan.namespaces]
     run.terms, corrections = _query_terms(conn, ns_ids, plan.query, plan.analyzer, plan.profile, plan.opts.correct)
@@ -254,6 +321,17 @@ def _dense(conn, plan: SearchPlan, run: _Lanes, pending) -> None:
     """The dense lane (started on a worker thread when ``pending``); when the query cannot be
     embedded, a hybrid or auto search is answered by the lexical lane alone (``degraded``)."""
     t0 = time.perf_counter()
+    # Traced where it runs: on the worker (``_dense_job``), or here when nothing is pending.
+    lane = (
+        telemetry.span("kbctl.search.lane.dense", {"kbctl.candidates": run.depth})
+        if pending is None
+        else contextlib.nullcontext(telemetry.OFF)
+    )
+    with lane as span:
+        _dense_lane(conn, plan, run, pending, t0, span)
+
+
+def _dense_lane(conn, plan: SearchPlan, run: _Lanes, pending, t0: float, span) -> None:
     dense = None
     opts, profile = plan.opts, plan.profile
     try:
@@ -273,6 +351,7 @@ def _dense(conn, plan: SearchPlan, run: _Lanes, pending) -> None:
             run.lanes["lexical"] = lexical_lane(conn, plan.namespaces, run.terms, run.depth, opts.filters, profile)
     if run.qvec is not None and dense is None:
         dense = _dense_scan(conn, plan.namespaces, run.qvec, run.depth, opts, profile)
+        _dense_attributes(span, dense, profile, opts, run.depth)
     if dense is not None:
         run.lanes["dense"], run.details["dense_path"] = dense
         if run.details["dense_path"] != "exact":
@@ -409,10 +488,21 @@ def _dense_job(side, namespaces, profile: Profile, query: str, depth: int, opts:
     Without a side connection only the embedding runs here; the caller scans on its connection.
     """
     t0 = time.perf_counter()
-    qvec = _embed_query(profile, query)
-    if side is None:
-        return qvec, None, t0
-    return qvec, _dense_scan(side("dense"), namespaces, qvec, depth, opts, profile), t0
+    with telemetry.span("kbctl.search.lane.dense", {"kbctl.candidates": depth}) as span:
+        qvec = _embed_query(profile, query)
+        if side is None:
+            return qvec, None, t0
+        dense = _dense_scan(side("dense"), namespaces, qvec, depth, opts, profile)
+        _dense_attributes(span, dense, profile, opts, depth)
+    return qvec, dense, t0
+
+
+def _dense_attributes(span, dense: tuple[list[LaneHit], str], profile: Profile, opts: SearchOptions, depth: int):
+    hits, path = dense
+    attrs: dict[str, Any] = {"kbctl.hits": len(hits), "kbctl.path": path}
+    if path != "exact":
+        attrs["kbctl.ef_search"] = effective_ef_search(profile, opts.ef_search, depth)
+    span.set_attributes(attrs)
 
 
 def _dense_scan(conn, namespaces, qvec, depth: int, opts: SearchOptions, profile: Profile):
@@ -432,9 +522,10 @@ def _dense_scan(conn, namespaces, qvec, depth: int, opts: SearchOptions, profile
 def _embed_query(profile: Profile, query: str):
     from ..embed import get_embedder
 
-    # "query": the backend that loads fastest (ONNX, never torch when ONNX agrees), not the one
-    # ingest uses for throughput; both agree with fp32 (kbctl.embed.precision).
-    return get_embedder(profile, purpose="query").embed_query(query)
+    with telemetry.span("kbctl.search.embed", {"kbctl.profile": profile.name, "kbctl.model": profile.model}):
+        # "query": the backend that loads fastest (ONNX, never torch when ONNX agrees), not the one
+        # ingest uses for throughput; both agree with fp32 (kbctl.embed.precision).
+        return get_embedder(profile, purpose="query").embed_query(query)
 
 
 def _maybe_rerank(profile: Profile, query: str, ordered, rows, opts: SearchOptions, notes: list[str]):

@@ -198,7 +198,8 @@ def lexical_lane(
     With it, a query with many postings is split at the namespace's median chunk id: each half is
     aggregated by its own backend, and the two top-k lists merge into exactly the single query's
     top k (every chunk lies in one half, with its whole score). ``info``, when given, receives
-    ``bound``: the score no chunk can reach (every term's weight times k1 + 1, tf → ∞).
+    ``bound``: the score no chunk can reach (every term's weight times k1 + 1, tf → ∞), and
+    ``postings``: how many postings the query's terms have.
     """
     if not terms:
         return []
@@ -215,6 +216,7 @@ def lexical_lane(
     k1, b = profile.lexical.k1, profile.lexical.b
     if info is not None:
         info["bound"] = sum(weight) * (k1 + 1)
+        info["postings"] = sum(df[t] for t in present)  # what scoring every posting reads (the trace's)
     statement = store.bm25_statement(filters)
 
     def part(c, ids: list[int], lo: int, hi: int) -> list[tuple]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .. import telemetry
 from ..config import ServerSettings, Settings
 
 __all__ = ["serve_http", "serve_stdio"]
@@ -74,6 +75,7 @@ def serve_stdio(settings: Settings, open_kb: Callable[[Settings], Any] | None = 
     from .tools import Toolbox
 
     scope = agent_from_settings(settings, agent)
+    telemetry.configure(settings.telemetry)  # before the first request: the MCP SDK's spans are recorded too
     service = Service(settings, open_kb)
     service.warm()
     try:

@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from .. import telemetry
 from ..config import Settings
 from ..errors import KbctlError
 from .agents import TOOLS, UNSCOPED, Agent, agent_from_settings, unavailable
@@ -273,6 +274,17 @@ class _ClientGone(Exception):
     """The client closed its connection before its request was answered."""
 
 
+def _status_of(send: Send, span) -> Send:
+    """``send``, noting the response's status on ``span``."""
+
+    async def noted(message) -> None:
+        if message["type"] == "http.response.start":
+            span.set_attribute("http.response.status_code", message["status"])
+        await send(message)
+
+    return noted
+
+
 class _Gate:
     """In front of every route: Host and Origin (``HostRule``), authentication, the request body
     (size, deadline, content type, nesting depth) and the /mcp dispatch."""
@@ -287,8 +299,16 @@ class _Gate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        # The caller's trace continues here (its traceparent header; an MCP request's _meta.traceparent
+        # is the MCP SDK's to read, which parents its span to this one when it has none).
+        headers = dict(scope.get("headers") or [])
+        attrs = {"http.request.method": scope["method"], "url.path": scope["path"]}
         try:
-            await self._serve(scope, receive, send)
+            with (
+                telemetry.continued(headers.get(b"traceparent"), headers.get(b"tracestate")),
+                telemetry.span("kbctl.request", attrs, kind="server") as span,
+            ):
+                await self._serve(scope, receive, _status_of(send, span) if span.is_recording() else send)
         except _ClientGone:
             client = scope.get("client") or ("?", 0)
             log.info("client %s:%s left before its answer (%s %s)", *client[:2], scope["method"], scope["path"])
@@ -349,6 +369,7 @@ class _Gate:
 def create_app(settings: Settings, open_kb=None, *, warm: bool = True, host: str | None = None):
     """The ASGI app of ``kbctl serve`` over knowledge bases ``open_kb(settings)`` makes (``KnowledgeBase``),
     listening on ``host`` (default ``[server] host``: it decides which Host headers are served)."""
+    telemetry.configure(settings.telemetry)
     state = _State(settings, open_kb)
     srv = settings.server
     rule = HostRule(host or srv.host, srv.allowed_hosts)

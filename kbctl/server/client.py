@@ -78,7 +78,7 @@ def ask_server(
         f"{url}/v1/search",
         json.dumps(body).encode(),
         method="POST",
-        headers={"Content-Type": "application/json", **_auth(srv)},
+        headers={"Content-Type": "application/json", **_auth(srv), **_trace()},
     )
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
@@ -95,6 +95,12 @@ def ask_server(
 def _auth(srv: ServerSettings) -> dict[str, str]:
     token = os.environ.get(srv.token_env, "") if srv.token_env else ""
     return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _trace() -> dict[str, str]:
+    """The caller's trace context (``TRACEPARENT``, ``TRACESTATE``), for the server to continue."""
+    pairs = (("traceparent", "TRACEPARENT"), ("tracestate", "TRACESTATE"))
+    return {header: os.environ[var] for header, var in pairs if os.environ.get(var)}
 
 
 def _message(e: urllib.error.HTTPError) -> str:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Callable
 
 from pydantic import Field
 
+from .. import telemetry
 from ..errors import UsageError
 from ..search.context import estimate_tokens, format_context
 from ..search.evidence import snip
@@ -74,7 +75,8 @@ Snippets = Annotated[bool, Field(description="Short passages (first sentences on
 
 
 def tool(fn: Callable) -> Callable:
-    """A tool method: checks the agent may call it, times it, counts its errors (``Metrics``)."""
+    """A tool method: checks the agent may call it, times it, counts its errors (``Metrics``), traces
+    it (``kbctl.tool``; what follows its search, ``kbctl.search.render``)."""
     name = fn.__name__
 
     @functools.wraps(fn)
@@ -83,7 +85,11 @@ def tool(fn: Callable) -> Callable:
         t0 = time.perf_counter()
         labels = {"mode": "-", "strategy": "-"}
         try:
-            out = fn(self, *args, labels=labels, **kwargs)
+            with (
+                telemetry.span("kbctl.tool", {"kbctl.tool": name, "kbctl.agent": self.agent.name}),
+                telemetry.holding(),
+            ):
+                out = fn(self, *args, labels=labels, **kwargs)
         except Exception as e:
             self.metrics.errors.labels(tool=name, error=type(e).__name__).inc()
             raise
@@ -399,6 +405,7 @@ class Toolbox:
             )
         if result.withheld:
             self.metrics.withheld.labels(tool=tool_name or "search").inc(result.withheld)
+        telemetry.after("kbctl.search.render", {"kbctl.hits": len(result.hits)})  # until the tool returns
         return answer, query_id
 
     def _cap(self) -> int:
