@@ -18,7 +18,7 @@ import numpy as np
 
 from .connection import Conn, scalar
 from .queries import query
-from .runs import LOCK_CLASS
+from .runs import LOCK_CLASS, write_lock
 
 __all__ = [
     "BLOCK",
@@ -134,6 +134,7 @@ def pack(conn: Conn, ns_id: int, *, k1: float, b: float, keep: int | None = None
     "chunks", "postings"} (segment None when there was nothing to pack)."""
     with conn.transaction():
         conn.execute(query("lexical/lock"), (LOCK_CLASS, ns_id))
+        write_lock(conn, ns_id)  # workers write without the ingest lock: none is mid-write now
         if keep is not None:
             conn.execute(query("lexical/drop_segments"), (ns_id, ns_id, keep))
         lo = watermarks(conn, [ns_id]).get(ns_id, _NONE)
