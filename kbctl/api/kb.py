@@ -112,7 +112,7 @@ class KnowledgeBase:
     store = delegate("ingestion", Ingestion.store)
     verify = delegate("ingestion", Ingestion.verify)
     work = delegate("ingestion", Ingestion.work)
-    run_run_progress = delegate("ingestion", Ingestion.progress)
+    run_progress = delegate("ingestion", Ingestion.progress)
 
     search = delegate("searching", Searching.search)
     principal = delegate("searching", Searching.principal)
