@@ -31,6 +31,8 @@ bench-smoke``, run by ``.ci/run``. The store is a dedicated home (``--home``, de
   namespace of ``quality``) → docs/benchmarks.md, docs/agents.md
 - ``research``: ``research_topic`` against plain search, relevant documents within a token budget on
   CISI and Cranfield (needs their namespaces) → docs/benchmarks.md, docs/agents.md
+- ``workers``: one ingest run in one process against ``--workers 1`` and ``--workers 2``, and the work
+  queue's claims/s and dead rows with a transaction held open elsewhere → docs/benchmarks.md
 - ``prf``:     the feedback step's cost: hybrid with and without ``prf`` at 10k and 100k chunks, with
   the load average → docs/benchmarks.md
 """
@@ -62,6 +64,7 @@ PARTS = (
     "verify",
     "research",
     "prf",
+    "workers",
 )
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {
@@ -77,6 +80,7 @@ DOCS = {
     "verify": ("docs/benchmarks.md", "docs/agents.md"),
     "research": ("docs/benchmarks.md", "docs/agents.md"),
     "prf": ("docs/benchmarks.md",),
+    "workers": ("docs/benchmarks.md",),
 }
 
 
@@ -91,6 +95,7 @@ def _part(name: str):
     import research
     import serve
     import verify_claim
+    import workers
 
     return {
         "quality": quality.run,
@@ -105,6 +110,7 @@ def _part(name: str):
         "verify": verify_claim.run,
         "research": research.run,
         "prf": latency.run_prf,
+        "workers": workers.run,
     }[name]
 
 

@@ -68,12 +68,10 @@ def enqueue(conn: Conn, ns: Namespace, run_id: int, first: int, items: Sequence[
 def claim(conn: Conn, ns_id: int, run_id: int, worker: str, n: int, lease: float, floor: int = 0) -> list[Claimed]:
     """Claim up to ``n`` queued items of the run from position ``floor`` on; when none is left
     there, items left behind or whose lease expired. Empty: nothing to claim now."""
-    args: dict[str, Any] = dict(
-        ns=ns_id, run=run_id, worker=worker, n=n, lease=float(lease), lock=LOCK_CLASS, floor=floor
-    )
-    rows = conn.execute(query("queue/claim"), args).fetchall()
+    tail = (LOCK_CLASS, ns_id, n, worker, float(lease))
+    rows = conn.execute(query("queue/claim"), (ns_id, run_id, floor, *tail)).fetchall()
     if not rows:
-        rows = conn.execute(query("queue/reclaim"), dict(args, attempts=MAX_ATTEMPTS)).fetchall()
+        rows = conn.execute(query("queue/reclaim"), (ns_id, run_id, MAX_ATTEMPTS, *tail)).fetchall()
     return sorted((Claimed(int(i), t, r, int(a)) for i, t, r, a in rows), key=lambda c: c.item)
 
 
@@ -98,18 +96,8 @@ def settle(
     lease was taken over by another worker is that worker's to settle (it stores it again, found
     unchanged), and this batch's errors are then not recorded twice."""
     with conn.transaction():
-        rows = conn.execute(
-            query("queue/settle"),
-            dict(
-                first=min(items),
-                counts=json.dumps(counts, default=str),
-                ns=ns.id,
-                run=run_id,
-                worker=worker,
-                items=list(items),
-                failed=list(failed),
-            ),
-        ).fetchall()
+        args = (list(failed), min(items), json.dumps(counts, default=str), ns.id, run_id, worker, list(items))
+        rows = conn.execute(query("queue/settle"), args).fetchall()
         settled = {int(r[0]) for r in rows}
         if settled:
             record_errors(conn, ns, run_id, list(errors))

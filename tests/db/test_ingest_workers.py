@@ -60,7 +60,19 @@ def _by(pid: int, worker: str | None) -> bool:
 def test_a_worker_killed_mid_run_leaves_every_item_stored_once_in_one_run(kb, kb_home, tenant, corpus):
     conn = kb.connection()  # the session's server is up before the processes use it
     coordinator = _kbctl(
-        kb_home, tenant, "ingest", str(corpus), "-n", "docs", "-p", "hash-384", "--workers", "0", "--lease", "2", "--json"
+        kb_home,
+        tenant,
+        "ingest",
+        str(corpus),
+        "-n",
+        "docs",
+        "-p",
+        "hash-384",
+        "--workers",
+        "0",
+        "--lease",
+        "2",
+        "--json",
     )
 
     def queued_run():
@@ -79,8 +91,10 @@ def test_a_worker_killed_mid_run_leaves_every_item_stored_once_in_one_run(kb, kb
     for _ in range(50):
         _wait_for(
             "the worker to settle a batch and claim another",
-            lambda: any(s == "done" and _by(doomed.pid, w) for _, s, w, _ in _items(conn, run_id))
-            and any(s == "claimed" and _by(doomed.pid, w) for _, s, w, _ in _items(conn, run_id)),
+            lambda: (
+                any(s == "done" and _by(doomed.pid, w) for _, s, w, _ in _items(conn, run_id))
+                and any(s == "claimed" and _by(doomed.pid, w) for _, s, w, _ in _items(conn, run_id))
+            ),
         )
         os.kill(doomed.pid, signal.SIGSTOP)
         held = [i for i, s, w, _ in _items(conn, run_id) if s == "claimed" and _by(doomed.pid, w)]
