@@ -139,3 +139,24 @@ def test_a_worker_killed_mid_run_leaves_every_item_stored_once_in_one_run(kb, kb
     assert again_report.documents["unchanged"] == FILES
     assert again_report.documents["new"] == again_report.documents["changed"] == 0
     assert kb.search("shipment17", "docs", mode="lexical").hits[0].title == "Note 17"
+
+
+def test_workers_record_a_bad_item_once_and_the_coordinator_syncs_removed_files(cli, kb, corpus):
+    (corpus / "broken.pdf").write_bytes(b"not a pdf")
+    p = cli("ingest", str(corpus), "-n", "docs", "-p", "hash-384", "--workers", "1", "--lease", "5", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    report = json.loads(p.stdout)
+    assert report["documents"]["new"] == FILES and report["documents"]["failed"] == 1
+    assert [e["source"].rsplit("/", 1)[-1] for e in report["errors"]] == ["broken.pdf"]
+    (run,) = kb.runs("docs")
+    assert run["status"] == "partial" and run["errors"] == 1  # recorded once, by the worker
+    assert [e["source"].rsplit("/", 1)[-1] for e in kb.errors("docs", run["run_id"])] == ["broken.pdf"]
+
+    (corpus / "note-00.md").unlink()
+    (corpus / "note-01.md").write_text("# Note 1\n\nRewritten: the refund was granted.\n")
+    p = cli("ingest", str(corpus), "-n", "docs", "--workers", "2", "--lease", "5", "--sync", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    again = json.loads(p.stdout)["documents"]
+    assert (again["removed"], again["changed"], again["unchanged"], again["failed"]) == (1, 1, FILES - 2, 1)
+    assert kb.run_progress("docs")[0]["done"] + kb.run_progress("docs")[0]["failed"] == FILES
+    assert kb.search("granted", "docs", mode="lexical").hits[0].title == "Note 1"
