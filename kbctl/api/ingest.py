@@ -126,7 +126,7 @@ class Ingestion(Part):
         *,
         run_id: int | None = None,
         lease: float = 60.0,
-        batch: int = 8,
+        batch: int = 32,
         poll: float = 0.5,
         exit_idle: bool = False,
         progress: Progress | None = None,

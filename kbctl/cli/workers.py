@@ -21,7 +21,7 @@ def worker(
     lease: float = typer.Option(
         60.0, "--lease", help="Seconds a claimed item is leased (renewed while it is worked on)."
     ),
-    batch: int = typer.Option(8, "--batch", help="Items claimed at a time."),
+    batch: int = typer.Option(32, "--batch", help="Items claimed at a time."),
     poll: float = typer.Option(0.5, "--poll", help="Seconds between looks at an empty queue."),
     exit_idle: bool = typer.Option(False, "--exit-idle", help="Stop when no running run has items to claim."),
     json_: bool = typer.Option(False, "--json", help="Print what this worker did as JSON on stdout."),

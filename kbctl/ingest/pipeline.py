@@ -147,11 +147,13 @@ def _close_quietly(conn, ns: Namespace, report: RunReport, status: str) -> None:
         )
 
 
-def store_sources(conn, req: IngestRun, report: RunReport, *, connect: Callable[[], Any]) -> None:
+def store_sources(conn, req: IngestRun, report: RunReport, *, lookup) -> None:
     """A worker's batch of a run (``kbctl.ingest.workers``): ``req.sources`` through extract →
     chunk → embed → store, counted into ``report``, under no lock and with no run of its own (the
-    run's coordinator holds both, and closes the run once the workers have stored every item)."""
-    _stream(conn, req, report, connect, lambda items: items)
+    run's coordinator holds both, and closes the run once the workers have stored every item).
+    ``lookup`` is the producer thread's connection, kept by the worker from batch to batch."""
+    assert req.sources is not None
+    _produce_and_consume(conn, lookup, req, req.sources, None, report, lambda items: items)
 
 
 def _with_retried(conn, req: IngestRun) -> tuple[IngestRun, list[str]]:

@@ -69,7 +69,7 @@ class WorkerOptions:
     third of it while it works), the queue polled every ``poll`` seconds when it is empty."""
 
     lease: float = 60.0
-    batch: int = 8
+    batch: int = 32
     poll: float = 0.5
     name: str = field(default_factory=worker_name)
     exit_idle: bool = False  # without a run given: stop when no run has items to claim
@@ -199,6 +199,7 @@ def work(
     floors: dict[tuple[int, int], int] = {}  # (namespace, run) -> the position after the last item claimed
     contexts: dict[int, WorkerContext] = {}
     stop = Interrupts()
+    lookup = connect()  # the producer thread's connection, for every batch
     try:
         with stop.deferred():
             for _ in stop.interruptible(_ticks(0)):
@@ -222,13 +223,15 @@ def work(
                 floors[(ns_id, rid)] = max(floors.get((ns_id, rid), 0), got[-1].item + 1)
                 if ns_id not in contexts:
                     contexts[ns_id] = context(ns_id)
-                report = _store(conn, connect, contexts[ns_id], rid, got, options, emit)
+                report = _store(conn, lookup, connect, contexts[ns_id], rid, got, options, emit)
                 totals["batches"] += 1
                 totals["items"] += len(got)
                 for k, v in {**report.documents, **{f"chunks_{k}": v for k, v in report.chunks.items()}}.items():
                     totals[k] = totals.get(k, 0) + v
     except KeyboardInterrupt:
         totals["stopped"] = 1
+    finally:
+        lookup.close()
     return totals
 
 
@@ -242,7 +245,7 @@ def _runs(conn, run_id: int | None, namespaces: Callable[[], Sequence[int]]) -> 
     return [(st[0], run_id)]
 
 
-def _store(conn, connect, ctx: WorkerContext, run_id: int, got: list[q.Claimed], options: WorkerOptions, emit):
+def _store(conn, lookup, connect, ctx: WorkerContext, run_id: int, got: list[q.Claimed], options: WorkerOptions, emit):
     """One claimed batch through the stages, its leases renewed meanwhile, then settled."""
     items = [c.item for c in got]
     by_uri = {_uri(c.target): c.item for c in got}
@@ -259,7 +262,7 @@ def _store(conn, connect, ctx: WorkerContext, run_id: int, got: list[q.Claimed],
         progress=emit,
     )
     with _Lease(connect, ctx.namespace.id, run_id, options, items):
-        store_sources(conn, req, report, connect=connect)
+        store_sources(conn, req, report, lookup=lookup)
     failed = sorted({by_uri[e.source] for e in report.errors if e.source in by_uri})
     settled = q.settle(
         conn, ctx.namespace, run_id, options.name, items, failed, report.to_json(), [*report.errors, *report.warnings]
