@@ -14,8 +14,9 @@ health while a long transaction is open elsewhere.
    connection holds a transaction open (a REPEATABLE READ snapshot, as a long report or a
    re-embed's batch would): claims/s over the first and last quarter of the items, and the dead
    row versions of ``kbctl.run_items`` (``pg_stat_user_tables``) and its size at the end; and, to
-   show what the worker's position (``floor``) is for, a quarter as many items claimed from the
-   run's first item each time, with the transaction open.
+   show what the worker's position (``floor``) is for, the same claimed from the run's first item
+   each time, with the transaction open. Each row is its own run in the same table, one after the
+   other: the dead versions, updates and bytes are what the row added.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def _queue(home: Path, items: int, long_transaction: bool, floor: bool = True) -
             n = queue.enqueue(
                 conn, ns, run_id, n, [(f"/nowhere/{i}.md", f"{i}.md") for i in range(n, min(items, n + 1000))]
             )
+        before = _table_stats(kb, conn)
         if long_transaction:
             holder = psycopg.connect(kb.dsn(), autocommit=False)
             holder.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -115,17 +117,7 @@ def _queue(home: Path, items: int, long_transaction: bool, floor: bool = True) -
                     now = time.perf_counter()
                     rates.append((done - mark) / (now - t0))
                     t0, mark = now, done
-        conn.execute("SELECT pg_stat_force_next_flush()")
-        time.sleep(1.0)
-        owner = psycopg.connect(kb.dsn(), autocommit=True)
-        dead, _live = owner.execute(
-            "SELECT n_dead_tup, n_live_tup FROM pg_stat_user_tables WHERE schemaname = 'kbctl' AND relname = 'run_items'"
-        ).fetchone()
-        size = owner.execute("SELECT pg_total_relation_size('kbctl.run_items')").fetchone()[0]
-        hot = owner.execute(
-            "SELECT n_tup_hot_upd, n_tup_upd FROM pg_stat_user_tables WHERE schemaname = 'kbctl' AND relname = 'run_items'"
-        ).fetchone()
-        owner.close()
+        after = _table_stats(kb, conn)
         runs.finish_run(conn, ns, run_id, "ok", {})
     finally:
         if holder is not None:
@@ -139,10 +131,25 @@ def _queue(home: Path, items: int, long_transaction: bool, floor: bool = True) -
         "claims/s, first quarter": rates[0] / BATCH if rates else None,
         "claims/s, last quarter": rates[-1] / BATCH if rates else None,
         "items/s overall": sum(rates) / len(rates) if rates else None,
-        "dead row versions": dead,
-        "HOT updates": f"{hot[0]}/{hot[1]}",
-        "table MB": size / 2**20,
+        "dead row versions": after[0] - before[0],
+        "HOT updates": f"{after[1] - before[1]}/{after[2] - before[2]}",
+        "table MB": (after[3] - before[3]) / 2**20,
     }
+
+
+def _table_stats(kb, conn) -> tuple[int, int, int, int]:
+    """kbctl.run_items's dead row versions, HOT and all updates, and bytes, once ``conn`` (the
+    client's connection, which made the updates) has flushed its statistics."""
+    import psycopg
+
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    time.sleep(1.0)  # flushed at the end of that statement's transaction, read by the owner's
+    with psycopg.connect(kb.dsn(), autocommit=True) as owner:
+        row = owner.execute(
+            "SELECT n_dead_tup, n_tup_hot_upd, n_tup_upd, pg_total_relation_size(relid) FROM pg_stat_user_tables"
+            " WHERE schemaname = 'kbctl' AND relname = 'run_items'"
+        ).fetchone()
+    return tuple(int(v) for v in row)  # type: ignore[return-value]
 
 
 def run(env: Env) -> str:
@@ -166,7 +173,7 @@ def run(env: Env) -> str:
             _ingest(env, home, corpus, "h_2", 2, "hash-384"),
         ]
         items = env.pick(QUEUE_ITEMS, SMOKE_QUEUE_ITEMS)
-        qrows = [_queue(home, items, False), _queue(home, items, True), _queue(home, items // 4, True, floor=False)]
+        qrows = [_queue(home, items, False), _queue(home, items, True), _queue(home, items, True, floor=False)]
     finally:
         kbctl(env, "db", "stop", home=home, check=False)
     save_json(env, "workers", {"ingest": rows, "queue": qrows})
