@@ -97,7 +97,7 @@ def _queue(home: Path, items: int, long_transaction: bool, floor: bool = True) -
             n = queue.enqueue(
                 conn, ns, run_id, n, [(f"/nowhere/{i}.md", f"{i}.md") for i in range(n, min(items, n + 1000))]
             )
-        before = _table_stats(kb, conn)
+        before = _table_stats(kb, conn, vacuum=True)
         if long_transaction:
             holder = psycopg.connect(kb.dsn(), autocommit=False)
             holder.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -137,14 +137,19 @@ def _queue(home: Path, items: int, long_transaction: bool, floor: bool = True) -
     }
 
 
-def _table_stats(kb, conn) -> tuple[int, int, int, int]:
+def _table_stats(kb, conn, vacuum: bool = False) -> tuple[int, int, int, int]:
     """kbctl.run_items's dead row versions, HOT and all updates, and bytes, once ``conn`` (the
-    client's connection, which made the updates) has flushed its statistics."""
+    client's connection, which made the updates) has flushed its statistics; with ``vacuum``, the
+    table vacuumed first (the previous row's dead versions gone: autovacuum would take them mid-row)."""
     import psycopg
 
     conn.execute("SELECT pg_stat_force_next_flush()")
     time.sleep(1.0)  # flushed at the end of that statement's transaction, read by the owner's
     with psycopg.connect(kb.dsn(), autocommit=True) as owner:
+        if vacuum:
+            owner.execute("VACUUM kbctl.run_items")
+            owner.execute("SELECT pg_stat_force_next_flush()")
+            time.sleep(1.0)
         row = owner.execute(
             "SELECT n_dead_tup, n_tup_hot_upd, n_tup_upd, pg_total_relation_size(relid) FROM pg_stat_user_tables"
             " WHERE schemaname = 'kbctl' AND relname = 'run_items'"
