@@ -104,7 +104,9 @@ class Ingestion(Part):
 
         def spawn(run_id: int) -> list[subprocess.Popen]:
             argv = [sys.executable, "-m", "kbctl", "worker", "--run", str(run_id), "--lease", str(lease)]
-            return [subprocess.Popen(argv, env=self._worker_env(), stdin=subprocess.DEVNULL) for _ in range(workers)]
+            # stdout is the coordinator's results (--json): a worker's messages go to stderr only
+            env, quiet = self._worker_env(), subprocess.DEVNULL
+            return [subprocess.Popen(argv, env=env, stdin=quiet, stdout=quiet) for _ in range(workers)]
 
         return replace(req, distribute=Coordinator(spawn=spawn if workers else None, fetch_options=fetch_opts))
 
