@@ -127,8 +127,9 @@ def abandon(conn: Conn, ns_id: int, run_id: int) -> list[tuple[str, int]]:
 
 
 def open_runs(conn: Conn, ns_ids: Sequence[int]) -> list[tuple[int, int]]:
-    """(namespace id, run id) of the running runs of these namespaces with items to claim, oldest first."""
-    return [(int(n), int(r)) for n, r in conn.execute(query("queue/open_runs"), (list(ns_ids),))]
+    """(namespace id, run id) of the running runs of these namespaces with items to claim and a live
+    coordinator (one holding the namespace's ingest lock), oldest first."""
+    return [(int(n), int(r)) for n, r in conn.execute(query("queue/open_runs"), (list(ns_ids), LOCK_CLASS))]
 
 
 def run_status(conn: Conn, run_id: int) -> tuple[int, str, str] | None:

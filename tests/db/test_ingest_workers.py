@@ -160,3 +160,20 @@ def test_workers_record_a_bad_item_once_and_the_coordinator_syncs_removed_files(
     assert (again["removed"], again["changed"], again["unchanged"], again["failed"]) == (1, 1, FILES - 2, 1)
     assert kb.run_progress("docs")[0]["done"] + kb.run_progress("docs")[0]["failed"] == FILES
     assert kb.search("granted", "docs", mode="lexical").hits[0].title == "Note 1"
+
+
+def test_a_polling_worker_finds_the_run_stores_it_and_exits_when_idle(cli, kb, kb_home, tenant, corpus):
+    kb.connection()  # the session's server is up before the coordinator's process uses it
+    coordinator = _kbctl(kb_home, tenant, "ingest", str(corpus), "-n", "docs", "-p", "hash-384", "--workers", "0")
+    _wait_for(
+        "the coordinator to queue the run",
+        lambda: "docs" in kb.namespace_names() and (kb.run_progress("docs") or [{}])[0].get("items") == FILES,
+    )
+    p = cli("worker", "-n", "docs", "--exit-idle", "--poll", "0.1", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    did = json.loads(p.stdout)
+    assert (did["items"], did["new"]) == (FILES, FILES)
+    _, err = coordinator.communicate(timeout=300)
+    assert coordinator.returncode == 0, err.decode()
+    (run,) = kb.runs("docs")
+    assert run["status"] == "ok" and run["counts"]["documents"]["new"] == FILES

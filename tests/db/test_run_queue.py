@@ -66,3 +66,13 @@ def test_a_stopping_worker_hands_its_items_back(kb):
         queue.release(conn, ns.id, run_id, "a", [c.item for c in got])
         again = queue.claim(conn, ns.id, run_id, "b", 2, 60, floor=2)
         assert [(c.item, c.attempt) for c in again] == [(0, 1), (1, 1)]
+
+
+def test_a_polling_worker_sees_only_runs_whose_coordinator_is_alive(kb):
+    conn, ns, run_id = _run(kb, 1)
+    assert queue.open_runs(conn, [ns.id]) == []  # no coordinator holds the namespace's lock
+    with runs.namespace_lock(conn, ns):
+        assert queue.open_runs(conn, [ns.id]) == [(ns.id, run_id)]
+        (c,) = queue.claim(conn, ns.id, run_id, "a", 1, 60)
+        queue.settle(conn, ns, run_id, "a", [c.item], [], {})
+        assert queue.open_runs(conn, [ns.id]) == []  # nothing left to claim
