@@ -32,7 +32,6 @@ __all__ = [
     "claim",
     "renew",
     "settle",
-    "release",
     "progress",
     "batch_counts",
     "abandon",
@@ -102,11 +101,6 @@ def settle(
         if settled:
             record_errors(conn, ns, run_id, list(errors))
     return settled
-
-
-def release(conn: Conn, ns_id: int, run_id: int, worker: str, items: Sequence[int]) -> None:
-    """Hand the worker's claimed ``items`` back to the queue (the worker is stopping)."""
-    conn.execute(query("queue/release"), (ns_id, run_id, worker, list(items)))
 
 
 def progress(conn: Conn, ns_id: int, run_id: int) -> dict[str, int]:

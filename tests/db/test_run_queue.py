@@ -59,15 +59,6 @@ def test_an_item_whose_workers_all_died_is_given_up_after_the_last_attempt(kb):
         assert queue.progress(conn, ns.id, run_id)["failed"] == 1
 
 
-def test_a_stopping_worker_hands_its_items_back(kb):
-    conn, ns, run_id = _run(kb, 2)
-    with runs.namespace_lock(conn, ns):
-        got = queue.claim(conn, ns.id, run_id, "a", 2, 60)
-        queue.release(conn, ns.id, run_id, "a", [c.item for c in got])
-        again = queue.claim(conn, ns.id, run_id, "b", 2, 60, floor=2)
-        assert [(c.item, c.attempt) for c in again] == [(0, 1), (1, 1)]
-
-
 def test_a_polling_worker_sees_only_runs_whose_coordinator_is_alive(kb):
     conn, ns, run_id = _run(kb, 1)
     assert queue.open_runs(conn, [ns.id]) == []  # no coordinator holds the namespace's lock
