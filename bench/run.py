@@ -31,6 +31,8 @@ bench-smoke``, run by ``.ci/run``. The store is a dedicated home (``--home``, de
   namespace of ``quality``) → docs/benchmarks.md, docs/agents.md
 - ``research``: ``research_topic`` against plain search, relevant documents within a token budget on
   CISI and Cranfield (needs their namespaces) → docs/benchmarks.md, docs/agents.md
+- ``workers``: one ingest run in one process against ``--workers 1`` and ``--workers 2``, and the work
+  queue's claims/s and dead rows with a transaction held open elsewhere → docs/benchmarks.md
 - ``prf``:     the feedback step's cost: hybrid with and without ``prf`` at 10k and 100k chunks, with
   the load average → docs/benchmarks.md
 - ``tracing``: OpenTelemetry traces' cost: hybrid with tracing off and on, query by query, at the
@@ -73,6 +75,7 @@ PARTS = (
     "tracing",
     "million",
     "lexical",
+    "workers",
 )
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {
@@ -91,6 +94,7 @@ DOCS = {
     "tracing": ("docs/benchmarks.md",),
     "million": ("docs/benchmarks.md",),
     "lexical": ("docs/benchmarks.md",),
+    "workers": ("docs/benchmarks.md",),
 }
 
 
@@ -108,6 +112,7 @@ def _part(name: str):
     import serve
     import tracing
     import verify_claim
+    import workers
 
     return {
         "quality": quality.run,
@@ -125,6 +130,7 @@ def _part(name: str):
         "tracing": tracing.run,
         "million": million.run,
         "lexical": lexical.run,
+        "workers": workers.run,
     }[name]
 
 

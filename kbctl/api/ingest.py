@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Sequence
 
 from ..acl import AclPolicy
+from ..errors import UsageError
 from ..extract.record import RECORD_MEDIA_TYPE
-from ..store import Namespace, ensure_namespace, get_namespace
+from ..store import Namespace, ensure_namespace, get_namespace, namespace_ids
 from ..store.feeds import feed_state, save_feed_state
 from ..types import ItemError, Source
 from ._boundary import Part, psycopg_boundary
@@ -41,11 +45,16 @@ class Ingestion(Part):
         verify: bool = True,
         stdin: BinaryIO | None = None,
         progress: Progress | None = None,
+        workers: int | None = None,
+        lease: float = 60.0,
     ) -> RunReport:
         """Run fetch → extract → chunk → embed → store (→ verify) over ``targets`` into ``namespace``.
 
         Fetching follows the ``[fetch]`` settings; ``follow_symlinks`` lets folder walks follow
-        symlinks that lead out of the folders given (skipped and recorded otherwise).
+        symlinks that lead out of the folders given (skipped and recorded otherwise). With
+        ``workers``, the items go to the run's work queue and ``workers`` local ``kbctl worker``
+        processes (0: none, only workers started elsewhere) store them, each item leased for
+        ``lease`` seconds (``kbctl.ingest.workers``); this call waits and closes the run.
         """
         from ..extract.options import ExtractOptions
         from ..ingest.pipeline import IngestOptions, IngestRun, run
@@ -76,7 +85,117 @@ class Ingestion(Part):
             progress=progress,
             acl=self._acl_policy(namespace),
         )
+        if workers is not None:
+            req = self._distributed(req, workers, lease, fetch_opts)
         return run(conn, req, connect=self.session.tenant_connection)
+
+    def _distributed(self, req, workers: int, lease: float, fetch_opts):
+        """``req`` stored through the work queue by ``workers`` local worker processes."""
+        from dataclasses import replace
+
+        from ..ingest.workers import Coordinator
+
+        if req.options.plan:
+            raise UsageError("--plan lists what one process would do; it takes no --workers")
+        if "-" in req.targets:
+            raise UsageError("stdin cannot be shared by workers", hint="ingest stdin without --workers")
+        if workers < 0 or lease <= 0:
+            raise UsageError("--workers must be 0 or more and --lease positive")
+
+        def spawn(run_id: int) -> list[subprocess.Popen]:
+            argv = [sys.executable, "-m", "kbctl", "worker", "--run", str(run_id), "--lease", str(lease)]
+            # stdout is the coordinator's results (--json): a worker's messages go to stderr only
+            env, quiet = self._worker_env(), subprocess.DEVNULL
+            return [subprocess.Popen(argv, env=env, stdin=quiet, stdout=quiet) for _ in range(workers)]
+
+        return replace(req, distribute=Coordinator(spawn=spawn if workers else None, fetch_options=fetch_opts))
+
+    def _worker_env(self) -> dict[str, str]:
+        """The environment of a local worker: this knowledge base's server, tenant and config file."""
+        env = dict(os.environ)
+        if self.settings.dsn:
+            env["KBCTL_DSN"] = self.settings.dsn
+        else:
+            env["KBCTL_HOME"] = str(self.settings.home)
+        env["KBCTL_TENANT"] = self.tenant
+        if len(self.settings.sources) > 1:  # the packaged defaults, then the user's file
+            env["KBCTL_CONFIG"] = self.settings.sources[-1]
+        return env
+
+    def work(
+        self,
+        namespaces: Sequence[str] = (),
+        *,
+        run_id: int | None = None,
+        lease: float = 60.0,
+        batch: int = 32,
+        poll: float = 0.5,
+        exit_idle: bool = False,
+        progress: Progress | None = None,
+    ) -> dict[str, int]:
+        """Be a worker (``kbctl worker``): claim and store the items of run ``run_id`` until it is
+        over, else of any running run of ``namespaces`` (default: every namespace of the tenant)
+        with a work queue, until stopped (SIGTERM, Ctrl-C) or, with ``exit_idle``, idle. Returns
+        what it did (batches, items, documents and chunks counts)."""
+        from ..extract.options import ExtractOptions
+        from ..ingest.workers import WorkerContext, WorkerOptions, work
+        from ..sources.options import FetchOptions
+        from ..store import queue
+
+        if lease <= 0 or batch < 1 or poll <= 0:
+            raise UsageError("--lease and --poll must be positive and --batch at least 1")
+        conn = self._conn()
+        fetch_opts = FetchOptions.from_config(self.settings.fetch)
+        extract_opts = ExtractOptions.from_config(self.settings.extract)
+        names = list(namespaces)
+
+        def ids() -> list[int]:
+            return [self.kb.namespaces.get(n).id for n in names] if names else namespace_ids(conn, self.tenant)
+
+        def context(ns_id: int) -> WorkerContext:
+            name = queue.namespace_name(conn, ns_id)
+            if name is None:
+                raise UsageError(f"namespace {ns_id} is not one of tenant {self.tenant!r}'s")
+            ns = self.kb.namespaces.get(name)
+            prof = self.kb.namespaces.search_profile(ns)  # the profile it is pinned to
+            return WorkerContext(ns, prof, self._acl_policy(name), fetch_opts, extract_opts)
+
+        if run_id is not None and queue.run_status(conn, run_id) is None:
+            raise UsageError(f"no run {run_id} in tenant {self.tenant!r}", hint="see `kbctl runs`")
+        opts = WorkerOptions(lease=lease, batch=batch, poll=poll, exit_idle=exit_idle)
+        return work(
+            conn,
+            connect=self.session.tenant_connection,
+            context=context,
+            namespaces=ids,
+            run_id=run_id,
+            options=opts,
+            progress=progress,
+        )
+
+    def progress(self, namespace: str | None = None, run_id: int | None = None, limit: int = 5) -> list[dict]:
+        """The work queue of run ``run_id``, else of the latest runs that had one (of ``namespace``,
+        else of every namespace of the tenant): each run's items by state, the workers holding a
+        lease, and the documents and chunks its workers' batches counted so far."""
+        from ..store import queue
+
+        conn = self._conn()
+        ids = [self.kb.namespaces.get(namespace).id] if namespace else namespace_ids(conn, self.tenant)
+        out = []
+        for r in queue.latest_runs(conn, ids, 1_000_000 if run_id is not None else limit):
+            if run_id is not None and r["run_id"] != run_id:
+                continue
+            p = queue.progress(conn, r["namespace_id"], r["run_id"])
+            documents: dict[str, int] = {}
+            chunks: dict[str, int] = {}
+            for c in queue.batch_counts(conn, r["namespace_id"], r["run_id"]):
+                for k, v in (c.get("documents") or {}).items():
+                    documents[k] = documents.get(k, 0) + int(v)
+                for k, v in (c.get("chunks") or {}).items():
+                    chunks[k] = chunks.get(k, 0) + int(v)
+            r.pop("namespace_id")
+            out.append({**r, **p, "documents": documents, "chunks": chunks})
+        return out
 
     def ingest_records(
         self,

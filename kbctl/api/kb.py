@@ -113,6 +113,8 @@ class KnowledgeBase:
     ingest_records = delegate("ingestion", Ingestion.ingest_records)
     store = delegate("ingestion", Ingestion.store)
     verify = delegate("ingestion", Ingestion.verify)
+    work = delegate("ingestion", Ingestion.work)
+    run_progress = delegate("ingestion", Ingestion.progress)
 
     search = delegate("searching", Searching.search)
     principal = delegate("searching", Searching.principal)

@@ -40,6 +40,14 @@ def ingest(
     no_verify: bool = typer.Option(False, "--no-verify", help="Skip the verify stage at the end."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any item failed."),
     json_: bool = typer.Option(False, "--json", help="Print the run summary as JSON on stdout."),
+    workers: int = typer.Option(
+        None,
+        "--workers",
+        help="Share the run through a work queue: start N local `kbctl worker` processes (0: only workers started elsewhere).",
+    ),
+    lease: float = typer.Option(
+        60.0, "--lease", help="With --workers: seconds a claimed item is leased before another worker may take it."
+    ),
 ) -> None:
     """Fetch, extract, chunk, embed and store documents into a namespace."""
     kb = STATE.kb()
@@ -60,6 +68,8 @@ def ingest(
             verify=not no_verify,
             stdin=sys.stdin.buffer if "-" in (paths or []) else None,
             progress=progress,
+            workers=workers,
+            lease=lease,
         )
     finally:
         finish()

@@ -8,7 +8,7 @@ import warnings
 
 import typer
 
-from . import config_cmd, evals, ingest, namespaces, reembed, runs, search, serve, show, stages, tenants
+from . import config_cmd, evals, ingest, namespaces, reembed, runs, search, serve, show, stages, tenants, workers
 from . import db as db_cmd
 from .state import STATE, err, setup_logging
 
@@ -57,6 +57,7 @@ runs.register(app)
 show.register(app)
 stages.register(app)
 serve.register(app)
+workers.register(app)
 app.add_typer(db_cmd.app, name="db")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(evals.app, name="eval")

@@ -49,6 +49,8 @@ from ..types import ItemError, Source
 __all__ = [
     "fetch",
     "list_uris",
+    "list_items",
+    "fetch_items",
     "iter_files",
     "FetchOptions",
     "FeedState",
@@ -123,6 +125,70 @@ def list_uris(
         elif os.path.exists(path):
             uris.add(file_uri(path))
     return uris
+
+
+def list_items(
+    targets: Iterable[str],
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    options: FetchOptions | None = None,
+) -> Iterator[tuple[str, str | None] | ItemError]:
+    """The items of a run shared by workers, without reading them: (target, path in its folder) per
+    file a folder walk finds (the path its ``Source`` metadata will carry), (target, None) per file
+    named directly and per URL; what the walk refuses, as ``fetch`` does, is an ``ItemError``.
+    ``fetch_items`` turns them into the ``Source``s ``fetch`` would have given. Stdin cannot be
+    shared (``-`` is refused before).
+    """
+    opts = options or FetchOptions()
+    for target in targets:
+        if is_http_url(target):
+            yield (target, None)
+        elif "://" in target and not target.startswith("file://"):
+            scheme = target.split("://", 1)[0]
+            yield ItemError("fetch", target, "SourceError", f"cannot fetch {target}: unsupported scheme {scheme!r}")
+        else:
+            path = _local_path(target)
+            if not os.path.lexists(path):
+                yield ItemError("fetch", file_uri(path), "SourceError", f"no such file or directory: {path}")
+                continue
+            if not path.is_dir():
+                yield (os.path.abspath(path), None)
+                continue
+            root = os.path.abspath(path)
+            walk = iter_files(
+                path,
+                include,
+                exclude,
+                opts.suffixes,
+                include_hidden=opts.include_hidden,
+                follow_symlinks=opts.follow_symlinks,
+            )
+            for item in walk:
+                if isinstance(item, ItemError):
+                    yield item
+                    continue
+                full = os.path.abspath(item)
+                try:
+                    full.encode("utf-8")
+                except UnicodeEncodeError:
+                    yield ItemError(
+                        "fetch", file_uri(full), "SourceError", "a file name that is not UTF-8 cannot be queued"
+                    )
+                    continue
+                yield (full, os.path.relpath(full, root).replace(os.sep, "/"))
+
+
+def fetch_items(
+    items: Iterable[tuple[str, str | None]], *, follow_links: bool = False, options: FetchOptions | None = None
+) -> Iterator[Source | ItemError]:
+    """The ``Source``s of items ``list_items`` gave: a walked file read as the walk reads it, a file
+    named directly or a URL fetched as ``fetch`` does (a feed in full: no conditional request)."""
+    opts = options or FetchOptions()
+    for target, rel in items:
+        if rel is None:
+            yield from fetch([target], follow_links=follow_links, options=opts)
+        else:
+            yield _read(Path(target), rel, opts)
 
 
 def _guarded(target: str, items: Iterator[Fetched]) -> Iterator[Fetched]:

@@ -73,6 +73,10 @@ class IngestRun:
     verify: bool = True
     progress: Progress | None = None
     acl: Any = None  # the namespace's kbctl.acl.AclPolicy; None: documents keep only their own ACLs
+    # Stores the targets through a work queue instead of in this process (``kbctl.ingest.workers``):
+    # called as distribute(conn, run, report, interruptible) under the lock and the ledger's run, it
+    # returns the source URIs seen (for --sync).
+    distribute: Callable[..., set[str]] | None = None
 
     @property
     def emit(self) -> Progress:
@@ -95,6 +99,7 @@ class RunReport:
     plan: bool = False
     verify: dict | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    ledgered: bool = False  # the errors and warnings are in the ledger already (the workers recorded them)
 
     def to_json(self) -> dict[str, Any]:
         d = {

@@ -55,7 +55,7 @@ from .writer import consume
 
 log = logging.getLogger(__name__)
 
-__all__ = ["IngestOptions", "IngestRun", "RunReport", "Item", "Progress", "run"]
+__all__ = ["IngestOptions", "IngestRun", "RunReport", "Item", "Progress", "run", "store_sources"]
 
 
 def run(conn, req: IngestRun, *, connect: Callable[[], Any]) -> RunReport:
@@ -152,7 +152,8 @@ def _status(report: RunReport) -> str:
 def _close(conn, ns: Namespace, report: RunReport, status: str) -> None:
     if report.run_id is None:  # a plan opens no run
         return
-    runs_store.record_errors(conn, ns, report.run_id, [*report.errors, *report.warnings])
+    if not report.ledgered:
+        runs_store.record_errors(conn, ns, report.run_id, [*report.errors, *report.warnings])
     runs_store.finish_run(conn, ns, report.run_id, status, report.to_json())
 
 
@@ -165,6 +166,15 @@ def _close_quietly(conn, ns: Namespace, report: RunReport, status: str) -> None:
         log.log(
             logging.INFO if conn.closed else logging.WARNING, "could not mark run %s %s: %s", report.run_id, status, e
         )
+
+
+def store_sources(conn, req: IngestRun, report: RunReport, *, lookup) -> None:
+    """A worker's batch of a run (``kbctl.ingest.workers``): ``req.sources`` through extract →
+    chunk → embed → store, counted into ``report``, under no lock and with no run of its own (the
+    run's coordinator holds both, and closes the run once the workers have stored every item).
+    ``lookup`` is the producer thread's connection, kept by the worker from batch to batch."""
+    assert req.sources is not None
+    _produce_and_consume(conn, lookup, req, req.sources, None, report, lambda items: items)
 
 
 def _with_retried(conn, req: IngestRun) -> tuple[IngestRun, list[str]]:
@@ -181,6 +191,11 @@ def _stream(conn, req: IngestRun, report: RunReport, connect, interruptible) -> 
     """The stages from where ``req`` enters; Ctrl-C and SIGTERM stop it only where it waits for input."""
     if req.items is not None:  # embedded upstream: the store stage only
         consume(conn, req, _unless_stored(conn, req.namespace, interruptible(req.items)), report)
+        return
+    if req.distribute is not None:  # workers store the targets (kbctl.ingest.workers); this process waits
+        seen = req.distribute(conn, req, report, interruptible)
+        if req.options.sync:
+            _sync(conn, req.namespace, report, seen, _covered(req.targets), False, req.emit)
         return
     lookup = connect()
     try:

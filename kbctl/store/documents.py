@@ -29,6 +29,7 @@ from .connection import Conn, Cur, one
 from .generations import Generation, write_vectors
 from .namespaces import Namespace
 from .queries import query
+from .runs import write_lock
 
 # What the writers pass on: documents with their embedded chunks; document URI -> (source URI,
 # source hash); other generations' vectors by chunk hash (dual writes).
@@ -107,6 +108,7 @@ def write_documents(
     if not items:
         return WriteStats(0, 0, 0)
     with conn.transaction():
+        write_lock(conn, ns.id)
         try:
             with conn.transaction():  # a savepoint: the whole batch at once, the common case
                 return _write(conn, ns, items, analyzer, title_weight, run_id, sources, extra)
@@ -244,6 +246,7 @@ def write_document_stream(
     out = DocumentStream(conn, ns, doc, analyzer, title_weight)
     opened = False
     with conn.transaction():
+        write_lock(conn, ns.id)
         try:
             with conn.transaction():
                 replaced = out._open(chars, run_id, {doc.uri: source} if source else {})
@@ -379,6 +382,7 @@ def delete_documents(conn: Conn, ns: Namespace, uris: Sequence[str]) -> int:
     if not uris:
         return 0
     with conn.transaction():
+        write_lock(conn, ns.id)
         return _delete(conn, ns, list(uris))
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .connection import Conn, scalar
 from .queries import query
-from .runs import LOCK_CLASS
+from .runs import LOCK_CLASS, write_lock
 
 __all__ = [
     "BLOCK",
@@ -151,6 +151,7 @@ def pack(conn: Conn, ns_id: int, *, k1: float, b: float, keep: int | None = None
     "chunks", "postings"} (segment None when there was nothing to pack)."""
     with conn.transaction():
         conn.execute(query("lexical/lock"), (LOCK_CLASS, ns_id))
+        write_lock(conn, ns_id)  # workers write without the ingest lock: none is mid-write now
         have = segments(conn, [ns_id])
         kept = have if keep is None else have[:keep]
         after = kept[-1].segment if kept else 0  # segments numbered above this are replaced

@@ -12,9 +12,32 @@ from .connection import Conn, columns, scalar
 from .namespaces import Namespace
 from .queries import query
 
-__all__ = ["start_run", "finish_run", "record_errors", "list_runs", "list_errors", "namespace_lock", "failed_sources"]
+__all__ = [
+    "write_lock",
+    "start_run",
+    "finish_run",
+    "record_errors",
+    "list_runs",
+    "list_errors",
+    "namespace_lock",
+    "failed_sources",
+]
 
 LOCK_CLASS = 0x6B62  # "kb": advisory lock class for namespace ingest locks
+#: Advisory lock class of a namespace's writes (``write_lock``): taken per transaction, not per run.
+WRITE_CLASS = 0x6B63
+
+
+def write_lock(conn: Conn, ns_id: int) -> None:
+    """Take the namespace's write lock until the transaction ends.
+
+    Every transaction that writes or removes documents updates the namespace's lexical statistics
+    row and its vocabulary rows; the workers of one run write at once, and two such transactions
+    locking shared terms in different orders would deadlock. They take turns instead, each for one
+    batch (what is parallel is fetch, extract, chunk and embed, which happen before). The packer of
+    the lexical lane takes it too, so a segment never misses a chunk written at the same time.
+    """
+    conn.execute(query("runs/write_lock"), (WRITE_CLASS, ns_id))
 
 
 @contextmanager

@@ -37,6 +37,7 @@ DISTRIBUTED = {
     "lexical_blocks",
     "runs",
     "run_errors",
+    "run_items",
     "feed_state",
     "generations",
     "vectors",

@@ -24,7 +24,7 @@ TENANT_COLUMN = {"namespaces", "search_audit", "agent_tokens", "query_log"}
 
 
 def _fill(kb: kbctl.KnowledgeBase, tmp_path, tag: str) -> None:
-    """One namespace with documents, chunks, postings (packed too), a run with an error, feed state, an audited
+    """One namespace with documents, chunks, postings (packed too), a run with an error and a queued item, feed state, an audited
     search, an agent token, a logged query and its feedback."""
     d = tmp_path / tag
     d.mkdir()
@@ -35,6 +35,11 @@ def _fill(kb: kbctl.KnowledgeBase, tmp_path, tag: str) -> None:
     ns = kb.namespace("docs")
     conn.execute(
         "INSERT INTO kbctl.feed_state (namespace_id, url, etag) VALUES (%s, %s, 'x')", (ns.id, f"https://{tag}/feed")
+    )
+    run_id = kb.runs("docs")[0]["run_id"]  # an item of a run's work queue (kbctl ingest --workers)
+    conn.execute(
+        "INSERT INTO kbctl.run_items (namespace_id, run_id, item, target) VALUES (%s, %s, 0, %s)",
+        (ns.id, run_id, str(d / "a.md")),
     )
     lexical.pack(conn, ns.id, k1=1.2, b=0.75)  # packed postings (a real namespace has PACK_MIN chunks)
     kb.settings = kb.settings.with_overrides({"audit.enabled": True, "agents.bot": {}})
@@ -159,7 +164,7 @@ def test_a_tenants_role_cannot_write_into_another_tenants_rows(two_tenants):
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
                 conn.execute(stmt, args)
         # UPDATE and DELETE of the other tenant's rows find none: they touch nothing
-        for table in ("documents", "chunks", "lexical_postings", "runs", "run_errors", "query_feedback"):
+        for table in ("documents", "chunks", "lexical_postings", "runs", "run_errors", "run_items", "query_feedback"):
             q = sql.SQL("DELETE FROM {} WHERE namespace_id = %s").format(sql.Identifier("kbctl", table))
             assert conn.execute(q, (ns[0],)).rowcount == 0
         assert (

@@ -1,0 +1,335 @@
+"""Ingest workers: one run's items shared by processes, on this machine and others, through the
+run's work queue in PostgreSQL (``kbctl.store.queue``, migration 015).
+
+``kbctl ingest --workers N`` runs the pipeline as always (``pipeline.run``: the namespace's ingest
+lock, one run in the ledger, --sync, ACLs, the lexical lane's packing, verify), but its stream is
+the ``Coordinator``: it lists the targets' items into the queue without reading them, starts N
+local ``kbctl worker --run ID`` processes, waits until every item is done or failed, and sums what
+the workers recorded into the run's report. ``kbctl worker`` (``work``) started anywhere with the
+same DSN claims a few items at a time under a lease, runs fetch → extract → chunk → embed → store
+on them (``pipeline.store_sources``), renews its leases while it works (a thread on its own
+connection) and settles them done or failed, with the batch's counts and errors, in one transaction.
+
+What makes a run converge whoever dies:
+
+- a worker killed (SIGKILL, a lost machine) leaves its items claimed; their lease expires and
+  another worker claims them again (``MAX_ATTEMPTS`` times at most, then the coordinator records
+  them failed). What the dead worker stored is whole documents only (one transaction per batch),
+  and an item stored before its worker died is found unchanged by its source hash, so nothing is
+  stored twice;
+- a worker stopped by SIGTERM or Ctrl-C settles the batch at hand and hands nothing back half done;
+- a coordinator killed leaves its run ``running`` and releases the namespace's ingest lock (its
+  session is gone): workers claim nothing more from that run (``claim`` checks the lock), and the
+  next run of the namespace marks it ``interrupted`` and reads what is stored as unchanged.
+
+Workers write without the namespace's ingest lock (the coordinator holds it for the run); their
+write transactions take turns on the namespace's write lock (``store.runs.write_lock``), which is
+held for one batch's writes, not for the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+from ..errors import KbctlError
+from ..interrupts import Interrupts
+from ..sources.folder import file_uri
+from ..store import Namespace
+from ..store import queue as q
+from ..store import runs as runs_store
+from ..types import ItemError
+from .fetch import fetch_items, list_items
+from .items import IngestOptions, IngestRun, RunReport
+from .pipeline import store_sources
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Coordinator", "WorkerOptions", "WorkerContext", "work", "worker_name"]
+
+#: Items enqueued per statement while the targets are listed (workers start on the first ones).
+ENQUEUE_BATCH = 500
+
+
+def worker_name() -> str:
+    """host:pid, unique among the workers of one server."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How a worker claims: ``batch`` items at a time, leased for ``lease`` seconds (renewed every
+    third of it while it works), the queue polled every ``poll`` seconds when it is empty."""
+
+    lease: float = 60.0
+    batch: int = 32
+    poll: float = 0.5
+    name: str = field(default_factory=worker_name)
+    exit_idle: bool = False  # without a run given: stop when no run has items to claim
+
+
+@dataclass(frozen=True)
+class WorkerContext:
+    """What a worker needs to store into one namespace: the namespace, its profile, and the
+    settings of the process (ACLs, fetch and extract options)."""
+
+    namespace: Namespace
+    profile: Any
+    acl: Any = None
+    fetch_options: Any = None
+    extract_options: Any = None
+
+
+class Coordinator:
+    """A run's stream handed to workers (``IngestRun.distribute``): list the items into the queue,
+    start local workers (``spawn(run_id)`` returns their processes), wait, sum their counts."""
+
+    def __init__(
+        self,
+        *,
+        spawn: Callable[[int], list[subprocess.Popen]] | None = None,
+        fetch_options: Any = None,
+        poll: float = 0.5,
+    ) -> None:
+        self.spawn, self.fetch_options, self.poll = spawn, fetch_options, poll
+
+    def __call__(self, conn, req: IngestRun, report: RunReport, interruptible) -> set[str]:
+        ns, run_id = req.namespace, report.run_id
+        assert run_id is not None  # a plan is refused before (api)
+        seen = self._enqueue(conn, req, report)
+        procs = self.spawn(run_id) if self.spawn else []
+        try:
+            self._wait(conn, req, report, procs, interruptible)
+        finally:
+            _stop(procs)
+        lost = [
+            ItemError("store", _uri(t), "WorkerLost", f"claimed {n} times, no worker stored it (each one died)")
+            for t, n in q.abandon(conn, ns.id, run_id)
+        ]
+        runs_store.record_errors(conn, ns, run_id, lost)
+        report.documents["failed"] += len(lost)
+        self._sum(conn, req, report)
+        return seen
+
+    def _enqueue(self, conn, req: IngestRun, report: RunReport) -> set[str]:
+        """The targets' items into the queue, ``ENQUEUE_BATCH`` at a time; what the walk refused in
+        the ledger. Returns the source URIs listed (for --sync)."""
+        ns, run_id, o = req.namespace, report.run_id, req.options
+        assert run_id is not None
+        seen: set[str] = set()
+        batch: list[tuple[str, str | None]] = []
+        refused: list[ItemError] = []
+        n = 0
+        for it in list_items(req.targets, o.include, o.exclude, self.fetch_options):
+            if isinstance(it, ItemError):
+                seen.add(it.source)  # an unreadable source is not a removed one
+                refused.append(it)
+                req.emit("error", it.to_json())
+                continue
+            seen.add(_uri(it[0]))
+            batch.append(it)
+            if len(batch) >= ENQUEUE_BATCH:
+                n, batch = q.enqueue(conn, ns, run_id, n, batch), []
+        n = q.enqueue(conn, ns, run_id, n, batch)
+        runs_store.record_errors(conn, ns, run_id, refused)
+        report.documents["failed"] += sum(1 for e in refused if not e.is_warning)
+        report.details["items"] = n
+        req.emit("queued", {"items": n, "run_id": run_id})
+        return seen
+
+    def _wait(self, conn, req: IngestRun, report: RunReport, procs: list, interruptible) -> None:
+        """Until no item is queued or claimed (or claimable again); progress as the workers store."""
+        ns, run_id = req.namespace, report.run_id
+        assert run_id is not None
+        done = 0
+        for _ in interruptible(_ticks(self.poll)):
+            p = q.progress(conn, ns.id, run_id)
+            if p["done"] + p["failed"] > done:
+                req.emit("stored", {"documents": p["done"] + p["failed"] - done, "chunks": 0, "embedded": 0})
+                done = p["done"] + p["failed"]
+            req.emit("queue", p)
+            if p["queued"] + p["claimed"] + p["expired"] == 0:
+                return
+            if procs and p["claimed"] == 0 and all(pr.poll() is not None for pr in procs):
+                raise KbctlError(
+                    f"the {len(procs)} local worker(s) of run {run_id} exited with {p['queued'] + p['expired']}"
+                    " item(s) left",
+                    hint=f"see their messages above; `kbctl worker --run {run_id}` can finish the run while this one waits",
+                )
+
+    def _sum(self, conn, req: IngestRun, report: RunReport) -> None:
+        """The workers' batch counts and the run's errors (all in the ledger) into the report."""
+        ns, run_id = req.namespace, report.run_id
+        assert run_id is not None
+        for c in q.batch_counts(conn, ns.id, run_id):
+            for k, v in (c.get("documents") or {}).items():
+                report.documents[k] = report.documents.get(k, 0) + int(v)
+            for k, v in (c.get("chunks") or {}).items():
+                report.chunks[k] = report.chunks.get(k, 0) + int(v)
+        recorded = runs_store.list_errors(conn, [ns.id], run_id, limit=1_000_000)
+        for r in reversed(recorded):  # oldest first
+            e = ItemError(r["stage"], r["source"], r["error_class"], r["message"])
+            (report.warnings if e.is_warning else report.errors).append(e)
+        report.ledgered = True
+
+
+def work(
+    conn,
+    *,
+    connect: Callable[[], Any],
+    context: Callable[[int], WorkerContext],
+    namespaces: Callable[[], Sequence[int]],
+    run_id: int | None = None,
+    options: WorkerOptions = WorkerOptions(),
+    progress: Callable[[str, dict], None] | None = None,
+) -> dict[str, int]:
+    """Claim and store items until stopped: of run ``run_id`` until it is no longer running, else
+    of any running run of ``namespaces()`` (with ``exit_idle``, until none has items to claim).
+    SIGTERM and Ctrl-C stop it once the batch at hand is settled. Returns what it did: batches,
+    items, and the documents and chunks counts of its batches."""
+    emit = progress or (lambda event, data: None)
+    totals: dict[str, int] = {"batches": 0, "items": 0}
+    floors: dict[tuple[int, int], int] = {}  # (namespace, run) -> the position after the last item claimed
+    contexts: dict[int, WorkerContext] = {}
+    stop = Interrupts()
+    lookup = connect()  # the producer thread's connection, for every batch
+    try:
+        with stop.deferred():
+            for _ in stop.interruptible(_ticks(0)):
+                runs = _runs(conn, run_id, namespaces)
+                if runs is None:
+                    break
+                claimed = None
+                for ns_id, rid in runs:
+                    got = q.claim(
+                        conn, ns_id, rid, options.name, options.batch, options.lease, floors.get((ns_id, rid), 0)
+                    )
+                    if got:
+                        claimed = (ns_id, rid, got)
+                        break
+                if claimed is None:
+                    if options.exit_idle and run_id is None and not runs:
+                        break
+                    time.sleep(options.poll)  # signals are let through here too: the next tick waits
+                    continue
+                ns_id, rid, got = claimed
+                floors[(ns_id, rid)] = max(floors.get((ns_id, rid), 0), got[-1].item + 1)
+                if ns_id not in contexts:
+                    contexts[ns_id] = context(ns_id)
+                report = _store(conn, lookup, connect, contexts[ns_id], rid, got, options, emit)
+                totals["batches"] += 1
+                totals["items"] += len(got)
+                for k, v in {**report.documents, **{f"chunks_{k}": v for k, v in report.chunks.items()}}.items():
+                    totals[k] = totals.get(k, 0) + v
+    except KeyboardInterrupt:
+        totals["stopped"] = 1
+    finally:
+        lookup.close()
+    return totals
+
+
+def _runs(conn, run_id: int | None, namespaces: Callable[[], Sequence[int]]) -> list[tuple[int, int]] | None:
+    """The runs to claim from now; None: the run given is over (or unknown), stop."""
+    if run_id is None:
+        return q.open_runs(conn, namespaces())
+    st = q.run_status(conn, run_id)
+    if st is None or st[2] != "running":
+        return None
+    return [(st[0], run_id)]
+
+
+def _store(conn, lookup, connect, ctx: WorkerContext, run_id: int, got: list[q.Claimed], options: WorkerOptions, emit):
+    """One claimed batch through the stages, its leases renewed meanwhile, then settled."""
+    items = [c.item for c in got]
+    by_uri = {_uri(c.target): c.item for c in got}
+    report = RunReport(run_id=run_id, namespace=ctx.namespace.name)
+    req = IngestRun(
+        ctx.namespace,
+        ctx.profile,
+        targets=tuple(c.target for c in got),
+        sources=fetch_items([(c.target, c.rel) for c in got], options=ctx.fetch_options),
+        options=IngestOptions(),
+        extract_options=ctx.extract_options,
+        verify=False,
+        acl=ctx.acl,
+        progress=emit,
+    )
+    with _Lease(connect, ctx.namespace.id, run_id, options, items):
+        store_sources(conn, req, report, lookup=lookup)
+    failed = sorted({by_uri[e.source] for e in report.errors if e.source in by_uri})
+    settled = q.settle(
+        conn, ctx.namespace, run_id, options.name, items, failed, report.to_json(), [*report.errors, *report.warnings]
+    )
+    if len(settled) < len(items):
+        log.info(
+            "run %s: %d item(s) were taken over by another worker (their lease expired)",
+            run_id,
+            len(items) - len(settled),
+        )
+    return report
+
+
+class _Lease:
+    """Renews a batch's leases every third of the lease, from a thread on its own connection."""
+
+    def __init__(self, connect, ns_id: int, run_id: int, options: WorkerOptions, items: list[int]) -> None:
+        self.connect, self.ns_id, self.run_id, self.options, self.items = connect, ns_id, run_id, options, items
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._renew, daemon=True, name="kbctl-lease")
+
+    def __enter__(self) -> _Lease:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def _renew(self) -> None:
+        conn = None
+        try:
+            while not self.done.wait(self.options.lease / 3):
+                conn = conn or self.connect()
+                held = q.renew(conn, self.ns_id, self.run_id, self.options.name, self.items, self.options.lease)
+                if len(held) < len(self.items):
+                    log.info("run %s: lost the lease of %d item(s)", self.run_id, len(self.items) - len(held))
+        except Exception as e:  # the batch goes on; its lease may expire and another worker store it again
+            log.warning("could not renew the lease of run %s's items: %s", self.run_id, e)
+        finally:
+            if conn is not None:
+                conn.close()
+
+
+def _ticks(seconds: float) -> Iterator[None]:
+    """One tick now, then one every ``seconds`` (slept where a signal may stop the loop)."""
+    yield None
+    while True:
+        if seconds:
+            time.sleep(seconds)
+        yield None
+
+
+def _uri(target: str) -> str:
+    """The source URI of an item's target (a file's, or the URL as given)."""
+    return target if "://" in target else file_uri(target)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """Stop local workers: SIGTERM (each settles its batch), then SIGKILL after a while."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    for p in procs:
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()

@@ -1,0 +1,2 @@
+-- A namespace's name. Parameters: namespace id.
+SELECT name FROM kbctl.namespaces WHERE id = %s

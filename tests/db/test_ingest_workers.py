@@ -1,0 +1,179 @@
+"""Ingest workers (``kbctl ingest --workers``, ``kbctl worker``): one run's items shared through the
+work queue, a killed worker's items claimed again once their lease expires, every item stored once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT
+
+FILES = 48
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for i in range(FILES):
+        (d / f"note-{i:02d}.md").write_text(
+            f"# Note {i}\n\nRefund case {i}: the customer asked about topic{i} and waited {i} days.\n\n"
+            f"## Follow-up\n\nSecond section of note {i}, about shipment{i}.\n"
+        )
+    return d
+
+
+def _kbctl(kb_home, tenant, *args: str) -> subprocess.Popen:
+    env = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant, PYTHONWARNINGS="ignore")
+    return subprocess.Popen(
+        [sys.executable, "-m", "kbctl", *args], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+
+
+def _wait_for(what, check, timeout: float = 120.0):
+    """Poll ``check()`` until it returns something true (a deadline only against a hang)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.005)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def _items(conn, run_id: int) -> list[tuple[int, str, str | None, int]]:
+    return conn.execute(
+        "SELECT item, state, worker, attempts FROM kbctl.run_items WHERE run_id = %s ORDER BY item", (run_id,)
+    ).fetchall()
+
+
+def _by(pid: int, worker: str | None) -> bool:
+    return worker is not None and worker.endswith(f":{pid}")
+
+
+def test_a_worker_killed_mid_run_leaves_every_item_stored_once_in_one_run(kb, kb_home, tenant, corpus):
+    conn = kb.connection()  # the session's server is up before the processes use it
+    coordinator = _kbctl(
+        kb_home,
+        tenant,
+        "ingest",
+        str(corpus),
+        "-n",
+        "docs",
+        "-p",
+        "hash-384",
+        "--workers",
+        "0",
+        "--lease",
+        "2",
+        "--json",
+    )
+
+    def queued_run():
+        if coordinator.poll() is not None:
+            raise AssertionError(coordinator.stderr.read().decode())
+        rows = kb.run_progress("docs") if "docs" in kb.namespace_names() else []
+        return rows and rows[0]["items"] == FILES and rows[0]["run_id"]
+
+    run_id = _wait_for("the coordinator to queue the run", queued_run)
+    args = ("worker", "--run", str(run_id), "--lease", "2", "--batch", "3", "--poll", "0.1")
+    doomed, survivor = _kbctl(kb_home, tenant, *args), _kbctl(kb_home, tenant, *args)
+
+    # SIGKILL the doomed worker while it holds claimed items, after it settled some: frozen first
+    # (SIGSTOP), so what it holds is read while it can no longer change, then killed.
+    held: list[int] = []
+    for _ in range(50):
+        _wait_for(
+            "the worker to settle a batch and claim another",
+            lambda: (
+                any(s == "done" and _by(doomed.pid, w) for _, s, w, _ in _items(conn, run_id))
+                and any(s == "claimed" and _by(doomed.pid, w) for _, s, w, _ in _items(conn, run_id))
+            ),
+        )
+        os.kill(doomed.pid, signal.SIGSTOP)
+        held = [i for i, s, w, _ in _items(conn, run_id) if s == "claimed" and _by(doomed.pid, w)]
+        if held:
+            break
+        os.kill(doomed.pid, signal.SIGCONT)
+    assert held, "never caught the worker holding a claim"
+    os.kill(doomed.pid, signal.SIGKILL)
+    doomed.wait(timeout=60)
+    assert doomed.returncode == -signal.SIGKILL
+
+    out, err = coordinator.communicate(timeout=300)
+    assert coordinator.returncode == 0, err.decode()
+    report = json.loads(out)
+    survivor.wait(timeout=120)  # it stops once the run is over
+    assert survivor.returncode == 0, survivor.stderr.read().decode()
+
+    # every item done; what the killed worker held was claimed again and finished by the survivor
+    items = _items(conn, run_id)
+    assert [s for _, s, _, _ in items] == ["done"] * FILES
+    again = {i: (w, a) for i, _, w, a in items if i in held}
+    assert all(_by(survivor.pid, w) and a >= 2 for w, a in again.values()), again
+    # every item stored once: one document per file, each chunk once, the statistics agree
+    docs = conn.execute(
+        "SELECT count(*), count(DISTINCT source_uri) FROM kbctl.documents d"
+        " JOIN kbctl.namespaces n ON n.id = d.namespace_id WHERE n.name = 'docs'"
+    ).fetchone()
+    assert docs == (FILES, FILES)
+    chunks = conn.execute(
+        "SELECT count(*), count(DISTINCT (c.document_id, c.position)), count(DISTINCT c.content_hash)"
+        " FROM kbctl.chunks c JOIN kbctl.namespaces n ON n.id = c.namespace_id WHERE n.name = 'docs'"
+    ).fetchone()
+    assert chunks[0] == chunks[1] == chunks[2] == 2 * FILES
+    assert report["documents"]["new"] + report["documents"]["unchanged"] == FILES
+    assert report["documents"]["failed"] == 0 and report["verify"]["ok"] is True
+    # one run in the ledger, closed ok
+    runs = kb.runs("docs")
+    assert [(r["run_id"], r["status"]) for r in runs] == [(run_id, "ok")]
+    assert runs[0]["counts"]["documents"] == report["documents"]
+    # and a run again stores nothing new
+    again_report = kb.ingest([str(corpus)], "docs")
+    assert again_report.documents["unchanged"] == FILES
+    assert again_report.documents["new"] == again_report.documents["changed"] == 0
+    assert kb.search("shipment17", "docs", mode="lexical").hits[0].title == "Note 17"
+
+
+def test_workers_record_a_bad_item_once_and_the_coordinator_syncs_removed_files(cli, kb, corpus):
+    (corpus / "broken.pdf").write_bytes(b"not a pdf")
+    p = cli("ingest", str(corpus), "-n", "docs", "-p", "hash-384", "--workers", "1", "--lease", "5", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    report = json.loads(p.stdout)
+    assert report["documents"]["new"] == FILES and report["documents"]["failed"] == 1
+    assert [e["source"].rsplit("/", 1)[-1] for e in report["errors"]] == ["broken.pdf"]
+    (run,) = kb.runs("docs")
+    assert run["status"] == "partial" and run["errors"] == 1  # recorded once, by the worker
+    assert [e["source"].rsplit("/", 1)[-1] for e in kb.errors("docs", run["run_id"])] == ["broken.pdf"]
+
+    (corpus / "note-00.md").unlink()
+    (corpus / "note-01.md").write_text("# Note 1\n\nRewritten: the refund was granted.\n")
+    p = cli("ingest", str(corpus), "-n", "docs", "--workers", "2", "--lease", "5", "--sync", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    again = json.loads(p.stdout)["documents"]
+    assert (again["removed"], again["changed"], again["unchanged"], again["failed"]) == (1, 1, FILES - 2, 1)
+    assert kb.run_progress("docs")[0]["done"] + kb.run_progress("docs")[0]["failed"] == FILES
+    assert kb.search("granted", "docs", mode="lexical").hits[0].title == "Note 1"
+
+
+def test_a_polling_worker_finds_the_run_stores_it_and_exits_when_idle(cli, kb, kb_home, tenant, corpus):
+    kb.connection()  # the session's server is up before the coordinator's process uses it
+    coordinator = _kbctl(kb_home, tenant, "ingest", str(corpus), "-n", "docs", "-p", "hash-384", "--workers", "0")
+    _wait_for(
+        "the coordinator to queue the run",
+        lambda: "docs" in kb.namespace_names() and (kb.run_progress("docs") or [{}])[0].get("items") == FILES,
+    )
+    p = cli("worker", "-n", "docs", "--exit-idle", "--poll", "0.1", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    did = json.loads(p.stdout)
+    assert (did["items"], did["new"]) == (FILES, FILES)
+    _, err = coordinator.communicate(timeout=300)
+    assert coordinator.returncode == 0, err.decode()
+    (run,) = kb.runs("docs")
+    assert run["status"] == "ok" and run["counts"]["documents"]["new"] == FILES
