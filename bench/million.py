@@ -313,29 +313,38 @@ def _table_sizes(kb) -> dict:
     return {r[0]: r[1] for r in rows}
 
 
-def _recall(kb, name: str, qvecs, storage: str) -> dict:
+def _recall(kb, name: str, qvecs, storage: str, efs=(None, 200, 400)) -> list[dict]:
+    """HNSW's top 10 against the exact scan's, at the profile's ef_search and wider ones."""
     from kbctl.search.lanes import dense_lane
 
     conn = kb.connection()
     ns = kb.namespace(name)
     prof = kb.profile_for(name)
-    overlaps, exact_ms, hnsw_ms = [], [], []
+    exact, exact_ms = [], []
     for v in qvecs:
         t0 = time.perf_counter()
-        hnsw, _ = dense_lane(conn, [ns], v, 10, (), prof, exact_threshold=0)
-        t1 = time.perf_counter()
-        exact, _ = dense_lane(conn, [ns], v, 10, (), prof, exact_threshold=10**12)
-        t2 = time.perf_counter()
-        hnsw_ms.append((t1 - t0) * 1000)
-        exact_ms.append((t2 - t1) * 1000)
-        overlaps.append(len({h.chunk_id for h in hnsw} & {h.chunk_id for h in exact}) / max(1, len(exact)))
-    return {
-        "storage": storage,
-        "queries": len(qvecs),
-        "recall@10": float(np.mean(overlaps)),
-        "HNSW p50 ms": percentile(hnsw_ms, 50),
-        "exact p50 ms": percentile(exact_ms, 50),
-    }
+        exact.append({h.chunk_id for h in dense_lane(conn, [ns], v, 10, (), prof, exact_threshold=10**12)[0]})
+        exact_ms.append((time.perf_counter() - t0) * 1000)
+    out = []
+    for ef in efs:
+        overlaps, hnsw_ms = [], []
+        for v, want in zip(qvecs, exact):
+            t0 = time.perf_counter()
+            hnsw, _ = dense_lane(conn, [ns], v, 10, (), prof, exact_threshold=0, ef_search=ef)
+            hnsw_ms.append((time.perf_counter() - t0) * 1000)
+            overlaps.append(len({h.chunk_id for h in hnsw} & want) / max(1, len(want)))
+        out.append(
+            {
+                "storage": storage,
+                "m / ef_construction": f"{prof.hnsw.m} / {prof.hnsw.ef_construction}",
+                "ef_search": ef or prof.hnsw.ef_search,
+                "queries": len(qvecs),
+                "recall@10": float(np.mean(overlaps)),
+                "HNSW p50 ms": percentile(hnsw_ms, 50),
+                "exact p50 ms": percentile(exact_ms, 50),
+            }
+        )
+    return out
 
 
 def _measure(kb, name: str, queries: list[str], label: str) -> list[float]:
@@ -382,12 +391,12 @@ def run(env: Env) -> str:
         b0 = synth.batch(m, min(BATCH, size), synth.SEED)
         qs = [q for _, q in synth.queries(m, b0, min(env.pick(QUERIES, 5), b0.n), seed=7)]
         qvecs = [synth.embed_text(m, q) for q in qs]
-        recall = [_recall(kb, name, qvecs[: env.pick(100, 5)], "vector")]
+        recall = _recall(kb, name, qvecs[: env.pick(100, 5)], "vector")
         rows = []
         for storage in ("vector", "halfvec"):
             _swap(kb, name, storage)
             if storage == "halfvec":
-                recall.append(_recall(kb, name, qvecs[: env.pick(100, 5)], "halfvec"))
+                recall += _recall(kb, name, qvecs[: env.pick(100, 5)], "halfvec")
             for mode in MODES if storage == "vector" else ("dense", "hybrid"):
                 lat = _measure(kb, name, qs, mode)
                 rows.append(
@@ -409,7 +418,8 @@ def run(env: Env) -> str:
     save_json(env, "million", {"build": info, "halfvec": half, "tables": tables, "sizes": sizes, "recall": recall,
                                 "rows": rows, "load": load})  # fmt: skip
     body = md_table(rows, ["chunks", "vectors", "mode", "queries", "p50 ms", "p95 ms", "mean ms"], digits=1)
-    body += "\n" + md_table(recall, ["storage", "queries", "recall@10", "HNSW p50 ms", "exact p50 ms"], digits=3)
+    cols = ["storage", "m / ef_construction", "ef_search", "queries", "recall@10", "HNSW p50 ms", "exact p50 ms"]
+    body += "\n" + md_table(recall, cols, digits=3)
     if not info.get("reused"):
         body += "\nBuild: " + ", ".join(f"{k} {v:.0f} s" for k, v in info["steps"].items())
         body += f"; {info['postings']:,} postings ({info['postings per chunk']:.1f} per chunk), peak RSS of the"

@@ -83,6 +83,7 @@ class HnswSettings:
     ef_search: int
     exact_threshold: int
     max_scan_tuples: int
+    build_memory_mb: int
 
     def _check(self, where: str) -> None:
         check_range(where, "hnsw.m", self.m, 2, 100)
@@ -95,6 +96,7 @@ class HnswSettings:
         check_range(where, "hnsw.ef_search", self.ef_search, 1, 1000)
         check_range(where, "hnsw.exact_threshold", self.exact_threshold, 0)
         check_range(where, "hnsw.max_scan_tuples", self.max_scan_tuples, 1)
+        check_range(where, "hnsw.build_memory_mb", self.build_memory_mb, 1, 2**20)
 
 
 @dataclass(frozen=True)

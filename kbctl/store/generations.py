@@ -114,8 +114,19 @@ def ensure_index(conn: Conn, gen: Generation, profile: Profile) -> bool:
 def create_hnsw_index(
     conn: Conn, generation_id: int, profile: Profile, storage: str, *, concurrently: bool = False
 ) -> None:
-    """The partial HNSW index of one generation's vectors, typed to its dimension and storage."""
+    """The partial HNSW index of one generation's vectors, typed to its dimension and storage, built
+    with ``profile.hnsw.build_memory_mb`` of maintenance memory (set for the build, then reset: a
+    concurrent build cannot run in a transaction, so the setting is the session's meanwhile)."""
     col, typ = column_of(storage)
+    conn.execute(query("generations/build_memory"), (f"{int(profile.hnsw.build_memory_mb)}MB",))
+    try:
+        _create_hnsw_index(conn, generation_id, profile, storage, col, typ, concurrently)
+    finally:
+        conn.execute(query("generations/build_memory_reset"))
+
+
+def _create_hnsw_index(conn: Conn, generation_id: int, profile: Profile, storage: str, col: str, typ: str,
+                       concurrently: bool) -> None:  # fmt: skip
     conn.execute(
         template(
             "generations/create_hnsw_index",

@@ -150,7 +150,9 @@ def test_defaults_load_with_the_right_types():
     assert p.chunk == ChunkSettings(
         size=200, overlap=32, strategy="structure", semantic_threshold=0.35, max_document_chars=50_000_000
     )
-    assert p.hnsw == HnswSettings(m=16, ef_construction=64, ef_search=100, exact_threshold=1000, max_scan_tuples=20000)
+    assert p.hnsw == HnswSettings(
+        m=16, ef_construction=64, ef_search=100, exact_threshold=1000, max_scan_tuples=20000, build_memory_mb=1024
+    )
     assert p.lexical == LexicalSettings(k1=0.9, b=0.4, language="english", title_weight=1.0, max_edit_distance=2)
     assert p.search == SearchSettings(
         mode="auto",
