@@ -224,6 +224,24 @@ def embed_text(m: Model, text: str) -> np.ndarray:
     return (x if m.center is None else _unit(x - m.center)).astype(np.float32)
 
 
+def topical_queries(m: Model, b: Batch, count: int, seed: int) -> list[tuple[int, str]]:
+    """(chunk index in ``b``, query text): 4 to 14 words, half from the chunk itself and half from its
+    main topic; a query about one subject, whose vector lies in its topic's cluster as a real query's
+    lies near the passages that answer it. The dense lane's recall is measured on these: the
+    SciFact-shaped ``queries`` mix in so many common words that their vectors fall between clusters,
+    HNSW's worst case (docs/benchmarks.md has both)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in rng.choice(b.n, size=count, replace=False):
+        own = b.tokens[b.starts[i] : b.starts[i + 1]]
+        size = int(rng.integers(4, 15))
+        half = size // 2
+        picked = list(rng.choice(own, size=half))
+        picked += list(m.topic_words[b.topic[i], _draw(m.topic_cum, rng.random(size - half))])
+        out.append((int(i), " ".join(dict.fromkeys(m.words[w] for w in picked))))
+    return out
+
+
 # SciFact's test queries, analyzed (300 claims): distinct terms per query 4 / 8 / 16 at the 5th, 50th
 # and 95th percentiles, and each term's document frequency over the chunks (df/N) log-normal:
 # log10 quantiles -3.06, -2.34, -1.64, -1.16, -0.79 at 10, 25, 50, 75, 90 %. A median query's terms
@@ -236,8 +254,8 @@ SPECIFIC = 0.003  # a term rarer than this (df/N) is one of the chunk's own word
 def queries(m: Model, b: Batch, count: int, seed: int) -> list[tuple[int, str]]:
     """(chunk index in ``b``, query text) for ``count`` queries about chunks of ``b``, shaped as
     SciFact's: as many distinct terms, with document frequencies drawn from SciFact's queries'.
-    A rare term slot takes one of the chunk's own rare words (what the query is about), a common
-    one the word whose expected df/N is nearest (what a claim says around it: "increase", "cells")."""
+    A rare term slot takes one of the chunk's own words of its main topic (what the query is about),
+    a common one the word whose expected df/N is nearest (what a claim says around it: "increase")."""
     assert m.dfn is not None
     rng = np.random.default_rng(seed)
     by_dfn = np.argsort(m.dfn)
@@ -245,7 +263,10 @@ def queries(m: Model, b: Batch, count: int, seed: int) -> list[tuple[int, str]]:
     out = []
     for i in rng.choice(b.n, size=count, replace=False):
         own = np.unique(b.tokens[b.starts[i] : b.starts[i + 1]])
-        own = own[np.argsort(m.dfn[own])]  # rarest first
+        # What the query is about: the chunk's words of its main topic, rarest first (a chunk's rarest
+        # words overall are the background's long tail, which says nothing of its subject).
+        own = np.intersect1d(own, m.topic_words[b.topic[i]])
+        own = own[np.argsort(m.dfn[own])]
         size = int(np.clip(round(rng.lognormal(math.log(QUERY_TERMS[0]), QUERY_TERMS[1])), 3, 20))
         mean, sd, top = QUERY_DFN
         target = np.minimum(10 ** rng.normal(mean, sd, size), 10**top)
