@@ -48,6 +48,7 @@ __all__ = [
     "Tokenizer",
     "get_tokenizer",
     "PURPOSES",
+    "backend_name",
 ]
 
 
@@ -77,6 +78,15 @@ def get_embedder(profile: Profile, *, cache_dir: Path | None = None, purpose: st
     return _CACHE[key]
 
 
+def backend_name(embedder: Embedder) -> str:
+    """What computes an embedder's vectors, as reports name it: the plugin and, when it has one,
+    the backend's precision (``sentence-transformers/bf16``, ``sentence-transformers/onnx-fp32``,
+    ``hash``). Two embedders of one profile with the same name compute the same way."""
+    precision = getattr(embedder, "precision", None)
+    name = embedder.profile.embedder
+    return f"{name}/{precision}" if precision else name
+
+
 def prepare(profile: Profile, *, cache_dir: Path | None = None) -> Any:
     """Make a profile ready on this machine before anything is embedded: the plugin's ``prepare``
     (for sentence-transformers: the ``auto`` decision measured and recorded, the ONNX export
@@ -91,8 +101,10 @@ def _cache_dir(profile: Profile, cache_dir: Path | None) -> Path | None:
 
 
 # Chunks are handed to the model GROUP_BATCHES batches at a time: it sorts them by length before
-# cutting batches, so a bigger group means less padding (memory still holds one group).
-GROUP_BATCHES = 4
+# cutting batches, so a bigger group means less padding (memory still holds one group). On SciFact
+# passages with batches of 64, groups of 4 batches pad to 1.12x the tokens of one sorted call,
+# 16 batches to 1.03x (attention's quadratic part: 1.21x and 1.06x).
+GROUP_BATCHES = 16
 
 
 def embed_chunks(chunks: Iterable[Chunk], embedder: Embedder, batch_size: int | None = None) -> Iterator[EmbeddedChunk]:

@@ -44,7 +44,7 @@ class IngestOptions:
     plan: bool = False
     no_wait: bool = False
     follow_links: bool = False
-    batch_documents: int = 64
+    batch_documents: int = 1024  # at most, per write; a batch is cut at GROUP_BATCHES * batch_size chunks too
     queue_size: int = 256
 
 
@@ -95,6 +95,7 @@ class RunReport:
     plan: bool = False
     verify: dict | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    embedder: str | None = None  # the backend the model ran on (``kbctl.embed.backend_name``), if it ran
 
     def to_json(self) -> dict[str, Any]:
         d = {
@@ -112,6 +113,8 @@ class RunReport:
             d["tokens_to_embed"] = self.tokens_to_embed
         if self.verify is not None:
             d["verify"] = self.verify
+        if self.embedder:
+            d["embedder"] = self.embedder
         return d
 
 

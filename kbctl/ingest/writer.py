@@ -31,6 +31,7 @@ import logging
 from typing import Iterable
 
 from ..acl import AclPolicy
+from ..embed import GROUP_BATCHES
 from ..store import WriteStats, delete_documents, stored_owners, stored_uris_of_source, write_documents
 from ..store.acl import mark_explicit
 from ..store.documents import set_source_hash, write_document_stream
@@ -71,6 +72,7 @@ def consume(conn, run: IngestRun, items: Iterable, report: RunReport) -> None:
         else:
             writer.add(item)
     writer.flush()
+    report.embedder = writer.embedding.backend or report.embedder
 
 
 class Writer:
@@ -80,6 +82,11 @@ class Writer:
         self.conn, self.ns, self.profile, self.report, self.opts = conn, run.namespace, run.profile, report, run.options
         self.run_id, self.emit = report.run_id, run.emit
         self.pending: list[Item] = []
+        self.pending_docs = self.pending_chunks = 0
+        # The model sorts the texts of one call by length before cutting batches: handing it a
+        # group of GROUP_BATCHES batches rather than a flush of a few documents' chunks (about
+        # 140 for 64 abstracts) cuts its padding, which is most of the gap to its own throughput.
+        self.group = GROUP_BATCHES * max(1, int(self.profile.batch_size))
         self.analyzer = get_analyzer(self.profile.lexical.language)
         self.embedding = Embedding(self.profile, store_lookup(conn, self.ns))  # the active generation's vectors
         self.claimed: dict[str, str] = {}  # document URI -> the source that produced it first in this run
@@ -88,13 +95,16 @@ class Writer:
 
     def add(self, item: Item) -> None:
         self.pending.append(item)
-        if sum(len(i.docs) for i in self.pending) >= self.opts.batch_documents:
+        self.pending_docs += len(item.docs)
+        self.pending_chunks += sum(len(cs) for _, cs in item.docs)
+        if self.pending_chunks >= self.group or self.pending_docs >= self.opts.batch_documents:
             self.flush()
 
     def flush(self) -> None:
         if not self.pending:
             return
         items, self.pending = self.pending, []
+        self.pending_docs = self.pending_chunks = 0
         stored = stored_owners(self.conn, self.ns, [d.uri for i in items for d, _ in i.docs])
         docs, explicit = self._with_acls(self._admit(items, stored))
         kinds = {d.uri: _kind(stored.get(d.uri), d) for d, _, _ in docs}
