@@ -44,7 +44,7 @@ class IngestOptions:
     plan: bool = False
     no_wait: bool = False
     follow_links: bool = False
-    batch_documents: int = 1024  # at most, per write; a batch is cut at GROUP_BATCHES * batch_size chunks too
+    batch_documents: int = 64
     queue_size: int = 256
 
 

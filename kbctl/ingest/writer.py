@@ -16,7 +16,12 @@ is stored never depends on the rest of the batch:
 - a document the database refuses fails alone (``store.write_documents`` isolates it);
 - a document's notes (values cleaned, an id repeated) become warnings of the run.
 
-Memory stays bounded by the batch, not by the item: a ``LargeItem`` (one document read in windows,
+Documents are written ``batch_documents`` at a time (each batch of whole items in its own
+transaction), but the model reads the chunks of several batches in one call, about
+``GROUP_BATCHES`` of its batches (``_embed_ahead``): it sorts one call's texts by length before
+cutting its batches, so a bigger call pads less; which batches, counts and events are the same.
+
+Memory stays bounded by that group, not by the item: a ``LargeItem`` (one document read in windows,
 ``kbctl.extract.stream``, its chunks made by the orchestrator's chunker as they are read) is
 embedded and stored ``STREAM_CHUNKS`` chunks at a time inside its own transaction
 (``store.write_document_stream``), and a large feed arrives as one ``Item``
@@ -82,11 +87,12 @@ class Writer:
         self.conn, self.ns, self.profile, self.report, self.opts = conn, run.namespace, run.profile, report, run.options
         self.run_id, self.emit = report.run_id, run.emit
         self.pending: list[Item] = []
-        self.pending_docs = self.pending_chunks = 0
-        # The model sorts the texts of one call by length before cutting batches: handing it a
-        # group of GROUP_BATCHES batches rather than a flush of a few documents' chunks (about
-        # 140 for 64 abstracts) cuts its padding, which is most of the gap to its own throughput.
+        self.pending_docs = self.pending_chunks = 0  # documents pending, and their chunks the model may read
+        # The model sorts the texts of one call by length before cutting batches, so it reads the
+        # chunks of as many write batches as make GROUP_BATCHES of its batches in one call (the
+        # chunks of 64 abstracts are ~140 texts: 1.2x the padded tokens of one sorted call).
         self.group = GROUP_BATCHES * max(1, int(self.profile.batch_size))
+        self.ahead: dict = {}  # {chunk hash: vector} the model made for the write batches being flushed
         self.analyzer = get_analyzer(self.profile.lexical.language)
         self.embedding = Embedding(self.profile, store_lookup(conn, self.ns))  # the active generation's vectors
         self.claimed: dict[str, str] = {}  # document URI -> the source that produced it first in this run
@@ -94,17 +100,43 @@ class Writer:
         self.dual = DualWrites(conn, self.ns, self.profile)  # a shadow's (and the previous generation's) vectors
 
     def add(self, item: Item) -> None:
+        """Documents are written ``batch_documents`` at a time (whole items); the pending batches are
+        flushed once their chunks make a group for the model (or they need no model, or hold
+        ``group`` documents)."""
         self.pending.append(item)
         self.pending_docs += len(item.docs)
-        self.pending_chunks += sum(len(cs) for _, cs in item.docs)
-        if self.pending_chunks >= self.group or self.pending_docs >= self.opts.batch_documents:
+        if item.vectors is None:  # vectors computed upstream (kbctl store) need no model
+            self.pending_chunks += sum(len(cs) for _, cs in item.docs)
+        if self.pending_docs >= self.opts.batch_documents and (
+            self.pending_chunks == 0 or self.pending_chunks >= self.group or self.pending_docs >= self.group
+        ):
             self.flush()
 
     def flush(self) -> None:
+        """Embed what the pending items' chunks need in one call, then write them batch by batch."""
         if not self.pending:
             return
         items, self.pending = self.pending, []
         self.pending_docs = self.pending_chunks = 0
+        batches = _write_batches(items, self.opts.batch_documents)
+        if len(batches) > 1 and not self.opts.plan:
+            self._embed_ahead(items)
+        try:
+            for batch in batches:
+                self._write_batch(batch)
+        finally:
+            self.ahead = {}
+
+    def _embed_ahead(self, items: list[Item]) -> None:
+        """The model's vectors of every chunk of ``items`` that the store and upstream do not have,
+        in one call, for ``_vectors`` to take batch by batch (counts are still made per batch)."""
+        chunks = {c.content_hash: c for i in items if i.vectors is None for _, cs in i.docs for c in cs}
+        have = self.embedding.cached(chunks)
+        missing = {h: c.embed_text for h, c in chunks.items() if h not in have}
+        if missing:
+            self.ahead = self.embedding.embed(missing)
+
+    def _write_batch(self, items: list[Item]) -> None:
         stored = stored_owners(self.conn, self.ns, [d.uri for i in items for d, _ in i.docs])
         docs, explicit = self._with_acls(self._admit(items, stored))
         kinds = {d.uri: _kind(stored.get(d.uri), d) for d, _, _ in docs}
@@ -148,6 +180,9 @@ class Writer:
             return {}, len(todo)
         for i in items:  # vectors computed upstream (kbctl embed) need no model here
             cache.update((h, v) for h, v in (i.vectors or {}).items() if h in todo)
+        for h in todo:  # made for this flush's batches in one call (_embed_ahead)
+            if h not in cache and h in self.ahead:
+                cache[h] = self.ahead[h]
         missing = {h: c.embed_text for h, c in todo.items() if h not in cache}
         if missing:
             cache.update(self.embedding.embed(missing))
@@ -302,6 +337,19 @@ class Writer:
         stale = [u for u, src in stored_uris_of_source(self.conn, self.ns, source_uri) if u not in now]
         if stale:
             self.report.documents["removed"] += delete_documents(self.conn, self.ns, stale)
+
+
+def _write_batches(items: list[Item], documents: int) -> list[list[Item]]:
+    """``items`` cut into write batches of whole items, each closed once it holds ``documents`` documents."""
+    out: list[list[Item]] = [[]]
+    n = 0
+    for i in items:
+        if n >= documents:
+            out.append([])
+            n = 0
+        out[-1].append(i)
+        n += len(i.docs)
+    return out
 
 
 def _kind(stored: tuple[str, str] | None, d: Document) -> str:
