@@ -90,7 +90,7 @@ class Writer:
         self.pending_docs = self.pending_chunks = 0  # documents pending, and their chunks the model may read
         # The model sorts the texts of one call by length before cutting batches, so it reads the
         # chunks of as many write batches as make GROUP_BATCHES of its batches in one call (the
-        # chunks of 64 abstracts are ~140 texts: 1.2x the padded tokens of one sorted call).
+        # chunks of 64 abstracts are ~140 texts: 1.19x the padded tokens of one sorted call).
         self.group = GROUP_BATCHES * max(1, int(self.profile.batch_size))
         self.ahead: dict = {}  # {chunk hash: vector} the model made for the write batches being flushed
         self.analyzer = get_analyzer(self.profile.lexical.language)
