@@ -260,9 +260,9 @@ def run(env: Env) -> str:
     body += (
         f"\n{first['report']['documents']['new']} documents,"
         f" backend {first['backend']} on both sides. End-to-end / model only (wall): "
-        + ", ".join(f"{w:.2f}" for w, _ in ratios)
+        + ", ".join(f"{w:.3f}" for w, _ in ratios)
         + " (run seconds: "
-        + ", ".join(f"{r:.2f}" for _, r in ratios)
+        + ", ".join(f"{r:.3f}" for _, r in ratios)
         + f") — target ≥ {TARGET} on a quiet machine → {'**met**' if best >= TARGET else '**missed**'} in"
         f" {sum(w >= TARGET for w, _ in ratios)} of {len(ratios)} rounds. Unchanged re-import: {wall2:.1f} s wall ="
         f" {100 * reimport:.1f}% of the first import — target < 5% → {'**met**' if reimport < 0.05 else '**missed**'}.\n"
