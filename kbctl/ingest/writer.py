@@ -88,6 +88,7 @@ class Writer:
         self.run_id, self.emit = report.run_id, run.emit
         self.pending: list[Item] = []
         self.pending_docs = self.pending_chunks = 0  # documents pending, and their chunks the model may read
+        self.open_docs = 0  # documents of the last pending write batch, not yet closed
         # The model sorts the texts of one call by length before cutting batches, so it reads the
         # chunks of as many write batches as make GROUP_BATCHES of its batches in one call (the
         # chunks of 64 abstracts are ~140 texts: 1.19x the padded tokens of one sorted call).
@@ -105,11 +106,13 @@ class Writer:
         ``group`` documents)."""
         self.pending.append(item)
         self.pending_docs += len(item.docs)
+        self.open_docs += len(item.docs)
         if item.vectors is None:  # vectors computed upstream (kbctl store) need no model
             self.pending_chunks += sum(len(cs) for _, cs in item.docs)
-        if self.pending_docs >= self.opts.batch_documents and (
-            self.pending_chunks == 0 or self.pending_chunks >= self.group or self.pending_docs >= self.group
-        ):
+        if self.open_docs < self.opts.batch_documents:  # flushed only where a write batch ends
+            return
+        self.open_docs = 0
+        if self.pending_chunks == 0 or self.pending_chunks >= self.group or self.pending_docs >= self.group:
             self.flush()
 
     def flush(self) -> None:
@@ -117,7 +120,7 @@ class Writer:
         if not self.pending:
             return
         items, self.pending = self.pending, []
-        self.pending_docs = self.pending_chunks = 0
+        self.pending_docs = self.pending_chunks = self.open_docs = 0
         batches = _write_batches(items, self.opts.batch_documents)
         if len(batches) > 1 and not self.opts.plan:
             self._embed_ahead(items)
