@@ -18,8 +18,9 @@ is stored never depends on the rest of the batch:
 
 Documents are written ``batch_documents`` at a time (each batch of whole items in its own
 transaction), but the model reads the chunks of several batches in one call, about
-``GROUP_BATCHES`` of its batches (``_embed_ahead``): it sorts one call's texts by length before
-cutting its batches, so a bigger call pads less; which batches, counts and events are the same.
+``GROUP_BATCHES`` of its batches (``_embed_ahead``; the first write batch goes alone, so documents
+land early): it sorts one call's texts by length before cutting its batches, so a bigger call pads
+less; which batches, counts and events are the same.
 
 Memory stays bounded by that group, not by the item: a ``LargeItem`` (one document read in windows,
 ``kbctl.extract.stream``, its chunks made by the orchestrator's chunker as they are read) is
@@ -89,6 +90,7 @@ class Writer:
         self.pending: list[Item] = []
         self.pending_docs = self.pending_chunks = 0  # documents pending, and their chunks the model may read
         self.open_docs = 0  # documents of the last pending write batch, not yet closed
+        self.flushed = False  # whether a batch was flushed yet
         # The model sorts the texts of one call by length before cutting batches, so it reads the
         # chunks of as many write batches as make GROUP_BATCHES of its batches in one call (the
         # chunks of 64 abstracts are ~140 texts: 1.19x the padded tokens of one sorted call).
@@ -102,8 +104,8 @@ class Writer:
 
     def add(self, item: Item) -> None:
         """Documents are written ``batch_documents`` at a time (whole items); the pending batches are
-        flushed once their chunks make a group for the model (or they need no model, or hold
-        ``group`` documents)."""
+        flushed, where a batch ends, once their chunks make a group for the model (or they need no
+        model, or hold ``group`` documents); the first batch at once."""
         self.pending.append(item)
         self.pending_docs += len(item.docs)
         self.open_docs += len(item.docs)
@@ -112,7 +114,9 @@ class Writer:
         if self.open_docs < self.opts.batch_documents:  # flushed only where a write batch ends
             return
         self.open_docs = 0
-        if self.pending_chunks == 0 or self.pending_chunks >= self.group or self.pending_docs >= self.group:
+        # The first batch goes alone, so the store holds documents (and progress shows) early.
+        first = not self.flushed
+        if first or self.pending_chunks == 0 or self.pending_chunks >= self.group or self.pending_docs >= self.group:
             self.flush()
 
     def flush(self) -> None:
@@ -121,6 +125,7 @@ class Writer:
             return
         items, self.pending = self.pending, []
         self.pending_docs = self.pending_chunks = self.open_docs = 0
+        self.flushed = True
         batches = _write_batches(items, self.opts.batch_documents)
         if len(batches) > 1 and not self.opts.plan:
             self._embed_ahead(items)

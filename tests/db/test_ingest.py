@@ -212,11 +212,13 @@ def test_the_model_reads_whole_groups_of_batches_and_the_report_names_its_backen
         HashEmbedder, "embed_documents", lambda self, texts: calls.append(len(texts)) or embed(self, texts)
     )
     group = GROUP_BATCHES * kb.profile_for("groups").batch_size
-    records = [{"id": f"d{i}", "title": f"note {i}", "text": f"entry {i} of the ledger"} for i in range(group + 37)]
+    batch = 64  # IngestOptions.batch_documents: the first write batch goes alone, then whole groups
+    n = batch + group + 37
+    records = [{"id": f"d{i}", "title": f"note {i}", "text": f"entry {i} of the ledger"} for i in range(n)]
 
     report = kb.ingest_records(records, "groups")
-    assert report.documents["new"] == group + 37 and report.chunks["embedded"] == group + 37
-    assert calls == [group, 37]  # one chunk a record: a call per group, the rest at the end
+    assert report.documents["new"] == n and report.chunks["embedded"] == n
+    assert calls == [batch, group, 37]  # one chunk a record; the rest at the end
     assert report.embedder == "hash" and report.to_json()["embedder"] == "hash"
 
     calls.clear()
