@@ -34,7 +34,7 @@ look unchanged to the next one, which reads it again.
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from ..acl import AclPolicy
 from ..embed import GROUP_BATCHES
@@ -55,10 +55,13 @@ __all__ = ["Writer", "consume", "STREAM_CHUNKS"]
 STREAM_CHUNKS = 128
 
 
-def consume(conn, run: IngestRun, items: Iterable, report: RunReport) -> None:
+def consume(conn, run: IngestRun, items: Iterable, report: RunReport, checkpoint: Any = None) -> None:
     """Embed and store a stream of ``Item``s, ``ItemError``s and ("unchanged", n) markers for
-    ``run``, counting into ``report`` (the run's ``RunReport``, its ``run_id`` the ledger's row)."""
+    ``run``, counting into ``report`` (the run's ``RunReport``, its ``run_id`` the ledger's row).
+    ``checkpoint.checkpoint()`` (``interrupts.Interrupts``), when given, is called between the write
+    batches of one flush: a safe point, as between items."""
     writer = Writer(conn, run, report)
+    writer.checkpoint = getattr(checkpoint, "checkpoint", None)
     emit = run.emit
     for item in items:
         if isinstance(item, ItemError) and item.is_warning:
@@ -91,6 +94,7 @@ class Writer:
         self.pending_docs = self.pending_chunks = 0  # documents pending, and their chunks the model may read
         self.open_docs = 0  # documents of the last pending write batch, not yet closed
         self.flushed = False  # whether a batch was flushed yet
+        self.checkpoint: Callable[[], None] | None = None  # a safe point for signals, between write batches
         # The model sorts the texts of one call by length before cutting batches, so it reads the
         # chunks of as many write batches as make GROUP_BATCHES of its batches in one call (the
         # chunks of 64 abstracts are ~140 texts: 1.19x the padded tokens of one sorted call).
@@ -130,7 +134,9 @@ class Writer:
         if len(batches) > 1 and not self.opts.plan:
             self._embed_ahead(items)
         try:
-            for batch in batches:
+            for n, batch in enumerate(batches):
+                if n and self.checkpoint is not None:
+                    self.checkpoint()
                 self._write_batch(batch)
         finally:
             self.ahead = {}
