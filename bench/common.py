@@ -27,7 +27,8 @@ class Env:
 
     ``smoke``: every part at tiny sizes (``python bench/run.py --smoke``), to show it runs, not to
     measure; ``scale``: the chunk counts of the two scaled namespaces (bench/scale.py); ``queries``:
-    at most this many queries (claims, topics) per collection, None for all of them.
+    at most this many queries (claims, topics) per collection, None for all of them; ``ingest_docs``:
+    the ingest part imports the first this many documents of SciFact, None for all of them.
     """
 
     evaldata: Path
@@ -35,6 +36,7 @@ class Env:
     smoke: bool = False
     scale: tuple[int, int] = (10_000, 100_000)
     queries: int | None = None
+    ingest_docs: int | None = None
 
     def collection(self, name: str) -> Path:
         return self.evaldata / name

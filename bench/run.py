@@ -20,7 +20,8 @@ bench-smoke``, run by ``.ci/run``. The store is a dedicated home (``--home``, de
 - ``parity``:  kbctl's BM25 lane against bm25s on the same tokens → docs/benchmarks.md
 - ``dense``:   HNSW vs exact top-10 agreement, unfiltered and 5%-filtered → docs/benchmarks.md
 - ``latency``: search p50/p95 per mode at 10k and 100k chunks, cold CLI call → docs/benchmarks.md
-- ``ingest``:  end-to-end chunks/s vs embedding only, unchanged re-import → docs/benchmarks.md
+- ``ingest``:  end-to-end chunks/s vs the model alone on the same chunks (alternating rounds, with the
+  load average), unchanged re-import → docs/benchmarks.md (``--ingest-docs N``: the first N documents)
 - ``cold``:    cold ``kbctl search`` wall time and peak memory per backend decision, and its breakdown
   → docs/benchmarks.md (the sample corpus only: needs no collection)
 - ``memory``:  peak RSS and time of ``kbctl ingest`` on 1–45 MB text files and a 100k-entry feed
@@ -167,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         help="chunk counts of the two scaled namespaces of dense, latency and prf (default 10000,100000)",
     )
     ap.add_argument("--queries", type=int, default=None, help="at most this many queries per collection")
+    ap.add_argument(
+        "--ingest-docs", type=int, default=None, help="ingest imports the first N documents of SciFact (default all)"
+    )
     args = ap.parse_args(argv)
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = [p for p in parts if p not in PARTS]
@@ -184,7 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.evaldata / "scifact" / "corpus.jsonl").exists():
             ap.error(f"no collections under {args.evaldata} (pass --evaldata, or --smoke)")
         env = Env(
-            args.evaldata.resolve(), (args.home or Path("/tmp/kbctl-bench")).resolve(), scale=scale, queries=queries
+            args.evaldata.resolve(),
+            (args.home or Path("/tmp/kbctl-bench")).resolve(),
+            scale=scale,
+            queries=queries,
+            ingest_docs=args.ingest_docs,
         )
         return _run(env, parts, write=not args.no_write, keep=args.keep_running)
     import smoke
@@ -194,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
         home = args.home or Path(tmp) / "home"
         # one model cache for the parts' homes: each profile's backends are measured once a pass
         os.environ.setdefault("KBCTL_MODEL_CACHE", str(Path(tmp) / "models"))
-        env = Env(evaldata.resolve(), home.resolve(), smoke=True, scale=scale, queries=queries)
+        env = Env(
+            evaldata.resolve(), home.resolve(), smoke=True, scale=scale, queries=queries, ingest_docs=args.ingest_docs
+        )
         return _run(env, parts, write=False, keep=False)
 
 

@@ -56,6 +56,10 @@ class Interrupts:
                 self.waiting = False
             yield item
 
+    def checkpoint(self) -> None:
+        """A safe point outside ``interruptible``: raise a signal that came meanwhile."""
+        self._raise_pending()
+
     def _on_signal(self, signum, frame) -> None:
         if self.waiting:
             raise KeyboardInterrupt(signal.Signals(signum).name)

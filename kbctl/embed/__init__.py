@@ -48,6 +48,7 @@ __all__ = [
     "Tokenizer",
     "get_tokenizer",
     "PURPOSES",
+    "backend_name",
 ]
 
 
@@ -77,6 +78,15 @@ def get_embedder(profile: Profile, *, cache_dir: Path | None = None, purpose: st
     return _CACHE[key]
 
 
+def backend_name(embedder: Embedder) -> str:
+    """What computes an embedder's vectors, as reports name it: the plugin and, when it has one,
+    the backend's precision (``sentence-transformers/bf16``, ``sentence-transformers/onnx-fp32``,
+    ``hash``). Two embedders of one profile with the same name compute the same way."""
+    precision = getattr(embedder, "precision", None)
+    name = embedder.profile.embedder
+    return f"{name}/{precision}" if precision else name
+
+
 def prepare(profile: Profile, *, cache_dir: Path | None = None) -> Any:
     """Make a profile ready on this machine before anything is embedded: the plugin's ``prepare``
     (for sentence-transformers: the ``auto`` decision measured and recorded, the ONNX export
@@ -91,8 +101,10 @@ def _cache_dir(profile: Profile, cache_dir: Path | None) -> Path | None:
 
 
 # Chunks are handed to the model GROUP_BATCHES batches at a time: it sorts them by length before
-# cutting batches, so a bigger group means less padding (memory still holds one group).
-GROUP_BATCHES = 4
+# cutting batches, so a bigger group means less padding (memory still holds one group). SciFact's
+# chunks in batches of 64 pad to 1.13x the tokens of one sorted call in groups of 4 batches, 1.04x
+# in groups of 16 and 1.02x in groups of 32 (attention's quadratic part: 1.23x, 1.06x, 1.03x).
+GROUP_BATCHES = 32
 
 
 def embed_chunks(chunks: Iterable[Chunk], embedder: Embedder, batch_size: int | None = None) -> Iterator[EmbeddedChunk]:

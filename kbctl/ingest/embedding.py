@@ -48,6 +48,15 @@ class Embedding:
         self.embedded += len(texts)
         return dict(zip(texts, vectors))
 
+    @property
+    def backend(self) -> str | None:
+        """The backend that embedded (``kbctl.embed.backend_name``), ``None`` while the model is not loaded."""
+        if self._model is None:
+            return None
+        from ..embed import backend_name
+
+        return backend_name(self._model)
+
     def vectors(self, texts: Mapping[str, str]) -> dict[str, Any]:
         """``{hash: vector}`` of every one of ``texts``: the cache's, the model's for the others."""
         have = self.cached(texts)

@@ -100,6 +100,7 @@ class RunReport:
     verify: dict | None = None
     details: dict[str, Any] = field(default_factory=dict)
     ledgered: bool = False  # the errors and warnings are in the ledger already (the workers recorded them)
+    embedder: str | None = None  # the backend the model ran on (``kbctl.embed.backend_name``), if it ran
 
     def to_json(self) -> dict[str, Any]:
         d = {
@@ -117,6 +118,8 @@ class RunReport:
             d["tokens_to_embed"] = self.tokens_to_embed
         if self.verify is not None:
             d["verify"] = self.verify
+        if self.embedder:
+            d["embedder"] = self.embedder
         return d
 
 

@@ -231,7 +231,8 @@ def _sources(lookup, req: IngestRun) -> tuple[Iterable[Source | ItemError], Any]
 def _produce_and_consume(conn, lookup, req: IngestRun, sources, covered, report: RunReport, interruptible) -> None:
     """Fetch, extract and chunk in a producer thread; embed and store here; then ``--sync``."""
     items, seen_sources, thread = producer.start(lookup, req, sources)
-    consume(conn, req, interruptible(items), report)
+    # between the write batches of one call of the model, a signal stops the run too (a safe point)
+    consume(conn, req, interruptible(items), report, checkpoint=getattr(interruptible, "__self__", None))
     thread.join()
     if req.options.sync and covered is not None:
         _sync(conn, req.namespace, report, seen_sources, covered, req.options.plan, req.emit)

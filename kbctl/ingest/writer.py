@@ -16,7 +16,13 @@ is stored never depends on the rest of the batch:
 - a document the database refuses fails alone (``store.write_documents`` isolates it);
 - a document's notes (values cleaned, an id repeated) become warnings of the run.
 
-Memory stays bounded by the batch, not by the item: a ``LargeItem`` (one document read in windows,
+Documents are written ``batch_documents`` at a time (each batch of whole items in its own
+transaction), but the model reads the chunks of several batches in one call, about
+``GROUP_BATCHES`` of its batches (``_embed_ahead``; the first write batch goes alone, so documents
+land early): it sorts one call's texts by length before cutting its batches, so a bigger call pads
+less; which batches, counts and events are the same.
+
+Memory stays bounded by that group, not by the item: a ``LargeItem`` (one document read in windows,
 ``kbctl.extract.stream``, its chunks made by the orchestrator's chunker as they are read) is
 embedded and stored ``STREAM_CHUNKS`` chunks at a time inside its own transaction
 (``store.write_document_stream``), and a large feed arrives as one ``Item``
@@ -28,10 +34,11 @@ look unchanged to the next one, which reads it again.
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from .. import telemetry
 from ..acl import AclPolicy
+from ..embed import GROUP_BATCHES
 from ..store import WriteStats, delete_documents, stored_owners, stored_uris_of_source, write_documents
 from ..store.acl import mark_explicit
 from ..store.documents import set_source_hash, write_document_stream
@@ -49,10 +56,13 @@ __all__ = ["Writer", "consume", "STREAM_CHUNKS"]
 STREAM_CHUNKS = 128
 
 
-def consume(conn, run: IngestRun, items: Iterable, report: RunReport) -> None:
+def consume(conn, run: IngestRun, items: Iterable, report: RunReport, checkpoint: Any = None) -> None:
     """Embed and store a stream of ``Item``s, ``ItemError``s and ("unchanged", n) markers for
-    ``run``, counting into ``report`` (the run's ``RunReport``, its ``run_id`` the ledger's row)."""
+    ``run``, counting into ``report`` (the run's ``RunReport``, its ``run_id`` the ledger's row).
+    ``checkpoint.checkpoint()`` (``interrupts.Interrupts``), when given, is called between the write
+    batches of one flush: a safe point, as between items."""
     writer = Writer(conn, run, report)
+    writer.checkpoint = getattr(checkpoint, "checkpoint", None)
     emit = run.emit
     for item in items:
         if isinstance(item, ItemError) and item.is_warning:
@@ -72,6 +82,7 @@ def consume(conn, run: IngestRun, items: Iterable, report: RunReport) -> None:
         else:
             writer.add(item)
     writer.flush()
+    report.embedder = writer.embedding.backend or report.embedder
 
 
 class Writer:
@@ -81,6 +92,15 @@ class Writer:
         self.conn, self.ns, self.profile, self.report, self.opts = conn, run.namespace, run.profile, report, run.options
         self.run_id, self.emit = report.run_id, run.emit
         self.pending: list[Item] = []
+        self.pending_docs = self.pending_chunks = 0  # documents pending, and their chunks the model may read
+        self.open_docs = 0  # documents of the last pending write batch, not yet closed
+        self.flushed = False  # whether a batch was flushed yet
+        self.checkpoint: Callable[[], None] | None = None  # a safe point for signals, between write batches
+        # The model sorts the texts of one call by length before cutting batches, so it reads the
+        # chunks of as many write batches as make GROUP_BATCHES of its batches in one call (the
+        # chunks of 64 abstracts are ~140 texts: 1.19x the padded tokens of one sorted call).
+        self.group = GROUP_BATCHES * max(1, int(self.profile.batch_size))
+        self.ahead: dict = {}  # {chunk hash: vector} the model made for the write batches being flushed
         self.analyzer = get_analyzer(self.profile.lexical.language)
         self.embedding = Embedding(self.profile, store_lookup(conn, self.ns))  # the active generation's vectors
         self.claimed: dict[str, str] = {}  # document URI -> the source that produced it first in this run
@@ -88,14 +108,50 @@ class Writer:
         self.dual = DualWrites(conn, self.ns, self.profile)  # a shadow's (and the previous generation's) vectors
 
     def add(self, item: Item) -> None:
+        """Documents are written ``batch_documents`` at a time (whole items); the pending batches are
+        flushed, where a batch ends, once their chunks make a group for the model (or they need no
+        model, or hold ``group`` documents); the first batch at once."""
         self.pending.append(item)
-        if sum(len(i.docs) for i in self.pending) >= self.opts.batch_documents:
+        self.pending_docs += len(item.docs)
+        self.open_docs += len(item.docs)
+        if item.vectors is None:  # vectors computed upstream (kbctl store) need no model
+            self.pending_chunks += sum(len(cs) for _, cs in item.docs)
+        if self.open_docs < self.opts.batch_documents:  # flushed only where a write batch ends
+            return
+        self.open_docs = 0
+        # The first batch goes alone, so the store holds documents (and progress shows) early.
+        first = not self.flushed
+        if first or self.pending_chunks == 0 or self.pending_chunks >= self.group or self.pending_docs >= self.group:
             self.flush()
 
     def flush(self) -> None:
+        """Embed what the pending items' chunks need in one call, then write them batch by batch."""
         if not self.pending:
             return
         items, self.pending = self.pending, []
+        self.pending_docs = self.pending_chunks = self.open_docs = 0
+        self.flushed = True
+        batches = _write_batches(items, self.opts.batch_documents)
+        if len(batches) > 1 and not self.opts.plan:
+            self._embed_ahead(items)
+        try:
+            for n, batch in enumerate(batches):
+                if n and self.checkpoint is not None:
+                    self.checkpoint()
+                self._write_batch(batch)
+        finally:
+            self.ahead = {}
+
+    def _embed_ahead(self, items: list[Item]) -> None:
+        """The model's vectors of every chunk of ``items`` that the store and upstream do not have,
+        in one call, for ``_vectors`` to take batch by batch (counts are still made per batch)."""
+        chunks = {c.content_hash: c for i in items if i.vectors is None for _, cs in i.docs for c in cs}
+        have = self.embedding.cached(chunks)
+        missing = {h: c.embed_text for h, c in chunks.items() if h not in have}
+        if missing:
+            self.ahead = self.embedding.embed(missing)
+
+    def _write_batch(self, items: list[Item]) -> None:
         stored = stored_owners(self.conn, self.ns, [d.uri for i in items for d, _ in i.docs])
         docs, explicit = self._with_acls(self._admit(items, stored))
         kinds = {d.uri: _kind(stored.get(d.uri), d) for d, _, _ in docs}
@@ -145,6 +201,9 @@ class Writer:
             return {}, len(todo)
         for i in items:  # vectors computed upstream (kbctl embed) need no model here
             cache.update((h, v) for h, v in (i.vectors or {}).items() if h in todo)
+        for h in todo:  # made for this flush's batches in one call (_embed_ahead)
+            if h not in cache and h in self.ahead:
+                cache[h] = self.ahead[h]
         missing = {h: c.embed_text for h, c in todo.items() if h not in cache}
         if missing:
             cache.update(self.embedding.embed(missing))
@@ -301,6 +360,19 @@ class Writer:
         stale = [u for u, src in stored_uris_of_source(self.conn, self.ns, source_uri) if u not in now]
         if stale:
             self.report.documents["removed"] += delete_documents(self.conn, self.ns, stale)
+
+
+def _write_batches(items: list[Item], documents: int) -> list[list[Item]]:
+    """``items`` cut into write batches of whole items, each closed once it holds ``documents`` documents."""
+    out: list[list[Item]] = [[]]
+    n = 0
+    for i in items:
+        if n >= documents:
+            out.append([])
+            n = 0
+        out[-1].append(i)
+        n += len(i.docs)
+    return out
 
 
 def _kind(stored: tuple[str, str] | None, d: Document) -> str:

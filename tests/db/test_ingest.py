@@ -199,6 +199,33 @@ def test_every_format_in_the_sample_corpus_ingests(kb):
 # -- incremental ---------------------------------------------------------------------------------
 
 
+def test_the_model_reads_whole_groups_of_batches_and_the_report_names_its_backend(kb, monkeypatch):
+    """The writer hands the model GROUP_BATCHES batches of chunks per call (the model sorts one call's
+    texts by length before cutting batches, so a bigger call pads less), not each few documents'
+    chunks; the run's report names the backend that embedded them, and a run that embeds nothing, none."""
+    from kbctl.embed import GROUP_BATCHES
+    from kbctl.embed.hashing import HashEmbedder
+
+    calls: list[int] = []
+    embed = HashEmbedder.embed_documents
+    monkeypatch.setattr(
+        HashEmbedder, "embed_documents", lambda self, texts: calls.append(len(texts)) or embed(self, texts)
+    )
+    group = GROUP_BATCHES * kb.profile_for("groups").batch_size
+    batch = 64  # IngestOptions.batch_documents: the first write batch goes alone, then whole groups
+    n = batch + group + 37
+    records = [{"id": f"d{i}", "title": f"note {i}", "text": f"entry {i} of the ledger"} for i in range(n)]
+
+    report = kb.ingest_records(records, "groups")
+    assert report.documents["new"] == n and report.chunks["embedded"] == n
+    assert calls == [batch, group, 37]  # one chunk a record; the rest at the end
+    assert report.embedder == "hash" and report.to_json()["embedder"] == "hash"
+
+    calls.clear()
+    again = kb.ingest_records(records, "groups")  # unchanged: nothing read by the model
+    assert calls == [] and again.embedder is None and "embedder" not in again.to_json()
+
+
 def test_incremental_reingest_sync_and_plan(kb, tmp_path):
     corpus = tmp_path / "billing"
     shutil.copytree(BILLING, corpus)

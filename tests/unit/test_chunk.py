@@ -100,3 +100,9 @@ def test_embed_text_rebuilds_what_the_model_read_from_a_stored_chunk():
     for c, title in [(c, doc.title) for c in chunks[:-1]] + [(chunks[-1], huge.title)]:
         assert embed_text(c.text, title, c.heading_path, c.content_hash) == c.embed_text
     assert embed_text("text", "T", ("H",)) == "T > H\n\ntext"
+
+
+def test_the_model_tokenizer_counts_the_tokens_the_model_reads():
+    tok = get_tokenizer(_profile())
+    for text in ("", "refunds", LONG[:600], "naïve café — 東京 🙂 E_RATE_LIMITED v3.14.2"):
+        assert tok.count(text) == len(tok._tok.encode(text, add_special_tokens=False).ids)  # type: ignore[attr-defined]
