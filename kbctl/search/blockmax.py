@@ -127,18 +127,20 @@ def top_k(
     bl = _directory(rows, terms, w, k1, b, avgdl)
     nblocks, nterms = len(bl.size), len(terms)
     read = _Read()
-    unread = np.ones(nblocks, dtype=bool)
-    budget, more, theta = FIRST_ROUND, True, 0.0
+    taken, budget, more = 0, FIRST_ROUND, True
     dead: set[int] = set()
     alive: set[int] = set()
     lookups = 0
     while True:
-        if more and unread.any():
-            _read_blocks(conn, bl, _next_round(bl, unread, nterms, theta, budget), terms, w, k1, b, avgdl, read)
-            budget *= 4
+        if more and taken < nblocks:
+            end = min(nblocks, taken + int(np.searchsorted(np.cumsum(bl.size[taken:]), budget)) + 1)
+            _read_blocks(conn, bl, taken, end, terms, w, k1, b, avgdl, read)
+            taken, budget = end, budget * 4
         if not read.ids:
-            return _finish(info, read, nblocks - int(unread.sum()), 0, 0, dead, [])
-        nxt = _next_bounds(bl, unread, nterms)
+            return _finish(info, read, taken, 0, 0, dead, [])
+        nxt = np.zeros(nterms)
+        if taken < nblocks:
+            np.maximum.at(nxt, bl.term[taken:], bl.bound[taken:])
         unseen = float(nxt.sum())
         ids = np.concatenate(read.ids)
         tterm = np.concatenate(read.term)
@@ -148,7 +150,7 @@ def top_k(
         live = ~np.isin(uniq, np.fromiter(dead, np.int64, len(dead))) if dead else np.ones(len(uniq), bool)
         theta = _kth(partial[live], k)
         cand = np.flatnonzero(live & (upper >= theta - _EPS * theta)) if theta > 0 else np.flatnonzero(live)
-        if unread.any():
+        if taken < nblocks:
             if not unseen < theta * (1 - _EPS) or len(cand) > MAX_CANDIDATES:
                 more = True
                 continue
@@ -181,7 +183,7 @@ def top_k(
         lookups += len(pc)
         out = [(int(ns_all[first[j]]), int(uniq[j]), float(partial[j]) + add.get(int(uniq[j]), 0.0)) for j in cand]
         out.sort(key=lambda r: (-round(r[2], 9), r[1]))
-        return _finish(info, read, nblocks - int(unread.sum()), len(cand), lookups, dead, out[:k])
+        return _finish(info, read, taken, len(cand), lookups, dead, out[:k])
 
 
 def _group(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -211,43 +213,13 @@ def _kth(scores: np.ndarray, k: int) -> float:
     return float(np.partition(scores, len(scores) - k)[len(scores) - k])
 
 
-def _next_bounds(bl: _Blocks, unread: np.ndarray, nterms: int) -> np.ndarray:
-    """Each term's largest bound among its blocks not read yet (0 when it has none left)."""
-    nxt = np.zeros(nterms)
-    left = np.flatnonzero(unread)
-    if len(left):
-        np.maximum.at(nxt, bl.term[left], bl.bound[left])
-    return nxt
-
-
-def _next_round(bl: _Blocks, unread: np.ndarray, nterms: int, theta: float, budget: int) -> np.ndarray:
-    """The blocks to read next, best bound first, about ``budget`` postings, marked read.
-
-    Only the blocks of *essential* terms are taken while there are any (MaxScore's split): with
-    the terms ordered by their next bound, the longest prefix whose bounds add up to less than θ
-    cannot lift a chunk into the top k on their own, so a chunk that can still enter must appear
-    in an unread block of another term. Reading the common terms' long lists, whose bounds are low,
-    is left for later (or never: the candidates' missing postings are read by key)."""
-    nxt = _next_bounds(bl, unread, nterms)
-    essential = nxt > 0
-    if theta > 0:
-        order = np.argsort(nxt, kind="stable")
-        non = order[np.cumsum(nxt[order]) < theta * (1 - _EPS)]
-        essential[non] = False
-    pick = unread & essential[bl.term] if essential.any() else unread
-    idx = np.flatnonzero(pick)
-    take = idx[: int(np.searchsorted(np.cumsum(bl.size[idx]), budget)) + 1]
-    unread[take] = False
-    return take
-
-
-def _read_blocks(conn, bl: _Blocks, which: np.ndarray, terms, w, k1, b, avgdl, read: _Read) -> None:
-    """Read the blocks ``which`` (indexes into ``bl``) and score their postings (decoded once for the round)."""
+def _read_blocks(conn, bl: _Blocks, lo: int, hi: int, terms, w, k1, b, avgdl, read: _Read) -> None:
+    """Read blocks [lo, hi) of the order and score their postings (decoded once for the round)."""
     index = {t: i for i, t in enumerate(terms)}
-    rows = packed.blocks(conn, bl.ns[which], bl.term[which], bl.seg[which], bl.blk[which], terms)
-    if len(rows) != len(which):
-        raise Stale(f"{len(which) - len(rows)} of {len(which)} blocks gone")
-    want = {(int(bl.ns[i]), int(bl.seg[i]), int(bl.blk[i]), int(bl.term[i])): int(bl.size[i]) for i in which}
+    rows = packed.blocks(conn, bl.ns[lo:hi], bl.term[lo:hi], bl.seg[lo:hi], bl.blk[lo:hi], terms)
+    if len(rows) != hi - lo:
+        raise Stale(f"{hi - lo - len(rows)} of {hi - lo} blocks gone")
+    want = {(int(bl.ns[i]), int(bl.seg[i]), int(bl.blk[i]), int(bl.term[i])): int(bl.size[i]) for i in range(lo, hi)}
     if any(want.get((r[0], r[2], r[3], index[r[1]])) != len(r[5]) // 4 for r in rows):
         raise Stale("a block changed size since its directory was read")
     if rows:
