@@ -546,12 +546,20 @@ def _fetch(conn, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
 
 def _metadata(conn, namespaces, query, filters: tuple[Filter, ...], k: int, names, gate: Gate) -> SearchResult:
     """Filters only: matching chunks in a stable order, no score, no reranking; gated like the
-    ranked strategies, reading four times more matches while withheld ones leave the page short."""
+    ranked strategies, reading four times more matches while withheld ones leave the page short.
+    Traced as ``kbctl.search.lane.metadata`` (the matches and their rows) and ``kbctl.search.gate``,
+    once per round."""
     want = k
     while True:
-        keys = store.metadata_keys(conn, [n.id for n in namespaces], filters, want)
-        rows = _fetch(conn, keys)
-        kept, withheld = viewable(gate, [(key, None) for key in keys], {key: r[ACL_COLUMN] for key, r in rows.items()})
+        with telemetry.span("kbctl.search.lane.metadata", {"kbctl.candidates": want}) as span:
+            keys = store.metadata_keys(conn, [n.id for n in namespaces], filters, want)
+            rows = _fetch(conn, keys)
+            span.set_attribute("kbctl.hits", len(keys))
+        attrs = {"kbctl.candidates": len(keys), "kbctl.unrestricted": gate.unrestricted}
+        with telemetry.span("kbctl.search.gate", attrs) as span:
+            acls = {key: r[ACL_COLUMN] for key, r in rows.items()}
+            kept, withheld = viewable(gate, [(key, None) for key in keys], acls)
+            span.set_attribute("kbctl.withheld", withheld)
         if len(kept) >= k or len(keys) < want:
             break
         want *= 4

@@ -14,6 +14,7 @@ import secrets
 import pytest
 
 from kbctl import telemetry
+from kbctl.types import Principal
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -231,6 +232,36 @@ def test_the_query_text_is_recorded_only_when_configured(kb, spans, tmp_path):
     search = _one(_by_name(spans.get_finished_spans()), "kbctl.search")
     assert search.attributes["kbctl.query"] == QUERY
     assert search.parent is None  # no caller: a root
+
+
+def test_a_filter_only_search_traces_its_metadata_lane_and_gate(acl_corpus_kb, spans):
+    """A search of filters only (the metadata strategy) has its lane and its gate, as ranked ones do."""
+    kb = acl_corpus_kb
+    kb.settings = kb.settings.with_overrides({"telemetry.enabled": True})
+    telemetry.configure(kb.settings.telemetry)
+    spans.clear()
+    result = kb.search("", "acl_kb", filters=["source_type=markdown"], k=2, principal=Principal("u9", ("sales",)))
+    assert result.mode == "metadata" and len(result.hits) == 2
+    named = _by_name(spans.get_finished_spans())
+    search = _one(named, "kbctl.search")
+    assert search.attributes["kbctl.lanes"] == "metadata" and search.attributes["kbctl.filters"] == 1
+    lanes, gates = named.get("kbctl.search.lane.metadata", []), named.get("kbctl.search.gate", [])
+    assert lanes and len(lanes) == len(gates), sorted(named)  # one of each per round (more when the page is short)
+    assert all(s.parent.span_id == search.context.span_id for s in (*lanes, *gates))
+    assert [s.attributes["kbctl.candidates"] for s in lanes] == [2, 8]  # 2 withheld: a second, deeper round
+    assert lanes[0].attributes["kbctl.hits"] == 2 and lanes[1].attributes["kbctl.hits"] == 4
+    assert [s.attributes["kbctl.candidates"] for s in gates] == [2, 4]
+    assert [s.attributes["kbctl.withheld"] for s in gates] == [2, 2]
+    assert gates[0].attributes["kbctl.unrestricted"] is False
+
+
+@pytest.fixture
+def acl_corpus_kb(kb, tmp_path):
+    """Four markdown documents, the first two for group eng only."""
+    for n, acl in enumerate(("[group:eng]", "[group:eng]", "[public]", "[public]")):
+        (tmp_path / f"doc{n}.md").write_text(f"---\ntitle: Handbook {n}\nacl: {acl}\n---\n\nSection {n} of it.\n")
+    kb.ingest([str(tmp_path / f"doc{n}.md") for n in range(4)], namespace="acl_kb")
+    return kb
 
 
 def test_with_telemetry_off_nothing_is_recorded(cli, kb_home, tenant, spans, tmp_path):
