@@ -90,15 +90,33 @@ def _run(conn, req: IngestRun, connect: Callable[[], Any]) -> RunReport:
         if not opts.plan:  # the auto decision and ONNX export, made here once so a first search finds them
             from ..embed import prepare
 
-            prepare(req.profile)
+            with telemetry.span(
+                "kbctl.ingest.prepare", {"kbctl.profile": req.profile.name, "kbctl.model": req.profile.model}
+            ):
+                prepare(req.profile)
         report = _ledgered(conn, req, retried, connect)
-        if not opts.plan:  # configured ACLs (path rules, recipients) onto unchanged documents too
-            from ..store.acl import reapply_acls
-
-            reapply_acls(conn, ns, req.acl)
-            # The lexical lane's packed postings: a new segment once enough chunks are unpacked.
-            lexical.maintain(conn, ns.id, k1=req.profile.lexical.k1, b=req.profile.lexical.b)
+        if not opts.plan:
+            _after(conn, req)
     return report
+
+
+def _after(conn, req: IngestRun) -> None:
+    """What follows the stream: configured ACLs (path rules, recipients) onto unchanged documents
+    too, and the lexical lane's packed postings (a new segment once enough chunks are unpacked)."""
+    from ..store.acl import reapply_acls
+
+    ns = req.namespace
+    with telemetry.span("kbctl.ingest.acl", {"kbctl.namespace": ns.name}) as span:
+        span.set_attribute("kbctl.documents", reapply_acls(conn, ns, req.acl))
+    with telemetry.span("kbctl.ingest.lexical", {"kbctl.namespace": ns.name}) as span:
+        packed = lexical.maintain(conn, ns.id, k1=req.profile.lexical.k1, b=req.profile.lexical.b)
+        span.set_attributes(
+            {
+                "kbctl.packed": bool(packed and packed["segment"] is not None),
+                "kbctl.chunks": int(packed["chunks"]) if packed else 0,
+                "kbctl.postings": int(packed["postings"]) if packed else 0,
+            }
+        )
 
 
 def _ledgered(conn, req: IngestRun, retried: list[str], connect) -> RunReport:
@@ -291,13 +309,16 @@ def _covered(targets: Sequence[str]) -> Callable[[str], bool]:
 def _sync(
     conn, ns: Namespace, report: RunReport, seen: set[str], covered: Callable[[str], bool], plan: bool, emit
 ) -> None:
-    """Remove documents whose source lies under the walked targets but was not seen this run."""
-    gone = [uri for uri, src in stored_uris(conn, ns).items() if covered(src or uri) and (src or uri) not in seen]
-    if not gone:
-        return
-    n_chunks = chunk_count_of(conn, ns, gone)
-    report.documents["removed"] += len(gone)
-    report.chunks["deleted"] += int(n_chunks)
-    if not plan:
-        delete_documents(conn, ns, gone)
-        emit("removed", {"documents": len(gone)})
+    """Remove documents whose source lies under the walked targets but was not seen this run.
+    Traced as ``kbctl.ingest.sync``: the documents and chunks removed (or that a plan would remove)."""
+    with telemetry.span("kbctl.ingest.sync", {"kbctl.namespace": ns.name, "kbctl.plan": plan}) as span:
+        gone = [uri for uri, src in stored_uris(conn, ns).items() if covered(src or uri) and (src or uri) not in seen]
+        n_chunks = int(chunk_count_of(conn, ns, gone)) if gone else 0
+        span.set_attributes({"kbctl.documents": len(gone), "kbctl.chunks": n_chunks})
+        if not gone:
+            return
+        report.documents["removed"] += len(gone)
+        report.chunks["deleted"] += n_chunks
+        if not plan:
+            delete_documents(conn, ns, gone)
+            emit("removed", {"documents": len(gone)})

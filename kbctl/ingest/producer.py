@@ -26,7 +26,10 @@ from .steps import batches, chunk_large, chunk_source, extract_source, item_erro
 
 __all__ = ["start", "BATCH_BYTES", "LARGE_IN_FLIGHT"]
 
-#: Bytes of sources looked up and extracted together by the producer (with at most 32 sources).
+#: Sources looked up and extracted together by the producer (one ``kbctl.ingest.extract`` span).
+BATCH_SOURCES = 32
+
+#: Bytes of sources looked up and extracted together by the producer (with at most ``BATCH_SOURCES``).
 BATCH_BYTES = 64 << 20
 #: Large documents (``LargeItem``) handed to the consumer and not yet stored, at most.
 LARGE_IN_FLIGHT = 2
@@ -64,13 +67,13 @@ def _drain(q: queue.Queue, large: threading.BoundedSemaphore | None = None) -> I
 def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, large=None, options=None) -> None:
     """Fetch, extract and chunk in a background thread; put items on the queue, then None.
 
-    Sources are looked up 32 at a time, or fewer when their bytes reach ``BATCH_BYTES``; at most
+    Sources are looked up ``BATCH_SOURCES`` (32) at a time, or fewer when their bytes reach ``BATCH_BYTES``; at most
     ``LARGE_IN_FLIGHT`` large documents (each holding its source's bytes until it is stored) wait
     for the consumer at once, so many large files do not all sit in memory together.
     """
     try:
         tok = get_tokenizer(profile)
-        for batch in _fetched(batches(once(sources), 32, BATCH_BYTES)):
+        for batch in _fetched(batches(once(sources), BATCH_SOURCES, BATCH_BYTES)):
             with telemetry.span("kbctl.ingest.extract", {"kbctl.items": len(batch)}) as span:
                 counts = dict.fromkeys(("documents", "chunks", "unchanged", "failed"), 0)
                 for out in _extract_batch(conn, batch, ns, profile, seen, tok, emit, options):

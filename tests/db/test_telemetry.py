@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 
 import pytest
 
 from kbctl import telemetry
 from kbctl.types import Principal
+from tests.conftest import ROOT
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -31,6 +33,7 @@ enabled = {enabled}
 
 QUERY = "how long do refunds take"
 INGEST_STAGES = ("fetch", "extract", "embed", "store", "verify")
+INGEST_STEPS = ("prepare", "sync", "acl", "lexical")
 SEARCH_STEPS = ("lane.lexical", "lane.dense", "gate", "fuse", "page")
 
 
@@ -90,11 +93,26 @@ def _no_query_text(finished, text: str) -> None:
             assert text not in str(value), (s.name, key)
 
 
-def test_an_ingest_is_traced_under_the_callers_traceparent(cli, spans, tmp_path):
+def _small_batches(monkeypatch) -> None:
+    """Ingest batches of a few sources and documents (no configuration sets them), so a run has many."""
+    import functools
+
+    from kbctl.ingest import pipeline, producer
+    from kbctl.store import lexical
+
+    monkeypatch.setattr(producer, "BATCH_SOURCES", 4)
+    monkeypatch.setattr(pipeline, "IngestOptions", functools.partial(pipeline.IngestOptions, batch_documents=4))
+    monkeypatch.setattr(lexical, "PACK_MIN", 10)  # the lexical lane packs after this small ingest
+
+
+def test_an_ingest_is_traced_under_the_callers_traceparent(cli, spans, tmp_path, monkeypatch):
+    _small_batches(monkeypatch)
+    corpus = tmp_path / "billing"
+    shutil.copytree(ROOT / "sample_corpus/support/billing", corpus)
     traceparent, trace_id, span_id = _caller()
     cfg = _config(tmp_path, True)
-    p = cli("ingest", "sample_corpus/support/billing", "-n", "billing_kb", "--json",
-            env={"KBCTL_CONFIG": str(cfg), "TRACEPARENT": traceparent})  # fmt: skip
+    env = {"KBCTL_CONFIG": str(cfg), "TRACEPARENT": traceparent}
+    p = cli("ingest", str(corpus), "-n", "billing_kb", "--sync", "--json", env=env)
     assert p.returncode == 0, p.stderr.decode()
     report = json.loads(p.stdout)
     finished = spans.get_finished_spans()
@@ -103,7 +121,7 @@ def test_an_ingest_is_traced_under_the_callers_traceparent(cli, spans, tmp_path)
     assert root.parent is not None and root.parent.is_remote
     assert (root.parent.trace_id, root.parent.span_id) == (trace_id, span_id)
     assert all(s.context.trace_id == trace_id for s in finished)
-    for stage in INGEST_STAGES:
+    for stage in (*INGEST_STAGES, *INGEST_STEPS):
         batch = named.get(f"kbctl.ingest.{stage}")
         assert batch, (stage, sorted(named))
         assert all(s.parent.span_id == root.context.span_id for s in batch), stage
@@ -111,14 +129,42 @@ def test_an_ingest_is_traced_under_the_callers_traceparent(cli, spans, tmp_path)
     assert a["kbctl.namespace"] == "billing_kb" and a["kbctl.command"] == "ingest"
     assert a["kbctl.documents.new"] == report["documents"]["new"] == 15
     assert a["kbctl.run_id"] == report["run_id"]
-    # per batch, with item counts: every source fetched, extracted, its chunks embedded and stored
-    assert sum(s.attributes["kbctl.items"] for s in named["kbctl.ingest.fetch"]) == 14
-    assert sum(s.attributes["kbctl.items"] for s in named["kbctl.ingest.extract"]) == 14
+    # one span per batch per stage, with item counts: 14 sources 4 at a time, 15 documents 4 at a time
+    fetched = [s.attributes["kbctl.items"] for s in named["kbctl.ingest.fetch"]]
+    assert fetched[:4] == [4, 4, 4, 2] and fetched[4:] in ([], [0]), fetched  # the last one: the end of the input
+    assert [s.attributes["kbctl.items"] for s in named["kbctl.ingest.extract"]] == [4, 4, 4, 2]
     chunks = report["chunks"]["embedded"] + report["chunks"]["reused"]
     assert sum(s.attributes["kbctl.chunks"] for s in named["kbctl.ingest.extract"]) == chunks
-    assert sum(s.attributes["kbctl.embedded"] for s in named["kbctl.ingest.embed"]) == report["chunks"]["embedded"]
-    assert sum(s.attributes["kbctl.documents"] for s in named["kbctl.ingest.store"]) == 15
+    embeds, stores = named["kbctl.ingest.embed"], named["kbctl.ingest.store"]
+    assert len(embeds) == len(stores) >= 4
+    assert all(0 < s.attributes["kbctl.documents"] <= 4 for s in stores)
+    assert sum(s.attributes["kbctl.embedded"] for s in embeds) == report["chunks"]["embedded"]
+    assert sum(s.attributes["kbctl.documents"] for s in stores) == 15
+    assert sum(s.attributes["kbctl.chunks"] for s in stores) == chunks
     assert _one(named, "kbctl.ingest.verify").attributes["kbctl.ok"] is True
+    # the steps around the stages: the model made ready, --sync, the ACLs, the lexical lane packed
+    prepare = _one(named, "kbctl.ingest.prepare").attributes
+    assert prepare["kbctl.profile"] == "hash-384" and prepare["kbctl.model"]
+    sync = _one(named, "kbctl.ingest.sync").attributes
+    assert sync["kbctl.namespace"] == "billing_kb" and sync["kbctl.documents"] == sync["kbctl.chunks"] == 0
+    acl = _one(named, "kbctl.ingest.acl").attributes
+    assert acl["kbctl.namespace"] == "billing_kb" and acl["kbctl.documents"] == 0
+    packed = _one(named, "kbctl.ingest.lexical").attributes
+    assert packed["kbctl.namespace"] == "billing_kb" and packed["kbctl.packed"] is True
+    assert packed["kbctl.chunks"] == chunks and packed["kbctl.postings"] > 0
+    _no_query_text(finished, "refund")  # no document text either
+
+    # again, one source gone: --sync removes its document, nothing is packed
+    spans.clear()
+    (corpus / "refunds.md").unlink()
+    p = cli("ingest", str(corpus), "-n", "billing_kb", "--sync", "--json", env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    report = json.loads(p.stdout)
+    named = _by_name(spans.get_finished_spans())
+    sync = _one(named, "kbctl.ingest.sync").attributes
+    assert sync["kbctl.documents"] == report["documents"]["removed"] == 1
+    assert sync["kbctl.chunks"] == report["chunks"]["deleted"] > 0
+    assert _one(named, "kbctl.ingest.lexical").attributes["kbctl.packed"] is False
 
 
 def _served(cfg, kb_home, tenant):
