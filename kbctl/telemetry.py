@@ -18,7 +18,8 @@ A caller's trace continues into kbctl: ``continued(traceparent)`` at the server'
 ``traceparent`` header; the MCP SDK reads ``_meta.traceparent`` of a request itself), and a root
 span (``span(..., root=True)``) of a process without a current span takes the ``TRACEPARENT``
 environment variable as its parent (``kbctl ingest`` in a CI job). Work handed to another thread
-takes the context along (``bound``).
+takes the context along (``bound``); work handed to another process, the current span's
+``traceparent()``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "reset",
     "span",
     "continued",
+    "traceparent",
     "bound",
     "query_attributes",
     "after",
@@ -247,6 +249,19 @@ def continued(traceparent: str | bytes | None, tracestate: str | bytes | None = 
         yield
     finally:
         context.detach(token)
+
+
+def traceparent() -> str | None:
+    """The W3C ``traceparent`` of the current span, for work that continues in another process (an
+    ingest's workers: stored with the run, and ``TRACEPARENT`` of the local ones); ``None`` when
+    telemetry is off or no span is current."""
+    if not _S.on:
+        return None
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    return carrier.get("traceparent")
 
 
 def bound(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Sequence
 
+from .. import telemetry
 from ..acl import AclPolicy
 from ..errors import UsageError
 from ..extract.record import RECORD_MEDIA_TYPE
@@ -111,13 +112,18 @@ class Ingestion(Part):
         return replace(req, distribute=Coordinator(spawn=spawn if workers else None, fetch_options=fetch_opts))
 
     def _worker_env(self) -> dict[str, str]:
-        """The environment of a local worker: this knowledge base's server, tenant and config file."""
+        """The environment of a local worker: this knowledge base's server, tenant and config file,
+        and the run's trace (``TRACEPARENT``)."""
         env = dict(os.environ)
         if self.settings.dsn:
             env["KBCTL_DSN"] = self.settings.dsn
         else:
             env["KBCTL_HOME"] = str(self.settings.home)
         env["KBCTL_TENANT"] = self.tenant
+        traceparent = telemetry.traceparent()  # the run's span: the workers' batches are its children
+        if traceparent:
+            env["TRACEPARENT"] = traceparent
+            env.pop("TRACESTATE", None)
         if len(self.settings.sources) > 1:  # the packaged defaults, then the user's file
             env["KBCTL_CONFIG"] = self.settings.sources[-1]
         return env

@@ -124,6 +124,8 @@ def _ledgered(conn, req: IngestRun, retried: list[str], connect) -> RunReport:
     ns, plan = req.namespace, req.options.plan
     # a path given that is not UTF-8 is shown with \xff escapes (the ledger is text)
     options = {"targets": [escape_undecodable(t) for t in req.targets], "sync": req.options.sync}
+    if req.distribute is not None and telemetry.traceparent():  # workers' batches join the run's trace
+        options["traceparent"] = telemetry.traceparent()
     run_id = None if plan else runs_store.start_run(conn, ns, req.command, options)
     report = RunReport(run_id=run_id, namespace=ns.name, plan=plan)
     t0 = time.perf_counter()

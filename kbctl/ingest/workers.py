@@ -9,6 +9,8 @@ the workers recorded into the run's report. ``kbctl worker`` (``work``) started 
 same DSN claims a few items at a time under a lease, runs fetch → extract → chunk → embed → store
 on them (``pipeline.store_sources``), renews its leases while it works (a thread on its own
 connection) and settles them done or failed, with the batch's counts and errors, in one transaction.
+Each claimed batch is a ``kbctl.ingest.batch`` span in the run's trace: the coordinator stores its
+``kbctl.ingest`` span's traceparent with the run (and gives it to local workers as ``TRACEPARENT``).
 
 What makes a run converge whoever dies:
 
@@ -39,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from .. import telemetry
 from ..errors import KbctlError
 from ..interrupts import Interrupts
 from ..sources.folder import file_uri
@@ -103,10 +106,13 @@ class Coordinator:
     def __call__(self, conn, req: IngestRun, report: RunReport, interruptible) -> set[str]:
         ns, run_id = req.namespace, report.run_id
         assert run_id is not None  # a plan is refused before (api)
-        seen = self._enqueue(conn, req, report)
+        with telemetry.span("kbctl.ingest.enqueue", {"kbctl.namespace": ns.name, "kbctl.run_id": run_id}) as span:
+            seen = self._enqueue(conn, req, report)
+            span.set_attributes({"kbctl.items": report.details["items"], "kbctl.failed": report.documents["failed"]})
         procs = self.spawn(run_id) if self.spawn else []
         try:
-            self._wait(conn, req, report, procs, interruptible)
+            with telemetry.span("kbctl.ingest.wait", {"kbctl.run_id": run_id, "kbctl.workers": len(procs)}):
+                self._wait(conn, req, report, procs, interruptible)
         finally:
             _stop(procs)
         lost = [
@@ -196,6 +202,7 @@ def work(
     items, and the documents and chunks counts of its batches."""
     emit = progress or (lambda event, data: None)
     totals: dict[str, int] = {"batches": 0, "items": 0}
+    traces: dict[int, str | None] = {}  # run -> the traceparent its coordinator stored
     floors: dict[tuple[int, int], int] = {}  # (namespace, run) -> the position after the last item claimed
     contexts: dict[int, WorkerContext] = {}
     stop = Interrupts()
@@ -223,7 +230,9 @@ def work(
                 floors[(ns_id, rid)] = max(floors.get((ns_id, rid), 0), got[-1].item + 1)
                 if ns_id not in contexts:
                     contexts[ns_id] = context(ns_id)
-                report = _store(conn, lookup, connect, contexts[ns_id], rid, got, options, emit)
+                if rid not in traces:
+                    traces[rid] = q.run_traceparent(conn, rid) if telemetry.enabled() else None
+                report = _store(conn, lookup, connect, contexts[ns_id], rid, got, options, emit, traces[rid])
                 totals["batches"] += 1
                 totals["items"] += len(got)
                 for k, v in {**report.documents, **{f"chunks_{k}": v for k, v in report.chunks.items()}}.items():
@@ -245,8 +254,41 @@ def _runs(conn, run_id: int | None, namespaces: Callable[[], Sequence[int]]) -> 
     return [(st[0], run_id)]
 
 
-def _store(conn, lookup, connect, ctx: WorkerContext, run_id: int, got: list[q.Claimed], options: WorkerOptions, emit):
-    """One claimed batch through the stages, its leases renewed meanwhile, then settled."""
+def _store(
+    conn,
+    lookup,
+    connect,
+    ctx: WorkerContext,
+    run_id: int,
+    got: list[q.Claimed],
+    options: WorkerOptions,
+    emit,
+    traceparent: str | None = None,
+):
+    """One claimed batch, traced as ``kbctl.ingest.batch`` in the run's trace (``traceparent``, else
+    the process's ``TRACEPARENT``), its stages as children."""
+    attrs = {
+        "kbctl.namespace": ctx.namespace.name,
+        "kbctl.run_id": run_id,
+        "kbctl.worker": options.name,
+        "kbctl.items": len(got),
+    }
+    with telemetry.continued(traceparent), telemetry.span("kbctl.ingest.batch", attrs, root=True) as span:
+        report, settled = _stored(conn, lookup, connect, ctx, run_id, got, options, emit)
+        span.set_attributes(
+            {
+                **{f"kbctl.documents.{k}": v for k, v in report.documents.items()},
+                **{f"kbctl.chunks.{k}": v for k, v in report.chunks.items()},
+                "kbctl.errors": len(report.errors),
+                "kbctl.settled": settled,
+            }
+        )
+    return report
+
+
+def _stored(conn, lookup, connect, ctx: WorkerContext, run_id: int, got: list[q.Claimed], options: WorkerOptions, emit):
+    """One claimed batch through the stages, its leases renewed meanwhile, then settled: its report
+    and how many of its items this worker settled."""
     items = [c.item for c in got]
     by_uri = {_uri(c.target): c.item for c in got}
     report = RunReport(run_id=run_id, namespace=ctx.namespace.name)
@@ -273,7 +315,7 @@ def _store(conn, lookup, connect, ctx: WorkerContext, run_id: int, got: list[q.C
             run_id,
             len(items) - len(settled),
         )
-    return report
+    return report, len(settled)
 
 
 class _Lease:

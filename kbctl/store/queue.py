@@ -132,6 +132,12 @@ def run_status(conn: Conn, run_id: int) -> tuple[int, str, str] | None:
     return (int(row[0]), str(row[1]), str(row[2])) if row else None
 
 
+def run_traceparent(conn: Conn, run_id: int) -> str | None:
+    """The W3C traceparent stored with a run by its coordinator (its workers' spans join that trace), or None."""
+    row = conn.execute(query("queue/run_traceparent"), (run_id,)).fetchone()
+    return str(row[0]) if row and row[0] else None
+
+
 def namespace_name(conn: Conn, ns_id: int) -> str | None:
     """The name of a namespace the tenant can see, or None."""
     row = conn.execute(query("queue/namespace_name"), (ns_id,)).fetchone()
