@@ -179,9 +179,24 @@ def check(out: dict, revision: str, technical_doc: int) -> None:
     assert out["refused_prompt"] == "namespace 'technical_kb' is not available"
 
 
+REFUSAL = "INFO kbctl.server.mcp: "  # the level and logger of a refusal's one line (kbctl -v)
+
+
 def assert_refusals_logged_without_traceback(log: str) -> None:
-    assert "resource kbctl://technical_kb/" in log and "refused: namespace 'technical_kb' is not available" in log
-    assert "tool search_knowledge refused" in log and "prompt namespaces refused" in log
+    """Every refusal is one INFO line of kbctl.server.mcp, and nothing in the log is a traceback."""
+    lines = log.splitlines()
+    refusals = [line for line in lines if " refused: " in line]
+    assert refusals and all(line.startswith(REFUSAL) for line in refusals), refusals
+    expected = {
+        "resource kbctl://technical_kb/": "refused: namespace 'technical_kb' is not available",
+        "resource kbctl://zzz_kb/": "refused: namespace 'zzz_kb' is not available",
+        "resource kbctl://billing_kb/987654321 ": "refused: document 987654321 is not available",
+        "resource kbctl://billing_kb/not-a-number ": "refused: invalid resource URI",
+        "tool search_knowledge ": "refused: namespace 'technical_kb' is not available",
+        "prompt namespaces ": "refused: namespace 'technical_kb' is not available",
+    }
+    for start, end in expected.items():
+        assert any(line.startswith(REFUSAL + start) and end in line for line in refusals), (start, refusals)
     assert "Traceback" not in log
 
 
@@ -375,3 +390,84 @@ def test_an_agent_without_get_document_reads_no_resources_and_gets_only_its_prom
     assert out["other_prompt"] == "prompt 'check_claim' is not available"
     assert out["missing_argument"] == "invalid arguments: question: Field required"
     assert "Traceback" not in logged.log.read_text(errors="replace")
+
+
+ACL_CONFIG = """
+[defaults]
+profile = "hash-384"
+
+[agents.staff]
+namespaces = ["staff_kb"]
+principal = "user:u7"
+groups = ["eng"]
+"""
+
+ACL_DOCS = {  # name: (its ACL, a word only it holds)
+    "engdoc": ("[group:eng]", "quorvelleng"),
+    "hrdoc": ("[group:hr]", "quorvellhr"),
+    "userdoc": ("[user:u7]", "quorvelluser"),
+}
+
+
+@pytest.mark.parametrize("revision", [MODERN, HANDSHAKE])
+def test_a_resource_is_read_within_the_agents_principals_acl(kb_home, tenant, tmp_path, revision):
+    """An agent with a principal (user u7 of group eng) reads ``kbctl://<ns>/<doc>`` of a document
+    its ACL allows, and is refused one that it does not (group hr only): a one-line refusal that
+    reads like a missing document, none of the text, one INFO line in the server's log and no
+    traceback. A chunk that is not in the document named is refused too."""
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    import kbctl
+
+    config = tmp_path / "kbctl.toml"
+    config.write_text(ACL_CONFIG)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, (acl, word) in ACL_DOCS.items():
+        (docs / f"{name}.md").write_text(f"---\ntitle: Handbook {name}\nacl: {acl}\n---\n\nThe {word} section.\n")
+    with kbctl.open(config=config, home=kb_home, tenant=tenant) as kb:
+        kb.ingest([str(docs)], "staff_kb", verify=False)
+        hits = {
+            name: kb.search(word, "staff_kb", unrestricted=True, k=1).hits[0] for name, (_, word) in ACL_DOCS.items()
+        }
+    assert len({h.doc_id for h in hits.values()}) == 3
+    errlog = tmp_path / "mcp.log"
+
+    async def main():
+        out: dict = {}
+        served = type("Served", (), {"home": kb_home, "tenant": tenant, "config": config})
+        with errlog.open("w") as err:
+            async with Client(stdio_transport(served, "staff", err), mode=REVISIONS[revision]) as client:
+                for name in ("engdoc", "userdoc"):
+                    out[name] = (await client.read_resource(resource_uri("staff_kb", hits[name].doc_id))).contents[0]
+                chunk = resource_uri("staff_kb", hits["engdoc"].doc_id, hits["engdoc"].chunk_id)
+                out["chunk"] = (await client.read_resource(chunk)).contents[0]
+                for name, uri in {
+                    "denied": resource_uri("staff_kb", hits["hrdoc"].doc_id),
+                    "denied_chunk": resource_uri("staff_kb", hits["hrdoc"].doc_id, hits["hrdoc"].chunk_id),
+                    "chunk_of_another_doc": resource_uri("staff_kb", hits["engdoc"].doc_id, hits["userdoc"].chunk_id),
+                    "missing": resource_uri("staff_kb", 987654321),
+                }.items():
+                    with pytest.raises(MCPError) as e:
+                        await client.read_resource(uri)
+                    out[name] = e.value.error.message
+        return out
+
+    out = anyio.run(main)
+    assert "quorvelleng" in out["engdoc"].text and out["engdoc"].meta["doc_id"] == hits["engdoc"].doc_id
+    assert "quorvelluser" in out["userdoc"].text
+    assert "quorvelleng" in out["chunk"].text and out["chunk"].meta["chunk_id"] == hits["engdoc"].chunk_id
+    hr = hits["hrdoc"].doc_id
+    # refused exactly as a document that does not exist: nothing says it is there, nothing of it is shown
+    assert out["denied"] == out["denied_chunk"] == f"document {hr} is not available"
+    assert out["missing"] == "document 987654321 is not available"
+    assert out["chunk_of_another_doc"] == f"chunk {hits['userdoc'].chunk_id} is not available"
+    for m in (out["denied"], out["denied_chunk"], out["chunk_of_another_doc"]):
+        assert "\n" not in m and "quorvell" not in m and "Handbook" not in m
+    log = errlog.read_text(errors="replace")
+    refusals = [line for line in log.splitlines() if " refused: " in line]
+    assert len(refusals) == 4 and all(line.startswith(REFUSAL + "resource kbctl://staff_kb/") for line in refusals)
+    assert sum(f"kbctl://staff_kb/{hr}" in line and line.endswith(f"document {hr} is not available")
+               for line in refusals) == 2  # fmt: skip
+    assert "Traceback" not in log and "quorvellhr" not in log
