@@ -59,14 +59,14 @@ def technical_doc(served) -> int:
     return r.json()["passages"][0]["doc_id"]
 
 
-def stdio_transport(served, agent: str, errlog):
+def stdio_transport(served, agent: str, errlog, **env: str):
     from mcp import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "kbctl", "-v", "mcp", "--agent", agent],
         cwd=str(ROOT),
-        env=env_for(served.home, served.tenant, served.config),
+        env={**env_for(served.home, served.tenant, served.config), **env},
     )
     return stdio_client(params, errlog=errlog)
 
@@ -471,3 +471,56 @@ def test_a_resource_is_read_within_the_agents_principals_acl(kb_home, tenant, tm
     assert sum(f"kbctl://staff_kb/{hr}" in line and line.endswith(f"document {hr} is not available")
                for line in refusals) == 2  # fmt: skip
     assert "Traceback" not in log and "quorvellhr" not in log
+
+
+def test_a_tool_call_over_stdio_continues_the_trace_of_its_meta_traceparent(served, tmp_path):
+    """The SDK's own client sends ``_meta.traceparent`` with a tools/call to ``kbctl mcp`` (stdio),
+    which exports its spans over OTLP to a collector on loopback: the search's spans are in the
+    caller's trace, under the caller's span."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    import http.server
+    import threading
+
+    from mcp import Client
+
+    from tests.cli.test_traces_exported import _Collector, _exported
+
+    collector = http.server.HTTPServer(("127.0.0.1", 0), _Collector)
+    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    trace_id, span_id = "6df92f3577b34da6a3ce929d0e0e4738", "20f067aa0ba902b9"
+    otel = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_port}",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    errlog = tmp_path / "mcp.log"
+
+    async def main():
+        with errlog.open("w") as err:
+            async with Client(stdio_transport(served, "billing", err, **otel)) as client:
+                result = await client.call_tool(
+                    "search_knowledge", {"query": "refund", "k": 3}, meta={"traceparent": f"00-{trace_id}-{span_id}-01"}
+                )
+                for _ in range(100):  # the batch exporter sends within OTEL_BSP_SCHEDULE_DELAY
+                    if any(s.name == "kbctl.search" for s in _exported()):
+                        break
+                    await anyio.sleep(0.1)
+                return result
+
+    _Collector.received.clear()
+    try:
+        result = anyio.run(main)
+    finally:
+        collector.shutdown()
+    assert not result.is_error and result.structured_content["passages"], result.content
+    spans = _exported()
+    named = {s.name: s for s in spans}
+    assert {"kbctl.tool", "kbctl.search", "kbctl.search.lane.lexical", "kbctl.search.gate"} <= set(named), named
+    search, tool = named["kbctl.search"], named["kbctl.tool"]
+    assert search.trace_id.hex() == trace_id and search.parent_span_id == tool.span_id
+    assert all(s.trace_id.hex() == trace_id for s in spans if s.name.startswith("kbctl.search"))
+    by_id = {s.span_id: s for s in spans}
+    up = tool
+    while up.parent_span_id in by_id:  # kbctl.tool, the SDK's tools/call span, …, the caller's span
+        up = by_id[up.parent_span_id]
+    assert up.parent_span_id.hex() == span_id and up.trace_id.hex() == trace_id
+    assert "Traceback" not in errlog.read_text(errors="replace")
