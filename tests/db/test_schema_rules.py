@@ -54,6 +54,15 @@ ALLOWED = {
         " SET LOCAL kbctl.tenant (docs/scale-out.md)"
     ),
     ("sql/queries/tenants/reset_role.sql", "RESET ROLE"): "the way back from set_role.sql (same reason)",
+    ("sql/queries/generations/build_memory.sql", "set_config('maintenance_work_mem', %s, false)"): (
+        "an HNSW build's memory (hnsw.build_memory_mb): CREATE INDEX CONCURRENTLY cannot run inside a"
+        " transaction, so SET LOCAL cannot reach it. It sizes the build on the node that runs it; on"
+        " Citus the index is built by each worker for its shards, whose maintenance_work_mem is set"
+        " on the workers (ALTER SYSTEM) or is the default there (docs/scale-out.md)"
+    ),
+    ("sql/queries/generations/build_memory_reset.sql", "RESET MAINTENANCE_WORK_MEM"): (
+        "the way back from build_memory.sql (same reason)"
+    ),
 }
 
 
@@ -133,7 +142,7 @@ def test_the_allowed_exceptions_are_still_needed(catalog):
     present = {(t, n) for t, n, *_ in keys}
     for where, what in ALLOWED:
         if where.startswith("sql/"):
-            assert what in _strip_sql((ROOT / where).read_text()).upper(), where
+            assert what.upper() in _strip_sql((ROOT / where).read_text()).upper(), where
         else:
             assert (where, what) in present, (where, what)
 
