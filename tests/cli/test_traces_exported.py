@@ -3,78 +3,34 @@ collector on loopback, set by the standard variables, in the trace of its ``TRAC
 
 from __future__ import annotations
 
-import gzip
-import http.server
-import threading
-from typing import ClassVar
-
 import pytest
+
+from tests.otlp import Collector, attrs
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
 
-class _Collector(http.server.BaseHTTPRequestHandler):
-    received: ClassVar[list[bytes]] = []
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        if self.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        type(self).received.append(body)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 def test_an_ingest_process_exports_its_spans_to_an_otlp_collector(cli_process):
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), _Collector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     trace_id, span_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-    try:
+    with Collector() as collector:
         p = cli_process(
             "-p", "hash-384", "ingest", "sample_corpus/support/billing", "-n", "billing_kb",
             env={
-                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
                 "OTEL_SERVICE_NAME": "kbctl-test",
                 "TRACEPARENT": f"00-{trace_id}-{span_id}-01",
             },
         )  # fmt: skip
-    finally:
-        server.shutdown()
     assert p.returncode == 0, p.stderr.decode()
-    spans, services = [], set()
-    for body in _Collector.received:
-        request = ExportTraceServiceRequest.FromString(body)
-        for rs in request.resource_spans:
-            services |= {a.value.string_value for a in rs.resource.attributes if a.key == "service.name"}
-            spans += [s for ss in rs.scope_spans for s in ss.spans]
+    received = collector.resource_spans()
+    spans = [s for _, s in received]
+    services = {resource.get("service.name") for resource, _ in received}
     names = {s.name for s in spans}
     assert {"kbctl.ingest", "kbctl.ingest.fetch", "kbctl.ingest.extract", "kbctl.ingest.store"} <= names, names
-    assert services == {"kbctl-test"}
-    assert {s.trace_id.hex() for s in spans} == {trace_id}
+    assert services == {"kbctl-test"}, collector.describe()
+    assert {s.trace_id.hex() for s in spans} == {trace_id}, collector.describe()
     root = next(s for s in spans if s.name == "kbctl.ingest")
     assert root.parent_span_id.hex() == span_id
-
-
-def _exported() -> list:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    return [
-        s
-        for body in _Collector.received
-        for rs in ExportTraceServiceRequest.FromString(body).resource_spans
-        for ss in rs.scope_spans
-        for s in ss.spans
-    ]
-
-
-def _attrs(span) -> dict:
-    return {a.key: getattr(a.value, a.value.WhichOneof("value")) for a in span.attributes}
 
 
 def _wait_for_run(cli_process, namespace: str) -> int:
@@ -101,21 +57,19 @@ def test_a_distributed_ingest_traces_each_workers_batch_in_the_runs_trace(cli_pr
 
     from tests.conftest import ROOT
 
-    server = http.server.HTTPServer(("127.0.0.1", 0), _Collector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_port}", "OTEL_BSP_SCHEDULE_DELAY": "200"}
+    collector = Collector()
+    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "200"}
     trace_id, span_id = "5cf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
-    try:
+    with collector:
         # a local worker, started by the coordinator: one batch of the 14 sources
-        _Collector.received.clear()
         env = {**otel, "TRACEPARENT": f"00-{trace_id}-{span_id}-01"}
         p = cli_process("-p", "hash-384", "ingest", "sample_corpus/support/billing", "-n", "billing_kb",
                         "--workers", "1", env=env)  # fmt: skip
         assert p.returncode == 0, p.stderr.decode()
-        local = _exported()
+        local = collector.spans()
 
         # a worker started elsewhere (no TRACEPARENT), 4 items a batch, for a coordinator without local workers
-        _Collector.received.clear()
+        collector.clear()
         coordinator = subprocess.Popen(
             [sys.executable, "-m", "kbctl", "-p", "hash-384", "ingest", "sample_corpus/support/technical",
              "-n", "technical_kb", "--workers", "0"],
@@ -131,9 +85,7 @@ def test_a_distributed_ingest_traces_each_workers_batch_in_the_runs_trace(cli_pr
             if coordinator.poll() is None:
                 coordinator.kill()
                 coordinator.wait()
-        remote = _exported()
-    finally:
-        server.shutdown()
+        remote = collector.spans()
 
     for spans, batch_sizes in ((local, [14]), (remote, None)):
         assert {s.trace_id.hex() for s in spans} == {trace_id}
@@ -143,8 +95,8 @@ def test_a_distributed_ingest_traces_each_workers_batch_in_the_runs_trace(cli_pr
         assert enqueue.parent_span_id == root.span_id
         batches = [s for s in spans if s.name == "kbctl.ingest.batch"]
         assert batches and all(b.parent_span_id == root.span_id for b in batches)
-        items = sorted(_attrs(b)["kbctl.items"] for b in batches)
-        assert sum(items) == _attrs(enqueue)["kbctl.items"]
+        items = sorted(attrs(b)["kbctl.items"] for b in batches)
+        assert sum(items) == attrs(enqueue)["kbctl.items"]
         if batch_sizes is not None:
             assert items == batch_sizes
         else:
@@ -154,7 +106,7 @@ def test_a_distributed_ingest_traces_each_workers_batch_in_the_runs_trace(cli_pr
             staged = [s for s in spans if s.name == f"kbctl.ingest.{stage}"]
             assert staged and all(s.parent_span_id in ids for s in staged), stage
         for b in batches:
-            a = _attrs(b)
+            a = attrs(b)
             assert a["kbctl.namespace"] in ("billing_kb", "technical_kb") and a["kbctl.settled"] == a["kbctl.items"]
             stored = [s for s in spans if s.name == "kbctl.ingest.store" and s.parent_span_id == b.span_id]
-            assert sum(_attrs(s)["kbctl.documents"] for s in stored) >= a["kbctl.documents.new"]
+            assert sum(attrs(s)["kbctl.documents"] for s in stored) >= a["kbctl.documents.new"]

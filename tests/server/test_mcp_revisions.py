@@ -473,54 +473,53 @@ def test_a_resource_is_read_within_the_agents_principals_acl(kb_home, tenant, tm
     assert "Traceback" not in log and "quorvellhr" not in log
 
 
-def test_a_tool_call_over_stdio_continues_the_trace_of_its_meta_traceparent(served, tmp_path):
+def test_a_tool_call_over_stdio_continues_the_trace_of_its_meta_traceparent(served, tmp_path, monkeypatch):
     """The SDK's own client sends ``_meta.traceparent`` with a tools/call to ``kbctl mcp`` (stdio),
     which exports its spans over OTLP to a collector on loopback: the search's spans are in the
     caller's trace, under the caller's span."""
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
-    import http.server
-    import threading
-
     from mcp import Client
+    from mcp.shared import _otel
+    from opentelemetry import trace
 
-    from tests.cli.test_traces_exported import _Collector, _exported
+    from tests.otlp import Collector
 
-    collector = http.server.HTTPServer(("127.0.0.1", 0), _Collector)
-    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    # The caller here is the traceparent it sends, not this process. This process may trace (an SDK
+    # tracer provider is set once for good, e.g. by tests/db/test_telemetry.py earlier in the
+    # session): then the client's own span for the request (a new trace, no span being current)
+    # would replace the traceparent of _meta with its own (SEP-414). The client does not trace.
+    monkeypatch.setattr(_otel, "_tracer", trace.NoOpTracer())
     trace_id, span_id = "6df92f3577b34da6a3ce929d0e0e4738", "20f067aa0ba902b9"
-    otel = {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_port}",
-        "OTEL_BSP_SCHEDULE_DELAY": "100",
-    }
     errlog = tmp_path / "mcp.log"
 
-    async def main():
+    async def main(collector: Collector):
+        otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
         with errlog.open("w") as err:
             async with Client(stdio_transport(served, "billing", err, **otel)) as client:
                 result = await client.call_tool(
                     "search_knowledge", {"query": "refund", "k": 3}, meta={"traceparent": f"00-{trace_id}-{span_id}-01"}
                 )
                 for _ in range(100):  # the batch exporter sends within OTEL_BSP_SCHEDULE_DELAY
-                    if any(s.name == "kbctl.search" for s in _exported()):
+                    if any(s.name == "kbctl.search" for s in collector.spans()):
                         break
                     await anyio.sleep(0.1)
                 return result
 
-    _Collector.received.clear()
-    try:
-        result = anyio.run(main)
-    finally:
-        collector.shutdown()
+    with Collector() as collector:
+        result = anyio.run(main, collector)
     assert not result.is_error and result.structured_content["passages"], result.content
-    spans = _exported()
-    named = {s.name: s for s in spans}
-    assert {"kbctl.tool", "kbctl.search", "kbctl.search.lane.lexical", "kbctl.search.gate"} <= set(named), named
-    search, tool = named["kbctl.search"], named["kbctl.tool"]
-    assert search.trace_id.hex() == trace_id and search.parent_span_id == tool.span_id
-    assert all(s.trace_id.hex() == trace_id for s in spans if s.name.startswith("kbctl.search"))
+    spans, received = collector.spans(), collector.describe()
+    named: dict[str, list] = {}
+    for s in spans:
+        named.setdefault(s.name, []).append(s)
+    assert {"kbctl.tool", "kbctl.search", "kbctl.search.lane.lexical", "kbctl.search.gate"} <= set(named), received
+    assert len(named["kbctl.search"]) == len(named["kbctl.tool"]) == 1, received
+    (search,), (tool,) = named["kbctl.search"], named["kbctl.tool"]
+    assert search.trace_id.hex() == trace_id and search.parent_span_id == tool.span_id, received
+    assert all(s.trace_id.hex() == trace_id for s in spans if s.name.startswith("kbctl.search")), received
     by_id = {s.span_id: s for s in spans}
     up = tool
     while up.parent_span_id in by_id:  # kbctl.tool, the SDK's tools/call span, …, the caller's span
         up = by_id[up.parent_span_id]
-    assert up.parent_span_id.hex() == span_id and up.trace_id.hex() == trace_id
+    assert up.parent_span_id.hex() == span_id and up.trace_id.hex() == trace_id, received
     assert "Traceback" not in errlog.read_text(errors="replace")
