@@ -51,7 +51,9 @@ class Admin(Part):
         postings are rewritten as one segment (``repack``). Returns each table's bytes before and after."""
         if repack:
             self.repack()
-        conn = self.session.db.connect(register=False)  # autocommit: VACUUM cannot run in a transaction
+        # autocommit (VACUUM cannot run in a transaction), migrated first when auto_migrate: after
+        # an upgrade this may be the first command run, and it must not work on the old schema
+        conn = self.session.admin_connection()
         try:
             return admin_store.optimize(conn, reindex=reindex, full=full)
         finally:
@@ -64,7 +66,7 @@ class Admin(Part):
         namespace packed: its name, chunks and postings."""
         from ..store import lexical
 
-        conn = self.session.db.connect(register=False)
+        conn = self.session.admin_connection()  # migrated first when auto_migrate, as every command
         out = []
         try:
             for ns_id, name in lexical.all_namespaces(conn):

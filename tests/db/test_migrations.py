@@ -278,3 +278,19 @@ def test_generations_migration_gives_each_namespace_an_active_generation_with_it
                 " FROM kbctl.chunks LIMIT 1",
                 (gid, gens[0][2]),
             )
+
+
+@pytest.mark.parametrize("command", ["repack", "optimize"])
+def test_db_optimize_applies_pending_migrations_first(fresh_dsn, command):
+    # After upgrading kbctl, `kbctl db optimize` may be the first command run: with auto_migrate it
+    # must bring the schema up to date before it repacks and vacuums, as every other command does
+    # (it once repacked against the old schema: "column … does not exist").
+    import kbctl
+
+    _db(fresh_dsn).migrate(target=LATEST - 1)
+    kb = kbctl.open(dsn=fresh_dsn)
+    try:
+        getattr(kb.admin, command)()
+    finally:
+        kb.close()
+    assert _ledger(fresh_dsn) == list(range(1, LATEST + 1))
