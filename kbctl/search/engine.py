@@ -254,9 +254,7 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
         _gated(conn, plan, run)
         fused = _fused(run, fusion)
         run.timings["prf_ms"] = (time.perf_counter() - t0) * 1000
-    with telemetry.span("kbctl.search.page", {"kbctl.k": plan.k, "kbctl.candidates": len(fused)}) as span:
-        hits, withheld = _page(conn, plan, run, fused, fusion)
-        span.set_attributes({"kbctl.hits": len(hits), "kbctl.withheld": withheld})
+    hits, withheld = _page(conn, plan, run, fused, fusion)
     details = run.details
     details["timings_ms"] = {a: round(b, 2) for a, b in run.timings.items()}
     # Which generation answered (each namespace's, read once when the search began): a swap while
@@ -338,7 +336,7 @@ def _dense_lane(conn, plan: SearchPlan, run: _Lanes, pending, t0: float, span) -
         if pending is not None:
             run.qvec, dense, t0 = pending.result()
         else:
-            run.qvec = _embed_query(profile, plan.query)
+            run.qvec = _embed_query(profile, plan.query, span)
     except KbctlError as e:
         if plan.mode == "dense" and opts.mode == "dense":
             raise
@@ -489,7 +487,7 @@ def _dense_job(side, namespaces, profile: Profile, query: str, depth: int, opts:
     """
     t0 = time.perf_counter()
     with telemetry.span("kbctl.search.lane.dense", {"kbctl.candidates": depth}) as span:
-        qvec = _embed_query(profile, query)
+        qvec = _embed_query(profile, query, span)
         if side is None:
             return qvec, None, t0
         dense = _dense_scan(side("dense"), namespaces, qvec, depth, opts, profile)
@@ -519,13 +517,20 @@ def _dense_scan(conn, namespaces, qvec, depth: int, opts: SearchOptions, profile
     )
 
 
-def _embed_query(profile: Profile, query: str):
+def _embed_query(profile: Profile, query: str, span=telemetry.OFF):
+    """The query's vector; its time and model are attributes of the dense lane's ``span`` (not a
+    span of its own: each span costs a search about 0.1 ms, docs/benchmarks.md#tracing-overhead)."""
     from ..embed import get_embedder
 
-    with telemetry.span("kbctl.search.embed", {"kbctl.profile": profile.name, "kbctl.model": profile.model}):
-        # "query": the backend that loads fastest (ONNX, never torch when ONNX agrees), not the one
-        # ingest uses for throughput; both agree with fp32 (kbctl.embed.precision).
-        return get_embedder(profile, purpose="query").embed_query(query)
+    t0 = time.perf_counter()
+    # "query": the backend that loads fastest (ONNX, never torch when ONNX agrees), not the one
+    # ingest uses for throughput; both agree with fp32 (kbctl.embed.precision).
+    vec = get_embedder(profile, purpose="query").embed_query(query)
+    if span.is_recording():
+        span.set_attributes(
+            {"kbctl.embed_ms": round((time.perf_counter() - t0) * 1000, 3), "kbctl.model": profile.model}
+        )
+    return vec
 
 
 def _maybe_rerank(profile: Profile, query: str, ordered, rows, opts: SearchOptions, notes: list[str]):
@@ -536,7 +541,9 @@ def _maybe_rerank(profile: Profile, query: str, ordered, rows, opts: SearchOptio
 
     before = len(notes)
     texts = {key: rows[key][3] for key, _ in ordered}
-    out = rerank(profile, query, ordered, texts, notes)
+    with telemetry.span("kbctl.search.rerank", {"kbctl.candidates": len(ordered)}) as span:
+        out = rerank(profile, query, ordered, texts, notes)
+        span.set_attribute("kbctl.reranked", len(notes) == before)
     return out, len(notes) == before
 
 
