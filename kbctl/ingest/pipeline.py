@@ -109,7 +109,7 @@ def _after(conn, req: IngestRun) -> None:
     with telemetry.span("kbctl.ingest.acl", {"kbctl.namespace": ns.name}) as span:
         span.set_attribute("kbctl.documents", reapply_acls(conn, ns, req.acl))
     with telemetry.span("kbctl.ingest.lexical", {"kbctl.namespace": ns.name}) as span:
-        packed = lexical.maintain(conn, ns.id, k1=req.profile.lexical.k1, b=req.profile.lexical.b)
+        packed = lexical.maintain(conn, ns.id)
         span.set_attributes(
             {
                 "kbctl.packed": bool(packed and packed["segment"] is not None),

@@ -296,6 +296,7 @@ def _lexical(conn, plan: SearchPlan, run: _Lanes) -> None:
         attrs["kbctl.postings"] = info.get("postings", 0)
         if "packed" in info:
             attrs["kbctl.postings_read"] = info["packed"].get("postings", 0)
+            attrs["kbctl.postings_scored"] = info["packed"].get("scored", 0)
         span.set_attributes(attrs)
 
 

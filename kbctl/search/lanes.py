@@ -7,11 +7,11 @@ it, HNSW with iterative index scans, so a filtered query still returns k rows.
 Lexical: Okapi BM25 computed from the postings kept at ingest,
 ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` and
 ``tf·(k1 + 1) / (tf + k1·(1 - b + b·dl/avgdl))``, with N, df and avgdl over the queried namespaces.
-A namespace of ``PACK_MIN`` chunks or more is packed (``kbctl.store.lexical``: segments of
-impact-ordered blocks with their bounds, written after an ingest and rewritten by ``kbctl db
-optimize``) and its top k comes from ``blockmax``, which reads blocks in decreasing bound until no
-chunk it has not read can enter the top k, then completes the candidates' scores by key: the same
-top k as scoring every posting, reading a fraction of them. Its unpacked tail (the chunks above the
+A namespace of ``PACK_MIN`` chunks or more is packed (``kbctl.store.lexical``: segments holding
+each term's chunks and tfs as compact arrays, written after an ingest and rewritten by ``kbctl db
+optimize``) and its top k comes from ``termarrays``, which reads the query terms' arrays in the
+statement that plans the lane and adds them up with numpy: every posting counted, as the
+exhaustive statement does, at a fraction of its cost. Its unpacked tail (the chunks above the
 newest segment), smaller namespaces and filtered queries are scored from every posting in SQL
 (``search/lexical_lane``): index-only scans of the postings key, which INCLUDEs tf and dl.
 
@@ -31,7 +31,7 @@ from ..config import Profile
 from ..store import lexical as packed
 from ..store import search as store
 from ..store.namespaces import Namespace
-from . import blockmax
+from . import termarrays
 from .filters import Filter
 
 __all__ = [
@@ -223,17 +223,16 @@ def lexical_lane(
         return store.bm25_rows(c, statement, ids, present, weight, k1=k1, b=b, avgdl=avgdl, k=k, lo=lo, hi=hi)
 
     # Packed namespaces (not under filters, which the postings statement applies before ranking):
-    # block-max over their segments, plus their unpacked tail from the postings.
+    # their segments' term arrays, plus their unpacked tail from the postings.
     packs, directory = ({}, []) if filters else packed.plan(conn, ns_ids, present)
     rows: list[tuple] = []
     check = any(p.dead != 0 for p in packs.values())
 
     def blocks(check: bool) -> list[tuple]:
         stats: dict = {}
-        out = blockmax.top_k(
-            conn, list(packs), present, weight, k, k1=k1, b=b, avgdl=avgdl, check=check, info=stats,
-            directory=directory,
-        )  # fmt: skip
+        out = termarrays.top_k(
+            conn, present, weight, k, k1=k1, b=b, avgdl=avgdl, rows=directory, check=check, info=stats
+        )
         if info is not None:
             info["packed"] = stats
         return out
@@ -242,7 +241,7 @@ def lexical_lane(
         try:
             rows += blocks(check)
             rows += [r for p in packs.values() if p.tail for r in part(conn, [p.namespace_id], p.hi + 1, _MAX_ID)]
-        except blockmax.Stale:  # repacked while this query ran: every posting, as for an unpacked namespace
+        except termarrays.Stale:  # repacked while this query ran: every posting, as for an unpacked namespace
             packs, rows = {}, []
     plain = [i for i in ns_ids if i not in packs]
     mid = None
@@ -259,7 +258,7 @@ def lexical_lane(
         rest = [r for r in rows if r[0] not in packs or r[1] > packs[r[0]].hi]
         try:
             rows = rest + blocks(True)
-        except blockmax.Stale:
+        except termarrays.Stale:
             rows = rest + part(conn, list(packs), _MIN_ID, max(p.hi for p in packs.values()))
         top = store.with_documents(conn, sorted(rows, key=lambda r: (-round(r[2], 9), r[1]))[:k])
     return _ranked(top)

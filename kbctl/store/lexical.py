@@ -1,12 +1,12 @@
-"""Packed postings (migration 014): segments of impact-ordered blocks, and what the lane reads of them.
+"""Packed postings (migration 016): segments of term arrays, and what the lane reads of them.
 
 Writing: ``pack`` packs a namespace's unpacked tail (or, ``full``, all of it) into a segment, under
 the namespace's ingest lock so no chunk of the range can still arrive. The postings table stays
 the record (ingest writes it, deletions cascade from it); segments are derived from it and can be
 dropped and rebuilt at any time (``repack``).
 
-Reading: ``segments``, ``directory`` (each term's block sizes and bounds), ``blocks`` (the arrays,
-in binary), ``lookup`` (single postings by key, to finish a candidate), ``alive``.
+Reading: ``plan`` (which namespaces are packed, and the query terms' arrays in their segments, in
+one statement), ``docs`` (a segment's chunk ids and lengths by ordinal), ``alive``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from .queries import query
 from .runs import LOCK_CLASS, write_lock
 
 __all__ = [
-    "BLOCK",
     "Segment",
     "segments",
     "watermarks",
@@ -35,17 +34,13 @@ __all__ = [
     "pack",
     "all_namespaces",
     "drop",
-    "directory",
-    "blocks",
-    "lookup",
+    "docs",
     "alive",
 ]
 
 #: Parallel key arrays (numpy).
 Array = np.ndarray
 
-#: Postings per block (4 KB of arrays: one page, read whole, decoded by numpy; docs/benchmarks.md).
-BLOCK = 256
 #: A namespace is packed once it has this many chunks, and a new segment is written once this many
 #: are unpacked: below it, scoring every posting of the tail costs a few milliseconds at most.
 PACK_MIN = 5000
@@ -100,18 +95,21 @@ def state(conn: Conn, ns_ids: Sequence[int]) -> dict[int, Packed]:
 
 
 def plan(conn: Conn, ns_ids: Sequence[int], terms: Sequence[str]) -> tuple[dict[int, Packed], list[tuple]]:
-    """``state`` and ``directory`` in one statement (one round trip, one snapshot): the packed
-    namespaces among ``ns_ids`` and the block directories of ``terms`` in their segments."""
+    """``state`` and the arrays of ``terms`` in one statement (one round trip, one snapshot): the
+    packed namespaces among ``ns_ids``, and (namespace_id, term, segment, ords, tfs, max_tf, min_dl,
+    key) per query term and segment, the arrays as bytes; ``key`` identifies the segment ((namespace, segment, lo,
+    hi, chunks, built_at): numbers are not reused, and the rest tells two databases' apart)."""
     packs: dict[int, Packed] = {}
     dirs: list[tuple] = []
     with conn.cursor(binary=True) as cur:
         rows = cur.execute(query("lexical/plan"), (list(ns_ids), TAIL_LIMIT, list(terms))).fetchall()
-    for ns_id, hi, chunks, tail, now, term, seg, sizes, max_tfs, min_dls in rows:
+    for ns_id, hi, chunks, tail, now, term, seg, ords, tfs, max_tf, min_dl, s_lo, s_hi, s_chunks, built in rows:
         if ns_id not in packs:
             dead = None if tail >= TAIL_LIMIT else max(0, int(chunks) + int(tail) - int(now))
             packs[ns_id] = Packed(ns_id, int(hi), int(tail), dead)
         if term is not None:
-            dirs.append((ns_id, term, seg, sizes, max_tfs, min_dls))
+            key = (ns_id, seg, s_lo, s_hi, s_chunks, built)
+            dirs.append((ns_id, term, seg, ords, tfs, float(max_tf), float(min_dl), key))
     return packs, dirs
 
 
@@ -121,16 +119,16 @@ def tail_chunks(conn: Conn, ns_id: int, limit: int) -> int:
     return int(scalar(conn.execute(query("lexical/tail_chunks"), (ns_id, mark, limit))))
 
 
-def maintain(conn: Conn, ns_id: int, *, k1: float, b: float) -> dict | None:
+def maintain(conn: Conn, ns_id: int) -> dict | None:
     """After an ingest: pack the tail once it holds ``PACK_MIN`` chunks, and merge the segments
     after the first when there are more than ``MAX_SEGMENTS``. None when nothing was due."""
     if tail_chunks(conn, ns_id, PACK_MIN) < PACK_MIN:
         return None
     merge = len(segments(conn, [ns_id])) >= MAX_SEGMENTS
-    return pack(conn, ns_id, k1=k1, b=b, keep=1 if merge else None)
+    return pack(conn, ns_id, keep=1 if merge else None)
 
 
-def repack(conn: Conn, ns_id: int, *, k1: float = 1.2, b: float = 0.75) -> dict | None:
+def repack(conn: Conn, ns_id: int) -> dict | None:
     """Rewrite the namespace's segments as one, without the chunks deleted since (``kbctl db
     optimize``); a namespace under ``PACK_MIN`` chunks loses its segments. None when it has none
     and is too small to pack."""
@@ -139,14 +137,13 @@ def repack(conn: Conn, ns_id: int, *, k1: float = 1.2, b: float = 0.75) -> dict 
         had = bool(segments(conn, [ns_id]))
         drop(conn, ns_id)
         return {"segment": None, "chunks": 0, "postings": 0} if had else None
-    return pack(conn, ns_id, k1=k1, b=b, keep=0)
+    return pack(conn, ns_id, keep=0)
 
 
-def pack(conn: Conn, ns_id: int, *, k1: float, b: float, keep: int | None = None, block: int = BLOCK) -> dict:
+def pack(conn: Conn, ns_id: int, *, keep: int | None = None) -> dict:
     """Pack the namespace's unpacked chunks into a new segment; with ``keep``, every segment after
-    the first ``keep`` (0: all of them) is replaced: their chunks are packed again, into one.
-    ``k1`` and ``b`` only order the postings (any values give exact results; the profile's give
-    tight blocks). One transaction, under the namespace's ingest lock (taken at transaction level:
+    the first ``keep`` (0: all of them) is replaced: their chunks are packed again, into one. The
+    arrays hold tf and dl, not scores: any BM25 parameters and statistics score them. One transaction, under the namespace's ingest lock (taken at transaction level:
     an ingest holding it on this session passes, another session's waits). Returns {"segment",
     "chunks", "postings"} (segment None when there was nothing to pack)."""
     with conn.transaction():
@@ -162,13 +159,10 @@ def pack(conn: Conn, ns_id: int, *, k1: float, b: float, keep: int | None = None
                 conn.execute(query("lexical/drop_range"), (ns_id, after, 2**31 - 1))
             return {"segment": None, "chunks": 0, "postings": 0}
         chunks = int(scalar(conn.execute(query("lexical/chunks_in_range"), (ns_id, lo, hi))))
-        stats = conn.execute(query("search/lexical_stats"), ([ns_id],)).fetchone()
-        avgdl = float(stats[1]) / float(stats[0]) if stats and stats[0] else 1.0
         # The new segment's number is above every existing one; the ones it replaces go after it is written.
         seg = int(scalar(conn.execute(query("lexical/insert_segment"), (ns_id, lo, hi, ns_id))))
         conn.execute(query("lexical/pack_settings"))
-        params = (block, ns_id, lo, hi, k1, b, avgdl or 1.0, ns_id, seg, ns_id, seg)
-        postings = int(scalar(conn.execute(query("lexical/pack_blocks"), params)))
+        postings = int(scalar(conn.execute(query("lexical/pack_arrays"), (ns_id, lo, hi, seg))))
         conn.execute(query("lexical/finish_segment"), (chunks, postings, ns_id, seg))
         if len(kept) < len(have):
             conn.execute(query("lexical/drop_range"), (ns_id, after, seg))
@@ -186,34 +180,18 @@ def drop(conn: Conn, ns_id: int) -> None:
         conn.execute(query("lexical/drop_segments"), (ns_id, ns_id, 0))
 
 
-def directory(conn: Conn, ns_ids: Sequence[int], terms: Sequence[str]) -> list[tuple]:
-    """(namespace_id, term, segment, sizes, max_tfs, min_dls) of the terms, the arrays as bytes."""
+def docs(conn: Conn, ns_id: int, segment: int) -> tuple[bytes, bytes] | None:
+    """(chunk ids, lengths) of a segment's chunks by ordinal, as bytes (big-endian int8 and float4);
+    None when the segment is gone (repacked since the caller read its terms)."""
     with conn.cursor(binary=True) as cur:
-        return cur.execute(query("lexical/directory"), (list(ns_ids), list(terms))).fetchall()
+        row = cur.execute(query("lexical/docs"), (ns_id, segment)).fetchone()
+    return None if row is None else (bytes(row[0]), bytes(row[1]))
 
 
 def _csv(values: Array | Sequence[int]) -> str:
     """A comma-separated list (``string_to_array`` in SQL): one string to send instead of an array
     of thousands of elements, each encoded on its own."""
     return ",".join(map(str, values.tolist() if hasattr(values, "tolist") else values))
-
-
-def blocks(conn: Conn, ns_ids: Array, term_idx: Array, segs: Array, blks: Array, terms: Sequence[str]) -> list[tuple]:
-    """(namespace_id, term, segment, block, chunk_ids, tfs, dls) of the blocks keyed by the parallel
-    arrays (``term_idx`` indexes ``terms``), the arrays as bytes."""
-    params = (_csv(ns_ids), _csv(np.asarray(term_idx) + 1), _csv(segs), _csv(blks), list(terms))
-    with conn.cursor(binary=True) as cur:
-        return cur.execute(query("lexical/blocks"), params).fetchall()
-
-
-def lookup(conn: Conn, ns_ids: Array, chunk_ids: Array, term_idx: Array, terms: Sequence[str]) -> list[tuple]:
-    """(chunk_id, term, tf, dl) of the postings keyed by the parallel arrays (namespace, chunk, index
-    into ``terms``) that exist."""
-    if not len(chunk_ids):
-        return []
-    params = (_csv(ns_ids), _csv(chunk_ids), _csv(np.asarray(term_idx) + 1), list(terms))
-    with conn.cursor(binary=True) as cur:
-        return cur.execute(query("lexical/lookup"), params).fetchall()
 
 
 def alive(conn: Conn, ns_ids: Array, chunk_ids: Array) -> set[int]:

@@ -1,12 +1,12 @@
 """The packed lexical lane returns exactly what scoring every posting returns.
 
 One namespace of generated records (a Zipfian vocabulary, lengths from 5 to 150 terms, so terms
-have from one posting to most of the chunks and the length normalisation matters) is packed into
-two segments with tiny blocks (8 postings: many blocks per term, so pruning has work to do), has an
-unpacked tail on top, and has had documents replaced since it was packed (their old chunks are
-still in the segments). For random queries and depths, the lane's hits (block-max over the
-segments, postings for the tail) are compared with the exhaustive BM25 statement over the whole
-namespace: the same chunks in the same order, with the same scores.
+have from one posting to most of the chunks and the length normalisation matters; some titled, so
+some tfs are fractions) is packed into two segments, has an unpacked tail on top, and has had
+documents replaced since it was packed (their old chunks are still in the segments). For random
+queries and depths, the lane's hits (term arrays for the segments, postings for the tail) are
+compared with the exhaustive BM25 statement over the whole namespace: the same chunks in the same
+order, with the same scores. (The file keeps the name of the block-max lane it first tested.)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kbctl.search import blockmax
+from kbctl.search import termarrays
 from kbctl.search.lanes import lexical_lane
 from kbctl.store import lexical as packed
 from kbctl.store import search as store
@@ -34,21 +34,28 @@ def _text(rng: random.Random) -> str:
 
 def _records(ids, seed: int) -> list[dict]:
     rng = random.Random(seed)
-    return [{"id": f"r{i}", "title": "", "text": _text(rng)} for i in ids]
+    # a title's terms count title_weight (0.5 here: fractional tfs, stored as float4) more
+    return [{"id": f"r{i}", "title": VOCAB[i % 40] if i % 9 == 0 else "", "text": _text(rng)} for i in ids]
 
 
 @pytest.fixture
-def corpus(kb):
+def corpus(kb_home, tenant, tmp_path):
+    import kbctl
+
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text("[profiles.hash-384.lexical]\ntitle_weight = 0.5\n")
+    kb = kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384")
     kb.ingest_records(_records(range(0, 500), 1), NS, verify=False)
     conn = kb.connection()
     ns = kb.namespace(NS)
-    first = packed.pack(conn, ns.id, k1=1.2, b=0.75, block=8)
+    first = packed.pack(conn, ns.id)
     kb.ingest_records(_records(range(500, 800), 2), NS, verify=False)
-    second = packed.pack(conn, ns.id, k1=1.2, b=0.75, block=8)
+    second = packed.pack(conn, ns.id)
     kb.ingest_records(_records(range(800, 900), 3), NS, verify=False)  # the tail
     kb.ingest_records(_records(range(0, 500, 7), 4), NS, verify=False)  # replaced: dead chunks in segment 1
     assert first["segment"] == 1 and second["segment"] == 2 and first["chunks"] >= 500
-    return kb, conn, ns
+    yield kb, conn, ns
+    kb.close()
 
 
 def _exhaustive(conn, ns, terms: dict[str, float], k: int, profile) -> list[tuple[int, float]]:
@@ -82,13 +89,16 @@ def _same(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> None:
     words=st.lists(st.sampled_from(VOCAB[:60] + VOCAB[-5:] + ["absent"]), min_size=1, max_size=8),
     weights=st.lists(st.sampled_from([1.0, 0.5, 2.0, 0.1]), min_size=8, max_size=8),
     k=st.sampled_from([1, 3, 10, 50, 200]),
-    small=st.booleans(),
+    cold=st.booleans(),
+    prune=st.booleans(),
 )
-def test_the_packed_lane_ranks_exactly_as_every_posting(corpus, monkeypatch, words, weights, k, small):
+def test_the_packed_lane_ranks_exactly_as_every_posting(corpus, monkeypatch, words, weights, k, cold, prune):
     kb, conn, ns = corpus
-    if small:  # rounds of a few postings: many rounds, θ moved by dead chunks, completions by key
-        monkeypatch.setattr(blockmax, "FIRST_ROUND", 8)
-        monkeypatch.setattr(blockmax, "MAX_CANDIDATES", 4)
+    if cold:  # the segments' chunk ids and lengths read again, not kept from an earlier query
+        termarrays.clear_cache()
+    if prune:  # MaxScore at this corpus's size: θ estimated before every term (its real floor is 4096 postings)
+        monkeypatch.setattr(termarrays, "ESTIMATE_AT", 1)
+        monkeypatch.setattr(termarrays, "_SAMPLE", 4)
     terms = {w: weights[i] for i, w in enumerate(words)}
     profile = kb.namespaces.profile_for(NS, None)
     info: dict = {}
@@ -97,20 +107,56 @@ def test_the_packed_lane_ranks_exactly_as_every_posting(corpus, monkeypatch, wor
     _same([(h.chunk_id, h.score) for h in hits], _exhaustive(conn, ns, terms, k, profile))
 
 
-def test_pruning_reads_a_fraction_of_the_postings_and_never_a_deleted_chunk(corpus, monkeypatch):
+def test_the_lane_reads_each_term_once_and_never_returns_a_deleted_chunk(corpus):
     kb, conn, ns = corpus
-    monkeypatch.setattr(blockmax, "FIRST_ROUND", 64)  # this corpus is a few rounds of the real size
     profile = kb.namespaces.profile_for(NS, None)
     terms = {"w000": 1.0, "w001": 1.0, "w150": 1.0}  # two of the commonest terms and a rare one
-    df = store.vocabulary_df(conn, [ns.id], list(terms))
-    assert df["w150"] <= 10 < df["w001"]
     info: dict = {}
-    # The chunks holding the rare term lead by far: the common terms' blocks cannot change the top 3.
-    hits = lexical_lane(conn, [ns], terms, 3, (), profile, info=info)
-    assert info["packed"]["postings"] < sum(df.values()) / 2, info
+    hits = lexical_lane(conn, [ns], terms, 200, (), profile, info=info)
+    # Each term's arrays are read once per segment: the postings read are what the segments hold
+    # of the terms (the replaced documents' old chunks included), no more.
+    packed_postings = conn.execute(
+        "SELECT sum(length(ords) / 4) FROM kbctl.lexical_terms WHERE namespace_id = %s AND term = ANY(%s)",
+        (ns.id, list(terms)),
+    ).fetchone()[0]
+    # A term whose tfs are whole numbers keeps one byte each; one with a titled chunk's 0.5, float4.
+    widths = {
+        len(tfs) // (len(ords) // 4)
+        for ords, tfs in conn.execute("SELECT ords, tfs FROM kbctl.lexical_terms WHERE namespace_id = %s", (ns.id,))
+    }
+    assert widths == {1, 4}
+    assert info["packed"]["segments"] == 2 and info["packed"]["postings"] == packed_postings
+    assert info["packed"]["dead"] > 0  # the replaced documents' chunks were among the best and checked
     live = {r[0] for r in conn.execute("SELECT id FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,))}
     assert {h.chunk_id for h in hits} <= live
+    _same([(h.chunk_id, h.score) for h in hits], _exhaustive(conn, ns, terms, 200, profile))
+
+
+def test_maxscore_skips_the_common_terms_postings_and_stays_exact(corpus, monkeypatch):
+    kb, conn, ns = corpus
+    monkeypatch.setattr(termarrays, "ESTIMATE_AT", 1)
+    monkeypatch.setattr(termarrays, "_SAMPLE", 4)
+    profile = kb.namespaces.profile_for(NS, None)
+    # two rare terms carry the score; four of the commonest add little to it and hold most postings
+    terms = {"w150": 1.0, "w170": 1.0, "w000": 1.0, "w001": 1.0, "w002": 1.0, "w003": 1.0}
+    info: dict = {}
+    hits = lexical_lane(conn, [ns], terms, 3, (), profile, info=info)
+    assert info["packed"]["scored"] < 0.8 * info["packed"]["postings"], info  # without pruning: all of them
     _same([(h.chunk_id, h.score) for h in hits], _exhaustive(conn, ns, terms, 3, profile))
+
+
+def test_a_threshold_set_too_high_is_noticed_and_the_segment_scored_again(corpus, monkeypatch):
+    # The pruning's θ is an estimate. One that fewer than k chunks reach would skip chunks of the
+    # top k: the segment is scored again with every posting, and the result is still exact.
+    kb, conn, ns = corpus
+    monkeypatch.setattr(termarrays, "ESTIMATE_AT", 1)
+    monkeypatch.setattr(termarrays, "_estimate", lambda acc, k: 1e9)
+    profile = kb.namespaces.profile_for(NS, None)
+    terms = {"w004": 1.0, "w020": 1.0, "w090": 1.0}
+    info: dict = {}
+    hits = lexical_lane(conn, [ns], terms, 10, (), profile, info=info)
+    assert info["packed"]["rescored"] == info["packed"]["segments"] == 2
+    _same([(h.chunk_id, h.score) for h in hits], _exhaustive(conn, ns, terms, 10, profile))
 
 
 def test_every_chunk_of_a_small_namespace_is_found_when_k_exceeds_it(corpus):
@@ -126,7 +172,7 @@ def test_a_full_repack_drops_the_dead_and_keeps_the_ranking(corpus):
     profile = kb.namespaces.profile_for(NS, None)
     terms = {"w002": 1.0, "w010": 1.0, "w040": 1.0}
     before = [(h.chunk_id, h.score) for h in lexical_lane(conn, [ns], terms, 20, (), profile)]
-    out = packed.pack(conn, ns.id, k1=1.2, b=0.75, keep=0)
+    out = packed.pack(conn, ns.id, keep=0)
     live = conn.execute("SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,)).fetchone()[0]
     assert out["chunks"] == live and [s.segment for s in packed.segments(conn, [ns.id])] == [out["segment"]]
     info: dict = {}
@@ -143,18 +189,19 @@ def test_analyzer_terms_are_what_the_records_hold():
 
 
 def test_a_namespace_repacked_while_a_query_ran_is_scored_from_its_postings(corpus, monkeypatch):
-    # The lane read the segments' directories, then `kbctl db optimize` rewrote the segments before
-    # it read their blocks: the blocks it asks for are gone. It must notice and score the postings,
-    # not return a ranking with the missing blocks' postings left out.
+    # The lane read the segments' term arrays, then `kbctl db optimize` rewrote the segments before
+    # it read their chunk ids (not kept in memory yet): they are gone. It must notice and score the
+    # postings, not return a ranking without them.
     kb, conn, ns = corpus
     profile = kb.namespaces.profile_for(NS, None)
     terms = {"w001": 1.0, "w007": 1.0, "w030": 0.5}
     stale = packed.plan(conn, [ns.id], list(terms))
-    packed.pack(conn, ns.id, k1=1.2, b=0.75, keep=0)
+    packed.pack(conn, ns.id, keep=0)
     assert [s.segment for s in packed.segments(conn, [ns.id])] == [3]  # 1 and 2 replaced; numbers are not reused
     monkeypatch.setattr(packed, "plan", lambda *a, **kw: stale)
-    with pytest.raises(blockmax.Stale):
-        blockmax.top_k(conn, [ns.id], list(terms), [1.0, 1.0, 0.5], 10, k1=1.2, b=0.75, avgdl=50.0, directory=stale[1])
+    termarrays.clear_cache()
+    with pytest.raises(termarrays.Stale):
+        termarrays.top_k(conn, list(terms), [1.0, 1.0, 0.5], 10, k1=1.2, b=0.75, avgdl=50.0, rows=stale[1])
     info: dict = {}
     hits = lexical_lane(conn, [ns], terms, 20, (), profile, info=info)
     assert "packed" not in info or not info["packed"].get("postings")

@@ -34,7 +34,7 @@ DISTRIBUTED = {
     "lexical_stats",
     "lexical_segments",
     "lexical_terms",
-    "lexical_blocks",
+    "lexical_docs",
     "runs",
     "run_errors",
     "run_items",

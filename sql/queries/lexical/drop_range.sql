@@ -1,4 +1,4 @@
--- A namespace's segments numbered in (after, before), with their terms and blocks (by cascade): the
+-- A namespace's segments numbered in (after, before), with their docs and terms (by cascade): the
 -- ones a repack replaced, deleted once their replacement is written (segment numbers only grow, so
 -- a query that read the old directory finds its blocks gone, never another segment's under the
 -- same number). Parameters: namespace id, after, before.

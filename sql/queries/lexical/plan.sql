@@ -1,8 +1,9 @@
 -- What the lexical lane needs of the packed namespaces among the given ones, in one statement (one
 -- snapshot): per namespace its highest packed chunk id, the chunks its segments were packed with,
 -- the chunks above that id now (the unpacked tail, counted up to a limit) and the chunks it holds
--- now (packed + tail - now = packed chunks deleted since); and, on the same row, each block
--- directory of a query term in its segments (NULL term: no query term is packed there).
+-- now (packed + tail - now = packed chunks deleted since); and, on the same row, each query term's
+-- ordinals and tfs in each segment, its largest tf and smallest dl, with what identifies the segment (its range, chunks and build
+-- time: the key of its chunk ids and lengths kept in memory) (NULL term: no query term is packed there).
 -- Parameters: namespace ids, limit, terms.
 WITH w AS (
     SELECT namespace_id, max(hi) AS hi, sum(chunks)::bigint AS chunks
@@ -16,5 +17,7 @@ WITH w AS (
            coalesce(st.chunk_count, 0)::bigint AS now
     FROM w LEFT JOIN kbctl.lexical_stats st ON st.namespace_id = w.namespace_id
 )
-SELECT s.namespace_id, s.hi, s.chunks, s.tail, s.now, t.term, t.segment, t.sizes, t.max_tfs, t.min_dls
+SELECT s.namespace_id, s.hi, s.chunks, s.tail, s.now, t.term, t.segment, t.ords, t.tfs, t.max_tf, t.min_dl,
+       g.lo, g.hi, g.chunks, g.built_at
 FROM s LEFT JOIN kbctl.lexical_terms t ON t.namespace_id = s.namespace_id AND t.term = ANY(%s)
+       LEFT JOIN kbctl.lexical_segments g ON g.namespace_id = t.namespace_id AND g.segment = t.segment
