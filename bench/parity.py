@@ -101,13 +101,13 @@ def _kbctl_runs(env: Env, namespace: str, ds, queries: dict) -> tuple[dict, dict
 
 
 def _packed(kb, namespace: str) -> str:
-    """Which lexical lane answered: the packed postings' segments (block-max) or every posting."""
+    """Which lexical lane answered: the packed postings' segments (term arrays) or every posting."""
     from kbctl.store import lexical
 
     segs = lexical.segments(kb.connection(), [kb.namespace(namespace).id])
     if not segs:
         return "not packed: every posting scored in SQL"
-    return f"packed: {len(segs)} segment(s), {sum(s.chunks for s in segs):,} chunks, block-max top k"
+    return f"packed: {len(segs)} segment(s), {sum(s.chunks for s in segs):,} chunks, term arrays top k"
 
 
 def run(env: Env, namespace: str = "scifact") -> str:
