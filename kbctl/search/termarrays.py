@@ -182,7 +182,6 @@ def _score(
     acc = _scratch("acc", len(norm), np.float64)
     acc.fill(0.0)
     suffix = np.cumsum([t.bound for t in terms][::-1])[::-1] if terms else np.zeros(0)
-    left = np.cumsum([t.postings for t in terms][::-1])[::-1] if terms else np.zeros(0)
     theta, scored, i = 0.0, 0, 0
     big = max(len(norm) // 32, ESTIMATE_AT)  # θ is worth estimating before a term of this many postings
     while i < len(terms):
