@@ -224,7 +224,7 @@ def lexical_lane(
 
     # Packed namespaces (not under filters, which the postings statement applies before ranking):
     # their segments' term arrays, plus their unpacked tail from the postings.
-    packs, directory = ({}, []) if filters else packed.plan(conn, ns_ids, present)
+    packs, directory = ({}, []) if filters else packed.plan(conn, ns_ids, present, termarrays.held(ns_ids, present))
     rows: list[tuple] = []
     check = any(p.dead != 0 for p in packs.values())
 

@@ -17,6 +17,12 @@ million chunks it adds a quarter of them. Block-max over impact-ordered blocks (
 measured before this and replaced: read in rounds with its bookkeeping, it cost more than adding
 every posting (docs/benchmarks.md, "The lexical lane").
 
+The rows of common terms (``ROW_MIN`` postings or more) are kept in memory too (``_ROWS``, least
+recently used out past ``ROW_BYTES``): they recur across queries, and the plan statement leaves out
+the arrays of the terms this process holds (``held``), so a heavy query does not read its common
+terms' megabytes again. A held row is of one segment (its key); when the plan finds the term in a
+segment it does not hold (a repack), that row is read by key (``term_rows``).
+
 A segment's chunk ids and lengths (8 + 8 bytes a chunk as numpy arrays) are read once and kept in
 memory (``_DOCS``, least recently used out past ``DOCS_BYTES``): a segment is never rewritten (a
 repack writes a new one under a new number). So are ``k1·(1 - b + b·dl/avgdl)`` per chunk for the
@@ -38,7 +44,7 @@ import numpy as np
 
 from ..store import lexical as packed
 
-__all__ = ["top_k", "Stale", "DOCS_BYTES", "ESTIMATE_AT", "clear_cache"]
+__all__ = ["top_k", "held", "Stale", "DOCS_BYTES", "ROW_MIN", "ROW_BYTES", "ESTIMATE_AT", "clear_cache"]
 
 #: Memory kept for segments' chunk ids, lengths and length norms (bytes), least recently used out.
 DOCS_BYTES = 512 << 20
@@ -57,6 +63,70 @@ _DOCS: OrderedDict[tuple, tuple[np.ndarray, np.ndarray]] = OrderedDict()  # key 
 _NORMS: OrderedDict[tuple, np.ndarray] = OrderedDict()  # (key, k1, b, avgdl) → k1·(1 - b + b·dl/avgdl)
 _NORMS_KEPT = 8
 _local = threading.local()
+#: Term rows kept in memory: (segment key, term) → (ords, tfs), rows of ROW_MIN postings or more,
+#: least recently used out past ROW_BYTES.
+ROW_MIN = 20_000
+ROW_BYTES = 256 << 20
+_ROWS: OrderedDict[tuple, tuple[bytes, bytes]] = OrderedDict()
+_ROW_BYTES = [0]
+_HELD: dict[int, dict[str, int]] = {}  # namespace id → term → rows held
+
+
+def held(ns_ids, terms) -> list[str]:
+    """The terms whose rows this process holds for some segment of the namespaces."""
+    with _LOCK:
+        return [t for t in terms if any(_HELD.get(n, {}).get(t) for n in ns_ids)]
+
+
+def _keep_row(key: tuple, term: str, ords: bytes, tfs: bytes) -> None:
+    if len(ords) // 4 < ROW_MIN:
+        return
+    with _LOCK:
+        if (key, term) in _ROWS:
+            return
+        _ROWS[(key, term)] = (ords, tfs)
+        _ROW_BYTES[0] += len(ords) + len(tfs)
+        h = _HELD.setdefault(key[0], {})
+        h[term] = h.get(term, 0) + 1
+        while _ROW_BYTES[0] > ROW_BYTES and len(_ROWS) > 1:
+            (k, t), (o, f) = _ROWS.popitem(last=False)
+            _ROW_BYTES[0] -= len(o) + len(f)
+            hh = _HELD.get(k[0], {})
+            hh[t] = hh.get(t, 1) - 1
+            if hh[t] <= 0:
+                hh.pop(t, None)
+
+
+def _fill(conn, rows: list[tuple], stats: dict) -> list[tuple]:
+    """``rows`` with the arrays the plan left out (held here) filled in: from memory, or read again
+    when the held copy was of another segment. ``stats`` counts ``held`` and ``reread`` rows."""
+    out: list[tuple] = []
+    missing: dict[tuple, list[tuple]] = {}
+    for r in rows:
+        ns, term, seg, ords, tfs, max_tf, min_dl, key = r
+        if ords is None:
+            with _LOCK:
+                hit = _ROWS.get((key, term))
+                if hit is not None:
+                    _ROWS.move_to_end((key, term))
+            if hit is None:
+                missing.setdefault((ns, seg, key), []).append(r)
+                continue
+            ords, tfs = hit
+            stats["held"] = stats.get("held", 0) + 1
+        else:
+            _keep_row(key, term, ords, tfs)
+        out.append((ns, term, seg, ords, tfs, max_tf, min_dl, key))
+    for (ns, seg, key), rs in missing.items():
+        got = packed.term_rows(conn, ns, seg, [r[1] for r in rs])
+        for r in rs:
+            if r[1] not in got:
+                raise Stale(f"segment {seg} of namespace {ns} is gone")
+            o, f = got[r[1]]
+            stats["reread"] = stats.get("reread", 0) + 1
+            _keep_row(key, r[1], o, f)
+            out.append((ns, r[1], seg, o, f, r[5], r[6], key))
+    return out
 
 
 def _cached_bytes() -> int:
@@ -103,6 +173,9 @@ def clear_cache() -> None:
     with _LOCK:
         _DOCS.clear()
         _NORMS.clear()
+        _ROWS.clear()
+        _ROW_BYTES[0] = 0
+        _HELD.clear()
 
 
 def _scratch(name: str, n: int, dtype: Any) -> np.ndarray:
@@ -290,9 +363,12 @@ def top_k(
     may have been deleted since packing (then the best are checked against the chunks table).
     ``prune``: MaxScore (``_score``); without it every posting is added. ``info`` receives what the
     search read: segments, postings (of the terms), scored (postings added), rescored (segments
-    scored again when the pruning's threshold proved too high), dead. Raises ``Stale`` when a
+    scored again when the pruning's threshold proved too high), dead, held (term rows taken from
+    memory), reread (held rows of a segment since replaced, read again). Raises ``Stale`` when a
     segment is gone (the namespace was repacked since ``rows`` were read)."""
     w = {t: float(x) for t, x in zip(terms, weights)}
+    fill: dict[str, int] = {}
+    rows = _fill(conn, rows, fill)
     by_segment: dict[tuple, list[tuple]] = {}
     for _ns, term, _seg, ords, tfs, max_tf, min_dl, key in rows:
         by_segment.setdefault(key, []).append((term, ords, tfs, max_tf, min_dl))
@@ -316,4 +392,5 @@ def top_k(
     out.sort(key=lambda r: (-round(r[2], 9), r[1]))
     if info is not None:
         info.update(segments=len(by_segment), postings=postings, scored=scored, rescored=rescored, dead=len(dead))
+        info.update(held=fill.get("held", 0), reread=fill.get("reread", 0))
     return out

@@ -94,7 +94,9 @@ def state(conn: Conn, ns_ids: Sequence[int]) -> dict[int, Packed]:
     return out
 
 
-def plan(conn: Conn, ns_ids: Sequence[int], terms: Sequence[str]) -> tuple[dict[int, Packed], list[tuple]]:
+def plan(
+    conn: Conn, ns_ids: Sequence[int], terms: Sequence[str], held: Sequence[str] = ()
+) -> tuple[dict[int, Packed], list[tuple]]:
     """``state`` and the arrays of ``terms`` in one statement (one round trip, one snapshot): the
     packed namespaces among ``ns_ids``, and (namespace_id, term, segment, ords, tfs, max_tf, min_dl,
     key) per query term and segment, the arrays as bytes; ``key`` identifies the segment ((namespace, segment, lo,
@@ -102,7 +104,9 @@ def plan(conn: Conn, ns_ids: Sequence[int], terms: Sequence[str]) -> tuple[dict[
     packs: dict[int, Packed] = {}
     dirs: list[tuple] = []
     with conn.cursor(binary=True) as cur:
-        rows = cur.execute(query("lexical/plan"), (list(ns_ids), TAIL_LIMIT, list(terms))).fetchall()
+        rows = cur.execute(
+            query("lexical/plan"), (list(ns_ids), TAIL_LIMIT, list(held), list(held), list(terms))
+        ).fetchall()
     for ns_id, hi, chunks, tail, now, term, seg, ords, tfs, max_tf, min_dl, s_lo, s_hi, s_chunks, built in rows:
         if ns_id not in packs:
             dead = None if tail >= TAIL_LIMIT else max(0, int(chunks) + int(tail) - int(now))
@@ -186,6 +190,13 @@ def docs(conn: Conn, ns_id: int, segment: int) -> tuple[bytes, bytes] | None:
     with conn.cursor(binary=True) as cur:
         row = cur.execute(query("lexical/docs"), (ns_id, segment)).fetchone()
     return None if row is None else (bytes(row[0]), bytes(row[1]))
+
+
+def term_rows(conn: Conn, ns_id: int, segment: int, terms: Sequence[str]) -> dict[str, tuple[bytes, bytes]]:
+    """term → (ords, tfs) of a segment's rows of ``terms``."""
+    with conn.cursor(binary=True) as cur:
+        rows = cur.execute(query("lexical/term_rows"), (ns_id, segment, list(terms))).fetchall()
+    return {t: (bytes(o), bytes(f)) for t, o, f in rows}
 
 
 def _csv(values: Array | Sequence[int]) -> str:

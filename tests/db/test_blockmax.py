@@ -159,6 +159,29 @@ def test_a_threshold_set_too_high_is_noticed_and_the_segment_scored_again(corpus
     _same([(h.chunk_id, h.score) for h in hits], _exhaustive(conn, ns, terms, 10, profile))
 
 
+def test_common_terms_rows_are_held_in_memory_and_a_repack_is_noticed(corpus, monkeypatch):
+    # Rows of ROW_MIN postings or more are kept: the next query's plan leaves their arrays out and
+    # the lane takes them from memory, with the same ranking. After a repack the held rows are of
+    # segments that are gone: the new segment's rows are read, never the old ones used.
+    kb, conn, ns = corpus
+    monkeypatch.setattr(termarrays, "ROW_MIN", 50)
+    termarrays.clear_cache()
+    profile = kb.namespaces.profile_for(NS, None)
+    terms = {"w000": 1.0, "w003": 1.0, "w150": 1.0}
+    want = _exhaustive(conn, ns, terms, 20, profile)
+    first: dict = {}
+    _same([(h.chunk_id, h.score) for h in lexical_lane(conn, [ns], terms, 20, (), profile, info=first)], want)
+    assert first["packed"]["held"] == 0 and sorted(termarrays.held([ns.id], list(terms))) == ["w000", "w003"]
+    second: dict = {}
+    _same([(h.chunk_id, h.score) for h in lexical_lane(conn, [ns], terms, 20, (), profile, info=second)], want)
+    assert second["packed"]["held"] == 4  # two common terms in two segments
+    packed.pack(conn, ns.id, keep=0)  # one new segment; the held rows are of the two replaced
+    third: dict = {}
+    got = [(h.chunk_id, h.score) for h in lexical_lane(conn, [ns], terms, 20, (), profile, info=third)]
+    assert third["packed"]["held"] == 0 and third["packed"]["reread"] == 2 and third["packed"]["segments"] == 1
+    _same(got, _exhaustive(conn, ns, terms, 20, profile))
+
+
 def test_every_chunk_of_a_small_namespace_is_found_when_k_exceeds_it(corpus):
     kb, conn, ns = corpus
     profile = kb.namespaces.profile_for(NS, None)
