@@ -67,34 +67,25 @@ _local = threading.local()
 #: least recently used out past ROW_BYTES.
 ROW_MIN = 20_000
 ROW_BYTES = 256 << 20
-_ROWS: OrderedDict[tuple, tuple[bytes, bytes]] = OrderedDict()
-_ROW_BYTES = [0]
-_HELD: dict[int, dict[str, int]] = {}  # namespace id → term → rows held
+_ROWS: OrderedDict[tuple, tuple[bytes, bytes]] = OrderedDict()  # (segment key, term) → (ords, tfs)
 
 
 def held(ns_ids, terms) -> list[str]:
     """The terms whose rows this process holds for some segment of the namespaces."""
+    ids = set(ns_ids)
     with _LOCK:
-        return [t for t in terms if any(_HELD.get(n, {}).get(t) for n in ns_ids)]
+        have = {term for key, term in _ROWS if key[0] in ids}
+    return [t for t in terms if t in have]
 
 
 def _keep_row(key: tuple, term: str, ords: bytes, tfs: bytes) -> None:
     if len(ords) // 4 < ROW_MIN:
         return
     with _LOCK:
-        if (key, term) in _ROWS:
-            return
         _ROWS[(key, term)] = (ords, tfs)
-        _ROW_BYTES[0] += len(ords) + len(tfs)
-        h = _HELD.setdefault(key[0], {})
-        h[term] = h.get(term, 0) + 1
-        while _ROW_BYTES[0] > ROW_BYTES and len(_ROWS) > 1:
-            (k, t), (o, f) = _ROWS.popitem(last=False)
-            _ROW_BYTES[0] -= len(o) + len(f)
-            hh = _HELD.get(k[0], {})
-            hh[t] = hh.get(t, 1) - 1
-            if hh[t] <= 0:
-                hh.pop(t, None)
+        _ROWS.move_to_end((key, term))
+        while len(_ROWS) > 1 and sum(len(o) + len(f) for o, f in _ROWS.values()) > ROW_BYTES:
+            _ROWS.popitem(last=False)
 
 
 def _fill(conn, rows: list[tuple], stats: dict) -> list[tuple]:
@@ -174,8 +165,6 @@ def clear_cache() -> None:
         _DOCS.clear()
         _NORMS.clear()
         _ROWS.clear()
-        _ROW_BYTES[0] = 0
-        _HELD.clear()
 
 
 def _scratch(name: str, n: int, dtype: Any) -> np.ndarray:
