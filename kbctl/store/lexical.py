@@ -100,7 +100,8 @@ def plan(
     """``state`` and the arrays of ``terms`` in one statement (one round trip, one snapshot): the
     packed namespaces among ``ns_ids``, and (namespace_id, term, segment, ords, tfs, max_tf, min_dl,
     key) per query term and segment, the arrays as bytes; ``key`` identifies the segment ((namespace, segment, lo,
-    hi, chunks, built_at): numbers are not reused, and the rest tells two databases' apart)."""
+    hi, chunks, built_at): numbers are not reused, and the rest tells two databases' apart).
+    ``held``: terms whose arrays the caller holds in memory; their ords and tfs come back None."""
     packs: dict[int, Packed] = {}
     dirs: list[tuple] = []
     with conn.cursor(binary=True) as cur:
