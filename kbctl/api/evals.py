@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 __all__ = ["Evals", "search_fn", "MODES", "EvalRun"]
 
 # "prf": hybrid search with pseudo-relevance feedback (prf = "hybrid"), the quality mode.
-MODES = ("lexical", "dense", "hybrid", "rerank", "prf")
+# "hybrid" is what a search with no flags does (the profile's prf); "plain" is hybrid without
+# feedback; "rescore" hybrid with bounded feedback (prf = "rescore"); "prf" two full rounds of
+# feedback (prf = "hybrid").
+MODES = ("lexical", "dense", "hybrid", "plain", "rescore", "rerank", "prf")
 
 
 class _KeyResolver:
@@ -114,6 +117,10 @@ def search_fn(kb, dataset, namespace: str | None, depth: int, extra: dict | None
             lane, kwargs["rerank"] = "hybrid", True
         elif mode == "prf":
             lane, kwargs["prf"] = "hybrid", "hybrid"
+        elif mode == "plain":
+            lane, kwargs["prf"] = "hybrid", "off"
+        elif mode == "rescore":
+            lane, kwargs["prf"] = "hybrid", "rescore"
         elif mode not in MODES:
             lane = kwargs.pop("lane", "hybrid")
         t0 = time.perf_counter()

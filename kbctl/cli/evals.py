@@ -50,7 +50,7 @@ def run(
     modes: str = typer.Option(
         "lexical,dense,hybrid",
         "--modes",
-        help="Comma list of lexical, dense, hybrid, rerank, prf (hybrid with pseudo-relevance feedback).",
+        help="Comma list of lexical, dense, hybrid (the default search), plain (hybrid without feedback), rescore (hybrid with bounded feedback), rerank, prf (two rounds of feedback).",
     ),
     k: int = typer.Option(10, "-k", help="Cut-off for P@k."),
     depth: int = typer.Option(100, "--depth", help="Documents retrieved per query (for Recall@100, MAP)."),

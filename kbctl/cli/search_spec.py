@@ -74,7 +74,7 @@ SEARCH_OPTIONS: tuple[SearchOption, ...] = (
         ("--prf",),
         str | None,
         None,
-        "Pseudo-relevance feedback: off | hybrid (default: profile search.prf; hybrid searches only).",
+        "Pseudo-relevance feedback: off | rescore (bounded: the candidates scored again) | hybrid (two full rounds); default: profile search.prf; hybrid searches only.",
     ),
     SearchOption("explain", ("--explain",), bool, False, "Show each hit's rank and score in every lane."),
     SearchOption("json_", ("--json",), bool, False, "One JSON object on stdout.", key="json"),

@@ -47,9 +47,10 @@ FINGERPRINT_KEYS = (
 CHUNK_STRATEGIES = ("structure", "semantic")
 SEARCH_MODES = ("auto", "dense", "lexical", "hybrid")
 FUSIONS = ("rrf", "convex")
-# Pseudo-relevance feedback: off, or hybrid (RM3 for the lexical lane and Rocchio for the dense one,
-# both from the fused first round; kbctl.search.prf).
-PRF_MODES = ("off", "hybrid")
+# Pseudo-relevance feedback (RM3 for the lexical lane and Rocchio for the dense one, both from the
+# fused first round; kbctl.search.prf): off; rescore (the first round's candidates scored again by
+# both lanes, the default); hybrid (both lanes run again: the deeper, costlier quality mode).
+PRF_MODES = ("off", "rescore", "hybrid")
 # Reranker kinds a profile may name ("" is off); ``kbctl.search.rerank.register_reranker`` adds to it.
 RERANK_KINDS = {"", "cross-encoder"}
 
@@ -146,6 +147,8 @@ class SearchSettings:
     prf_vector_weight: float
     prf_max_postings: int
     prf_candidates: int
+    prf_min_agreement: float
+    prf_dense_weight: float
 
     def _check(self, where: str) -> None:
         one_of(where, "search.mode", self.mode, SEARCH_MODES)
@@ -164,6 +167,8 @@ class SearchSettings:
         check_range(where, "search.prf_vector_weight", self.prf_vector_weight, 0, 1)
         check_range(where, "search.prf_max_postings", self.prf_max_postings, 0)
         check_range(where, "search.prf_candidates", self.prf_candidates, 1, 1000)
+        check_range(where, "search.prf_min_agreement", self.prf_min_agreement, 0, 1)
+        check_range(where, "search.prf_dense_weight", self.prf_dense_weight, 0, 1)
 
 
 @dataclass(frozen=True)

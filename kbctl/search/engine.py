@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -22,8 +23,8 @@ from .access import ACL_COLUMN, anonymous_gate, gate_lanes, gated_page, viewable
 from .cite import cited_hit, relevance_scale
 from .filters import Filter
 from .fuse import fuse
-from .lanes import LaneHit, correct_terms, dense_lane, effective_ef_search, lexical_lane, vocabulary_df
-from .prf import cap_postings, feedback_keys, rm3_terms, rocchio
+from .lanes import LaneHit, _similarity, correct_terms, dense_lane, effective_ef_search, lexical_lane, vocabulary_df
+from .prf import cap_postings, feedback_keys, lane_agreement, rm3_terms, rocchio
 from .route import route
 from .shape import shape
 
@@ -218,8 +219,9 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     if prf not in PRF_MODES:
         raise UsageError(f"unknown prf {prf!r}", hint=f"use one of: {', '.join(PRF_MODES)}")
     # A search with feedback reads deeper lanes in both rounds (prf_candidates; docs/retrieval-quality.md).
-    feedback = prf == "hybrid" and mode == "hybrid"
-    run = _Lanes(depth=max(opts.candidates or (s.prf_candidates if feedback else s.candidates), plan.k))
+    feedback = prf in ("hybrid", "rescore") and mode == "hybrid"
+    deep = feedback and prf == "hybrid"
+    run = _Lanes(depth=max(opts.candidates or (s.prf_candidates if deep else s.candidates), plan.k))
     # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the
     # HNSW scan runs on the side connection) while the lexical lane runs here.
     pending = (
@@ -241,18 +243,43 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     # The gate decides first: fusion, feedback, shaping, reranking and paging see viewable hits only.
     run.raw = run.lanes
     _gated(conn, plan, run)
+    feedback = feedback and not run.degraded and run.qvec is not None and bool(run.terms)
+    if feedback and prf == "rescore":
+        agreement = lane_agreement(run.lanes)
+        if agreement < s.prf_min_agreement:
+            # The lanes disagree on the first round: feedback from it is likely to drift (the rule and
+            # its measurement: docs/retrieval-quality.md), so the first round, fused as without
+            # feedback, is the answer. The decision shows in --explain's details.
+            feedback = False
+            run.details["prf"] = {"applied": False, "agreement": agreement, "min_agreement": s.prf_min_agreement}
+        elif opts.dense_weight is None:
+            # Rescoring fuses with its own dense weight, the feedback documents' selection included.
+            fusion = {**fusion, "dense_weight": s.prf_dense_weight}
     fused = _fused(run, fusion)
-    if feedback and not run.degraded and run.qvec is not None and run.terms and fused:
+    if feedback and fused:
         t0 = time.perf_counter()
         with telemetry.span("kbctl.search.feedback", {"kbctl.candidates": run.depth}) as span:
-            run.raw, run.details["prf"] = _feedback_round(
-                conn, plan.namespaces, profile, run.terms, run.qvec, run.lanes, fused[: run.depth], run.depth, opts,
-                plan.side,
-            )  # fmt: skip
-            prf = run.details["prf"]
-            span.set_attributes({"kbctl.docs": prf["docs"], "kbctl.terms.added": len(prf["terms"])})
-        _gated(conn, plan, run)
-        fused = _fused(run, fusion)
+            if prf == "rescore":
+                # The rescored lanes hold only the gated first round's candidates: nothing to withhold
+                # again. The raw first round and what the gate withheld from it stay, for the count
+                # of withheld hits and the saturation check (``_page``). Their fusion is part of this
+                # step (no span of its own).
+                run.lanes, run.details["prf"] = _feedback_rescore(
+                    conn, plan.namespaces, profile, run.terms, run.qvec, run.lanes, fused[: run.depth],
+                    run.lexical_info, plan.side,
+                )  # fmt: skip
+                run.details["prf"]["agreement"] = agreement
+                fused = fuse(run.lanes, **fusion)
+            else:
+                run.raw, run.details["prf"] = _feedback_round(
+                    conn, plan.namespaces, profile, run.terms, run.qvec, run.lanes, fused[: run.depth], run.depth,
+                    opts, plan.side,
+                )  # fmt: skip
+            info = run.details["prf"]
+            span.set_attributes({"kbctl.docs": info["docs"], "kbctl.terms.added": len(info["terms"])})
+        if prf == "hybrid":
+            _gated(conn, plan, run)
+            fused = _fused(run, fusion)
         run.timings["prf_ms"] = (time.perf_counter() - t0) * 1000
     hits, withheld = _page(conn, plan, run, fused, fusion)
     details = run.details
@@ -451,6 +478,83 @@ def _feedback_round(
     added = sorted((t for t in expanded if t not in terms), key=lambda t: -expanded[t])
     info = {"docs": len(feedback), "vector_docs": len(vectors), "terms": added, "candidates": depth}
     return new, info
+
+
+def _feedback_rescore(
+    conn, namespaces, profile: Profile, terms: dict[str, float], qvec, lanes, fused, lexical_info: dict, side
+):
+    """Pseudo-relevance feedback at a bounded cost (``prf = "rescore"``): the same RM3 query and
+    Rocchio vector as ``_feedback_round``, but instead of running both lanes again, every candidate
+    of the first round (the union of the gated lanes) is scored by both: BM25 of the expanded query
+    (from the candidates' own postings) and the distance of the moved query vector (to their stored
+    vectors, in PostgreSQL). Its cost grows with the candidates, not with the corpus or the
+    expansion terms' postings. Each lane then ranks every candidate, so fusion sees both lanes'
+    evidence for each (a chunk one lane missed is no longer scored 0 by it). The vector half runs on
+    the side connection while the lexical half runs here, when the caller offers one (``side``).
+    Returns the rescored lanes (gated already: they hold only the gated first round's chunks) and
+    the step's details."""
+    s = profile.search
+    order: dict[tuple[int, int], int | None] = {}
+    for hits in lanes.values():
+        for h in hits:
+            if order.get((h.namespace_id, h.chunk_id)) is None:
+                order[(h.namespace_id, h.chunk_id)] = h.document_id
+    doc_of = {key: (key[0], d) for key, d in order.items() if d is not None}
+    feedback = feedback_keys(fused, doc_of, s.prf_docs)
+    keys = [key for key, _ in feedback]
+    cands = list(order)
+    ns_ids = [n.id for n in namespaces]
+    gens = [n.generation_id for n in namespaces]
+    vkeys = keys[: s.prf_vector_docs]
+
+    def vector_half(c) -> tuple[dict, int]:
+        vectors = store.feedback_vectors(c, vkeys, gens)
+        moved = rocchio(qvec, [vectors[key] for key in vkeys if key in vectors], s.prf_vector_weight)
+        return store.candidate_distances(c, cands, moved, profile.distance, gens), len(vectors)
+
+    pending = _search_pool().submit(telemetry.bound(lambda: vector_half(side("dense")))) if side is not None else None
+    expanded = rm3_terms(terms, feedback, store.feedback_postings(conn, keys), s.prf_terms, s.prf_query_weight)
+    n, total = lexical_info.get("stats") or store.lexical_stats(conn, ns_ids)
+    df = vocabulary_df(conn, ns_ids, list(expanded))
+    present = [t for t in expanded if t in df]
+    weight = [expanded[t] * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in present]
+    k1, b = profile.lexical.k1, profile.lexical.b
+    avgdl = float(total) / float(n or 1) or 1.0
+    bm25 = _candidate_bm25(conn, cands, present, weight, k1, b, avgdl, side)
+    lexical_info["bound"] = sum(weight) * (k1 + 1)
+    dist, nvec = pending.result() if pending is not None else vector_half(conn)
+    sim = {key: _similarity(profile.distance, d) for key, d in dist.items()}
+    new = {
+        "lexical": _rescored([(key, bm25.get(key, 0.0), order[key]) for key in cands]),
+        "dense": _rescored([(key, sim[key], order[key]) for key in cands if key in sim]),
+    }
+    added = sorted((t for t in expanded if t not in terms), key=lambda t: -expanded[t])
+    info = {"docs": len(feedback), "vector_docs": nvec, "terms": added, "candidates": len(cands), "applied": True}
+    return new, info
+
+
+def _candidate_bm25(conn, cands, terms, weights, k1: float, b: float, avgdl: float, side) -> dict:
+    """``store.candidate_bm25`` of the candidates; with a side connection, half of them there at the
+    same time (the statement's cost is reading each candidate's postings)."""
+    if side is None or len(cands) < 2 * SPLIT_CANDIDATES:
+        return store.candidate_bm25(conn, cands, terms, weights, k1=k1, b=b, avgdl=avgdl)
+    half = len(cands) // 2
+    other = _search_pool().submit(
+        telemetry.bound(
+            lambda: store.candidate_bm25(side("lexical"), cands[half:], terms, weights, k1=k1, b=b, avgdl=avgdl)
+        )
+    )
+    out = store.candidate_bm25(conn, cands[:half], terms, weights, k1=k1, b=b, avgdl=avgdl)
+    out.update(other.result())
+    return out
+
+
+SPLIT_CANDIDATES = 50  # rescoring splits its BM25 statement in two from twice this many candidates
+
+
+def _rescored(rows: list[tuple[tuple[int, int], float, int | None]]) -> list[LaneHit]:
+    rows = sorted(rows, key=lambda r: (-round(r[1], 9), r[0][1]))
+    return [LaneHit(key[0], key[1], float(sc), i + 1, d) for i, (key, sc, d) in enumerate(rows)]
 
 
 def _query_terms(conn, ns_ids, query, analyzer, profile, correct: bool) -> tuple[dict[str, float], dict[str, str]]:

@@ -215,6 +215,7 @@ def lexical_lane(
     weight = [terms[t] * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in present]
     k1, b = profile.lexical.k1, profile.lexical.b
     if info is not None:
+        info["stats"] = (n, total)  # for a rescoring of the candidates (prf = "rescore")
         info["bound"] = sum(weight) * (k1 + 1)
         info["postings"] = sum(df[t] for t in present)  # what scoring every posting reads (the trace's)
     statement = store.bm25_statement(filters)

@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["feedback_keys", "rm3_terms", "cap_postings", "rocchio"]
+__all__ = ["feedback_keys", "rm3_terms", "cap_postings", "rocchio", "lane_agreement"]
 
 Key = tuple[int, int]
 
@@ -95,3 +95,24 @@ def rocchio(qvec: np.ndarray, vectors: Sequence[np.ndarray], weight: float) -> n
     c /= np.linalg.norm(c) or 1.0
     out = q / (np.linalg.norm(q) or 1.0) + weight * c
     return (out / (np.linalg.norm(out) or 1.0)).astype(np.float32)
+
+
+def lane_agreement(lanes: Mapping[str, Sequence], n: int = 10) -> float:
+    """How far the lanes agree on the first round: the share of the lexical lane's first ``n``
+    documents that are among the dense lane's first ``n`` (of the shorter list when a lane found
+    fewer; 0 when either lane is empty). A
+    query-performance predictor that needs no judgements: when two unrelated views of relevance
+    agree, the first round is likely good, and feedback from it likely helps."""
+    tops = []
+    for name in ("lexical", "dense"):
+        seen: list = []
+        for h in lanes.get(name, ()):
+            d = (h.namespace_id, h.document_id if h.document_id is not None else ("chunk", h.chunk_id))
+            if d not in seen:
+                seen.append(d)
+                if len(seen) >= n:
+                    break
+        tops.append(seen)
+    if not tops[0] or not tops[1]:
+        return 0.0
+    return len(set(tops[0]) & set(tops[1])) / float(min(len(tops[0]), len(tops[1])))

@@ -30,6 +30,8 @@ __all__ = [
     "correction_candidates",
     "bm25_statement",
     "bm25_rows",
+    "candidate_bm25",
+    "candidate_distances",
     "median_chunk",
     "with_documents",
     "dense_statement",
@@ -118,6 +120,41 @@ def bm25_rows(
     with conn.transaction():
         conn.execute(query("search/lexical_settings"))
         return conn.execute(q, [k1 + 1, k1, b, b, avgdl, terms, weights, ns_ids, lo, hi, *fparams, k]).fetchall()
+
+
+def candidate_bm25(
+    conn: Conn,
+    keys: Sequence[tuple[int, int]],
+    terms: list[str],
+    weights: list[float],
+    *,
+    k1: float,
+    b: float,
+    avgdl: float,
+) -> dict[tuple[int, int], float]:
+    """BM25 of the chunks ``keys`` only, keyed by (namespace_id, chunk_id); a chunk holding none of
+    the terms is missing (score 0). Reads only the candidates' postings."""
+    if not keys or not terms:
+        return {}
+    want = set(keys)
+    rows = conn.execute(
+        query("search/candidate_bm25"),
+        (k1 + 1, k1, b, b, avgdl, terms, weights, sorted({a for a, _ in keys}), [c for _, c in keys], terms),
+    ).fetchall()
+    return {(a, c): float(s) for a, c, s in rows if (a, c) in want}
+
+
+def candidate_distances(
+    conn: Conn, keys: Sequence[tuple[int, int]], qvec: np.ndarray, distance: str, generation_ids: Sequence[int]
+) -> dict[tuple[int, int], float]:
+    """The distance (the profile's ``distance``) from ``qvec`` to each chunk of ``keys`` that has a
+    vector in the given generations, keyed by (namespace_id, chunk_id)."""
+    if not keys:
+        return {}
+    want = set(keys)
+    q = template("search/candidate_distances", op=sql.SQL(_DIST[distance]))
+    rows = conn.execute(q, (qvec, sorted({a for a, _ in keys}), [c for _, c in keys], list(generation_ids))).fetchall()
+    return {(a, c): float(d) for a, c, d in rows if (a, c) in want}
 
 
 def median_chunk(conn: Conn, ns_ids: list[int], offset: int) -> int | None:

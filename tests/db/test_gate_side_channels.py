@@ -139,7 +139,7 @@ def dup_kb(tmp_path, kb_home, tenant):
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("prf", ["off", "hybrid"])
+@pytest.mark.parametrize("prf", ["off", "rescore", "hybrid"])
 def test_public_copy_of_a_duplicate_survives_the_gate(dup_kb, mode, prf):
     every = dup_kb.search("travel policy meal allowance", "gate", mode=mode, unrestricted=True, prf=prf)
     assert len(every.hits) == 1  # near-duplicates collapse for whoever may see both

@@ -8,7 +8,25 @@ import pytest
 from kbctl.errors import UsageError
 from kbctl.store import search as store
 from kbctl.types import Block, Document
-from tests.db.test_store import DOCS, _write
+from tests.db.test_store import DOCS, _doc, _write
+
+# A dozen small documents whose vocabularies overlap, so that both lanes find several of them and
+# each finds some the other does not.
+TOPICS = [
+    ("refunds", "A refund is paid back to the original payment method within ten business days."),
+    ("chargebacks", "A chargeback reverses a card payment when the customer disputes it with the bank."),
+    ("invoices", "Invoices list every payment due this month and are issued on the first day."),
+    ("payouts", "Payouts move the balance to the merchant bank account every business day."),
+    ("subscriptions", "A subscription renews each month and the card on file is charged automatically."),
+    ("trials", "A free trial turns into a paid subscription unless it is cancelled before the end."),
+    ("coupons", "Coupons lower the price of an order; a refund returns the amount actually paid."),
+    ("taxes", "Sales tax is added to each invoice according to the billing address of the customer."),
+    ("sso", "Configure SAML single sign-on from the admin console for every workspace."),
+    ("passwords", "Reset a forgotten password from the sign-in page; the link expires after an hour."),
+    ("exports", "Export the payment history as a CSV file from the billing page of the console."),
+    ("disputes", "Answer a dispute with receipts and delivery proof before the bank's deadline."),
+]
+MANY = [_doc(f"mem://{name}", name.title(), [text]) for name, text in TOPICS]
 
 
 def test_feedback_reads_the_stored_postings_and_vectors(kb):
@@ -101,3 +119,95 @@ def test_prf_candidates_is_checked(tmp_path):
     cfg.write_text("[profile.search]\nprf_candidates = 0\n")
     with pytest.raises(ConfigError, match=r"search.prf_candidates must be in 1..1000"):
         load_settings(cfg, env={}).profile("minilm")
+
+
+def test_candidate_scores_equal_the_lanes_own(kb):
+    """Rescoring reads the same numbers the lanes computed: BM25 of the lexical lane's chunks from
+    their postings, and the dense lane's similarities from their stored vectors."""
+    from kbctl.search.lanes import dense_lane, lexical_lane
+
+    ns = _write(kb, "fb_exact", MANY)
+    conn = kb.connection()
+    prof = kb.settings.profile("hash-384")
+    terms = {"refund": 1.0, "payment": 1.0, "bank": 1.0}
+    lex = lexical_lane(conn, [ns], terms, 50, (), prof)
+    assert len(lex) >= 2
+    n, total = store.lexical_stats(conn, [ns.id])
+    df = store.vocabulary_df(conn, [ns.id], list(terms))
+    import math
+
+    weights = [terms[t] * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms]
+    keys = [(h.namespace_id, h.chunk_id) for h in lex]
+    k1, b = prof.lexical.k1, prof.lexical.b
+    again = store.candidate_bm25(conn, keys, list(terms), weights, k1=k1, b=b, avgdl=total / n)
+    assert again == pytest.approx({(h.namespace_id, h.chunk_id): h.score for h in lex}, rel=1e-9)
+    # a chunk without the terms is missing (score 0), and pairs outside the keys are never returned
+    other = conn.execute(
+        "SELECT namespace_id, id FROM kbctl.chunks WHERE namespace_id = %s AND NOT (id = ANY(%s))",
+        (ns.id, [k for _, k in keys]),
+    ).fetchall()
+    assert other
+    assert (
+        store.candidate_bm25(conn, [tuple(r) for r in other], list(terms), weights, k1=k1, b=b, avgdl=total / n) == {}
+    )
+
+    from kbctl.embed import get_embedder
+
+    qvec = np.asarray(get_embedder(prof).embed_query("refund payment bank"), dtype=np.float32)
+    dense, _ = dense_lane(conn, [ns], qvec, 50, (), prof)
+    dist = store.candidate_distances(
+        conn, [(h.namespace_id, h.chunk_id) for h in dense], qvec, prof.distance, [ns.generation_id]
+    )
+    assert {k: 1.0 - d for k, d in dist.items()} == pytest.approx(
+        {(h.namespace_id, h.chunk_id): h.score for h in dense}, abs=1e-6
+    )
+
+
+def test_rescoring_feedback_scores_every_candidate_in_both_lanes(kb):
+    """``prf = "rescore"``: no second search, each lane ranks the union of the first round's candidates,
+    so a chunk only one lane found is scored by the other as well."""
+    _write(kb, "fb_rescore", MANY)
+    q = "refund payment bank"
+    plain = kb.search(q, "fb_rescore", mode="hybrid", prf="off", k=12)
+    one_lane = [h for h in plain.hits if h.lanes["lexical"]["rank"] is None]
+    assert one_lane, "the fixture must leave some hits to one lane"
+    fed = kb.search(q, "fb_rescore", mode="hybrid", prf="rescore", k=12)
+    info = fed.details["prf"]
+    assert info["applied"] is True and info["docs"] >= 1 and 0.0 <= info["agreement"] <= 1.0
+    assert info["candidates"] == len(plain.hits)
+    # every hit now carries both lanes' evidence, and each lane ranks every candidate
+    assert fed.hits and all(h.lanes[lane]["rank"] is not None for h in fed.hits for lane in ("lexical", "dense"))
+    assert {h.lanes["lexical"]["rank"] for h in fed.hits} == set(range(1, len(fed.hits) + 1))
+    assert "prf_ms" in fed.details["timings_ms"]
+
+
+def test_feedback_is_skipped_when_the_lanes_disagree(kb_home, tenant, tmp_path):
+    """The per-query decision: below ``prf_min_agreement`` the first round is the answer (the same
+    hits as without feedback), and the decision and its measure are in the details (--explain)."""
+    import kbctl
+
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text('[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = 1.0\n')
+    kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
+    try:
+        # Random document vectors over many documents: the dense lane's first ten are unrelated to
+        # the lexical lane's, so the lanes disagree.
+        rng = np.random.default_rng(7)
+        filler = [
+            _doc(f"mem://note{i}", f"Note {i}", [f"Gardening note {i} about tomatoes and soil."]) for i in range(40)
+        ]
+        _write(kb, "fb_skip", MANY + filler, vectors=lambda n: rng.normal(size=(n, 384)))
+        r = kb.search("refund payment bank", "fb_skip", mode="hybrid")
+        plain = kb.search("refund payment bank", "fb_skip", mode="hybrid", prf="off")
+        info = r.details["prf"]
+        assert info["agreement"] < 1.0
+        assert info == {"applied": False, "agreement": info["agreement"], "min_agreement": 1.0}
+        assert [(h.chunk_id, h.score) for h in r.hits] == [(h.chunk_id, h.score) for h in plain.hits]
+    finally:
+        kb.close()
+    cfg.write_text('[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = 0.0\n')
+    kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
+    try:
+        assert kb.search("refund payment bank", "fb_skip", mode="hybrid").details["prf"]["applied"] is True
+    finally:
+        kb.close()

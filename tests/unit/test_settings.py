@@ -67,7 +67,7 @@ BAD_VALUES = [
     ("search", "dense_weight", 1.5, r"search.dense_weight must be in 0..1"),
     ("search", "dense_weight", -0.1, r"search.dense_weight must be in 0..1"),
     ("search", "per_doc", -1, "search.per_doc must be >= 0"),
-    ("search", "prf", "rm3", "search.prf must be one of 'off', 'hybrid'"),
+    ("search", "prf", "rm3", "search.prf must be one of 'off', 'rescore', 'hybrid'"),
     ("search", "prf_docs", 0, r"search.prf_docs must be in 1..100"),
     ("search", "prf_terms", 0, r"search.prf_terms must be in 1..200"),
     ("search", "prf_query_weight", 1.5, r"search.prf_query_weight must be in 0..1"),
@@ -171,6 +171,8 @@ def test_defaults_load_with_the_right_types():
         prf_vector_weight=0.5,
         prf_max_postings=50000,
         prf_candidates=200,
+        prf_min_agreement=0.2,
+        prf_dense_weight=0.6,
     )
     assert p.rerank == RerankSettings(kind="", model="", top_n=50)
     for part in (p.chunk, p.hnsw, p.lexical, p.search, p.rerank):
