@@ -206,21 +206,14 @@ def _million_prf(env: Env) -> dict | None:
     it, after its files are read into the page cache (its queries are synthetic: a cost figure, not a
     quality one)."""
     import os
-    from pathlib import Path
 
     home = os.environ.get("KBCTL_BENCH_MILLION_HOME")
     if not home or env.smoke:
         return None
     import million
-    import synth
 
-    size = int(os.environ.get("KBCTL_BENCH_MILLION", million.SIZE))
-    name = f"{million.NAME}-{size // 1000}k" if size < 1_000_000 else f"{million.NAME}-{size // 1_000_000}m"
-    kb = million._open(Env(env.evaldata, Path(home)), name)
+    kb, name, size, qs = million.opened_with_queries(env, home)
     try:
-        m = synth.model()
-        b0 = synth.batch(m, min(million.BATCH, size), synth.SEED)
-        qs = [q for _, q in synth.queries(m, b0, env.pick(million.QUERIES, 5), seed=7)]
         print(name, warm_page_cache(kb), flush=True)
         before = _load()
         lat = measure_prf(kb, name, qs)

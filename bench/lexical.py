@@ -116,21 +116,13 @@ def run(env: Env) -> str:
 
 def _million(env: Env) -> dict | None:
     """The synthetic namespace of part `million`, if its home holds it (``KBCTL_BENCH_MILLION_HOME``)."""
-    from pathlib import Path
-
     home = os.environ.get("KBCTL_BENCH_MILLION_HOME")
     if not home or env.smoke:
         return None
     import million
-    import synth
 
-    size = int(os.environ.get("KBCTL_BENCH_MILLION", million.SIZE))
-    name = f"{million.NAME}-{size // 1000}k" if size < 1_000_000 else f"{million.NAME}-{size // 1_000_000}m"
-    kb = million._open(Env(env.evaldata, Path(home)), name)
+    kb, name, _, qs = million.opened_with_queries(env, home)
     try:
-        m = synth.model()
-        b0 = synth.batch(m, min(million.BATCH, size), synth.SEED)
-        qs = [q for _, q in synth.queries(m, b0, env.pick(million.QUERIES, 5), seed=7)]
         return _lane(kb, name, qs)
     finally:
         kb.close()

@@ -78,6 +78,24 @@ def _open(env: Env, name: str):
     return kbctl.open(home=env.home, config=_config(env, name))
 
 
+def opened_with_queries(env: Env, home: str):
+    """This part's namespace in another ``home`` (``KBCTL_BENCH_MILLION`` for another size), opened:
+    (its KnowledgeBase, its name, its size, the part's synthetic queries). The caller closes it."""
+    from pathlib import Path
+
+    size = int(os.environ.get("KBCTL_BENCH_MILLION", SIZE))
+    name = f"{NAME}-{size // 1000}k" if size < 1_000_000 else f"{NAME}-{size // 1_000_000}m"
+    kb = _open(Env(env.evaldata, Path(home)), name)
+    try:
+        m = synth.model()
+        b0 = synth.batch(m, min(BATCH, size), synth.SEED)
+        queries = [q for _, q in synth.queries(m, b0, env.pick(QUERIES, 5), seed=7)]
+    except BaseException:
+        kb.close()
+        raise
+    return kb, name, size, queries
+
+
 DOC_COLS = ("namespace_id", "id", "uri", "source_uri", "source_type", "content_hash", "char_count", "chunk_count")
 CHUNK_COLS = ("namespace_id", "id", "document_id", "position", "text", "token_count", "char_start", "char_end",
               "content_hash", "metadata", "lex_length")  # fmt: skip

@@ -48,8 +48,8 @@ CHUNK_STRATEGIES = ("structure", "semantic")
 SEARCH_MODES = ("auto", "dense", "lexical", "hybrid")
 FUSIONS = ("rrf", "convex")
 # Pseudo-relevance feedback (RM3 for the lexical lane and Rocchio for the dense one, both from the
-# fused first round; kbctl.search.prf): off; rescore (the first round's candidates scored again by
-# both lanes, the default); hybrid (both lanes run again: the deeper, costlier quality mode).
+# fused first round; kbctl.search.prf): off (the default); rescore (the first round's candidates scored
+# again by both lanes); hybrid (both lanes run again: the deeper, costlier quality mode).
 PRF_MODES = ("off", "rescore", "hybrid")
 # Reranker kinds a profile may name ("" is off); ``kbctl.search.rerank.register_reranker`` adds to it.
 RERANK_KINDS = {"", "cross-encoder"}

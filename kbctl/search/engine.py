@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -23,7 +22,16 @@ from .access import ACL_COLUMN, anonymous_gate, gate_lanes, gated_page, viewable
 from .cite import cited_hit, relevance_scale
 from .filters import Filter
 from .fuse import fuse
-from .lanes import LaneHit, _similarity, correct_terms, dense_lane, effective_ef_search, lexical_lane, vocabulary_df
+from .lanes import (
+    LaneHit,
+    bm25_weights,
+    correct_terms,
+    dense_lane,
+    effective_ef_search,
+    lexical_lane,
+    similarity,
+    vocabulary_df,
+)
 from .prf import cap_postings, feedback_keys, lane_agreement, rm3_terms, rocchio
 from .route import route
 from .shape import shape
@@ -517,13 +525,13 @@ def _feedback_rescore(
     n, total = lexical_info.get("stats") or store.lexical_stats(conn, ns_ids)
     df = vocabulary_df(conn, ns_ids, list(expanded))
     present = [t for t in expanded if t in df]
-    weight = [expanded[t] * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in present]
+    weight = bm25_weights(expanded, present, df, n)
     k1, b = profile.lexical.k1, profile.lexical.b
     avgdl = float(total) / float(n or 1) or 1.0
     bm25 = _candidate_bm25(conn, cands, present, weight, k1, b, avgdl, side)
     lexical_info["bound"] = sum(weight) * (k1 + 1)
     dist, nvec = pending.result() if pending is not None else vector_half(conn)
-    sim = {key: _similarity(profile.distance, d) for key, d in dist.items()}
+    sim = {key: similarity(profile.distance, d) for key, d in dist.items()}
     new = {
         "lexical": _rescored([(key, bm25.get(key, 0.0), order[key]) for key in cands]),
         "dense": _rescored([(key, sim[key], order[key]) for key in cands if key in sim]),

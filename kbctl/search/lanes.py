@@ -41,6 +41,8 @@ __all__ = [
     "effective_ef_search",
     "lexical_lane",
     "vocabulary_df",
+    "bm25_weights",
+    "similarity",
     "correct_terms",
 ]
 
@@ -95,7 +97,7 @@ def dense_lane(
         # The iterative scan gave up (hnsw.max_scan_tuples) before finding k rows that exist: the
         # namespace or filter keeps too small a part of the index. Finish with the exact scan.
         rows, path = _dense_rows(conn, namespaces, qvec, k, filters, profile, True, None), "hnsw+exact"
-    return _ranked([(ns, cid, _similarity(profile.distance, d), did) for ns, cid, d, did in rows]), path
+    return _ranked([(ns, cid, similarity(profile.distance, d), did) for ns, cid, d, did in rows]), path
 
 
 def _dense_rows(conn, namespaces, qvec, k, filters, profile, exact: bool, ef_search) -> list[tuple]:
@@ -133,7 +135,13 @@ def effective_ef_search(profile: Profile, ef_search: int | None, k: int) -> int:
     return max(ef_search or profile.hnsw.ef_search, k)
 
 
-def _similarity(distance: str, d: float) -> float:
+def bm25_weights(terms: dict[str, float], present: Sequence[str], df: dict[str, int], n: float) -> list[float]:
+    """Each present term's query weight times its idf, ``ln(1 + (N - df + 0.5) / (df + 0.5))``."""
+    return [terms[t] * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in present]
+
+
+def similarity(distance: str, d: float) -> float:
+    """A lane score from a pgvector distance: higher is nearer."""
     return 1.0 - d if distance == "cosine" else -d
 
 
@@ -212,7 +220,7 @@ def lexical_lane(
     present = [t for t in terms if t in df]
     if not present:
         return []
-    weight = [terms[t] * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in present]
+    weight = bm25_weights(terms, present, df, n)
     k1, b = profile.lexical.k1, profile.lexical.b
     if info is not None:
         info["stats"] = (n, total)  # for a rescoring of the candidates (prf = "rescore")
