@@ -36,8 +36,19 @@ def fresh_dsn(kb_home):
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     yield psycopg.conninfo.make_conninfo(admin_dsn, dbname=name)
+    # A backend may outlive its client for a moment, or an autovacuum worker (the bootstrap
+    # superuser's, which a login that is not a superuser may not terminate) may be at work on the
+    # new database: retry for a while rather than fail the test in its teardown.
+    deadline = time.monotonic() + 30
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        while True:
+            try:
+                admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+                break
+            except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
 
 def _db(dsn: str) -> Database:
