@@ -12,6 +12,7 @@ Used by the writer (``kbctl ingest``, ``kbctl store``), the NDJSON ``kbctl embed
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Iterable, Mapping
 
 from ..config import Profile
@@ -33,6 +34,9 @@ class Embedding:
         self.profile, self.lookup = profile, lookup
         self._model: Any = None  # the Embedder, loaded when a text needs a vector
         self.embedded = 0  # texts the model read
+        # One call at a time (the writer calls from a thread while it writes): two calls at once
+        # share the cores and each runs slower, and the model is loaded once.
+        self._lock = threading.Lock()
 
     def cached(self, hashes: Iterable[str]) -> dict[str, Any]:
         """``{hash: vector}`` of the hashes the cache holds a vector of this profile for."""
@@ -40,12 +44,13 @@ class Embedding:
 
     def embed(self, texts: Mapping[str, str]) -> dict[str, Any]:
         """``{hash: vector}`` of ``texts`` (``{hash: text}``), from the model."""
-        if self._model is None:
-            from ..embed import get_embedder
+        with self._lock:
+            if self._model is None:
+                from ..embed import get_embedder
 
-            self._model = get_embedder(self.profile)
-        vectors = self._model.embed_documents(list(texts.values()))
-        self.embedded += len(texts)
+                self._model = get_embedder(self.profile)
+            vectors = self._model.embed_documents(list(texts.values()))
+            self.embedded += len(texts)
         return dict(zip(texts, vectors))
 
     @property

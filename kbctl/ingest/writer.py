@@ -20,10 +20,13 @@ Documents are written ``batch_documents`` at a time (each batch of whole items i
 transaction), but the model reads the chunks of several batches in one call, about
 ``GROUP_BATCHES`` of its batches (``_embed_ahead``; the first write batch goes alone, so documents
 land early): it sorts one call's texts by length before cutting its batches, so a bigger call pads
-less; which batches, counts and events are the same.
+less; which batches, counts and events are the same. A group's call runs on a thread while the
+group before it is written (``Writer.flush``), one call at a time, so the model does not sit idle
+during the writes.
 
-Memory stays bounded by that group, not by the item: a ``LargeItem`` (one document read in windows,
-``kbctl.extract.stream``, its chunks made by the orchestrator's chunker as they are read) is
+Memory stays bounded by three such groups (one filling, one being embedded, one being written),
+not by the item: a ``LargeItem`` (one document read in windows, ``kbctl.extract.stream``, its
+chunks made by the orchestrator's chunker as they are read) is
 embedded and stored ``STREAM_CHUNKS`` chunks at a time inside its own transaction
 (``store.write_document_stream``), and a large feed arrives as one ``Item``
 per entry (``part``) closed by a ``SourceDone``: its entries are stored under a provisional source
@@ -34,7 +37,11 @@ look unchanged to the next one, which reads it again.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable
+import sys
+import threading
+from concurrent.futures import Future
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator
 
 from .. import telemetry
 from ..acl import AclPolicy
@@ -61,6 +68,29 @@ def consume(conn, run: IngestRun, items: Iterable, report: RunReport, checkpoint
     ``run``, counting into ``report`` (the run's ``RunReport``, its ``run_id`` the ledger's row).
     ``checkpoint.checkpoint()`` (``interrupts.Interrupts``), when given, is called between the write
     batches of one flush: a safe point, as between items."""
+    with _switch_interval(SWITCH_INTERVAL):
+        _consume(conn, run, items, report, checkpoint)
+
+
+#: Python's thread switch interval during a run (seconds; the default is 0.005). The model's thread
+#: takes the GIL back after every torch operation, while other threads run Python (the producer's
+#: chunking, the writer's analysis and COPY rows as the next group is embedded): at the default it
+#: can wait 5 ms each time, and both cores idle meanwhile (docs/benchmarks.md, ingest).
+SWITCH_INTERVAL = 0.0005
+
+
+@contextmanager
+def _switch_interval(seconds: float) -> Iterator[None]:
+    """``sys.setswitchinterval(seconds)`` (if shorter than the current one) for the block, then restored."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(min(before, seconds))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+def _consume(conn, run: IngestRun, items: Iterable, report: RunReport, checkpoint: Any) -> None:
     writer = Writer(conn, run, report)
     writer.checkpoint = getattr(checkpoint, "checkpoint", None)
     emit = run.emit
@@ -85,6 +115,20 @@ def consume(conn, run: IngestRun, items: Iterable, report: RunReport, checkpoint
     report.embedder = writer.embedding.backend or report.embedder
 
 
+def _in_background(fn: Callable[[], Any]) -> Future[Any]:
+    """``fn()`` on a daemon thread (an interrupted run does not wait for the model to finish)."""
+    fut: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(fn())
+        except BaseException as e:  # handed to whoever waits for the result
+            fut.set_exception(e)
+
+    threading.Thread(target=telemetry.bound(run), daemon=True, name="kbctl-embed").start()
+    return fut
+
+
 class Writer:
     """Embeds what the store does not have and writes documents in batches."""
 
@@ -101,6 +145,9 @@ class Writer:
         # chunks of 64 abstracts are ~140 texts: 1.19x the padded tokens of one sorted call).
         self.group = GROUP_BATCHES * max(1, int(self.profile.batch_size))
         self.ahead: dict = {}  # {chunk hash: vector} the model made for the write batches being flushed
+        # A group whose vectors the model is making while the group before it is written: its write
+        # batches, the model's call (a Future) and the hashes it embeds (``flush``).
+        self.staged: tuple[list, Future | None, set[str]] | None = None
         self.analyzer = get_analyzer(self.profile.lexical.language)
         self.embedding = Embedding(self.profile, store_lookup(conn, self.ns))  # the active generation's vectors
         self.claimed: dict[str, str] = {}  # document URI -> the source that produced it first in this run
@@ -122,19 +169,38 @@ class Writer:
         # The first batch goes alone, so the store holds documents (and progress shows) early.
         first = not self.flushed
         if first or self.pending_chunks == 0 or self.pending_chunks >= self.group or self.pending_docs >= self.group:
-            self.flush()
+            self.flush(stage=not first)
 
-    def flush(self) -> None:
-        """Embed what the pending items' chunks need in one call, then write them batch by batch."""
-        if not self.pending:
+    def flush(self, stage: bool = False) -> None:
+        """Embed what the pending items' chunks need in one call, then write them batch by batch.
+
+        With ``stage`` (a full group, mid-stream), the group's model call starts on a thread and the
+        group waits, staged, while the group staged before it is written: the model and the writes
+        (the server's inserts, its HNSW index) run at once instead of in turn. The model still reads
+        one group at a time (``Embedding`` lets one call run at once), so the next group's call
+        starts when the staged one's ends, and the writes of that one run meanwhile. A group is written
+        only once its vectors are made, whole items per write batch as always, so an interrupted run
+        loses at most the staged group's embedding, never a half-written document. Without
+        ``stage`` everything pending is written before it returns."""
+        if self.pending:
+            items, self.pending = self.pending, []
+            self.pending_docs = self.pending_chunks = self.open_docs = 0
+            self.flushed = True
+            batches = _write_batches(items, self.opts.batch_documents)
+            ahead, hashes = self._embed_ahead(items) if len(batches) > 1 and not self.opts.plan else (None, set())
+            self._write_staged()
+            self.staged = (batches, ahead, hashes)
+        if not stage:
+            self._write_staged()
+
+    def _write_staged(self) -> None:
+        """Write the staged group batch by batch, its model call finished first."""
+        if self.staged is None:
             return
-        items, self.pending = self.pending, []
-        self.pending_docs = self.pending_chunks = self.open_docs = 0
-        self.flushed = True
-        batches = _write_batches(items, self.opts.batch_documents)
-        if len(batches) > 1 and not self.opts.plan:
-            self._embed_ahead(items)
+        batches, ahead, _ = self.staged
+        self.staged = None
         try:
+            self.ahead = ahead.result() if ahead is not None else {}
             for n, batch in enumerate(batches):
                 if n and self.checkpoint is not None:
                     self.checkpoint()
@@ -142,14 +208,18 @@ class Writer:
         finally:
             self.ahead = {}
 
-    def _embed_ahead(self, items: list[Item]) -> None:
+    def _embed_ahead(self, items: list[Item]) -> tuple[Future[dict] | None, set[str]]:
         """The model's vectors of every chunk of ``items`` that the store and upstream do not have,
-        in one call, for ``_vectors`` to take batch by batch (counts are still made per batch)."""
+        in one call on a thread, for ``_vectors`` to take batch by batch (counts are still made per
+        batch). Chunks the staged group's call is making are left out: that group is written
+        first, so the store has them by then."""
         chunks = {c.content_hash: c for i in items if i.vectors is None for _, cs in i.docs for c in cs}
         have = self.embedding.cached(chunks)
-        missing = {h: c.embed_text for h, c in chunks.items() if h not in have}
-        if missing:
-            self.ahead = self.embedding.embed(missing)
+        staged = self.staged[2] if self.staged is not None else set()
+        missing = {h: c.embed_text for h, c in chunks.items() if h not in have and h not in staged}
+        if not missing:
+            return None, set()
+        return _in_background(lambda: self.embedding.embed(missing)), set(missing)
 
     def _write_batch(self, items: list[Item]) -> None:
         stored = stored_owners(self.conn, self.ns, [d.uri for i in items for d, _ in i.docs])

@@ -442,6 +442,22 @@ def _withheld_ahead(
     return sum(1 for key in keys if key in hidden)
 
 
+def _lane_chunks(lanes) -> dict[tuple[int, int], int | None]:
+    """Every chunk of the lanes, (namespace id, chunk id), in lane order, with its document id
+    (``None`` when no lane gave one)."""
+    order: dict[tuple[int, int], int | None] = {}
+    for hits in lanes.values():
+        for h in hits:
+            if order.get((h.namespace_id, h.chunk_id)) is None:
+                order[(h.namespace_id, h.chunk_id)] = h.document_id
+    return order
+
+
+def _documents_of(chunks: dict[tuple[int, int], int | None]) -> dict[tuple[int, int], tuple[int, int]]:
+    """chunk key -> document key, (namespace id, document id), of the chunks whose document is known."""
+    return {key: (key[0], d) for key, d in chunks.items() if d is not None}
+
+
 def _feedback_round(
     conn,
     namespaces,
@@ -461,13 +477,7 @@ def _feedback_round(
     round's details). ``lanes`` and ``fused`` are the gated first round: feedback comes only from
     what the principal may view."""
     s = profile.search
-    doc_of = {
-        (h.namespace_id, h.chunk_id): (h.namespace_id, h.document_id)
-        for hits in lanes.values()
-        for h in hits
-        if h.document_id is not None
-    }
-    feedback = feedback_keys(fused, doc_of, s.prf_docs)
+    feedback = feedback_keys(fused, _documents_of(_lane_chunks(lanes)), s.prf_docs)
     keys = [key for key, _ in feedback]
     vkeys = keys[: s.prf_vector_docs]
     vectors = store.feedback_vectors(conn, vkeys, [n.generation_id for n in namespaces])
@@ -502,13 +512,8 @@ def _feedback_rescore(
     Returns the rescored lanes (gated already: they hold only the gated first round's chunks) and
     the step's details."""
     s = profile.search
-    order: dict[tuple[int, int], int | None] = {}
-    for hits in lanes.values():
-        for h in hits:
-            if order.get((h.namespace_id, h.chunk_id)) is None:
-                order[(h.namespace_id, h.chunk_id)] = h.document_id
-    doc_of = {key: (key[0], d) for key, d in order.items() if d is not None}
-    feedback = feedback_keys(fused, doc_of, s.prf_docs)
+    order = _lane_chunks(lanes)
+    feedback = feedback_keys(fused, _documents_of(order), s.prf_docs)
     keys = [key for key, _ in feedback]
     cands = list(order)
     ns_ids = [n.id for n in namespaces]

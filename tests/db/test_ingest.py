@@ -226,6 +226,54 @@ def test_the_model_reads_whole_groups_of_batches_and_the_report_names_its_backen
     assert calls == [] and again.embedder is None and "embedder" not in again.to_json()
 
 
+def test_the_model_reads_the_next_group_while_the_last_one_is_written(kb, monkeypatch):
+    """A full group's model call runs on a thread while the group before it is written, so the
+    model is not idle during the writes (docs/benchmarks.md, ingest). Shown by a model call that
+    waits for a write of the group before it: done in turn, the run would wait for ever. The model
+    still reads one group at a time: the next group's call starts once the last one's ends."""
+    import threading
+
+    from kbctl.embed import GROUP_BATCHES
+    from kbctl.embed.hashing import HashEmbedder
+    from kbctl.ingest import writer as writer_mod
+
+    group = GROUP_BATCHES * kb.profile_for("overlap").batch_size
+    batch = 64
+    n = batch + 3 * group + 37
+    written, calls, overlapped = threading.Event(), [], []
+    running, most = [0], [0]  # model calls under way, and the most at once
+    embed, write = HashEmbedder.embed_documents, writer_mod.write_documents
+
+    def embed_documents(self, texts):
+        calls.append(len(texts))
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        try:
+            if len(calls) == 3:  # the second group: the first group's writes must run meanwhile
+                overlapped.append(written.wait(30))
+            time.sleep(0.2)  # long enough for a second call to start, were one let
+            return embed(self, texts)
+        finally:
+            running[0] -= 1
+
+    def write_documents(conn, ns, payload, *args, **kwargs):
+        if len(calls) >= 3:  # a write while the second group's call is under way
+            written.set()
+        return write(conn, ns, payload, *args, **kwargs)
+
+    monkeypatch.setattr(HashEmbedder, "embed_documents", embed_documents)
+    monkeypatch.setattr(writer_mod, "write_documents", write_documents)
+    records = [{"id": f"d{i}", "title": f"note {i}", "text": f"entry {i} of the ledger"} for i in range(n)]
+    report = kb.ingest_records(records, "overlap")
+    assert calls == [batch, group, group, group, 37]
+    assert overlapped == [True]
+    assert most == [1]  # never two model calls at once: they would share the cores
+    assert report.documents["new"] == n and report.chunks["embedded"] == n
+    conn = kb.connection()
+    ns = kb.namespace("overlap")
+    assert conn.execute("SELECT count(*) FROM kbctl.documents WHERE namespace_id = %s", (ns.id,)).fetchone()[0] == n
+
+
 def test_incremental_reingest_sync_and_plan(kb, tmp_path):
     corpus = tmp_path / "billing"
     shutil.copytree(BILLING, corpus)

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kbctl.chunk import chunk_document, split_sentences
 from kbctl.config import load_settings
 from kbctl.embed import get_tokenizer
@@ -106,3 +109,13 @@ def test_the_model_tokenizer_counts_the_tokens_the_model_reads():
     tok = get_tokenizer(_profile())
     for text in ("", "refunds", LONG[:600], "naïve café — 東京 🙂 E_RATE_LIMITED v3.14.2"):
         assert tok.count(text) == len(tok._tok.encode(text, add_special_tokens=False).ids)  # type: ignore[attr-defined]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_the_fast_count_is_the_encodings_length_for_any_text(text):
+    """``count`` takes the offset-free batch path (``encode_batch_fast``); it must agree with a full
+    encoding on any text: accents, scripts, emoji, control characters, stray whitespace."""
+    tok = get_tokenizer(_profile())
+    assert tok._fast is not None  # type: ignore[attr-defined]  # the path under test is the one taken
+    assert tok.count(text) == len(tok._tok.encode(text, add_special_tokens=False).ids)  # type: ignore[attr-defined]
