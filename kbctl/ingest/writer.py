@@ -79,15 +79,27 @@ def consume(conn, run: IngestRun, items: Iterable, report: RunReport, checkpoint
 SWITCH_INTERVAL = 0.0005
 
 
+_SWITCH = {"runs": 0, "before": 0.0}  # runs under way in this process, and the interval before the first
+_SWITCH_LOCK = threading.Lock()
+
+
 @contextmanager
 def _switch_interval(seconds: float) -> Iterator[None]:
-    """``sys.setswitchinterval(seconds)`` (if shorter than the current one) for the block, then restored."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(min(before, seconds))
+    """``sys.setswitchinterval(seconds)`` (if shorter than the current one) while the block runs.
+    Runs may overlap in one process (``kbctl serve``): the first to start sets it, the last to end
+    puts back the interval from before the first."""
+    with _SWITCH_LOCK:
+        if _SWITCH["runs"] == 0:
+            _SWITCH["before"] = sys.getswitchinterval()
+            sys.setswitchinterval(min(_SWITCH["before"], seconds))
+        _SWITCH["runs"] += 1
     try:
         yield
     finally:
-        sys.setswitchinterval(before)
+        with _SWITCH_LOCK:
+            _SWITCH["runs"] -= 1
+            if _SWITCH["runs"] == 0:
+                sys.setswitchinterval(_SWITCH["before"])
 
 
 def _consume(conn, run: IngestRun, items: Iterable, report: RunReport, checkpoint: Any) -> None:
