@@ -47,6 +47,7 @@ from ..errors import UsageError
 from ..interrupts import Interrupts
 from ..store import Namespace, chunk_count_of, delete_documents, lexical, source_versions, stored_uris
 from ..store import runs as runs_store
+from ..store.documents import drop_unused_vocabulary
 from ..textutil.clean import escape_undecodable
 from ..types import ItemError, Source
 from . import producer
@@ -102,13 +103,15 @@ def _run(conn, req: IngestRun, connect: Callable[[], Any]) -> RunReport:
 
 def _after(conn, req: IngestRun) -> None:
     """What follows the stream: configured ACLs (path rules, recipients) onto unchanged documents
-    too, and the lexical lane's packed postings (a new segment once enough chunks are unpacked)."""
+    too, the vocabulary's terms no document holds any more (left at 0 by the run's replacements),
+    and the lexical lane's packed postings (a new segment once enough chunks are unpacked)."""
     from ..store.acl import reapply_acls
 
     ns = req.namespace
     with telemetry.span("kbctl.ingest.acl", {"kbctl.namespace": ns.name}) as span:
         span.set_attribute("kbctl.documents", reapply_acls(conn, ns, req.acl))
     with telemetry.span("kbctl.ingest.lexical", {"kbctl.namespace": ns.name}) as span:
+        span.set_attribute("kbctl.unused_terms", drop_unused_vocabulary(conn, ns))
         packed = lexical.maintain(conn, ns.id)
         span.set_attributes(
             {

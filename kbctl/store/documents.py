@@ -46,6 +46,7 @@ __all__ = [
     "write_chunks",
     "set_source_hash",
     "delete_documents",
+    "drop_unused_vocabulary",
     "WriteStats",
 ]
 
@@ -437,13 +438,33 @@ def _add_stats(conn: Conn, ns: Namespace, nchunks: int, length: float) -> None:
     conn.execute(query("documents/add_statistics"), (ns.id, nchunks, length))
 
 
+def _subtract_vocabulary(conn: Conn, ns: Namespace, ids: list[int]) -> None:
+    """Take these documents' terms off the namespace's vocabulary: two statements that each follow
+    the documents' terms (a join of the vocabulary with the postings, planned on a young
+    namespace's statistics, could read all of it per term). Terms left at 0 stay until
+    ``drop_unused_vocabulary``."""
+    rows = conn.execute(query("documents/terms_of_documents"), (ns.id, ns.id, ids)).fetchall()
+    if rows:
+        terms, counts = [r[0] for r in rows], [r[1] for r in rows]
+        conn.execute(query("documents/subtract_vocabulary"), (ns.id, terms, counts))
+
+
+def drop_unused_vocabulary(conn: Conn, ns: Namespace) -> int:
+    """Drop the namespace's terms no document holds any more (left at 0 by replacements and
+    deletions; readers skip them meanwhile), under the write lock; returns how many went. Run once
+    a run's writes are done (``ingest.pipeline``), not per batch: a re-import would otherwise
+    delete and insert a term again with every batch."""
+    with conn.transaction():
+        write_lock(conn, ns.id)
+        return conn.execute(query("documents/drop_unused_vocabulary"), (ns.id,)).rowcount
+
+
 def _delete(conn: Conn, ns: Namespace, uris: list[str]) -> int:
     """Delete documents by URI, with their child documents, inside the caller's transaction."""
     ids = [r[0] for r in conn.execute(query("documents/ids_of_uris"), (ns.id, uris, uris))]
     if not ids:
         return 0
-    conn.execute(query("documents/subtract_vocabulary"), (ns.id, ids, ns.id))
-    conn.execute(query("documents/drop_unused_vocabulary"), (ns.id,))
+    _subtract_vocabulary(conn, ns, ids)
     n, length = one(conn.execute(query("documents/chunk_totals"), (ns.id, ids)))
     _add_stats(conn, ns, -int(n), -float(length))
     conn.execute(query("documents/delete_documents"), (ns.id, ids))

@@ -1,2 +1,3 @@
--- Terms no document of the namespace holds any more. Parameters: namespace id.
+-- Terms no document of the namespace holds any more (df 0, left by subtract_vocabulary during a
+-- run), dropped once the run's writes are done. Parameters: namespace id.
 DELETE FROM kbctl.lexical_vocab WHERE namespace_id = %s AND df <= 0

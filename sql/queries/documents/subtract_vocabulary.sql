@@ -1,12 +1,11 @@
--- Remove the document frequencies of these documents' chunks from the vocabulary.
--- Parameters: namespace id, document ids, namespace id.
-WITH old AS (
-  SELECT p.term, count(*) AS n
-  FROM kbctl.lexical_postings p
-  JOIN kbctl.chunks c ON c.namespace_id = p.namespace_id AND c.id = p.chunk_id
-  WHERE c.namespace_id = %s AND c.document_id = ANY(%s)
-  GROUP BY p.term
-)
-UPDATE kbctl.lexical_vocab v SET df = v.df - old.n
-FROM old
-WHERE v.namespace_id = %s AND v.term = old.term
+-- Take document frequencies off a namespace's vocabulary. Parameters: namespace id, terms, counts.
+-- One primary-key lookup per term (the arbiter of ON CONFLICT), so the cost follows the terms given,
+-- never the namespace's vocabulary, whatever the planner estimates: a join of the vocabulary with
+-- the postings here once read all of a young namespace's vocabulary once per term, for every batch
+-- of a re-import. Terms left at 0 stay (readers skip them) until the run ends
+-- (drop_unused_vocabulary), so a re-import does not delete and insert them again batch by batch.
+-- A term not in the vocabulary (the postings put every term there) would be inserted at a negative
+-- count, and dropped with the unused ones.
+INSERT INTO kbctl.lexical_vocab AS v (namespace_id, term, df)
+SELECT %s, t, -n FROM unnest(%s::text[], %s::int[]) AS x(t, n)
+ON CONFLICT (namespace_id, term) DO UPDATE SET df = v.df + EXCLUDED.df
