@@ -487,7 +487,7 @@ def _feedback_round(
         return _dense_scan(c, namespaces, qvec2, depth, opts, profile)[0]
 
     pending = _search_pool().submit(lambda: dense_round(side("dense"))) if side is not None else None
-    expanded = rm3_terms(terms, feedback, store.feedback_postings(conn, keys), s.prf_terms, s.prf_query_weight)
+    expanded = rm3_terms(terms, feedback, _feedback_postings(conn, keys), s.prf_terms, s.prf_query_weight)
     df = vocabulary_df(conn, [n.id for n in namespaces], list(expanded))
     expanded = cap_postings(expanded, list(terms), df, s.prf_max_postings)
     helper = None if side is None else (lambda fn: _search_pool().submit(lambda: fn(side("lexical"))))
@@ -526,7 +526,7 @@ def _feedback_rescore(
         return store.candidate_distances(c, cands, moved, profile.distance, gens), len(vectors)
 
     pending = _search_pool().submit(telemetry.bound(lambda: vector_half(side("dense")))) if side is not None else None
-    expanded = rm3_terms(terms, feedback, store.feedback_postings(conn, keys), s.prf_terms, s.prf_query_weight)
+    expanded = rm3_terms(terms, feedback, _feedback_postings(conn, keys), s.prf_terms, s.prf_query_weight)
     n, total = lexical_info.get("stats") or store.lexical_stats(conn, ns_ids)
     df = vocabulary_df(conn, ns_ids, list(expanded))
     present = [t for t in expanded if t in df]
@@ -546,9 +546,27 @@ def _feedback_rescore(
     return new, info
 
 
+def _feedback_postings(conn, keys) -> list:
+    """The feedback chunks' postings: from the forward index where a segment has one, else stored."""
+    from . import forward
+
+    rows, rest = forward.postings(conn, keys)
+    return rows + store.feedback_postings(conn, rest)
+
+
 def _candidate_bm25(conn, cands, terms, weights, k1: float, b: float, avgdl: float, side) -> dict:
-    """``store.candidate_bm25`` of the candidates; with a side connection, half of them there at the
-    same time (the statement's cost is reading each candidate's postings)."""
+    """BM25 of the candidates: from the packed segments' forward index in memory (``forward``),
+    the others (the unpacked tail) by ``store.candidate_bm25``; with a side connection, half of
+    those there at the same time (the statement's cost is reading each candidate's postings)."""
+    from . import forward
+
+    done, cands = forward.candidate_bm25(conn, cands, terms, weights, k1=k1, b=b, avgdl=avgdl)
+    return {**done, **_statement_bm25(conn, cands, terms, weights, k1, b, avgdl, side)}
+
+
+def _statement_bm25(conn, cands, terms, weights, k1: float, b: float, avgdl: float, side) -> dict:
+    if not cands:
+        return {}
     if side is None or len(cands) < 2 * SPLIT_CANDIDATES:
         return store.candidate_bm25(conn, cands, terms, weights, k1=k1, b=b, avgdl=avgdl)
     half = len(cands) // 2

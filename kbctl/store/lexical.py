@@ -22,6 +22,8 @@ from .runs import LOCK_CLASS, write_lock
 
 __all__ = [
     "Segment",
+    "forward",
+    "forward_segments",
     "segments",
     "watermarks",
     "Packed",
@@ -191,6 +193,20 @@ def docs(conn: Conn, ns_id: int, segment: int) -> tuple[bytes, bytes] | None:
     with conn.cursor(binary=True) as cur:
         row = cur.execute(query("lexical/docs"), (ns_id, segment)).fetchone()
     return None if row is None else (bytes(row[0]), bytes(row[1]))
+
+
+def forward_segments(conn: Conn, ns_ids: Sequence[int]) -> list[tuple]:
+    """(namespace id, segment, lo, hi, chunks, built at, has a forward index) of the namespaces' segments."""
+    return conn.execute(query("lexical/forward_segments"), (list(ns_ids),)).fetchall()
+
+
+def forward(conn: Conn, ns_id: int, segment: int) -> tuple[list[str], bytes, bytes, bytes] | None:
+    """A segment's forward index: (its terms, by term id; offsets; term ids; tfs), the arrays as
+    bytes (big-endian int4, int4, float4); None when the segment has none (packed before migration
+    017) or is gone."""
+    with conn.cursor(binary=True) as cur:
+        row = cur.execute(query("lexical/forward"), (ns_id, segment)).fetchone()
+    return None if row is None else (list(row[0]), bytes(row[1]), bytes(row[2]), bytes(row[3]))
 
 
 def term_rows(conn: Conn, ns_id: int, segment: int, terms: Sequence[str]) -> dict[str, tuple[bytes, bytes]]:

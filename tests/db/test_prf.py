@@ -211,3 +211,56 @@ def test_feedback_is_skipped_when_the_lanes_disagree(kb_home, tenant, tmp_path):
         assert kb.search("refund payment bank", "fb_skip", mode="hybrid").details["prf"]["applied"] is True
     finally:
         kb.close()
+
+
+def test_forward_index_scores_equal_the_statement_and_leave_the_tail(kb):
+    """Packed chunks are rescored from the segment's forward index (migration 017) with the numbers
+    the postings give; chunks written after the packing (the tail) are left to the statement, and a
+    chunk holding none of the terms is missing in both."""
+    import math
+
+    from kbctl.search import forward
+    from kbctl.store import lexical as packed
+
+    ns = _write(kb, "fb_forward", MANY[:8])
+    conn = kb.connection()
+    packed.pack(conn, ns.id)
+    _write(kb, "fb_forward", MANY[8:])  # the tail: not packed
+    forward.clear_cache()
+    prof = kb.settings.profile("hash-384")
+    terms = {"refund": 1.0, "payment": 1.0, "bank": 1.0, "password": 0.5, "nowhere": 1.0}
+    n, total = store.lexical_stats(conn, [ns.id])
+    df = store.vocabulary_df(conn, [ns.id], list(terms))
+    present = [t for t in terms if t in df]
+    weights = [terms[t] * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in present]
+    keys = [
+        tuple(r) for r in conn.execute("SELECT namespace_id, id FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,))
+    ]
+    k1, b = prof.lexical.k1, prof.lexical.b
+    done, rest = forward.candidate_bm25(conn, keys, present, weights, k1=k1, b=b, avgdl=total / n)
+    hi = max(s.hi for s in packed.segments(conn, [ns.id]))
+    assert sorted(rest) == sorted(k for k in keys if k[1] > hi) and rest  # the tail, to the statement
+    sql = store.candidate_bm25(conn, keys, present, weights, k1=k1, b=b, avgdl=total / n)
+    assert done == pytest.approx({k: v for k, v in sql.items() if k[1] <= hi}, rel=1e-12)
+    assert done and len(done) < sum(1 for k in keys if k[1] <= hi)  # some packed chunks hold none of the terms
+
+
+def test_forward_index_gives_the_feedback_postings_the_table_holds(kb):
+    """RM3 reads the feedback chunks' postings: from the forward index for packed chunks, the same
+    (term, tf, dl) rows as the postings table; the tail's keys are left to the table."""
+    from kbctl.search import forward
+    from kbctl.store import lexical as packed
+
+    ns = _write(kb, "fb_forward_rows", MANY[:8])
+    conn = kb.connection()
+    packed.pack(conn, ns.id)
+    _write(kb, "fb_forward_rows", MANY[8:])
+    forward.clear_cache()
+    keys = [
+        tuple(r) for r in conn.execute("SELECT namespace_id, id FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,))
+    ]
+    rows, rest = forward.postings(conn, keys)
+    hi = max(s.hi for s in packed.segments(conn, [ns.id]))
+    assert sorted(rest) == sorted(k for k in keys if k[1] > hi) and rest
+    table = store.feedback_postings(conn, [k for k in keys if k[1] <= hi])
+    assert sorted(rows) == sorted((a, c, t, pytest.approx(tf), pytest.approx(dl)) for a, c, t, tf, dl in table)

@@ -1,7 +1,8 @@
 -- Pack a namespace's postings with chunk ids in (lo, hi] into one segment: its chunks numbered
 -- 0..n-1 in chunk id order (kbctl.lexical_docs: their ids and lengths) and each term's ordinals
 -- and tfs (kbctl.lexical_terms; tf one byte each when every tf of the term is a whole number up to
--- 255, else float4), with its largest tf and smallest dl. Parameters: namespace id, lo, hi, segment. Returns the postings packed.
+-- 255, else float4), with its largest tf and smallest dl; and the segment's forward index
+-- (kbctl.lexical_forward: each ordinal's term ids and tfs, migration 017). Parameters: namespace id, lo, hi, segment. Returns the postings packed.
 WITH k AS (
     SELECT %s::int AS ns, %s::bigint AS lo, %s::bigint AS hi, %s::int AS seg
 ), d AS MATERIALIZED (
@@ -26,5 +27,26 @@ WITH k AS (
     WHERE p.namespace_id = k.ns AND p.chunk_id > k.lo AND p.chunk_id <= k.hi
     GROUP BY k.ns, k.seg, p.term
     RETURNING length(ords) / 4 AS n
+), dict AS MATERIALIZED (
+    -- the segment's dictionary (migration 017): a term's id is its rank in term order, from 0
+    SELECT t.term, (row_number() OVER (ORDER BY t.term) - 1)::int AS tid
+    FROM (SELECT DISTINCT p.term FROM kbctl.lexical_postings p, k
+          WHERE p.namespace_id = k.ns AND p.chunk_id > k.lo AND p.chunk_id <= k.hi) t
+), fp AS MATERIALIZED (
+    SELECT d.ord, dict.tid, p.tf
+    FROM kbctl.lexical_postings p JOIN d ON d.chunk_id = p.chunk_id JOIN dict ON dict.term = p.term, k
+    WHERE p.namespace_id = k.ns AND p.chunk_id > k.lo AND p.chunk_id <= k.hi
+), ends AS (
+    SELECT c.ord, (sum(c.n) OVER (ORDER BY c.ord))::int AS e
+    FROM (SELECT fp.ord, count(*) AS n FROM fp GROUP BY fp.ord) c
+), forward AS (
+    INSERT INTO kbctl.lexical_forward (namespace_id, segment, terms, offsets, term_ids, tfs)
+    SELECT k.ns, k.seg,
+           (SELECT array_agg(dict.term ORDER BY dict.tid) FROM dict),
+           int4send(0) || (SELECT string_agg(int4send(ends.e), ''::bytea ORDER BY ends.ord) FROM ends),
+           (SELECT string_agg(int4send(fp.tid), ''::bytea ORDER BY fp.ord, fp.tid) FROM fp),
+           (SELECT string_agg(float4send(fp.tf), ''::bytea ORDER BY fp.ord, fp.tid) FROM fp)
+    FROM k
+    WHERE EXISTS (SELECT 1 FROM fp)
 )
 SELECT coalesce(sum(n), 0)::bigint FROM terms
