@@ -63,11 +63,13 @@ def _load(conn, key: tuple) -> _Forward | None:
     if row is not None and docs is not None:
         terms, offsets, tids, tfs = row
         f = _Forward(
+            # native byte order, the stored widths (4 bytes a posting per array); what a query
+            # gathers is widened to float64 (``_score``), as the statement computes in double
             ids=np.frombuffer(docs[0], ">i8").astype(np.int64),
-            dls=np.frombuffer(docs[1], ">f4").astype(np.float64),
-            offsets=np.frombuffer(offsets, ">i4").astype(np.int64),
-            tids=np.frombuffer(tids, ">i4").astype(np.int64),
-            tfs=np.frombuffer(tfs, ">f4").astype(np.float64),
+            dls=np.frombuffer(docs[1], ">f4").astype(np.float32),
+            offsets=np.frombuffer(offsets, ">i4").astype(np.int32),
+            tids=np.frombuffer(tids, ">i4").astype(np.int32),
+            tfs=np.frombuffer(tfs, ">f4").astype(np.float32),
             terms={t: i for i, t in enumerate(terms)},
             names=terms,
         )
@@ -153,12 +155,12 @@ def _score(f: _Forward, members, terms, weights, k1: float, b: float, avgdl: flo
     ords, members = ords[ok], [m for m, y in zip(members, ok) if y]
     if not len(ords):
         return {}
-    starts, ends = f.offsets[ords], f.offsets[ords + 1]
+    starts, ends = f.offsets[ords].astype(np.int64), f.offsets[ords + 1].astype(np.int64)
     lengths = ends - starts
     idx = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(lengths.sum())
     tw = w[f.tids[idx]]
-    tf = f.tfs[idx]
-    dl = np.repeat(f.dls[ords], lengths)
+    tf = f.tfs[idx].astype(np.float64)
+    dl = np.repeat(f.dls[ords].astype(np.float64), lengths)
     part = tw * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
     bounds = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     scores = np.add.reduceat(part, bounds)

@@ -35,6 +35,7 @@ DISTRIBUTED = {
     "lexical_segments",
     "lexical_terms",
     "lexical_docs",
+    "lexical_forward",
     "runs",
     "run_errors",
     "run_items",
