@@ -26,12 +26,11 @@ WITH k AS (
     FROM kbctl.lexical_postings p JOIN d ON d.chunk_id = p.chunk_id, k
     WHERE p.namespace_id = k.ns AND p.chunk_id > k.lo AND p.chunk_id <= k.hi
     GROUP BY k.ns, k.seg, p.term
-    RETURNING length(ords) / 4 AS n
+    RETURNING term, length(ords) / 4 AS n
 ), dict AS MATERIALIZED (
-    -- the segment's dictionary (migration 017): a term's id is its rank in term order, from 0
-    SELECT t.term, (row_number() OVER (ORDER BY t.term) - 1)::int AS tid
-    FROM (SELECT DISTINCT p.term FROM kbctl.lexical_postings p, k
-          WHERE p.namespace_id = k.ns AND p.chunk_id > k.lo AND p.chunk_id <= k.hi) t
+    -- the segment's dictionary (migration 017): a term's id is its rank in term order, from 0 (the
+    -- terms just packed, so the postings are not read a third time for them)
+    SELECT terms.term, (row_number() OVER (ORDER BY terms.term) - 1)::int AS tid FROM terms
 ), fp AS MATERIALIZED (
     SELECT d.ord, dict.tid, p.tf
     FROM kbctl.lexical_postings p JOIN d ON d.chunk_id = p.chunk_id JOIN dict ON dict.term = p.term, k
@@ -39,14 +38,18 @@ WITH k AS (
 ), ends AS (
     SELECT c.ord, (sum(c.n) OVER (ORDER BY c.ord))::int AS e
     FROM (SELECT fp.ord, count(*) AS n FROM fp GROUP BY fp.ord) c
+), entries AS (
+    -- both arrays in one ordered pass (aggregates with the same ORDER BY share one sort)
+    SELECT string_agg(int4send(fp.tid), ''::bytea ORDER BY fp.ord, fp.tid) AS tids,
+           string_agg(float4send(fp.tf), ''::bytea ORDER BY fp.ord, fp.tid) AS tfs
+    FROM fp
 ), forward AS (
     INSERT INTO kbctl.lexical_forward (namespace_id, segment, terms, offsets, term_ids, tfs)
     SELECT k.ns, k.seg,
            (SELECT array_agg(dict.term ORDER BY dict.tid) FROM dict),
            int4send(0) || (SELECT string_agg(int4send(ends.e), ''::bytea ORDER BY ends.ord) FROM ends),
-           (SELECT string_agg(int4send(fp.tid), ''::bytea ORDER BY fp.ord, fp.tid) FROM fp),
-           (SELECT string_agg(float4send(fp.tf), ''::bytea ORDER BY fp.ord, fp.tid) FROM fp)
-    FROM k
-    WHERE EXISTS (SELECT 1 FROM fp)
+           entries.tids, entries.tfs
+    FROM k, entries
+    WHERE entries.tids IS NOT NULL
 )
 SELECT coalesce(sum(n), 0)::bigint FROM terms
