@@ -8,10 +8,17 @@ read once per process (a segment is never rewritten) and gathered with numpy. Th
 numbers ``search/candidate_bm25`` computes (the same tf and dl values, the same operations; only
 the order of the sum differs). Candidates outside a segment with a forward index (the unpacked
 tail, a segment packed before migration 017) are left to that statement.
+
+A segment's arrays are about 8 bytes a posting: 44 MB at 100k chunks, read in about 0.2 s, but 540
+MB at a million, about 10 s. A search does not wait for more than ``SYNC_BYTES``: a larger segment
+is read on a background thread (over the side connection the caller offers, one read at a time in
+the process) while its candidates go to the statement, so a one-shot ``kbctl search`` never pays
+the read and a long-lived process (``kbctl serve``, a library, an eval) has it from then on.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -21,10 +28,15 @@ import numpy as np
 
 from ..store import lexical as packed
 
-__all__ = ["candidate_bm25", "postings", "FORWARD_BYTES", "clear_cache"]
+__all__ = ["candidate_bm25", "postings", "FORWARD_BYTES", "SYNC_BYTES", "clear_cache", "wait_for_loads"]
 
-#: Memory kept for segments' forward indexes (bytes), least recently used out.
+log = logging.getLogger(__name__)
+
+#: Memory kept for segments' forward indexes (bytes), least recently used out (one is always kept).
 FORWARD_BYTES = 512 << 20
+#: A segment whose term ids take at most this many bytes (about half its arrays: 8M postings, some
+#: 0.3 s to read) is read while the search waits; a larger one on a background thread (above).
+SYNC_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -44,11 +56,54 @@ class _Forward:
 
 _LOCK = threading.Lock()
 _CACHE: OrderedDict[tuple, _Forward | None] = OrderedDict()
+_LOADING: dict[tuple, threading.Thread] = {}  # segments being read in the background
+_READER = threading.Lock()  # one background read at a time (they share the side connection)
 
 
 def clear_cache() -> None:
     with _LOCK:
         _CACHE.clear()
+
+
+def wait_for_loads(timeout: float | None = None) -> None:
+    """Wait for the background reads under way (tests, benchmarks)."""
+    with _LOCK:
+        threads = list(_LOADING.values())
+    for t in threads:
+        t.join(timeout)
+
+
+def _get(conn, key: tuple, size: int, side) -> _Forward | None:
+    """The segment's arrays: cached, else read now (small), else read in the background when the
+    caller offers a side connection (None meanwhile: the statement scores its candidates)."""
+    with _LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+        if key in _LOADING:
+            return None
+    if size <= SYNC_BYTES:
+        return _load(conn, key)
+    if side is None:
+        return None
+
+    def read() -> None:
+        try:
+            with _READER:
+                _load(side("forward"), key)
+        except Exception as e:  # the session closed, the server went away: the statement goes on
+            log.debug("reading the forward index of %s failed: %s", key, e)
+        finally:
+            with _LOCK:
+                _LOADING.pop(key, None)
+
+    t = threading.Thread(target=read, daemon=True, name="kbctl-forward")
+    with _LOCK:
+        if key in _LOADING or key in _CACHE:
+            return _CACHE.get(key)
+        _LOADING[key] = t
+    t.start()
+    return None
 
 
 def _load(conn, key: tuple) -> _Forward | None:
@@ -81,30 +136,33 @@ def _load(conn, key: tuple) -> _Forward | None:
 
 
 def _placed(conn, keys: Sequence[tuple[int, int]]) -> tuple[dict[tuple, list[tuple[int, int]]], list[tuple[int, int]]]:
-    """The keys by the segment (with a forward index) that holds them, and the others."""
+    """The keys by the segment (with a forward index) that holds them, and the others. A segment's
+    key is its identity and the size of its forward index (its last element)."""
     segs = packed.forward_segments(conn, sorted({ns for ns, _ in keys}))
     where: dict[tuple, list[tuple[int, int]]] = {}
     rest: list[tuple[int, int]] = []
     for ns, cid in keys:
-        seg = next((s for s in segs if s[0] == ns and s[2] < cid <= s[3] and s[6]), None)
+        seg = next((s for s in segs if s[0] == ns and s[2] < cid <= s[3] and s[6] is not None), None)
         if seg is None:
             rest.append((ns, cid))
         else:
-            where.setdefault(tuple(seg[:6]), []).append((ns, cid))
+            where.setdefault((*seg[:6], int(seg[6])), []).append((ns, cid))
     return where, rest
 
 
 def postings(
-    conn, keys: Sequence[tuple[int, int]]
+    conn, keys: Sequence[tuple[int, int]], side=None
 ) -> tuple[list[tuple[int, int, str, float, float]], list[tuple[int, int]]]:
     """((namespace id, chunk id, term, tf, dl) of every posting of the ``keys`` that lie in a
-    segment with a forward index, as ``store.feedback_postings`` gives them; the other keys)."""
+    segment whose forward index is in memory (or small enough to read now), as
+    ``store.feedback_postings`` gives them; the other keys). ``side(purpose)``: a connection for a
+    background read of a large segment."""
     if not keys:
         return [], []
     where, rest = _placed(conn, keys)
     out: list[tuple[int, int, str, float, float]] = []
-    for key, members in where.items():
-        f = _load(conn, key)
+    for (*ident, size), members in where.items():
+        f = _get(conn, tuple(ident), size, side)
         if f is None:
             rest.extend(members)
             continue
@@ -126,17 +184,19 @@ def candidate_bm25(
     k1: float,
     b: float,
     avgdl: float,
+    side=None,
 ) -> tuple[dict[tuple[int, int], float], list[tuple[int, int]]]:
-    """(BM25 of the candidates ``keys`` that lie in a segment with a forward index, keyed by
-    (namespace id, chunk id), a chunk holding none of the terms missing as in the SQL; the other
-    candidates, for ``store.candidate_bm25``)."""
+    """(BM25 of the candidates ``keys`` that lie in a segment whose forward index is in memory (or
+    small enough to read now), keyed by (namespace id, chunk id), a chunk holding none of the terms
+    missing as in the SQL; the other candidates, for ``store.candidate_bm25``). ``side``: as for
+    ``postings``."""
     if not keys or not terms:
         return {}, list(keys)
     where, rest = _placed(conn, keys)
     out: dict[tuple[int, int], float] = {}
-    for key, members in where.items():
-        f = _load(conn, key)
-        if f is None:  # repacked since: the statement scores them
+    for (*ident, size), members in where.items():
+        f = _get(conn, tuple(ident), size, side)
+        if f is None:  # repacked since, or being read: the statement scores them
             rest.extend(members)
             continue
         out.update(_score(f, members, terms, weights, k1, b, avgdl))

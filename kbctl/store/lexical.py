@@ -196,7 +196,8 @@ def docs(conn: Conn, ns_id: int, segment: int) -> tuple[bytes, bytes] | None:
 
 
 def forward_segments(conn: Conn, ns_ids: Sequence[int]) -> list[tuple]:
-    """(namespace id, segment, lo, hi, chunks, built at, has a forward index) of the namespaces' segments."""
+    """(namespace id, segment, lo, hi, chunks, built at, bytes of its forward index's term ids or
+    None) of the namespaces' segments."""
     return conn.execute(query("lexical/forward_segments"), (list(ns_ids),)).fetchall()
 
 
