@@ -154,7 +154,7 @@ def run(env: Env) -> str:
 # same load.
 PRF_LABELS = ("hybrid", "rescore", "hybrid+prf")
 PRF_OPTIONS = {"hybrid": {"prf": "off"}, "rescore": {"prf": "rescore"}, "hybrid+prf": {"prf": "hybrid"}}
-PRF_RULE = 1.3  # feedback may become the default only if its hybrid p95 at 100k stays within 1.3 times no feedback
+PRF_RULE = 1.3  # feedback is the default only while its hybrid p95 at 100k stays within 1.3 times no feedback
 QUIET_LOAD = 2.0  # 1-minute load average above which a run is labelled "under load": the part's own
 # server and client keep it near 1.5 on 2 cores, so only more than the core count means other work
 
@@ -245,7 +245,8 @@ def run_prf(env: Env) -> str:
         s = kb.profile_for(list(sizes(env))[-1]).search
         settings = (
             f"prf {s.prf}, candidates {s.candidates}, dense_weight {s.dense_weight}, prf_dense_weight "
-            f"{s.prf_dense_weight}, prf_min_agreement {s.prf_min_agreement}, prf_docs {s.prf_docs}, prf_terms "
+            f"{s.prf_dense_weight}, prf_min_agreement {s.prf_min_agreement}, prf_max_agreement {s.prf_max_agreement}, "
+            f"prf_docs {s.prf_docs}, prf_terms "
             f"{s.prf_terms}, prf_query_weight {s.prf_query_weight}, prf_vector_docs {s.prf_vector_docs}, "
             f"prf_vector_weight {s.prf_vector_weight}; quality mode: prf_candidates {s.prf_candidates}, "
             f"prf_max_postings {s.prf_max_postings}"
@@ -275,7 +276,7 @@ def run_prf(env: Env) -> str:
     verdict = "within" if ratio <= PRF_RULE else "over"
     body = (
         f"Settings: the packaged profile ({settings}); {len(queries)} SciFact test queries, `k` = 10; plain hybrid "
-        f'(`prf = "off"`, the default), `prf = "rescore"` and `prf = "hybrid"` in turn, query by query. Load average (1, 5, 15 min) '
+        f'(`prf = "off"`), `prf = "rescore"` (the default) and `prf = "hybrid"` in turn, query by query. Load average (1, 5, 15 min) '
         f"from `os.getloadavg()` on {os.cpu_count()} cores.\n\n"
     )
     body += md_table(rows, list(rows[0]))

@@ -48,8 +48,9 @@ CHUNK_STRATEGIES = ("structure", "semantic")
 SEARCH_MODES = ("auto", "dense", "lexical", "hybrid")
 FUSIONS = ("rrf", "convex")
 # Pseudo-relevance feedback (RM3 for the lexical lane and Rocchio for the dense one, both from the
-# fused first round; kbctl.search.prf): off (the default); rescore (the first round's candidates scored
-# again by both lanes); hybrid (both lanes run again: the deeper, costlier quality mode).
+# fused first round; kbctl.search.prf): rescore (the default: the first round's candidates scored again
+# by both lanes, where the lanes' agreement is in a band); hybrid (both lanes run again: the deeper,
+# costlier quality mode); off (plain hybrid).
 PRF_MODES = ("off", "rescore", "hybrid")
 # Reranker kinds a profile may name ("" is off); ``kbctl.search.rerank.register_reranker`` adds to it.
 RERANK_KINDS = {"", "cross-encoder"}
@@ -148,6 +149,7 @@ class SearchSettings:
     prf_max_postings: int
     prf_candidates: int
     prf_min_agreement: float
+    prf_max_agreement: float
     prf_dense_weight: float
 
     def _check(self, where: str) -> None:
@@ -168,6 +170,7 @@ class SearchSettings:
         check_range(where, "search.prf_max_postings", self.prf_max_postings, 0)
         check_range(where, "search.prf_candidates", self.prf_candidates, 1, 1000)
         check_range(where, "search.prf_min_agreement", self.prf_min_agreement, 0, 1)
+        check_range(where, "search.prf_max_agreement", self.prf_max_agreement, 0, 1)
         check_range(where, "search.prf_dense_weight", self.prf_dense_weight, 0, 1)
 
 

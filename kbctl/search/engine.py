@@ -254,12 +254,18 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     feedback = feedback and not run.degraded and run.qvec is not None and bool(run.terms)
     if feedback and prf == "rescore":
         agreement = lane_agreement(run.lanes)
-        if agreement < s.prf_min_agreement:
-            # The lanes disagree on the first round: feedback from it is likely to drift (the rule and
-            # its measurement: docs/retrieval-quality.md), so the first round, fused as without
-            # feedback, is the answer. The decision shows in --explain's details.
+        if not s.prf_min_agreement <= agreement <= s.prf_max_agreement:
+            # The lanes disagree on the first round (feedback from it is likely to drift), or agree so
+            # far that it is likely good already (feedback can only move it): the first round, fused
+            # as without feedback, is the answer (the rule and its measurement:
+            # docs/retrieval-quality.md). The decision shows in --explain's details.
             feedback = False
-            run.details["prf"] = {"applied": False, "agreement": agreement, "min_agreement": s.prf_min_agreement}
+            run.details["prf"] = {
+                "applied": False,
+                "agreement": agreement,
+                "min_agreement": s.prf_min_agreement,
+                "max_agreement": s.prf_max_agreement,
+            }
         elif opts.dense_weight is None:
             # Rescoring fuses with its own dense weight, the feedback documents' selection included.
             fusion = {**fusion, "dense_weight": s.prf_dense_weight}
@@ -487,7 +493,7 @@ def _feedback_round(
         return _dense_scan(c, namespaces, qvec2, depth, opts, profile)[0]
 
     pending = _search_pool().submit(lambda: dense_round(side("dense"))) if side is not None else None
-    expanded = rm3_terms(terms, feedback, _feedback_postings(conn, keys), s.prf_terms, s.prf_query_weight)
+    expanded = rm3_terms(terms, feedback, _feedback_postings(conn, keys, side), s.prf_terms, s.prf_query_weight)
     df = vocabulary_df(conn, [n.id for n in namespaces], list(expanded))
     expanded = cap_postings(expanded, list(terms), df, s.prf_max_postings)
     helper = None if side is None else (lambda fn: _search_pool().submit(lambda: fn(side("lexical"))))
@@ -526,7 +532,7 @@ def _feedback_rescore(
         return store.candidate_distances(c, cands, moved, profile.distance, gens), len(vectors)
 
     pending = _search_pool().submit(telemetry.bound(lambda: vector_half(side("dense")))) if side is not None else None
-    expanded = rm3_terms(terms, feedback, _feedback_postings(conn, keys), s.prf_terms, s.prf_query_weight)
+    expanded = rm3_terms(terms, feedback, _feedback_postings(conn, keys, side), s.prf_terms, s.prf_query_weight)
     n, total = lexical_info.get("stats") or store.lexical_stats(conn, ns_ids)
     df = vocabulary_df(conn, ns_ids, list(expanded))
     present = [t for t in expanded if t in df]
@@ -546,11 +552,11 @@ def _feedback_rescore(
     return new, info
 
 
-def _feedback_postings(conn, keys) -> list:
+def _feedback_postings(conn, keys, side=None) -> list:
     """The feedback chunks' postings: from the forward index where a segment has one, else stored."""
     from . import forward
 
-    rows, rest = forward.postings(conn, keys)
+    rows, rest = forward.postings(conn, keys, side)
     return rows + store.feedback_postings(conn, rest)
 
 
@@ -560,7 +566,7 @@ def _candidate_bm25(conn, cands, terms, weights, k1: float, b: float, avgdl: flo
     those there at the same time (the statement's cost is reading each candidate's postings)."""
     from . import forward
 
-    done, cands = forward.candidate_bm25(conn, cands, terms, weights, k1=k1, b=b, avgdl=avgdl)
+    done, cands = forward.candidate_bm25(conn, cands, terms, weights, k1=k1, b=b, avgdl=avgdl, side=side)
     return {**done, **_statement_bm25(conn, cands, terms, weights, k1, b, avgdl, side)}
 
 

@@ -163,9 +163,21 @@ def test_candidate_scores_equal_the_lanes_own(kb):
     )
 
 
-def test_rescoring_feedback_scores_every_candidate_in_both_lanes(kb):
+def test_rescoring_feedback_scores_every_candidate_in_both_lanes(kb_home, tenant, tmp_path):
     """``prf = "rescore"``: no second search, each lane ranks the union of the first round's candidates,
     so a chunk only one lane found is scored by the other as well."""
+    import kbctl
+
+    cfg = tmp_path / "kbctl.toml"  # every query takes feedback (no agreement band)
+    cfg.write_text("[profiles.hash-384.search]\nprf_min_agreement = 0.0\nprf_max_agreement = 1.0\n")
+    kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
+    try:
+        _rescoring_checks(kb)
+    finally:
+        kb.close()
+
+
+def _rescoring_checks(kb):
     _write(kb, "fb_rescore", MANY)
     q = "refund payment bank"
     plain = kb.search(q, "fb_rescore", mode="hybrid", prf="off", k=12)
@@ -187,7 +199,7 @@ def test_feedback_is_skipped_when_the_lanes_disagree(kb_home, tenant, tmp_path):
     import kbctl
 
     cfg = tmp_path / "kbctl.toml"
-    cfg.write_text('[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = 1.0\n')
+    cfg.write_text('[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = 1.0\nprf_max_agreement = 1.0\n')
     kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
     try:
         # Random document vectors over many documents: the dense lane's first ten are unrelated to
@@ -201,14 +213,40 @@ def test_feedback_is_skipped_when_the_lanes_disagree(kb_home, tenant, tmp_path):
         plain = kb.search("refund payment bank", "fb_skip", mode="hybrid", prf="off")
         info = r.details["prf"]
         assert info["agreement"] < 1.0
-        assert info == {"applied": False, "agreement": info["agreement"], "min_agreement": 1.0}
+        assert info == {"applied": False, "agreement": info["agreement"], "min_agreement": 1.0, "max_agreement": 1.0}
         assert [(h.chunk_id, h.score) for h in r.hits] == [(h.chunk_id, h.score) for h in plain.hits]
     finally:
         kb.close()
-    cfg.write_text('[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = 0.0\n')
+    cfg.write_text('[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = 0.0\nprf_max_agreement = 1.0\n')
     kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
     try:
         assert kb.search("refund payment bank", "fb_skip", mode="hybrid").details["prf"]["applied"] is True
+    finally:
+        kb.close()
+
+
+def test_feedback_is_skipped_when_the_lanes_already_agree(kb_home, tenant, tmp_path):
+    """Above ``prf_max_agreement`` the first round is likely good already and is the answer: the
+    same hits as without feedback, the decision in the details."""
+    import kbctl
+
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text('[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = 0.0\nprf_max_agreement = 0.0\n')
+    kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
+    try:
+        _write(kb, "fb_agree", MANY)  # the hash profile's vectors follow the words: the lanes agree
+        r = kb.search("refund payment bank", "fb_agree", mode="hybrid")
+        plain = kb.search("refund payment bank", "fb_agree", mode="hybrid", prf="off")
+        info = r.details["prf"]
+        assert info["agreement"] > 0.0
+        assert info == {"applied": False, "agreement": info["agreement"], "min_agreement": 0.0, "max_agreement": 0.0}
+        assert [(h.chunk_id, h.score) for h in r.hits] == [(h.chunk_id, h.score) for h in plain.hits]
+    finally:
+        kb.close()
+    cfg.write_text('[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = 0.0\nprf_max_agreement = 1.0\n')
+    kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
+    try:
+        assert kb.search("refund payment bank", "fb_agree", mode="hybrid").details["prf"]["applied"] is True
     finally:
         kb.close()
 
@@ -264,3 +302,44 @@ def test_forward_index_gives_the_feedback_postings_the_table_holds(kb):
     assert sorted(rest) == sorted(k for k in keys if k[1] > hi) and rest
     table = store.feedback_postings(conn, [k for k in keys if k[1] <= hi])
     assert sorted(rows) == sorted((a, c, t, pytest.approx(tf), pytest.approx(dl)) for a, c, t, tf, dl in table)
+
+
+def test_a_large_forward_index_is_read_in_the_background(kb, monkeypatch):
+    """A segment's forward index above ``SYNC_BYTES`` is not read while a search waits: its
+    candidates go to the statement, the arrays are read on a background thread over the side
+    connection, and the searches after it use them; without a side connection it is never read."""
+    import math
+
+    from kbctl.search import forward
+    from kbctl.store import lexical as packed
+
+    ns = _write(kb, "fb_forward_bg", MANY)
+    conn = kb.connection()
+    packed.pack(conn, ns.id)
+    forward.clear_cache()
+    monkeypatch.setattr(forward, "SYNC_BYTES", 0)
+    n, total = store.lexical_stats(conn, [ns.id])
+    df = store.vocabulary_df(conn, [ns.id], ["refund", "bank"])
+    weights = [math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in ("refund", "bank")]
+    keys = [
+        tuple(r) for r in conn.execute("SELECT namespace_id, id FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,))
+    ]
+    args = dict(k1=0.9, b=0.4, avgdl=total / n)
+    done, rest = forward.candidate_bm25(conn, keys, ["refund", "bank"], weights, **args)
+    assert not done and sorted(rest) == sorted(keys)  # no side connection: left to the statement
+    forward.wait_for_loads(30)
+    assert not forward._CACHE  # and never read
+    sides: list[str] = []
+
+    def side(purpose):
+        sides.append(purpose)
+        return kb.session.side_connection(purpose)
+
+    done, rest = forward.candidate_bm25(conn, keys, ["refund", "bank"], weights, side=side, **args)
+    assert not done and sorted(rest) == sorted(keys)  # the search did not wait for the read
+    forward.wait_for_loads(30)
+    assert sides == ["forward"]
+    done, rest = forward.candidate_bm25(conn, keys, ["refund", "bank"], weights, side=side, **args)
+    assert not rest and done  # read: every packed candidate scored in memory
+    sql = store.candidate_bm25(conn, keys, ["refund", "bank"], weights, **args)
+    assert done == pytest.approx(sql, rel=1e-12)

@@ -163,7 +163,7 @@ def test_defaults_load_with_the_right_types():
         dense_weight=0.5,
         per_doc=0,
         dedupe_threshold=0.9,
-        prf="off",
+        prf="rescore",
         prf_docs=10,
         prf_terms=10,
         prf_query_weight=0.8,
@@ -171,7 +171,8 @@ def test_defaults_load_with_the_right_types():
         prf_vector_weight=0.5,
         prf_max_postings=50000,
         prf_candidates=200,
-        prf_min_agreement=0.2,
+        prf_min_agreement=0.1,
+        prf_max_agreement=0.5,
         prf_dense_weight=0.6,
     )
     assert p.rerank == RerankSettings(kind="", model="", top_n=50)
