@@ -128,7 +128,11 @@ def tail_chunks(conn: Conn, ns_id: int, limit: int) -> int:
 
 def maintain(conn: Conn, ns_id: int) -> dict | None:
     """After an ingest: pack the tail once it holds ``PACK_MIN`` chunks, and merge the segments
-    after the first when there are more than ``MAX_SEGMENTS``. None when nothing was due."""
+    after the first when there are more than ``MAX_SEGMENTS``. A namespace with a segment packed
+    before migration 017 (no forward index, so feedback reads its candidates' postings) is packed
+    again whole, once, as ``kbctl db optimize`` would. None when nothing was due."""
+    if any(s[6] is None for s in forward_segments(conn, [ns_id])):
+        return repack(conn, ns_id)
     if tail_chunks(conn, ns_id, PACK_MIN) < PACK_MIN:
         return None
     merge = len(segments(conn, [ns_id])) >= MAX_SEGMENTS

@@ -343,3 +343,22 @@ def test_a_large_forward_index_is_read_in_the_background(kb, monkeypatch):
     assert not rest and done  # read: every packed candidate scored in memory
     sql = store.candidate_bm25(conn, keys, ["refund", "bank"], weights, **args)
     assert done == pytest.approx(sql, rel=1e-12)
+
+
+def test_a_segment_packed_before_the_forward_index_gets_one_after_the_next_ingest(kb, tmp_path, monkeypatch):
+    """An upgraded store's segments have no forward row (migration 017 does not backfill): the
+    lexical step after the next ingest packs the namespace again, once, so they get one."""
+    from kbctl.store import lexical as packed
+
+    monkeypatch.setattr(packed, "PACK_MIN", 1)  # the fixture is small; a namespace this size keeps a segment
+    ns = _write(kb, "fb_upgrade", MANY)
+    conn = kb.connection()
+    packed.pack(conn, ns.id)
+    conn.execute("DELETE FROM kbctl.lexical_forward WHERE namespace_id = %s", (ns.id,))  # as before 017
+    assert [s[6] for s in packed.forward_segments(conn, [ns.id])] == [None]
+    doc = tmp_path / "new.md"
+    doc.write_text("# New\n\nA refund note written after the upgrade.\n")
+    kb.ingest([str(doc)], namespace="fb_upgrade")
+    segs = packed.forward_segments(conn, [ns.id])
+    assert segs and all(s[6] is not None and s[6] > 0 for s in segs)
+    assert packed.maintain(conn, ns.id) is None  # done once: nothing due now
