@@ -532,14 +532,17 @@ def _feedback_rescore(
         return store.candidate_distances(c, cands, moved, profile.distance, gens), len(vectors)
 
     pending = _search_pool().submit(telemetry.bound(lambda: vector_half(side("dense")))) if side is not None else None
-    expanded = rm3_terms(terms, feedback, _feedback_postings(conn, keys, side), s.prf_terms, s.prf_query_weight)
+    from . import forward
+
+    segs = forward.segments(conn, ns_ids)  # read once: the feedback postings and the candidates' BM25
+    expanded = rm3_terms(terms, feedback, _feedback_postings(conn, keys, side, segs), s.prf_terms, s.prf_query_weight)
     n, total = lexical_info.get("stats") or store.lexical_stats(conn, ns_ids)
     df = vocabulary_df(conn, ns_ids, list(expanded))
     present = [t for t in expanded if t in df]
     weight = bm25_weights(expanded, present, df, n)
     k1, b = profile.lexical.k1, profile.lexical.b
     avgdl = float(total) / float(n or 1) or 1.0
-    bm25 = _candidate_bm25(conn, cands, present, weight, k1, b, avgdl, side)
+    bm25 = _candidate_bm25(conn, cands, present, weight, k1, b, avgdl, side, segs)
     lexical_info["bound"] = sum(weight) * (k1 + 1)
     dist, nvec = pending.result() if pending is not None else vector_half(conn)
     sim = {key: similarity(profile.distance, d) for key, d in dist.items()}
@@ -552,21 +555,22 @@ def _feedback_rescore(
     return new, info
 
 
-def _feedback_postings(conn, keys, side=None) -> list:
-    """The feedback chunks' postings: from the forward index where a segment has one, else stored."""
+def _feedback_postings(conn, keys, side=None, segs=None) -> list:
+    """The feedback chunks' postings: from the forward index where a segment has one, else stored
+    (``segs``: ``forward.segments``, if read)."""
     from . import forward
 
-    rows, rest = forward.postings(conn, keys, side)
+    rows, rest = forward.postings(conn, keys, side, segs)
     return rows + store.feedback_postings(conn, rest)
 
 
-def _candidate_bm25(conn, cands, terms, weights, k1: float, b: float, avgdl: float, side) -> dict:
+def _candidate_bm25(conn, cands, terms, weights, k1: float, b: float, avgdl: float, side, segs=None) -> dict:
     """BM25 of the candidates: from the packed segments' forward index in memory (``forward``),
     the others (the unpacked tail) by ``store.candidate_bm25``; with a side connection, half of
     those there at the same time (the statement's cost is reading each candidate's postings)."""
     from . import forward
 
-    done, cands = forward.candidate_bm25(conn, cands, terms, weights, k1=k1, b=b, avgdl=avgdl, side=side)
+    done, cands = forward.candidate_bm25(conn, cands, terms, weights, k1=k1, b=b, avgdl=avgdl, side=side, segs=segs)
     return {**done, **_statement_bm25(conn, cands, terms, weights, k1, b, avgdl, side)}
 
 

@@ -27,8 +27,9 @@ from typing import Sequence
 import numpy as np
 
 from ..store import lexical as packed
+from . import termarrays
 
-__all__ = ["candidate_bm25", "postings", "FORWARD_BYTES", "SYNC_BYTES", "clear_cache", "wait_for_loads"]
+__all__ = ["candidate_bm25", "postings", "segments", "FORWARD_BYTES", "SYNC_BYTES", "clear_cache", "wait_for_loads"]
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,9 @@ SYNC_BYTES = 32 << 20
 
 @dataclass(frozen=True)
 class _Forward:
-    ids: np.ndarray  # chunk id by ordinal (ascending)
-    dls: np.ndarray  # length by ordinal
+    """A segment's forward index; its chunk ids and lengths by ordinal are the lexical lane's
+    (``termarrays.segment_docs``, the same segment key), kept there."""
+
     offsets: np.ndarray  # ordinal o's entries are [offsets[o], offsets[o + 1])
     tids: np.ndarray  # term id per entry
     tfs: np.ndarray  # tf per entry
@@ -51,7 +53,7 @@ class _Forward:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.ids, self.dls, self.offsets, self.tids, self.tfs)) + 64 * len(self.terms)
+        return sum(a.nbytes for a in (self.offsets, self.tids, self.tfs)) + 64 * len(self.terms)
 
 
 _LOCK = threading.Lock()
@@ -107,21 +109,14 @@ def _get(conn, key: tuple, size: int, side) -> _Forward | None:
 
 
 def _load(conn, key: tuple) -> _Forward | None:
-    with _LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-    ns, seg = key[0], key[1]
-    row = packed.forward(conn, ns, seg)
-    docs = packed.docs(conn, ns, seg)
+    """Read a segment's forward index into the cache (None: the segment has none, or is gone)."""
+    row = packed.forward(conn, key[0], key[1])
     f = None
-    if row is not None and docs is not None:
+    if row is not None:
         terms, offsets, tids, tfs = row
+        # native byte order, the stored widths (4 bytes a posting per array); what a query gathers
+        # is widened to float64 (``_score``), as the statement computes in double
         f = _Forward(
-            # native byte order, the stored widths (4 bytes a posting per array); what a query
-            # gathers is widened to float64 (``_score``), as the statement computes in double
-            ids=np.frombuffer(docs[0], ">i8").astype(np.int64),
-            dls=np.frombuffer(docs[1], ">f4").astype(np.float32),
             offsets=np.frombuffer(offsets, ">i4").astype(np.int32),
             tids=np.frombuffer(tids, ">i4").astype(np.int32),
             tfs=np.frombuffer(tfs, ">f4").astype(np.float32),
@@ -135,10 +130,27 @@ def _load(conn, key: tuple) -> _Forward | None:
     return f
 
 
-def _placed(conn, keys: Sequence[tuple[int, int]]) -> tuple[dict[tuple, list[tuple[int, int]]], list[tuple[int, int]]]:
+def _docs(conn, key: tuple) -> tuple[np.ndarray, np.ndarray] | None:
+    """The segment's (chunk ids, lengths) by ordinal, None when it is gone (repacked since)."""
+    try:
+        return termarrays.segment_docs(conn, key)
+    except termarrays.Stale:
+        return None
+
+
+def segments(conn, ns_ids: Sequence[int]) -> list[tuple]:
+    """The namespaces' segments as ``postings`` and ``candidate_bm25`` take them (``segs``), so a
+    caller asking both reads them once."""
+    return packed.forward_segments(conn, sorted(set(ns_ids)))
+
+
+def _placed(
+    conn, keys: Sequence[tuple[int, int]], segs: list[tuple] | None
+) -> tuple[dict[tuple, list[tuple[int, int]]], list[tuple[int, int]]]:
     """The keys by the segment (with a forward index) that holds them, and the others. A segment's
     key is its identity and the size of its forward index (its last element)."""
-    segs = packed.forward_segments(conn, sorted({ns for ns, _ in keys}))
+    if segs is None:
+        segs = segments(conn, [ns for ns, _ in keys])
     where: dict[tuple, list[tuple[int, int]]] = {}
     rest: list[tuple[int, int]] = []
     for ns, cid in keys:
@@ -151,26 +163,28 @@ def _placed(conn, keys: Sequence[tuple[int, int]]) -> tuple[dict[tuple, list[tup
 
 
 def postings(
-    conn, keys: Sequence[tuple[int, int]], side=None
+    conn, keys: Sequence[tuple[int, int]], side=None, segs: list[tuple] | None = None
 ) -> tuple[list[tuple[int, int, str, float, float]], list[tuple[int, int]]]:
     """((namespace id, chunk id, term, tf, dl) of every posting of the ``keys`` that lie in a
     segment whose forward index is in memory (or small enough to read now), as
     ``store.feedback_postings`` gives them; the other keys). ``side(purpose)``: a connection for a
-    background read of a large segment."""
+    background read of a large segment; ``segs``: ``segments`` of the keys' namespaces, if read."""
     if not keys:
         return [], []
-    where, rest = _placed(conn, keys)
+    where, rest = _placed(conn, keys, segs)
     out: list[tuple[int, int, str, float, float]] = []
     for (*ident, size), members in where.items():
         f = _get(conn, tuple(ident), size, side)
-        if f is None:
+        docs = _docs(conn, tuple(ident)) if f is not None else None
+        if f is None or docs is None:
             rest.extend(members)
             continue
+        ids, dls = docs
         for ns, cid in members:
-            o = int(np.searchsorted(f.ids, cid))
-            if o >= len(f.ids) or f.ids[o] != cid:
+            o = int(np.searchsorted(ids, cid))
+            if o >= len(ids) or ids[o] != cid:
                 continue
-            s, e, dl = int(f.offsets[o]), int(f.offsets[o + 1]), float(f.dls[o])
+            s, e, dl = int(f.offsets[o]), int(f.offsets[o + 1]), float(dls[o])
             out.extend((ns, cid, f.names[t], float(tf), dl) for t, tf in zip(f.tids[s:e].tolist(), f.tfs[s:e].tolist()))
     return out, rest
 
@@ -185,33 +199,37 @@ def candidate_bm25(
     b: float,
     avgdl: float,
     side=None,
+    segs: list[tuple] | None = None,
 ) -> tuple[dict[tuple[int, int], float], list[tuple[int, int]]]:
     """(BM25 of the candidates ``keys`` that lie in a segment whose forward index is in memory (or
     small enough to read now), keyed by (namespace id, chunk id), a chunk holding none of the terms
-    missing as in the SQL; the other candidates, for ``store.candidate_bm25``). ``side``: as for
-    ``postings``."""
+    missing as in the SQL; the other candidates, for ``store.candidate_bm25``). ``side``, ``segs``:
+    as for ``postings``."""
     if not keys or not terms:
         return {}, list(keys)
-    where, rest = _placed(conn, keys)
+    where, rest = _placed(conn, keys, segs)
     out: dict[tuple[int, int], float] = {}
     for (*ident, size), members in where.items():
         f = _get(conn, tuple(ident), size, side)
-        if f is None:  # repacked since, or being read: the statement scores them
+        docs = _docs(conn, tuple(ident)) if f is not None else None
+        if f is None or docs is None:  # being read, or repacked since: the statement scores them
             rest.extend(members)
             continue
-        out.update(_score(f, members, terms, weights, k1, b, avgdl))
+        out.update(_score(f, *docs, members, terms, weights, k1, b, avgdl))
     return out, rest
 
 
-def _score(f: _Forward, members, terms, weights, k1: float, b: float, avgdl: float) -> dict[tuple[int, int], float]:
+def _score(
+    f: _Forward, ids: np.ndarray, dls: np.ndarray, members, terms, weights, k1: float, b: float, avgdl: float
+) -> dict[tuple[int, int], float]:
     w = np.zeros(len(f.terms) + 1)  # the last slot: terms the segment does not hold
     for t, x in zip(terms, weights):
         tid = f.terms.get(t)
         if tid is not None:
             w[tid] = x
     cids = np.array([c for _, c in members], dtype=np.int64)
-    ords = np.searchsorted(f.ids, cids)
-    ok = (ords < len(f.ids)) & (f.ids[np.minimum(ords, len(f.ids) - 1)] == cids)
+    ords = np.searchsorted(ids, cids)
+    ok = (ords < len(ids)) & (ids[np.minimum(ords, len(ids) - 1)] == cids)
     ords, members = ords[ok], [m for m, y in zip(members, ok) if y]
     if not len(ords):
         return {}
@@ -220,7 +238,7 @@ def _score(f: _Forward, members, terms, weights, k1: float, b: float, avgdl: flo
     idx = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(lengths.sum())
     tw = w[f.tids[idx]]
     tf = f.tfs[idx].astype(np.float64)
-    dl = np.repeat(f.dls[ords].astype(np.float64), lengths)
+    dl = np.repeat(dls[ords].astype(np.float64), lengths)
     part = tw * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
     bounds = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     scores = np.add.reduceat(part, bounds)

@@ -44,7 +44,7 @@ import numpy as np
 
 from ..store import lexical as packed
 
-__all__ = ["top_k", "held", "Stale", "DOCS_BYTES", "ROW_MIN", "ROW_BYTES", "ESTIMATE_AT", "clear_cache"]
+__all__ = ["top_k", "held", "segment_docs", "Stale", "DOCS_BYTES", "ROW_MIN", "ROW_BYTES", "ESTIMATE_AT", "clear_cache"]
 
 #: Memory kept for segments' chunk ids, lengths and length norms (bytes), least recently used out.
 DOCS_BYTES = 512 << 20
@@ -124,8 +124,9 @@ def _cached_bytes() -> int:
     return sum(a.nbytes + b.nbytes for a, b in _DOCS.values()) + sum(a.nbytes for a in _NORMS.values())
 
 
-def _docs(conn, key: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """A segment's (chunk ids, lengths) by ordinal, from memory or read once."""
+def segment_docs(conn, key: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """A segment's (chunk ids, lengths) by ordinal, from memory or read once (``key``: the
+    segment's identity, as ``store.lexical.plan`` gives it). Raises ``Stale`` when it is gone."""
     with _LOCK:
         hit = _DOCS.get(key)
         if hit is not None:
@@ -365,7 +366,7 @@ def top_k(
     dead: set[int] = set()
     postings = scored = rescored = 0
     for key, trows in by_segment.items():
-        ids, dls = _docs(conn, key)
+        ids, dls = segment_docs(conn, key)
         norm = _norms(key, dls, k1, b, avgdl)
         seg_terms = _terms(trows, w, k1, b, avgdl)
         postings += sum(t.postings for t in seg_terms)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 
@@ -166,15 +168,8 @@ def test_candidate_scores_equal_the_lanes_own(kb):
 def test_rescoring_feedback_scores_every_candidate_in_both_lanes(kb_home, tenant, tmp_path):
     """``prf = "rescore"``: no second search, each lane ranks the union of the first round's candidates,
     so a chunk only one lane found is scored by the other as well."""
-    import kbctl
-
-    cfg = tmp_path / "kbctl.toml"  # every query takes feedback (no agreement band)
-    cfg.write_text("[profiles.hash-384.search]\nprf_min_agreement = 0.0\nprf_max_agreement = 1.0\n")
-    kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
-    try:
+    with _banded(kb_home, tenant, tmp_path, 0.0, 1.0) as kb:  # every query takes feedback
         _rescoring_checks(kb)
-    finally:
-        kb.close()
 
 
 def _rescoring_checks(kb):
@@ -193,15 +188,34 @@ def _rescoring_checks(kb):
     assert "prf_ms" in fed.details["timings_ms"]
 
 
-def test_feedback_is_skipped_when_the_lanes_disagree(kb_home, tenant, tmp_path):
-    """The per-query decision: below ``prf_min_agreement`` the first round is the answer (the same
-    hits as without feedback), and the decision and its measure are in the details (--explain)."""
+@contextmanager
+def _banded(kb_home, tenant, tmp_path, lo: float, hi: float):
+    """A KnowledgeBase whose profile takes feedback by rescoring within the agreement band [lo, hi]."""
     import kbctl
 
     cfg = tmp_path / "kbctl.toml"
-    cfg.write_text('[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = 1.0\nprf_max_agreement = 1.0\n')
+    cfg.write_text(f'[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = {lo}\nprf_max_agreement = {hi}\n')
     kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
     try:
+        yield kb
+    finally:
+        kb.close()
+
+
+def _skipped_like_plain(kb, ns: str, q: str = "refund payment bank") -> dict:
+    """The decision's details of a hybrid search that skipped feedback; its hits are plain hybrid's."""
+    r = kb.search(q, ns, mode="hybrid")
+    plain = kb.search(q, ns, mode="hybrid", prf="off")
+    info = r.details["prf"]
+    assert info["applied"] is False
+    assert [(h.chunk_id, h.score) for h in r.hits] == [(h.chunk_id, h.score) for h in plain.hits]
+    return info
+
+
+def test_feedback_is_skipped_when_the_lanes_disagree(kb_home, tenant, tmp_path):
+    """The per-query decision: below ``prf_min_agreement`` the first round is the answer (the same
+    hits as without feedback), and the decision and its measure are in the details (--explain)."""
+    with _banded(kb_home, tenant, tmp_path, 1.0, 1.0) as kb:
         # Random document vectors over many documents: the dense lane's first ten are unrelated to
         # the lexical lane's, so the lanes disagree.
         rng = np.random.default_rng(7)
@@ -209,46 +223,23 @@ def test_feedback_is_skipped_when_the_lanes_disagree(kb_home, tenant, tmp_path):
             _doc(f"mem://note{i}", f"Note {i}", [f"Gardening note {i} about tomatoes and soil."]) for i in range(40)
         ]
         _write(kb, "fb_skip", MANY + filler, vectors=lambda n: rng.normal(size=(n, 384)))
-        r = kb.search("refund payment bank", "fb_skip", mode="hybrid")
-        plain = kb.search("refund payment bank", "fb_skip", mode="hybrid", prf="off")
-        info = r.details["prf"]
+        info = _skipped_like_plain(kb, "fb_skip")
         assert info["agreement"] < 1.0
         assert info == {"applied": False, "agreement": info["agreement"], "min_agreement": 1.0, "max_agreement": 1.0}
-        assert [(h.chunk_id, h.score) for h in r.hits] == [(h.chunk_id, h.score) for h in plain.hits]
-    finally:
-        kb.close()
-    cfg.write_text('[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = 0.0\nprf_max_agreement = 1.0\n')
-    kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
-    try:
+    with _banded(kb_home, tenant, tmp_path, 0.0, 1.0) as kb:
         assert kb.search("refund payment bank", "fb_skip", mode="hybrid").details["prf"]["applied"] is True
-    finally:
-        kb.close()
 
 
 def test_feedback_is_skipped_when_the_lanes_already_agree(kb_home, tenant, tmp_path):
     """Above ``prf_max_agreement`` the first round is likely good already and is the answer: the
     same hits as without feedback, the decision in the details."""
-    import kbctl
-
-    cfg = tmp_path / "kbctl.toml"
-    cfg.write_text('[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = 0.0\nprf_max_agreement = 0.0\n')
-    kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
-    try:
+    with _banded(kb_home, tenant, tmp_path, 0.0, 0.0) as kb:
         _write(kb, "fb_agree", MANY)  # the hash profile's vectors follow the words: the lanes agree
-        r = kb.search("refund payment bank", "fb_agree", mode="hybrid")
-        plain = kb.search("refund payment bank", "fb_agree", mode="hybrid", prf="off")
-        info = r.details["prf"]
+        info = _skipped_like_plain(kb, "fb_agree")
         assert info["agreement"] > 0.0
         assert info == {"applied": False, "agreement": info["agreement"], "min_agreement": 0.0, "max_agreement": 0.0}
-        assert [(h.chunk_id, h.score) for h in r.hits] == [(h.chunk_id, h.score) for h in plain.hits]
-    finally:
-        kb.close()
-    cfg.write_text('[profiles.hash-384.search]\nprf = "rescore"\nprf_min_agreement = 0.0\nprf_max_agreement = 1.0\n')
-    kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384", config=cfg)
-    try:
+    with _banded(kb_home, tenant, tmp_path, 0.0, 1.0) as kb:
         assert kb.search("refund payment bank", "fb_agree", mode="hybrid").details["prf"]["applied"] is True
-    finally:
-        kb.close()
 
 
 def test_forward_index_scores_equal_the_statement_and_leave_the_tail(kb):
