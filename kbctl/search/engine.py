@@ -30,6 +30,7 @@ from .lanes import (
     effective_ef_search,
     lexical_lane,
     similarity,
+    viewable_term,
     vocabulary_df,
 )
 from .prf import cap_postings, feedback_keys, lane_agreement, rm3_terms, rocchio
@@ -344,7 +345,9 @@ def _lexical(conn, plan: SearchPlan, run: _Lanes) -> None:
 def _lexical_lane(conn, plan: SearchPlan, run: _Lanes) -> None:
     t0 = time.perf_counter()
     ns_ids = [n.id for n in plan.namespaces]
-    run.terms, corrections = _query_terms(conn, ns_ids, plan.query, plan.analyzer, plan.profile, plan.opts.correct)
+    run.terms, corrections = _query_terms(
+        conn, ns_ids, plan.query, plan.analyzer, plan.profile, plan.opts.correct, plan.gate
+    )
     if corrections:
         run.details["corrections"] = corrections
         run.notes.append("corrected: " + ", ".join(f"{a} → {b}" for a, b in corrections.items()))
@@ -387,7 +390,7 @@ def _dense_lane(conn, plan: SearchPlan, run: _Lanes, pending, t0: float, span) -
         run.qvec = None
         if "lexical" not in run.lanes:
             ns_ids = [n.id for n in plan.namespaces]
-            run.terms, _ = _query_terms(conn, ns_ids, plan.query, plan.analyzer, profile, opts.correct)
+            run.terms, _ = _query_terms(conn, ns_ids, plan.query, plan.analyzer, profile, opts.correct, plan.gate)
             run.lanes["lexical"] = lexical_lane(conn, plan.namespaces, run.terms, run.depth, opts.filters, profile)
     if run.qvec is not None and dense is None:
         dense = _dense_scan(conn, plan.namespaces, run.qvec, run.depth, opts, profile)
@@ -598,7 +601,11 @@ def _rescored(rows: list[tuple[tuple[int, int], float, int | None]]) -> list[Lan
     return [LaneHit(key[0], key[1], float(sc), i + 1, d) for i, (key, sc, d) in enumerate(rows)]
 
 
-def _query_terms(conn, ns_ids, query, analyzer, profile, correct: bool) -> tuple[dict[str, float], dict[str, str]]:
+def _query_terms(
+    conn, ns_ids, query, analyzer, profile, correct: bool, gate: Gate | None = None
+) -> tuple[dict[str, float], dict[str, str]]:
+    """The query's terms (term → count), misspelled ones corrected to terms of documents ``gate``
+    lets through (``lanes.viewable_term``), and the corrections made."""
     terms: dict[str, float] = {}
     for t in analyzer.terms(query):
         terms[t] = terms.get(t, 0.0) + 1.0
@@ -606,7 +613,7 @@ def _query_terms(conn, ns_ids, query, analyzer, profile, correct: bool) -> tuple
         return terms, {}
     df = vocabulary_df(conn, ns_ids, list(terms))
     missing = [t for t in terms if t not in df]
-    fixes = correct_terms(conn, ns_ids, missing, profile.lexical.max_edit_distance)
+    fixes = correct_terms(conn, ns_ids, missing, profile.lexical.max_edit_distance, viewable_term(conn, ns_ids, gate))
     for bad, good in fixes.items():
         terms[good] = terms.get(good, 0.0) + terms.pop(bad)
     return terms, fixes

@@ -44,6 +44,7 @@ __all__ = [
     "bm25_weights",
     "similarity",
     "correct_terms",
+    "viewable_term",
 ]
 
 
@@ -157,12 +158,22 @@ def vocabulary_df(conn, ns_ids: list[int], terms: Sequence[str]) -> dict[str, in
     return store.vocabulary_df(conn, ns_ids, terms)
 
 
-def correct_terms(conn, ns_ids: list[int], missing: Sequence[str], max_distance: int) -> dict[str, str]:
-    """For each term not in the vocabulary, the most frequent term within ``max_distance`` edits.
+def correct_terms(
+    conn,
+    ns_ids: list[int],
+    missing: Sequence[str],
+    max_distance: int,
+    viewable: Callable[[str], bool] | None = None,
+) -> dict[str, str]:
+    """For each term not in the vocabulary, the nearest term within ``max_distance`` edits (the most
+    frequent of the nearest).
 
     Candidates share the first or second letter and are within ``max_distance`` in length (the 5000
     most frequent such terms); Levenshtein distances are computed by rapidfuzz (C++, with a cutoff),
     ~100× faster than a Python loop: a misspelled word costs about a millisecond, not 50.
+    ``viewable(term)``, when given, says whether a document the searching principal may view holds
+    the term: candidates are tried best first and the first viewable one is taken, so a correction
+    never names a word only withheld documents hold (``viewable_term``).
     """
     from rapidfuzz import process
     from rapidfuzz.distance import Levenshtein
@@ -175,10 +186,29 @@ def correct_terms(conn, ns_ids: list[int], missing: Sequence[str], max_distance:
         close = process.extract(
             t, [term for term, _ in rows], scorer=Levenshtein.distance, score_cutoff=max_distance, limit=None
         )
-        best = min(((dist, -rows[i][1], rows[i][0]) for _, dist, i in close), default=None)
+        ranked = sorted((dist, -rows[i][1], rows[i][0]) for _, dist, i in close)
+        best = next((term for _, _, term in ranked if viewable is None or viewable(term)), None)
         if best is not None:
-            out[t] = best[2]
+            out[t] = best
     return out
+
+
+# The postings read to decide whether the principal may view a document holding a correction.
+VIEWABLE_POSTINGS = 1000
+
+
+def viewable_term(conn, ns_ids: list[int], gate) -> Callable[[str], bool] | None:
+    """For the spelling corrector, ``term -> bool``: whether a document holding the term (among its
+    first ``VIEWABLE_POSTINGS`` postings) is one ``gate`` lets through; ``None`` for an unrestricted
+    gate. Fails closed: a term whose sampled documents are all withheld is not offered, even if a
+    later one could be viewed (the query keeps its misspelling)."""
+    if gate is None or gate.unrestricted:
+        return None
+
+    def check(term: str) -> bool:
+        return any(gate.allows(ns, acl) for ns, acl in store.term_acls(conn, ns_ids, term, VIEWABLE_POSTINGS))
+
+    return check
 
 
 # A query whose terms have more postings than this is scored in two halves of the chunk ids at once

@@ -7,7 +7,7 @@ Dense statements come with the ``SET LOCAL`` settings they run under, in one tra
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from psycopg import sql
@@ -28,6 +28,7 @@ __all__ = [
     "filtered_size",
     "vocabulary_df",
     "correction_candidates",
+    "term_acls",
     "bm25_statement",
     "bm25_rows",
     "candidate_bm25",
@@ -86,6 +87,11 @@ def correction_candidates(conn: Conn, ns_ids: list[int], term: str, max_distance
         query("search/correction_candidates"),
         (ns_ids, len(term) - max_distance, len(term) + max_distance, term[0], term[1:2]),
     ).fetchall()
+
+
+def term_acls(conn: Conn, ns_ids: list[int], term: str, limit: int) -> list[tuple[int, Any]]:
+    """(namespace id, document ACL) of the documents holding ``term``, from its first ``limit`` postings."""
+    return conn.execute(query("search/term_acls"), (ns_ids, term, limit)).fetchall()
 
 
 def bm25_statement(filters: tuple[Filter, ...]) -> tuple[sql.Composed, list]:

@@ -124,6 +124,49 @@ def test_unfiltered_content_query_still_counts_withheld(oracle_kb):
     assert "withheld 1 hit(s)" in " ".join(r.notes)
 
 
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_typo_correction_never_names_a_withheld_term(oracle_kb, mode):
+    """The spelling corrector picks from the vocabulary of documents the principal may view: a
+    near-miss of a word only a withheld document holds is not "corrected" to it (which would spell
+    out the word: an attacker could enumerate a restricted document's vocabulary by typing)."""
+    for who in (None, Principal("u1", ("sales",))):
+        r = oracle_kb.search("zephir plan", "gate", mode=mode, principal=who)
+        assert "zephyr" not in json.dumps(r.to_json()), who
+        assert "zephir" not in (r.details.get("corrections") or {}), who
+        # the same answer as for a word no document holds
+        other = oracle_kb.search("qwxzvk plan", "gate", mode=mode, principal=who)
+        assert [h.chunk_id for h in r.hits] == [h.chunk_id for h in other.hits]
+        assert r.withheld == other.withheld
+    # a principal who may view the document still gets the correction, and the document
+    board = oracle_kb.search("zephir plan", "gate", mode=mode, principal=Principal("u2", ("board",)))
+    assert board.details.get("corrections") == {"zephir": "zephyr"}
+    assert any("Zephyr" in (h.title or "") for h in board.hits)
+
+
+def test_typo_correction_skips_a_withheld_candidate_for_a_viewable_one(tmp_path, kb_home, tenant):
+    """Of two corrections at the same distance, the more frequent one is withheld: the corrector
+    takes the viewable one for a principal who may not view the other, and the frequent one for the
+    board."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "public.md").write_text("# Harbour\n\nthe harbour crane report\n")
+    for i in range(3):
+        (root / f"board-{i}.md").write_text(
+            f"---\nacl: [group:board]\n---\n# Minutes {i}\n\nthe harbor deal, note {i}\n"
+        )
+    kb = kbctl.open(config=_config(tmp_path), home=kb_home, tenant=tenant, profile="hash-384")
+    try:
+        kb.ingest([str(root)], "gate", verify=False)
+        # "harbr" is one edit from "harbor" (3 documents, withheld) and two from "harbour" (1, public)
+        anon = kb.search("harbr crane", "gate", mode="lexical")
+        assert anon.details.get("corrections") == {"harbr": "harbour"}
+        assert [h.title for h in anon.hits] == ["Harbour"]
+        board = kb.search("harbr crane", "gate", mode="lexical", principal=Principal("u2", ("board",)))
+        assert board.details.get("corrections") == {"harbr": "harbor"}
+    finally:
+        kb.close()
+
+
 @pytest.fixture
 def dup_kb(tmp_path, kb_home, tenant):
     """A public and an ACL-restricted document with the same text; the restricted one ranks first."""
