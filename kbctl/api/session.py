@@ -10,6 +10,7 @@ never reads a private.
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any, Iterator
 
 from .. import validate
@@ -111,7 +112,14 @@ class Session:
                 conn.cancel_safe(timeout=timeout)
 
     def close(self) -> None:
-        """Close every connection; the next call opens new ones (and looks the tenant's role up again)."""
+        """Close every connection; the next call opens new ones (and looks the tenant's role up again).
+
+        A background read of the search engine on a side connection is stopped first
+        (``kbctl.search.forward.stop_loads``): closing a connection another thread is reading from
+        crashes libpq."""
+        forward = sys.modules.get("kbctl.search.forward")  # not imported: no read was started
+        if forward is not None:
+            forward.stop_loads(self.side_connection)
         for c in self.open_connections():
             c.close()
         self.conn = None

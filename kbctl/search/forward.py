@@ -20,16 +20,26 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..store import lexical as packed
 from . import termarrays
 
-__all__ = ["candidate_bm25", "postings", "segments", "FORWARD_BYTES", "SYNC_BYTES", "clear_cache", "wait_for_loads"]
+__all__ = [
+    "candidate_bm25",
+    "postings",
+    "segments",
+    "FORWARD_BYTES",
+    "SYNC_BYTES",
+    "clear_cache",
+    "stop_loads",
+    "wait_for_loads",
+]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +70,9 @@ _LOCK = threading.Lock()
 _CACHE: OrderedDict[tuple, _Forward | None] = OrderedDict()
 _LOADING: dict[tuple, threading.Thread] = {}  # segments being read in the background
 _READER = threading.Lock()  # one background read at a time (they share the side connection)
+_SIDES: dict[tuple, Any] = {}  # the side callable each background read was started with
+_READING: dict[tuple, Any] = {}  # the connection a background read is running on
+_STOPPED: set[tuple] = set()  # reads whose session is closing: not started, or cancelled
 
 
 def clear_cache() -> None:
@@ -73,6 +86,27 @@ def wait_for_loads(timeout: float | None = None) -> None:
         threads = list(_LOADING.values())
     for t in threads:
         t.join(timeout)
+
+
+def stop_loads(side, timeout: float = 10.0) -> None:
+    """Stop the background reads started with ``side`` (a session's ``side_connection``) before the
+    session closes its connections: a read not yet begun is dropped, one under way is cancelled
+    (its statement, on the server), and their threads are waited for (up to ``timeout``). Closing a
+    connection another thread is reading from frees libpq's state under that thread: a one-shot
+    search whose first feedback query had just started a read died of SIGSEGV at exit."""
+    with _LOCK:
+        keys = [key for key, s in _SIDES.items() if s == side]
+        _STOPPED.update(keys)
+        threads = [_LOADING[key] for key in keys if key in _LOADING]
+        conns = [_READING[key] for key in keys if key in _READING]
+    for c in conns:
+        try:
+            c.cancel_safe(timeout=2.0)
+        except Exception as e:  # already closed, the server gone: the thread ends on its own
+            log.debug("cancelling a forward index read failed: %s", e)
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
 
 
 def _get(conn, key: tuple, size: int, side) -> _Forward | None:
@@ -92,18 +126,28 @@ def _get(conn, key: tuple, size: int, side) -> _Forward | None:
     def read() -> None:
         try:
             with _READER:
-                _load(side("forward"), key)
-        except Exception as e:  # the session closed, the server went away: the statement goes on
+                with _LOCK:
+                    if key in _STOPPED:
+                        return
+                c = side("forward")
+                with _LOCK:
+                    if key in _STOPPED:
+                        return
+                    _READING[key] = c
+                _load(c, key)
+        except Exception as e:  # the session closed or cancelled it, the server went away: the statement goes on
             log.debug("reading the forward index of %s failed: %s", key, e)
         finally:
             with _LOCK:
-                _LOADING.pop(key, None)
+                for d in (_LOADING, _SIDES, _READING):
+                    d.pop(key, None)
+                _STOPPED.discard(key)
 
     t = threading.Thread(target=read, daemon=True, name="kbctl-forward")
     with _LOCK:
         if key in _LOADING or key in _CACHE:
             return _CACHE.get(key)
-        _LOADING[key] = t
+        _LOADING[key], _SIDES[key] = t, side
     t.start()
     return None
 

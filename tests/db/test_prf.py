@@ -353,3 +353,61 @@ def test_a_segment_packed_before_the_forward_index_gets_one_after_the_next_inges
     segs = packed.forward_segments(conn, [ns.id])
     assert segs and all(s[6] is not None and s[6] > 0 for s in segs)
     assert packed.maintain(conn, ns.id) is None  # done once: nothing due now
+
+
+_CLOSE_DURING_READ = r"""
+import sys, time
+import kbctl
+from kbctl.search import forward
+from kbctl.store import lexical as packed
+
+home, tenant, name = sys.argv[1:4]
+kb = kbctl.open(home=home, tenant=tenant, profile="hash-384")
+conn = kb.connection()
+ns_id = conn.execute("SELECT id FROM kbctl.namespaces WHERE name = %s", (name,)).fetchone()[0]
+keys = [tuple(r) for r in conn.execute("SELECT namespace_id, id FROM kbctl.chunks WHERE namespace_id = %s", (ns_id,))]
+forward.SYNC_BYTES = 0  # every segment is read in the background
+read = packed.forward
+
+def slow(c, *a):  # a large segment: the read takes a while on the side connection
+    c.execute("SELECT pg_sleep(4)")
+    return read(c, *a)
+
+packed.forward = slow
+forward.candidate_bm25(conn, keys, ["refund"], [1.0], k1=0.9, b=0.4, avgdl=10.0, side=kb.session.side_connection)
+time.sleep(0.5)  # the read is under way
+t0 = time.perf_counter()
+kb.close()
+print(f"closed in {time.perf_counter() - t0:.2f} s", flush=True)
+assert not forward._LOADING, forward._LOADING
+time.sleep(1.0)
+assert not forward._CACHE, "the read went on after close"
+print("ok", flush=True)
+"""
+
+
+def test_closing_during_a_background_read_cancels_it_and_exits_cleanly(kb, kb_home, tenant):
+    """``kb.close()`` while a forward index is read in the background (a one-shot ``kbctl search``
+    at the million ends while its first feedback query's read has just begun) cancels the read and
+    waits for its thread before closing the connections. Closing a connection another thread is
+    reading from freed libpq's state under it: the process died of SIGSEGV at exit."""
+    import subprocess
+    import sys
+    import time
+
+    from kbctl.store import lexical as packed
+
+    ns = _write(kb, "fb_forward_close", MANY)
+    packed.pack(kb.connection(), ns.id)
+    t0 = time.perf_counter()
+    p = subprocess.run(
+        [sys.executable, "-c", _CLOSE_DURING_READ, str(kb_home), tenant, ns.name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-2000:])
+    assert p.stdout.strip().endswith("ok"), p.stdout
+    closed = float(p.stdout.split("closed in ")[1].split(" s")[0])
+    assert closed < 3.0, f"close waited for the whole read ({closed} s)"
+    assert time.perf_counter() - t0 < 60
