@@ -110,6 +110,7 @@ def _progress(silent: bool):
     if silent:
         return None, lambda: None
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.text import Text
 
     bar = Progress(
         TextColumn("{task.description}"),
@@ -133,5 +134,8 @@ def _progress(silent: bool):
                 t = bar.tasks[tasks[name]]
                 if t.elapsed:
                     bar.update(tasks[name], rate=f"{t.completed / t.elapsed:.1f}/s")
+        elif event == "repacking":
+            line = f"packing the lexical postings of {data.get('namespace')} again, whole, once: {data.get('reason')}"
+            bar.console.print(Text(line))
 
     return on, bar.stop

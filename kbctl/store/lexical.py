@@ -32,6 +32,7 @@ __all__ = [
     "tail_chunks",
     "PACK_MIN",
     "maintain",
+    "lacks_forward",
     "repack",
     "pack",
     "all_namespaces",
@@ -131,12 +132,18 @@ def maintain(conn: Conn, ns_id: int) -> dict | None:
     after the first when there are more than ``MAX_SEGMENTS``. A namespace with a segment packed
     before migration 017 (no forward index, so feedback reads its candidates' postings) is packed
     again whole, once, as ``kbctl db optimize`` would. None when nothing was due."""
-    if any(s[6] is None for s in forward_segments(conn, [ns_id])):
+    if lacks_forward(conn, ns_id):
         return repack(conn, ns_id)
     if tail_chunks(conn, ns_id, PACK_MIN) < PACK_MIN:
         return None
     merge = len(segments(conn, [ns_id])) >= MAX_SEGMENTS
     return pack(conn, ns_id, keep=1 if merge else None)
+
+
+def lacks_forward(conn: Conn, ns_id: int) -> bool:
+    """Whether a segment of the namespace was packed before migration 017 (it has no forward index):
+    ``maintain`` then packs the namespace again whole."""
+    return any(s[6] is None for s in forward_segments(conn, [ns_id]))
 
 
 def repack(conn: Conn, ns_id: int) -> dict | None:

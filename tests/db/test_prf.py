@@ -349,10 +349,17 @@ def test_a_segment_packed_before_the_forward_index_gets_one_after_the_next_inges
     assert [s[6] for s in packed.forward_segments(conn, [ns.id])] == [None]
     doc = tmp_path / "new.md"
     doc.write_text("# New\n\nA refund note written after the upgrade.\n")
-    kb.ingest([str(doc)], namespace="fb_upgrade")
+    events: list = []
+    kb.ingest([str(doc)], namespace="fb_upgrade", progress=lambda e, d: events.append((e, d)))
+    # the run says so before it starts (at a million chunks it takes minutes), and only then
+    assert [d["namespace"] for e, d in events if e == "repacking"] == ["fb_upgrade"]
     segs = packed.forward_segments(conn, [ns.id])
     assert segs and all(s[6] is not None and s[6] > 0 for s in segs)
     assert packed.maintain(conn, ns.id) is None  # done once: nothing due now
+    events.clear()
+    doc.write_text("# New\n\nA refund note written after the upgrade, changed.\n")
+    kb.ingest([str(doc)], namespace="fb_upgrade", progress=lambda e, d: events.append((e, d)))
+    assert "repacking" not in [e for e, _ in events]
 
 
 _CLOSE_DURING_READ = r"""
