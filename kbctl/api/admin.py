@@ -49,40 +49,34 @@ class Admin(Part):
         """Vacuum and analyze kbctl's tables; ``reindex`` also compacts their B-tree indexes, ``full``
         rewrites everything under exclusive locks; first (``repack``) each namespace's packed
         postings are rewritten as one segment (``repack``). Returns each table's bytes before and after."""
-        if repack:
-            self.repack()
         # autocommit (VACUUM cannot run in a transaction), migrated first when auto_migrate: after
-        # an upgrade this may be the first command run, and it must not work on the old schema
-        conn = self.session.admin_connection()
-        try:
+        # an upgrade this may be the first command run, and it must not work on the old schema. One
+        # connection for both steps (the migration check runs once).
+        with self.session.admin() as conn:
+            if repack:
+                self._repack(conn)
             return admin_store.optimize(conn, reindex=reindex, full=full)
-        finally:
-            conn.close()
 
     def repack(self) -> list[dict]:
         """Rewrite every namespace's packed postings (the lexical lane's segments) as one segment,
         without the chunks deleted since; pack a namespace of ``PACK_MIN`` chunks or more that has
         none yet. Each waits for an ingest of its namespace to finish. Returns one row per
         namespace packed: its name, chunks and postings."""
+        with self.session.admin() as conn:  # migrated first when auto_migrate, as every command
+            return self._repack(conn)
+
+    @staticmethod
+    def _repack(conn) -> list[dict]:
         from ..store import lexical
 
-        conn = self.session.admin_connection()  # migrated first when auto_migrate, as every command
         out = []
-        try:
-            for ns_id, name in lexical.all_namespaces(conn):
-                done = lexical.repack(conn, ns_id)
-                if done is not None:
-                    out.append(
-                        {
-                            "namespace_id": ns_id,
-                            "namespace": name,
-                            "chunks": done["chunks"],
-                            "postings": done["postings"],
-                        }
-                    )
-            return out
-        finally:
-            conn.close()
+        for ns_id, name in lexical.all_namespaces(conn):
+            done = lexical.repack(conn, ns_id)
+            if done is not None:
+                out.append(
+                    {"namespace_id": ns_id, "namespace": name, "chunks": done["chunks"], "postings": done["postings"]}
+                )
+        return out
 
     def start_server(self) -> Path | None:
         """Start the embedded server (it stays up until ``stop_server``); its data directory, or None with a DSN."""

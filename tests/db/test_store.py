@@ -334,6 +334,23 @@ def test_optimize_compacts_the_postings_index_after_a_mass_delete(kb):
         optimize(admin)
 
 
+def test_db_optimize_checks_the_migrations_once(kb, monkeypatch):
+    """``kb.admin.optimize()`` repacks and vacuums on one admin connection: the migration check (a
+    lock and a read of the ledger) runs once, not once per step."""
+    _write(kb, "opt_once", DOCS)
+    db = kb.session.db
+    calls: list[int] = []
+    migrate = db.migrate
+
+    def counted(*a, **k):
+        calls.append(1)
+        return migrate(*a, **k)
+
+    monkeypatch.setattr(db, "migrate", counted)
+    rows = kb.admin.optimize()
+    assert rows and len(calls) == 1
+
+
 def test_a_small_filtered_slice_of_an_index_still_gets_k_rows(kb):
     """An iterative HNSW scan that stops early (max_scan_tuples) is finished by an exact scan: a
     filter keeps a small slice of a generation's index, far from the query."""
