@@ -210,3 +210,86 @@ def sweep(env: Env) -> str:
     body = md_table(rows, ["fusion", "rrf_k", "dense_weight", "candidates", *SWEEP_COLLECTIONS, "mean"])
     print(body)
     return body
+
+
+# Does feedback need a large collection? (ADI, held out, has 82 documents.) Sub-collections of the
+# dev collections at these sizes, a few random draws each.
+SMALL_COLLECTIONS = ("cranfield", "scifact")
+SMALL_SIZES = (100, 300, 1000)
+SMALL_DRAWS = 3
+
+
+def _sub_collection(dataset, corpus: dict, size: int, draw: int, name: str):
+    """Test queries drawn at random while their relevant documents stay within 30% of ``size``,
+    then random other documents up to ``size``: (the queries, the document ids)."""
+    import random
+
+    rng = random.Random(f"{name}-{size}-{draw}")
+    order = [q for q in dataset.queries if any(g > 0 for g in dataset.qrels.get(q.id, {}).values())]
+    rng.shuffle(order)
+    chosen, rel = [], set()
+    for q in order:
+        rq = {d for d, g in dataset.qrels[q.id].items() if g > 0 and d in corpus}
+        if len(rel | rq) > 0.3 * size:
+            continue
+        chosen.append(q)
+        rel |= rq
+    others = [d for d in corpus if d not in rel]  # in the corpus file's order
+    return chosen, sorted(rel) + rng.sample(others, max(0, min(len(others), size - len(rel))))
+
+
+def small(env: Env) -> str:
+    """Plain hybrid against the default (bounded feedback) on sub-collections of the dev collections:
+    nDCG@10 per size and draw (docs/retrieval-quality.md, "Does feedback need a large collection?")."""
+    import kbctl as kb_mod
+    from kbctl.api.evals import search_fn
+    from kbctl.evals import iter_beir_corpus, load_dataset
+    from kbctl.evals.metrics import ndcg_at_k
+
+    kb = kb_mod.open(home=env.home)
+    rows = []
+    try:
+        for name in SMALL_COLLECTIONS:
+            if not env.collection(name).exists():
+                print(f"skip {name}: not found under {env.evaldata}")
+                continue
+            ds = load_dataset(env.collection(name))
+            corpus = {d["_id"]: d for d in iter_beir_corpus(env.collection(name))}
+            sizes = (len(corpus) // 2,) if env.smoke else SMALL_SIZES
+            for size in sizes:
+                for draw in range(1 if env.smoke else SMALL_DRAWS):
+                    queries, docs = _sub_collection(ds, corpus, size, draw, name)
+                    queries = env.few(queries)
+                    ns = f"sub-{name}-{size}-{draw}"
+                    records = (
+                        {
+                            "id": d,
+                            "title": corpus[d].get("title", ""),
+                            "text": corpus[d].get("text", ""),
+                            "metadata": {},
+                        }
+                        for d in docs
+                    )
+                    kb.ingestion.ingest_records(records, ns, verify=False)
+                    fn = search_fn(kb, ds, ns, 100)
+                    means = {}
+                    for mode in ("plain", "hybrid"):
+                        per = [ndcg_at_k([k for k, _ in fn(q, mode)], ds.qrels[q.id], 10) for q in queries]
+                        means[mode] = sum(per) / len(per) if per else 0.0
+                    row = {
+                        "collection": name,
+                        "documents": len(docs),
+                        "draw": draw + 1,
+                        "queries": len(queries),
+                        "plain hybrid": round(means["plain"], 4),
+                        "default": round(means["hybrid"], 4),
+                        "difference": f"{means['hybrid'] - means['plain']:+.4f}",
+                    }
+                    print(row, flush=True)
+                    rows.append(row)
+    finally:
+        kb.close()
+    save_json(env, "small", rows)
+    body = md_table(rows, ["collection", "documents", "draw", "queries", "plain hybrid", "default", "difference"])
+    print(body)
+    return body

@@ -17,6 +17,8 @@ bench-smoke``, run by ``.ci/run``. The store is a dedicated home (``--home``, de
 - ``quality``: ``kbctl eval import`` + ``kbctl eval run`` on SciFact, Cranfield, CISI
   → docs/retrieval-quality.md and the README's "Retrieval quality"
 - ``sweep``:   hybrid fusion settings on SciFact and Cranfield → docs/retrieval-quality.md
+- ``small``:   plain hybrid against the default (bounded feedback) on sub-collections of Cranfield and
+  SciFact of 100, 300 and 1,000 documents, three draws each → docs/retrieval-quality.md
 - ``parity``:  kbctl's BM25 lane against bm25s on the same tokens → docs/benchmarks.md
 - ``dense``:   HNSW vs exact top-10 agreement, unfiltered and 5%-filtered → docs/benchmarks.md
 - ``latency``: search p50/p95 per mode at 10k and 100k chunks, cold CLI call → docs/benchmarks.md
@@ -63,6 +65,7 @@ from common import REPO, Env, kbctl, machine, write_section
 PARTS = (
     "quality",
     "sweep",
+    "small",
     "parity",
     "dense",
     "latency",
@@ -82,6 +85,7 @@ PARTS = (
 DOCS = {
     "quality": ("docs/retrieval-quality.md", "README.md"),
     "sweep": ("docs/retrieval-quality.md",),
+    "small": ("docs/retrieval-quality.md",),
     "parity": ("docs/benchmarks.md",),
     "dense": ("docs/benchmarks.md",),
     "latency": ("docs/benchmarks.md",),
@@ -118,6 +122,7 @@ def _part(name: str):
     return {
         "quality": quality.run,
         "sweep": quality.sweep,
+        "small": quality.small,
         "parity": parity.run,
         "dense": dense.run,
         "latency": latency.run,
