@@ -280,9 +280,10 @@ def _record_sources(records: Iterable[dict]):
             "text": r.get("text") or "",
             "metadata": r.get("metadata") or {},
         }
-        if r.get("acl") is not None and isinstance(
-            body["metadata"], dict
-        ):  # kbctl.acl.lift_acl moves it to Document.acl
+        if "acl" in r and isinstance(body["metadata"], dict):
+            # kbctl.acl.lift_acl moves it to Document.acl; given without entries (null, [], "") it is
+            # an ACL of no one, as front matter's "acl:" is: only a record without the key takes
+            # the namespace's default
             body["metadata"] = {**body["metadata"], "acl": r["acl"]}
         yield Source(
             uri=rid, content=json.dumps(body, sort_keys=True).encode(), media_type=RECORD_MEDIA_TYPE, kind="record"

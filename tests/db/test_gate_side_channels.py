@@ -225,6 +225,22 @@ def test_empty_acl_means_no_one(tmp_path, kb_home, tenant, acl):
             assert kb.search("", "gate", filters=["title=Closed"], principal=who).hits == ()
 
 
+@pytest.mark.parametrize("acl", [None, [], ""])
+def test_a_record_given_an_empty_acl_means_no_one(tmp_path, kb_home, tenant, acl):
+    """A record's ``acl`` field given without entries (``null``, ``[]``, ``""``) is an ACL of no one,
+    as front matter's ``acl:`` is; only a record without the key takes the namespace's default."""
+    records = [
+        {"id": "closed", "title": "Closed", "text": "wombat ledger of nobody", "acl": acl},
+        {"id": "open", "title": "Open", "text": "wombat ledger of everyone"},
+    ]
+    with kbctl.open(config=_config(tmp_path), home=kb_home, tenant=tenant, profile="hash-384") as kb:
+        kb.ingestion.ingest_records(records, "gate", verify=False)
+        assert len(kb.search("wombat ledger", "gate", mode="lexical", unrestricted=True).hits) == 2
+        for who in (None, Principal("u1"), Principal("u2", ("board", "eng"))):
+            r = kb.search("wombat ledger", "gate", mode="lexical", principal=who)
+            assert [h.title for h in r.hits] == ["Open"], (acl, who)
+
+
 def _numbers_kb(tmp_path, kb_home, tenant):
     root = tmp_path / "nums"
     root.mkdir()
