@@ -193,8 +193,10 @@ def correct_terms(
     return out
 
 
-# The postings read to decide whether the principal may view a document holding a correction.
-VIEWABLE_POSTINGS = 1000
+# The postings read to decide whether the principal may view a document holding a correction: a
+# few first (usually enough: 0.4 ms against 4-5 ms for a term of 18,000 postings at 100k chunks),
+# then up to the cap.
+VIEWABLE_FIRST, VIEWABLE_POSTINGS = 16, 1000
 
 
 def viewable_term(conn, ns_ids: list[int], gate) -> Callable[[str], bool] | None:
@@ -206,7 +208,13 @@ def viewable_term(conn, ns_ids: list[int], gate) -> Callable[[str], bool] | None
         return None
 
     def check(term: str) -> bool:
-        return any(gate.allows(ns, acl) for ns, acl in store.term_acls(conn, ns_ids, term, VIEWABLE_POSTINGS))
+        for limit in (VIEWABLE_FIRST, VIEWABLE_POSTINGS):
+            rows = store.term_acls(conn, ns_ids, term, limit)
+            if any(gate.allows(ns, acl) for ns, acl in rows):
+                return True
+            if len(rows) < limit:
+                return False  # every posting read: none viewable
+        return False
 
     return check
 

@@ -167,6 +167,34 @@ def test_typo_correction_skips_a_withheld_candidate_for_a_viewable_one(tmp_path,
         kb.close()
 
 
+def test_typo_correction_reads_past_the_first_postings_and_fails_closed_at_the_cap(
+    tmp_path, kb_home, tenant, monkeypatch
+):
+    """The corrector first reads a term's first few postings (``VIEWABLE_FIRST``), then up to
+    ``VIEWABLE_POSTINGS``: a viewable document past the first few still makes the term viewable;
+    one past the cap does not (fail closed: the query keeps its misspelling)."""
+    from kbctl.search import lanes
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(3):
+        (root / f"a-board-{i}.md").write_text(f"---\nacl: [group:board]\n---\n# Minutes {i}\n\nthe harbor deal {i}\n")
+    # ingested last: its posting comes last in the primary key (namespace, term, chunk id) read in order
+    (root / "z-public.md").write_text("# Port\n\nthe harbor crane report\n")
+    kb = kbctl.open(config=_config(tmp_path), home=kb_home, tenant=tenant, profile="hash-384")
+    try:
+        kb.ingest([str(root)], "gate", verify=False)
+        monkeypatch.setattr(lanes, "VIEWABLE_FIRST", 2)
+        monkeypatch.setattr(lanes, "VIEWABLE_POSTINGS", 10)
+        anon = kb.search("harbr crane", "gate", mode="lexical")
+        assert anon.details.get("corrections") == {"harbr": "harbor"}
+        assert [h.title for h in anon.hits] == ["Port"]
+        monkeypatch.setattr(lanes, "VIEWABLE_POSTINGS", 3)
+        assert not kb.search("harbr crane", "gate", mode="lexical").details.get("corrections")
+    finally:
+        kb.close()
+
+
 @pytest.fixture
 def dup_kb(tmp_path, kb_home, tenant):
     """A public and an ACL-restricted document with the same text; the restricted one ranks first."""
