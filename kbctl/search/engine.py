@@ -20,20 +20,20 @@ from ..types import Hit, SearchResult
 from ..validate import count
 from .access import ACL_COLUMN, anonymous_gate, gate_lanes, gated_page, viewable
 from .cite import cited_hit, relevance_scale
+from .feedback import rescore, second_round
 from .filters import Filter
 from .fuse import fuse
 from .lanes import (
     LaneHit,
-    bm25_weights,
     correct_terms,
     dense_lane,
     effective_ef_search,
     lexical_lane,
-    similarity,
+    search_pool,
     viewable_term,
     vocabulary_df,
 )
-from .prf import cap_postings, feedback_keys, lane_agreement, rm3_terms, rocchio
+from .prf import lane_agreement
 from .route import route
 from .shape import shape
 
@@ -234,7 +234,7 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the
     # HNSW scan runs on the side connection) while the lexical lane runs here.
     pending = (
-        _search_pool().submit(
+        search_pool().submit(
             telemetry.bound(_dense_job), plan.side, plan.namespaces, profile, plan.query, run.depth, opts
         )
         if mode == "hybrid"
@@ -279,16 +279,17 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
                 # again. The raw first round and what the gate withheld from it stay, for the count
                 # of withheld hits and the saturation check (``_page``). Their fusion is part of this
                 # step (no span of its own).
-                run.lanes, run.details["prf"] = _feedback_rescore(
+                run.lanes, run.details["prf"] = rescore(
                     conn, plan.namespaces, profile, run.terms, run.qvec, run.lanes, fused[: run.depth],
                     run.lexical_info, plan.side,
                 )  # fmt: skip
                 run.details["prf"]["agreement"] = agreement
                 fused = fuse(run.lanes, **fusion)
             else:
-                run.raw, run.details["prf"] = _feedback_round(
-                    conn, plan.namespaces, profile, run.terms, run.qvec, run.lanes, fused[: run.depth], run.depth,
-                    opts, plan.side,
+                depth, namespaces = run.depth, plan.namespaces
+                run.raw, run.details["prf"] = second_round(
+                    conn, namespaces, profile, run.terms, run.qvec, run.lanes, fused[: depth], depth, opts.filters,
+                    lambda c, vec: _dense_scan(c, namespaces, vec, depth, opts, profile)[0], plan.side,
                 )  # fmt: skip
             info = run.details["prf"]
             span.set_attributes({"kbctl.docs": info["docs"], "kbctl.terms.added": len(info["terms"])})
@@ -352,7 +353,7 @@ def _lexical_lane(conn, plan: SearchPlan, run: _Lanes) -> None:
         run.details["corrections"] = corrections
         run.notes.append("corrected: " + ", ".join(f"{a} → {b}" for a, b in corrections.items()))
     side = plan.side
-    helper = None if side is None else (lambda fn: _search_pool().submit(lambda: fn(side("lexical"))))
+    helper = None if side is None else (lambda fn: search_pool().submit(lambda: fn(side("lexical"))))
     run.lanes["lexical"] = lexical_lane(
         conn, plan.namespaces, run.terms, run.depth, plan.opts.filters, plan.profile, helper=helper,
         info=run.lexical_info,
@@ -451,156 +452,6 @@ def _withheld_ahead(
     return sum(1 for key in keys if key in hidden)
 
 
-def _lane_chunks(lanes) -> dict[tuple[int, int], int | None]:
-    """Every chunk of the lanes, (namespace id, chunk id), in lane order, with its document id
-    (``None`` when no lane gave one)."""
-    order: dict[tuple[int, int], int | None] = {}
-    for hits in lanes.values():
-        for h in hits:
-            if order.get((h.namespace_id, h.chunk_id)) is None:
-                order[(h.namespace_id, h.chunk_id)] = h.document_id
-    return order
-
-
-def _documents_of(chunks: dict[tuple[int, int], int | None]) -> dict[tuple[int, int], tuple[int, int]]:
-    """chunk key -> document key, (namespace id, document id), of the chunks whose document is known."""
-    return {key: (key[0], d) for key, d in chunks.items() if d is not None}
-
-
-def _feedback_round(
-    conn,
-    namespaces,
-    profile: Profile,
-    terms: dict[str, float],
-    qvec,
-    lanes,
-    fused,
-    depth: int,
-    opts: SearchOptions,
-    side,
-):
-    """Hybrid pseudo-relevance feedback (``kbctl.search.prf``): the best documents of the fused
-    first round expand the BM25 query (RM3, from their stored postings) and move the query vector
-    (Rocchio, from their stored vectors); both lanes run again, as in the first round (the dense one
-    on the side connection while the lexical one runs here): (the new lanes, not gated yet, the
-    round's details). ``lanes`` and ``fused`` are the gated first round: feedback comes only from
-    what the principal may view."""
-    s = profile.search
-    feedback = feedback_keys(fused, _documents_of(_lane_chunks(lanes)), s.prf_docs)
-    keys = [key for key, _ in feedback]
-    vkeys = keys[: s.prf_vector_docs]
-    vectors = store.feedback_vectors(conn, vkeys, [n.generation_id for n in namespaces])
-    qvec2 = rocchio(qvec, [vectors[key] for key in vkeys if key in vectors], s.prf_vector_weight)
-
-    def dense_round(c):
-        return _dense_scan(c, namespaces, qvec2, depth, opts, profile)[0]
-
-    pending = _search_pool().submit(lambda: dense_round(side("dense"))) if side is not None else None
-    expanded = rm3_terms(terms, feedback, _feedback_postings(conn, keys, side), s.prf_terms, s.prf_query_weight)
-    df = vocabulary_df(conn, [n.id for n in namespaces], list(expanded))
-    expanded = cap_postings(expanded, list(terms), df, s.prf_max_postings)
-    helper = None if side is None else (lambda fn: _search_pool().submit(lambda: fn(side("lexical"))))
-    new = {"lexical": lexical_lane(conn, namespaces, expanded, depth, opts.filters, profile, helper=helper)}
-    new["dense"] = pending.result() if pending is not None else dense_round(conn)
-    added = sorted((t for t in expanded if t not in terms), key=lambda t: -expanded[t])
-    info = {"docs": len(feedback), "vector_docs": len(vectors), "terms": added, "candidates": depth}
-    return new, info
-
-
-def _feedback_rescore(
-    conn, namespaces, profile: Profile, terms: dict[str, float], qvec, lanes, fused, lexical_info: dict, side
-):
-    """Pseudo-relevance feedback at a bounded cost (``prf = "rescore"``): the same RM3 query and
-    Rocchio vector as ``_feedback_round``, but instead of running both lanes again, every candidate
-    of the first round (the union of the gated lanes) is scored by both: BM25 of the expanded query
-    (from the candidates' own postings) and the distance of the moved query vector (to their stored
-    vectors, in PostgreSQL). Its cost grows with the candidates, not with the corpus or the
-    expansion terms' postings. Each lane then ranks every candidate, so fusion sees both lanes'
-    evidence for each (a chunk one lane missed is no longer scored 0 by it). The vector half runs on
-    the side connection while the lexical half runs here, when the caller offers one (``side``).
-    Returns the rescored lanes (gated already: they hold only the gated first round's chunks) and
-    the step's details."""
-    s = profile.search
-    order = _lane_chunks(lanes)
-    feedback = feedback_keys(fused, _documents_of(order), s.prf_docs)
-    keys = [key for key, _ in feedback]
-    cands = list(order)
-    ns_ids = [n.id for n in namespaces]
-    gens = [n.generation_id for n in namespaces]
-    vkeys = keys[: s.prf_vector_docs]
-
-    def vector_half(c) -> tuple[dict, int]:
-        vectors = store.feedback_vectors(c, vkeys, gens)
-        moved = rocchio(qvec, [vectors[key] for key in vkeys if key in vectors], s.prf_vector_weight)
-        return store.candidate_distances(c, cands, moved, profile.distance, gens), len(vectors)
-
-    pending = _search_pool().submit(telemetry.bound(lambda: vector_half(side("dense")))) if side is not None else None
-    from . import forward
-
-    segs = forward.segments(conn, ns_ids)  # read once: the feedback postings and the candidates' BM25
-    expanded = rm3_terms(terms, feedback, _feedback_postings(conn, keys, side, segs), s.prf_terms, s.prf_query_weight)
-    n, total = lexical_info.get("stats") or store.lexical_stats(conn, ns_ids)
-    df = vocabulary_df(conn, ns_ids, list(expanded))
-    present = [t for t in expanded if t in df]
-    weight = bm25_weights(expanded, present, df, n)
-    k1, b = profile.lexical.k1, profile.lexical.b
-    avgdl = float(total) / float(n or 1) or 1.0
-    bm25 = _candidate_bm25(conn, cands, present, weight, k1, b, avgdl, side, segs)
-    lexical_info["bound"] = sum(weight) * (k1 + 1)
-    dist, nvec = pending.result() if pending is not None else vector_half(conn)
-    sim = {key: similarity(profile.distance, d) for key, d in dist.items()}
-    new = {
-        "lexical": _rescored([(key, bm25.get(key, 0.0), order[key]) for key in cands]),
-        "dense": _rescored([(key, sim[key], order[key]) for key in cands if key in sim]),
-    }
-    added = sorted((t for t in expanded if t not in terms), key=lambda t: -expanded[t])
-    info = {"docs": len(feedback), "vector_docs": nvec, "terms": added, "candidates": len(cands), "applied": True}
-    return new, info
-
-
-def _feedback_postings(conn, keys, side=None, segs=None) -> list:
-    """The feedback chunks' postings: from the forward index where a segment has one, else stored
-    (``segs``: ``forward.segments``, if read)."""
-    from . import forward
-
-    rows, rest = forward.postings(conn, keys, side, segs)
-    return rows + store.feedback_postings(conn, rest)
-
-
-def _candidate_bm25(conn, cands, terms, weights, k1: float, b: float, avgdl: float, side, segs=None) -> dict:
-    """BM25 of the candidates: from the packed segments' forward index in memory (``forward``),
-    the others (the unpacked tail) by ``store.candidate_bm25``; with a side connection, half of
-    those there at the same time (the statement's cost is reading each candidate's postings)."""
-    from . import forward
-
-    done, cands = forward.candidate_bm25(conn, cands, terms, weights, k1=k1, b=b, avgdl=avgdl, side=side, segs=segs)
-    return {**done, **_statement_bm25(conn, cands, terms, weights, k1, b, avgdl, side)}
-
-
-def _statement_bm25(conn, cands, terms, weights, k1: float, b: float, avgdl: float, side) -> dict:
-    if not cands:
-        return {}
-    if side is None or len(cands) < 2 * SPLIT_CANDIDATES:
-        return store.candidate_bm25(conn, cands, terms, weights, k1=k1, b=b, avgdl=avgdl)
-    half = len(cands) // 2
-    other = _search_pool().submit(
-        telemetry.bound(
-            lambda: store.candidate_bm25(side("lexical"), cands[half:], terms, weights, k1=k1, b=b, avgdl=avgdl)
-        )
-    )
-    out = store.candidate_bm25(conn, cands[:half], terms, weights, k1=k1, b=b, avgdl=avgdl)
-    out.update(other.result())
-    return out
-
-
-SPLIT_CANDIDATES = 50  # rescoring splits its BM25 statement in two from twice this many candidates
-
-
-def _rescored(rows: list[tuple[tuple[int, int], float, int | None]]) -> list[LaneHit]:
-    rows = sorted(rows, key=lambda r: (-round(r[1], 9), r[0][1]))
-    return [LaneHit(key[0], key[1], float(sc), i + 1, d) for i, (key, sc, d) in enumerate(rows)]
-
-
 def _query_terms(
     conn, ns_ids, query, analyzer, profile, correct: bool, gate: Gate | None = None
 ) -> tuple[dict[str, float], dict[str, str]]:
@@ -617,20 +468,6 @@ def _query_terms(
     for bad, good in fixes.items():
         terms[good] = terms.get(good, 0.0) + terms.pop(bad)
     return terms, fixes
-
-
-_POOL = None
-
-
-def _search_pool():
-    """Worker threads for the dense lane and the second half of a split lexical lane (created on
-    first use). Their jobs never wait on each other, so a small pool cannot deadlock."""
-    global _POOL
-    if _POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbctl-search")
-    return _POOL
 
 
 def _dense_job(side, namespaces, profile: Profile, query: str, depth: int, opts: SearchOptions):

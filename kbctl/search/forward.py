@@ -1,6 +1,6 @@
 """BM25 of given chunks from the packed segments' forward index (migration 017), in memory.
 
-Pseudo-relevance feedback at a bounded cost (``prf = "rescore"``, ``engine._feedback_rescore``)
+Pseudo-relevance feedback at a bounded cost (``prf = "rescore"``, ``kbctl.search.feedback.rescore``)
 scores every first-round candidate with the expanded query. Reading the candidates' postings from
 the postings table costs heap reads that grow with the corpus (3 ms for 200 candidates at 100k
 chunks, about 50 ms at a million); a segment's forward index holds each chunk's term ids and tfs,

@@ -44,6 +44,7 @@ __all__ = [
     "bm25_weights",
     "similarity",
     "correct_terms",
+    "search_pool",
     "viewable_term",
 ]
 
@@ -217,6 +218,21 @@ def viewable_term(conn, ns_ids: list[int], gate) -> Callable[[str], bool] | None
         return False
 
     return check
+
+
+_POOL = None
+
+
+def search_pool():
+    """Worker threads of a search: the dense lane, the second half of a split lexical lane or of a
+    rescore's BM25 statement, a feedback step's vector half (created on first use). Their jobs never
+    wait on each other, so a small pool cannot deadlock."""
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbctl-search")
+    return _POOL
 
 
 # A query whose terms have more postings than this is scored in two halves of the chunk ids at once
