@@ -125,7 +125,13 @@ def _get(conn, key: tuple, size: int, side) -> _Forward | None:
 
     def read() -> None:
         try:
-            with _READER:
+            # wait for the read under way (another segment's, perhaps another session's), unless
+            # this one's session is closing meanwhile
+            while not _READER.acquire(timeout=0.05):
+                with _LOCK:
+                    if key in _STOPPED:
+                        return
+            try:
                 with _LOCK:
                     if key in _STOPPED:
                         return
@@ -135,6 +141,8 @@ def _get(conn, key: tuple, size: int, side) -> _Forward | None:
                         return
                     _READING[key] = c
                 _load(c, key)
+            finally:
+                _READER.release()
         except Exception as e:  # the session closed or cancelled it, the server went away: the statement goes on
             log.debug("reading the forward index of %s failed: %s", key, e)
         finally:

@@ -418,3 +418,69 @@ def test_closing_during_a_background_read_cancels_it_and_exits_cleanly(kb, kb_ho
     closed = float(p.stdout.split("closed in ")[1].split(" s")[0])
     assert closed < 3.0, f"close waited for the whole read ({closed} s)"
     assert time.perf_counter() - t0 < 60
+
+
+_CLOSE_WHILE_WAITING = r"""
+import sys, time
+import kbctl
+from kbctl.search import forward
+from kbctl.store import lexical as packed
+
+home, tenant, first, second = sys.argv[1:5]
+a = kbctl.open(home=home, tenant=tenant, profile="hash-384")
+b = kbctl.open(home=home, tenant=tenant, profile="hash-384")
+
+def keys_of(kb, name):
+    conn = kb.connection()
+    ns_id = conn.execute("SELECT id FROM kbctl.namespaces WHERE name = %s", (name,)).fetchone()[0]
+    rows = conn.execute("SELECT namespace_id, id FROM kbctl.chunks WHERE namespace_id = %s", (ns_id,))
+    return ns_id, [tuple(r) for r in rows]
+
+forward.SYNC_BYTES = 0
+read = packed.forward
+
+def slow(c, *args):
+    c.execute("SELECT pg_sleep(2)")
+    return read(c, *args)
+
+packed.forward = slow
+ns_a, keys_a = keys_of(a, first)
+ns_b, keys_b = keys_of(b, second)
+args = dict(k1=0.9, b=0.4, avgdl=10.0)
+forward.candidate_bm25(a.connection(), keys_a, ["refund"], [1.0], side=a.session.side_connection, **args)
+time.sleep(0.3)  # a's read is under way; b's waits for it
+forward.candidate_bm25(b.connection(), keys_b, ["refund"], [1.0], side=b.session.side_connection, **args)
+time.sleep(0.2)
+t0 = time.perf_counter()
+b.close()  # b's read has not begun: dropped, without waiting for a's
+print(f"b closed in {time.perf_counter() - t0:.2f} s", flush=True)
+forward.wait_for_loads(30)
+cached = {k[0] for k, v in forward._CACHE.items() if v is not None}
+assert ns_a in cached and ns_b not in cached, (cached, ns_a, ns_b)
+a.close()
+print("ok", flush=True)
+"""
+
+
+def test_closing_a_session_whose_read_waits_for_another_does_not_wait_for_it(kb, kb_home, tenant):
+    """Background reads go one at a time (``_READER``), across sessions. A session closing while its
+    read waits for another session's drops its read at once instead of waiting for the other's to
+    end; the other session's read completes."""
+    import subprocess
+    import sys
+
+    from kbctl.store import lexical as packed
+
+    for name in ("fb_forward_wait_a", "fb_forward_wait_b"):
+        ns = _write(kb, name, MANY)
+        packed.pack(kb.connection(), ns.id)
+    p = subprocess.run(
+        [sys.executable, "-c", _CLOSE_WHILE_WAITING, str(kb_home), tenant, "fb_forward_wait_a", "fb_forward_wait_b"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-2000:])
+    assert p.stdout.strip().endswith("ok"), p.stdout
+    closed = float(p.stdout.split("b closed in ")[1].split(" s")[0])
+    assert closed < 1.0, f"close waited for another session's read ({closed} s)"
