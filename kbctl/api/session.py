@@ -19,7 +19,11 @@ from ..errors import ConfigError
 from ..store import tenants
 from ..store.db import Database, register_vector
 
-__all__ = ["Session"]
+__all__ = ["Session", "BACKGROUND"]
+
+# Side connections the search engine reads on in the background, for no one request: a segment's
+# forward index (``kbctl.search.forward``), read once per process and kept.
+BACKGROUND = ("forward",)
 
 
 class Session:
@@ -106,8 +110,11 @@ class Session:
         return [c for c in (self.conn, *self.sides.values()) if c is not None and not c.closed]
 
     def cancel(self, timeout: float = 2.0) -> None:
-        """Cancel the statements running on this session's connections (a request whose client went away)."""
+        """Cancel the statements running on this session's connections (a request whose client went
+        away), but not those of a background purpose (``BACKGROUND``): they serve no one request."""
         for conn in self.open_connections():
+            if any(conn is self.sides.get(p) for p in BACKGROUND):
+                continue
             with contextlib.suppress(Exception):
                 conn.cancel_safe(timeout=timeout)
 

@@ -484,3 +484,37 @@ def test_closing_a_session_whose_read_waits_for_another_does_not_wait_for_it(kb,
     assert p.stdout.strip().endswith("ok"), p.stdout
     closed = float(p.stdout.split("b closed in ")[1].split(" s")[0])
     assert closed < 1.0, f"close waited for another session's read ({closed} s)"
+
+
+def test_cancelling_a_request_leaves_the_background_read_alone(kb, monkeypatch):
+    """``Session.cancel`` (the server's, when a client goes away) cancels the request's statements,
+    not a background read of the forward index on the same session: that read is no request's, and
+    cancelling it threw away up to 10 s of reading at the million, to start again on the next query."""
+    import time
+
+    from kbctl.search import forward
+    from kbctl.store import lexical as packed
+
+    ns = _write(kb, "fb_forward_cancel", MANY)
+    conn = kb.connection()
+    packed.pack(conn, ns.id)
+    forward.clear_cache()
+    monkeypatch.setattr(forward, "SYNC_BYTES", 0)
+    read = packed.forward
+
+    def slow(c, *args):
+        c.execute("SELECT pg_sleep(1)")
+        return read(c, *args)
+
+    monkeypatch.setattr(packed, "forward", slow)
+    keys = [
+        tuple(r) for r in conn.execute("SELECT namespace_id, id FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,))
+    ]
+    args = dict(k1=0.9, b=0.4, avgdl=10.0)
+    forward.candidate_bm25(conn, keys, ["refund"], [1.0], side=kb.session.side_connection, **args)
+    time.sleep(0.3)  # the read is under way
+    kb.session.cancel(timeout=2)
+    forward.wait_for_loads(30)
+    assert any(k[0] == ns.id and v is not None for k, v in forward._CACHE.items())
+    done, rest = forward.candidate_bm25(conn, keys, ["refund"], [1.0], side=kb.session.side_connection, **args)
+    assert done and not rest
