@@ -109,6 +109,14 @@ def machine() -> str:
     )
 
 
+def verdict(env: Env, ok: bool, yes: str = "met", no: str = "missed") -> str:
+    """``**met**`` / ``**missed**`` against a target; a smoke pass runs at tiny sizes, where no
+    target means anything, so it says so instead."""
+    if env.smoke:
+        return "(smoke pass: no verdict)"
+    return f"**{yes if ok else no}**"
+
+
 def write_section(doc: Path, name: str, body: str) -> None:
     """Replace the text between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->`` in ``doc``.
 

@@ -9,7 +9,7 @@ index can serve). Agreement is the mean overlap of the two top-10 sets over the 
 from __future__ import annotations
 
 import numpy as np
-from common import Env, ensure_imported, md_table, save_json
+from common import Env, ensure_imported, md_table, save_json, verdict
 
 K = 10
 EXACT = 10**12
@@ -110,7 +110,7 @@ def run(env: Env) -> str:
     body += (
         f"\nHNSW m 16, ef_construction 64 (kbctl defaults). Targets: on SciFact, HNSW top-10 agreement with the"
         f" exact scan ≥ 0.98 ({sci['top-10 agreement']:.4f}), and every 5%-filtered query returns 10 on both paths"
-        f" → {'**met**' if ok else '**missed**'}.\n"
+        f" → {verdict(env, ok)}.\n"
     )
     print(body)
     return body

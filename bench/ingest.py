@@ -31,7 +31,7 @@ import shutil
 import time
 from pathlib import Path
 
-from common import Env, kbctl, md_table, save_json
+from common import Env, kbctl, md_table, save_json, verdict
 
 NAMESPACE = "scifact"
 TARGET = 0.9  # end to end / model only, on a quiet machine (issue 22 part 6)
@@ -263,9 +263,9 @@ def run(env: Env) -> str:
         + ", ".join(f"{w:.3f}" for w, _ in ratios)
         + " (run seconds: "
         + ", ".join(f"{r:.3f}" for _, r in ratios)
-        + f") — target ≥ {TARGET} on a quiet machine → {'**met**' if best >= TARGET else '**missed**'} in"
+        + f") — target ≥ {TARGET} on a quiet machine → {verdict(env, best >= TARGET)} in"
         f" {sum(w >= TARGET for w, _ in ratios)} of {len(ratios)} rounds. Unchanged re-import: {wall2:.1f} s wall ="
-        f" {100 * reimport:.1f}% of the first import — target < 5% → {'**met**' if reimport < 0.05 else '**missed**'}.\n"
+        f" {100 * reimport:.1f}% of the first import — target < 5% → {verdict(env, reimport < 0.05)}.\n"
     )
     print(body)
     return body

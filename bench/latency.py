@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import time
 
-from common import KBCTL, Env, ensure_imported, md_table, save_json
+from common import KBCTL, Env, ensure_imported, md_table, save_json, verdict
 from scale import config_file, make_scaled, sizes
 
 from kbctl.evals.metrics import percentile
@@ -140,7 +140,7 @@ def run(env: Env) -> str:
     body = md_table(rows, ["chunks", "mode", "queries", "p50 ms", "p95 ms", "mean ms"], digits=1)
     body += (
         f"\nHybrid p95 at {size:,} chunks: {hybrid100['p95 ms']:.1f} ms (target < {TARGET_P95_MS:.0f} ms →"
-        f" {'**met**' if hybrid100['p95 ms'] < TARGET_P95_MS else '**missed**'}).\n\n"
+        f" {verdict(env, hybrid100['p95 ms'] < TARGET_P95_MS)}).\n\n"
         f"Cold `kbctl search` CLI call ({size:,}-chunk namespace, hybrid, server already running): "
         f"{', '.join(f'{t:.2f}' for t in cold)} s (median {statistics.median(cold):.2f} s).\n"
     )
@@ -273,7 +273,7 @@ def run_prf(env: Env) -> str:
     save_json(env, "latency-prf", {"rows": rows, "raw": raw, "loads": loads, "settings": settings})
     ratio = float(last["rescore p95 ratio"].rstrip("×"))
     loaded = max(float(loads[name][0].split(",")[0]) for name in loads) > QUIET_LOAD
-    verdict = "within" if ratio <= PRF_RULE else "over"
+    rule = verdict(env, ratio <= PRF_RULE, "within", "over")
     body = (
         f"Settings: the packaged profile ({settings}); {len(queries)} SciFact test queries, `k` = 10; plain hybrid "
         f'(`prf = "off"`), `prf = "rescore"` (the default) and `prf = "hybrid"` in turn, query by query. Load average (1, 5, 15 min) '
@@ -281,7 +281,7 @@ def run_prf(env: Env) -> str:
     )
     body += md_table(rows, list(rows[0]))
     body += (
-        f"\nRescore's hybrid p95 at {last['chunks']} chunks: {last['rescore p95 ratio']} of plain hybrid (rule for a default: ≤ {PRF_RULE}× → **{verdict}**"
+        f"\nRescore's hybrid p95 at {last['chunks']} chunks: {last['rescore p95 ratio']} of plain hybrid (rule for a default: ≤ {PRF_RULE}× → {rule}"
         + (", measured under load: not a verdict" if loaded else "")
         + ").\n"
     )

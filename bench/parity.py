@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
-from common import Env, ensure_imported, md_table, save_json
+from common import Env, ensure_imported, md_table, save_json, verdict
 
 K1, B = 0.9, 0.4
 DEPTH = 100
@@ -159,7 +159,7 @@ def run(env: Env, namespace: str = "scifact") -> str:
         f'\nSciFact test ({len(qrels)} queries), k1 {K1}, b {B}, bm25s method "lucene" (idf ln(1 + (N − df + 0.5)/(df + 0.5)),'
         f" as kbctl); {ndocs} documents in {nchunks} chunks. Mean top-10 overlap of kbctl and bm25s-on-chunks:"
         f" {np.mean(top10):.4f}. Parity target: |Δ| ≤ 0.01 → "
-        f"{'**met**' if abs(n_c - n_k) <= 0.01 and abs(n_w - n_k) <= 0.01 else '**see notes**'}"
+        f"{verdict(env, abs(n_c - n_k) <= 0.01 and abs(n_w - n_k) <= 0.01, 'met', 'see notes')}"
         f" (chunks {abs(n_c - n_k):.4f}, whole documents {abs(n_w - n_k):.4f}). kbctl's lexical lane: {lane}.\n"
     )
     print(body)

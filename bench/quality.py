@@ -14,7 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from common import Env, ensure_imported, kbctl, md_table, results_dir, save_json
+from common import Env, ensure_imported, kbctl, md_table, results_dir, save_json, verdict
 
 COLLECTIONS = ("scifact", "cranfield", "cisi", "adi")
 # "plain": hybrid without feedback (prf = "off"); "hybrid": what a search with no flags does, since
@@ -48,8 +48,8 @@ TARGET = {"scifact": 0.745, "cranfield": 0.43}
 HELD_OUT = {"cisi": 0.462, "adi": None}
 
 
-def _met(x: float, floor: float) -> str:
-    return "**met**" if x >= floor else "**missed**"
+def _met(env: Env, x: float, floor: float) -> str:
+    return verdict(env, x >= floor)
 
 
 def import_collection(env: Env, name: str) -> dict:
@@ -129,15 +129,15 @@ def run(env: Env) -> str:
             lx, d = metrics["lexical"]["ndcg@10"], metrics["dense"]["ndcg@10"]
             t = TARGET[name]
             verdicts.append(
-                f"- {name} (target {t}): hybrid, the default (bounded feedback), {h:.4f} → {_met(h, t)}; plain hybrid"
-                f" {r:.4f} → {_met(r, t)}; prf {p:.4f} → {_met(p, t)} (lexical {lx:.3f}, dense {d:.3f})"
+                f"- {name} (target {t}): hybrid, the default (bounded feedback), {h:.4f} → {_met(env, h, t)}; plain hybrid"
+                f" {r:.4f} → {_met(env, r, t)}; prf {p:.4f} → {_met(env, p, t)} (lexical {lx:.3f}, dense {d:.3f})"
             )
         if name in HELD_OUT:
             floor = HELD_OUT[name] if HELD_OUT[name] is not None else r
             what = f"{floor:.4f}" if HELD_OUT[name] is not None else f"plain hybrid's {r:.4f}"
             verdicts.append(
-                f"- {name} (held out), not below {what}: hybrid, the default, {h:.4f} → {_met(h, floor)};"
-                f" prf {p:.4f} → {_met(p, floor)}"
+                f"- {name} (held out), not below {what}: hybrid, the default, {h:.4f} → {_met(env, h, floor)};"
+                f" prf {p:.4f} → {_met(env, p, floor)}"
             )
     table = md_table(
         rows,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-from common import Env, ensure_imported, md_table, save_json
+from common import Env, ensure_imported, md_table, save_json, verdict
 from latency import warm_page_cache
 from scale import config_file, make_scaled, sizes
 
@@ -182,10 +182,10 @@ def run(env: Env) -> str:
         f"sending). Load average (1, 5, 15 min) from `os.getloadavg()` on {os.cpu_count()} cores.\n\n"
     )
     body += md_table(rows, list(rows[0]))
-    verdict = "met" if median_diff <= TARGET * p50_off else "missed"
+    rule = verdict(env, median_diff <= TARGET * p50_off)
     body += (
         f"\nAt {last['chunks']} chunks the median per-query difference is {median_diff:+.3f} ms, "
-        f"{median_diff / p50_off:+.1%} of the off p50 (target ≤ {TARGET:.0%} → **{verdict}**). "
+        f"{median_diff / p50_off:+.1%} of the off p50 (target ≤ {TARGET:.0%} → {rule}). "
         f"Off: one span site costs {off_ns:.0f} ns (`span()` with attributes, entered and left), "
         f"{spans:.0f} spans a search: {off_ns * spans / 1000:.1f} µs, {off_ns * spans / 1e6 / p50_off:.4%} of the p50. "
         f"On, the same {spans:.0f} spans made alone in a loop (the recording's CPU cost, without the search around "
