@@ -15,7 +15,6 @@ from typing import Any, Callable
 from .. import telemetry
 from ..config import Profile
 from ..store import search as store
-from . import forward
 from .filters import Filter
 from .lanes import LaneHit, bm25_weights, lexical_lane, search_pool, similarity, vocabulary_df
 from .prf import cap_postings, feedback_keys, rm3_terms, rocchio
@@ -92,6 +91,8 @@ def rescore(conn, namespaces, profile: Profile, terms: dict[str, float], qvec, l
     the side connection while the lexical half runs here, when the caller offers one (``side``).
     Returns the rescored lanes (gated already: they hold only the gated first round's chunks) and
     the step's details."""
+    from . import forward  # imported on first use: a cold search that takes no feedback never needs it
+
     s = profile.search
     order = lane_chunks(lanes)
     feedback = feedback_keys(fused, documents_of(order), s.prf_docs)
@@ -131,6 +132,8 @@ def rescore(conn, namespaces, profile: Profile, terms: dict[str, float], qvec, l
 def _postings(conn, keys, side=None, segs=None) -> list:
     """The feedback chunks' postings: from the forward index where a segment has one, else stored
     (``segs``: ``forward.segments``, if read)."""
+    from . import forward
+
     rows, rest = forward.postings(conn, keys, side, segs)
     return rows + store.feedback_postings(conn, rest)
 
@@ -139,6 +142,8 @@ def _candidate_bm25(conn, cands, terms, weights, k1: float, b: float, avgdl: flo
     """BM25 of the candidates: from the packed segments' forward index in memory (``forward``),
     the others (the unpacked tail) by ``store.candidate_bm25``; with a side connection, half of
     those there at the same time (the statement's cost is reading each candidate's postings)."""
+    from . import forward
+
     done, cands = forward.candidate_bm25(conn, cands, terms, weights, k1=k1, b=b, avgdl=avgdl, side=side, segs=segs)
     return {**done, **_statement_bm25(conn, cands, terms, weights, k1, b, avgdl, side)}
 
