@@ -24,14 +24,18 @@ from scale import config_file, make_scaled, sizes
 
 from kbctl.evals.metrics import percentile
 
-# "hybrid+prf": hybrid search with pseudo-relevance feedback (prf = "hybrid"): a second round of
-# both lanes after the first, so its cost is the feedback step's.
-MODES = ("lexical", "dense", "hybrid", "hybrid+prf")
+# "hybrid": plain hybrid (prf = "off"); "default": hybrid as a search with no flags runs it (bounded
+# feedback, prf = "rescore", where the lanes' agreement is in the band); "hybrid+prf": the quality
+# mode (prf = "hybrid"): a second round of both lanes after the first.
+MODES = ("lexical", "dense", "hybrid", "default", "hybrid+prf")
 TARGET_P95_MS = 100.0
 
 
 def _measure(kb, namespace: str, queries: list[str], label: str) -> list[float]:
-    mode, opts = ("hybrid", {"prf": "hybrid"}) if label == "hybrid+prf" else (label, {"prf": "off"})
+    mode, opts = {
+        "hybrid+prf": ("hybrid", {"prf": "hybrid"}),
+        "default": ("hybrid", {}),  # the profile's own prf
+    }.get(label, (label, {"prf": "off"}))
     kb.search(queries[0], namespace, mode=mode, k=10, **opts)  # warm-up
     out = []
     for q in queries:
@@ -137,10 +141,12 @@ def run(env: Env) -> str:
     cold = cold_cli(env, large, queries[0], env.pick(3, 1))
     save_json(env, "latency", {"rows": rows, "raw": raw, "cold_cli_s": cold})
     hybrid100 = next(r for r in rows if r["chunks"] == f"{size:,}" and r["mode"] == "hybrid")
+    default100 = next(r for r in rows if r["chunks"] == f"{size:,}" and r["mode"] == "default")
     body = md_table(rows, ["chunks", "mode", "queries", "p50 ms", "p95 ms", "mean ms"], digits=1)
     body += (
-        f"\nHybrid p95 at {size:,} chunks: {hybrid100['p95 ms']:.1f} ms (target < {TARGET_P95_MS:.0f} ms →"
-        f" {verdict(env, hybrid100['p95 ms'] < TARGET_P95_MS)}).\n\n"
+        f"\nHybrid p95 at {size:,} chunks: {hybrid100['p95 ms']:.1f} ms plain, {default100['p95 ms']:.1f} ms as a"
+        f" search with no flags runs it (target < {TARGET_P95_MS:.0f} ms →"
+        f" {verdict(env, max(hybrid100['p95 ms'], default100['p95 ms']) < TARGET_P95_MS)}).\n\n"
         f"Cold `kbctl search` CLI call ({size:,}-chunk namespace, hybrid, server already running): "
         f"{', '.join(f'{t:.2f}' for t in cold)} s (median {statistics.median(cold):.2f} s).\n"
     )
