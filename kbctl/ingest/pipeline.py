@@ -112,12 +112,13 @@ def _after(conn, req: IngestRun) -> None:
         span.set_attribute("kbctl.documents", reapply_acls(conn, ns, req.acl))
     with telemetry.span("kbctl.ingest.lexical", {"kbctl.namespace": ns.name}) as span:
         span.set_attribute("kbctl.unused_terms", drop_unused_vocabulary(conn, ns))
-        if lexical.lacks_forward(conn, ns.id):
+        lacking = lexical.lacks_forward(conn, ns.id)
+        if lacking:
             # once, after an upgrade: at a million chunks about four minutes, so say so first
             why = "its segments were packed before the forward index (migration 017)"
             log.info("namespace %s: packing the lexical postings again, whole, once: %s", ns.name, why)
             req.emit("repacking", {"namespace": ns.name, "reason": why})
-        packed = lexical.maintain(conn, ns.id)
+        packed = lexical.maintain(conn, ns.id, lacking=lacking)
         span.set_attributes(
             {
                 "kbctl.packed": bool(packed and packed["segment"] is not None),

@@ -453,7 +453,7 @@ def _withheld_ahead(
 
 
 def _query_terms(
-    conn, ns_ids, query, analyzer, profile, correct: bool, gate: Gate | None = None
+    conn, ns_ids, query, analyzer, profile, correct: bool, gate: Gate
 ) -> tuple[dict[str, float], dict[str, str]]:
     """The query's terms (term → count), misspelled ones corrected to terms of documents ``gate``
     lets through (``lanes.viewable_term``), and the corrections made."""

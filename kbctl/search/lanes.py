@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..acl import Gate
 from ..config import Profile
 from ..store import lexical as packed
 from ..store import search as store
@@ -200,12 +201,12 @@ def correct_terms(
 VIEWABLE_FIRST, VIEWABLE_POSTINGS = 16, 1000
 
 
-def viewable_term(conn, ns_ids: list[int], gate) -> Callable[[str], bool] | None:
+def viewable_term(conn, ns_ids: list[int], gate: Gate) -> Callable[[str], bool] | None:
     """For the spelling corrector, ``term -> bool``: whether a document holding the term (among its
     first ``VIEWABLE_POSTINGS`` postings) is one ``gate`` lets through; ``None`` for an unrestricted
     gate. Fails closed: a term whose sampled documents are all withheld is not offered, even if a
     later one could be viewed (the query keeps its misspelling)."""
-    if gate is None or gate.unrestricted:
+    if gate.unrestricted:
         return None
 
     def check(term: str) -> bool:

@@ -127,12 +127,13 @@ def tail_chunks(conn: Conn, ns_id: int, limit: int) -> int:
     return int(scalar(conn.execute(query("lexical/tail_chunks"), (ns_id, mark, limit))))
 
 
-def maintain(conn: Conn, ns_id: int) -> dict | None:
+def maintain(conn: Conn, ns_id: int, *, lacking: bool | None = None) -> dict | None:
     """After an ingest: pack the tail once it holds ``PACK_MIN`` chunks, and merge the segments
     after the first when there are more than ``MAX_SEGMENTS``. A namespace with a segment packed
     before migration 017 (no forward index, so feedback reads its candidates' postings) is packed
-    again whole, once, as ``kbctl db optimize`` would. None when nothing was due."""
-    if lacks_forward(conn, ns_id):
+    again whole, once, as ``kbctl db optimize`` would (``lacking``: ``lacks_forward``'s answer, when
+    the caller asked it already). None when nothing was due."""
+    if lacks_forward(conn, ns_id) if lacking is None else lacking:
         return repack(conn, ns_id)
     if tail_chunks(conn, ns_id, PACK_MIN) < PACK_MIN:
         return None

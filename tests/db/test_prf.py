@@ -398,8 +398,6 @@ def test_closing_during_a_background_read_cancels_it_and_exits_cleanly(kb, kb_ho
     at the million ends while its first feedback query's read has just begun) cancels the read and
     waits for its thread before closing the connections. Closing a connection another thread is
     reading from freed libpq's state under it: the process died of SIGSEGV at exit."""
-    import subprocess
-    import sys
     import time
 
     from kbctl.store import lexical as packed
@@ -407,17 +405,21 @@ def test_closing_during_a_background_read_cancels_it_and_exits_cleanly(kb, kb_ho
     ns = _write(kb, "fb_forward_close", MANY)
     packed.pack(kb.connection(), ns.id)
     t0 = time.perf_counter()
-    p = subprocess.run(
-        [sys.executable, "-c", _CLOSE_DURING_READ, str(kb_home), tenant, ns.name],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-2000:])
-    assert p.stdout.strip().endswith("ok"), p.stdout
-    closed = float(p.stdout.split("closed in ")[1].split(" s")[0])
+    closed = _closed_in(_CLOSE_DURING_READ, "closed in ", str(kb_home), tenant, ns.name)
     assert closed < 3.0, f"close waited for the whole read ({closed} s)"
     assert time.perf_counter() - t0 < 60
+
+
+def _closed_in(script: str, label: str, *args: str) -> float:
+    """Run ``script`` in a new Python process: it must exit 0 and end with "ok"; the seconds it
+    printed after ``label``."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-2000:])
+    assert p.stdout.strip().endswith("ok"), p.stdout
+    return float(p.stdout.split(label)[1].split(" s")[0])
 
 
 _CLOSE_WHILE_WAITING = r"""
@@ -466,23 +468,14 @@ def test_closing_a_session_whose_read_waits_for_another_does_not_wait_for_it(kb,
     """Background reads go one at a time (``_READER``), across sessions. A session closing while its
     read waits for another session's drops its read at once instead of waiting for the other's to
     end; the other session's read completes."""
-    import subprocess
-    import sys
-
     from kbctl.store import lexical as packed
 
     for name in ("fb_forward_wait_a", "fb_forward_wait_b"):
         ns = _write(kb, name, MANY)
         packed.pack(kb.connection(), ns.id)
-    p = subprocess.run(
-        [sys.executable, "-c", _CLOSE_WHILE_WAITING, str(kb_home), tenant, "fb_forward_wait_a", "fb_forward_wait_b"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    closed = _closed_in(
+        _CLOSE_WHILE_WAITING, "b closed in ", str(kb_home), tenant, "fb_forward_wait_a", "fb_forward_wait_b"
     )
-    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-2000:])
-    assert p.stdout.strip().endswith("ok"), p.stdout
-    closed = float(p.stdout.split("b closed in ")[1].split(" s")[0])
     assert closed < 1.0, f"close waited for another session's read ({closed} s)"
 
 
