@@ -223,13 +223,9 @@ def _million_prf(env: Env) -> dict | None:
         print(name, warm_page_cache(kb), flush=True)
         before = _load()
         lat = measure_prf(kb, name, qs)
-        return {
-            "name": name,
-            "size": size,
-            "lat": lat,
-            "loads": (before, _load()),
-            "queries": len(qs),
-        }
+        loads = (before, _load())
+        off = _forward_off(kb, {name: size}, qs)
+        return {"name": name, "size": size, "lat": lat, "loads": loads, "queries": len(qs), "off": off}
     finally:
         kb.close()
 
@@ -266,6 +262,7 @@ def run_prf(env: Env) -> str:
             raw[name] = lat
             rows.append(_prf_row(name, size, len(queries), lat, loads[name]))
             print(rows[-1], flush=True)
+        off = _forward_off(kb, sizes(env), queries)
     finally:
         kb.close()
     last = rows[-1]
@@ -276,7 +273,9 @@ def run_prf(env: Env) -> str:
         rows.append(_prf_row(big["name"], 1_000_000, big["queries"], big["lat"], big["loads"]))
         rows[-1]["chunks"] += " (synthetic queries)"
         print(rows[-1], flush=True)
-    save_json(env, "latency-prf", {"rows": rows, "raw": raw, "loads": loads, "settings": settings})
+        off += big["off"]
+        off[-1]["chunks"] += " (synthetic queries)"
+    save_json(env, "latency-prf", {"rows": rows, "raw": raw, "loads": loads, "settings": settings, "forward_off": off})
     ratio = float(last["rescore p95 ratio"].rstrip("×"))
     loaded = max(float(loads[name][0].split(",")[0]) for name in loads) > QUIET_LOAD
     rule = verdict(env, ratio <= PRF_RULE, "within", "over")
@@ -291,5 +290,41 @@ def run_prf(env: Env) -> str:
         + (", measured under load: not a verdict" if loaded else "")
         + ").\n"
     )
+    body += (
+        "\nWith the forward indexes' cache off (`[cache] forward_mb = 0`: bounded feedback scores its candidates"
+        " with the SQL statement), plain hybrid and rescore in turn again, after the runs above:\n\n"
+        + md_table(off, list(off[0]))
+    )
     print(body)
     return body
+
+
+def _forward_off(kb, namespaces: dict[str, int], queries: list[str]) -> list[dict]:
+    """Plain hybrid against rescore at each size with ``[cache] forward_mb = 0``, then the cache's
+    limit restored: what an operator who turns the cache off pays."""
+    import dataclasses
+
+    from kbctl.search import memory
+
+    rows = []
+    memory.configure(**{**dataclasses.asdict(kb.settings.cache), "forward_mb": 0})
+    try:
+        for name, size in namespaces.items():
+            before = _load()
+            lat = measure_prf(kb, name, queries, labels=("hybrid", "rescore"))
+            plain, rescore = percentile(lat["hybrid"], 95), percentile(lat["rescore"], 95)
+            rows.append(
+                {
+                    "chunks": f"{size:,}",
+                    "queries": len(queries),
+                    "hybrid (no feedback) p50 / p95 ms": f"{percentile(lat['hybrid'], 50):.1f} / {plain:.1f}",
+                    "rescore, forward_mb = 0, p50 / p95 ms": f"{percentile(lat['rescore'], 50):.1f} / {rescore:.1f}",
+                    "p95 ratio": f"{rescore / plain:.2f}×",
+                    "feedback applied": f"{lat['applied'][0]} of {len(queries)}",
+                    "load average before; after": f"{before}; {_load()}",
+                }
+            )
+            print(rows[-1], flush=True)
+    finally:
+        memory.configure(**dataclasses.asdict(kb.settings.cache))
+    return rows

@@ -216,12 +216,14 @@ class Evals(Part):
         tolerance: float = 0.01,
         principal: Principal | None = None,
         generation: str | None = None,
+        alpha: float | None = None,
     ) -> EvalRun:
         """Score each search mode on a dataset's queries, then check ``gates`` and a ``baseline``.
 
         ``dataset`` is a BEIR folder or a golden JSONL file; a gate reads ``ndcg@10=0.65`` or
         ``hybrid:recall@10=0.8``; ``baseline`` is an earlier report (its JSON, or the file), and a
-        quality metric more than ``tolerance`` below it is a regression. ``run.ok`` is False when a
+        quality metric more than ``tolerance`` below it is a regression (with ``alpha``, only if a paired
+        randomisation test over the queries also finds the drop significant, p < alpha). ``run.ok`` is False when a
         gate fails or a metric regressed. ``principal``: the queries are searched as this principal
         (hits they may not view are withheld, as in ``search``). ``generation``: search the
         namespace's ``shadow`` (or ``previous``) generation instead of the active one.
@@ -232,6 +234,8 @@ class Evals(Part):
         ds = load_dataset(Path(dataset), split=split)
         parsed = tuple(parse_gate(g) for g in gates)
         base = _read_baseline(baseline) if baseline is not None else None
+        if alpha is not None and not 0.0 < alpha <= 1.0:  # before any query runs, as a typo in a gate
+            raise UsageError(f"alpha {alpha:g} is not a significance level", hint="pass a value in (0, 1], e.g. 0.05")
         ns = namespace or (ds.queries[0].namespace if ds.queries else None)
         settings = {"namespace": namespace, "profile": self.kb.namespaces.profile_for(ns).name if ns else None}
         if principal is not None:  # the run sees only what this principal may view
@@ -242,7 +246,7 @@ class Evals(Part):
             extra["generation"] = generation
         fn = search_fn(self.kb, ds, namespace, depth, extra)
         rep = run_eval(ds, fn, list(modes), k=k, depth=depth, limit=limit, settings=settings)
-        rows, regressions = compare(rep, base, tolerance) if base is not None else ([], [])
+        rows, regressions = compare(rep, base, tolerance, alpha) if base is not None else ([], [])
         return EvalRun(rep, parsed, tuple(check_gates(rep, parsed)), tuple(rows), tuple(regressions))
 
     def sweep(

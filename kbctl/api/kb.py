@@ -9,11 +9,13 @@ that owns it: the same name, signature and docstring, written once.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import telemetry
 from ..config import Settings, load_settings
+from ..search import memory as search_memory
 from ._boundary import delegate, psycopg_boundary
 from .admin import Admin
 from .agents import Agents
@@ -41,6 +43,7 @@ class KnowledgeBase:
 
     def __init__(self, settings: Settings) -> None:
         telemetry.configure(settings.telemetry)  # traces on or off for the process ([telemetry], OTEL_*)
+        search_memory.configure(**dataclasses.asdict(settings.cache))  # the process's caches ([cache])
         self.session = Session(settings)
         self.db = self.session.db
         self.namespaces = Namespaces(self)

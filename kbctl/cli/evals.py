@@ -66,6 +66,11 @@ def run(
         None, "--baseline", help="Earlier --json result: print deltas, fail on regression."
     ),
     tolerance: float = typer.Option(0.01, "--tolerance", help="Allowed drop against --baseline."),
+    alpha: float | None = typer.Option(
+        None,
+        "--alpha",
+        help="With --baseline: a drop past --tolerance fails only if a paired randomisation test finds it significant (p < ALPHA), e.g. 0.05.",
+    ),
     junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML of the gates here."),
     report: Path | None = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
     print_json_: bool = typer.Option(False, "--print-json", help="Print the result JSON on stdout instead of a table."),
@@ -91,6 +96,7 @@ def run(
         gates=fail_under,
         baseline=baseline,
         tolerance=tolerance,
+        alpha=alpha,
         principal=kb.principal(as_, group),
         generation=generation,
     )
@@ -107,7 +113,15 @@ def run(
     if baseline:
         table(
             [
-                {"mode": r.mode, "metric": r.metric, "baseline": r.baseline, "current": r.current, "delta": r.delta}
+                {
+                    "mode": r.mode,
+                    "metric": r.metric,
+                    "baseline": r.baseline,
+                    "current": r.current,
+                    "delta": r.delta,
+                    "p": r.p_text,
+                    "queries": r.queries or None,
+                }
                 for r in result.comparison
                 if not r.metric.startswith("latency")
             ],

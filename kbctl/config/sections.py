@@ -1,6 +1,6 @@
 """The sections of the settings besides the profiles, each a frozen dataclass checked when loaded.
 
-``[database]``, ``[models]``, ``[defaults]``, ``[fetch]``, ``[audit]``, ``[server]`` and ``[telemetry]`` have a fixed
+``[database]``, ``[models]``, ``[defaults]``, ``[fetch]``, ``[audit]``, ``[server]``, ``[telemetry]`` and ``[cache]`` have a fixed
 set of keys (those of the packaged ``default.toml``); ``[namespaces.NAME]`` and ``[agents.NAME]``
 are free-named tables of the keys in ``NAMESPACE_KEYS`` and ``AGENT_KEYS``.
 """
@@ -23,6 +23,7 @@ __all__ = [
     "ExtractSettings",
     "ServerSettings",
     "TelemetrySettings",
+    "CacheSettings",
     "NamespaceSettings",
     "AccessSettings",
     "AgentSettings",
@@ -157,6 +158,19 @@ class TelemetrySettings:
 
     def _check(self, where: str) -> None:
         one_of(where, "telemetry.exporter", self.exporter, ("otlp", "console"))
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """``[cache]``: memory one process keeps for the packed lexical segments (``kbctl.search.memory``)."""
+
+    forward_mb: int
+    segments_mb: int
+    term_rows_mb: int
+
+    def _check(self, where: str) -> None:
+        for key in ("forward_mb", "segments_mb", "term_rows_mb"):
+            check_range(where, f"cache.{key}", getattr(self, key), 0)
 
 
 ACL_DEFAULTS = ("public", "deny")

@@ -21,6 +21,7 @@ from .sections import (
     AccessSettings,
     AgentSettings,
     AuditSettings,
+    CacheSettings,
     DatabaseSettings,
     DefaultsSettings,
     ExtractSettings,
@@ -44,6 +45,7 @@ SECTIONS: dict[str, type] = {
     "extract": ExtractSettings,
     "server": ServerSettings,
     "telemetry": TelemetrySettings,
+    "cache": CacheSettings,
 }
 
 _WHERE = "settings"  # where a value set by an environment variable or a flag is wrong
@@ -63,6 +65,7 @@ class Settings:
     extract: ExtractSettings = field(init=False, repr=False, compare=False)
     server: ServerSettings = field(init=False, repr=False, compare=False)
     telemetry: TelemetrySettings = field(init=False, repr=False, compare=False)
+    cache: CacheSettings = field(init=False, repr=False, compare=False)
     namespaces: Mapping[str, NamespaceSettings] = field(init=False, repr=False, compare=False)
     agents: Mapping[str, AgentSettings] = field(init=False, repr=False, compare=False)
 

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from kbctl.errors import CheckFailed, ConfigError, UsageError
 
-from .metrics import is_lower_better, parse_metric
+from .metrics import format_p, is_lower_better, paired_randomization, parse_metric
 from .runner import PASSAGE_PREFIX, EvalReport
 
 __all__ = [
@@ -83,6 +83,13 @@ class CompareRow:
     current: float
     delta: float
     regressed: bool
+    p_value: float | None = None  # paired randomisation test over the queries both runs scored
+    queries: int = 0  # how many queries the p-value compares (0: the baseline kept no per-query scores)
+
+    @property
+    def p_text(self) -> str | None:
+        """The p-value as reports print it ("0.47", "< 0.001"); None when untested."""
+        return None if self.p_value is None else format_p(self.p_value)
 
 
 def parse_gate(text: str) -> Gate:
@@ -130,27 +137,54 @@ def enforce_gates(report: EvalReport, gates: Sequence[Gate]) -> None:
 
 
 def compare(
-    report: EvalReport, baseline_json: Mapping[str, Any], tolerance: float = 0.01
+    report: EvalReport, baseline_json: Mapping[str, Any], tolerance: float = 0.01, alpha: float | None = None
 ) -> tuple[list[CompareRow], list[str]]:
     """Compare with a saved report; a regression is a quality metric below baseline − tolerance.
 
+    Each quality metric also gets the p-value of a paired randomisation test over the queries both
+    reports scored (``paired_randomization``), when the baseline kept its per-query scores. With
+    ``alpha``, a drop past the tolerance counts as a regression only if it is also significant
+    (p < alpha): on a few dozen queries a drop of 0.01 is often one query's luck. A baseline without
+    per-query scores cannot be tested, and its drops count as before (fail closed).
     Only modes and metrics present in both are compared. Latencies get rows but never count as
     regressions: they depend on the machine.
     """
     modes = baseline_json.get("modes") if isinstance(baseline_json, Mapping) else None
     if not isinstance(modes, Mapping):
         raise ConfigError("baseline is not a kbctl eval report (no 'modes' object)")
+    if alpha is not None and not 0.0 < alpha <= 1.0:
+        raise UsageError(f"alpha {alpha:g} is not a significance level", hint="pass a value in (0, 1], e.g. 0.05")
     rows: list[CompareRow] = []
     for result in report.modes:
-        base = (modes.get(result.mode) or {}).get("metrics") or {}
+        base_mode = modes.get(result.mode) or {}
+        base = base_mode.get("metrics") or {}
+        base_per = base_mode.get("per_query") or {}
         for metric, current in result.metrics.items():
             if not isinstance(base.get(metric), (int, float)):
                 continue
             delta = current - float(base[metric])
-            regressed = not is_lower_better(metric) and delta < -tolerance
-            rows.append(CompareRow(result.mode, metric, float(base[metric]), current, delta, regressed))
+            p_value, shared = None, []
+            if not is_lower_better(metric) and isinstance(base_per, Mapping):
+                shared = [
+                    q
+                    for q, scores in result.per_query.items()
+                    if metric in scores and isinstance((base_per.get(q) or {}).get(metric), (int, float))
+                ]
+                if shared:
+                    p_value = paired_randomization(
+                        [float(base_per[q][metric]) for q in shared], [result.per_query[q][metric] for q in shared]
+                    )
+            dropped = not is_lower_better(metric) and delta < -tolerance
+            regressed = dropped and (alpha is None or p_value is None or p_value < alpha)
+            rows.append(
+                CompareRow(result.mode, metric, float(base[metric]), current, delta, regressed, p_value, len(shared))
+            )
     regressions = [
-        f"{r.mode}: {r.metric} {r.baseline:.4f} -> {r.current:.4f} ({r.delta:+.4f})" for r in rows if r.regressed
+        f"{r.mode}: {r.metric} {r.baseline:.4f} -> {r.current:.4f} ({r.delta:+.4f}"
+        + (f", p {'' if r.p_value < 0.001 else '= '}{r.p_text}" if r.p_value is not None else "")
+        + ")"
+        for r in rows
+        if r.regressed
     ]
     return rows, regressions
 

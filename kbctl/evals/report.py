@@ -11,6 +11,7 @@ from typing import Sequence
 
 from kbctl.errors import UsageError
 
+from .metrics import format_p, paired_randomization
 from .runner import EvalReport, ModeResult
 from .svg import Series, diff_bars, grouped_bars, line_chart, mode_colors
 
@@ -138,6 +139,13 @@ def _query_label(qid: str, texts: dict[str, str]) -> str:
     return f'<span class="qid">{escape(qid)}</span> {escape(text)}' if text else escape(qid)
 
 
+def _p_text(rows: list[tuple[str, float, float]]) -> str:
+    """The paired randomisation test's p-value of the mean difference, for the stats line."""
+    if not rows:
+        return "–"
+    return format_p(paired_randomization([va for _, va, _ in rows], [vb for _, _, vb in rows]))
+
+
 def _wins_losses(a: ModeResult, b: ModeResult, texts: dict[str, str], metric: str = "ndcg@10") -> str:
     """How ``b`` does against ``a`` query by query: counts, a sorted difference chart, the extremes."""
     shared = [q for q in a.per_query if q in b.per_query]
@@ -150,7 +158,8 @@ def _wins_losses(a: ModeResult, b: ModeResult, texts: dict[str, str], metric: st
         f'<div class="stats"><span><b class="win">{len(wins)}</b>{escape(b.mode)} better</span>'
         f"<span><b>{len(diffs) - len(wins) - len(losses)}</b>ties</span>"
         f'<span><b class="loss">{len(losses)}</b>{escape(a.mode)} better</span>'
-        f"<span><b>{mean:+.3f}</b>mean Δ</span></div>"
+        f"<span><b>{mean:+.3f}</b>mean Δ</span>"
+        f"<span><b>{_p_text(rows)}</b>p (paired randomisation)</span></div>"
     )
     chart = diff_bars([(q, d) for q, _, _, d in diffs], label=f"per-query {metric}: {b.mode} minus {a.mode}")
     tops = (

@@ -28,23 +28,23 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..store import lexical as packed
-from . import termarrays
+from . import memory, termarrays
 
 __all__ = [
     "candidate_bm25",
     "postings",
     "segments",
-    "FORWARD_BYTES",
     "SYNC_BYTES",
     "clear_cache",
+    "trim",
     "stop_loads",
     "wait_for_loads",
 ]
 
 log = logging.getLogger(__name__)
 
-#: Memory kept for segments' forward indexes (bytes), least recently used out (one is always kept).
-FORWARD_BYTES = 512 << 20
+# Memory kept for segments' forward indexes: ``memory.FORWARD_BYTES`` (``[cache] forward_mb``), least
+# recently used out (one is always kept); 0: none is read, the statement scores every candidate.
 #: A segment whose term ids take at most this many bytes (about half its arrays: 8M postings, some
 #: 0.3 s to read) is read while the search waits; a larger one on a background thread (above).
 SYNC_BYTES = 32 << 20
@@ -80,6 +80,20 @@ def clear_cache() -> None:
         _CACHE.clear()
 
 
+def trim() -> None:
+    """Cut the cache to ``memory.FORWARD_BYTES`` (the limit changed)."""
+    with _LOCK:
+        _trim()
+
+
+def _trim() -> None:  # under _LOCK
+    limit = memory.FORWARD_BYTES
+    if limit <= 0:
+        _CACHE.clear()
+    while len(_CACHE) > 1 and sum(x.nbytes for x in _CACHE.values() if x is not None) > limit:
+        _CACHE.popitem(last=False)
+
+
 def wait_for_loads(timeout: float | None = None) -> None:
     """Wait for the background reads under way (tests, benchmarks)."""
     with _LOCK:
@@ -111,7 +125,10 @@ def stop_loads(side, timeout: float = 10.0) -> None:
 
 def _get(conn, key: tuple, size: int, side) -> _Forward | None:
     """The segment's arrays: cached, else read now (small), else read in the background when the
-    caller offers a side connection (None meanwhile: the statement scores its candidates)."""
+    caller offers a side connection (None meanwhile: the statement scores its candidates). None
+    when the cache is off (``[cache] forward_mb = 0``)."""
+    if memory.FORWARD_BYTES <= 0:
+        return None
     with _LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
@@ -177,8 +194,7 @@ def _load(conn, key: tuple) -> _Forward | None:
         )
     with _LOCK:
         _CACHE[key] = f
-        while len(_CACHE) > 1 and sum(x.nbytes for x in _CACHE.values() if x is not None) > FORWARD_BYTES:
-            _CACHE.popitem(last=False)
+        _trim()
     return f
 
 

@@ -18,13 +18,13 @@ measured before this and replaced: read in rounds with its bookkeeping, it cost 
 every posting (docs/benchmarks.md, "The lexical lane").
 
 The rows of common terms (``ROW_MIN`` postings or more) are kept in memory too (``_ROWS``, least
-recently used out past ``ROW_BYTES``): they recur across queries, and the plan statement leaves out
+recently used out past ``[cache] term_rows_mb``, ``kbctl.search.memory``): they recur across queries, and the plan statement leaves out
 the arrays of the terms this process holds (``held``), so a heavy query does not read its common
 terms' megabytes again. A held row is of one segment (its key); when the plan finds the term in a
 segment it does not hold (a repack), that row is read by key (``term_rows``).
 
 A segment's chunk ids and lengths (8 + 8 bytes a chunk as numpy arrays) are read once and kept in
-memory (``_DOCS``, least recently used out past ``DOCS_BYTES``): a segment is never rewritten (a
+memory (``_DOCS``, least recently used out past ``[cache] segments_mb``): a segment is never rewritten (a
 repack writes a new one under a new number). So are ``k1·(1 - b + b·dl/avgdl)`` per chunk for the
 last few (k1, b, avgdl). The accumulator and the scratch arrays are kept per thread.
 
@@ -43,11 +43,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..store import lexical as packed
+from . import memory
 
-__all__ = ["top_k", "held", "segment_docs", "Stale", "DOCS_BYTES", "ROW_MIN", "ROW_BYTES", "ESTIMATE_AT", "clear_cache"]
+__all__ = ["top_k", "held", "segment_docs", "Stale", "ROW_MIN", "ESTIMATE_AT", "clear_cache", "trim"]
 
-#: Memory kept for segments' chunk ids, lengths and length norms (bytes), least recently used out.
-DOCS_BYTES = 512 << 20
+# Memory kept for segments' chunk ids, lengths and length norms: ``memory.DOCS_BYTES`` (``[cache]
+# segments_mb``), least recently used out; 0: read again by every search.
 #: θ is estimated (``_score``) only while the terms left hold at least this many postings (and a
 #: 32nd of the segment's chunks): below, adding them all costs less than the estimate.
 ESTIMATE_AT = 4096
@@ -64,9 +65,8 @@ _NORMS: OrderedDict[tuple, np.ndarray] = OrderedDict()  # (key, k1, b, avgdl) �
 _NORMS_KEPT = 8
 _local = threading.local()
 #: Term rows kept in memory: (segment key, term) → (ords, tfs), rows of ROW_MIN postings or more,
-#: least recently used out past ROW_BYTES.
+#: least recently used out past ``memory.ROW_BYTES`` (``[cache] term_rows_mb``; 0: none kept).
 ROW_MIN = 20_000
-ROW_BYTES = 256 << 20
 _ROWS: OrderedDict[tuple, tuple[bytes, bytes]] = OrderedDict()  # (segment key, term) → (ords, tfs)
 
 
@@ -79,13 +79,34 @@ def held(ns_ids, terms) -> list[str]:
 
 
 def _keep_row(key: tuple, term: str, ords: bytes, tfs: bytes) -> None:
-    if len(ords) // 4 < ROW_MIN:
+    if len(ords) // 4 < ROW_MIN or memory.ROW_BYTES <= 0:
         return
     with _LOCK:
         _ROWS[(key, term)] = (ords, tfs)
         _ROWS.move_to_end((key, term))
-        while len(_ROWS) > 1 and sum(len(o) + len(f) for o, f in _ROWS.values()) > ROW_BYTES:
-            _ROWS.popitem(last=False)
+        _trim_rows()
+
+
+def _trim_rows() -> None:  # under _LOCK
+    if memory.ROW_BYTES <= 0:
+        _ROWS.clear()
+    while len(_ROWS) > 1 and sum(len(o) + len(f) for o, f in _ROWS.values()) > memory.ROW_BYTES:
+        _ROWS.popitem(last=False)
+
+
+def _trim_docs() -> None:  # under _LOCK
+    if memory.DOCS_BYTES <= 0:
+        _DOCS.clear()
+        _NORMS.clear()
+    while len(_DOCS) > 1 and _cached_bytes() > memory.DOCS_BYTES:
+        _DOCS.popitem(last=False)
+
+
+def trim() -> None:
+    """Cut the caches to ``memory``'s limits (they changed)."""
+    with _LOCK:
+        _trim_docs()
+        _trim_rows()
 
 
 def _fill(conn, rows: list[tuple], stats: dict) -> list[tuple]:
@@ -137,10 +158,11 @@ def segment_docs(conn, key: tuple) -> tuple[np.ndarray, np.ndarray]:
         raise Stale(f"segment {key[1]} of namespace {key[0]} is gone")
     ids = np.frombuffer(row[0], ">i8").astype(np.int64)
     dls = np.frombuffer(row[1], ">f4").astype(np.float64)
+    if memory.DOCS_BYTES <= 0:
+        return ids, dls
     with _LOCK:
         _DOCS[key] = (ids, dls)
-        while len(_DOCS) > 1 and _cached_bytes() > DOCS_BYTES:
-            _DOCS.popitem(last=False)
+        _trim_docs()
     return ids, dls
 
 
@@ -153,6 +175,8 @@ def _norms(key: tuple, dls: np.ndarray, k1: float, b: float, avgdl: float) -> np
             _NORMS.move_to_end(nkey)
             return hit
     norm = k1 * (1 - b + b * dls / avgdl)
+    if memory.DOCS_BYTES <= 0:
+        return norm
     with _LOCK:
         _NORMS[nkey] = norm
         while len(_NORMS) > _NORMS_KEPT:

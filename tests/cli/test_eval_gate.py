@@ -133,6 +133,44 @@ def test_a_drop_below_the_baseline_fails_with_exit_3(cli, sample_ingested, tmp_p
     assert p.returncode == 3
 
 
+def test_alpha_passes_a_drop_that_is_one_query_and_fails_one_on_every_query(cli, sample_ingested, tmp_path):
+    """`--alpha`: a drop past the tolerance fails only if the paired test finds it significant."""
+    run = ("eval", "run", str(SAMPLE / "eval" / "queries.jsonl"), "--modes", "lexical", "--limit", "20")
+    base = tmp_path / "base.json"
+    p = cli(*run, "--json", str(base), tenant_override=sample_ingested)
+    assert p.returncode == 0, p.stderr.decode()
+    data = json.loads(base.read_text())
+    mode = data["modes"]["lexical"]
+
+    def pretend_better(queries):
+        past = json.loads(json.dumps(data))
+        per = past["modes"]["lexical"]["per_query"]
+        for q in queries:
+            per[q]["ndcg@10"] += 0.5
+        past["modes"]["lexical"]["metrics"]["ndcg@10"] = sum(s["ndcg@10"] for s in per.values()) / len(per)
+        path = tmp_path / f"past{len(queries)}.json"
+        path.write_text(json.dumps(past))
+        return path
+
+    one = pretend_better(list(mode["per_query"])[:1])  # 0.5 on one of 20 queries: a 0.025 mean drop
+    p = cli(*run, "--baseline", str(one), "--tolerance", "0.01", tenant_override=sample_ingested)
+    assert p.returncode == 3, "without --alpha the tolerance alone decides"
+    p = cli(*run, "--baseline", str(one), "--tolerance", "0.01", "--alpha", "0.05", tenant_override=sample_ingested)
+    assert p.returncode == 0, p.stderr.decode()
+    compared = p.stdout.decode().split("against baseline")[1]
+    row = next(line for line in compared.splitlines() if "ndcg@10" in line)
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    # mode, metric, baseline, current, delta, p, queries: one query differs, so p = 1 (either sign is as far)
+    assert cells[1] == "ndcg@10" and cells[4] == "-0.0250" and cells[5:] == ["1", "20"], cells
+
+    every = pretend_better(list(mode["per_query"]))
+    p = cli(*run, "--baseline", str(every), "--alpha", "0.05", tenant_override=sample_ingested)
+    assert p.returncode == 3
+    assert "lexical: ndcg@10" in p.stderr.decode() and "p < 0.001" in p.stderr.decode()
+    p = cli(*run, "--baseline", str(every), "--alpha", "2", tenant_override=sample_ingested)
+    assert p.returncode != 0 and "significance level" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
+
+
 def test_eval_run_writes_an_html_report_with_charts(cli, sample_ingested, tmp_path):
     html = tmp_path / "r.html"
     p = cli(
