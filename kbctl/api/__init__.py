@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .admin import Admin, DatabaseStatus
 from .agents import Agents
-from .evals import EvalRun, Evals
+from .evals import EvalRun, Evals, compare_reports
 from .evidence import Evidence
 from .generations import Generations
 from .handle import NamespaceHandle
@@ -38,6 +38,7 @@ __all__ = [
     "Retriever",
     "DatabaseStatus",
     "open_kb",
+    "compare_reports",
     "Session",
     "NamespaceHandle",
     "Namespaces",

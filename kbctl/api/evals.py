@@ -234,8 +234,7 @@ class Evals(Part):
         ds = load_dataset(Path(dataset), split=split)
         parsed = tuple(parse_gate(g) for g in gates)
         base = _read_baseline(baseline) if baseline is not None else None
-        if alpha is not None and not 0.0 < alpha <= 1.0:  # before any query runs, as a typo in a gate
-            raise UsageError(f"alpha {alpha:g} is not a significance level", hint="pass a value in (0, 1], e.g. 0.05")
+        _check_alpha(alpha)  # before any query runs, as a typo in a gate
         ns = namespace or (ds.queries[0].namespace if ds.queries else None)
         settings = {"namespace": namespace, "profile": self.kb.namespaces.profile_for(ns).name if ns else None}
         if principal is not None:  # the run sees only what this principal may view
@@ -284,12 +283,50 @@ class Evals(Part):
         return sorted(results, key=lambda r: -r[1])
 
 
-def _read_baseline(baseline: str | Path | Mapping[str, Any]) -> Mapping[str, Any]:
+def compare_reports(
+    baseline: str | Path | Mapping[str, Any],
+    current: str | Path | Mapping[str, Any],
+    *,
+    tolerance: float = 0.01,
+    alpha: float | None = None,
+) -> EvalRun:
+    """Two saved eval results (``kbctl eval run --json``, or their JSON) compared without searching:
+    each mode both hold, each metric's delta and paired randomisation p-value, and the regressions
+    (a quality metric more than ``tolerance`` below the baseline; with ``alpha``, only if p < alpha).
+    Needs no database: an A/B of two configurations, or of two commits, from their saved runs."""
+    from ..evals import compare, report_from_json
+
+    _check_alpha(alpha)
+    base, cur = _read_baseline(baseline), _read_baseline(current, "result")
+    report = report_from_json(cur)
+    rows, regressions = compare(report, base, tolerance, alpha)
+    if not rows:
+        raise UsageError(
+            "the two results share no mode",
+            hint=f"baseline: {', '.join(base['modes']) or 'none'}; result: {', '.join(report.mode_names) or 'none'}",
+        )
+    return EvalRun(report, comparison=tuple(rows), regressions=tuple(regressions))
+
+
+def _check_alpha(alpha: float | None) -> None:
+    if alpha is not None and not 0.0 < alpha <= 1.0:
+        raise UsageError(f"alpha {alpha:g} is not a significance level", hint="pass a value in (0, 1], e.g. 0.05")
+
+
+def _read_baseline(baseline: str | Path | Mapping[str, Any], what: str = "baseline") -> Mapping[str, Any]:
     if isinstance(baseline, Mapping):
-        return baseline
-    try:
-        return json.loads(Path(baseline).read_text())
-    except (OSError, ValueError) as e:
+        data = baseline
+    else:
+        try:
+            data = json.loads(Path(baseline).read_text())
+        except (OSError, ValueError) as e:
+            raise ConfigError(
+                f"cannot read the {what} {baseline}: {e}", hint="pass a file an earlier `kbctl eval run --json` wrote"
+            ) from None
+    if not isinstance(data, Mapping) or not isinstance(data.get("modes"), Mapping):
+        name = "" if isinstance(baseline, Mapping) else f" {baseline}"
         raise ConfigError(
-            f"cannot read the baseline {baseline}: {e}", hint="pass a file an earlier `kbctl eval run --json` wrote"
-        ) from None
+            f"the {what}{name} is not a kbctl eval result (no 'modes' object)",
+            hint="pass a file an earlier `kbctl eval run --json` wrote",
+        )
+    return data

@@ -111,26 +111,57 @@ def run(
     else:
         _table(result.report, k)
     if baseline:
-        table(
-            [
-                {
-                    "mode": r.mode,
-                    "metric": r.metric,
-                    "baseline": r.baseline,
-                    "current": r.current,
-                    "delta": r.delta,
-                    "p": r.p_text,
-                    "queries": r.queries or None,
-                }
-                for r in result.comparison
-                if not r.metric.startswith("latency")
-            ],
-            title="against baseline",
-        )
+        _comparison(result)
     if not result.ok:
         for f in result.failures:
             err.print(f"gate failed: {f}", highlight=False, markup=False)
         raise CheckFailed(f"{len(result.failures)} eval check(s) failed", hint="see the table above")
+
+
+def _comparison_rows(result) -> list[dict]:
+    return [
+        {
+            "mode": r.mode,
+            "metric": r.metric,
+            "baseline": r.baseline,
+            "current": r.current,
+            "delta": r.delta,
+            "p": r.p_text,
+            "queries": r.queries or None,
+            "regressed": r.regressed,
+        }
+        for r in result.comparison
+        if not r.metric.startswith("latency")
+    ]
+
+
+def _comparison(result) -> None:
+    rows = [{k: v for k, v in row.items() if k != "regressed"} for row in _comparison_rows(result)]
+    table(rows, title="against baseline")
+
+
+@app.command("compare")
+def compare(
+    baseline: Path = typer.Argument(..., help="The earlier result (`kbctl eval run --json`)."),
+    current: Path = typer.Argument(..., help="The result to judge against it."),
+    tolerance: float = typer.Option(0.01, "--tolerance", help="Allowed drop of a quality metric."),
+    alpha: float | None = typer.Option(
+        None, "--alpha", help="A drop past --tolerance fails only if the paired test finds it significant (p < ALPHA)."
+    ),
+    print_json_: bool = typer.Option(False, "--print-json", help="Print the comparison as JSON on stdout."),
+) -> None:
+    """Compare two saved eval results without searching: each metric's delta and paired-test p-value; exit 3 on a regression."""
+    from ..api import compare_reports
+
+    result = compare_reports(baseline, current, tolerance=tolerance, alpha=alpha)
+    if print_json_:
+        print_json({"comparison": _comparison_rows(result), "regressions": list(result.regressions)})
+    else:
+        _comparison(result)
+    if not result.ok:
+        for f in result.failures:
+            err.print(f"regression: {f}", highlight=False, markup=False)
+        raise CheckFailed(f"{len(result.failures)} metric(s) regressed", hint="see the table above")
 
 
 def _table(rep, k: int) -> None:
