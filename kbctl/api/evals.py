@@ -229,12 +229,12 @@ class Evals(Part):
         namespace's ``shadow`` (or ``previous``) generation instead of the active one.
         Gates and the baseline are read before any query runs, so a typo fails at once.
         """
-        from ..evals import check_gates, compare, load_dataset, parse_gate, run_eval
+        from ..evals import check_alpha, check_gates, compare, load_dataset, parse_gate, run_eval
 
         ds = load_dataset(Path(dataset), split=split)
         parsed = tuple(parse_gate(g) for g in gates)
         base = _read_baseline(baseline) if baseline is not None else None
-        _check_alpha(alpha)  # before any query runs, as a typo in a gate
+        check_alpha(alpha)  # before any query runs, as a typo in a gate
         ns = namespace or (ds.queries[0].namespace if ds.queries else None)
         settings = {"namespace": namespace, "profile": self.kb.namespaces.profile_for(ns).name if ns else None}
         if principal is not None:  # the run sees only what this principal may view
@@ -294,9 +294,9 @@ def compare_reports(
     each mode both hold, each metric's delta and paired randomisation p-value, and the regressions
     (a quality metric more than ``tolerance`` below the baseline; with ``alpha``, only if p < alpha).
     Needs no database: an A/B of two configurations, or of two commits, from their saved runs."""
-    from ..evals import compare, report_from_json
+    from ..evals import check_alpha, compare, report_from_json
 
-    _check_alpha(alpha)
+    check_alpha(alpha)
     base, cur = _read_baseline(baseline), _read_baseline(current, "result")
     report = report_from_json(cur)
     rows, regressions = compare(report, base, tolerance, alpha)
@@ -306,11 +306,6 @@ def compare_reports(
             hint=f"baseline: {', '.join(base['modes']) or 'none'}; result: {', '.join(report.mode_names) or 'none'}",
         )
     return EvalRun(report, comparison=tuple(rows), regressions=tuple(regressions))
-
-
-def _check_alpha(alpha: float | None) -> None:
-    if alpha is not None and not 0.0 < alpha <= 1.0:
-        raise UsageError(f"alpha {alpha:g} is not a significance level", hint="pass a value in (0, 1], e.g. 0.05")
 
 
 def _read_baseline(baseline: str | Path | Mapping[str, Any], what: str = "baseline") -> Mapping[str, Any]:

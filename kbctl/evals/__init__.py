@@ -15,6 +15,7 @@ from .gates import (
     CompareRow,
     Gate,
     GateResult,
+    check_alpha,
     check_gates,
     compare,
     enforce_gates,
@@ -22,7 +23,7 @@ from .gates import (
     parse_gate,
     write_junit,
 )
-from .metrics import aggregate, evaluate
+from .metrics import aggregate, evaluate, paired_randomization
 from .report import render_html
 from .runner import EvalReport, ModeResult, report_from_json, report_to_json, run_eval
 
@@ -48,6 +49,8 @@ __all__ = [
     "check_gates",
     "enforce_gates",
     "compare",
+    "check_alpha",
     "write_junit",
     "render_html",
+    "paired_randomization",
 ]

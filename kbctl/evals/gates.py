@@ -34,6 +34,7 @@ __all__ = [
     "enforce_gates",
     "compare",
     "write_junit",
+    "check_alpha",
 ]
 
 _GATE_RE = re.compile(r"^\s*(?:([A-Za-z_][\w-]*)\s*:)?\s*([\w@.]+)\s*(>=|<=|=)\s*([-+0-9.eE]+)\s*$")
@@ -136,6 +137,12 @@ def enforce_gates(report: EvalReport, gates: Sequence[Gate]) -> None:
         raise CheckFailed(f"{len(failures)} eval gate(s) failed: " + "; ".join(failures))
 
 
+def check_alpha(alpha: float | None) -> None:
+    """A significance level for ``compare`` is in (0, 1]; anything else is a ``UsageError``."""
+    if alpha is not None and not 0.0 < alpha <= 1.0:
+        raise UsageError(f"alpha {alpha:g} is not a significance level", hint="pass a value in (0, 1], e.g. 0.05")
+
+
 def compare(
     report: EvalReport, baseline_json: Mapping[str, Any], tolerance: float = 0.01, alpha: float | None = None
 ) -> tuple[list[CompareRow], list[str]]:
@@ -152,8 +159,7 @@ def compare(
     modes = baseline_json.get("modes") if isinstance(baseline_json, Mapping) else None
     if not isinstance(modes, Mapping):
         raise ConfigError("baseline is not a kbctl eval report (no 'modes' object)")
-    if alpha is not None and not 0.0 < alpha <= 1.0:
-        raise UsageError(f"alpha {alpha:g} is not a significance level", hint="pass a value in (0, 1], e.g. 0.05")
+    check_alpha(alpha)
     rows: list[CompareRow] = []
     for result in report.modes:
         base_mode = modes.get(result.mode) or {}
