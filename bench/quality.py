@@ -94,18 +94,11 @@ def eval_collection(env: Env, name: str, split: str = "test", modes: tuple[str, 
 
 
 def paired(data: dict, a: str, b: str, metric: str = "ndcg@10") -> str:
-    """``b`` against ``a`` over the queries of one eval result: mean difference, the paired
-    randomisation test's p-value, and how many queries each side wins."""
-    from kbctl.evals.metrics import format_p, paired_randomization
+    """``b`` against ``a`` over the queries of one eval result (``EvalReport.versus``): mean
+    difference, the paired randomisation test's p-value, and how many queries each side wins."""
+    from kbctl.evals import report_from_json
 
-    pa, pb = data["modes"][a]["per_query"], data["modes"][b]["per_query"]
-    shared = [q for q in pa if q in pb]
-    va, vb = [pa[q][metric] for q in shared], [pb[q][metric] for q in shared]
-    delta = (sum(vb) - sum(va)) / max(len(shared), 1)
-    better = sum(y > x + 1e-9 for x, y in zip(va, vb))
-    worse = sum(y < x - 1e-9 for x, y in zip(va, vb))
-    p = format_p(paired_randomization(va, vb))
-    return f"{delta:+.4f} (p {'' if p.startswith('<') else '= '}{p}; {better} better, {worse} worse)"
+    return str(report_from_json(data).versus(a, b, metric))
 
 
 # SciFact's train queries (809) were never used to choose a setting: a confirmation of the default

@@ -170,6 +170,24 @@ def _table(rep, k: int) -> None:
     cols[6:6] = passage
     rows = [{"mode": m.mode, "queries": m.num_queries, **{c: m.metrics.get(c) for c in cols}} for m in rep.modes]
     table(rows, ["mode", "queries", *cols], title=f"{rep.dataset}")
+    if len(rep.modes) > 1:  # is each mode's difference from the first more than noise?
+        first = rep.modes[0].mode
+        pairs = [rep.versus(first, m.mode) for m in rep.modes[1:]]
+        table(
+            [
+                {
+                    "mode": v.b,
+                    "metric": v.metric,
+                    "delta": v.delta,
+                    "p": v.p_text,
+                    "better": v.better,
+                    "worse": v.worse,
+                    "queries": v.queries,
+                }
+                for v in pairs
+            ],
+            title=f"against {first} (paired randomisation test)",
+        )
 
 
 @app.command("sweep")

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 from kbctl.errors import ConfigError, UsageError
 
 from .datasets import EvalDataset, EvalQuery
-from .metrics import aggregate, evaluate, percentile
+from .metrics import aggregate, evaluate, format_p, paired_randomization, percentile
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ __all__ = [
     "ProgressFn",
     "ModeResult",
     "EvalReport",
+    "Versus",
     "CURVE_KS",
     "run_eval",
     "metric_names",
@@ -91,6 +92,46 @@ class EvalReport:
     @property
     def mode_names(self) -> tuple[str, ...]:
         return tuple(m.mode for m in self.modes)
+
+    def versus(self, a: str, b: str, metric: str = "ndcg@10") -> Versus:
+        """Mode ``b`` against mode ``a`` on the queries both scored: mean difference of ``metric``,
+        the paired randomisation test's p-value, and how many queries each side wins."""
+        pa, pb = self.mode(a).per_query, self.mode(b).per_query
+        shared = [q for q in pa if q in pb and metric in pa[q] and metric in pb[q]]
+        va, vb = [pa[q][metric] for q in shared], [pb[q][metric] for q in shared]
+        return Versus(
+            a,
+            b,
+            metric,
+            (sum(vb) - sum(va)) / len(shared) if shared else 0.0,
+            paired_randomization(va, vb),
+            sum(y > x + 1e-9 for x, y in zip(va, vb)),
+            sum(y < x - 1e-9 for x, y in zip(va, vb)),
+            len(shared),
+        )
+
+
+@dataclass(frozen=True)
+class Versus:
+    """``EvalReport.versus``: mode ``b`` against mode ``a`` query by query."""
+
+    a: str
+    b: str
+    metric: str
+    delta: float  # mean of b - a
+    p_value: float  # paired randomisation test, two-sided
+    better: int  # queries where b scores higher
+    worse: int
+    queries: int
+
+    @property
+    def p_text(self) -> str:
+        """The p-value as reports print it ("0.47", "< 0.001")."""
+        return format_p(self.p_value)
+
+    def __str__(self) -> str:
+        p = self.p_text
+        return f"{self.delta:+.4f} (p {'' if p.startswith('<') else '= '}{p}; {self.better} better, {self.worse} worse)"
 
 
 def metric_names(k: int = 10) -> list[str]:

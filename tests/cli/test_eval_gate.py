@@ -68,6 +68,17 @@ def test_sample_eval_passes_its_gates(cli, sample_ingested, tmp_path):
     )
     assert p.returncode == 0, p.stderr.decode()
     data = json.loads(out.read_text())
+    # each mode after the first is set against it, query by query, with the paired test's p-value
+    versus = p.stdout.decode().split("against lexical (paired randomisation test)")[1]
+    for mode in ("dense", "hybrid"):
+        row = next(line for line in versus.splitlines() if f" {mode} " in line)
+        cells = [c.strip() for c in row.strip("│ ").split("│")]
+        per = [
+            (q["ndcg@10"], data["modes"][mode]["per_query"][q_id]["ndcg@10"])
+            for q_id, q in data["modes"]["lexical"]["per_query"].items()
+        ]
+        assert cells[1] == "ndcg@10" and cells[2] == f"{sum(b - a for a, b in per) / len(per):.4f}", cells
+        assert int(cells[4]) == sum(b > a + 1e-9 for a, b in per) and int(cells[6]) == len(per)
     for mode in ("lexical", "dense", "hybrid"):
         m = data["modes"][mode]
         assert m["num_queries"] >= 50

@@ -143,3 +143,17 @@ def test_the_html_report_states_the_p_value():
     html = render_html(report)
     # every one of the 12 queries is worse: p = 2 / 2^12 rounds to "< 0.001"
     assert "< 0.001</b>p (paired randomisation)" in html
+
+
+def test_versus_sets_one_mode_against_another_query_by_query():
+    report = run_eval(DATASET, _search, ["then", "now"])
+    v = report.versus("then", "now")
+    assert (v.a, v.b, v.metric, v.queries, v.better, v.worse) == ("then", "now", "ndcg@10", N, 0, N)
+    assert v.delta == pytest.approx(-(1 - 1 / 1.584962500721156))  # first place to second, every query
+    assert v.p_value == pytest.approx(2 / 2**N) and v.p_text == "< 0.001"
+    assert str(v) == f"{v.delta:+.4f} (p < 0.001; 0 better, {N} worse)"
+    assert report.versus("now", "then").p_value == v.p_value  # two-sided
+    same = report.versus("now", "now")
+    assert same.delta == 0.0 and same.p_value == 1.0 and same.better == same.worse == 0
+    with pytest.raises(UsageError):
+        report.versus("then", "nope")
