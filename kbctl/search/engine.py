@@ -28,8 +28,9 @@ from .lanes import (
     correct_terms,
     dense_lane,
     effective_ef_search,
+    jobs,
     lexical_lane,
-    search_pool,
+    submit,
     viewable_term,
     vocabulary_df,
 )
@@ -120,7 +121,9 @@ def run_search(
         "kbctl.filters": len(opts.filters),
         **telemetry.query_attributes(query),
     }
-    with telemetry.span("kbctl.search", attrs, root=True) as span:
+    # ``jobs``: the lanes' worker-thread jobs on the side connections end before the search returns
+    # or raises, so the next search on this session (a retry, a server's next request) finds them free.
+    with telemetry.span("kbctl.search", attrs, root=True) as span, jobs():
         result = _routed(conn, namespaces, profile, query, opts, side, gate)
         span.set_attributes(
             {
@@ -234,9 +237,7 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the
     # HNSW scan runs on the side connection) while the lexical lane runs here.
     pending = (
-        search_pool().submit(
-            telemetry.bound(_dense_job), plan.side, plan.namespaces, profile, plan.query, run.depth, opts
-        )
+        submit(telemetry.bound(_dense_job), plan.side, plan.namespaces, profile, plan.query, run.depth, opts)
         if mode == "hybrid"
         else None
     )
@@ -353,7 +354,7 @@ def _lexical_lane(conn, plan: SearchPlan, run: _Lanes) -> None:
         run.details["corrections"] = corrections
         run.notes.append("corrected: " + ", ".join(f"{a} → {b}" for a, b in corrections.items()))
     side = plan.side
-    helper = None if side is None else (lambda fn: search_pool().submit(lambda: fn(side("lexical"))))
+    helper = None if side is None else (lambda fn: submit(lambda: fn(side("lexical"))))
     run.lanes["lexical"] = lexical_lane(
         conn, plan.namespaces, run.terms, run.depth, plan.opts.filters, plan.profile, helper=helper,
         info=run.lexical_info,

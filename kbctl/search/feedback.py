@@ -16,7 +16,7 @@ from .. import telemetry
 from ..config import Profile
 from ..store import search as store
 from .filters import Filter
-from .lanes import LaneHit, bm25_weights, lexical_lane, search_pool, similarity, vocabulary_df
+from .lanes import LaneHit, bm25_weights, lexical_lane, similarity, submit, vocabulary_df
 from .prf import cap_postings, feedback_keys, rm3_terms, rocchio
 
 __all__ = ["SPLIT_CANDIDATES", "documents_of", "lane_chunks", "rescore", "second_round"]
@@ -68,11 +68,11 @@ def second_round(
     def dense_round(c):
         return scan(c, qvec2)
 
-    pending = search_pool().submit(lambda: dense_round(side("dense"))) if side is not None else None
+    pending = submit(lambda: dense_round(side("dense"))) if side is not None else None
     expanded = rm3_terms(terms, feedback, _postings(conn, keys, side), s.prf_terms, s.prf_query_weight)
     df = vocabulary_df(conn, [n.id for n in namespaces], list(expanded))
     expanded = cap_postings(expanded, list(terms), df, s.prf_max_postings)
-    helper = None if side is None else (lambda fn: search_pool().submit(lambda: fn(side("lexical"))))
+    helper = None if side is None else (lambda fn: submit(lambda: fn(side("lexical"))))
     new = {"lexical": lexical_lane(conn, namespaces, expanded, depth, filters, profile, helper=helper)}
     new["dense"] = pending.result() if pending is not None else dense_round(conn)
     added = sorted((t for t in expanded if t not in terms), key=lambda t: -expanded[t])
@@ -107,7 +107,7 @@ def rescore(conn, namespaces, profile: Profile, terms: dict[str, float], qvec, l
         moved = rocchio(qvec, [vectors[key] for key in vkeys if key in vectors], s.prf_vector_weight)
         return store.candidate_distances(c, cands, moved, profile.distance, gens), len(vectors)
 
-    pending = search_pool().submit(telemetry.bound(lambda: vector_half(side("dense")))) if side is not None else None
+    pending = submit(telemetry.bound(lambda: vector_half(side("dense")))) if side is not None else None
     segs = forward.segments(conn, ns_ids)  # read once: the feedback postings and the candidates' BM25
     expanded = rm3_terms(terms, feedback, _postings(conn, keys, side, segs), s.prf_terms, s.prf_query_weight)
     n, total = lexical_info.get("stats") or store.lexical_stats(conn, ns_ids)
@@ -154,7 +154,7 @@ def _statement_bm25(conn, cands, terms, weights, k1: float, b: float, avgdl: flo
     if side is None or len(cands) < 2 * SPLIT_CANDIDATES:
         return store.candidate_bm25(conn, cands, terms, weights, k1=k1, b=b, avgdl=avgdl)
     half = len(cands) // 2
-    other = search_pool().submit(
+    other = submit(
         telemetry.bound(
             lambda: store.candidate_bm25(side("lexical"), cands[half:], terms, weights, k1=k1, b=b, avgdl=avgdl)
         )

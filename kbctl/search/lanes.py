@@ -20,10 +20,12 @@ Each hit carries its chunk's document id, so fusion can rank documents as well a
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -46,6 +48,8 @@ __all__ = [
     "similarity",
     "correct_terms",
     "search_pool",
+    "submit",
+    "jobs",
     "viewable_term",
 ]
 
@@ -234,6 +238,36 @@ def search_pool():
 
         _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbctl-search")
     return _POOL
+
+
+_JOBS: contextvars.ContextVar[list[Future] | None] = contextvars.ContextVar("kbctl_search_jobs", default=None)
+
+
+def submit(fn: Callable[..., Any], *args: Any) -> Future:
+    """Run ``fn(*args)`` on the search pool, as a job of the search under way (``jobs``): that search
+    does not return, or raise, before the job has ended."""
+    future = search_pool().submit(fn, *args)
+    started = _JOBS.get()
+    if started is not None:
+        started.append(future)
+    return future
+
+
+@contextlib.contextmanager
+def jobs() -> Iterator[None]:
+    """The scope of one search: every job it ``submit``s has ended when the block is left, however
+    it is left. A job runs on one of the session's side connections; left running after its search
+    failed, it met the next search on the same connection (the retry after a serialization failure,
+    the next request a server gave the session to) and broke its transaction."""
+    token = _JOBS.set([])
+    try:
+        yield
+    finally:
+        started = _JOBS.get() or []
+        _JOBS.reset(token)
+        for future in started:
+            future.cancel()  # not started yet: it never runs
+        wait(started)
 
 
 # A query whose terms have more postings than this is scored in two halves of the chunk ids at once
