@@ -7,6 +7,7 @@ turns ``kb.search`` into the document-level search function the runner scores (`
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import time
@@ -161,10 +162,22 @@ class EvalRun:
         return not self.failures
 
     def to_json(self) -> dict[str, Any]:
-        """The report as JSON (settings, metrics and per-query scores): a later run's baseline."""
+        """The report as JSON (settings, metrics and per-query scores): a later run's baseline. With
+        more than one mode, ``versus``: each mode against the first (nDCG@10, paired test); with a
+        baseline, ``comparison`` (every metric's delta and p-value) and ``regressions``, so a reader
+        of the JSON sees what the exit code says."""
         from ..evals import report_to_json
 
-        return report_to_json(self.report)
+        out = report_to_json(self.report)
+        names = self.report.mode_names
+        if len(names) > 1:
+            out["versus"] = [dataclasses.asdict(self.report.versus(names[0], b)) for b in names[1:]]
+        if self.comparison:
+            out["comparison"] = [dataclasses.asdict(r) for r in self.comparison]
+            out["regressions"] = list(self.regressions)
+        if self.gates:
+            out["gate_failures"] = list(self.gate_failures)
+        return out
 
     def html(self) -> str:
         """A self-contained HTML report comparing the first two modes."""

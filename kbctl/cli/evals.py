@@ -118,8 +118,8 @@ def run(
         raise CheckFailed(f"{len(result.failures)} eval check(s) failed", hint="see the table above")
 
 
-def _comparison_rows(result) -> list[dict]:
-    return [
+def _comparison(result) -> None:
+    rows = [
         {
             "mode": r.mode,
             "metric": r.metric,
@@ -128,15 +128,10 @@ def _comparison_rows(result) -> list[dict]:
             "delta": r.delta,
             "p": r.p_text,
             "queries": r.queries or None,
-            "regressed": r.regressed,
         }
         for r in result.comparison
         if not r.metric.startswith("latency")
     ]
-
-
-def _comparison(result) -> None:
-    rows = [{k: v for k, v in row.items() if k != "regressed"} for row in _comparison_rows(result)]
     table(rows, title="against baseline")
 
 
@@ -155,7 +150,8 @@ def compare(
 
     result = compare_reports(baseline, current, tolerance=tolerance, alpha=alpha)
     if print_json_:
-        print_json({"comparison": _comparison_rows(result), "regressions": list(result.regressions)})
+        data = result.to_json()
+        print_json({key: data[key] for key in ("comparison", "regressions")})
     else:
         _comparison(result)
     if not result.ok:

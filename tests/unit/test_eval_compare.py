@@ -38,7 +38,8 @@ def test_a_drop_on_two_queries_passes_under_alpha_and_fails_without(tmp_path):
     assert code == 0, err
     data = json.loads(out)
     row = next(r for r in data["comparison"] if r["metric"] == "ndcg@10")
-    assert row["p"] == "0.5" and row["queries"] == N and row["regressed"] is False and data["regressions"] == []
+    assert row["p_value"] == 0.5 and row["queries"] == N and row["regressed"] is False and data["regressions"] == []
+    assert row["mode"] == "now" and row["delta"] < -0.01  # past the tolerance, but not significant
 
 
 def test_files_that_are_not_results_or_share_no_mode_are_one_line_errors(tmp_path):

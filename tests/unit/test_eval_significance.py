@@ -157,3 +157,22 @@ def test_versus_sets_one_mode_against_another_query_by_query():
     assert same.delta == 0.0 and same.p_value == 1.0 and same.better == same.worse == 0
     with pytest.raises(UsageError):
         report.versus("then", "nope")
+
+
+def test_the_runs_json_carries_versus_and_the_comparison():
+    """``EvalRun.to_json``: what the tables and the exit code say is in the JSON too."""
+    from kbctl.api import compare_reports
+    from kbctl.api.evals import EvalRun
+
+    two = EvalRun(run_eval(DATASET, _search, ["then", "now"]))
+    data = json.loads(json.dumps(two.to_json()))
+    (v,) = data["versus"]
+    assert (v["a"], v["b"], v["metric"], v["better"], v["worse"], v["queries"]) == ("then", "now", "ndcg@10", 0, N, N)
+    assert v["p_value"] == pytest.approx(2 / 2**N) and "comparison" not in data
+    assert "versus" not in EvalRun(run_eval(DATASET, _search, ["now"])).to_json()  # one mode: nothing to set against
+
+    now = report_to_json(run_eval(DATASET, _search, ["now"]))
+    judged = compare_reports(_baseline(N), now, alpha=0.05).to_json()
+    row = next(r for r in judged["comparison"] if r["metric"] == "ndcg@10")
+    assert row["regressed"] is True and row["p_value"] == pytest.approx(2 / 2**N) and row["queries"] == N
+    assert judged["regressions"] and judged["regressions"][0].startswith("now: ndcg@10")
