@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from kbctl.errors import CheckFailed, ConfigError, UsageError
 
-from .metrics import format_p, is_lower_better, paired_randomization, parse_metric
+from .metrics import format_p, is_lower_better, p_clause, paired_randomization, parse_metric
 from .runner import PASSAGE_PREFIX, EvalReport
 
 __all__ = [
@@ -187,7 +187,7 @@ def compare(
             )
     regressions = [
         f"{r.mode}: {r.metric} {r.baseline:.4f} -> {r.current:.4f} ({r.delta:+.4f}"
-        + (f", p {'' if r.p_value < 0.001 else '= '}{r.p_text}" if r.p_value is not None else "")
+        + (f", {p_clause(r.p_value)}" if r.p_value is not None else "")
         + ")"
         for r in rows
         if r.regressed

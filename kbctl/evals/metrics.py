@@ -42,6 +42,8 @@ __all__ = [
     "percentile",
     "paired_randomization",
     "format_p",
+    "p_clause",
+    "sign_block",
 ]
 
 Judgements = Mapping[str, int]
@@ -194,13 +196,28 @@ def paired_randomization(a: Sequence[float], b: Sequence[float], *, rounds: int 
         patterns = ((np.arange(1 << d.size)[:, None] >> np.arange(d.size)) & 1) * 2 - 1
         return float(np.mean(np.abs(patterns @ d) >= observed))
     rng = np.random.default_rng(seed)
-    hits = 0
-    for start in range(0, rounds, 4096):
-        signs = rng.choice((-1.0, 1.0), size=(min(4096, rounds - start), d.size))
+    hits, block = 0, sign_block(d.size)
+    for start in range(0, rounds, block):
+        signs = rng.choice((-1.0, 1.0), size=(min(block, rounds - start), d.size))
         hits += int(np.count_nonzero(np.abs(signs @ d) >= observed))
     return (hits + 1) / (rounds + 1)
+
+
+SIGN_CELLS = 4_000_000  # sign patterns drawn at once hold at most this many cells (32 MB of float64)
+
+
+def sign_block(queries: int) -> int:
+    """How many sign patterns ``paired_randomization`` draws at once for ``queries`` differing
+    queries: 4,096, fewer for a large set so that a block stays within ``SIGN_CELLS``."""
+    return max(1, min(4096, SIGN_CELLS // max(queries, 1)))
 
 
 def format_p(p: float) -> str:
     """A p-value as reports print it: two significant digits, and "< 0.001" below that."""
     return "< 0.001" if p < 0.001 else f"{p:.2g}"
+
+
+def p_clause(p: float) -> str:
+    """``p = 0.47`` or ``p < 0.001``, for a line of text."""
+    text = format_p(p)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 from kbctl.errors import ConfigError, UsageError
 
 from .datasets import EvalDataset, EvalQuery
-from .metrics import aggregate, evaluate, format_p, paired_randomization, percentile
+from .metrics import aggregate, evaluate, format_p, p_clause, paired_randomization, percentile
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +130,7 @@ class Versus:
         return format_p(self.p_value)
 
     def __str__(self) -> str:
-        p = self.p_text
-        return f"{self.delta:+.4f} (p {'' if p.startswith('<') else '= '}{p}; {self.better} better, {self.worse} worse)"
+        return f"{self.delta:+.4f} ({p_clause(self.p_value)}; {self.better} better, {self.worse} worse)"
 
 
 def metric_names(k: int = 10) -> list[str]:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kbctl.errors import UsageError
 from kbctl.evals.datasets import EvalDataset, EvalQuery
 from kbctl.evals.gates import compare
-from kbctl.evals.metrics import EXACT_QUERIES, paired_randomization
+from kbctl.evals.metrics import EXACT_QUERIES, SIGN_CELLS, paired_randomization, sign_block
 from kbctl.evals.report import render_html
 from kbctl.evals.runner import report_to_json, run_eval
 
@@ -176,3 +176,11 @@ def test_the_runs_json_carries_versus_and_the_comparison():
     row = next(r for r in judged["comparison"] if r["metric"] == "ndcg@10")
     assert row["regressed"] is True and row["p_value"] == pytest.approx(2 / 2**N) and row["queries"] == N
     assert judged["regressions"] and judged["regressions"][0].startswith("now: ndcg@10")
+
+
+def test_a_large_query_set_draws_its_sign_patterns_in_bounded_blocks():
+    assert sign_block(800) == 4096  # every collection here: the blocks, and so the p-values, as before
+    for n in (5_000, 100_000, 10_000_000):
+        assert sign_block(n) >= 1 and sign_block(n) * n <= max(SIGN_CELLS, n)
+    n = 50_000  # 4,096 patterns of 50,000 queries would be 1.6 GB at once
+    assert paired_randomization([0.5] * n, [0.5 + (0.01 if i % 2 else -0.01) for i in range(n)], rounds=200) > 0.9
