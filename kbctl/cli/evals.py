@@ -10,6 +10,7 @@ import typer
 from ..errors import CheckFailed
 from .render import print_json, table
 from .state import STATE, err, info
+from .terminal import printable
 
 app = typer.Typer(help="Measure retrieval quality: import, run, sweep.", no_args_is_help=True)
 
@@ -114,7 +115,7 @@ def run(
         _comparison(result)
     if not result.ok:
         for f in result.failures:
-            err.print(f"gate failed: {f}", highlight=False, markup=False)
+            err.print(f"gate failed: {printable(f, keep='')}", highlight=False, markup=False)
         raise CheckFailed(f"{len(result.failures)} eval check(s) failed", hint="see the table above")
 
 
@@ -156,7 +157,7 @@ def compare(
         _comparison(result)
     if not result.ok:
         for f in result.failures:
-            err.print(f"regression: {f}", highlight=False, markup=False)
+            err.print(f"regression: {printable(f, keep='')}", highlight=False, markup=False)
         raise CheckFailed(f"{len(result.failures)} metric(s) regressed", hint="see the table above")
 
 

@@ -57,3 +57,16 @@ def test_files_that_are_not_results_or_share_no_mode_are_one_line_errors(tmp_pat
     assert code == 2 and "share no mode" in err
     code, _, err = _run(tmp_path, base, base, "--alpha", "0")
     assert code == 2 and "significance level" in err
+
+
+def test_a_mode_name_from_a_file_reaches_the_terminal_escaped(tmp_path):
+    """A result file is someone's bytes: a mode name holding a terminal escape prints as text."""
+    evil = "now\x1b]0;owned\x07\x1b[2J"
+    base, cur = _files(tmp_path, N)
+    for path in (base, cur):
+        data = json.loads(path.read_text())
+        data["modes"] = {evil: data["modes"]["now"]}
+        path.write_text(json.dumps(data))
+    code, out, err = _run(tmp_path, base, cur)
+    assert code == 3 and "regression:" in err
+    assert "\x1b" not in out + err and "\x07" not in out + err
