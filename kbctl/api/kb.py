@@ -36,14 +36,21 @@ if TYPE_CHECKING:
 __all__ = ["KnowledgeBase", "open_kb"]
 
 
+def _apply_process_sections(settings: Settings) -> None:
+    """The settings that hold for the whole process, not one knowledge base: traces on or off
+    (``[telemetry]``, ``OTEL_*``) and the packed segments' caches (``[cache]``). The knowledge base
+    opened, or given settings, last sets them."""
+    telemetry.configure(settings.telemetry)
+    search_memory.configure(**dataclasses.asdict(settings.cache))
+
+
 @psycopg_boundary
 class KnowledgeBase:
     """A store plus resolved settings: a ``Session`` (its connections, opened on first use) and
     the sub-APIs over it."""
 
     def __init__(self, settings: Settings) -> None:
-        telemetry.configure(settings.telemetry)  # traces on or off for the process ([telemetry], OTEL_*)
-        search_memory.configure(**dataclasses.asdict(settings.cache))  # the process's caches ([cache])
+        _apply_process_sections(settings)
         self.session = Session(settings)
         self.db = self.session.db
         self.namespaces = Namespaces(self)
@@ -60,11 +67,13 @@ class KnowledgeBase:
     @property
     def settings(self) -> Settings:
         """The resolved settings every sub-API reads (the session's): assigning new ones (for
-        example ``kb.settings.with_overrides({...})``) reaches all of them."""
+        example ``kb.settings.with_overrides({...})``) reaches all of them, and the process-wide
+        sections (``[telemetry]``, ``[cache]``) are applied again, as opening applied them."""
         return self.session.settings
 
     @settings.setter
     def settings(self, settings: Settings) -> None:
+        _apply_process_sections(settings)
         self.session.settings = settings
 
     def __getitem__(self, namespace: str) -> NamespaceHandle:

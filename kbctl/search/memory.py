@@ -12,8 +12,8 @@ worker, a library, an eval run: each holds its own copy):
 * ``term_rows_mb``: the posting rows of frequent terms (20,000 postings or more) the lexical lane
   keeps between searches. 0: read again by every search.
 
-``configure`` sets them (``kbctl.open`` does, from the settings); a cache over its new limit is cut
-at once. A positive limit smaller than one segment still keeps that one segment.
+``configure`` sets them (``kbctl.open`` does, from the settings, and so does assigning
+``kb.settings``); a cache over its new limit is cut at once. A positive limit smaller than one segment still keeps that one segment.
 """
 
 from __future__ import annotations

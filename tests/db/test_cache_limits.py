@@ -106,3 +106,15 @@ def test_segment_limits_keep_one_segment_or_none(kb_home, tenant, tmp_path):
         assert not termarrays._DOCS and not termarrays._NORMS and not termarrays._ROWS
         r = kb.search("refund payment", names[0], mode="lexical", k=5)
         assert r.hits and not termarrays._DOCS, "with the cache off a search reads what it needs and keeps nothing"
+
+
+def test_assigning_new_settings_applies_their_cache_limits(kb_home, tenant, tmp_path):
+    """``kb.settings = ...`` reaches everything the settings govern, the process's caches included
+    (they were read only when the knowledge base opened)."""
+    kb = _open(kb_home, tenant, tmp_path, "")
+    try:
+        assert memory.limits() == DEFAULTS
+        kb.settings = kb.settings.with_overrides({"cache.forward_mb": 0, "cache.term_rows_mb": 2})
+        assert memory.limits() == {"forward": 0, "segments": 512 << 20, "term_rows": 2 << 20}
+    finally:
+        kb.close()

@@ -275,12 +275,24 @@ def test_a_served_search_is_traced_under_the_callers_traceparent(cli, kb_home, t
 def test_the_query_text_is_recorded_only_when_configured(kb, spans, tmp_path):
     kb.ingest(["sample_corpus/support/billing"], namespace="billing_kb")
     kb.settings = kb.settings.with_overrides({"telemetry.enabled": True, "telemetry.record_query": True})
-    telemetry.configure(kb.settings.telemetry)
     spans.clear()
     kb.search(QUERY, namespace="billing_kb")
     search = _one(_by_name(spans.get_finished_spans()), "kbctl.search")
     assert search.attributes["kbctl.query"] == QUERY
     assert search.parent is None  # no caller: a root
+
+
+def test_assigning_new_settings_switches_the_process_traces(kb, spans):
+    """``kb.settings = ...`` applies ``[telemetry]`` as opening did: no separate configure call."""
+    kb.ingest(["sample_corpus/support/billing"], namespace="billing_kb")
+    kb.settings = kb.settings.with_overrides({"telemetry.enabled": True, "telemetry.record_query": True})
+    spans.clear()
+    kb.search(QUERY, namespace="billing_kb")
+    assert _one(_by_name(spans.get_finished_spans()), "kbctl.search").attributes["kbctl.query"] == QUERY
+    kb.settings = kb.settings.with_overrides({"telemetry.enabled": False})
+    spans.clear()
+    kb.search(QUERY, namespace="billing_kb")
+    assert not spans.get_finished_spans()
 
 
 def test_a_reranked_page_has_its_span(kb, kb_home, tenant, spans, tmp_path):
@@ -302,7 +314,6 @@ def test_a_reranked_page_has_its_span(kb, kb_home, tenant, spans, tmp_path):
     try:
         plain = rkb.search(QUERY, "billing_kb", k=3, rerank=False)
         rkb.settings = rkb.settings.with_overrides({"telemetry.enabled": True})
-        telemetry.configure(rkb.settings.telemetry)
         spans.clear()
         result = rkb.search(QUERY, "billing_kb", k=3, rerank=True)
     finally:
@@ -320,7 +331,6 @@ def test_a_filter_only_search_traces_its_metadata_lane_and_gate(acl_corpus_kb, s
     """A search of filters only (the metadata strategy) has its lane and its gate, as ranked ones do."""
     kb = acl_corpus_kb
     kb.settings = kb.settings.with_overrides({"telemetry.enabled": True})
-    telemetry.configure(kb.settings.telemetry)
     spans.clear()
     result = kb.search("", "acl_kb", filters=["source_type=markdown"], k=2, principal=Principal("u9", ("sales",)))
     assert result.mode == "metadata" and len(result.hits) == 2
