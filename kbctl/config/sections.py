@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import ConfigError
-from .tables import check_range, one_of, suggest
+from .tables import check_positive, check_range, one_of, suggest
 
 __all__ = [
     "DatabaseSettings",
@@ -144,6 +144,13 @@ class ServerSettings:
     def _check(self, where: str) -> None:
         check_range(where, "server.port", self.port, 0, 65535)
         check_range(where, "server.workers", self.workers, 1)
+        for key in ("header_timeout", "body_timeout", "keep_alive_timeout"):
+            check_positive(where, f"server.{key}", getattr(self, key))
+        for key in ("max_connections", "max_query_chars", "max_k", "max_budget", "max_body_bytes", "max_output_tokens"):
+            check_range(where, f"server.{key}", getattr(self, key), 1)
+        check_range(where, "server.drain_seconds", self.drain_seconds, 0)
+        check_range(where, "server.evidence_min_similarity", self.evidence_min_similarity, -1, 1)
+        check_range(where, "server.evidence_min_terms", self.evidence_min_terms, 0, 1)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,12 @@ def check_range(where: str, key: str, value: float, lo: float | None = None, hi:
         raise ConfigError(f"{where}: {key} must be {span}, got {value}")
 
 
+def check_positive(where: str, key: str, value: float) -> None:
+    """A ConfigError unless ``value > 0`` (a timeout of 0 seconds cannot be met)."""
+    if not value > 0:
+        raise ConfigError(f"{where}: {key} must be > 0, got {value}")
+
+
 def one_of(where: str, key: str, value: str, allowed: Any) -> None:
     """A ConfigError unless ``value`` is one of ``allowed``."""
     if value not in allowed:

@@ -15,10 +15,11 @@ knowledge bases. The tools' algorithms are the library's (``kb.verify_claim``, `
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 from .. import telemetry
-from ..config import ServerSettings, Settings
+from ..config import Settings
 
 __all__ = ["serve_http", "serve_stdio"]
 
@@ -47,21 +48,13 @@ def serve_http(
         lifespan="on",
         access_log=False,
         # slow clients: a deadline on each request's headers (the body's is the app's: [server] body_timeout)
-        http=guarded_protocol(_positive(srv, "header_timeout")),
-        timeout_keep_alive=int(_positive(srv, "keep_alive_timeout")),
+        # the limits were checked when the settings loaded ([server], kbctl.config.sections)
+        http=guarded_protocol(float(srv.header_timeout)),
+        timeout_keep_alive=math.ceil(srv.keep_alive_timeout),  # uvicorn takes whole seconds: 0.5 is 1, not 0
         # uvicorn answers 503 once this many connections (the one asking included) are open
-        limit_concurrency=int(_positive(srv, "max_connections")) + 1,
+        limit_concurrency=srv.max_connections + 1,
     )
     uvicorn.Server(config).run()
-
-
-def _positive(srv: ServerSettings, key: str) -> float:
-    from ..errors import ConfigError
-
-    value = getattr(srv, key)
-    if not value > 0:
-        raise ConfigError(f"server.{key} must be a positive number, got {value!r}")
-    return float(value)
 
 
 def serve_stdio(settings: Settings, open_kb: Callable[[Settings], Any] | None = None, agent: str | None = None) -> None:

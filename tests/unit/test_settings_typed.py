@@ -120,3 +120,27 @@ def test_with_overrides_makes_new_checked_settings():
     assert (s.tenant, s.audit.enabled, set(s.agents)) == ("default", False, set())
     with pytest.raises(ConfigError, match="agents.bot.k"):
         s.with_overrides({"agents.bot": {"k": "four"}})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("server.header_timeout", 0, "server.header_timeout must be > 0"),
+        ("server.body_timeout", -1, "server.body_timeout must be > 0"),
+        ("server.keep_alive_timeout", 0, "server.keep_alive_timeout must be > 0"),
+        ("server.max_connections", 0, "server.max_connections must be >= 1"),
+        ("server.max_query_chars", 0, "server.max_query_chars must be >= 1"),
+        ("server.max_k", 0, "server.max_k must be >= 1"),
+        ("server.max_budget", -5, "server.max_budget must be >= 1"),
+        ("server.max_body_bytes", 0, "server.max_body_bytes must be >= 1"),
+        ("server.max_output_tokens", 0, "server.max_output_tokens must be >= 1"),
+        ("server.drain_seconds", -1, "server.drain_seconds must be >= 0"),
+        ("server.evidence_min_similarity", 1.5, r"server.evidence_min_similarity must be in -1..1"),
+        ("server.evidence_min_terms", -0.1, r"server.evidence_min_terms must be in 0..1"),
+    ],
+)
+def test_every_server_limit_is_checked_when_the_settings_load(key, value, message):
+    """A limit that cannot work (a zero timeout, k of at most 0, a threshold no passage can reach)
+    is refused by name when the settings load, not when a server starts or a request arrives."""
+    with pytest.raises(ConfigError, match=message):
+        load_settings(overrides={key: value}, env={})
