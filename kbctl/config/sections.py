@@ -46,7 +46,7 @@ class DatabaseSettings:
     connect_timeout: int
 
     def _check(self, where: str) -> None:
-        pass
+        check_range(where, "database.connect_timeout", self.connect_timeout, 0)  # 0: wait as long as it takes (libpq)
 
 
 @dataclass(frozen=True)

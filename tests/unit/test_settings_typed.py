@@ -137,9 +137,10 @@ def test_with_overrides_makes_new_checked_settings():
         ("server.drain_seconds", -1, "server.drain_seconds must be >= 0"),
         ("server.evidence_min_similarity", 1.5, r"server.evidence_min_similarity must be in -1..1"),
         ("server.evidence_min_terms", -0.1, r"server.evidence_min_terms must be in 0..1"),
+        ("database.connect_timeout", -1, "database.connect_timeout must be >= 0"),
     ],
 )
-def test_every_server_limit_is_checked_when_the_settings_load(key, value, message):
+def test_every_server_and_database_limit_is_checked_when_the_settings_load(key, value, message):
     """A limit that cannot work (a zero timeout, k of at most 0, a threshold no passage can reach)
     is refused by name when the settings load, not when a server starts or a request arrives."""
     with pytest.raises(ConfigError, match=message):
