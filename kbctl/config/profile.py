@@ -171,6 +171,12 @@ class SearchSettings:
         check_range(where, "search.prf_candidates", self.prf_candidates, 1, 1000)
         check_range(where, "search.prf_min_agreement", self.prf_min_agreement, 0, 1)
         check_range(where, "search.prf_max_agreement", self.prf_max_agreement, 0, 1)
+        if self.prf_min_agreement > self.prf_max_agreement:
+            raise ConfigError(
+                f"{where}: search.prf_min_agreement ({self.prf_min_agreement}) must not exceed"
+                f" search.prf_max_agreement ({self.prf_max_agreement})",
+                hint='the band is where bounded feedback is taken; prf = "off" turns it off',
+            )
         check_range(where, "search.prf_dense_weight", self.prf_dense_weight, 0, 1)
 
 

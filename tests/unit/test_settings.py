@@ -86,6 +86,16 @@ def test_bad_value_names_the_profile_and_key(part, key, value, match):
     assert e.value.message.startswith("profile 'mine': ") and "\n" not in e.value.message
 
 
+def test_an_empty_agreement_band_is_refused():
+    """``prf_min_agreement`` above ``prf_max_agreement`` would turn bounded feedback off for every
+    query without a word: refused, naming both keys."""
+    with pytest.raises(
+        ConfigError, match=r"search.prf_min_agreement \(0.6\) must not exceed search.prf_max_agreement \(0.2\)"
+    ):
+        _load(search={"prf_min_agreement": 0.6, "prf_max_agreement": 0.2})
+    assert _load(search={"prf_min_agreement": 0.4, "prf_max_agreement": 0.4}).search.prf_max_agreement == 0.4
+
+
 def test_cross_encoder_needs_a_model():
     with pytest.raises(ConfigError, match="rerank.kind is 'cross-encoder' but rerank.model is empty"):
         _load(rerank={"kind": "cross-encoder"})
