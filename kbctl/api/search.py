@@ -11,7 +11,7 @@ from .. import validate
 from ..acl import Gate
 from ..config import Profile
 from ..errors import UsageError
-from ..search import SearchOptions, parse_filters, run_search
+from ..search import SearchOptions, check_text, parse_filters, run_search
 from ..search.context import format_context
 from ..store import Namespace, get_namespace
 from ..store import audit as audit_store
@@ -51,6 +51,8 @@ class Searching(Part):
         names = [namespace] if isinstance(namespace, str) else list(namespace)
         if not names:
             raise UsageError("no namespace given", hint="pass --namespace NAME (repeat it to search several)")
+        if isinstance(query, str):
+            check_text("query", query)
         conn = self._conn()
         nss = [get_namespace(conn, n, self.tenant) for n in names]
         generation = options.pop("generation", None)

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from .search_spec import SEARCH_OPTIONS, render, search_arguments
+from .search_spec import FORMATS, SEARCH_OPTIONS, render, search_arguments
 from .state import STATE
 
 
@@ -20,6 +20,10 @@ def search(**params: Any) -> None:
     from ..server.client import forward_search
 
     p = params
+    if p["fmt"] not in FORMATS:  # before the store opens or a model loads
+        from ..errors import UsageError
+
+        raise UsageError(f"unknown --format {p['fmt']!r}", hint="use one of: " + ", ".join(FORMATS))
     kb = STATE.kb()
     options = search_arguments(p, kb.principal(p["as_"], p["group"]))
     # the running server at [server] url answers when there is one (a warm process: no model load);

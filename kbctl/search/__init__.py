@@ -2,7 +2,17 @@
 
 from .cite import citation
 from .engine import SearchOptions, run_search
-from .filters import Filter, parse_filter, parse_filters
+from .filters import Filter, check_text, parse_filter, parse_filters
 from .route import STRATEGIES, route
 
-__all__ = ["SearchOptions", "run_search", "citation", "Filter", "parse_filter", "parse_filters", "STRATEGIES", "route"]
+__all__ = [
+    "SearchOptions",
+    "run_search",
+    "citation",
+    "Filter",
+    "check_text",
+    "parse_filter",
+    "parse_filters",
+    "STRATEGIES",
+    "route",
+]

@@ -35,7 +35,7 @@ import unicodedata
 from ..errors import UsageError
 from ..types import Filter
 
-__all__ = ["Filter", "parse_filter", "parse_filters"]
+__all__ = ["Filter", "check_text", "parse_filter", "parse_filters"]
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 # What a comparison reads as a number (``kbctl.store.filters`` compares it as one): it must be finite.
@@ -43,10 +43,26 @@ _NUMERIC = re.compile(r"^[+-]?((\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?|nan|inf|infini
 _FORM = re.compile(r"^\s*(?P<key>[^\s=!<>~]+)\s*(?P<op>!=|>=|<=|=|>|<|~|\s+in\s+)\s*(?P<value>.*?)\s*$")
 
 
+def check_text(what: str, text: str) -> None:
+    """A UsageError unless ``text`` can be stored and printed as UTF-8: no NUL (PostgreSQL's text
+    holds none: a usage error here, not a database error there) and no lone surrogate (a byte of
+    another encoding in a shell argument arrives as one; no embedder, JSON writer or statement
+    takes it)."""
+    if "\x00" in text:
+        raise UsageError(f"{what} {text!r} holds a NUL character", hint=f"remove it from the {what}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        raise UsageError(
+            f"{what} {shown!r} is not UTF-8 text",
+            hint="a byte of another encoding reached kbctl as it was: pass the text as UTF-8",
+        ) from None
+
+
 def parse_filter(text: str) -> Filter:
     """Parse one ``key<op>value`` filter; a malformed one is a UsageError with the syntax."""
-    if "\x00" in text:  # PostgreSQL's text holds no NUL: a usage error here, not a database error there
-        raise UsageError(f"filter {text!r} holds a NUL character", hint="remove it from the filter")
+    check_text("filter", text)
     m = _FORM.match(text)
     if not m or not m.group("value"):
         raise UsageError(

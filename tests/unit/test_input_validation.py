@@ -85,6 +85,27 @@ def test_search_options_out_of_range_are_usage_errors(two, options, what):
         two.search("refunds", "a", **options)
 
 
+@pytest.mark.parametrize("query", ["refund\x00x", "refund\udcff", "\ud800"])
+def test_a_query_that_is_not_text_is_a_usage_error(two, query):
+    """A NUL (PostgreSQL's text holds none: the audit and query logs failed on it) or a byte that
+    is not UTF-8 (a shell argument arrives as a lone surrogate; the embedder failed on it, and the
+    JSON on stdout was not UTF-8) is refused before the search, with what to do."""
+    with pytest.raises(UsageError, match="query") as e:
+        two.search(query, "a")
+    assert e.value.hint
+
+
+def test_a_query_byte_that_is_not_utf8_through_the_cli(two, run_main):
+    err = _usage(run_main, "search", "refund\udcff", "-n", "a", "--json")
+    assert "UTF-8" in err
+    err = _usage(run_main, "search", "refund", "-n", "a", "-f", "source_type=\udcff")
+    assert "UTF-8" in err
+
+
+def test_an_unknown_output_format_is_a_usage_error(two, run_main):
+    assert "format" in _usage(run_main, "search", "refunds", "-n", "a", "--format", "bogus")
+
+
 def test_retriever_defaults_are_checked_when_it_is_made(two):
     with pytest.raises(UsageError, match="k"):
         two.retriever("a", k=-3)
