@@ -244,6 +244,7 @@ class Evals(Part):
         """
         from ..evals import check_alpha, check_gates, compare, load_dataset, parse_gate, run_eval
 
+        _check_run(modes, limit, tolerance)
         ds = load_dataset(Path(dataset), split=split)
         parsed = tuple(parse_gate(g) for g in gates)
         base = _read_baseline(baseline) if baseline is not None else None
@@ -275,6 +276,7 @@ class Evals(Part):
         """Evaluate hybrid search over a grid of fusion settings; (settings, ``metric``) pairs, best first."""
         from ..evals import load_dataset, run_eval
 
+        _check_run(["hybrid"], limit, 0.0)
         ds = load_dataset(Path(dataset), split=split)
         grid = grid or {"fusion": ["rrf"], "rrf_k": [10, 30, 60, 100], "candidates": [50, 100, 200]}
         names = list(grid)
@@ -321,6 +323,20 @@ def compare_reports(
     return EvalRun(report, comparison=tuple(rows), regressions=tuple(regressions))
 
 
+def _check_run(modes: Sequence[str], limit: int | None, tolerance: float) -> None:
+    """A run's own options, before the dataset is read or any query runs: each mode one kbctl knows
+    (an unknown one used to run as hybrid under its name), a limit of one query or more."""
+    if isinstance(modes, str) or not modes:
+        raise UsageError("no modes given", hint="pass --modes, a comma list of: " + ", ".join(MODES))
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise UsageError(f"unknown eval mode {unknown[0]!r}", hint="use any of: " + ", ".join(MODES))
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise UsageError(f"limit must be a whole number of queries, 1 or more, got {limit!r}")
+    if not tolerance >= 0:
+        raise UsageError(f"tolerance must be 0 or more, got {tolerance!r}", hint="e.g. --tolerance 0.01")
+
+
 def _read_baseline(baseline: str | Path | Mapping[str, Any], what: str = "baseline") -> Mapping[str, Any]:
     if isinstance(baseline, Mapping):
         data = baseline
@@ -331,10 +347,18 @@ def _read_baseline(baseline: str | Path | Mapping[str, Any], what: str = "baseli
             raise ConfigError(
                 f"cannot read the {what} {baseline}: {e}", hint="pass a file an earlier `kbctl eval run --json` wrote"
             ) from None
+    from ..evals import report_from_json
+
+    name = "" if isinstance(baseline, Mapping) else f" {baseline}"
     if not isinstance(data, Mapping) or not isinstance(data.get("modes"), Mapping):
-        name = "" if isinstance(baseline, Mapping) else f" {baseline}"
         raise ConfigError(
             f"the {what}{name} is not a kbctl eval result (no 'modes' object)",
             hint="pass a file an earlier `kbctl eval run --json` wrote",
         )
+    try:
+        report_from_json(data)  # every mode's metrics and per-query scores numbers, as a run writes them
+    except ConfigError as e:
+        raise ConfigError(
+            f"the {what}{name} is {e.message}", hint="pass a file an earlier `kbctl eval run --json` wrote"
+        ) from None
     return data

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from ..errors import CheckFailed
+from ..errors import CheckFailed, UsageError
 from .render import print_json, table
 from .state import STATE, err, info
 from .terminal import printable
@@ -85,6 +85,8 @@ def run(
 ) -> None:
     """Evaluate each mode on the same queries: nDCG@10, Recall@10/100, P@k, MRR@10, MAP, latency."""
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    for flag, path in (("--json", json_path), ("--report", report), ("--junit", junit)):
+        _writable(flag, path)  # before the store opens and the queries run, not after
     kb = STATE.kb()
     result = kb.evaluate(
         dataset,
@@ -102,11 +104,11 @@ def run(
         generation=generation,
     )
     if json_path:
-        json_path.write_text(json.dumps(result.to_json(), indent=1))
+        _write(json_path, "--json", lambda: json_path.write_text(json.dumps(result.to_json(), indent=1)))
     if report:
-        report.write_text(result.html())
+        _write(report, "--report", lambda: report.write_text(result.html()))
     if junit:
-        result.write_junit(junit)
+        _write(junit, "--junit", lambda: result.write_junit(junit))
     if print_json_:
         print_json(result.to_json())
     else:
@@ -216,3 +218,24 @@ def sweep(
     for key in ("fusion", "rrf_k", "dense_weight", "candidates"):
         typer.echo(f"{key} = {json.dumps(best[key])}")
     typer.echo(f"# and [profiles.NAME.hnsw] ef_search = {best['ef_search']}")
+
+
+def _writable(flag: str, path: Path | None) -> None:
+    """A usage error unless ``path`` names a file that can be written: not a folder, in a folder
+    that exists."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise UsageError(f"{flag} {printable(str(path))} is a folder", hint=f"give {flag} a file name")
+    if not path.parent.is_dir():
+        raise UsageError(
+            f"{flag} {printable(str(path))}: there is no folder {printable(str(path.parent))}",
+            hint="create the folder first, or write the file elsewhere",
+        )
+
+
+def _write(path: Path, flag: str, write) -> None:
+    try:
+        write()
+    except OSError as e:
+        raise UsageError(f"{flag} {printable(str(path))}: cannot write ({e.strerror or e})") from None

@@ -85,23 +85,33 @@ def _error(path: Path, line: int | None, message: str, hint: str | None = None) 
     return ConfigError(f"{where}: {message}", hint=hint)
 
 
-def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, object)`` for each non-blank line; bad JSON is a ``ConfigError``."""
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of a UTF-8 file; a file that cannot be read, or a line that is not
+    UTF-8, is a ``ConfigError`` naming the file and line (not a traceback)."""
     try:
-        fh = path.open(encoding="utf-8")
+        fh = path.open("rb")
     except OSError as exc:
         raise _error(path, None, f"cannot read: {exc.strerror or exc}") from exc
     with fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
+        for lineno, raw in enumerate(fh, start=1):
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise _error(path, lineno, f"not valid JSON ({exc.msg})") from exc
-            if not isinstance(obj, dict):
-                raise _error(path, lineno, "expected a JSON object")
-            yield lineno, obj
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise _error(path, lineno, "not UTF-8 text", hint="save the file as UTF-8") from None
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)`` for each non-blank line; bad JSON is a ``ConfigError``."""
+    for lineno, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise _error(path, lineno, f"not valid JSON ({exc.msg})") from exc
+        if not isinstance(obj, dict):
+            raise _error(path, lineno, "expected a JSON object")
+        yield lineno, obj
 
 
 def _as_id(value: Any, path: Path, lineno: int, field: str) -> str:
@@ -133,21 +143,20 @@ def read_qrels_tsv(path: Path) -> dict[str, dict[str, int]]:
     if not path.is_file():
         raise _error(path, None, "qrels file not found")
     qrels: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            cols = line.rstrip("\r\n").split("\t")
-            if not line.strip() or (lineno == 1 and cols[0] == "query-id"):
-                continue
-            if len(cols) != 3:
-                raise _error(path, lineno, f"expected 3 tab-separated columns, got {len(cols)}")
-            qid, docid, score = (c.strip() for c in cols)
-            try:
-                grade = int(score)
-            except ValueError:
-                raise _error(path, lineno, f"score must be an integer, got {score!r}") from None
-            if docid in qrels.setdefault(qid, {}):
-                raise _error(path, lineno, f"duplicate judgement for query {qid!r}, document {docid!r}")
-            qrels[qid][docid] = grade
+    for lineno, line in _lines(path):
+        cols = line.rstrip("\r\n").split("\t")
+        if not line.strip() or (lineno == 1 and cols[0] == "query-id"):
+            continue
+        if len(cols) != 3:
+            raise _error(path, lineno, f"expected 3 tab-separated columns, got {len(cols)}")
+        qid, docid, score = (c.strip() for c in cols)
+        try:
+            grade = int(score)
+        except ValueError:
+            raise _error(path, lineno, f"score must be an integer, got {score!r}") from None
+        if docid in qrels.setdefault(qid, {}):
+            raise _error(path, lineno, f"duplicate judgement for query {qid!r}, document {docid!r}")
+        qrels[qid][docid] = grade
     return qrels
 
 

@@ -273,18 +273,25 @@ def report_from_json(data: Mapping[str, Any]) -> EvalReport:
     """Rebuild a report from ``report_to_json`` output (e.g. to render a saved run as HTML)."""
     if not isinstance(data, Mapping) or not isinstance(data.get("modes"), Mapping):
         raise ConfigError("not a kbctl eval report (no 'modes' object)")
+    try:
+        return _report_from_json(data)
+    except (TypeError, ValueError, AttributeError) as e:  # a field of the wrong shape: not one line of ours
+        raise ConfigError(f"not a kbctl eval report ({type(e).__name__}: {e})") from None
+
+
+def _report_from_json(data: Mapping[str, Any]) -> EvalReport:
     results = []
     for name, m in data["modes"].items():
         per_query, latencies = {}, []
         for qid, scores in (m.get("per_query") or {}).items():
             scores = dict(scores)
             latencies.append(float(scores.pop("latency_ms", 0.0)))
-            per_query[qid] = scores
+            per_query[str(qid)] = {str(metric): float(v) for metric, v in scores.items()}
         curve = {int(c): float(v) for c, v in (m.get("recall_curve") or {}).items()}
         results.append(
             ModeResult(
                 name,
-                dict(m.get("metrics") or {}),
+                {str(key): float(v) for key, v in dict(m.get("metrics") or {}).items()},
                 per_query,
                 latencies,
                 int(m.get("num_queries", len(per_query))),

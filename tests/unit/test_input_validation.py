@@ -292,3 +292,67 @@ def test_filters_parse_or_refuse_and_stay_in_their_namespace(two, texts):
         except UsageError:
             continue
         assert all(h.namespace == "a" for h in res.hits), (texts, res.hits)
+
+
+# -- eval ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def golden(tmp_path):
+    path = tmp_path / "golden.jsonl"
+    path.write_text(json.dumps({"id": "q1", "query": "refunds", "namespace": "a", "relevant": ["refunds.md"]}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "args, what",
+    [
+        (("--modes", "bogus"), "bogus"),
+        (("--modes", "hybrid,hybird"), "hybird"),
+        (("--modes", ","), "modes"),
+        (("--limit", "0"), "limit"),
+        (("--limit", "-1"), "limit"),
+        (("-k", "0"), "k"),
+        (("--depth", "0"), "depth"),
+        (("--tolerance", "-0.1"), "tolerance"),
+    ],
+)
+def test_eval_run_options_are_checked_before_any_query(two, run_main, golden, args, what):
+    """An unknown mode used to run as hybrid under its name (exit 0); --limit -1 dropped the last
+    query, and 0 scored none, with exit 0."""
+    assert what in _usage(run_main, "eval", "run", str(golden), *args)
+
+
+def test_eval_run_library_checks_modes_and_limit(two, golden):
+    with pytest.raises(UsageError, match="hybird"):
+        two.evaluate(golden, modes=["hybird"])
+    with pytest.raises(UsageError, match="limit"):
+        two.evaluate(golden, limit=-1)
+
+
+def test_eval_run_output_paths_are_checked_before_any_query(two, run_main, golden, tmp_path, monkeypatch):
+    """A --json, --report or --junit path that cannot be written was a traceback after the whole
+    evaluation had run."""
+    from kbctl import evals
+
+    monkeypatch.setattr(evals, "run_eval", lambda *a, **kw: pytest.fail("the evaluation ran"))
+    missing = tmp_path / "no" / "such" / "dir" / "x.json"
+    for flag, path in (("--json", missing), ("--report", tmp_path), ("--junit", missing)):
+        err = _usage(run_main, "eval", "run", str(golden), "--modes", "lexical", flag, str(path))
+        assert flag in err and str(path) in err
+
+
+def test_a_golden_file_that_is_not_utf8_is_one_line(two, run_main, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\xff\xfe{\x00}\x00\n")
+    err = _usage(run_main, "eval", "run", str(bad))
+    assert "UTF-8" in err and str(bad) in err
+
+
+def test_a_result_file_with_malformed_metrics_is_one_line(two, run_main, golden, tmp_path):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"modes": {"lexical": {"metrics": {"ndcg@10": 0.5}, "per_query": {}}}}))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"modes": {"lexical": {"metrics": "x"}}}))
+    assert str(bad) in _usage(run_main, "eval", "compare", str(good), str(bad))
+    assert str(bad) in _usage(run_main, "eval", "run", str(golden), "--modes", "lexical", "--baseline", str(bad))
