@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 import re
 
-from ..types import SearchResult
+from ..types import Hit, SearchResult
 from ..validate import count
 
-__all__ = ["estimate_tokens", "format_context"]
+__all__ = ["context_blocks", "estimate_tokens", "format_context"]
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _SENT = re.compile(r"(?<=[.!?])\s+")
@@ -28,8 +28,13 @@ def estimate_tokens(text: str) -> int:
 
 def format_context(result: SearchResult, budget: int) -> str:
     """The hits as ``[n] citation`` + text blocks, within ``budget`` estimated tokens (at least 1)."""
+    return "\n".join(block for _, block in context_blocks(result, budget))
+
+
+def context_blocks(result: SearchResult, budget: int) -> list[tuple[Hit, str]]:
+    """The blocks of ``format_context``, each with its hit: what the context holds, and so cites."""
     count("budget", budget, 1, flag="--budget")
-    parts: list[str] = []
+    parts: list[tuple[Hit, str]] = []
     used = 0
     for h in result.hits:
         link = h.metadata.get("link") if isinstance(h.metadata, dict) else None
@@ -37,16 +42,16 @@ def format_context(result: SearchResult, budget: int) -> str:
         block = head + h.text.strip() + "\n"
         cost = estimate_tokens(block)
         if used + cost <= budget:
-            parts.append(block)
+            parts.append((h, block))
             used += cost
             continue
         room = budget - used - estimate_tokens(head)
         cut = _cut(h.text.strip(), room)
         if cut and (not parts or estimate_tokens(cut) * 2 >= estimate_tokens(h.text)):
-            parts.append(head + cut + " […]\n")
+            parts.append((h, head + cut + " […]\n"))
             used += estimate_tokens(head + cut) + 2
         break
-    return "\n".join(parts)
+    return parts
 
 
 def _cut(text: str, room: int) -> str:

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from .. import telemetry
 from ..errors import UsageError
-from ..search.context import estimate_tokens, format_context
+from ..search.context import context_blocks, estimate_tokens
 from ..search.evidence import snip
 from ..types import Hit, SearchResult
 from .agents import Agent
@@ -153,8 +153,8 @@ class Toolbox:
         }
         if budget is not None:
             self._check_budget(budget)
-            answer["context"] = _context(result, min(budget, self._cap()))
-            answer["citations"] = [_cite(h) for h in result.hits]
+            answer["context"], held = _context(result, min(budget, self._cap()))
+            answer["citations"] = [_cite(h) for h in held]  # the context's: a passage left out is not cited
         else:
             passages = [_passage(h, snippets) for h in result.hits]
             answer["passages"], answer["next_cursor"] = self._page(passages, limit, cursor)
@@ -458,11 +458,16 @@ def _public_source(source: Any) -> Any:
     return display_source(source, {}) if isinstance(source, str) else source
 
 
-def _context(result: SearchResult, budget: int) -> str:
-    """``format_context`` held to ``budget`` as a whole (its per-passage estimates can round past it)."""
-    text = format_context(result, budget)
+def _context(result: SearchResult, budget: int) -> tuple[str, list[Hit]]:
+    """``format_context`` held to ``budget`` as a whole (its per-passage estimates can round past
+    it), and the hits it holds."""
+    blocks = context_blocks(result, budget)
+    text = "\n".join(block for _, block in blocks)
     over = estimate_tokens(text) - budget
-    return text if over <= 0 or budget - over - 4 < 1 else format_context(result, budget - over - 4)
+    if over > 0 and budget - over - 4 >= 1:
+        blocks = context_blocks(result, budget - over - 4)
+        text = "\n".join(block for _, block in blocks)
+    return text, [h for h, _ in blocks]
 
 
 def _offset(cursor: str | None) -> int:

@@ -42,6 +42,21 @@ def test_search_context_fits_the_budget(served):
     assert r.json()["citations"]
 
 
+def test_search_context_cites_only_the_passages_it_holds(served):
+    """``citations`` are the context's: a passage the budget left out is not cited (every hit was)."""
+    import re
+
+    for budget in (60, 120, 400):
+        r = post(served, "/v1/search", {"query": "refund", "namespaces": ["billing_kb"], "k": 10, "budget": budget})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        shown = {int(n) for n in re.findall(r"^\[(\d+)\] ", body["context"], re.M)}
+        assert [c["rank"] for c in body["citations"]] == sorted(shown), (budget, body["citations"], shown)
+        assert shown
+        if budget == 60:
+            assert len(shown) < 10  # the budget left passages out
+
+
 def test_paging_and_snippets(served):
     first = post(
         served, "/v1/search", {"query": "payment", "namespaces": ["billing_kb"], "k": 6, "limit": 2, "snippets": True}
@@ -217,3 +232,12 @@ def test_sigterm_drains_requests_in_flight(served, kb_home):
     assert results == [200] * 6, results  # started before SIGTERM: all answered
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+
+
+@pytest.mark.parametrize("field, path", [("query", "/v1/search"), ("claim", "/v1/tools/verify_claim")])
+def test_a_nul_in_the_text_is_a_400(served, field, path):
+    """PostgreSQL's text holds no NUL: with the query log or the audit on, a NUL in a query was a
+    500 (a database error) after the search had run. It is refused before, as a filter's is."""
+    r = post(served, path, {field: "refund\u0000x", "namespaces": ["billing_kb"]})
+    assert r.status_code == 400, r.text
+    assert "NUL" in r.json()["error"]
