@@ -66,6 +66,8 @@ def ask_server(
         given["rerank"] = False
     if not url or set(given) - _FORWARDED or options.get("principal") is not None:
         return None
+    if given.get("k", 0) > srv.max_k or len(query) > srv.max_query_chars:
+        return None  # past the server's limits for agents ([server] max_k, max_query_chars): in-process
     body = {
         "raw": True,
         "query": query,

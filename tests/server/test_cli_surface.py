@@ -49,6 +49,21 @@ def test_search_forwards_to_the_server_and_falls_back(served, cli):
     assert refused.returncode == 2 and b"not available" in refused.stderr
 
 
+def test_a_search_past_the_servers_limits_runs_in_process(served, cli):
+    """The server's [server] max_k and max_query_chars are limits for agents; a search from the
+    shell past them is answered in-process, as the CLI answers without a server (it was refused)."""
+    forwarded = env(served, KBCTL_SERVER=served.url, KBCTL_TOKEN=served.tokens["ops"])
+    wide = cli(
+        "search", "refund", "-n", "billing_kb", "-k", "60", "--json", tenant_override=served.tenant, env=forwarded
+    )
+    assert wide.returncode == 0, wide.stderr
+    assert json.loads(wide.stdout)["hits"]
+    long_query = "refund " * 90  # 630 characters, past max_query_chars = 500
+    long = cli("search", long_query, "-n", "billing_kb", "--json", tenant_override=served.tenant, env=forwarded)
+    assert long.returncode == 0, long.stderr
+    assert json.loads(long.stdout)["hits"]
+
+
 def test_token_create_stats_and_feedback_dataset(served, cli, tmp_path):
     t = cli("agents", "token", "create", "reader", tenant_override=served.tenant, env=env(served))
     token = t.stdout.decode().strip()
