@@ -141,6 +141,15 @@ def _routed(conn, namespaces, profile: Profile, query: str, opts: SearchOptions,
     """``run_search`` without its span: route the query, then answer it by its strategy."""
     if opts.mode not in MODES:
         raise UsageError(f"unknown mode {opts.mode!r}", hint=f"use one of: {', '.join(MODES)}")
+    if len({ns.fingerprint for ns in namespaces}) > 1:
+        from ..errors import ProfileMismatchError
+
+        pins = " and ".join(f"{ns.name!r} ({ns.profile_name})" for ns in namespaces)
+        raise ProfileMismatchError(
+            f"namespaces {pins} are pinned to different profiles; a search of several namespaces"
+            " ranks them with one profile (one query vector, one analyzer)",
+            hint="search them one at a time",
+        )
     for ns in namespaces:
         check_pin(ns, profile)
     k = opts.k or profile.search.k

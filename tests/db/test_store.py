@@ -491,3 +491,13 @@ def test_an_ingest_run_leaves_no_unused_terms(kb, tmp_path):
     )
     assert "orchid" not in df and "cacti" not in df and df["tulip"] == 1 and df["bloom"] == 1, df
     assert min(df.values()) > 0
+
+
+def test_a_search_of_namespaces_of_two_profiles_says_so(kb):
+    """Several namespaces are searched with one profile; when their pins differ no --profile can
+    help, so the refusal names each namespace's profile instead of hinting at one of them."""
+    _write(kb, "one", DOCS[:1])
+    kb.create_namespace("other", profile="minilm")
+    with pytest.raises(ProfileMismatchError, match=r"'one' \(hash-384\) and 'other' \(minilm\)") as e:
+        kb.search("refunds", ["one", "other"], mode="lexical")
+    assert "--profile" not in (e.value.hint or "") and "one at a time" in (e.value.hint or "")
