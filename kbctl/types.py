@@ -366,11 +366,12 @@ class Principal:
     @classmethod
     def parse(cls, user: str | None, groups: list[str] | tuple[str, ...] = ()) -> Principal | None:
         """From a command line's ``--as user:u1042`` (or ``u1042``) and ``--group eng`` (or
-        ``group:eng``); None when neither is given."""
-        if not user and not groups:
+        ``group:eng``); None when neither is given. An empty user (``user:``) is a ValueError: a
+        principal named by mistake is not the anonymous one."""
+        u = (user[5:] if user.startswith("user:") else user) if user is not None else None
+        if u is None and not groups:
             return None
-        u = user[5:] if user and user.startswith("user:") else user
-        return cls(u or None, tuple(g[6:] if g.startswith("group:") else g for g in groups))
+        return cls(u, tuple(g[6:] if g.startswith("group:") else g for g in groups))
 
     @property
     def keys(self) -> frozenset[str]:

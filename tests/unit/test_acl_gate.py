@@ -121,3 +121,8 @@ def test_principal_parse():
     assert str(Principal("u1", ("eng",))) == "user:u1 group:eng"
     with pytest.raises(ValueError):
         Principal("a:b")
+    # an empty user id is a mistake, not "anonymous" (--as user: searched as no one, exit 0)
+    for empty in ("user:", ""):
+        with pytest.raises(ValueError, match="user"):
+            Principal.parse(empty, ())
+    assert Principal.parse(None, ["eng"]) == Principal(None, ("eng",))
