@@ -36,6 +36,7 @@ A run killed at any point leaves whole documents only; running again converges.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from contextlib import nullcontext
 from dataclasses import replace
@@ -300,6 +301,13 @@ def _target_of(source_uri: str) -> str:
     return file_path(source_uri) if source_uri.startswith("file://") else source_uri
 
 
+def _still_there(source_uri: str) -> bool:
+    """Whether a ``file://`` source still exists (a symlink: its target); other sources never are."""
+    from ..sources.folder import file_path
+
+    return source_uri.startswith("file://") and os.path.exists(file_path(source_uri))
+
+
 def _covered(targets: Sequence[str]) -> Callable[[str], bool]:
     """Which stored source URIs the walked targets speak for (for --sync)."""
     from ..sources.folder import file_uri
@@ -320,10 +328,16 @@ def _covered(targets: Sequence[str]) -> Callable[[str], bool]:
 def _sync(
     conn, ns: Namespace, report: RunReport, seen: set[str], covered: Callable[[str], bool], plan: bool, emit
 ) -> None:
-    """Remove documents whose source lies under the walked targets but was not seen this run.
-    Traced as ``kbctl.ingest.sync``: the documents and chunks removed (or that a plan would remove)."""
+    """Remove documents whose source lies under the walked targets, was not seen this run, and is
+    gone: a file still on disk that this walk left out (--include, --exclude, a symlink not
+    followed) keeps its document, as rsync keeps excluded files. Traced as ``kbctl.ingest.sync``:
+    the documents and chunks removed (or that a plan would remove)."""
     with telemetry.span("kbctl.ingest.sync", {"kbctl.namespace": ns.name, "kbctl.plan": plan}) as span:
-        gone = [uri for uri, src in stored_uris(conn, ns).items() if covered(src or uri) and (src or uri) not in seen]
+        gone = [
+            uri
+            for uri, src in stored_uris(conn, ns).items()
+            if covered(src or uri) and (src or uri) not in seen and not _still_there(src or uri)
+        ]
         n_chunks = int(chunk_count_of(conn, ns, gone)) if gone else 0
         span.set_attributes({"kbctl.documents": len(gone), "kbctl.chunks": n_chunks})
         if not gone:

@@ -591,3 +591,28 @@ def test_no_wait_fails_at_once_while_another_ingest_holds_the_lock(kb, kb_home, 
     # once the lock is free, the same command goes through
     assert _run(env, "ingest", str(BILLING), "-n", "locked", "--no-wait", "--no-verify").returncode == 0
     assert _counts(kb.connection(), tenant, "locked")[0] == 15
+
+
+def test_sync_removes_only_files_that_are_gone_not_those_a_filter_leaves_out(kb, tmp_path):
+    """``--sync`` removes documents whose files are gone. A file still on disk that --include or
+    --exclude (or an unfollowed symlink) leaves out of this walk is not gone: a narrowed re-ingest
+    with --sync removed every document outside the filter (data loss)."""
+    corpus = tmp_path / "c"
+    (corpus / "sub").mkdir(parents=True)
+    (corpus / "a.md").write_text("# Alpha\n\nAlpha paragraph about refunds.\n")
+    (corpus / "b.txt").write_text("Beta text about invoices.\n")
+    (corpus / "sub" / "c.md").write_text("# Gamma\n\nGamma paragraph about payments.\n")
+    first = kb.ingest([str(corpus)], namespace="syncf", verify=False)
+    assert first.documents["new"] == 3
+
+    narrowed = kb.ingest([str(corpus)], namespace="syncf", include=["*.md"], sync=True, verify=False)
+    assert narrowed.documents["removed"] == 0
+    excluded = kb.ingest([str(corpus)], namespace="syncf", exclude=["sub/*"], sync=True, plan=True)
+    assert excluded.documents["removed"] == 0
+    assert len(_snapshot(kb.connection(), kb.tenant, "syncf")) == 3
+
+    (corpus / "b.txt").unlink()  # gone, though the filter would not have walked it either
+    (corpus / "a.md").unlink()
+    gone = kb.ingest([str(corpus)], namespace="syncf", include=["*.md"], sync=True, verify=False)
+    assert gone.documents["removed"] == 2
+    assert set(_snapshot(kb.connection(), kb.tenant, "syncf")) == {(corpus / "sub" / "c.md").as_uri()}
