@@ -22,6 +22,7 @@ ingest``: the pipe and ``ingest`` produce the same store and the same run ledger
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import IO, Any, Iterable, Iterator
 
@@ -79,7 +80,37 @@ def read_records(stream: IO[str] | Iterable[str]) -> Iterator[dict[str, Any]]:
                 f"stdin line {n}: not a kbctl stage record",
                 hint="expected a 'type' of source, document, chunked, embedded or error",
             )
+        _check_shape(rec, n)
         yield rec
+
+
+def _check_shape(rec: dict[str, Any], n: int) -> None:
+    """A UsageError naming the line and the field unless ``rec`` has its type's fields, each of its
+    type (``kbctl.ingest.shapes``): a stage then never meets a missing key, a null text or a string position."""
+    import pydantic
+
+    from .shapes import shapes
+
+    kind = rec["type"]
+    try:
+        shapes()[kind].validate_python(rec)
+    except pydantic.ValidationError as e:
+        first = e.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"]) or "record"
+        raise UsageError(
+            f"stdin line {n}: a {kind} record's {field}: {first['msg']}",
+            hint="stages read the NDJSON another kbctl stage wrote",
+        ) from None
+    if kind == "source":  # its bytes, as base64: decoded once here to be refused here, not in extract
+        import binascii
+
+        try:
+            base64.b64decode(rec["source"].get("content", ""), validate=True)
+        except (binascii.Error, ValueError):
+            raise UsageError(
+                f"stdin line {n}: a source record's source.content is not base64",
+                hint="stages read the NDJSON another kbctl stage wrote",
+            ) from None
 
 
 def source_records(items: Iterable[Source | ItemError]) -> Iterator[dict[str, Any]]:
@@ -202,10 +233,14 @@ def _vector(v: Any) -> Any:
         return v
 
 
-def _item(group: list[dict[str, Any]], profile: Profile) -> Iterator[Item]:
+def _item(group: list[dict[str, Any]], profile: Profile) -> Iterator[Item | ItemError]:
     if not group:
         return
     first = group[0]
+    problem = _group_problem(group)
+    if problem:  # stored, it would leave the namespace failing verify: the item fails instead
+        yield ItemError("store", first["source_uri"] or "(empty uri)", "UsageError", problem)
+        return
     docs, vectors = [], {}
     for r in group:
         chunks = tuple(Chunk.from_json(c) for c in r["chunks"])
@@ -214,3 +249,20 @@ def _item(group: list[dict[str, Any]], profile: Profile) -> Iterator[Item]:
         docs.append((Document.from_json(r["document"]), chunks))
     h = source_hash(first["source_sha"], profile)
     yield Item(first["source_uri"], h, first.get("source_kind", "file"), tuple(docs), vectors)
+
+
+def _group_problem(group: list[dict[str, Any]]) -> str | None:
+    """Why one source's embedded records cannot be stored as they are (records ``kbctl chunk``
+    writes never are so): a document without chunks, an empty uri, a parent not among the
+    source's documents."""
+    uris = {r["document"]["uri"] for r in group}
+    for r in group:
+        doc = r["document"]
+        if not r["source_uri"] or not doc["uri"]:
+            return "a record's source_uri or document.uri is empty"
+        if not r["chunks"]:
+            return f"document {doc['uri']} has no chunks (kbctl chunk makes at least one of a document with text)"
+        parent = doc.get("parent_uri")
+        if parent and parent not in uris:
+            return f"document {doc['uri']} names a parent_uri, {parent}, that is not among its source's documents"
+    return None
