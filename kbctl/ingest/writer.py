@@ -276,7 +276,8 @@ class Writer:
         how many were not in the store; counted into the report. In a plan, no vectors: tokens counted."""
         cache = self.embedding.cached([c.content_hash for c in chunks])
         todo = {c.content_hash: c for c in chunks if c.content_hash not in cache}
-        self.report.chunks["reused"] += len(chunks) - sum(1 for c in chunks if c.content_hash in todo)
+        # one vector made per new hash; every other chunk reuses one (stored, or an identical chunk's)
+        self.report.chunks["reused"] += len(chunks) - len(todo)
         self.report.chunks["embedded"] += len(todo)
         if self.opts.plan:
             self.report.tokens_to_embed += sum(c.token_count for c in todo.values())

@@ -616,3 +616,17 @@ def test_sync_removes_only_files_that_are_gone_not_those_a_filter_leaves_out(kb,
     gone = kb.ingest([str(corpus)], namespace="syncf", include=["*.md"], sync=True, verify=False)
     assert gone.documents["removed"] == 2
     assert set(_snapshot(kb.connection(), kb.tenant, "syncf")) == {(corpus / "sub" / "c.md").as_uri()}
+
+
+def test_chunks_repeated_within_a_batch_are_counted(kb, tmp_path):
+    """embedded + reused accounts for every chunk written, whatever the batch boundaries: ten
+    identical paragraphs are one vector embedded and nine reused (the nine were counted nowhere)."""
+    folder = tmp_path / "rep"
+    folder.mkdir()
+    paragraph = ("quokka marsupial island " * 150).strip()
+    (folder / "r.txt").write_text("\n\n".join([paragraph] * 10))
+    report = kb.ingest([str(folder)], namespace="repeats", verify=False)
+    written = _counts(kb.connection(), kb.tenant, "repeats")[1]
+    assert written >= 10
+    assert report.chunks["embedded"] + report.chunks["reused"] == written, report.chunks
+    assert report.chunks["embedded"] < written  # one vector for the identical chunks
