@@ -254,7 +254,7 @@ def _item(group: list[dict[str, Any]], profile: Profile) -> Iterator[Item | Item
 def _group_problem(group: list[dict[str, Any]]) -> str | None:
     """Why one source's embedded records cannot be stored as they are (records ``kbctl chunk``
     writes never are so): a document without chunks, an empty uri, a parent not among the
-    source's documents."""
+    source's documents, a NUL in a chunk's text."""
     uris = {r["document"]["uri"] for r in group}
     for r in group:
         doc = r["document"]
@@ -265,4 +265,7 @@ def _group_problem(group: list[dict[str, Any]]) -> str | None:
         parent = doc.get("parent_uri")
         if parent and parent not in uris:
             return f"document {doc['uri']} names a parent_uri, {parent}, that is not among its source's documents"
+        for c in r["chunks"]:  # a document's text is cleaned as it is read; a chunk's is kbctl chunk's, from it
+            if "\x00" in c["text"] or "\x00" in (c.get("header") or ""):
+                return f"chunk {c['position']} of {doc['uri']} holds a NUL character, which PostgreSQL's text cannot"
     return None

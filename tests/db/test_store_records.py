@@ -1,5 +1,6 @@
 """``kbctl store`` of hand-made embedded records: a record that would leave the namespace failing
-verify (a document without chunks, a parent that is not there, an empty uri) is a failed item of the run, with its reason, and the rest goes in. Such records
+verify (a document without chunks, a parent that is not there, an empty uri, a
+NUL in a chunk's text) is a failed item of the run, with its reason, and the rest goes in. Such records
 were stored, and ``kbctl verify`` then failed on the namespace for good."""
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def _bad(kind: str) -> dict:
         rec["document"]["parent_uri"] = "file:///nowhere.md"
     elif kind == "empty-uri":
         rec = _record("")
+    elif kind == "nul":
+        rec["chunks"][0]["text"] = "a\u0000b"
     return rec
 
 
@@ -42,6 +45,7 @@ def _bad(kind: str) -> dict:
         ("no-chunks", "has no chunks"),
         ("orphan", "parent"),
         ("empty-uri", "empty"),
+        ("nul", "NUL"),
     ],
 )
 def test_a_record_that_would_break_the_store_is_a_failed_item(kb, kind, reason):
