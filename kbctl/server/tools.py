@@ -155,6 +155,10 @@ class Toolbox:
             self._check_budget(budget)
             answer["context"], held = _context(result, min(budget, self._cap()))
             answer["citations"] = [_cite(h) for h in held]  # the context's: a passage left out is not cited
+            if result.hits and not held:
+                answer["notes"].append(
+                    f"a budget of {budget} tokens holds none of the {len(result.hits)} passages found; raise it"
+                )
         else:
             passages = [_passage(h, snippets) for h in result.hits]
             answer["passages"], answer["next_cursor"] = self._page(passages, limit, cursor)

@@ -57,6 +57,14 @@ def test_search_context_cites_only_the_passages_it_holds(served):
             assert len(shown) < 10  # the budget left passages out
 
 
+def test_a_budget_too_small_for_any_passage_says_so(served):
+    r = post(served, "/v1/search", {"query": "refund", "namespaces": ["billing_kb"], "budget": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["context"] == "" and body["citations"] == []
+    assert any("budget of 3 tokens holds none" in n for n in body["notes"]), body["notes"]
+
+
 def test_paging_and_snippets(served):
     first = post(
         served, "/v1/search", {"query": "payment", "namespaces": ["billing_kb"], "k": 6, "limit": 2, "snippets": True}
