@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .. import telemetry
-from ..errors import UsageError
+from ..errors import ProfileMismatchError, UsageError
 from ..interrupts import Interrupts
-from ..store import Namespace, chunk_count_of, delete_documents, lexical, source_versions, stored_uris
+from ..store import Namespace, chunk_count_of, delete_documents, get_namespace, lexical, source_versions, stored_uris
 from ..store import runs as runs_store
 from ..store.documents import drop_unused_vocabulary
 from ..textutil.clean import escape_undecodable
@@ -89,6 +89,8 @@ def _run(conn, req: IngestRun, connect: Callable[[], Any]) -> RunReport:
         raise UsageError("nothing to ingest", hint="give files, folders, URLs or - for stdin")
     opts, ns = req.options, req.namespace
     with nullcontext() if opts.plan else runs_store.namespace_lock(conn, ns, wait=not opts.no_wait):
+        if not opts.plan:
+            _same_generation(conn, ns)
         if not opts.plan:  # the auto decision and ONNX export, made here once so a first search finds them
             from ..embed import prepare
 
@@ -100,6 +102,19 @@ def _run(conn, req: IngestRun, connect: Callable[[], Any]) -> RunReport:
         if not opts.plan:
             _after(conn, req)
     return report
+
+
+def _same_generation(conn, ns: Namespace) -> None:
+    """Refuse, touching nothing, when the namespace's active generation changed since the run read
+    it: a swap (or rollback) held the lock this run waited for, and the run's profile and vectors
+    are the old generation's. Run again, it reads the new one."""
+    now = get_namespace(conn, ns.name, ns.tenant, required=False)
+    if now is not None and (now.generation_id, now.fingerprint) != (ns.generation_id, ns.fingerprint):
+        raise ProfileMismatchError(
+            f"namespace {ns.name!r} moved to another generation (profile {now.profile_name!r}) while this run"
+            f" waited for its lock; nothing was written with the old one ({ns.profile_name!r})",
+            hint="run the ingest again: it uses the namespace's new profile",
+        )
 
 
 def _after(conn, req: IngestRun) -> None:

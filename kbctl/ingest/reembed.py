@@ -274,6 +274,11 @@ def _store(conn, ns: Namespace, gen: Generation, rows: list[tuple[int, Any]]) ->
             gstore.write_vectors(cur, ns.id, gen, rows)
         return True
     except psycopg.errors.ForeignKeyViolation:
+        if gen.id not in gstore.generation_ids(conn, ns.id):  # not a chunk: the generation itself went
+            raise UsageError(
+                f"the {gen.profile_name} generation of namespace {ns.name!r} was dropped while it was being built",
+                hint=f"start it again: kbctl reembed {ns.name} --profile {gen.profile_name}",
+            ) from None
         log.info("a chunk of the batch went while it was embedded; reading the batch again")
         return False
 
@@ -372,7 +377,8 @@ def describe(conn, ns: Namespace) -> list[dict[str, Any]]:
     return out
 
 
-_GATE = re.compile(r"^(?:(\w+):)?([\w@.]+)\s*>=\s*(active|[0-9.]+)(?:\s*-\s*([0-9.]+))?$")
+_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_GATE = re.compile(rf"^(?:(\w+):)?([\w@.]+)\s*>=\s*(active|{_NUMBER})(?:\s*-\s*({_NUMBER}))?$")
 
 
 def check_gates(side: dict[str, Any], gates: Iterable[str]) -> list[str]:

@@ -45,7 +45,7 @@ from .. import telemetry
 from ..errors import KbctlError
 from ..interrupts import Interrupts
 from ..sources.folder import file_uri
-from ..store import Namespace
+from ..store import Namespace, get_namespace
 from ..store import queue as q
 from ..store import runs as runs_store
 from ..types import ItemError
@@ -228,11 +228,10 @@ def work(
                     continue
                 ns_id, rid, got = claimed
                 floors[(ns_id, rid)] = max(floors.get((ns_id, rid), 0), got[-1].item + 1)
-                if ns_id not in contexts:
-                    contexts[ns_id] = context(ns_id)
+                ctx = current_context(conn, contexts, ns_id, context)
                 if rid not in traces:
                     traces[rid] = q.run_traceparent(conn, rid) if telemetry.enabled() else None
-                report = _store(conn, lookup, connect, contexts[ns_id], rid, got, options, emit, traces[rid])
+                report = _store(conn, lookup, connect, ctx, rid, got, options, emit, traces[rid])
                 totals["batches"] += 1
                 totals["items"] += len(got)
                 for k, v in {**report.documents, **{f"chunks_{k}": v for k, v in report.chunks.items()}}.items():
@@ -242,6 +241,23 @@ def work(
     finally:
         lookup.close()
     return totals
+
+
+def current_context(
+    conn, contexts: dict[int, WorkerContext], ns_id: int, context: Callable[[int], WorkerContext]
+) -> WorkerContext:
+    """The namespace's context, made again when its active generation changed since it was made: a
+    polling worker outlives swaps, and must not embed with the previous generation's profile into
+    it (read once per batch claimed)."""
+    ctx = contexts.get(ns_id)
+    if ctx is not None:
+        ns = ctx.namespace
+        now = get_namespace(conn, ns.name, ns.tenant, required=False)
+        if now is None or (now.generation_id, now.fingerprint) != (ns.generation_id, ns.fingerprint):
+            ctx = None
+    if ctx is None:
+        ctx = contexts[ns_id] = context(ns_id)
+    return ctx
 
 
 def _runs(conn, run_id: int | None, namespaces: Callable[[], Sequence[int]]) -> list[tuple[int, int]] | None:

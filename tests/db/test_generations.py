@@ -303,3 +303,90 @@ def test_verify_claim_embeds_the_claim_with_the_generation_that_made_the_vectors
         assert max(sims) > 0.5  # the claim's own words, by the model that made the vectors
     finally:
         kb.close()
+
+
+def test_an_ingest_that_read_the_namespace_before_a_swap_writes_nothing(gkb, tmp_path, monkeypatch):
+    """An ingest reads its namespace (and pin) before it waits for the namespace lock, which a swap
+    holds: it then wrote the old model's vectors into the generation that had just become previous,
+    and the active one never got them. Now the run sees the swap once it has the lock, refuses
+    loudly and writes nothing; run again, it uses the new generation."""
+    from kbctl.api import ingest as api_ingest
+    from kbctl.errors import ProfileMismatchError
+
+    gkb.ingest_records(_records(4), "moved", verify=False)
+    stale = gkb.namespace("moved")  # what an ingest started during the swap had read
+    gkb.reembed("moved", "hash-768")
+    gkb.swap_generation("moved")
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "late.md").write_text("# Late\n\nA document that arrived during the swap.\n")
+    monkeypatch.setattr(api_ingest, "ensure_namespace", lambda *a, **kw: stale)
+    before = gkb.verify("moved")
+    with pytest.raises(ProfileMismatchError, match="generation"):
+        gkb.ingest([str(tmp_path / "new")], "moved", profile="hash-384", verify=False)
+    monkeypatch.undo()
+    assert [c.detail for c in gkb.verify("moved").checks] == [c.detail for c in before.checks]
+    report = gkb.ingest([str(tmp_path / "new")], "moved")  # the namespace's pin now: hash-768
+    assert report.documents["new"] == 1 and report.verify["ok"]
+    assert gkb.search("document arrived during the swap", "moved", mode="dense", k=1).hits
+
+
+def test_a_build_whose_shadow_is_dropped_meanwhile_stops(gkb, env, monkeypatch):
+    """``reembed`` holds no lock while it embeds; ``--drop-shadow`` (the documented way to abandon
+    a build) deleted its generation, and every later batch failed its foreign key, was taken for
+    a chunk deleted meanwhile and read again: the build looped for ever."""
+    from kbctl.store import generations as gstore
+
+    gkb.ingest_records(_records(6), "abandon", verify=False)
+    real = gstore.write_vectors
+    calls = []
+    other = kbctl.open(config=env["KBCTL_CONFIG"], home=env["KBCTL_HOME"], tenant=env["KBCTL_TENANT"])
+
+    def drop_then_write(cur, ns_id, gen, rows):
+        calls.append(gen.id)
+        if len(calls) == 1:
+            other.drop_generation("abandon", "shadow")  # another process abandons the build
+        if len(calls) > 50:
+            raise RuntimeError("the build went on writing into a dropped generation")
+        return real(cur, ns_id, gen, rows)
+
+    monkeypatch.setattr(gstore, "write_vectors", drop_then_write)
+    try:
+        with pytest.raises(UsageError, match="dropped"):
+            gkb.reembed("abandon", "hash-768", batch=2)
+    finally:
+        other.close()
+    assert [g["state"] for g in gkb.generations("abandon")] == ["active"]
+
+
+@pytest.mark.parametrize("gate", ["hybrid:ndcg@10>=0.6.5", "ndcg@10>=.", "ndcg@10>=active-."])
+def test_a_malformed_swap_gate_is_a_usage_error(gate):
+    from kbctl.ingest.reembed import check_gates
+
+    side = {"shadow": {"modes": {"hybrid": {"ndcg@10": 0.7}}}, "active": {"modes": {"hybrid": {"ndcg@10": 0.7}}}}
+    with pytest.raises(UsageError, match="gate"):
+        check_gates(side, [gate])
+
+
+def test_a_polling_worker_makes_its_context_again_after_a_swap(gkb):
+    """A ``kbctl worker`` keeps each namespace's context (namespace, pinned profile) between runs;
+    after a swap it went on embedding with the previous generation's profile, into it."""
+    from kbctl.ingest.workers import WorkerContext, current_context
+
+    gkb.ingest_records(_records(4), "polled", verify=False)
+    made = []
+
+    def context(ns_id):
+        ns = gkb.namespace("polled")
+        made.append(ns.generation_id)
+        return WorkerContext(ns, gkb.namespaces.search_profile(ns))
+
+    conn = gkb.connection()
+    contexts: dict = {}
+    ns_id = gkb.namespace("polled").id
+    first = current_context(conn, contexts, ns_id, context)
+    assert current_context(conn, contexts, ns_id, context) is first and len(made) == 1  # kept while nothing moves
+    gkb.reembed("polled", "hash-768")
+    gkb.swap_generation("polled")
+    after = current_context(conn, contexts, ns_id, context)
+    assert len(made) == 2 and after.namespace.generation_id != first.namespace.generation_id
+    assert after.profile.name == "hash-768" and after.namespace.dimension == 768
