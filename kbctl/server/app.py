@@ -264,6 +264,11 @@ async def metrics(request: Request) -> Response:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     state: _State = request.app.state.kb
+    agent: Agent | None = request.scope.get("kbctl.agent")
+    if agent is not None and (agent.namespaces or (agent.tenant or state.settings.tenant) != state.settings.tenant):
+        # they name every namespace of the server's tenant, with its counts: only an agent that may
+        # see them all (or anyone, with [server] metrics_open) reads them
+        return _error(403, f"agent {agent.name!r}: /metrics name namespaces outside this agent's scope")
     for prof, seconds in state.service.model_load_seconds.items():
         state.metrics.model_load.labels(profile=prof).set(seconds)
     body = await anyio.to_thread.run_sync(generate_latest, state.metrics.registry)

@@ -448,6 +448,14 @@ def test_metrics_need_a_token(served):
     assert httpx.get(served.url + "/healthz", timeout=30).status_code == 200
 
 
+def test_metrics_are_refused_to_an_agent_scoped_to_some_namespaces(served):
+    """/metrics name every namespace of the server's tenant with its counts: an agent scoped to
+    billing_kb read technical_kb's there (an agent can never tell what exists outside its scope)."""
+    r = httpx.get(served.url + "/metrics", headers=served.headers("billing"), timeout=30)
+    assert r.status_code == 403, r.text[:200]
+    assert "technical_kb" not in r.text and "scope" in r.json()["error"]
+
+
 def test_answers_hold_no_server_paths(served):
     root = str(SAMPLE.resolve())
     h = served.headers("ops")
