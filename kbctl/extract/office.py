@@ -179,7 +179,7 @@ def _heading_level(paragraph) -> int | None:
         return 0
     if name.startswith("Heading"):
         digits = name[len("Heading") :].strip()
-        return int(digits) if digits.isdigit() else 1
+        return int(digits) if digits.isascii() and digits.isdigit() else 1
     return None
 
 

@@ -327,7 +327,7 @@ class _Gate:
             self.state.metrics.http.labels(route="host", status=str(status)).inc()
             return await _error(status, refusal)(scope, receive, send)
         length = headers.get(b"content-length", b"0")
-        if length.isdigit() and int(length) > self.limit:
+        if length.isascii() and length.isdigit() and int(length) > self.limit:
             return await _error(413, f"the request body is larger than {self.limit} bytes", Connection="close")(
                 scope, receive, send
             )

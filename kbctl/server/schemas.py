@@ -234,8 +234,8 @@ def parse_resource_uri(uri: str) -> tuple[str, int, int | None]:
     scheme, sep, rest = str(uri).partition("://")
     rest, _, chunk = rest.partition("#")
     namespace, _, doc = rest.partition("/")
-    if scheme != RESOURCE_SCHEME or not sep or not namespace or not doc.isdigit() or len(doc) > 18:
+    if scheme != RESOURCE_SCHEME or not sep or not namespace or not (doc.isascii() and doc.isdigit()) or len(doc) > 18:
         raise UsageError(f"invalid resource URI {str(uri)[:200]!r}", hint=hint)
-    if chunk and (not chunk.isdigit() or len(chunk) > 18):
+    if chunk and (not (chunk.isascii() and chunk.isdigit()) or len(chunk) > 18):
         raise UsageError(f"invalid resource URI {str(uri)[:200]!r}", hint=hint)
     return unquote(namespace), int(doc), int(chunk) if chunk else None

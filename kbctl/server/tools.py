@@ -477,7 +477,7 @@ def _context(result: SearchResult, budget: int) -> tuple[str, list[Hit]]:
 def _offset(cursor: str | None) -> int:
     if cursor is None:
         return 0
-    if not cursor.isdigit() or len(cursor) > 6:
+    if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 6:  # '²' is a digit int() refuses
         raise UsageError(f"invalid cursor {cursor!r}", hint="pass next_cursor of the previous answer")
     return int(cursor)
 

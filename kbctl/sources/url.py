@@ -336,7 +336,7 @@ def _retry_after(headers: email.message.Message | None) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -350,7 +350,7 @@ def _retry_after(headers: email.message.Message | None) -> float | None:
 def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int) -> bytes:
     """The body, refusing (by Content-Length, else while reading) anything past ``limit`` bytes."""
     length = (resp.getheader("Content-Length") or "").strip()
-    if length.isdigit() and int(length) > limit:
+    if length.isascii() and length.isdigit() and int(length) > limit:
         raise SourceError(
             f"{url} is {human_bytes(int(length))}, larger than the {human_bytes(limit)} limit (max_bytes)"
         )

@@ -249,3 +249,26 @@ def test_a_nul_in_the_text_is_a_400(served, field, path):
     r = post(served, path, {field: "refund\u0000x", "namespaces": ["billing_kb"]})
     assert r.status_code == 400, r.text
     assert "NUL" in r.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("post", "/v1/search", {"query": "refund", "cursor": "\u00b2"}),
+        ("get", "/v1/documents/1?cursor=%C2%B2", None),
+    ],
+)
+def test_a_cursor_of_a_digit_that_is_not_ascii_is_a_400(served, method, path, body):
+    """'²'.isdigit() is True and int('²') a ValueError: the cursor was a 500 with a logged traceback."""
+    r = post(served, path, body) if method == "post" else get(served, path)
+    assert r.status_code == 400, r.text
+    assert "cursor" in r.json()["error"]
+
+
+def test_a_resource_uri_of_a_digit_that_is_not_ascii_is_a_usage_error():
+    from kbctl.errors import UsageError
+    from kbctl.server.schemas import parse_resource_uri
+
+    for uri in ("kbctl://billing_kb/\u00b2", "kbctl://billing_kb/1#\u00b2"):
+        with pytest.raises(UsageError, match="invalid resource URI"):
+            parse_resource_uri(uri)
