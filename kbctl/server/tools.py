@@ -497,9 +497,23 @@ def _cite(h: Hit) -> dict[str, Any]:
 
 
 def _location(h: Hit) -> dict[str, Any]:
-    """Where the passage is, when known: its PDF page and line boxes, a web page's text-fragment link."""
+    """Where the passage is, when known: its PDF page and line boxes, a web page's text-fragment link.
+    The metadata holds the document's front matter too: a key of another shape there (``link: 5``)
+    is not a location, and is left out rather than failing the answer."""
     meta = h.metadata if isinstance(h.metadata, dict) else {}
-    return {k: meta[k] for k in ("page", "boxes", "link") if meta.get(k)}
+    out: dict[str, Any] = {}
+    page, boxes, link = meta.get("page"), meta.get("boxes"), meta.get("link")
+    if isinstance(page, int) and not isinstance(page, bool) and page >= 1:
+        out["page"] = page
+    if isinstance(boxes, list) and boxes and all(_numbers(b) for b in boxes):
+        out["boxes"] = boxes
+    if isinstance(link, str) and link:
+        out["link"] = link
+    return out
+
+
+def _numbers(box: Any) -> bool:
+    return isinstance(box, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in box)
 
 
 def _passage(h: Hit, snippets: bool) -> dict[str, Any]:
