@@ -35,7 +35,7 @@ from .guard import HostRule, body_problem, replay_body
 from .metrics import Metrics
 from .schemas import dump
 from .service import CANCEL, Cancel, Service
-from .tools import Toolbox, error_status, validation_message
+from .tools import Toolbox, error_status, public_fault, validation_message
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,13 @@ async def _in_thread(request: Request, tool: str, run) -> Response:
             except ValidationError as e:
                 out["error"] = (400, validation_message(e))
             except KbctlError as e:
-                out["error"] = (error_status(e), e.message if hasattr(e, "message") else str(e))
+                status = error_status(e)
+                if status >= 500:  # a fault: logged whole here, the client told its kind only
+                    log.error("tool %s failed: %s", tool, e.message, exc_info=e)
+                    state.metrics.errors.labels(tool=tool, error=type(e).__name__).inc()
+                    out["error"] = (status, public_fault(e, tool))
+                else:
+                    out["error"] = (status, e.message if hasattr(e, "message") else str(e))
             except Exception as e:  # an unexpected failure: logged here, a 500 without internals there
                 log.exception("tool %s failed", tool)
                 state.metrics.errors.labels(tool=tool, error=type(e).__name__).inc()
@@ -344,7 +350,11 @@ class _Gate:
             return await _error(*problem)(scope, receive, send)
         replay = replay_body(body, receive)
         if scope["path"] not in self.open:
-            agent = await self.state.authenticate(scope)
+            try:
+                agent = await self.state.authenticate(scope)
+            except KbctlError as e:  # the token could not be looked up: the database, most likely
+                log.error("looking up a bearer token failed: %s", e.message, exc_info=e)
+                return await _error(503, public_fault(e, "authentication"))(scope, replay, send)
             if agent is None:
                 self.state.metrics.http.labels(route="auth", status="401").inc()
                 return await _error(401, "missing or invalid bearer token", **{"WWW-Authenticate": "Bearer"})(

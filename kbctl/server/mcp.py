@@ -41,7 +41,7 @@ from .._version import __version__
 from ..errors import KbctlError
 from .agents import unavailable
 from .schemas import RESOURCE_SCHEME, RESOURCE_TEMPLATE
-from .tools import DESCRIPTIONS, Toolbox, error_status, validation_message
+from .tools import DESCRIPTIONS, Toolbox, error_status, public_fault, validation_message
 
 __all__ = ["mcp_server", "SUPPORTED_REVISIONS", "RESOURCE_TEMPLATE"]
 
@@ -76,7 +76,7 @@ class _KbctlMCP(MCPServer):
                 raise  # a fault: the SDK logs its traceback (once) and tells the client only the tool's name
             if error_status(cause) >= 500:
                 log.error("tool %s failed: %s", name, cause.message, exc_info=cause)
-                return _error_result(cause.message)
+                return _error_result(public_fault(cause, name))
             return _refused(name, cause.message)
         except ToolError as e:
             if isinstance(e.__cause__, ValidationError):
@@ -89,8 +89,8 @@ class _KbctlMCP(MCPServer):
         try:
             text, meta = await anyio.to_thread.run_sync(self.toolbox.read_resource, str(uri))
         except KbctlError as e:
-            if error_status(e) >= 500:  # a fault: the SDK logs its traceback (once)
-                raise UnexpectedResourceError(e.message) from e
+            if error_status(e) >= 500:  # a fault: the SDK logs its traceback (once), the client sees no internals
+                raise UnexpectedResourceError(f"Error reading resource {str(uri)[:200]}") from e
             raise _refusal("resource", str(uri)[:200], e.message) from None
         except Exception as e:  # a fault: the SDK logs its traceback once, the client sees no internals
             raise UnexpectedResourceError(f"Error reading resource {str(uri)[:200]}") from e

@@ -538,6 +538,18 @@ def validation_message(e: Any) -> str:
     return "invalid arguments: " + "; ".join(parts[:5])
 
 
+def public_fault(e: Exception, what: str) -> str:
+    """What a client is told of a fault on the server's side (``error_status`` 500): which kind, never
+    the cause's text, which names the database host and port (the server logs it whole)."""
+    from ..errors import DatabaseError, StatementTimeout
+
+    if isinstance(e, StatementTimeout):
+        return f"{what} failed: the database took too long (a statement timeout); try again, or narrow it"
+    if isinstance(e, DatabaseError):
+        return f"{what} failed: the knowledge base's database is unavailable; try again later"
+    return f"{what} failed (a fault on the server's side, logged there)"
+
+
 def error_status(e: Exception) -> int:
     """The HTTP status of a tool's error: 400 for the caller's mistakes, 500 for the rest."""
     from ..errors import ConfigError
