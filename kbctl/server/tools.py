@@ -190,6 +190,12 @@ class Toolbox:
             {**_passage(h, snippets=False), "signals": s} for h, s in zip(check.result.hits, check.signals, strict=True)
         ]
         page, _ = self._page(evidence, None, None)
+        if len(page) < len(evidence):
+            # cut by max_output_tokens, with no cursor: the passages that support the claim are kept
+            # first, then the best of the others, and shown in rank order (evidence_found must show)
+            first = [e for e in evidence if e["signals"]["supports"]]
+            kept, _ = self._page(first + [e for e in evidence if not e["signals"]["supports"]], None, None)
+            page = sorted(kept, key=lambda e: e["rank"])
         return VerifyAnswer.model_validate(
             {
                 "query_id": query_id,

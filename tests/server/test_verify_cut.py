@@ -1,0 +1,63 @@
+"""verify_claim's answer is cut to ``[server] max_output_tokens`` and has no cursor: the passages that
+support the claim must be in it whenever ``evidence_found`` is true (a supporting passage ranked
+below the cut was dropped, so the answer said evidence_found with no passage to show for it)."""
+
+from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
+
+from kbctl.config import load_settings
+from kbctl.server.agents import Agent
+from kbctl.server.metrics import Metrics
+from kbctl.server.tools import Toolbox
+from kbctl.types import Hit, SearchResult
+
+WORDS = " ".join(f"word{i}" for i in range(150))  # about 150 estimated tokens a passage
+
+
+def _check(supporting: int, n: int = 12):
+    hits = tuple(
+        Hit(i + 1, 1.0 - i / 100, 100 + i, 200 + i, f"d{i}.md", f"D{i}", WORDS, "kb", {}, f"d{i}.md") for i in range(n)
+    )
+    signals = [
+        {
+            "dense_similarity": 0.4,
+            "key_terms_found": 0.2,
+            "matched_terms": [],
+            "lane_agreement": 0.5,
+            "supports": i == supporting,
+        }
+        for i in range(n)
+    ]
+    result = SearchResult("claim", ("kb",), "hybrid", "hybrid", hits)
+    return SimpleNamespace(
+        result=result, signals=signals, key_terms=["word1"], evidence_found=True,
+        thresholds={"dense_similarity": 0.53, "key_terms_found": 0.45},
+    )  # fmt: skip
+
+
+class _Service:
+    server = load_settings(overrides={"server.max_output_tokens": 2000, "server.log_queries": False}, env={}).server
+
+    def __init__(self, check):
+        self.check = check
+
+    @contextlib.contextmanager
+    def kb(self, tenant=None):
+        yield SimpleNamespace(namespace_names=lambda: ["kb"], verify_claim=lambda claim, scope, **o: self.check)
+
+
+def test_a_supporting_passage_below_the_cut_is_in_the_answer():
+    box = Toolbox(_Service(_check(supporting=10)), Agent(), Metrics())  # type: ignore[arg-type]
+    answer = box.verify_claim("claim")
+    shown = answer.evidence
+    assert answer.evidence_found and len(shown) < 12  # cut by max_output_tokens
+    assert any(e.signals.supports for e in shown), [e.rank for e in shown]
+    assert [e.rank for e in shown] == sorted(e.rank for e in shown)  # still in rank order
+
+
+def test_an_answer_that_fits_is_whole():
+    box = Toolbox(_Service(_check(supporting=1, n=3)), Agent(), Metrics())  # type: ignore[arg-type]
+    answer = box.verify_claim("claim")
+    assert [e.rank for e in answer.evidence] == [1, 2, 3]
