@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -36,11 +37,16 @@ class Agents(Part):
         """(tenant, agent) of a valid bearer token, else None."""
         return store.agent_of_token(self._conn(), token)
 
-    def log_query(self, agent: str, tool: str, result: SearchResult) -> int:
-        """Log a query of ``agent`` and the documents it returned (``[server] log_queries``); its id."""
+    def log_query(
+        self, agent: str, tool: str, result: SearchResult, shown: Sequence[tuple[str, int]] | None = None
+    ) -> int:
+        """Log a query of ``agent`` and the documents it returned (``[server] log_queries``); its id.
+        ``shown``: the (namespace, doc_id) pairs the answer showed, when not every hit (a budgeted
+        context, research's documents): only those can be judged."""
         conn = self._conn()
         ids = {n: get_namespace(conn, n, self.tenant).id for n in result.namespaces}
-        docs = list(dict.fromkeys((ids[h.namespace], h.doc_id) for h in result.hits))
+        pairs = shown if shown is not None else [(h.namespace, h.doc_id) for h in result.hits]
+        docs = list(dict.fromkeys((ids[n], d) for n, d in pairs if n in ids))
         return store.log_query(conn, self.tenant, agent, tool, list(ids.values()), result.query, docs)
 
     def record_feedback(self, agent: str, query_id: int, doc_id: int, useful: bool) -> None:

@@ -139,7 +139,14 @@ class Toolbox:
         *,
         labels: dict,
     ) -> SearchAnswer:
-        result, query_id = self._search("search_knowledge", query, namespaces, k=k, filters=filters, mode=mode)
+        if budget is not None:
+            self._check_budget(budget)
+        in_context = (
+            (lambda r: [(h.namespace, h.doc_id) for h in _context(r, min(budget, self._cap()))[1]]) if budget else None
+        )
+        result, query_id = self._search(
+            "search_knowledge", query, namespaces, k=k, filters=filters, mode=mode, shown=in_context
+        )
         labels.update(mode=result.mode, strategy=result.strategy)
         answer: dict[str, Any] = {
             "query_id": query_id,
@@ -152,7 +159,6 @@ class Toolbox:
             "notes": list(result.notes),
         }
         if budget is not None:
-            self._check_budget(budget)
             answer["context"], held = _context(result, min(budget, self._cap()))
             answer["citations"] = [_cite(h) for h in held]  # the context's: a passage left out is not cited
             if result.hits and not held:
@@ -229,6 +235,7 @@ class Toolbox:
             namespaces,
             k=20,
             call=lambda kb, scope, **o: kb.research(topic, scope, budget=cap, **o),
+            shown=lambda answer: [(d["namespace"], d["doc_id"]) for d in answer.documents],
         )
         labels.update(mode=found.result.mode, strategy=found.result.strategy)
         for more in found.sub_results:
@@ -388,10 +395,13 @@ class Toolbox:
         query: str,
         namespaces: list[str] | None,
         call: Callable[..., Any] | None = None,
+        shown: Callable[[Any], list[tuple[str, int]]] | None = None,
         **options: Any,
     ) -> tuple[Any, int | None]:
         """``kb.search`` (or ``call(kb, scope, k=, filters=, principal=)``, a library verb whose answer
-        has the ``result``) within the agent's scope and limits; the answer and its logged query id."""
+        has the ``result``) within the agent's scope and limits; the answer and its logged query id.
+        ``shown(answer)``: the (namespace, doc_id) pairs the tool will show, when not every hit: the
+        query log keeps those, and feedback is taken on them only."""
         if not isinstance(query, str) or len(query) > self.limits.max_query_chars:
             raise UsageError(f"query is longer than {self.limits.max_query_chars} characters")
         k = options.pop("k", None) or self.agent.k
@@ -411,7 +421,9 @@ class Toolbox:
                 answer = call(kb, scope, filters=filters, principal=self.agent.principal, **kw, **options)
                 result = answer.result
             query_id = (
-                kb.log_query(self.agent.name, tool_name, result) if tool_name and self.limits.log_queries else None
+                kb.log_query(self.agent.name, tool_name, result, shown(answer) if shown else None)
+                if tool_name and self.limits.log_queries
+                else None
             )
         if result.withheld:
             self.metrics.withheld.labels(tool=tool_name or "search").inc(result.withheld)

@@ -272,3 +272,23 @@ def test_a_resource_uri_of_a_digit_that_is_not_ascii_is_a_usage_error():
     for uri in ("kbctl://billing_kb/\u00b2", "kbctl://billing_kb/1#\u00b2"):
         with pytest.raises(UsageError, match="invalid resource URI"):
             parse_resource_uri(uri)
+
+
+def test_feedback_is_taken_on_what_the_agent_was_shown(served):
+    """The query log holds the documents an answer showed: with a budget, those of the context (any
+    hit was taken, shown or not); with research_topic, its documents (those from a sub-query were
+    refused)."""
+    s = post(served, "/v1/search", {"query": "refund", "namespaces": ["billing_kb"], "k": 10, "budget": 60}).json()
+    shown = {c["doc_id"] for c in s["citations"]}
+    raw = post(served, "/v1/search", {"raw": True, "query": "refund", "namespaces": ["billing_kb"], "k": 10}).json()
+    unshown = [h["doc_id"] for h in raw["hits"] if h["doc_id"] not in shown]
+    assert shown and unshown
+    ok = post(served, "/v1/feedback", {"query_id": s["query_id"], "doc_id": min(shown), "useful": True})
+    assert ok.status_code == 200, ok.text
+    refused = post(served, "/v1/feedback", {"query_id": s["query_id"], "doc_id": unshown[0], "useful": True})
+    assert refused.status_code == 400, refused.text
+
+    r = post(served, "/v1/tools/research_topic", {"topic": "refunds and failed payments", "budget": 3000}).json()
+    for d in r["documents"]:
+        f = post(served, "/v1/feedback", {"query_id": r["query_id"], "doc_id": d["doc_id"], "useful": True})
+        assert f.status_code == 200, (d["doc_id"], f.text)
