@@ -226,14 +226,16 @@ class Toolbox:
         *,
         labels: dict,
     ) -> ResearchAnswer:
-        budget = budget or self.agent.budget or 4000
+        # the defaults (20 passages, 4000 tokens) within [server] max_k and max_budget; a budget asked
+        # for (or the agent's) is checked against them as ever
+        budget = budget or self.agent.budget or min(4000, self.limits.max_budget)
         self._check_budget(budget)
         cap = min(budget, self._cap())
         found, query_id = self._search(
             "research_topic",
             topic,
             namespaces,
-            k=20,
+            k=min(20, self.limits.max_k),
             call=lambda kb, scope, **o: kb.research(topic, scope, budget=cap, **o),
             shown=lambda answer: [(d["namespace"], d["doc_id"]) for d in answer.documents],
         )

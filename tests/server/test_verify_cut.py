@@ -61,3 +61,27 @@ def test_an_answer_that_fits_is_whole():
     box = Toolbox(_Service(_check(supporting=1, n=3)), Agent(), Metrics())  # type: ignore[arg-type]
     answer = box.verify_claim("claim")
     assert [e.rank for e in answer.evidence] == [1, 2, 3]
+
+
+class _ResearchService:
+    def __init__(self, **server):
+        over = {f"server.{k}": v for k, v in server.items()} | {"server.log_queries": False}
+        self.server = load_settings(overrides=over, env={}).server
+        self.calls: list[dict] = []
+
+    @contextlib.contextmanager
+    def kb(self, tenant=None):
+        def research(topic, scope, **o):
+            self.calls.append(o)
+            result = SearchResult(topic, ("kb",), "hybrid", "hybrid", ())
+            return SimpleNamespace(result=result, sub_results=(), sub_queries=[], feedback_terms=[], documents=[])
+
+        yield SimpleNamespace(namespace_names=lambda: ["kb"], research=research)
+
+
+def test_research_topic_stays_within_the_servers_limits():
+    """research_topic asked for k = 20 and, without a budget, 4000 tokens, whatever [server] allows:
+    with max_k = 10 (or max_budget = 2000) every call failed ("k must be at most 10")."""
+    service = _ResearchService(max_k=10, max_budget=2000)
+    answer = Toolbox(service, Agent(), Metrics()).research_topic("refunds")  # type: ignore[arg-type]
+    assert answer.documents == [] and service.calls[0]["k"] == 10 and service.calls[0]["budget"] <= 2000
