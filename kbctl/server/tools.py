@@ -278,6 +278,7 @@ class Toolbox:
         *,
         labels: dict,
     ) -> DocumentAnswer:
+        _offset(cursor)  # the arguments first: a bad cursor is the caller's mistake whatever the document
         doc = self._document(doc_id, None, around_chunk, window)
         chunks = [{**c, "text": snip(c["text"]) if snippets else c["text"]} for c in doc.pop("chunks")]
         page, next_cursor = self._page(chunks, limit, cursor)

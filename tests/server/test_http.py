@@ -255,7 +255,8 @@ def test_a_nul_in_the_text_is_a_400(served, field, path):
     ("method", "path", "body"),
     [
         ("post", "/v1/search", {"query": "refund", "cursor": "\u00b2"}),
-        ("get", "/v1/documents/1?cursor=%C2%B2", None),
+        ("get", "/v1/documents/1?cursor=%C2%B2", None),  # checked before the document is looked up
+        ("get", "/v1/documents/999999?cursor=%C2%B2", None),
     ],
 )
 def test_a_cursor_of_a_digit_that_is_not_ascii_is_a_400(served, method, path, body):
