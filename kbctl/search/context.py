@@ -15,15 +15,36 @@ import re
 from ..types import Hit, SearchResult
 from ..validate import count
 
-__all__ = ["context_blocks", "estimate_tokens", "format_context"]
+__all__ = ["context_blocks", "estimate_tokens", "format_context", "prefix_within"]
 
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-_SENT = re.compile(r"(?<=[.!?])\s+")
+# Scripts written without spaces (CJK ideographs, kana, hangul, Thai): a tokenizer spends about one
+# token a character, so each is counted as a word.
+_UNSPACED = "\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_UNSPACED}]|[^\W{_UNSPACED}]+|[^\w\s]")
+_SENT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")  # CJK full stops need no space after them
+#: A run of word characters longer than this counts one token per this many (a URL, a hash, a run
+#: with no spaces): English words are within it, so English is counted as a word a token.
+_RUN = 8
 
 
 def estimate_tokens(text: str) -> int:
-    """A conservative token estimate for LLM prompts."""
-    return math.ceil(len(_TOKEN.findall(text)) * 4 / 3)
+    """A conservative token estimate for LLM prompts: words, punctuation marks and characters of
+    unspaced scripts, and long runs by their length, rounded up by 1/3 for sub-word splits."""
+    words = sum(-(-len(w) // _RUN) for w in _TOKEN.findall(text))
+    return math.ceil(words * 4 / 3)
+
+
+def prefix_within(text: str, tokens: int) -> str:
+    """The longest prefix of ``text`` within ``tokens`` estimated tokens (for text with no sentence
+    or word to cut at: an unspaced script, one long run)."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid]) <= tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
 
 
 def format_context(result: SearchResult, budget: int) -> str:
@@ -45,13 +66,16 @@ def context_blocks(result: SearchResult, budget: int) -> list[tuple[Hit, str]]:
             parts.append((h, block))
             used += cost
             continue
-        room = budget - used - estimate_tokens(head)
+        room = budget - used - estimate_tokens(head + _MORE)  # the marker of a cut counts too
         cut = _cut(h.text.strip(), room)
         if cut and (not parts or estimate_tokens(cut) * 2 >= estimate_tokens(h.text)):
-            parts.append((h, head + cut + " […]\n"))
-            used += estimate_tokens(head + cut) + 2
+            parts.append((h, head + cut + _MORE))
+            used += estimate_tokens(head + cut + _MORE)
         break
     return parts
+
+
+_MORE = " […]\n"  # ends a passage cut to fit
 
 
 def _cut(text: str, room: int) -> str:
@@ -66,4 +90,6 @@ def _cut(text: str, room: int) -> str:
             if estimate_tokens(out + " " + w) > room:
                 break
             out = (out + " " + w).strip()
+    if not out and room > 0:  # not even a word fits: an unspaced script, or one long run
+        out = prefix_within(text, room)
     return out

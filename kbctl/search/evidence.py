@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from ..config import Profile
 from ..textutil.analyze import Analyzer
 from ..types import Hit, SearchResult
-from .context import estimate_tokens
+from .context import estimate_tokens, prefix_within
 
 __all__ = [
     "ClaimCheck",
@@ -177,5 +177,9 @@ def snip(text: str, tokens: int = 60) -> str:
         if out and estimate_tokens(out + " " + s) > tokens:
             break
         out = (out + " " + s).strip()
-    words = out.split()
-    return out if estimate_tokens(out) <= tokens else " ".join(words[: tokens * 3 // 4]) + " …"
+    if estimate_tokens(out) <= tokens:
+        return out
+    cut = " ".join(out.split()[: tokens * 3 // 4])
+    if estimate_tokens(cut) > tokens:  # words too long to count on (an unspaced script, a long run)
+        cut = prefix_within(cut, tokens - 1)
+    return cut + " …"

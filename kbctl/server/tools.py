@@ -339,7 +339,9 @@ class Toolbox:
             if used + cost > self._cap() and len(parts) > 1:
                 truncated = True
                 break
-            parts.append(c["text"] if used + cost <= self._cap() else snip(c["text"]))
+            fits = used + cost <= self._cap()
+            parts.append(c["text"] if fits else snip(c["text"]))
+            truncated = truncated or not fits  # a chunk snipped to fit is cut too
             used += cost
         meta = {
             "namespace": doc["namespace"],

@@ -85,3 +85,26 @@ def test_research_topic_stays_within_the_servers_limits():
     service = _ResearchService(max_k=10, max_budget=2000)
     answer = Toolbox(service, Agent(), Metrics()).research_topic("refunds")  # type: ignore[arg-type]
     assert answer.documents == [] and service.calls[0]["k"] == 10 and service.calls[0]["budget"] <= 2000
+
+
+class _DocumentService:
+    server = load_settings(overrides={"server.max_output_tokens": 300}, env={}).server
+
+    @contextlib.contextmanager
+    def kb(self, tenant=None):
+        chunk = {"chunk_id": 5, "position": 0, "text": "知识库检索系统把文档切分成段落。" * 200}
+        doc = {
+            "id": 1, "doc_id": 1, "namespace": "kb", "uri": "mem://zh", "title": "中文", "metadata": {},
+            "chunks": [chunk],
+        }  # fmt: skip
+        yield SimpleNamespace(namespace_names=lambda: ["kb"], document=lambda *a, **kw: dict(doc))
+
+
+def test_a_resource_cut_to_the_cap_says_so_even_in_one_chunk():
+    """A document of one chunk past max_output_tokens was cut (snipped) with truncated false, and a
+    Chinese text was not cut at all (its estimate was a few tokens)."""
+    from kbctl.search.context import estimate_tokens
+
+    text, meta = Toolbox(_DocumentService(), Agent(), Metrics()).read_resource("kbctl://kb/1")  # type: ignore[arg-type]
+    assert meta["truncated"] is True
+    assert estimate_tokens(text) <= 300
