@@ -90,8 +90,8 @@ def _run(conn, req: IngestRun, connect: Callable[[], Any]) -> RunReport:
     opts, ns = req.options, req.namespace
     with nullcontext() if opts.plan else runs_store.namespace_lock(conn, ns, wait=not opts.no_wait):
         if not opts.plan:
-            _same_generation(conn, ns)
-        if not opts.plan:  # the auto decision and ONNX export, made here once so a first search finds them
+            _same_generation(conn, ns)  # a swap may have held the lock this run waited for
+            # the auto decision and ONNX export, made here once so a first search finds them
             from ..embed import prepare
 
             with telemetry.span(
@@ -109,7 +109,7 @@ def _same_generation(conn, ns: Namespace) -> None:
     it: a swap (or rollback) held the lock this run waited for, and the run's profile and vectors
     are the old generation's. Run again, it reads the new one."""
     now = get_namespace(conn, ns.name, ns.tenant, required=False)
-    if now is not None and (now.generation_id, now.fingerprint) != (ns.generation_id, ns.fingerprint):
+    if now is not None and now.serving != ns.serving:
         raise ProfileMismatchError(
             f"namespace {ns.name!r} moved to another generation (profile {now.profile_name!r}) while this run"
             f" waited for its lock; nothing was written with the old one ({ns.profile_name!r})",

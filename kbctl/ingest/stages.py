@@ -23,6 +23,7 @@ ingest``: the pipe and ``ingest`` produce the same store and the same run ledger
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from typing import IO, Any, Iterable, Iterator
 
@@ -102,8 +103,6 @@ def _check_shape(rec: dict[str, Any], n: int) -> None:
             hint="stages read the NDJSON another kbctl stage wrote",
         ) from None
     if kind == "source":  # its bytes, as base64: decoded once here to be refused here, not in extract
-        import binascii
-
         try:
             base64.b64decode(rec["source"].get("content", ""), validate=True)
         except (binascii.Error, ValueError):

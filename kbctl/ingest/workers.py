@@ -253,7 +253,7 @@ def current_context(
     if ctx is not None:
         ns = ctx.namespace
         now = get_namespace(conn, ns.name, ns.tenant, required=False)
-        if now is None or (now.generation_id, now.fingerprint) != (ns.generation_id, ns.fingerprint):
+        if now is None or now.serving != ns.serving:
             ctx = None
     if ctx is None:
         ctx = contexts[ns_id] = context(ns_id)

@@ -141,11 +141,15 @@ class Toolbox:
     ) -> SearchAnswer:
         if budget is not None:
             self._check_budget(budget)
-        in_context = (
-            (lambda r: [(h.namespace, h.doc_id) for h in _context(r, min(budget, self._cap()))[1]]) if budget else None
-        )
+        cap = min(budget, self._cap()) if budget is not None else 0
+        made: dict[str, tuple[str, list[Hit]]] = {}  # the context, made once: for the query log and the answer
+
+        def in_context(result: SearchResult) -> list[tuple[str, int]]:
+            made["context"] = _context(result, cap)
+            return [(h.namespace, h.doc_id) for h in made["context"][1]]
+
         result, query_id = self._search(
-            "search_knowledge", query, namespaces, k=k, filters=filters, mode=mode, shown=in_context
+            "search_knowledge", query, namespaces, k=k, filters=filters, mode=mode, shown=in_context if budget else None
         )
         labels.update(mode=result.mode, strategy=result.strategy)
         answer: dict[str, Any] = {
@@ -159,7 +163,7 @@ class Toolbox:
             "notes": list(result.notes),
         }
         if budget is not None:
-            answer["context"], held = _context(result, min(budget, self._cap()))
+            answer["context"], held = made.get("context") or _context(result, cap)
             answer["citations"] = [_cite(h) for h in held]  # the context's: a passage left out is not cited
             if result.hits and not held:
                 answer["notes"].append(

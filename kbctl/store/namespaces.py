@@ -50,6 +50,12 @@ class Namespace:
     generation_id: int = 0  # the active generation: what a search reads, what ingest writes
     storage: str = "vector"  # its vector storage (vector | halfvec)
 
+    @property
+    def serving(self) -> tuple[int, str]:
+        """What answers for it: its active generation and that generation's pin. A swap or a
+        rollback changes it; whoever read the namespace before must read it again."""
+        return self.generation_id, self.fingerprint
+
 
 def find_profile(conn: Conn, fingerprint: str) -> int | None:
     """The id of the recorded profile with this fingerprint, if it was recorded."""
