@@ -48,12 +48,13 @@ def check_text(what: str, text: str) -> None:
     holds none: a usage error here, not a database error there) and no lone surrogate (a byte of
     another encoding in a shell argument arrives as one; no embedder, JSON writer or statement
     takes it)."""
+    head = text if len(text) <= 200 else text[:200] + "…"  # one line, whatever the text's length
     if "\x00" in text:
-        raise UsageError(f"{what} {text!r} holds a NUL character", hint=f"remove it from the {what}")
+        raise UsageError(f"{what} {head!r} holds a NUL character", hint=f"remove it from the {what}")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        shown = text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        shown = head.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
         raise UsageError(
             f"{what} {shown!r} is not UTF-8 text",
             hint="a byte of another encoding reached kbctl as it was: pass the text as UTF-8",

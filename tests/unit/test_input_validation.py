@@ -356,3 +356,9 @@ def test_a_result_file_with_malformed_metrics_is_one_line(two, run_main, golden,
     bad.write_text(json.dumps({"modes": {"lexical": {"metrics": "x"}}}))
     assert str(bad) in _usage(run_main, "eval", "compare", str(good), str(bad))
     assert str(bad) in _usage(run_main, "eval", "run", str(golden), "--modes", "lexical", "--baseline", str(bad))
+
+
+def test_a_refused_query_is_named_in_one_short_line(two):
+    with pytest.raises(UsageError) as e:
+        two.search("refund " * 5000 + "\x00", "a")
+    assert len(e.value.message) < 300 and "\n" not in e.value.message
