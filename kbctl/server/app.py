@@ -179,9 +179,8 @@ async def _in_thread(request: Request, tool: str, run) -> Response:
                 out["error"] = (400, validation_message(e))
             except KbctlError as e:
                 status = error_status(e)
-                if status >= 500:  # a fault: logged whole here, the client told its kind only
-                    log.error("tool %s failed: %s", tool, e.message, exc_info=e)
-                    state.metrics.errors.labels(tool=tool, error=type(e).__name__).inc()
+                if status >= 500:  # a fault: logged whole below (unless the client left), told by its kind
+                    out["fault"] = e
                     out["error"] = (status, public_fault(e, tool))
                 else:
                     out["error"] = (status, e.message if hasattr(e, "message") else str(e))
@@ -196,6 +195,9 @@ async def _in_thread(request: Request, tool: str, run) -> Response:
         client = request.scope.get("client") or ("?", 0)
         log.info("client %s:%s left before its answer (%s)", *client[:2], tool)
         return _error(499, "client closed request")
+    if "fault" in out:  # not a cancelled request's statement: a real fault
+        log.error("tool %s failed: %s", tool, out["fault"].message, exc_info=out["fault"])
+        state.metrics.errors.labels(tool=tool, error=type(out["fault"]).__name__).inc()
     if "error" in out:
         return _error(*out["error"])
     return JSONResponse(dump(out["result"]))
