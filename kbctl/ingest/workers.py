@@ -323,8 +323,9 @@ def _stored(conn, lookup, connect, ctx: WorkerContext, run_id: int, got: list[q.
         store_sources(conn, req, report, lookup=lookup)
     failed = sorted({by_uri[e.source] for e in report.errors if e.source in by_uri})
     settled = q.settle(
-        conn, ctx.namespace, run_id, options.name, items, failed, report.to_json(), [*report.errors, *report.warnings]
-    )
+        conn, ctx.namespace, run_id, options.name, items, failed, report.to_json(), [*report.errors, *report.warnings],
+        by_uri,
+    )  # fmt: skip
     if len(settled) < len(items):
         log.info(
             "run %s: %d item(s) were taken over by another worker (their lease expired)",

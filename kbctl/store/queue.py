@@ -10,20 +10,23 @@ what is left behind (an item whose lease expired, a claim rolled back) is read b
 the queue ahead is empty.
 
 Leases are timed by the server's clock (``now()``), so workers on other machines agree on them.
-Items are claimed only while the run's coordinator holds the namespace's ingest lock
-(``runs.LOCK_CLASS``): a run whose coordinator was killed gets no more writes.
+Items are claimed only while the run is open and its coordinator alive: the connection that started
+it holds the run's lock (``runs.RUN_CLASS``, in this database) until it closes the run. A run whose
+coordinator was killed gets no more writes, even while a swap or another run's coordinator holds
+the namespace's ingest lock (the lock this check once read, which any of them holds).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
+from ..types import ItemError
 from .connection import Conn, columns, one
 from .namespaces import Namespace
 from .queries import query
-from .runs import LOCK_CLASS, record_errors
+from .runs import RUN_CLASS, record_errors
 
 __all__ = [
     "Claimed",
@@ -67,7 +70,7 @@ def enqueue(conn: Conn, ns: Namespace, run_id: int, first: int, items: Sequence[
 def claim(conn: Conn, ns_id: int, run_id: int, worker: str, n: int, lease: float, floor: int = 0) -> list[Claimed]:
     """Claim up to ``n`` queued items of the run from position ``floor`` on; when none is left
     there, items left behind or whose lease expired. Empty: nothing to claim now."""
-    tail = (LOCK_CLASS, ns_id, n, worker, float(lease))
+    tail = (ns_id, run_id, RUN_CLASS, run_id, n, worker, float(lease))
     rows = conn.execute(query("queue/claim"), (ns_id, run_id, floor, *tail)).fetchall()
     if not rows:
         rows = conn.execute(query("queue/reclaim"), (ns_id, run_id, MAX_ATTEMPTS, *tail)).fetchall()
@@ -88,18 +91,24 @@ def settle(
     items: Sequence[int],
     failed: Sequence[int],
     counts: dict,
-    errors: Sequence[Any] = (),
+    errors: Sequence[ItemError] = (),
+    item_of: Mapping[str, int] | None = None,
 ) -> set[int]:
     """Mark the worker's ``items`` done (``failed``: failed), with the batch's counts and its
     errors and warnings in the ledger, in one transaction. Returns the items settled: an item whose
     lease was taken over by another worker is that worker's to settle (it stores it again, found
-    unchanged), and this batch's errors are then not recorded twice."""
+    unchanged). The counts go on the first item this worker settled (a batch whose first item was
+    taken over keeps them; an item taken over is then counted by both workers, here as this batch
+    stored it and there as found unchanged). An error whose source is such an item (``item_of``:
+    an item's position by source URI) is the other worker's to record, so it is not recorded twice."""
     with conn.transaction():
-        args = (list(failed), min(items), json.dumps(counts, default=str), ns.id, run_id, worker, list(items))
-        rows = conn.execute(query("queue/settle"), args).fetchall()
-        settled = {int(r[0]) for r in rows}
+        args = (list(failed), ns.id, run_id, worker, list(items))
+        settled = {int(r[0]) for r in conn.execute(query("queue/settle"), args).fetchall()}
         if settled:
-            record_errors(conn, ns, run_id, list(errors))
+            conn.execute(query("queue/set_counts"), (json.dumps(counts, default=str), ns.id, run_id, min(settled)))
+            lost = set(items) - settled
+            item_of = item_of or {}
+            record_errors(conn, ns, run_id, [e for e in errors if item_of.get(e.source) not in lost])
     return settled
 
 
@@ -122,8 +131,8 @@ def abandon(conn: Conn, ns_id: int, run_id: int) -> list[tuple[str, int]]:
 
 def open_runs(conn: Conn, ns_ids: Sequence[int]) -> list[tuple[int, int]]:
     """(namespace id, run id) of the running runs of these namespaces with items to claim and a live
-    coordinator (one holding the namespace's ingest lock), oldest first."""
-    return [(int(n), int(r)) for n, r in conn.execute(query("queue/open_runs"), (list(ns_ids), LOCK_CLASS))]
+    coordinator (one holding the run's lock), oldest first."""
+    return [(int(n), int(r)) for n, r in conn.execute(query("queue/open_runs"), (list(ns_ids), RUN_CLASS))]
 
 
 def run_status(conn: Conn, run_id: int) -> tuple[int, str, str] | None:

@@ -26,6 +26,10 @@ __all__ = [
 LOCK_CLASS = 0x6B62  # "kb": advisory lock class for namespace ingest locks
 #: Advisory lock class of a namespace's writes (``write_lock``): taken per transaction, not per run.
 WRITE_CLASS = 0x6B63
+#: Advisory lock class of an open run, held by its coordinator (``start_run`` to ``finish_run``): the
+#: run's workers claim only while it is held (``store.queue``). Its second key is the run id folded
+#: into 31 bits.
+RUN_CLASS = 0x6B64
 
 
 def write_lock(conn: Conn, ns_id: int) -> None:
@@ -59,13 +63,19 @@ def namespace_lock(conn: Conn, ns: Namespace, *, wait: bool = True) -> Iterator[
 
 
 def start_run(conn: Conn, ns: Namespace, command: str, options: dict) -> int:
-    """Open a run row; runs left 'running' by a killed process are marked 'interrupted' first."""
+    """Open a run row; runs left 'running' by a killed process are marked 'interrupted' first.
+    The connection is the run's coordinator: it holds the run's lock (``RUN_CLASS``) until
+    ``finish_run``, or until it closes (killed), and the run's workers claim only meanwhile."""
     conn.execute(query("runs/interrupt_runs"), (ns.id,))
-    return int(scalar(conn.execute(query("runs/start_run"), (ns.id, command, json.dumps(options, default=str)))))
+    run_id = int(scalar(conn.execute(query("runs/start_run"), (ns.id, command, json.dumps(options, default=str)))))
+    conn.execute(query("runs/lock_run"), (RUN_CLASS, run_id))
+    return run_id
 
 
 def finish_run(conn: Conn, ns: Namespace, run_id: int, status: str, counts: dict) -> None:
+    """Close a run row and release the run's lock (its workers claim nothing more)."""
     conn.execute(query("runs/finish_run"), (status, json.dumps(counts, default=str), ns.id, run_id))
+    conn.execute(query("runs/unlock_run"), (RUN_CLASS, run_id))
 
 
 def record_errors(conn: Conn, ns: Namespace, run_id: int, errors: Sequence[ItemError]) -> None:

@@ -1,11 +1,12 @@
 """The work queue of a run (``kbctl.store.queue``): claims under a lease, taken over once the lease
-has expired, settled once, given up after ``MAX_ATTEMPTS``, and only while the coordinator holds
-the namespace's ingest lock. A lease of 0 seconds is expired from the next statement on, so these
-tests need no clock."""
+has expired, settled once, given up after ``MAX_ATTEMPTS``, and only while the run's own coordinator
+is alive (the connection that started the run holds the run's lock). A lease of 0 seconds is expired
+from the next statement on, so these tests need no clock."""
 
 from __future__ import annotations
 
 from kbctl.store import queue, runs
+from kbctl.types import ItemError
 
 
 def _run(kb, items: int):
@@ -16,11 +17,71 @@ def _run(kb, items: int):
     return conn, ns, run_id
 
 
-def test_nothing_is_claimed_unless_the_runs_coordinator_holds_the_namespace_lock(kb):
-    conn, ns, run_id = _run(kb, 3)
+def _coordinated(kb, items: int):
+    """A run started by a coordinator on a connection of its own (closing it kills the coordinator)."""
+    conn = kb.connection()
+    ns = kb.create_namespace("docs", "hash-384")
+    coordinator = kb.session.tenant_connection()
+    run_id = runs.start_run(coordinator, ns, "ingest", {})
+    queue.enqueue(coordinator, ns, run_id, 0, [(f"/corpus/{i}.md", f"{i}.md") for i in range(items)])
+    return conn, coordinator, ns, run_id
+
+
+def test_nothing_is_claimed_once_the_runs_coordinator_is_gone(kb):
+    conn, coordinator, ns, run_id = _coordinated(kb, 3)
+    assert [c.item for c in queue.claim(conn, ns.id, run_id, "a", 2, 60)] == [0, 1]
+    assert queue.open_runs(conn, [ns.id]) == [(ns.id, run_id)]
+    coordinator.close()  # killed
     assert queue.claim(conn, ns.id, run_id, "a", 2, 60) == []
-    with runs.namespace_lock(conn, ns):
-        assert [c.item for c in queue.claim(conn, ns.id, run_id, "a", 2, 60)] == [0, 1]
+    assert queue.open_runs(conn, [ns.id]) == []
+
+
+def test_a_dead_runs_items_are_not_claimed_while_a_swap_or_another_run_holds_the_namespace_lock(kb):
+    # The namespace's ingest lock is held by a swap (or a new run's coordinator) after the run's own
+    # coordinator was killed: the run's orphaned workers (`kbctl worker --run ID`) must not write.
+    conn, coordinator, ns, run_id = _coordinated(kb, 3)
+    coordinator.close()
+    other = kb.session.tenant_connection()
+    try:
+        with runs.namespace_lock(other, ns):
+            assert queue.claim(conn, ns.id, run_id, "a", 2, 60) == []
+            assert queue.open_runs(conn, [ns.id]) == []
+    finally:
+        other.close()
+
+
+def test_a_run_that_was_closed_gets_no_more_claims_though_its_coordinator_lives_on(kb):
+    conn, coordinator, ns, run_id = _coordinated(kb, 3)
+    try:
+        runs.finish_run(coordinator, ns, run_id, "failed", {})
+        assert queue.claim(conn, ns.id, run_id, "a", 2, 60) == []
+        # a second run on the same connection (a long-lived server's) is its own: the first stays closed
+        second = runs.start_run(coordinator, ns, "ingest", {})
+        queue.enqueue(coordinator, ns, second, 0, [("/corpus/x.md", "x.md")])
+        assert queue.claim(conn, ns.id, run_id, "a", 2, 60) == []
+        assert [c.item for c in queue.claim(conn, ns.id, second, "a", 2, 60)] == [0]
+    finally:
+        coordinator.close()
+
+
+def test_a_batch_whose_first_item_was_taken_over_keeps_its_counts_and_records_only_its_own_errors(kb):
+    conn, coordinator, ns, run_id = _coordinated(kb, 3)
+    try:
+        a = queue.claim(conn, ns.id, run_id, "a", 3, 0)  # a stalls: its leases expire at once
+        assert [c.item for c in a] == [0, 1, 2]
+        (b,) = queue.claim(conn, ns.id, run_id, "b", 1, 60, floor=3)  # b takes over the first item
+        assert b.item == 0
+        errors = [ItemError("extract", f"file:///corpus/{i}.md", "ExtractError", "broken") for i in (0, 1)]
+        item_of = {f"file:///corpus/{i}.md": i for i in range(3)}
+        counts = {"documents": {"new": 2, "failed": 1}}
+        assert queue.settle(coordinator, ns, run_id, "a", [0, 1, 2], [0, 1], counts, errors, item_of) == {1, 2}
+        # the batch's counts were kept (they went on its first item, which was b's to settle)
+        assert queue.batch_counts(conn, ns.id, run_id) == [counts]
+        # item 0's error is b's to record (b stores it again): only item 1's is a's
+        recorded = runs.list_errors(conn, [ns.id], run_id)
+        assert [r["source"] for r in recorded] == ["file:///corpus/1.md"]
+    finally:
+        coordinator.close()
 
 
 def test_an_expired_lease_is_claimed_again_and_settled_by_its_new_worker_only(kb):
@@ -59,11 +120,12 @@ def test_an_item_whose_workers_all_died_is_given_up_after_the_last_attempt(kb):
         assert queue.progress(conn, ns.id, run_id)["failed"] == 1
 
 
-def test_a_polling_worker_sees_only_runs_whose_coordinator_is_alive(kb):
-    conn, ns, run_id = _run(kb, 1)
-    assert queue.open_runs(conn, [ns.id]) == []  # no coordinator holds the namespace's lock
-    with runs.namespace_lock(conn, ns):
+def test_a_polling_worker_sees_only_runs_with_items_to_claim_and_their_coordinator_alive(kb):
+    conn, coordinator, ns, run_id = _coordinated(kb, 1)
+    try:
         assert queue.open_runs(conn, [ns.id]) == [(ns.id, run_id)]
         (c,) = queue.claim(conn, ns.id, run_id, "a", 1, 60)
         queue.settle(conn, ns, run_id, "a", [c.item], [], {})
         assert queue.open_runs(conn, [ns.id]) == []  # nothing left to claim
+    finally:
+        coordinator.close()

@@ -1,12 +1,15 @@
 -- Claim queued items of a running run from a position on, leased to a worker, while the run's
--- coordinator holds the namespace's ingest lock (a run whose coordinator is gone gets no more
--- writes). Parameters: namespace id, run id, first position, lock class, namespace id, how many,
--- worker, lease seconds.
+-- coordinator is alive: it holds the run's lock (``runs/lock_run``) in this database (a run whose
+-- coordinator is gone gets no more writes, whoever holds the namespace's ingest lock meanwhile).
+-- Parameters: namespace id, run id, first position, namespace id, run id, lock class, run id,
+-- how many, worker, lease seconds.
 WITH c AS (
   SELECT q.namespace_id, q.run_id, q.item FROM kbctl.run_items q
   WHERE q.namespace_id = %s AND q.run_id = %s AND q.item >= %s AND q.state = 'queued'
+    AND EXISTS (SELECT 1 FROM kbctl.runs r WHERE r.namespace_id = %s AND r.id = %s AND r.status = 'running')
     AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-                  AND l.classid = %s AND l.objid = %s)
+                  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                  AND l.classid = %s AND l.objid::bigint = mod(%s, 2147483648))
   ORDER BY q.item
   LIMIT %s
   FOR UPDATE SKIP LOCKED

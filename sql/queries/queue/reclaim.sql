@@ -1,13 +1,16 @@
 -- Claim the items of a running run left queued below the workers' positions or whose lease expired
 -- (their worker was killed or stalled), tried fewer than a number of times; read once the queue
--- ahead is empty. Parameters: namespace id, run id, most attempts, lock class, namespace id, how
--- many, worker, lease seconds.
+-- ahead is empty. Only while the run's coordinator is alive, as ``claim``. Parameters: namespace
+-- id, run id, most attempts, namespace id, run id, lock class, run id, how many, worker, lease
+-- seconds.
 WITH c AS (
   SELECT q.namespace_id, q.run_id, q.item FROM kbctl.run_items q
   WHERE q.namespace_id = %s AND q.run_id = %s AND q.attempts < %s
     AND (q.state = 'queued' OR (q.state = 'claimed' AND q.claimed_until < now()))
+    AND EXISTS (SELECT 1 FROM kbctl.runs r WHERE r.namespace_id = %s AND r.id = %s AND r.status = 'running')
     AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-                  AND l.classid = %s AND l.objid = %s)
+                  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                  AND l.classid = %s AND l.objid::bigint = mod(%s, 2147483648))
   ORDER BY q.item
   LIMIT %s
   FOR UPDATE SKIP LOCKED
