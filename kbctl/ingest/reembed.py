@@ -37,7 +37,7 @@ from ..store import generations as gstore
 from ..store.generations import Generation, stored_profile
 from ..store.namespaces import ensure_profile, find_profile
 from ..store.roles import as_owner
-from ..store.runs import namespace_lock
+from ..store.runs import namespace_lock, write_lock
 from .embedding import Embedding, store_lookup
 
 log = logging.getLogger(__name__)
@@ -295,13 +295,18 @@ def swap(conn, ns: Namespace, like: Profile, *, progress: Progress | None = None
                 f"namespace {ns.name!r} has no shadow generation to swap to",
                 hint=f"build one first: kbctl reembed {ns.name} --profile NAME",
             )
-        report = build(conn, ns, shadow, stored_profile(conn, shadow.profile_id, like), progress=progress)
         old = gens.get("previous")
-        with conn.transaction():
-            if old is not None:
-                gstore.delete_generation(conn, ns.id, old.id)
-            gstore.set_states(conn, ns.id, [(gens["active"].id, "previous"), (shadow.id, "active")])
-            gstore.pin_namespace(conn, ns.id, shadow)
+        filled = 0
+        while True:
+            filled += build(conn, ns, shadow, stored_profile(conn, shadow.profile_id, like), progress=progress).chunks
+            with conn.transaction():
+                if not _whole(conn, ns, shadow):
+                    continue
+                if old is not None:
+                    gstore.delete_generation(conn, ns.id, old.id)
+                gstore.set_states(conn, ns.id, [(gens["active"].id, "previous"), (shadow.id, "active")])
+                gstore.pin_namespace(conn, ns.id, shadow)
+            break
         if old is not None:
             gstore.drop_generation_indexes(conn, [old.id])
     return {
@@ -309,7 +314,7 @@ def swap(conn, ns: Namespace, like: Profile, *, progress: Progress | None = None
         "active": shadow.id,
         "previous": gens["active"].id,
         "dropped": old.id if old else None,
-        "filled": report.chunks,
+        "filled": filled,
     }
 
 
@@ -324,11 +329,31 @@ def rollback(conn, ns: Namespace, like: Profile, *, progress: Progress | None = 
                 f"namespace {ns.name!r} has no previous generation to roll back to",
                 hint="a swap keeps the generation it replaced until --drop-old",
             )
-        report = build(conn, ns, prev, stored_profile(conn, prev.profile_id, like), progress=progress)
-        with conn.transaction():
-            gstore.set_states(conn, ns.id, [(gens["active"].id, "previous"), (prev.id, "active")])
-            gstore.pin_namespace(conn, ns.id, prev)
-    return {"namespace": ns.name, "active": prev.id, "previous": gens["active"].id, "filled": report.chunks}
+        filled = 0
+        while True:
+            filled += build(conn, ns, prev, stored_profile(conn, prev.profile_id, like), progress=progress).chunks
+            with conn.transaction():
+                if not _whole(conn, ns, prev):
+                    continue
+                gstore.set_states(conn, ns.id, [(gens["active"].id, "previous"), (prev.id, "active")])
+                gstore.pin_namespace(conn, ns.id, prev)
+            break
+    return {"namespace": ns.name, "active": prev.id, "previous": gens["active"].id, "filled": filled}
+
+
+def _whole(conn, ns: Namespace, gen: Generation) -> bool:
+    """Inside the flip's transaction: take the namespace's write lock (writers without the ingest
+    lock, a dead run's workers, take turns with it) and say whether ``gen`` has every chunk's
+    vector. A batch written after the last fill without ``gen``'s vectors (its dual writes read the
+    generations before ``gen`` existed) makes the caller fill again; a batch written after the flip
+    is refused by ``store.documents.still_active``."""
+    write_lock(conn, ns.id)
+    left, _ = gstore.missing_count(conn, ns.id, gen.id)
+    if left:
+        log.info(
+            "%d chunk(s) of namespace %r arrived without generation %d's vectors; filling them", left, ns.name, gen.id
+        )
+    return not left
 
 
 def drop_old(conn, ns: Namespace) -> dict[str, Any]:

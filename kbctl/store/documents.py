@@ -84,6 +84,23 @@ class WriteStats:
     failed: tuple[tuple[str, str, str], ...] = ()
 
 
+def still_active(conn: Conn, ns: Namespace) -> None:
+    """Refuse, inside the caller's write transaction (after ``write_lock``), when the generation the
+    writer read as active (``ns.generation_id``: its profile embedded the batch) no longer is: a swap
+    or rollback committed since the writer last looked (a worker of a run whose coordinator died,
+    say). The flip of a swap takes the write lock too, so a write lands wholly before it (and the
+    flip fills the shadow's vectors it lacks) or sees it here."""
+    if not ns.generation_id:  # a namespace read without its generation: nothing to compare
+        return
+    row = conn.execute(query("generations/active_id"), (ns.id,)).fetchone()
+    if row is None or int(row[0]) != ns.generation_id:
+        raise ProfileMismatchError(
+            f"namespace {ns.name!r} moved to another generation while this batch was embedded with the old one"
+            f" ({ns.profile_name!r}); nothing of it was written",
+            hint="run the ingest again: it reads the namespace's new profile",
+        )
+
+
 def write_documents(
     conn: Conn,
     ns: Namespace,
@@ -110,6 +127,7 @@ def write_documents(
         return WriteStats(0, 0, 0)
     with conn.transaction():
         write_lock(conn, ns.id)
+        still_active(conn, ns)
         try:
             with conn.transaction():  # a savepoint: the whole batch at once, the common case
                 return _write(conn, ns, items, analyzer, title_weight, run_id, sources, extra)
@@ -248,6 +266,7 @@ def write_document_stream(
     opened = False
     with conn.transaction():
         write_lock(conn, ns.id)
+        still_active(conn, ns)
         try:
             with conn.transaction():
                 replaced = out._open(chars, run_id, {doc.uri: source} if source else {})

@@ -390,3 +390,58 @@ def test_a_polling_worker_makes_its_context_again_after_a_swap(gkb):
     after = current_context(conn, contexts, ns_id, context)
     assert len(made) == 2 and after.namespace.generation_id != first.namespace.generation_id
     assert after.profile.name == "hash-768" and after.namespace.dimension == 768
+
+
+def test_a_write_that_comes_after_a_swap_refuses_though_its_run_checked_before(gkb, tmp_path, monkeypatch):
+    """The run checks the generation once it has the namespace lock; a dead run's orphaned worker
+    (or any writer whose check came before a swap committed) then wrote its batch with the old
+    generation's profile. Each write transaction now checks, under the namespace's write lock
+    (which the swap's flip takes too), that the generation it writes for still answers."""
+    from kbctl.api import ingest as api_ingest
+    from kbctl.errors import ProfileMismatchError
+    from kbctl.ingest import pipeline
+
+    gkb.ingest_records(_records(4), "late", verify=False)
+    stale = gkb.namespace("late")
+    gkb.reembed("late", "hash-768")
+    gkb.swap_generation("late")
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "late.md").write_text("# Late\n\nA document written after the swap.\n")
+    monkeypatch.setattr(api_ingest, "ensure_namespace", lambda *a, **kw: stale)
+    monkeypatch.setattr(pipeline, "_same_generation", lambda conn, ns: None)  # its check came first
+    before = gkb.verify("late")
+    with pytest.raises(ProfileMismatchError, match="generation"):
+        gkb.ingest([str(tmp_path / "new")], "late", profile="hash-384", verify=False)
+    monkeypatch.undo()
+    assert [c.detail for c in gkb.verify("late").checks] == [c.detail for c in before.checks]
+    assert gkb.verify("late").ok
+
+
+def test_a_swap_fills_what_was_written_without_the_shadows_vectors_before_it_flips(gkb, monkeypatch):
+    """A batch written after the swap's last fill but before its flip, without the shadow's vectors
+    (a worker whose batch began before the shadow existed): the new active generation lacked them.
+    The flip now checks, under the write lock, that the shadow lacks nothing, and fills it first."""
+    from kbctl.ingest import reembed
+
+    gkb.ingest_records(_records(5), "flip", verify=False)
+    gkb.reembed("flip", "hash-768")
+    real = reembed.build
+    conn = gkb.connection()
+    lost = []
+
+    def build_then_lose_one(c, ns, gen, profile, **kw):
+        report = real(c, ns, gen, profile, **kw)
+        if gen.state == "shadow" and not lost:  # the swap's last fill is done: a chunk arrives without its vector
+            lost.append(gen.id)
+            conn.execute(
+                "DELETE FROM kbctl.vectors WHERE generation_id = %s"
+                " AND chunk_id = (SELECT min(chunk_id) FROM kbctl.vectors WHERE generation_id = %s)",
+                (gen.id, gen.id),
+            )
+        return report
+
+    monkeypatch.setattr(reembed, "build", build_then_lose_one)
+    gkb.swap_generation("flip")
+    monkeypatch.undo()
+    report = gkb.verify("flip")
+    assert report.ok, [c for c in report.checks if not c.ok]
