@@ -307,8 +307,8 @@ def swap(conn, ns: Namespace, like: Profile, *, progress: Progress | None = None
                 gstore.set_states(conn, ns.id, [(gens["active"].id, "previous"), (shadow.id, "active")])
                 gstore.pin_namespace(conn, ns.id, shadow)
             break
-        if old is not None:
-            gstore.drop_generation_indexes(conn, [old.id])
+    if old is not None:  # after the lock: the drop waits for queries on vectors, ingests need not
+        gstore.drop_generation_indexes(conn, [old.id])
     return {
         "namespace": ns.name,
         "active": shadow.id,
@@ -373,7 +373,9 @@ def _drop(conn, ns: Namespace, state: str, flag: str) -> dict[str, Any]:
             raise UsageError(f"namespace {ns.name!r} has no {state} generation ({flag} has nothing to drop)")
         with conn.transaction():
             gstore.delete_generation(conn, ns.id, gen.id)
-        gstore.drop_generation_indexes(conn, [gen.id])
+    # after the lock: a concurrent drop waits for the queries on vectors (and for any index build
+    # there) already running, and the namespace's ingests need not wait with it
+    gstore.drop_generation_indexes(conn, [gen.id])
     return {"namespace": ns.name, "dropped": gen.id, "state": state}
 
 

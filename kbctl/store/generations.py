@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
+import psycopg
 from psycopg import sql
 
 from ..config import Profile
@@ -25,6 +29,7 @@ from .roles import as_owner
 
 __all__ = [
     "STORAGES",
+    "INDEX_CLASS",
     "Generation",
     "hnsw_index_name",
     "create_generation",
@@ -43,7 +48,12 @@ __all__ = [
     "generation_ids",
 ]
 
+log = logging.getLogger(__name__)
+
 STORAGES = ("vector", "halfvec")
+#: Advisory lock class of a generation's index build (``ensure_index``), keyed by generation id;
+#: next to the namespace ingest (0x6B62), write (0x6B63) and run (0x6B64) classes of ``kbctl.store.runs``.
+INDEX_CLASS = 0x6B65
 _OPS = {
     ("vector", "cosine"): "vector_cosine_ops",
     ("vector", "l2"): "vector_l2_ops",
@@ -99,16 +109,59 @@ def create_generation(
 
 def ensure_index(conn: Conn, gen: Generation, profile: Profile) -> bool:
     """Build a generation's HNSW index if it has none (``CREATE INDEX CONCURRENTLY``: ingests and
-    searches go on; the connection must not be in a transaction); True when it was built."""
+    searches go on; the connection must not be in a transaction); True when this call built it.
+
+    The build runs under the generation's index-build lock (``INDEX_CLASS``). An index being built
+    is invalid until its build ends, like one a failed build left: only with the lock held is an
+    invalid index known to be a failed one, dropped and built again. A second caller (a swap while
+    ``kbctl reembed`` builds) waits for the build in progress, then finds its index valid."""
     name = hnsw_index_name(gen.id)
-    row = conn.execute(query("generations/index_valid"), (name,)).fetchone()
-    if row is not None and row[0]:
+    if _index_valid(conn, name):
         return False
-    with as_owner(conn):
-        if row is not None:  # an invalid one, left by a build that failed
-            conn.execute(template("generations/drop_index", name=sql.Identifier(name)))
-        create_hnsw_index(conn, gen.id, profile, gen.storage, concurrently=True)
+    with _index_build_lock(conn, gen.id, name):
+        valid = _index_valid(conn, name)
+        if valid:  # built by the session we waited for
+            return False
+        with as_owner(conn):
+            if valid is not None:  # an invalid one, left by a build that failed
+                _drop_index(conn, name)
+            create_hnsw_index(conn, gen.id, profile, gen.storage, concurrently=True)
     return True
+
+
+def _index_valid(conn: Conn, name: str) -> bool | None:
+    """Whether the kbctl index ``name`` is valid; None when there is none."""
+    row = conn.execute(query("generations/index_valid"), (name,)).fetchone()
+    return None if row is None else bool(row[0])
+
+
+@contextmanager
+def _index_build_lock(conn: Conn, generation_id: int, name: str) -> Iterator[None]:
+    """Hold a generation's index-build lock (session level) for the block, waiting while another
+    session holds it. The wait polls: a statement waiting for the lock would keep a snapshot open,
+    and the holder's ``CREATE INDEX CONCURRENTLY`` waits for every older snapshot to end."""
+    delay, told = 0.05, False
+    while not scalar(conn.execute(query("generations/try_lock_index"), (INDEX_CLASS, generation_id))):
+        if not told:
+            log.info("index %s is being built by another session; waiting for that build", name)
+            told = True
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
+    try:
+        yield
+    finally:
+        conn.execute(query("generations/unlock_index"), (INDEX_CLASS, generation_id))
+
+
+def _drop_index(conn: Conn, name: str) -> None:
+    """Drop a kbctl index, ``CONCURRENTLY`` unless the connection is in a transaction (where that
+    cannot run): a plain DROP INDEX locks ``kbctl.vectors`` ACCESS EXCLUSIVE, and every namespace's
+    searches and writes queue behind it while it waits for the queries already running. Inside a
+    transaction it is a plain drop all the same (its lock held until the caller's commit)."""
+    idle = conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    conn.execute(
+        template("generations/drop_index", how=sql.SQL("CONCURRENTLY" if idle else ""), name=sql.Identifier(name))
+    )
 
 
 def create_hnsw_index(
@@ -230,10 +283,12 @@ def delete_generation(conn: Conn, ns_id: int, generation_id: int) -> None:
 
 
 def drop_generation_indexes(conn: Conn, generation_ids: Iterable[int]) -> None:
-    """Drop the HNSW indexes of generations that are gone (as the tables' owner)."""
+    """Drop the HNSW indexes of generations that are gone (as the tables' owner), ``CONCURRENTLY``
+    outside a transaction: the callers drop after their transaction commits, so the other
+    namespaces' searches and writes of ``kbctl.vectors`` go on meanwhile (``_drop_index``)."""
     ids = list(generation_ids)
     if not ids:
         return
     with as_owner(conn):
         for gid in ids:
-            conn.execute(template("generations/drop_index", name=sql.Identifier(hnsw_index_name(gid))))
+            _drop_index(conn, hnsw_index_name(gid))

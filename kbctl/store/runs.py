@@ -30,6 +30,7 @@ WRITE_CLASS = 0x6B63
 #: run's workers claim only while it is held (``store.queue``). Its second key is the run id folded
 #: into 31 bits.
 RUN_CLASS = 0x6B64
+# (0x6B65 is a generation's index build: ``kbctl.store.generations.INDEX_CLASS``)
 
 
 def write_lock(conn: Conn, ns_id: int) -> None:
