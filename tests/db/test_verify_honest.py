@@ -182,3 +182,29 @@ def test_a_damaged_vector_does_not_spread_through_the_embed_cache(sparse, tmp_pa
     assert report.chunks["embedded"] > 0 and report.chunks["reused"] == 0
     code, out, _ = run_main("verify", "-n", "cache_dst", "--json")
     assert code == 0, out
+
+
+def test_the_exact_lookup_reads_each_vector_by_its_key_on_a_corpus_of_one_repeated_text(kb):
+    """Right after a bulk ingest the planner takes the tables for empty; the lookup's count of a
+    sampled chunk's copies (chunks with its hash and another vector) then scanned the whole
+    generation once per copy: 2,000 copies of one text cost 1.5 s a sampled chunk. Counted in
+    pages read (the plan's buffers), not timed: each copy's vector is now read by its whole key."""
+    from psycopg import sql
+
+    from kbctl.store import checks
+    from kbctl.store.queries import template
+
+    n = 600
+    text = "One and the same sentence, repeated in every document of this corpus."
+    kb.ingest_records([{"id": f"r{i}", "title": "same", "text": text} for i in range(n)], "repeated", verify=False)
+    conn = kb.connection()
+    ns = kb.namespace("repeated")
+    ids = [r[0] for r in checks.sample_chunks(conn, ns, 2)]
+    q = template("checks/sample_lookup", op=sql.SQL("<=>"), col=sql.Identifier("embedding"))
+    (plan,) = conn.execute(
+        sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + q, (ns.generation_id, ns.id, ids)
+    ).fetchone()
+    pages = plan[0]["Plan"]["Shared Hit Blocks"] + plan[0]["Plan"].get("Shared Read Blocks", 0)
+    assert pages < 20 * n, pages  # linear in the copies (a few pages each), not n pages each
+    found = checks.sample_lookup(conn, ns, ids)
+    assert sorted(found) == sorted(ids) and all(row[2] == 0 for row in found.values())  # copies share the vector
