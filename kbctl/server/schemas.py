@@ -51,6 +51,23 @@ class _Shape(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+_TRUNCATED = Field(
+    False,
+    description="True when this answer was cut to fit [server] max_output_tokens: a value ending with […] or "
+    "items left out that no next_cursor leads to (kbctl.server.cap). Absent when nothing was.",
+)
+
+
+class _Capped(_Shape):
+    """A tool's answer, held whole to ``[server] max_output_tokens`` (``kbctl.server.cap``): its
+    ``truncated`` is left out unless true, and a document's ``uri`` unless known."""
+
+    @model_serializer(mode="wrap")
+    def _drop_absent(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        return {k: v for k, v in data.items() if not ((k == "truncated" and not v) or (k == "uri" and v is None))}
+
+
 class Citation(_Shape):
     """Where a passage comes from: enough to cite it and to open it (``resource``)."""
 
@@ -82,7 +99,7 @@ class Passage(Citation):
     text: str
 
 
-class SearchAnswer(_Shape):
+class SearchAnswer(_Capped):
     """``search_knowledge``: passages (paged), or with ``budget`` one context block and its citations."""
 
     query_id: int | None = Field(description="Id of the logged query (for record_feedback); null when not logged.")
@@ -93,6 +110,7 @@ class SearchAnswer(_Shape):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last one.")
     withheld: int = Field(description="Passages the access gate withheld from this principal (a count only).")
     notes: list[str]
+    truncated: bool = _TRUNCATED
 
 
 class Signals(_Shape):
@@ -112,7 +130,7 @@ class Evidence(Passage):
     signals: Signals
 
 
-class VerifyAnswer(_Shape):
+class VerifyAnswer(_Capped):
     """``verify_claim``: the weighed passages and whether one is evidence."""
 
     query_id: int | None
@@ -122,6 +140,7 @@ class VerifyAnswer(_Shape):
     thresholds: Thresholds
     evidence: list[Evidence]
     withheld: int
+    truncated: bool = _TRUNCATED
 
 
 class ResearchPassage(_Shape):
@@ -141,7 +160,7 @@ class ResearchDocument(_Shape):
     passages: list[ResearchPassage]
 
 
-class ResearchAnswer(_Shape):
+class ResearchAnswer(_Capped):
     """``research_topic``: sub-queries, feedback terms and diverse passages grouped by document."""
 
     query_id: int | None
@@ -150,6 +169,7 @@ class ResearchAnswer(_Shape):
     feedback_terms: list[str]
     documents: list[ResearchDocument]
     withheld: int
+    truncated: bool = _TRUNCATED
 
 
 class DocumentChunk(_Shape):
@@ -162,7 +182,7 @@ class DocumentChunk(_Shape):
     resource: str
 
 
-class DocumentAnswer(_Shape):
+class DocumentAnswer(_Capped):
     """``get_document``: a document's fields and its chunks in order (paged)."""
 
     doc_id: int
@@ -177,11 +197,7 @@ class DocumentAnswer(_Shape):
     resource: str
     chunks: list[DocumentChunk]
     next_cursor: str | None
-
-    @model_serializer(mode="wrap")
-    def _drop_absent_uri(self, handler: Any) -> dict[str, Any]:
-        data = handler(self)
-        return {k: v for k, v in data.items() if not (k == "uri" and v is None)}
+    truncated: bool = _TRUNCATED
 
 
 class NamespaceInfo(_Shape):

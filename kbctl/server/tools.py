@@ -1,11 +1,13 @@
 """The tools an agent calls, the same in MCP (``kbctl.server.mcp``) and the JSON API (``kbctl.server.app``).
 
 Each tool is a method of ``Toolbox`` (bound to one agent) whose typed, described parameters make
-its JSON schema. Every answer stays under ``[server] max_output_tokens`` estimated tokens: a long
-list is paged (``limit``, and ``next_cursor`` to pass back as ``cursor``) and ``snippets`` cuts
-each passage to its first sentences.
+its JSON schema. Every answer stays under ``[server] max_output_tokens`` estimated tokens, counted
+over the whole answer (``kbctl.server.cap``): a long list is paged (``limit``, and ``next_cursor`` to
+pass back as ``cursor``), ``snippets`` cuts each passage to its first sentences, and what is still
+over is cut in ``kbctl.server.cap``'s order, the answer saying ``truncated``.
 """
 
+import copy
 import functools  # no `from __future__ import annotations`: the SDK and pydantic read these signatures at runtime
 import json
 import time
@@ -19,6 +21,7 @@ from ..search.context import context_blocks, estimate_tokens
 from ..search.evidence import snip
 from ..types import Hit, SearchResult
 from .agents import Agent
+from .cap import FIXED, FLOOR, cost, drop_tail, field_tokens, long_values, shorten, squeeze
 from .metrics import Metrics
 from .schemas import (
     Citation,
@@ -142,36 +145,32 @@ class Toolbox:
         if budget is not None:
             self._check_budget(budget)
         cap = min(budget, self._cap()) if budget is not None else 0
-        made: dict[str, tuple[str, list[Hit]]] = {}  # the context, made once: for the query log and the answer
+        made: dict[str, dict[str, Any]] = {}  # the answer, made once: for the query log and the agent
+
+        def budgeted(result: SearchResult, query_id: int | None) -> dict[str, Any]:
+            context, held = _context(result, cap)
+            answer = _search_answer(result, query_id, context=context, citations=[_cite(h) for h in held])
+            if result.hits and not held:
+                answer["notes"].append(
+                    f"a budget of {budget} tokens holds none of the {len(result.hits)} passages found; raise it"
+                )
+            return self._fit(answer, drop=lambda out: self._narrow_context(out, result, cap))
 
         def in_context(result: SearchResult) -> list[tuple[str, int]]:
-            made["context"] = _context(result, cap)
-            return [(h.namespace, h.doc_id) for h in made["context"][1]]
+            made["answer"] = budgeted(result, _LONGEST_ID)  # logged: its id is counted at its longest
+            return [(c["namespace"], c["doc_id"]) for c in made["answer"]["citations"]]  # what the agent sees
 
         result, query_id = self._search(
             "search_knowledge", query, namespaces, k=k, filters=filters, mode=mode, shown=in_context if budget else None
         )
         labels.update(mode=result.mode, strategy=result.strategy)
-        answer: dict[str, Any] = {
-            "query_id": query_id,
-            "strategy": result.strategy,
-            "passages": None,
-            "context": None,
-            "citations": None,
-            "next_cursor": None,
-            "withheld": result.withheld,
-            "notes": list(result.notes),
-        }
         if budget is not None:
-            answer["context"], held = made.get("context") or _context(result, cap)
-            answer["citations"] = [_cite(h) for h in held]  # the context's: a passage left out is not cited
-            if result.hits and not held:
-                answer["notes"].append(
-                    f"a budget of {budget} tokens holds none of the {len(result.hits)} passages found; raise it"
-                )
+            answer = {**(made.get("answer") or budgeted(result, query_id)), "query_id": query_id}
         else:
             passages = [_passage(h, snippets) for h in result.hits]
-            answer["passages"], answer["next_cursor"] = self._page(passages, limit, cursor)
+            page, next_cursor, snipped = self._page(passages, limit, cursor)
+            answer = _search_answer(result, query_id, passages=page, next_cursor=next_cursor)
+            answer = self._fit(answer, drop=lambda out: self._drop_page(out, "passages", cursor), cut=snipped)
         return SearchAnswer.model_validate(answer)
 
     @tool
@@ -199,24 +198,23 @@ class Toolbox:
         evidence = [
             {**_passage(h, snippets=False), "signals": s} for h, s in zip(check.result.hits, check.signals, strict=True)
         ]
-        page, _ = self._page(evidence, None, None)
+        page, _, _ = self._page(evidence, None, None)
         if len(page) < len(evidence):
             # cut by max_output_tokens, with no cursor: the passages that support the claim are kept
             # first, then the best of the others, and shown in rank order (evidence_found must show)
             first = [e for e in evidence if e["signals"]["supports"]]
-            kept, _ = self._page(first + [e for e in evidence if not e["signals"]["supports"]], None, None)
+            kept, _, _ = self._page(first + [e for e in evidence if not e["signals"]["supports"]], None, None)
             page = sorted(kept, key=lambda e: e["rank"])
-        return VerifyAnswer.model_validate(
-            {
-                "query_id": query_id,
-                "claim": claim,
-                "key_terms": check.key_terms,
-                "evidence_found": check.evidence_found,
-                "thresholds": check.thresholds,
-                "evidence": page,
-                "withheld": check.result.withheld,
-            }
-        )
+        answer = {
+            "query_id": query_id,
+            "claim": claim,
+            "key_terms": check.key_terms,
+            "evidence_found": check.evidence_found,
+            "thresholds": check.thresholds,
+            "evidence": page,
+            "withheld": check.result.withheld,
+        }
+        return VerifyAnswer.model_validate(self._fit(answer, drop=self._drop_evidence, cut=len(page) < len(evidence)))
 
     @tool
     def research_topic(
@@ -235,38 +233,26 @@ class Toolbox:
         budget = budget or self.agent.budget or min(4000, self.limits.max_budget)
         self._check_budget(budget)
         cap = min(budget, self._cap())
+        made: dict[str, dict[str, Any]] = {}  # the answer, made once: for the query log and the agent
+
+        def shown(found: Any) -> list[tuple[str, int]]:
+            made["answer"] = self._research_answer(topic, found, _LONGEST_ID)  # its id counted at its longest
+            return [(d["namespace"], d["doc_id"]) for d in made["answer"]["documents"]]  # what the agent sees
+
         found, query_id = self._search(
             "research_topic",
             topic,
             namespaces,
             k=min(20, self.limits.max_k),
             call=lambda kb, scope, **o: kb.research(topic, scope, budget=cap, **o),
-            shown=lambda answer: [(d["namespace"], d["doc_id"]) for d in answer.documents],
+            shown=shown,
         )
         labels.update(mode=found.result.mode, strategy=found.result.strategy)
         for more in found.sub_results:
             if more.withheld:
                 self.metrics.withheld.labels(tool="search").inc(more.withheld)
-        documents = [
-            {
-                **d,
-                "resource": resource_uri(d["namespace"], d["doc_id"]),
-                "passages": [
-                    {**p, "resource": resource_uri(d["namespace"], d["doc_id"], p["chunk_id"])} for p in d["passages"]
-                ],
-            }
-            for d in found.documents
-        ]
-        return ResearchAnswer.model_validate(
-            {
-                "query_id": query_id,
-                "topic": topic,
-                "sub_queries": found.sub_queries,
-                "feedback_terms": found.feedback_terms,
-                "documents": _without_server_paths(documents),
-                "withheld": found.result.withheld + sum(more.withheld for more in found.sub_results),
-            }
-        )
+        answer = made.get("answer") or self._research_answer(topic, found, query_id)
+        return ResearchAnswer.model_validate({**answer, "query_id": query_id})
 
     @tool
     def get_document(
@@ -285,8 +271,10 @@ class Toolbox:
         _offset(cursor)  # the arguments first: a bad cursor is the caller's mistake whatever the document
         doc = self._document(doc_id, None, around_chunk, window)
         chunks = [{**c, "text": snip(c["text"]) if snippets else c["text"]} for c in doc.pop("chunks")]
-        page, next_cursor = self._page(chunks, limit, cursor)
-        return DocumentAnswer.model_validate({**doc, "chunks": page, "next_cursor": next_cursor})
+        page, next_cursor, snipped = self._page(chunks, limit, cursor)
+        answer = {**doc, "chunks": page, "next_cursor": next_cursor}
+        answer = self._fit(answer, drop=lambda out: self._drop_page(out, "chunks", cursor), cut=snipped)
+        return DocumentAnswer.model_validate(answer)
 
     @tool
     def list_namespaces(self, *, labels: dict) -> NamespacesAnswer:
@@ -336,7 +324,28 @@ class Toolbox:
         chunks = doc["chunks"]
         if chunk_id is not None:
             chunks = [c for c in chunks if c["chunk_id"] == chunk_id]
-        head = f"# {doc['title']}\n\nSource: {doc['source']}"
+        title, source = doc["title"], doc["source"]
+        text, shown, cut = self._resource_text(title, source, chunks)
+        if estimate_tokens(text) > self._cap():  # a long title or source: cut as get_document's are
+            tokens = field_tokens(self._cap())
+            title, source = shorten(title, tokens), shorten(source, tokens)
+            text, shown, cut = self._resource_text(title, source, chunks)
+            cut = cut or (title, source) != (doc["title"], doc["source"])
+        meta = {
+            "namespace": doc["namespace"],
+            "doc_id": doc["doc_id"],
+            "chunk_id": chunk_id,
+            "title": title,
+            "source": source,
+            "chunks": shown,
+            "truncated": cut,
+        }
+        return text, meta
+
+    def _resource_text(self, title: str, source: str, chunks: list[dict]) -> tuple[str, int, bool]:
+        """A resource's Markdown: its head, then its chunks while they fit the cap; how many it holds
+        and whether one was cut."""
+        head = f"# {title}\n\nSource: {source}"
         parts, used, truncated = [head], estimate_tokens(head), False
         for c in chunks:
             cost = estimate_tokens(c["text"]) + 2
@@ -347,16 +356,7 @@ class Toolbox:
             parts.append(c["text"] if fits else snip(c["text"]))
             truncated = truncated or not fits  # a chunk snipped to fit is cut too
             used += cost
-        meta = {
-            "namespace": doc["namespace"],
-            "doc_id": doc["doc_id"],
-            "chunk_id": chunk_id,
-            "title": doc["title"],
-            "source": doc["source"],
-            "chunks": len(parts) - 1,
-            "truncated": truncated,
-        }
-        return "\n\n".join(parts), meta
+        return "\n\n".join(parts), len(parts) - 1, truncated
 
     def _document(self, doc_id: int, namespace: str | None, around_chunk: int | None, window: int) -> dict[str, Any]:
         """``kb.document`` within the agent's scope (one namespace of it, when given) and its principal's
@@ -446,20 +446,150 @@ class Toolbox:
         if budget > self.limits.max_budget:
             raise UsageError(f"budget must be at most {self.limits.max_budget} tokens, got {budget}")
 
-    def _page(self, items: list[dict], limit: int | None, cursor: str | None) -> tuple[list[dict], str | None]:
-        """Items from ``cursor`` on, at most ``limit`` and within the token cap; the next cursor or None."""
+    def _research_answer(self, topic: str, found: Any, query_id: int | None) -> dict[str, Any]:
+        """research_topic's answer of ``kb.research``'s, within the cap."""
+        documents = [
+            {
+                **d,
+                "resource": resource_uri(d["namespace"], d["doc_id"]),
+                "passages": [
+                    {**p, "resource": resource_uri(d["namespace"], d["doc_id"], p["chunk_id"])} for p in d["passages"]
+                ],
+            }
+            for d in found.documents
+        ]
+        answer = {
+            "query_id": query_id,
+            "topic": topic,
+            "sub_queries": list(found.sub_queries),
+            "feedback_terms": list(found.feedback_terms),
+            "documents": _without_server_paths(documents),
+            "withheld": found.result.withheld + sum(more.withheld for more in found.sub_results),
+        }
+        return self._fit(answer, drop=self._drop_research, echo=_cut_topic)
+
+    def _page(self, items: list[dict], limit: int | None, cursor: str | None) -> tuple[list[dict], str | None, bool]:
+        """Items from ``cursor`` on, at most ``limit`` and within the token cap; the next cursor or None;
+        whether the first item's text was snipped to fit."""
         start = _offset(cursor)
         end = len(items) if limit is None else min(len(items), start + limit)
         out: list[dict] = []
-        used = 200  # room for the answer's other fields
+        snipped = False
+        used = 200  # room for the answer's other fields (``_fit`` measures the whole answer after)
         for item in items[start:end]:
             cost = estimate_tokens(json.dumps(item, default=str))
             if out and used + cost > self._cap():
                 break
-            out.append(item if used + cost <= self._cap() else {**item, "text": snip(item.get("text", ""))})
+            if used + cost > self._cap():  # the first item alone is past the cap: its text is snipped
+                text = item.get("text", "")
+                item, snipped = {**item, "text": snip(text)}, snip(text) != text
+            out.append(item)
             used += cost
         nxt = start + len(out)
-        return out, (str(nxt) if nxt < len(items) else None)
+        return out, (str(nxt) if nxt < len(items) else None), snipped
+
+    # -- the whole answer within the cap (kbctl.server.cap) ------------------------------------------
+
+    def _fit(
+        self,
+        answer: dict[str, Any],
+        drop: Callable[[dict[str, Any]], bool] | None = None,
+        echo: Callable[[dict[str, Any], int], bool] | None = None,
+        cut: bool = False,
+    ) -> dict[str, Any]:
+        """``answer`` as it is when its whole JSON is within the cap, else a copy cut in
+        ``kbctl.server.cap``'s order: ``echo`` (the query echoed back) and long values, then ``drop``
+        (the lowest-ranked items; True when what left has no cursor to it), then any text, then
+        metadata keys. ``truncated`` is true when anything was cut (or ``cut``: a text snipped already)."""
+        cap = self._cap()
+        whole = {**answer, "truncated": True} if cut else answer
+        if cost(whole) <= cap:
+            return whole
+        out = copy.deepcopy(answer)
+        out["truncated"] = True  # counted from the start: it is part of what is measured
+        tokens = field_tokens(cap)
+        meta = out.get("metadata") if isinstance(out.get("metadata"), dict) else None
+        if echo is not None:
+            cut = echo(out, tokens) or cut
+        if cost(out) > cap:
+            cut = long_values(out, tokens, meta) or cut
+        if cost(out) > cap:
+            cut = squeeze(out, cap, tokens, FIXED | {"text", "context"}) or cut
+        if cost(out) > cap and drop is not None:
+            cut = drop(out) or cut
+        if cost(out) > cap:
+            cut = squeeze(out, cap, FLOOR) or cut
+        if cost(out) > cap and meta:
+            cut = True
+            while meta and cost(out) > cap:
+                meta.pop(next(reversed(meta)))
+        if not cut:
+            del out["truncated"]
+        return out
+
+    def _drop_page(self, out: dict[str, Any], key: str, cursor: str | None) -> bool:
+        """A page's last items leave (the first stays); ``next_cursor`` resumes at the first that left."""
+        start, items, before = _offset(cursor), out[key], out["next_cursor"]
+        shown = len(items)
+        out["next_cursor"] = str(start + shown)  # counted while items leave: as long as it can be
+        drop_tail(out, items, self._cap())
+        out["next_cursor"] = str(start + len(items)) if len(items) < shown else before
+        return False  # what left is on the next page
+
+    def _drop_research(self, out: dict[str, Any]) -> bool:
+        """research_topic's last document's last passage leaves first (a document left with none
+        leaves too); the first passage stays."""
+        documents, left = out["documents"], False
+        while sum(len(d["passages"]) for d in documents) > 1 and cost(out) > self._cap():
+            documents[-1]["passages"].pop()
+            if not documents[-1]["passages"]:
+                documents.pop()
+            left = True
+        return left
+
+    def _drop_evidence(self, out: dict[str, Any]) -> bool:
+        """verify_claim's passages that do not support the claim leave first, the lowest-ranked first;
+        then the supporting ones (what made ``evidence_found`` true stays as long as one can)."""
+        evidence = out["evidence"]
+        left = False
+        while len(evidence) > 1 and cost(out) > self._cap():
+            others = [i for i, e in enumerate(evidence) if not e["signals"]["supports"]]
+            evidence.pop(others[-1] if others else -1)
+            left = True
+        return left
+
+    def _narrow_context(self, out: dict[str, Any], result: SearchResult, budget: int) -> bool:
+        """A budgeted context made again within the largest smaller budget with which it and its
+        citations fit (a binary search): its lowest-ranked passages leave first, then the last one is
+        cut at a sentence. The best passage stays: when no budget fits, the smallest that holds it."""
+        cap, tokens = self._cap(), field_tokens(self._cap())
+
+        def made(b: int) -> dict[str, Any] | None:
+            text, held = _context(result, b)
+            if not held:
+                return None
+            cites = [_cite(h) for h in held]
+            long_values(cites, tokens)
+            squeeze(cites, 0, tokens)  # cut as step 1 cut the citations before
+            return {**out, "context": text, "citations": cites}
+
+        lo, hi = 1, budget - 1
+        fits: dict[str, Any] | None = None
+        over: dict[str, Any] | None = None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            candidate = made(mid)
+            if candidate is not None and cost(candidate) <= cap:
+                fits, lo = candidate, mid + 1
+            elif candidate is None:
+                lo = mid + 1
+            else:
+                over, hi = candidate, mid - 1
+        chosen = fits or over
+        if chosen is None:
+            return False
+        out.update(context=chosen["context"], citations=chosen["citations"])
+        return True
 
 
 def display_source(uri: str, meta: dict) -> str:
@@ -499,6 +629,39 @@ def _context(result: SearchResult, budget: int) -> tuple[str, list[Hit]]:
         blocks = context_blocks(result, budget - over - 4)
         text = "\n".join(block for _, block in blocks)
     return text, [h for h, _ in blocks]
+
+
+_LONGEST_ID = 10**18
+"""A logged query's id as the answer is cut before the query is logged: as long as an id can be."""
+
+
+def _search_answer(result: SearchResult, query_id: int | None, **parts: Any) -> dict[str, Any]:
+    """search_knowledge's answer: ``parts`` (passages and next_cursor, or context and citations)."""
+    return {
+        "query_id": query_id,
+        "strategy": result.strategy,
+        "passages": None,
+        "context": None,
+        "citations": None,
+        "next_cursor": None,
+        "withheld": result.withheld,
+        "notes": list(result.notes),
+        **parts,
+    }
+
+
+def _cut_topic(out: dict[str, Any], tokens: int) -> bool:
+    """research_topic's topic, echoed back in itself and in each sub-query, cut to ``tokens``; each
+    sub-query keeps the feedback term it adds."""
+    topic = out["topic"]
+    short = shorten(topic, tokens)
+    if short == topic:
+        return False
+    out["topic"] = short
+    out["sub_queries"] = [
+        short + q[len(topic) :] if q.startswith(topic) else shorten(q, tokens) for q in out["sub_queries"]
+    ]
+    return True
 
 
 def _offset(cursor: str | None) -> int:
