@@ -20,9 +20,12 @@ What makes a run converge whoever dies:
   and an item stored before its worker died is found unchanged by its source hash, so nothing is
   stored twice;
 - a worker stopped by SIGTERM or Ctrl-C settles the batch at hand and hands nothing back half done;
-- a coordinator killed leaves its run ``running`` and releases the namespace's ingest lock (its
-  session is gone): workers claim nothing more from that run (``claim`` checks the lock), and the
-  next run of the namespace marks it ``interrupted`` and reads what is stored as unchanged.
+- a coordinator killed leaves its run ``running`` and releases its run's lock (its session is
+  gone): workers claim nothing more from that run (``claim`` checks that lock, not the namespace's,
+  which a swap or the next run may hold by then), and the next run of the namespace marks it
+  ``interrupted`` and reads what is stored as unchanged. A batch in flight meanwhile whose
+  namespace a swap moved to another generation is refused as it is written, whole
+  (``store.documents.still_active``), and left to its lease; the worker goes on.
 
 Workers write without the namespace's ingest lock (the coordinator holds it for the run); their
 write transactions take turns on the namespace's write lock (``store.runs.write_lock``), which is
@@ -42,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 from .. import telemetry
-from ..errors import KbctlError
+from ..errors import KbctlError, ProfileMismatchError
 from ..interrupts import Interrupts
 from ..sources.folder import file_uri
 from ..store import Namespace, get_namespace
@@ -231,7 +234,15 @@ def work(
                 ctx = current_context(conn, contexts, ns_id, context)
                 if rid not in traces:
                     traces[rid] = q.run_traceparent(conn, rid) if telemetry.enabled() else None
-                report = _store(conn, lookup, connect, ctx, rid, got, options, emit, traces[rid])
+                try:
+                    report = _store(conn, lookup, connect, ctx, rid, got, options, emit, traces[rid])
+                except ProfileMismatchError as e:
+                    # The namespace moved to another generation while the batch was embedded (a swap
+                    # after its run's coordinator died): nothing of it was written. Its leases run
+                    # out; a worker that reads the namespace again claims it if the run lives on.
+                    log.warning("%s; its %d item(s) are left to their lease", e, len(got))
+                    contexts.pop(ns_id, None)
+                    continue
                 totals["batches"] += 1
                 totals["items"] += len(got)
                 for k, v in {**report.documents, **{f"chunks_{k}": v for k, v in report.chunks.items()}}.items():

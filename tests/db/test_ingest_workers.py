@@ -177,3 +177,40 @@ def test_a_polling_worker_finds_the_run_stores_it_and_exits_when_idle(cli, kb, k
     assert coordinator.returncode == 0, err.decode()
     (run,) = kb.runs("docs")
     assert run["status"] == "ok" and run["counts"]["documents"]["new"] == FILES
+
+
+def test_a_worker_whose_batch_meets_a_swap_leaves_that_batch_and_goes_on(
+    cli, kb, kb_home, tenant, corpus, monkeypatch, caplog
+):
+    """A batch refused because its namespace moved to another generation while it was embedded
+    (``store.documents.still_active``) wrote nothing; the worker, which may serve other runs and
+    namespaces, used to exit on it. It now leaves the batch to its lease (claimed again, by a
+    worker with the namespace read again, if the run lives on) and goes on."""
+    from kbctl.errors import ProfileMismatchError
+    from kbctl.ingest import workers
+
+    real, calls = workers._store, []
+
+    def refused_once(conn, lookup, connect, ctx, run_id, got, *a, **kw):
+        calls.append(len(got))
+        if len(calls) == 1:
+            raise ProfileMismatchError("namespace 'docs' moved to another generation while this batch was embedded")
+        return real(conn, lookup, connect, ctx, run_id, got, *a, **kw)
+
+    monkeypatch.setattr(workers, "_store", refused_once)
+    kb.connection()
+    coordinator = _kbctl(kb_home, tenant, "ingest", str(corpus), "-n", "docs", "-p", "hash-384", "--workers", "0")
+    _wait_for(
+        "the coordinator to queue the run",
+        lambda: "docs" in kb.namespace_names() and (kb.run_progress("docs") or [{}])[0].get("items") == FILES,
+    )
+    p = cli("worker", "-n", "docs", "--exit-idle", "--poll", "0.1", "--lease", "1", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    said = [r for r in caplog.records if "moved to another generation" in r.getMessage()]
+    assert [r.levelname for r in said] == ["WARNING"]  # said once, as a warning
+    did = json.loads(p.stdout)
+    assert did["new"] == FILES and did["items"] == FILES  # the refused batch was claimed again and stored
+    _, err = coordinator.communicate(timeout=300)
+    assert coordinator.returncode == 0, err.decode()
+    (run,) = kb.runs("docs")
+    assert run["status"] == "ok" and run["counts"]["documents"]["new"] == FILES
