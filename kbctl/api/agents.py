@@ -22,9 +22,17 @@ class Agents(Part):
     """Agents' tokens, logged queries and feedback (``kbctl agents``, ``kbctl eval import-feedback``)."""
 
     def create_token(self, agent: str) -> str:
-        """A new bearer token for ``[agents.AGENT]`` (stored hashed: it is shown only now)."""
+        """A new bearer token for ``[agents.AGENT]`` (stored hashed: it is shown only now), of this
+        tenant; an agent pinned to another tenant (``[agents.AGENT] tenant``) gets its tokens there
+        (the server serves a token only the tenant it was made under)."""
         if agent not in self.settings.agents:
             raise ConfigError(f"no agent {agent!r} is configured", hint=f"add [agents.{agent}] to kbctl.toml")
+        pinned = self.settings.agents[agent].tenant
+        if pinned and pinned != self.tenant:
+            raise ConfigError(
+                f"agent {agent!r} searches tenant {pinned!r} ([agents.{agent}] tenant), not {self.tenant!r}",
+                hint=f"make its token there: kbctl --tenant {pinned} agents token create {agent}",
+            )
         token = "kb_" + secrets.token_urlsafe(32)
         store.create_token(self._conn(), self.tenant, agent, token)
         return token

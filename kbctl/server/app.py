@@ -76,6 +76,11 @@ class _State:
         agent = None
         if owner is not None and owner[1] in self.settings.agents:
             agent = self.agent(owner[1], owner[0])
+            if agent.tenant != owner[0]:
+                # the agent is pinned to another tenant ([agents.NAME] tenant): a token serves only the
+                # tenant it was made under, whose row it is (and whose revoke ends it), never another's
+                log.info("a token of tenant %r names agent %r, which is pinned to another tenant", *owner)
+                agent = None
         if len(self.tokens) > 10000:
             self.tokens.clear()
         self.tokens[token] = (time.monotonic(), agent)

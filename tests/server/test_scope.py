@@ -78,3 +78,50 @@ def test_feedback_cannot_touch_another_agents_query_or_namespace(served):
     )
     no_doc = call(served, "/v1/feedback", {"query_id": mine["query_id"], "doc_id": 987654321, "useful": True})
     _same(tech_doc, no_doc, str(ops["passages"][0]["doc_id"]), "987654321")
+
+
+def test_a_token_made_under_another_tenant_never_serves_an_agent_pinned_to_a_tenant(kb_home, tenant, tmp_path):
+    """``[agents.NAME] tenant = "A"`` pins the agent to tenant A. A token made for it under another
+    tenant B (``kbctl --tenant B agents token create NAME``: a row of B's) was served as A's agent:
+    B's token read A's namespaces, and A's ``agents token revoke NAME`` could not revoke it (0
+    revoked, the token still served). A token serves only the tenant it was made under: B's is a 401,
+    A's own works, and A's revoke ends it."""
+    from starlette.testclient import TestClient
+
+    import kbctl
+    from kbctl.config import load_settings
+    from kbctl.errors import ConfigError
+    from kbctl.server.app import create_app
+    from kbctl.store import agents as agent_store
+
+    other = f"{tenant}_b"[:60]
+    config = tmp_path / "kbctl.toml"
+    config.write_text(f'[defaults]\nprofile = "hash-384"\n[agents.pinned]\ntenant = "{tenant}"\nnamespaces = ["kb"]\n')
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Ledger\n\nthe quorvax ledger of tenant A\n")
+    with kbctl.open(config=config, home=kb_home, tenant=tenant) as a:
+        a.ingest([str(docs)], "kb", verify=False)
+        own = a.create_agent_token("pinned")
+    with kbctl.open(config=config, home=kb_home, tenant=other) as b:
+        with pytest.raises(ConfigError, match="searches tenant") as refused:
+            b.create_agent_token("pinned")
+        assert f"kbctl --tenant {tenant} agents token create pinned" in (refused.value.hint or "")
+        foreign = "kb_made_before_the_refusal"  # as a kbctl without it stored it: a row of B's
+        agent_store.create_token(b.connection(), other, "pinned", foreign)
+    settings = load_settings(config, overrides={"database.home": str(kb_home), "defaults.tenant": tenant}, env={})
+    app = create_app(settings, warm=False)
+
+    def search(token: str):
+        with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+            return client.post(
+                "/v1/search", json={"query": "quorvax ledger"}, headers={"Authorization": f"Bearer {token}"}
+            )
+
+    r = search(foreign)
+    assert r.status_code == 401 and "quorvax" not in r.text, r.text
+    assert search(own).status_code == 200 and "quorvax" in search(own).text
+    with kbctl.open(config=config, home=kb_home, tenant=tenant) as a:
+        assert a.revoke_agent_tokens("pinned") == 1
+    app = create_app(settings, warm=False)  # a new process: no token remembered
+    assert search(own).status_code == 401
