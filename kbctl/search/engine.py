@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .. import telemetry
 from ..acl import Gate
@@ -169,6 +169,7 @@ def _routed(conn, namespaces, profile: Profile, query: str, opts: SearchOptions,
         strategy = "hybrid" if opts.filters else "content"
     mode = "hybrid" if opts.mode == "auto" else opts.mode
     plan = SearchPlan(tuple(namespaces), profile, query, opts, mode, strategy, k, analyzer, names, gate, side)
+    first = plan
     result = _ranked(conn, plan)
     depth = max(opts.candidates or profile.search.candidates, k)
     while result.details.get("saturated") and len(result.hits) < k and depth < MAX_EF_SEARCH:
@@ -176,7 +177,25 @@ def _routed(conn, namespaces, profile: Profile, query: str, opts: SearchOptions,
         depth = min(depth * 4, MAX_EF_SEARCH)
         plan = dataclasses.replace(plan, opts=dataclasses.replace(plan.opts, candidates=depth))
         result = _ranked(conn, plan)
+    if opts.filters and plan is not first:
+        result = dataclasses.replace(result, details=_as_asked(result.details, first))
     return _noted(result, gate, namespaces, bool(opts.filters))
+
+
+def _as_asked(details: Mapping[str, Any], plan: SearchPlan) -> dict:
+    """A deeper round's ``details`` with its depth-dependent figures (``ef_search``, the feedback
+    round's ``candidates``) as the depth ``plan`` (the first round) asked the lanes for gives them.
+
+    The deeper rounds run because withheld hits filled a lane: their depth would tell a filtered
+    query that many withheld chunks match its filter (``title~Z`` against ``title~Zo``), the oracle
+    the withheld count of a filtered query is kept at 0 for (``_noted``)."""
+    depth = _lane_depth(plan)
+    out = dict(details)
+    if "ef_search" in out:
+        out["ef_search"] = effective_ef_search(plan.profile, plan.opts.ef_search, depth)
+    if isinstance(out.get("prf"), dict) and "candidates" in out["prf"]:
+        out["prf"] = {**out["prf"], "candidates": min(out["prf"]["candidates"], depth)}
+    return out
 
 
 @dataclass(frozen=True)
@@ -233,16 +252,22 @@ class _Lanes:
     hidden: set = dataclasses.field(default_factory=set)  # the keys the gate withheld from them
 
 
+def _lane_depth(plan: SearchPlan) -> int:
+    """How many candidates each lane of ``plan`` reads: a search with feedback reads deeper lanes in
+    both rounds (prf_candidates; docs/retrieval-quality.md)."""
+    s, opts = plan.profile.search, plan.opts
+    deep = (opts.prf or s.prf) == "hybrid" and plan.mode == "hybrid"
+    return max(opts.candidates or (s.prf_candidates if deep else s.candidates), plan.k)
+
+
 def _ranked(conn, plan: SearchPlan) -> SearchResult:
     """Run the plan's lanes, fuse them (with a feedback round), then page, gate and cite the hits."""
     profile, opts, mode, s = plan.profile, plan.opts, plan.mode, plan.profile.search
     prf = opts.prf or s.prf
     if prf not in PRF_MODES:
         raise UsageError(f"unknown prf {prf!r}", hint=f"use one of: {', '.join(PRF_MODES)}")
-    # A search with feedback reads deeper lanes in both rounds (prf_candidates; docs/retrieval-quality.md).
     feedback = prf in ("hybrid", "rescore") and mode == "hybrid"
-    deep = feedback and prf == "hybrid"
-    run = _Lanes(depth=max(opts.candidates or (s.prf_candidates if deep else s.candidates), plan.k))
+    run = _Lanes(depth=_lane_depth(plan))
     # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the
     # HNSW scan runs on the side connection) while the lexical lane runs here.
     pending = (

@@ -320,3 +320,31 @@ def test_nul_in_a_filter_is_a_usage_error(tmp_path, kb_home, tenant):
             with pytest.raises(UsageError) as e:
                 kb.search("", "gate", filters=[flt])
             assert "NUL" in e.value.message
+
+
+@pytest.mark.parametrize("prf", ["hybrid", "rescore", "off"])
+def test_explain_details_are_no_oracle_when_withheld_hits_fill_the_lanes(tmp_path, kb_home, tenant, prf):
+    """When withheld hits fill a lane and leave the page short, the engine asks the lanes again for
+    four times more candidates. The deeper round's figures reached ``details`` (``--explain``, the
+    raw search): with ``prf = "hybrid"`` ``details.prf.candidates`` read 400 instead of 200 when 200
+    or more withheld chunks matched the filter, so ``title~Z`` against ``title~Zo`` told whether
+    withheld documents' titles start with ``Ze``. A filtered query's details are those of the depth
+    it asked for, whatever the gate withheld."""
+    records = [{"id": f"zoo{i}", "title": f"Zoo {i}", "text": f"budget plan for the zoo keepers {i}"} for i in range(3)]
+    records += [
+        {"id": f"zeta{i}", "title": f"Zeta {i}", "text": f"budget plan budget of zeta item {i}", "acl": ["group:board"]}
+        for i in range(210)
+    ]
+    with kbctl.open(config=_config(tmp_path), home=kb_home, tenant=tenant, profile="hash-384") as kb:
+        kb.ingestion.ingest_records(records, "gate", verify=False)
+
+        def seen(flt: str) -> dict:
+            r = kb.search("budget plan", "gate", filters=[flt], mode="hybrid", prf=prf, explain=True)
+            d = _observable(r)
+            for h in d["hits"]:  # scores: BM25 statistics span every document (README), not the filter
+                h.pop("score"), h.pop("relevance"), h.pop("lanes")
+            return d
+
+        a, b = seen("title~Z"), seen("title~Zo")
+        assert sorted(h["title"] for h in a["hits"]) == ["Zoo 0", "Zoo 1", "Zoo 2"]
+        assert a == b
