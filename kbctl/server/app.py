@@ -31,11 +31,12 @@ from .. import telemetry
 from ..config import Settings
 from ..errors import KbctlError
 from .agents import TOOLS, UNSCOPED, Agent, agent_from_settings, unavailable
+from .faults import error_status, public_fault, validation_message
 from .guard import HostRule, body_problem, replay_body
 from .metrics import Metrics
 from .schemas import dump
 from .service import CANCEL, Cancel, Service
-from .tools import Toolbox, error_status, public_fault, validation_message
+from .tools import Toolbox
 
 log = logging.getLogger(__name__)
 

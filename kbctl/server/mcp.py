@@ -40,8 +40,9 @@ from pydantic import ValidationError
 from .._version import __version__
 from ..errors import KbctlError
 from .agents import unavailable
+from .faults import error_status, public_fault, validation_message
 from .schemas import RESOURCE_SCHEME, RESOURCE_TEMPLATE
-from .tools import DESCRIPTIONS, Toolbox, error_status, public_fault, validation_message
+from .tools import DESCRIPTIONS, Toolbox
 
 __all__ = ["mcp_server", "SUPPORTED_REVISIONS", "RESOURCE_TEMPLATE"]
 

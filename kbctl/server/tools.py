@@ -17,18 +17,17 @@ from pydantic import Field
 
 from .. import telemetry
 from ..errors import UsageError
-from ..search.context import context_blocks, estimate_tokens
+from ..search.context import estimate_tokens
 from ..search.evidence import snip
-from ..types import Hit, SearchResult
+from ..types import SearchResult
 from .agents import Agent
+from .answers import cite, context_of, display_source, offset, passage, search_answer, without_server_paths
 from .cap import FIXED, FLOOR, cost, drop_tail, field_tokens, long_values, shorten, squeeze
 from .metrics import Metrics
 from .schemas import (
-    Citation,
     DocumentAnswer,
     FeedbackAnswer,
     NamespacesAnswer,
-    Passage,
     ResearchAnswer,
     SearchAnswer,
     VerifyAnswer,
@@ -37,7 +36,7 @@ from .schemas import (
 )
 from .service import Service
 
-__all__ = ["Toolbox", "DESCRIPTIONS", "validation_message", "error_status"]
+__all__ = ["Toolbox", "DESCRIPTIONS"]
 
 DESCRIPTIONS = {
     "search_knowledge": (
@@ -148,8 +147,8 @@ class Toolbox:
         made: dict[str, dict[str, Any]] = {}  # the answer, made once: for the query log and the agent
 
         def budgeted(result: SearchResult, query_id: int | None) -> dict[str, Any]:
-            context, held = _context(result, cap)
-            answer = _search_answer(result, query_id, context=context, citations=[_cite(h) for h in held])
+            context, held = context_of(result, cap)
+            answer = search_answer(result, query_id, context=context, citations=[cite(h) for h in held])
             if result.hits and not held:
                 answer["notes"].append(
                     f"a budget of {budget} tokens holds none of the {len(result.hits)} passages found; raise it"
@@ -167,9 +166,9 @@ class Toolbox:
         if budget is not None:
             answer = {**(made.get("answer") or budgeted(result, query_id)), "query_id": query_id}
         else:
-            passages = [_passage(h, snippets) for h in result.hits]
+            passages = [passage(h, snippets) for h in result.hits]
             page, next_cursor, snipped = self._page(passages, limit, cursor)
-            answer = _search_answer(result, query_id, passages=page, next_cursor=next_cursor)
+            answer = search_answer(result, query_id, passages=page, next_cursor=next_cursor)
             answer = self._fit(answer, drop=lambda out: self._drop_page(out, "passages", cursor), cut=snipped)
         return SearchAnswer.model_validate(answer)
 
@@ -196,7 +195,7 @@ class Toolbox:
         )
         labels.update(mode=check.result.mode, strategy=check.result.strategy)
         evidence = [
-            {**_passage(h, snippets=False), "signals": s} for h, s in zip(check.result.hits, check.signals, strict=True)
+            {**passage(h, snippets=False), "signals": s} for h, s in zip(check.result.hits, check.signals, strict=True)
         ]
         page, _, _ = self._page(evidence, None, None)
         if len(page) < len(evidence):
@@ -268,7 +267,7 @@ class Toolbox:
         *,
         labels: dict,
     ) -> DocumentAnswer:
-        _offset(cursor)  # the arguments first: a bad cursor is the caller's mistake whatever the document
+        offset(cursor)  # the arguments first: a bad cursor is the caller's mistake whatever the document
         doc = self._document(doc_id, None, around_chunk, window)
         chunks = [{**c, "text": snip(c["text"]) if snippets else c["text"]} for c in doc.pop("chunks")]
         page, next_cursor, snipped = self._page(chunks, limit, cursor)
@@ -369,7 +368,7 @@ class Toolbox:
         ns, ident = doc["namespace"], doc["doc_id"]
         chunks = [{**c, "resource": resource_uri(ns, ident, c["chunk_id"])} for c in doc.pop("chunks")]
         doc = {**doc, "source": display_source(doc["uri"], meta), "metadata": meta, "resource": resource_uri(ns, ident)}
-        return {**_without_server_paths(doc), "chunks": chunks}
+        return {**without_server_paths(doc), "chunks": chunks}
 
     # -- the search behind three tools, and the JSON API's raw search ---------------------------------
 
@@ -396,7 +395,7 @@ class Toolbox:
         """``/v1/search`` with ``"raw": true``: the ``SearchResult`` as JSON, its arguments typed like the tools'."""
         options = dict(per_doc=per_doc, fusion=fusion, ef_search=ef_search, rerank=rerank, prf=prf, explain=explain)
         result = self.search_result(query, namespaces, k=k, filters=filters, mode=mode, **options)
-        return _without_server_paths(result.to_json())
+        return without_server_paths(result.to_json())
 
     def _search(
         self,
@@ -463,7 +462,7 @@ class Toolbox:
             "topic": topic,
             "sub_queries": list(found.sub_queries),
             "feedback_terms": list(found.feedback_terms),
-            "documents": _without_server_paths(documents),
+            "documents": without_server_paths(documents),
             "withheld": found.result.withheld + sum(more.withheld for more in found.sub_results),
         }
         return self._fit(answer, drop=self._drop_research, echo=_cut_topic)
@@ -471,7 +470,7 @@ class Toolbox:
     def _page(self, items: list[dict], limit: int | None, cursor: str | None) -> tuple[list[dict], str | None, bool]:
         """Items from ``cursor`` on, at most ``limit`` and within the token cap; the next cursor or None;
         whether the first item's text was snipped to fit."""
-        start = _offset(cursor)
+        start = offset(cursor)
         end = len(items) if limit is None else min(len(items), start + limit)
         out: list[dict] = []
         snipped = False
@@ -529,7 +528,7 @@ class Toolbox:
 
     def _drop_page(self, out: dict[str, Any], key: str, cursor: str | None) -> bool:
         """A page's last items leave (the first stays); ``next_cursor`` resumes at the first that left."""
-        start, items, before = _offset(cursor), out[key], out["next_cursor"]
+        start, items, before = offset(cursor), out[key], out["next_cursor"]
         shown = len(items)
         out["next_cursor"] = str(start + shown)  # counted while items leave: as long as it can be
         drop_tail(out, items, self._cap())
@@ -565,10 +564,10 @@ class Toolbox:
         cap, tokens = self._cap(), field_tokens(self._cap())
 
         def made(b: int) -> dict[str, Any] | None:
-            text, held = _context(result, b)
+            text, held = context_of(result, b)
             if not held:
                 return None
-            cites = [_cite(h) for h in held]
+            cites = [cite(h) for h in held]
             long_values(cites, tokens)
             squeeze(cites, 0, tokens)  # cut as step 1 cut the citations before
             return {**out, "context": text, "citations": cites}
@@ -592,62 +591,8 @@ class Toolbox:
         return True
 
 
-def display_source(uri: str, meta: dict) -> str:
-    """How an answer names a document: a file by its path under the folder it was ingested from
-    (its basename when that is unknown), anything else by its URI (as search hits cite it)."""
-    if not uri.startswith("file://"):
-        return uri
-    return str(meta.get("path") or uri.rstrip("/").rsplit("/", 1)[-1])
-
-
-def _without_server_paths(obj: Any) -> Any:
-    """``obj`` without the server's own paths: no ``file://`` URI and no ``abs_path`` at any depth
-    (an agent learns a document's ``source``, its path under the ingested folder, instead)."""
-    if isinstance(obj, dict):
-        return {
-            k: _public_source(v) if k == "source" else _without_server_paths(v)
-            for k, v in obj.items()
-            if k != "abs_path" and not (k in ("uri", "parent_uri") and isinstance(v, str) and v.startswith("file://"))
-        }
-    if isinstance(obj, list):
-        return [_without_server_paths(v) for v in obj]
-    return obj
-
-
-def _public_source(source: Any) -> Any:
-    """A hit's ``source`` as an agent sees it: a bare ``file://`` URI (no ingested path) is cut to its basename."""
-    return display_source(source, {}) if isinstance(source, str) else source
-
-
-def _context(result: SearchResult, budget: int) -> tuple[str, list[Hit]]:
-    """``format_context`` held to ``budget`` as a whole (its per-passage estimates can round past
-    it), and the hits it holds."""
-    blocks = context_blocks(result, budget)
-    text = "\n".join(block for _, block in blocks)
-    over = estimate_tokens(text) - budget
-    if over > 0 and budget - over - 4 >= 1:
-        blocks = context_blocks(result, budget - over - 4)
-        text = "\n".join(block for _, block in blocks)
-    return text, [h for h, _ in blocks]
-
-
 _LONGEST_ID = 10**18
 """A logged query's id as the answer is cut before the query is logged: as long as an id can be."""
-
-
-def _search_answer(result: SearchResult, query_id: int | None, **parts: Any) -> dict[str, Any]:
-    """search_knowledge's answer: ``parts`` (passages and next_cursor, or context and citations)."""
-    return {
-        "query_id": query_id,
-        "strategy": result.strategy,
-        "passages": None,
-        "context": None,
-        "citations": None,
-        "next_cursor": None,
-        "withheld": result.withheld,
-        "notes": list(result.notes),
-        **parts,
-    }
 
 
 def _cut_topic(out: dict[str, Any], tokens: int) -> bool:
@@ -662,86 +607,3 @@ def _cut_topic(out: dict[str, Any], tokens: int) -> bool:
         short + q[len(topic) :] if q.startswith(topic) else shorten(q, tokens) for q in out["sub_queries"]
     ]
     return True
-
-
-def _offset(cursor: str | None) -> int:
-    if cursor is None:
-        return 0
-    if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 6:  # '²' is a digit int() refuses
-        raise UsageError(f"invalid cursor {cursor!r}", hint="pass next_cursor of the previous answer")
-    return int(cursor)
-
-
-def _cite(h: Hit) -> dict[str, Any]:
-    return Citation.model_validate(
-        {
-            "rank": h.rank,
-            "citation": h.citation,
-            "doc_id": h.doc_id,
-            "chunk_id": h.chunk_id,
-            "namespace": h.namespace,
-            "resource": resource_uri(h.namespace, h.doc_id, h.chunk_id),
-            **_location(h),
-        }
-    ).model_dump(mode="json")
-
-
-def _location(h: Hit) -> dict[str, Any]:
-    """Where the passage is, when known: its PDF page and line boxes, a web page's text-fragment link.
-    The metadata holds the document's front matter too: a key of another shape there (``link: 5``)
-    is not a location, and is left out rather than failing the answer."""
-    meta = h.metadata if isinstance(h.metadata, dict) else {}
-    out: dict[str, Any] = {}
-    page, boxes, link = meta.get("page"), meta.get("boxes"), meta.get("link")
-    if isinstance(page, int) and not isinstance(page, bool) and page >= 1:
-        out["page"] = page
-    if isinstance(boxes, list) and boxes and all(_numbers(b) for b in boxes):
-        out["boxes"] = boxes
-    if isinstance(link, str) and link:
-        out["link"] = link
-    return out
-
-
-def _numbers(box: Any) -> bool:
-    return isinstance(box, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in box)
-
-
-def _passage(h: Hit, snippets: bool) -> dict[str, Any]:
-    return Passage.model_validate(
-        {
-            **_cite(h),
-            "title": h.title,
-            "source": _public_source(h.source),
-            "score": h.score,
-            "relevance": h.relevance,
-            "text": snip(h.text) if snippets else h.text,
-        }
-    ).model_dump(mode="json")
-
-
-def validation_message(e: Any) -> str:
-    """A pydantic ``ValidationError`` as one line: each wrong argument and what was wrong with it."""
-    parts = []
-    for err in e.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{where}: {err['msg']}")
-    return "invalid arguments: " + "; ".join(parts[:5])
-
-
-def public_fault(e: Exception, what: str) -> str:
-    """What a client is told of a fault on the server's side (``error_status`` 500): which kind, never
-    the cause's text, which names the database host and port (the server logs it whole)."""
-    from ..errors import DatabaseError, StatementTimeout
-
-    if isinstance(e, StatementTimeout):
-        return f"{what} failed: the database took too long (a statement timeout); try again, or narrow it"
-    if isinstance(e, DatabaseError):
-        return f"{what} failed: the knowledge base's database is unavailable; try again later"
-    return f"{what} failed (a fault on the server's side, logged there)"
-
-
-def error_status(e: Exception) -> int:
-    """The HTTP status of a tool's error: 400 for the caller's mistakes, 500 for the rest."""
-    from ..errors import ConfigError
-
-    return 400 if isinstance(e, (UsageError, ConfigError)) else 499 if type(e).__name__ == "Cancelled" else 500

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbctl.server.tools import _cite
+from kbctl.server.answers import cite as _cite
 from kbctl.types import Hit
 
 

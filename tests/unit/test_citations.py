@@ -65,7 +65,7 @@ def test_web_hits_carry_the_link_and_the_context_format_shows_it():
 
 
 def test_the_agent_tools_cite_with_the_place():
-    from kbctl.server.tools import _cite
+    from kbctl.server.answers import cite as _cite
 
     meta = {"source_type": "pdf", "page": 2, "boxes": [[2, 50.0, 72.1, 336.8, 82.1]], "author": "x"}
     hit = Hit(1, 1.0, 7, 9, "r.pdf", "R", "text", "ns", meta, "R (r.pdf) p. 2")
