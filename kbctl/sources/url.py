@@ -348,7 +348,11 @@ def _retry_after(headers: email.message.Message | None) -> float | None:
 
 
 def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int) -> bytes:
-    """The body, refusing (by Content-Length, else while reading) anything past ``limit`` bytes."""
+    """The body, refusing (by Content-Length, else while reading) anything past ``limit`` bytes.
+
+    A body that ends before its Content-Length is a broken transfer, retried: ``read(n)`` returns
+    what arrived when the server closes early, and that part stored would replace the document.
+    """
     length = (resp.getheader("Content-Length") or "").strip()
     if length.isascii() and length.isdigit() and int(length) > limit:
         raise SourceError(
@@ -360,6 +364,8 @@ def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int) -> bytes:
         if total > limit:
             raise SourceError(f"{url} is larger than the {human_bytes(limit)} limit (max_bytes); stopped reading")
         chunks.append(chunk)
+    if resp.length:  # bytes the Content-Length promised that never came (None without one)
+        raise _Retry(f"connection broken (body cut short: {total} of {total + resp.length} bytes)", verb="fetch")
     return b"".join(chunks)
 
 

@@ -439,6 +439,24 @@ def test_oversize_bodies_are_item_errors(server):
     assert stream.message == f"{server.url('/stream')} is larger than the 1000 bytes limit (max_bytes); stopped reading"
 
 
+def test_a_body_cut_short_of_its_content_length_is_retried_not_stored(server):
+    """A connection closed before the Content-Length was sent is a broken transfer: storing the
+    part that came would replace the document with its first bytes (http.client's ``read(n)``
+    returns what arrived and says nothing)."""
+    whole = b"<p>" + b"all of the page " * 50 + b"</p>"
+    answers = iter([(200, {"Content-Type": "text/html", "Content-Length": str(len(whole))}, whole[:40])])
+    server.routes["/cut"] = lambda handler: next(answers, page(whole))
+    (src,) = fetch([server.url("/cut")], options=FAST)
+    assert isinstance(src, Source) and src.content == whole
+    assert server.hits["/cut"] == 2
+    server.routes["/always-cut"] = (200, {"Content-Type": "text/html", "Content-Length": "5000"}, b"<p>part</p>")
+    (err,) = fetch([server.url("/always-cut")], options=FAST)
+    assert isinstance(err, ItemError)
+    assert err.message == (
+        f"could not fetch {server.url('/always-cut')}: connection broken (body cut short: 11 of 5000 bytes) after 3 tries"
+    )
+
+
 def test_backoff_is_exponential_and_honours_retry_after_up_to_the_cap():
     opts = FetchOptions(backoff_base=0.5, backoff_factor=2, backoff_jitter=0.0, retry_after_cap=30)
     assert [backoff_delay(n, opts) for n in (1, 2, 3)] == [0.5, 1.0, 2.0]
