@@ -223,10 +223,14 @@ def store_sources(conn, req: IngestRun, report: RunReport, *, lookup) -> None:
 
 
 def _with_retried(conn, req: IngestRun) -> tuple[IngestRun, list[str]]:
-    """With ``retry_failed``, the sources that failed in the last run join the targets."""
+    """With ``retry_failed``, the sources that failed in the last run join the targets: files and
+    URLs only, since stdin (or a link of another scheme) cannot be fetched again, and read as a path
+    it became a new error about a file that never existed."""
     if not req.retry_failed or req.namespace.id <= 0:
         return req, []
-    retried = runs_store.failed_sources(conn, req.namespace)
+    from ..sources.url import is_http_url
+
+    retried = [s for s in runs_store.failed_sources(conn, req.namespace) if s.startswith("file://") or is_http_url(s)]
     targets = list(req.targets)
     targets += [_target_of(s) for s in retried if _target_of(s) not in targets]
     return replace(req, targets=tuple(targets)), retried

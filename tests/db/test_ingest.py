@@ -540,6 +540,20 @@ def test_bad_inputs_are_recorded_and_the_batch_goes_on(kb, kb_home, tenant, tmp_
         assert e["retried"] is (e["source"] in again and e["run_id"] != retry["run_id"]), e
 
 
+def test_retry_failed_fetches_again_only_what_can_be_fetched_again(cli, tmp_path):
+    """A failed stdin item cannot be fetched again: read as a path, ``--retry-failed`` recorded a
+    new error about ``file://<cwd>/stdin:…``, a file that never existed."""
+    p = cli("-p", "hash-384", "ingest", "-", "-n", "retry", "--json", "--no-verify", input=b"\x00\x01\xff binary")
+    first = json.loads(p.stdout)
+    assert len(first["errors"]) == 1 and first["errors"][0]["source"].startswith("stdin:")
+    good = tmp_path / "good.md"
+    good.write_text("# Good\n\nA good file beside the retry.\n")
+    p = cli("ingest", str(good), "-n", "retry", "--retry-failed", "--json", "--no-verify")
+    assert p.returncode == 0, p.stderr.decode()
+    report = json.loads(p.stdout)
+    assert report["documents"]["new"] == 1 and report["errors"] == [], report["errors"]
+
+
 # -- concurrency ---------------------------------------------------------------------------------
 
 
