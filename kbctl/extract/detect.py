@@ -128,7 +128,12 @@ def detect_format(source: Source) -> str:
         return "pdf"  # the spec allows junk before the header; elsewhere it may be quoted text
     if office := _office(head, fmt):
         return office  # zip containers (or, encrypted, OLE ones) that the office extractor reads
-    _refuse_binary(head, media_type)
+    try:
+        _refuse_binary(head, media_type)
+    except ExtractError:
+        if fmt in ("pdf", "docx", "pptx", "xlsx", "odt"):
+            return fmt  # its reader calls it corrupt: "no text extractor" for a format kbctl reads misled
+        raise
     if fmt is None and media_type in ("application/xml", "text/xml"):
         fmt = "xml"
     if fmt is None and media_type and media_type not in _GENERIC and not media_type.startswith("text/"):

@@ -174,6 +174,25 @@ def test_a_truncated_workbook_and_deck_are_errors_too():
         extract(_src("bad.pptx", make_pptx()[:2000]))
 
 
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("bad.docx", "corrupt or unreadable Word document"),
+        ("bad.xlsx", "corrupt or unreadable Excel document"),
+        ("bad.pptx", "corrupt or unreadable PowerPoint document"),
+        ("bad.odt", "corrupt or unreadable OpenDocument file"),
+        ("bad.pdf", "corrupt or unreadable PDF"),
+    ],
+)
+def test_a_file_named_as_a_format_kbctl_reads_but_holding_other_bytes_is_called_corrupt(name, message):
+    """Bytes that are no zip (or PDF) under an office or PDF name were "binary file (no text
+    extractor for <that very format>)", with the hint to exclude such files: kbctl reads them."""
+    data = bytes(range(256)) * 4  # NUL bytes and no container signature
+    with pytest.raises(ExtractError, match=message) as e:
+        extract(_src(name, data))
+    assert "no text extractor" not in str(e.value) and "exclude" not in (e.value.hint or "")
+
+
 def make_odt(*, encrypted: bool = False) -> bytes:
     """A minimal OpenDocument text, written by hand (no ODF library is needed to read one)."""
     ns = (
