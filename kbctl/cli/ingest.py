@@ -74,7 +74,9 @@ def ingest(
     finally:
         finish()
     _summary(report, json_ or not sys.stdout.isatty())
-    if report.errors:
+    if report.errors and report.plan:  # a plan records nothing: `kbctl errors` would show another run's
+        warn(f"{len(report.errors)} item(s) would fail; listed in the plan, not recorded (a plan writes nothing)")
+    elif report.errors:
         warn(f"{len(report.errors)} item(s) failed; see `kbctl errors -n {namespace}`")
     for w in (report.verify or {}).get("warnings", []):
         warn(w)

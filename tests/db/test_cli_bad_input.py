@@ -105,3 +105,19 @@ def test_a_loopback_url_is_refused_and_recorded(kb, cli, tmp_path):
     report = json.loads(p.stdout)
     assert report["documents"]["new"] == 0 and report["documents"]["failed"] == 1, report
     assert [e["stage"] for e in report["errors"]] == ["fetch"], report["errors"]
+
+
+def test_a_plan_does_not_send_the_user_to_a_ledger_it_never_wrote(cli, tmp_path):
+    """``--plan`` writes nothing, yet its warning said "see `kbctl errors -n NS`": for a new
+    namespace that command fails (no such namespace), for an old one it shows another run's rows."""
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "good.md").write_text("# Good\n\nA good file.\n")
+    (d / "bad.txt").write_bytes(b"\x00\x01binary")
+    p = cli("-p", "hash-384", "ingest", str(d), "-n", "planned", "--plan", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    report = json.loads(p.stdout)
+    assert report["plan"] and report["documents"]["failed"] == 1
+    stderr = p.stderr.decode()
+    assert "1 item(s) would fail" in stderr and "kbctl errors" not in stderr, stderr
+    assert cli("errors", "-n", "planned").returncode == 2  # nothing was written: no such namespace
