@@ -18,6 +18,7 @@ feed link. ``get`` raises ``SourceError`` with a readable message when the URL c
     could not fetch http://host/x: sent 12 bytes/s, slower than the 1024 bytes/s minimum (min_rate)
     http://host/big is 31 MB, larger than the 20 MB limit (max_bytes)
     http://host/big is larger than the 20 MB limit (max_bytes); stopped reading
+    http://host/big is larger than the 20 MB limit (max_bytes) once decompressed
 
 Connection errors, timeouts, 429 and 5xx are retried; other 4xx, refusals, a missed deadline or
 rate, TLS certificate errors and unknown hosts are not. A 304 is an answer, not an error: ``get``
@@ -35,6 +36,7 @@ import random
 import socket
 import ssl
 import time
+import zlib
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -56,6 +58,12 @@ log = logging.getLogger(__name__)
 
 _CHUNK = 64 * 1024
 _REDIRECTS = (301, 302, 303, 307, 308)
+# the Content-Encodings read (zlib window bits to try: "deflate" is zlib data, or raw from some servers)
+_CODINGS = {
+    "gzip": (16 + zlib.MAX_WBITS,),
+    "x-gzip": (16 + zlib.MAX_WBITS,),
+    "deflate": (zlib.MAX_WBITS, -zlib.MAX_WBITS),
+}
 #: Redirects followed in one try before giving up.
 MAX_REDIRECTS = 10
 
@@ -260,7 +268,13 @@ def _exchange(
     scheme, host, port, path = _split(url, current)
     try:
         with closing(_Connection(scheme, host, port, options, rules, clock)) as conn:
-            sent = {"User-Agent": options.user_agent, "Accept": "*/*", "Connection": "close", **headers}
+            sent = {
+                "User-Agent": options.user_agent,
+                "Accept": "*/*",
+                "Accept-Encoding": "gzip, deflate",
+                "Connection": "close",
+                **headers,
+            }
             conn.request("GET", path, headers=sent)
             with closing(conn.getresponse()) as resp:
                 return _answer(url, current, resp, options)
@@ -302,7 +316,10 @@ def _answer(url: str, current: str, resp: http.client.HTTPResponse, options: Fet
     if resp.status == 304:
         return Response(final, 304, resp.msg, b"")
     if 200 <= resp.status < 300:
-        return Response(final, resp.status, resp.msg, _read_capped(resp, final, options.max_bytes))
+        body = _read_capped(resp, final, options.max_bytes)
+        return Response(
+            final, resp.status, resp.msg, _decoded(body, resp.getheader("Content-Encoding"), final, options.max_bytes)
+        )
     status = f"HTTP {resp.status} {resp.reason}".rstrip()
     if resp.status == 429 or 500 <= resp.status < 600:
         raise _Retry(status, verb="fetch", retry_after=_retry_after(resp.msg))
@@ -367,6 +384,34 @@ def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int) -> bytes:
     if resp.length:  # bytes the Content-Length promised that never came (None without one)
         raise _Retry(f"connection broken (body cut short: {total} of {total + resp.length} bytes)", verb="fetch")
     return b"".join(chunks)
+
+
+def _decoded(body: bytes, coding: str | None, url: str, limit: int) -> bytes:
+    """The body without its Content-Encoding, decoded to at most ``limit`` bytes.
+
+    A server may compress a body unasked (a request without Accept-Encoding accepts any coding), and
+    one kept compressed was refused as "binary file (… application/gzip)"; so gzip and deflate are
+    asked for and read, bounded like the body itself (a small bomb stops at the limit). Another
+    coding (br, zstd) is an error, never its bytes stored as the page.
+    """
+    coding = (coding or "").strip().lower()
+    if coding in ("", "identity"):
+        return body
+    if coding not in _CODINGS:
+        raise SourceError(f"could not fetch {url}: the body is compressed as {coding!r}, which kbctl does not read")
+    reason = "cut short"
+    for wbits in _CODINGS[coding]:
+        d = zlib.decompressobj(wbits)
+        try:
+            out = d.decompress(body, limit + 1)
+        except zlib.error as e:
+            reason = str(e)
+            continue
+        if len(out) > limit:
+            raise SourceError(f"{url} is larger than the {human_bytes(limit)} limit (max_bytes) once decompressed")
+        if d.eof:
+            return out
+    raise SourceError(f"could not fetch {url}: corrupt {coding} body ({reason})")
 
 
 # -- the connection ---------------------------------------------------------------------------------

@@ -457,6 +457,36 @@ def test_a_body_cut_short_of_its_content_length_is_retried_not_stored(server):
     )
 
 
+def test_a_compressed_body_is_decoded_within_the_size_limit(server):
+    """A request without Accept-Encoding lets the server pick any coding (RFC 9110 12.5.3): a gzip
+    page was stored as its compressed bytes, "binary file (no text extractor for application/gzip)".
+    The decoded body keeps to max_bytes, so a small bomb stops at the limit."""
+    import gzip
+    import zlib
+
+    html = b"<html><body><p>" + b"zipped words " * 200 + b"</p></body></html>"
+    for path, coding, body in [
+        ("/gz", "gzip", gzip.compress(html)),
+        ("/xgz", "x-gzip", gzip.compress(html)),
+        ("/deflate", "deflate", zlib.compress(html)),
+    ]:
+        server.routes[path] = page(body, **{"Content-Encoding": coding})
+    server.routes["/bomb"] = page(gzip.compress(b"a" * 200_000), **{"Content-Encoding": "gzip"})
+    server.routes["/br"] = page(b"\x0b\x02\x80hello\x03", **{"Content-Encoding": "br"})
+    opts = FetchOptions(max_bytes=100_000, retries=0, allow_private=True)
+    gz, xgz, deflate, bomb, br = fetch(
+        [server.url(p) for p in ("/gz", "/xgz", "/deflate", "/bomb", "/br")], options=opts
+    )
+    assert gz.content == xgz.content == deflate.content == html, (gz, xgz, deflate)
+    assert isinstance(bomb, ItemError) and bomb.message == (
+        f"{server.url('/bomb')} is larger than the 97.7 KB limit (max_bytes) once decompressed"
+    )
+    assert isinstance(br, ItemError) and br.message == (
+        f"could not fetch {server.url('/br')}: the body is compressed as 'br', which kbctl does not read"
+    )
+    assert server.headers["/gz"][0]["Accept-Encoding"] == "gzip, deflate"
+
+
 def test_backoff_is_exponential_and_honours_retry_after_up_to_the_cap():
     opts = FetchOptions(backoff_base=0.5, backoff_factor=2, backoff_jitter=0.0, retry_after_cap=30)
     assert [backoff_delay(n, opts) for n in (1, 2, 3)] == [0.5, 1.0, 2.0]
