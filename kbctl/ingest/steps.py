@@ -81,10 +81,11 @@ def chunk_large(large: LargeDocument, profile: Profile, tok) -> Iterator[Chunk]:
 
 
 def item_error(stage: str, source: str, e: BaseException) -> ItemError:
-    """The ``ItemError`` of ``stage`` failing on ``source``: a ``KbctlError``'s message, or (a
-    bug, logged with its traceback) the exception's text."""
+    """The ``ItemError`` of ``stage`` failing on ``source``: a ``KbctlError``'s message with its
+    hint after a ``;`` (the ledger's one line, as for a fetch error: without it `kbctl errors`
+    named a corrupt PDF but not what to do), or (a bug, logged with its traceback) the exception's text."""
     if isinstance(e, KbctlError):
-        return ItemError(stage, source, type(e).__name__, e.message)
+        return ItemError(stage, source, type(e).__name__, f"{e.message}; {e.hint}" if e.hint else e.message)
     if isinstance(e, RecursionError):  # hostile nesting (MIME parts, markup) a parser follows recursively: no bug
         return ItemError(stage, source, "ExtractError", "nested too deeply to read (a parser's recursion limit)")
     log.error("%s failed on %s: %s", stage, source, e, exc_info=e)

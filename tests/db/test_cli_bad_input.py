@@ -121,3 +121,29 @@ def test_a_plan_does_not_send_the_user_to_a_ledger_it_never_wrote(cli, tmp_path)
     stderr = p.stderr.decode()
     assert "1 item(s) would fail" in stderr and "kbctl errors" not in stderr, stderr
     assert cli("errors", "-n", "planned").returncode == 2  # nothing was written: no such namespace
+
+
+def test_a_file_that_fails_to_extract_keeps_its_hint_in_the_ledger(cli, tmp_path):
+    """README: a failed item is one ledger line "with its hint after a `;` when it has one". A
+    fetch error kept it; an extract error (a corrupt PDF, text that is not UTF-8) lost it, so
+    `kbctl errors` named the problem without saying what to do."""
+    from kbctl.errors import ExtractError
+    from kbctl.extract import extract
+    from kbctl.types import Source
+
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "good.md").write_text("# Good\n\nA good file.\n")
+    (d / "latin1.txt").write_bytes("Caf\xe9 cr\xe8me".encode("latin-1"))
+    (d / "broken.pdf").write_bytes(b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog >>\nendobj\n")
+    hints = {}
+    for f in ("latin1.txt", "broken.pdf"):
+        with pytest.raises(ExtractError) as e:
+            extract(Source(uri=(d / f).as_uri(), content=(d / f).read_bytes()))
+        assert e.value.hint
+        hints[(d / f).as_uri()] = f"{e.value.message}; {e.value.hint}"
+    p = cli("-p", "hash-384", "ingest", str(d), "-n", "hinted", "--json", "--no-verify")
+    assert p.returncode == 0, p.stderr.decode()
+    assert {e["source"]: e["message"] for e in json.loads(p.stdout)["errors"]} == hints
+    ledger = json.loads(cli("errors", "-n", "hinted", "--json").stdout)
+    assert {e["source"]: e["message"] for e in ledger} == hints
