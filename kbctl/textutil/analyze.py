@@ -12,7 +12,12 @@ import re
 from collections import Counter
 from functools import lru_cache
 
-__all__ = ["Analyzer", "get_analyzer", "ENGLISH_STOPWORDS"]
+__all__ = ["Analyzer", "get_analyzer", "ENGLISH_STOPWORDS", "MAX_TERM_CHARS"]
+
+# A term is cut to this many characters (at most 1 KB in UTF-8): a word of a megabyte of letters, or
+# a run of Chinese without punctuation, was one term whose B-tree row PostgreSQL refuses (past about
+# 2.7 KB), failing the whole run. Cut the same way at query time, such a word is still found.
+MAX_TERM_CHARS = 256
 
 ENGLISH_STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being
@@ -56,7 +61,7 @@ class Analyzer:
             ident = m.group(0)
             if any(c.isdigit() for c in ident) or "_" in ident or ident.isupper():
                 out.append(ident.lower())
-        return out
+        return [t[:MAX_TERM_CHARS] if len(t) > MAX_TERM_CHARS else t for t in out]
 
     def counts(self, text: str, title: str = "", title_weight: float = 1.0, own_heading: str = "") -> dict[str, float]:
         """Term frequencies of a chunk; title terms count ``title_weight`` times each.

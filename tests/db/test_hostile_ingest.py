@@ -175,3 +175,26 @@ def test_a_message_nested_too_deeply_is_one_line(kb, tmp_path, caplog):
     assert err.source.endswith("/deep.eml") and "nested too deeply" in err.message, err
     assert report.documents["new"] == 1
     assert not [r.getMessage() for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
+def test_a_word_longer_than_an_index_row_is_searchable_and_its_folder_is_stored(kb, cli, tmp_path):
+    """A run of 1 MB of letters, or of Chinese without punctuation, was one BM25 term: PostgreSQL
+    refused its index row ("index row requires 11488 bytes, maximum size is 8191") and the whole
+    run failed, exit 1, nothing of the folder stored. Terms are capped (``MAX_TERM_CHARS``), the
+    same at query time, so the word is still found."""
+    root = tmp_path / "long"
+    root.mkdir()
+    (root / "good.md").write_text("# Good\n\nA good file about pewter.\n")
+    word = "q" * 1_000_000
+    (root / "oneword.txt").write_text(word)
+    (root / "cjk.txt").write_text("这是一个很长的中文句子没有空格" * 2000)
+    p = cli("-p", "hash-384", "ingest", str(root), "-n", "long", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    report = json.loads(p.stdout)
+    assert report["documents"]["new"] == 3 and report["errors"] == [] and report["verify"]["ok"], report
+    from kbctl.textutil.analyze import MAX_TERM_CHARS, get_analyzer
+
+    assert all(len(t) <= MAX_TERM_CHARS for t in get_analyzer().terms(word + " " + "字" * 5000))
+    hits = kb.search(word[:5000], "long", mode="lexical").hits
+    assert hits and hits[0].source == "oneword.txt"
+    assert kb.search("pewter", "long", mode="lexical").hits[0].source == "good.md"
