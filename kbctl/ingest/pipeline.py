@@ -336,9 +336,13 @@ def _covered(targets: Sequence[str]) -> Callable[[str], bool]:
         if t == "-":
             continue
         p = Path(t)
-        if p.is_dir():
+        try:
+            is_dir, exists = p.is_dir(), p.exists()
+        except OSError:  # a name too long for a path (a long URL): no folder, and its fetch says why
+            is_dir = exists = False
+        if is_dir:
             prefixes.append(file_uri(t).rstrip("/") + "/")
-        elif p.exists() or "://" not in t:
+        elif exists or "://" not in t:
             exact.add(file_uri(t))
         # URLs are never "gone": a fetch that failed or answered 304 yields no source
     return lambda uri: uri in exact or any(uri.startswith(px) for px in prefixes)

@@ -147,3 +147,20 @@ def test_a_file_that_fails_to_extract_keeps_its_hint_in_the_ledger(cli, tmp_path
     assert {e["source"]: e["message"] for e in json.loads(p.stdout)["errors"]} == hints
     ledger = json.loads(cli("errors", "-n", "hinted", "--json").stdout)
     assert {e["source"]: e["message"] for e in ledger} == hints
+
+
+def test_a_target_too_long_for_a_path_is_a_recorded_item_not_a_traceback(cli, tmp_path):
+    """A URL of thousands of characters, or a path with a name over 255 bytes: ``Path.is_dir()``
+    raised ENAMETOOLONG ("File name too long") while the run worked out what ``--sync`` covers,
+    and the command ended in a traceback with nothing stored."""
+    good = tmp_path / "good.md"
+    good.write_text("# Good\n\nA good file about zinc.\n")
+    long_url = "http://127.0.0.1:9/" + "p" * 5000
+    long_path = str(tmp_path / ("x" * 300))
+    p = cli("-p", "hash-384", "ingest", str(good), long_url, long_path, "-n", "toolong", "--json", "--no-verify")
+    stderr = p.stderr.decode()
+    assert p.returncode == 0 and "Traceback" not in stderr, stderr[-2000:]
+    report = json.loads(p.stdout)
+    assert report["documents"]["new"] == 1 and len(report["errors"]) == 2, report
+    for e in report["errors"]:
+        assert e["stage"] == "fetch" and "\n" not in e["message"], e
