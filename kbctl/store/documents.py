@@ -71,7 +71,9 @@ _CHUNK_TYPES = [  # the columns of documents/copy_chunks, in order
 _DF_TERMS = 50_000
 
 #: What the database may refuse of one document without the batch being at fault.
-_REFUSED = (psycopg.DataError, psycopg.IntegrityError, ValueError)
+# What the database says of one document's values; ProgramLimitExceeded (54000: a uri or term past a
+# B-tree row's 2,704 bytes) is an OperationalError to psycopg, and unlisted it failed the whole run.
+_REFUSED = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded, ValueError)
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,26 @@ def test_a_document_the_database_refuses_fails_alone(kb):
     assert set(_docs(kb, "raw")) == {"x:good"}
 
 
+def test_a_uri_past_the_databases_index_row_limit_fails_alone(kb, tmp_path):
+    """A feed entry whose GUID is 8,000 random characters: its uri's B-tree row is past PostgreSQL's
+    2,704 bytes ("index row size … exceeds btree version 4 maximum", SQLSTATE 54000, which psycopg
+    raises as an OperationalError), so the whole run failed and nothing of the folder was stored."""
+    import random
+    import string
+
+    rnd = random.Random(7)
+    guid = "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(8000))
+    d = tmp_path / "feeds"
+    d.mkdir()
+    (d / "long.rss").write_text(_rss(_item(guid, "an entry with a very long guid"), _item("2", "a fine entry")))
+    (d / "good.md").write_text("# Good\n\nA good file about nickel.\n")
+    report = kb.ingest([str(d)], namespace="longuri", verify=False)
+    (error,) = report.errors
+    assert error.stage == "store" and "index row" in error.message, error
+    _invariant(report, {file_uri(d / "long.rss"): 2, file_uri(d / "good.md"): 1})
+    assert set(_docs(kb, "longuri")) == {file_uri(d / "good.md"), f"{file_uri(d / 'long.rss')}#2"}
+
+
 # -- one document never silently replaces another ------------------------------------------------
 
 
