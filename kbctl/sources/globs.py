@@ -88,7 +88,9 @@ def _translate(glob: str) -> str:
 
 
 def _char_class(glob: str, i: int) -> tuple[str, int]:
-    """Translate ``[...]`` starting at ``glob[i]``; an unclosed ``[`` is a literal."""
+    """Translate ``[...]`` starting at ``glob[i]``; an unclosed ``[`` is a literal, and a class the
+    regex engine refuses (a reversed range, ``[z-a]``) matches nothing, as in git and fnmatch: it
+    once raised out of the walk and failed the whole folder."""
     j = i + 1
     if j < len(glob) and glob[j] in "!^":
         j += 1
@@ -98,9 +100,13 @@ def _char_class(glob: str, i: int) -> tuple[str, int]:
     if end < 0:
         return re.escape("["), i + 1
     inner = glob[i + 1 : end].replace("\\", "\\\\")
-    if inner[:1] in ("!", "^"):
-        return f"[^/{inner[1:]}]", end + 1
-    return f"[{inner}]", end + 1
+    cls = f"[^/{inner[1:]}]" if inner[:1] in ("!", "^") else f"[{inner}]"
+    try:
+        re.compile(cls)
+    except re.error as e:
+        log.warning("glob %r: %s; the class [%s] matches nothing", glob, e, inner)
+        return "(?!)", end + 1
+    return cls, end + 1
 
 
 def any_match(patterns: Sequence[Pattern], rel: str, is_dir: bool) -> bool:

@@ -81,6 +81,17 @@ def test_glob_patterns(pattern, path, is_dir, expected):
     assert compile_glob(pattern).matches(path, is_dir) is expected
 
 
+def test_a_character_class_the_regex_engine_refuses_matches_nothing(tmp_path):
+    """``[z-a]`` (a reversed range) in ``.kbctlignore`` or ``--include``: re.error ended the walk of
+    the whole folder with a logged traceback and a ledger line "bad character range z-a at position
+    1" (class ``error``, no file, no hint). As in git and fnmatch, such a class matches nothing."""
+    assert not compile_glob("[z-a].md").matches("b.md", False)
+    make_tree(tmp_path, {"a.md": "a", "sub/b.md": "b", ".kbctlignore": "[z-a]\nsub/[9-0]*\n"})
+    assert rels(fetch([str(tmp_path)])) == ["a.md", "sub/b.md"]
+    assert rels(fetch([str(tmp_path)], exclude=["[z-a]"])) == ["a.md", "sub/b.md"]
+    assert rels(fetch([str(tmp_path)], include=["[z-a]", "sub/**"])) == ["sub/b.md"]
+
+
 def test_parse_ignore_skips_comments_and_blank_lines():
     rules = parse_ignore(["# a comment\n", "\n", "   \n", "*.tmp\n", "!keep.tmp\n", "logs/\n", "\\#literal\n"])
     assert [(r.text, r.negate, r.dir_only) for r in rules] == [
