@@ -11,6 +11,7 @@ from ..store import admin as admin_store
 from ..store import reading
 from ..store import runs as runs_store
 from ..store.namespaces import namespace_ids
+from ..validate import count
 from ._boundary import Part, psycopg_boundary
 
 if TYPE_CHECKING:
@@ -110,10 +111,12 @@ class Admin(Part):
 
     def runs(self, namespace: str | None = None, limit: int = 20) -> list[dict]:
         """The latest runs (of ``namespace``, else of every namespace of the tenant), newest first."""
+        count("limit", limit, 1, flag="--limit")  # PostgreSQL refuses a negative LIMIT; 0 showed "(none)"
         return runs_store.list_runs(self._conn(), self._ns_ids(namespace), limit)
 
     def errors(self, namespace: str | None = None, run_id: int | None = None, limit: int = 100) -> list[dict]:
         """The items the latest runs (or run ``run_id``) recorded as failed, newest first."""
+        count("limit", limit, 1, flag="--limit")
         return runs_store.list_errors(self._conn(), self._ns_ids(namespace), run_id, limit)
 
     def stats(self) -> dict:

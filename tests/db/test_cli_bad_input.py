@@ -164,3 +164,12 @@ def test_a_target_too_long_for_a_path_is_a_recorded_item_not_a_traceback(cli, tm
     assert report["documents"]["new"] == 1 and len(report["errors"]) == 2, report
     for e in report["errors"]:
         assert e["stage"] == "fetch" and "\n" not in e["message"], e
+
+
+@pytest.mark.parametrize("command", ["runs", "errors"])
+@pytest.mark.parametrize("limit", ["-1", "0"])
+def test_a_limit_out_of_range_is_a_usage_error(docs, cli, command, limit):
+    """``--limit -1`` reached PostgreSQL ("database error: LIMIT must not be negative", exit 1);
+    ``--limit 0`` printed "(none)" over a ledger that holds rows, exit 0. As ``-k``: exit 2."""
+    line = _one_line_usage(cli(command, "-n", "docs", "--limit", limit, "--json"))
+    assert "--limit" in line, line
