@@ -18,6 +18,11 @@ from ..store.feeds import feed_state, save_feed_state
 from ..types import ItemError, Source
 from ._boundary import Part, psycopg_boundary
 
+# The longest --lease (and --poll) in seconds: a lease is renewed while its item is worked on, so a
+# day is past any need; ``inf`` or ``1e300`` passed a mere "positive" check (``nan`` any check) and
+# reached PostgreSQL as an interval out of range, failing the run.
+MAX_LEASE = 86400.0
+
 if TYPE_CHECKING:
     from ..ingest.pipeline import Item, Progress, RunReport
     from ..ingest.verify import VerifyReport
@@ -100,8 +105,8 @@ class Ingestion(Part):
             raise UsageError("--plan lists what one process would do; it takes no --workers")
         if "-" in req.targets:
             raise UsageError("stdin cannot be shared by workers", hint="ingest stdin without --workers")
-        if workers < 0 or lease <= 0:
-            raise UsageError("--workers must be 0 or more and --lease positive")
+        if workers < 0 or not 0 < lease <= MAX_LEASE:
+            raise UsageError(f"--workers must be 0 or more and --lease in (0, {MAX_LEASE:g}] seconds")
 
         def spawn(run_id: int) -> list[subprocess.Popen]:
             argv = [sys.executable, "-m", "kbctl", "worker", "--run", str(run_id), "--lease", str(lease)]
@@ -148,8 +153,8 @@ class Ingestion(Part):
         from ..sources.options import FetchOptions
         from ..store import queue
 
-        if lease <= 0 or batch < 1 or poll <= 0:
-            raise UsageError("--lease and --poll must be positive and --batch at least 1")
+        if not (0 < lease <= MAX_LEASE and 0 < poll <= MAX_LEASE) or batch < 1:
+            raise UsageError(f"--lease and --poll must be in (0, {MAX_LEASE:g}] seconds and --batch at least 1")
         conn = self._conn()
         fetch_opts = FetchOptions.from_config(self.settings.fetch)
         extract_opts = ExtractOptions.from_config(self.settings.extract)

@@ -173,3 +173,16 @@ def test_a_limit_out_of_range_is_a_usage_error(docs, cli, command, limit):
     ``--limit 0`` printed "(none)" over a ledger that holds rows, exit 0. As ``-k``: exit 2."""
     line = _one_line_usage(cli(command, "-n", "docs", "--limit", limit, "--json"))
     assert "--limit" in line, line
+
+
+@pytest.mark.parametrize("lease", ["inf", "nan", "1e300"])
+def test_a_lease_that_is_not_a_sane_number_of_seconds_is_a_usage_error(docs, cli, tmp_path, lease):
+    """``--lease inf`` (or ``1e300``) passed the "positive" check and reached PostgreSQL as an
+    interval: "database error: interval out of range", the run failed, exit 1; ``nan`` passed too."""
+    d = tmp_path / "more"
+    d.mkdir()
+    (d / "a.md").write_text("# A\n\nA file for the workers.\n")
+    line = _one_line_usage(cli("ingest", str(d), "-n", "docs", "--workers", "1", "--lease", lease, "--json"))
+    assert "--lease" in line, line
+    line = _one_line_usage(cli("worker", "-n", "docs", "--lease", lease, "--exit-idle"))
+    assert "--lease" in line, line
