@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import logging
 from typing import Any, Iterator
-from urllib.parse import urldefrag, urljoin
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 __all__ = ["FEED_MEDIA_TYPES", "may_be_feed", "parse_feed", "summary_only_links"]
 
@@ -60,7 +60,10 @@ def summary_only_links(parsed: Any, base_url: str, min_chars: int) -> Iterator[t
     """``(entry_id, absolute link)`` of entries with no content, or content under ``min_chars``.
 
     Each link is given once, in feed order, whatever its scheme: the follower refuses (and
-    records) any that is not http(s). ``entry_id`` is the entry's id (GUID), else its link.
+    records) any that is not http(s). ``entry_id`` is the entry's id (GUID), else its link. An entry
+    without a link of its own gets its id as ``link`` from feedparser (``guidislink``): such an id
+    that is no http(s) URL (``urn:uuid:…``, ``tag:…``) is no link to follow, and was once recorded
+    as a refused one for every such entry.
     """
     seen: set[str] = set()
     for entry in parsed.get("entries", ()):
@@ -68,6 +71,9 @@ def summary_only_links(parsed: Any, base_url: str, min_chars: int) -> Iterator[t
         if not link or _content_chars(entry) >= min_chars:
             continue
         link = urldefrag(urljoin(base_url, link))[0]
+        made_of_id = entry.get("guidislink") and not entry.get("links")
+        if made_of_id and urlsplit(link).scheme.lower() not in ("http", "https"):
+            continue
         if link in seen:
             continue
         seen.add(link)

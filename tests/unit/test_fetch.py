@@ -576,6 +576,26 @@ def test_follow_links_reports_a_dead_link_and_goes_on(server):
     assert got[1].source == server.url("/post/2.html") and "HTTP 404" in got[1].message
 
 
+def test_follow_links_leaves_an_entry_whose_only_link_is_its_urn_id(server):
+    """An entry without a <link> gets its id as ``link`` from feedparser (``guidislink``): an Atom
+    ``urn:uuid:…`` id, an RSS ``tag:`` GUID. --follow-links recorded "refused urn:… : only http and
+    https links are followed" for each such entry, though the feed gave no link and the entry was
+    stored: a run of such a feed was "partial", and failed under --strict. A link the feed does give
+    (``file:``) is still refused and recorded (test_fetch_policy)."""
+    atom = (
+        '<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><title>A</title>'
+        "<entry><id>urn:uuid:1225c695-cfb8-4ebb-aaaa-80da344efa6a</id><title>U</title><summary>s</summary></entry>"
+        "<entry><id>tag:example.org,2024:2</id><title>T</title><summary>s</summary></entry>"
+        f"<entry><id>{server.url('/post/3.html')}</id><title>H</title><summary>s</summary></entry>"
+        "</feed>"
+    )
+    server.routes["/atom.xml"] = page(atom, "application/atom+xml")
+    server.routes["/post/3.html"] = page("<p>three</p>")
+    got = list(fetch([server.url("/atom.xml")], options=FAST, follow_links=True))
+    assert [type(x).__name__ for x in got] == ["Source", "Source"], got
+    assert got[1].uri == server.url("/post/3.html")  # an http(s) id is the entry's permalink: followed
+
+
 def test_xml_that_is_not_a_feed_is_a_plain_url(server):
     server.routes["/data.xml"] = page("<?xml version='1.0'?><root><a>1</a></root>", "application/xml")
     (src,) = fetch([server.url("/data.xml")], options=FAST, state=MemoryFeedState())
