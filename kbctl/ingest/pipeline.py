@@ -321,10 +321,22 @@ def _target_of(source_uri: str) -> str:
 
 
 def _still_there(source_uri: str) -> bool:
-    """Whether a ``file://`` source still exists (a symlink: its target); other sources never are."""
+    """Whether a ``file://`` source still exists (a symlink: its target); other sources never are.
+
+    Only a file the system says is not there (ENOENT, ENOTDIR) is gone: one that cannot be looked
+    at (a folder made unreadable, an I/O error) may be there still, and ``os.path.exists``, false
+    for it, made ``--sync`` remove the documents of every file of an unreadable folder."""
     from ..sources.folder import file_path
 
-    return source_uri.startswith("file://") and os.path.exists(file_path(source_uri))
+    if not source_uri.startswith("file://"):
+        return False
+    try:
+        os.stat(file_path(source_uri))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:  # cannot tell (permission, I/O, a name too long): keep the document
+        return True
+    return True
 
 
 def _covered(targets: Sequence[str]) -> Callable[[str], bool]:

@@ -632,6 +632,36 @@ def test_sync_removes_only_files_that_are_gone_not_those_a_filter_leaves_out(kb,
     assert set(_snapshot(kb.connection(), kb.tenant, "syncf")) == {(corpus / "sub" / "c.md").as_uri()}
 
 
+def test_sync_keeps_the_documents_of_a_folder_that_cannot_be_read(kb, tmp_path, monkeypatch):
+    """A folder made unreadable (``chmod 000`` for a user who is not root, a mount that answers
+    EIO): its walk is one recorded error, and ``os.path.exists`` says False for every file in it,
+    so ``--sync`` took them for gone and removed their documents, though they are still on disk.
+    Only a file the system says is not there (ENOENT, ENOTDIR) is gone. (Root reads a chmod 000
+    folder, so the test makes the walk and the stat fail as they do for another user.)"""
+    corpus = tmp_path / "c"
+    (corpus / "locked").mkdir(parents=True)
+    (corpus / "a.md").write_text("# Alpha\n\nAlpha paragraph about refunds.\n")
+    (corpus / "locked" / "b.md").write_text("# Beta\n\nBeta paragraph about invoices.\n")
+    first = kb.ingest([str(corpus)], namespace="synclocked", verify=False)
+    assert first.documents["new"] == 2
+
+    locked = str(corpus / "locked")
+    real_scandir, real_stat = os.scandir, os.stat
+
+    def denied(path):
+        p = os.fsdecode(path) if not isinstance(path, int) else ""
+        if p == locked or p.startswith(locked + "/"):
+            raise PermissionError(13, "Permission denied", p)
+
+    monkeypatch.setattr(os, "scandir", lambda path=".": denied(path) or real_scandir(path))
+    monkeypatch.setattr(os, "stat", lambda path, *a, **k: denied(path) or real_stat(path, *a, **k))
+    report = kb.ingest([str(corpus)], namespace="synclocked", sync=True, verify=False)
+    assert [e.source for e in report.errors] == [(corpus / "locked").as_uri()], report.errors
+    assert report.documents["removed"] == 0, report.to_json()
+    monkeypatch.undo()
+    assert len(_snapshot(kb.connection(), kb.tenant, "synclocked")) == 2
+
+
 def test_chunks_repeated_within_a_batch_are_counted(kb, tmp_path):
     """embedded + reused accounts for every chunk written, whatever the batch boundaries: ten
     identical paragraphs are one vector embedded and nine reused (the nine were counted nowhere)."""
