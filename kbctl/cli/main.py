@@ -7,12 +7,32 @@ import sys
 import warnings
 
 import typer
+from typer.core import TyperGroup
 
 from . import config_cmd, evals, ingest, namespaces, reembed, runs, search, serve, show, stages, tenants, workers
 from . import db as db_cmd
 from .state import STATE, err, setup_logging
 
+
+class _PipeClosed(Exception):
+    """stdout's reader left (``kbctl … | head -1``); not an ``OSError``, so typer lets it through."""
+
+
+class _Group(TyperGroup):
+    """The root command: a closed pipe reaches ``main`` as ``_PipeClosed``.
+
+    typer's own boundary catches every ``EPIPE`` and exits 1 before ``main`` sees it, even with
+    ``standalone_mode=False``; for kbctl a reader that has read what it wanted is not an error."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as e:
+            raise _PipeClosed from e
+
+
 app = typer.Typer(
+    cls=_Group,
     name="kbctl",
     help="Ingest documents into PostgreSQL + pgvector and search them: dense, BM25, hybrid.",
     no_args_is_help=True,
@@ -94,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         code = 130
-    except BrokenPipeError:
+    except (BrokenPipeError, _PipeClosed):
         code = 0
     except Exception as e:  # after BrokenPipeError: only a psycopg error is handled here
         if not _is_psycopg_error(e):

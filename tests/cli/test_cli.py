@@ -232,6 +232,24 @@ def test_json_on_stdout_parses_through_a_pipe_and_messages_stay_on_stderr(kb_hom
     assert json.loads(p.stdout)["hits"]
 
 
+def test_a_reader_that_leaves_early_is_not_an_error(tmp_path):
+    """``kbctl fetch … | head -1``: the reader closes the pipe while kbctl still writes. A closed
+    pipe is not an error (``kbctl.cli.main``): exit 0 and nothing on stderr, so a cron job under
+    ``set -o pipefail`` does not fail. typer turned it into exit 1 before the CLI could see it."""
+    env = dict(os.environ, KBCTL_HOME=str(tmp_path / "home"), PYTHONWARNINGS="ignore")
+    env.pop("PYTHONUNBUFFERED", None)  # buffered, as a cron job's stdout is
+    p = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", f"{sys.executable} -m kbctl fetch sample_corpus | head -1"],
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert json.loads(p.stdout)["type"] == "source"
+    assert p.returncode == 0, p.stderr.decode()
+    assert p.stderr == b""
+
+
 def test_unknown_option_is_a_usage_error_without_traceback(cli):
     for args in (
         ("search", "refunds", "-n", "billing_kb", "--no-such-option"),
