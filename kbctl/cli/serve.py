@@ -39,7 +39,7 @@ def serve(
         help="Address to listen on (default: server.host, 127.0.0.1). Requests must name it, a loopback name "
         "or one of server.allowed_hosts in their Host header (on 0.0.0.0: any IP address too).",
     ),
-    port: int | None = typer.Option(None, "--port", help="Port (default: server.port, 8765)."),
+    port: int | None = typer.Option(None, "--port", min=0, max=65535, help="Port (default: server.port, 8765)."),
 ) -> None:
     """Serve MCP over streamable HTTP at /mcp, the JSON API under /v1, /healthz and /metrics."""
     from ..server import serve_http

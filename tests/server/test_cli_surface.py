@@ -90,3 +90,14 @@ def test_token_create_stats_and_feedback_dataset(served, cli, tmp_path):
     assert mine and 1 in mine[0]["relevant"].values()
     run = cli("eval", "run", str(out), "--modes", "hybrid", tenant_override=served.tenant, env=env(served))
     assert run.returncode == 0, run.stderr
+
+
+def test_a_port_out_of_range_is_a_usage_error(cli_process):
+    """``--port`` is held to 0..65535 as ``[server] port`` is: uvicorn's bind raised an
+    OverflowError, logged twice with its traceback."""
+    for port in ("80000", "-1"):
+        p = cli_process("serve", "--port", port)
+        err = p.stderr.decode()
+        assert p.returncode == 2, err
+        assert "Traceback" not in err and "ERROR:" not in err, err
+        assert "Invalid value for '--port'" in err, err
