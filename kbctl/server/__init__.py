@@ -39,10 +39,12 @@ def serve_http(
 
     srv = settings.server
     host = host or srv.host
+    port = port or srv.port
+    _check_address(host, port)
     config = uvicorn.Config(
         create_app(settings, open_kb, host=host),
         host=host,
-        port=port or srv.port,
+        port=port,
         log_level="warning",
         timeout_graceful_shutdown=srv.drain_seconds,
         lifespan="on",
@@ -55,6 +57,39 @@ def serve_http(
         limit_concurrency=srv.max_connections + 1,
     )
     uvicorn.Server(config).run()
+
+
+def _check_address(host: str, port: int) -> None:
+    """Bind what uvicorn will bind, and let it go, before anything starts.
+
+    uvicorn logs a bind error and exits 3, which for kbctl means a check did not hold; a port in
+    use (exit 1) and an address that is not this machine's (exit 2) are one line with a hint."""
+    import errno
+    import socket
+
+    from ..errors import KbctlError, UsageError
+
+    where = f"{host}:{port}"
+    hint = "listen on an address of this machine: --host, or [server] host"
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise UsageError(f"cannot listen on {where}: {e.strerror}", hint=hint) from None
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server does
+            if family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                s.bind(address)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise KbctlError(
+                        f"cannot listen on {where}: the port is in use",
+                        hint="another process listens there (a kbctl serve already running?): "
+                        "stop it, or choose another port with --port or [server] port",
+                    ) from None
+                raise UsageError(f"cannot listen on {where}: {e.strerror}", hint=hint) from None
 
 
 def serve_stdio(settings: Settings, open_kb: Callable[[Settings], Any] | None = None, agent: str | None = None) -> None:

@@ -101,3 +101,30 @@ def test_a_port_out_of_range_is_a_usage_error(cli_process):
         assert p.returncode == 2, err
         assert "Traceback" not in err and "ERROR:" not in err, err
         assert "Invalid value for '--port'" in err, err
+
+
+def test_a_port_in_use_or_an_address_not_of_this_machine_is_one_line(cli_process):
+    """uvicorn logged its bind error ("ERROR: [Errno 98] …") and exited 3, which for kbctl means
+    a check did not hold; a cron job or a supervisor read it as a failed verify. The address is
+    now tried before the server starts: one line with a hint, exit 1 (in use) or 2 (not ours)."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = str(held.getsockname()[1])
+        p = cli_process("serve", "--port", port)
+    err = p.stderr.decode()
+    assert p.returncode == 1, err
+    assert "ERROR:" not in err and "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 2 and lines[0].startswith("error:") and lines[1].startswith("hint:"), err
+    assert f"127.0.0.1:{port}" in lines[0] and "in use" in lines[0] and "--port" in lines[1], err
+
+    for host in ("192.0.2.1", "no-such-host.invalid"):  # TEST-NET-1: never an address of this machine
+        p = cli_process("serve", "--host", host, "--port", "0")
+        err = p.stderr.decode()
+        assert p.returncode == 2, err
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert len(lines) == 2 and lines[0].startswith("error:") and host in lines[0], err
+        assert lines[1].startswith("hint:") and "--host" in lines[1], err
