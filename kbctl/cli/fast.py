@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from .search_spec import SEARCH_OPTIONS, render, search_arguments
+from .terminal import fit_stdout
 
 __all__ = ["main", "parse_search"]
 
@@ -47,6 +48,7 @@ class _Declined(Exception):
 def main(argv: list[str] | None = None) -> None:
     """The ``kbctl`` console script: the fast path when it applies, else ``kbctl.cli.main.main``."""
     args = sys.argv[1:] if argv is None else list(argv)
+    fit_stdout()
     code = _fast(args)
     if code is not None:
         sys.exit(code)

@@ -15,18 +15,18 @@ from rich.table import Table
 from rich.text import Text
 
 from .state import out
-from .terminal import inert_json, printable
+from .terminal import json_line, printable
 
 
 def print_json(obj: Any) -> None:
     """One JSON document on stdout."""
-    sys.stdout.write(inert_json(json.dumps(obj, ensure_ascii=False, default=str)) + "\n")
+    sys.stdout.write(json_line(obj))
     sys.stdout.flush()
 
 
 def print_jsonl(rows: Iterable[Any]) -> None:
     for r in rows:
-        sys.stdout.write(inert_json(json.dumps(r, ensure_ascii=False, default=str)) + "\n")
+        sys.stdout.write(json_line(r))
     sys.stdout.flush()
 
 

@@ -8,12 +8,11 @@ imports nothing heavy: rich only inside ``render``, for the formats people read.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .terminal import inert_json, printable
+from .terminal import json_line, printable
 
 __all__ = ["SearchOption", "SEARCH_OPTIONS", "FORMATS", "search_arguments", "render"]
 
@@ -145,7 +144,7 @@ def render(
 
 
 def _write(obj: Any) -> None:
-    sys.stdout.write(inert_json(json.dumps(obj, ensure_ascii=False, default=str)) + "\n")
+    sys.stdout.write(json_line(obj))
 
 
 def _notes(result: Any, quiet: bool) -> None:

@@ -13,15 +13,23 @@ override makes a line read differently than it is). So:
   ``json.dumps`` already escapes C0 and DEL, but with ``ensure_ascii=False`` it writes C1 and bidi
   characters raw. The text decodes to exactly the stored value.
 
+- stdout in another encoding than UTF-8 (a locale such as ``en_US.ISO-8859-1``) cannot write every
+  stored character: ``json_line`` then escapes all but ASCII (the same value once parsed), and
+  ``fit_stdout`` makes text for people show the rest as escapes (``\\u2192``), never a
+  ``UnicodeEncodeError``.
+
 No rich import here: the fast path (``kbctl.cli.fast``) uses it for JSON.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
+import sys
+from typing import Any
 
-__all__ = ["inert_json", "printable"]
+__all__ = ["fit_stdout", "inert_json", "json_line", "printable"]
 
 # C0 but newline and tab (they are ``keep``'s to allow), DEL, C1; the Arabic letter mark, LRM, RLM,
 # and the bidi embeddings, overrides and isolates.
@@ -53,3 +61,21 @@ def inert_json(text: str) -> str:
     Outside strings JSON holds only ASCII punctuation, letters and whitespace, so a control
     character can only be inside a string, where the escape means the same character."""
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _stdout_is_unicode() -> bool:
+    encoding = (getattr(sys.stdout, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "")
+    return encoding.startswith(("utf8", "utf16", "utf32"))
+
+
+def json_line(obj: Any) -> str:
+    """``obj`` as one line of JSON for stdout: exact, inert (``inert_json``), and in characters
+    stdout's encoding can write (non-ASCII escaped when it is not a Unicode encoding)."""
+    return inert_json(json.dumps(obj, ensure_ascii=not _stdout_is_unicode(), default=str)) + "\n"
+
+
+def fit_stdout() -> None:
+    """On a stdout that is not Unicode, write what it cannot encode as a backslash escape: text
+    for people stays readable where it would have raised ``UnicodeEncodeError``."""
+    if not _stdout_is_unicode() and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")

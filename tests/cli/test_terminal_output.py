@@ -64,3 +64,32 @@ def test_ingest_runs_errors_and_namespaces_print_inert(hostile, cli):
         _inert(p)
     p = cli("errors", "-n", "evil", env=hostile["env"], check=True)
     assert "empty" in p.stdout.decode()
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
+def test_a_terminal_that_is_not_utf8_gets_every_output_without_a_traceback(cli_process, tmp_path, encoding):
+    """A locale of another encoding (``LANG=en_US.ISO-8859-1``; ``PYTHONIOENCODING`` says the same
+    to Python): stdout cannot write ``→``, CJK or an emoji. Every JSON output was a traceback
+    (``UnicodeEncodeError``), as were tables and Markdown. JSON is now exact in any encoding
+    (``\\u`` escapes); text for people shows what it cannot write as an escape."""
+    text = "Le remboursement → cinq jours; 退款 五天 🎉"
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "remboursement→退款.md").write_text(f"# Remboursement\n\n{text}\n", encoding="utf-8")
+    env = {"KBCTL_PROFILE": "hash-384", "PYTHONIOENCODING": encoding}
+    p = cli_process("ingest", str(root), "-n", "latin", "--json", env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout)["documents"]["new"] == 1
+    p = cli_process("fetch", str(root), env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout.splitlines()[0])["source"]["uri"].endswith("remboursement→退款.md")
+    p = cli_process("search", "remboursement", "-n", "latin", "--json", env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    assert text in json.loads(p.stdout)["hits"][0]["text"]
+    p = cli_process("search", "remboursement", "-n", "latin", "--jsonl", env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    assert text in json.loads(p.stdout.splitlines()[0])["text"]
+    for fmt in ((), ("--format", "markdown"), ("--format", "context")):
+        p = cli_process("search", "remboursement", "-n", "latin", *fmt, env=env)
+        assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr.decode()
+        assert b"remboursement" in p.stdout.lower() and b"\\u2192" in p.stdout, p.stdout
