@@ -75,6 +75,24 @@ def setup_logging(verbose: int, quiet: bool) -> None:
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING) if verbose < 2 else level)
 
 
+def confirm(question: str) -> bool:
+    """Ask ``question`` (a yes/no, default no) on a terminal; elsewhere read the answer from stdin.
+
+    Without a terminal nothing was there to answer: click's prompt met the end of stdin and aborted,
+    printed as "aborted" with exit 130 (Ctrl-C's code) in a cron job. An empty stdin is now a usage
+    error naming ``--yes``; an answer piped in (``echo y | …``) is still read."""
+    if sys.stdin.isatty():
+        import typer
+
+        return typer.confirm(question, err=True)
+    answer = sys.stdin.readline()
+    if not answer:
+        from ..errors import UsageError
+
+        raise UsageError(f"{question} no answer: stdin is not a terminal", hint="pass --yes to go ahead without asking")
+    return answer.strip().lower() in ("y", "yes")
+
+
 def warn(msg: str) -> None:
     """A warning line on stderr; ``msg`` is data (a file name, a stored title): printed inert, no markup read."""
     if not STATE.quiet:

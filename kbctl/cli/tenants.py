@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from .render import print_json, table
-from .state import STATE, info
+from .state import STATE, confirm, info
 
 app = typer.Typer(
     help="Create, list and delete tenants: each one a role that row-level security holds to its rows.",
@@ -39,7 +39,7 @@ def delete(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
 ) -> None:
     """Delete a tenant with all its namespaces, audit rows, agent tokens and query log, and its role."""
-    if not yes and not typer.confirm(f"delete tenant {name} and all its data?", err=True):
+    if not yes and not confirm(f"delete tenant {name} and all its data?"):
         raise typer.Exit(1)
     gone = STATE.kb().delete_tenant(name)
     if gone is None:

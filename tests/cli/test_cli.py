@@ -250,6 +250,21 @@ def test_a_reader_that_leaves_early_is_not_an_error(tmp_path):
     assert p.stderr == b""
 
 
+def test_a_delete_without_yes_and_no_one_to_ask_is_a_usage_error(cli, tenant):
+    """``kbctl namespaces delete NS`` in a cron job (stdin at its end): click's prompt reads EOF and
+    aborts, which the CLI printed as "aborted" with exit 130, Ctrl-C's code, and no word of --yes.
+    Now a usage error naming --yes, and nothing deleted; an answer on stdin is still read."""
+    cli("-p", "hash-384", "namespaces", "create", "keep_me", check=True)
+    for args in (("namespaces", "delete", "keep_me"), ("tenants", "delete", tenant)):
+        lines = _assert_one_line_error(cli(*args), 2)
+        assert "--yes" in " ".join(lines), lines
+    assert [n["name"] for n in _json(cli("namespaces", "--json"))] == ["keep_me"]
+    p = cli("namespaces", "delete", "keep_me", input=b"n\n")
+    assert p.returncode == 1 and [n["name"] for n in _json(cli("namespaces", "--json"))] == ["keep_me"]
+    assert cli("namespaces", "delete", "keep_me", input=b"y\n").returncode == 0
+    assert _json(cli("namespaces", "--json")) == []
+
+
 def test_unknown_option_is_a_usage_error_without_traceback(cli):
     for args in (
         ("search", "refunds", "-n", "billing_kb", "--no-such-option"),
