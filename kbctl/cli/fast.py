@@ -136,6 +136,8 @@ def parse_search(argv: list[str]) -> dict[str, Any]:
         raise _Declined
     if glob.get("dsn") or glob.get("home"):  # the user named a store: it is searched in-process, not a server's
         raise _Declined
+    if any(k in glob and not glob[k].strip() for k in ("dsn", "home", "config")):  # the CLI refuses an empty one
+        raise _Declined
     if opts.get("ef_search") is not None and opts["ef_search"] < 1:
         raise _Declined
     fmt = "json" if opts["json"] else ("jsonl" if opts["jsonl"] else opts.get("format", "table"))

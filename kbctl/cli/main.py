@@ -63,7 +63,16 @@ def _global(
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output on stderr (-vv for debug)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr."),
 ) -> None:
-    """Global options: where the store is and which tenant/profile to use."""
+    """Global options: where the store is and which tenant/profile to use.
+
+    An empty ``--home``, ``--dsn`` or ``--config`` (``--home "$DIR"`` with DIR unset) is refused:
+    taken as "not given", it sent a cron job to the user's default store, the embedded server or
+    ``./kbctl.toml``."""
+    for option, value in (("--home", home), ("--dsn", dsn), ("--config", config)):
+        if value is not None and not value.strip():
+            from ..errors import UsageError
+
+            raise UsageError(f"{option} is empty", hint=f"name one, or leave {option} out to use the default")
     STATE.config, STATE.dsn, STATE.home, STATE.tenant, STATE.profile = config, dsn, home, tenant, profile
     STATE.verbose, STATE.quiet = verbose, quiet
     setup_logging(verbose, quiet)

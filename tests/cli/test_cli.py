@@ -265,6 +265,16 @@ def test_a_delete_without_yes_and_no_one_to_ask_is_a_usage_error(cli, tenant):
     assert _json(cli("namespaces", "--json")) == []
 
 
+def test_an_empty_store_or_config_option_is_a_usage_error(cli):
+    """``kbctl --home "$DIR"`` with DIR unset: an empty ``--home`` was taken as "not given", so a
+    cron job wrote into the user's default store; an empty ``--dsn`` fell back to the embedded
+    server, an empty ``--config`` to ``./kbctl.toml``. Each is now a usage error (as ``--tenant ""``
+    is), before anything is opened."""
+    for option in ("--home", "--dsn", "--config"):
+        lines = _assert_one_line_error(cli(option, "", "config", "show", "--json"), 2)
+        assert option in lines[0], lines
+
+
 def test_unknown_option_is_a_usage_error_without_traceback(cli):
     for args in (
         ("search", "refunds", "-n", "billing_kb", "--no-such-option"),
