@@ -13,7 +13,7 @@ from .. import telemetry
 from ..acl import AclPolicy
 from ..errors import UsageError
 from ..extract.record import RECORD_MEDIA_TYPE
-from ..store import Namespace, ensure_namespace, get_namespace, namespace_ids
+from ..store import Namespace, check_pin, ensure_namespace, get_namespace, namespace_ids
 from ..store.feeds import feed_state, save_feed_state
 from ..types import ItemError, Source
 from ._boundary import Part, psycopg_boundary
@@ -70,10 +70,11 @@ class Ingestion(Part):
         prof = self.kb.namespaces.profile_for(namespace, profile)
         fetch_opts = FetchOptions.from_config(self.settings.fetch, follow_symlinks=follow_symlinks)
         extract_opts = ExtractOptions.from_config(self.settings.extract)
-        if plan:
+        if plan:  # creates nothing, but refuses what the run would refuse: a profile other than the pin
             ns = get_namespace(conn, namespace, self.tenant, required=False) or self.kb.namespaces.placeholder(
                 namespace, prof
             )
+            check_pin(ns, prof)
         else:
             ns = ensure_namespace(conn, namespace, self.tenant, prof)
         opts = IngestOptions(tuple(include), tuple(exclude), sync, plan, no_wait, follow_links)

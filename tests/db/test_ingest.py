@@ -349,6 +349,18 @@ def test_incremental_reingest_sync_and_plan(kb, tmp_path):
 # -- the NDJSON pipe ----------------------------------------------------------------------------
 
 
+def test_a_plan_with_another_profile_than_the_pin_is_refused_as_the_run_is(kb):
+    """``--plan`` is the dry run a CI job gates on: with a profile other than the namespace's pin it
+    reported the chunks it would embed and exited 0, while the run itself refuses (exit 2)."""
+    from kbctl.errors import ProfileMismatchError
+
+    kb.ingest([str(BILLING / "refunds.md")], namespace="pinned", verify=False)  # pinned to hash-384
+    for plan in (True, False):
+        with pytest.raises(ProfileMismatchError, match="pinned to profile 'hash-384'"):
+            kb.ingest([str(BILLING)], namespace="pinned", profile="minilm", plan=plan, verify=False)
+    assert kb.namespaces()[0]["documents"] == 1
+
+
 def test_ndjson_pipe_builds_the_same_store_as_ingest(kb, kb_home, tenant):
     env = _env(kb_home, tenant)
     dirs = ["sample_corpus/support/billing", "sample_corpus/support/account"]  # pdf, eml + attachments, mbox
