@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from ._boundary import Part, psycopg_boundary
 # day is past any need; ``inf`` or ``1e300`` passed a mere "positive" check (``nan`` any check) and
 # reached PostgreSQL as an interval out of range, failing the run.
 MAX_LEASE = 86400.0
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..ingest.pipeline import Item, Progress, RunReport
@@ -76,6 +79,7 @@ class Ingestion(Part):
             )
             check_pin(ns, prof)
         else:
+            made = get_namespace(conn, namespace, self.tenant, required=False) is None
             ns = ensure_namespace(conn, namespace, self.tenant, prof)
         opts = IngestOptions(tuple(include), tuple(exclude), sync, plan, no_wait, follow_links)
         req = IngestRun(
@@ -94,7 +98,12 @@ class Ingestion(Part):
         )
         if workers is not None:
             req = self._distributed(req, workers, lease, fetch_opts)
-        return run(conn, req, connect=self.session.tenant_connection)
+        try:
+            return run(conn, req, connect=self.session.tenant_connection)
+        except BaseException:
+            if not plan and made:
+                _forget_if_untouched(conn, ns)
+            raise
 
     def _distributed(self, req, workers: int, lease: float, fetch_opts):
         """``req`` stored through the work queue by ``workers`` local worker processes."""
@@ -320,3 +329,17 @@ class _DbFeedState:
 
     def _save(self, url: str, etag: str | None, last_modified: str | None) -> None:
         save_feed_state(self.conn, self.ns, url, etag, last_modified)
+
+
+def _forget_if_untouched(conn, ns: Namespace) -> None:
+    """Delete a namespace this call made when the call failed before it wrote anything (no run in
+    the ledger, no document): a profile whose model cannot make its vectors failed as the model was
+    made ready, and left the namespace pinned to that profile, so the mended profile's next ingest
+    was refused for mixing two models. A failure here must not hide the one being raised."""
+    from ..store.namespaces import delete_namespace, untouched
+
+    try:
+        if not conn.closed and untouched(conn, ns.id):
+            delete_namespace(conn, ns.name, ns.tenant)
+    except Exception as e:
+        log.info("could not remove the empty namespace %r this failed ingest made: %s", ns.name, e)

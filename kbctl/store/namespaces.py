@@ -29,6 +29,7 @@ __all__ = [
     "list_namespaces",
     "namespace_ids",
     "delete_namespace",
+    "untouched",
     "check_pin",
 ]
 
@@ -121,6 +122,16 @@ def get_namespace(conn: Conn, name: str, tenant: str = "default", *, required: b
 
 def check_pin(ns: Namespace, profile: Profile) -> None:
     """Refuse to use a namespace with a profile other than the one its vectors were made with."""
+    if ns.fingerprint != profile.fingerprint and ns.profile_name == profile.name:
+        # the same name, other settings: "use --profile NAME" would name the profile already in use
+        raise ProfileMismatchError(
+            f"namespace {ns.name!r} is pinned to profile {ns.profile_name!r} as it was ({ns.model},"
+            f" {ns.dimension}-d, fingerprint {ns.fingerprint}); that profile changed since ({profile.model},"
+            f" {profile.dimension}-d, fingerprint {profile.fingerprint}) and would mix vectors of two models",
+            hint=f"restore the profile's settings, or move the namespace to the new ones: kbctl reembed {ns.name}"
+            f" --profile {profile.name} --swap (an empty namespace: kbctl namespaces bind {ns.name} --profile"
+            f" {profile.name})",
+        )
     if ns.fingerprint != profile.fingerprint:
         raise ProfileMismatchError(
             f"namespace {ns.name!r} is pinned to profile {ns.profile_name!r} ({ns.model}, {ns.dimension}-d,"
@@ -189,6 +200,11 @@ def list_namespaces(conn: Conn, tenant: str | None = None) -> list[dict]:
 def namespace_ids(conn: Conn, tenant: str) -> list[int]:
     """The ids of a tenant's namespaces."""
     return [r[0] for r in conn.execute(query("namespaces/ids_of_tenant"), (tenant,))]
+
+
+def untouched(conn: Conn, ns_id: int) -> bool:
+    """Whether a namespace holds no document and no run in the ledger (nothing was ever written to it)."""
+    return bool(scalar(conn.execute(query("namespaces/untouched"), (ns_id, ns_id))))
 
 
 def delete_namespace(conn: Conn, name: str, tenant: str) -> int:

@@ -686,3 +686,33 @@ def test_chunks_repeated_within_a_batch_are_counted(kb, tmp_path):
     assert written >= 10
     assert report.chunks["embedded"] + report.chunks["reused"] == written, report.chunks
     assert report.chunks["embedded"] < written  # one vector for the identical chunks
+
+
+def test_an_ingest_whose_model_fails_before_anything_is_written_leaves_no_namespace(kb, tmp_path, monkeypatch):
+    """A profile whose model makes vectors of another dimension than it says fails as the model is
+    made ready, before any run starts; the namespace the call had created stayed, empty and pinned
+    to that profile, and once the profile was mended the next ingest was refused for mixing two
+    models. A call that fails before it wrote anything leaves no namespace it made; one that
+    existed before stays."""
+    from kbctl import embed
+    from kbctl.errors import EmbeddingError
+
+    (tmp_path / "one.md").write_text("# One\n\nA document.\n")
+
+    def mismatched(profile, **kw):
+        raise EmbeddingError(
+            f"model {profile.model!r} makes 384-d vectors but profile {profile.name!r} says 256",
+            hint="fix `dimension` in the profile",
+        )
+
+    monkeypatch.setattr(embed, "prepare", mismatched)
+    with pytest.raises(EmbeddingError, match="384-d"):
+        kb.ingest([str(tmp_path)], "fresh-model", verify=False)
+    assert "fresh-model" not in kb.namespace_names()
+    kb.create_namespace("kept-model", "hash-384")
+    with pytest.raises(EmbeddingError, match="384-d"):
+        kb.ingest([str(tmp_path)], "kept-model", verify=False)
+    assert "kept-model" in kb.namespace_names()
+    monkeypatch.undo()
+    report = kb.ingest([str(tmp_path)], "fresh-model", verify=False)
+    assert report.documents["new"] == 1

@@ -501,3 +501,23 @@ def test_a_search_of_namespaces_of_two_profiles_says_so(kb):
     with pytest.raises(ProfileMismatchError, match=r"'one' \(hash-384\) and 'other' \(minilm\)") as e:
         kb.search("refunds", ["one", "other"], mode="lexical")
     assert "--profile" not in (e.value.hint or "") and "one at a time" in (e.value.hint or "")
+
+
+def test_a_profile_changed_under_its_own_name_gets_a_hint_that_can_work(kb, tmp_path):
+    """A namespace pinned to profile P refused P once P's settings changed (another dimension, say):
+    the hint said "use --profile P", the profile already in use. It now says P changed and how to
+    move the namespace to P's new settings."""
+    import kbctl
+
+    _write(kb, "changed", DOCS)
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text('[profiles.hash-384]\nembedder = "hash"\nmodel = "hash"\ndimension = 256\n')
+    changed = kbctl.open(home=kb.settings.database.home, tenant=kb.tenant, config=cfg)
+    try:
+        with pytest.raises(ProfileMismatchError) as e:
+            changed.search("refunds", "changed", profile="hash-384")
+    finally:
+        changed.close()
+    assert "changed since" in str(e.value)
+    assert e.value.hint is not None and "use --profile hash-384" not in e.value.hint
+    assert "kbctl reembed changed --profile hash-384" in e.value.hint
