@@ -15,13 +15,15 @@ its subject as its text.
 
 An mbox gives the documents of each of its messages, the uri of each being
 ``<mbox uri>#<Message-ID>`` (``#message-<n>`` when it has none); a message that cannot be read is
-skipped and logged.
+skipped. The run records, as warnings, attachments that could not be read, a Message-ID repeated
+in one mbox (the later message is stored at ``<uri>~2``) and the messages skipped.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from email import policy
 from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesParser
@@ -56,6 +58,12 @@ _EXTRACTABLE_TYPES = frozenset({"text/plain", "text/markdown", "text/html", "app
 #: dispatches to this module (so this module does not import it back).
 ExtractPart = Callable[[Source], list[Document]]
 
+#: Notes a message's document carries (the run records each as a warning): attachments that could
+#: not be read, a Message-ID an earlier message of the mbox took, messages of the mbox skipped.
+ATTACHMENT_FAILED = "AttachmentWarning"
+DUPLICATE_ID = "DuplicateIdWarning"
+SKIPPED_MESSAGE = "SkippedMessageWarning"
+
 
 def extract_eml(source: Source, *, extract_part: ExtractPart) -> list[Document]:
     """One message (and its readable attachments, read with ``extract_part``)."""
@@ -66,15 +74,25 @@ def extract_mbox(source: Source, *, extract_part: ExtractPart) -> list[Document]
     """Every message of an mbox (and their attachments, read with ``extract_part``), in mailbox order."""
     docs: list[Document] = []
     seen: set[str] = set()
+    skipped: list[str] = []
     raw_messages = split_mbox(source.content)
     for n, raw in enumerate(raw_messages, 1):
         try:
             msg = parse_message(raw)
             message_id = _first_id(_header(msg, "Message-ID"))
-            uri = _unique(f"{source.uri}#{message_id or f'message-{n}'}", seen)
-            docs.extend(message_documents(msg, source, uri, extract_part))
+            base = f"{source.uri}#{message_id or f'message-{n}'}"
+            uri = _unique(base, seen)
+            made = message_documents(msg, source, uri, extract_part)
+            if uri != base:
+                note = (DUPLICATE_ID, f"message {n} repeats the Message-ID of an earlier message; stored as {uri}")
+                made[0] = replace(made[0], notes=(*made[0].notes, note))
+            docs.extend(made)
         except ExtractError as e:
-            log.warning("skipping message %d of %s: %s", n, source.uri, e)
+            log.info("skipping message %d of %s: %s", n, source.uri, e)
+            skipped.append(f"message {n}: {e.message}")
+    if docs and skipped:  # the run says so once, on the first message stored
+        note = (SKIPPED_MESSAGE, f"{len(skipped)} message(s) of the mbox could not be read: {'; '.join(skipped)}")
+        docs[0] = replace(docs[0], notes=(*docs[0].notes, note))
     if not docs:
         what = "no messages" if not raw_messages else "no message with text"
         raise ExtractError(
@@ -120,8 +138,9 @@ def message_documents(msg: EmailMessage, source: Source, uri: str, extract_part:
     blocks = [Block(p) for p in _body_paragraphs(msg)]
     if not blocks and children:
         blocks = [Block(meta.get("subject") or "(no subject)")]
+    notes = ((ATTACHMENT_FAILED, f"attachments that could not be read: {'; '.join(errors)}"),) if errors else ()
     doc = build_document(
-        source, title=meta.get("subject", ""), blocks=blocks, source_type="email", metadata=meta, uri=uri
+        source, title=meta.get("subject", ""), blocks=blocks, source_type="email", metadata=meta, uri=uri, notes=notes
     )
     return [doc, *children]
 

@@ -309,6 +309,24 @@ def test_mbox_messages_are_threaded_documents():
     assert all(d.source_type == "email" and d.parent_uri is None for d in docs)
 
 
+def test_a_failed_attachment_a_repeated_message_id_and_a_skipped_message_are_noted_for_the_run():
+    """A corrupt PDF attached to a message was only a metadata key: the run said nothing (the rule:
+    a corrupt PDF is recorded with its reason). A Message-ID repeated in one mbox was stored as
+    ``~2`` without a word (a feed's repeated id is a warning), and a message that could not be read
+    was only logged. Each is now a note of the document, which the run records as a warning."""
+    eml = fixture_source("message.eml")
+    msg = extract(eml)[0]
+    assert [c for c, _ in msg.notes] == ["AttachmentWarning"]
+    assert "statement.pdf: corrupt" in msg.notes[0][1]
+    head = "From a@x Mon Oct 21 08:00:00 2024\nSubject: {s}\nMessage-ID: <dup@x>\n\n{s} body\n\n"
+    huge = "From c@x Mon Oct 21 08:02:00 2024\nSubject: big\n" + "X-Long: " + "y" * (140 * 1024) + "\n\nbody\n\n"
+    mbox = head.format(s="one") + head.format(s="two") + huge
+    docs = extract(mem("file:///d/box.mbox", mbox))
+    assert [d.uri for d in docs] == ["file:///d/box.mbox#dup@x", "file:///d/box.mbox#dup@x~2"]
+    assert [c for c, _ in docs[1].notes] == ["DuplicateIdWarning"] and "message 2" in docs[1].notes[0][1]
+    assert [c for c, _ in docs[0].notes] == ["SkippedMessageWarning"] and "message 3" in docs[0].notes[0][1]
+
+
 def test_email_with_empty_body_keeps_subject_when_it_has_attachments():
     raw = (
         "From: a@example.com\nTo: b@example.com\nSubject: See attached\nMessage-ID: <m1@example.com>\n"
