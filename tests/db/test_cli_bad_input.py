@@ -186,3 +186,21 @@ def test_a_lease_that_is_not_a_sane_number_of_seconds_is_a_usage_error(docs, cli
     assert "--lease" in line, line
     line = _one_line_usage(cli("worker", "-n", "docs", "--lease", lease, "--exit-idle"))
     assert "--lease" in line, line
+
+
+def test_an_extractors_own_complaint_about_a_recorded_item_stays_off_stderr(cli_process, tmp_path):
+    """A page of scripts only is a recorded item ("empty document"); trafilatura also logged
+    "WARNING trafilatura.core: discarding data: None" for it, a second line of its own on stderr
+    for something the run already says. The extraction libraries speak with -v only."""
+    d = tmp_path / "pages"
+    d.mkdir()
+    (d / "scripts.html").write_text(
+        "<html><head><script>var a=1;</script></head><body><script>x()</script></body></html>"
+    )
+    (d / "ok.md").write_text("# Ok\n\nSome text.\n")
+    p = cli_process("ingest", str(d), "-n", "pages", "-p", "hash-384")
+    assert p.returncode == 0, p.stderr.decode()  # an item failed: a warning, not an error without --strict
+    err = p.stderr.decode()
+    assert "trafilatura" not in err and "2 item(s)" not in err and "1 item(s) failed" in err, err
+    p = cli_process("-v", "ingest", str(d), "-n", "pages2", "-p", "hash-384")
+    assert "trafilatura" in p.stderr.decode()  # still there for whoever asks
