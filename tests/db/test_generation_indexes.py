@@ -146,7 +146,9 @@ def test_dropping_a_generations_index_leaves_reads_and_writes_of_vectors_going(k
             )
             other.execute("SET lock_timeout = '5s'")  # queued behind the drop, this would fail
             read = other.execute("SELECT count(*) FROM kbctl.vectors WHERE namespace_id = %s", (ns.id,))
-            assert read.fetchone()[0] > 0
+            # it answered (not queued behind the drop); the count itself may be 0: a login that is not a
+            # superuser (make test-dsn) is held to the tenants' rows by FORCE ROW LEVEL SECURITY
+            assert read.fetchone() is not None
             with other.transaction():
                 other.execute("LOCK TABLE kbctl.vectors IN ROW EXCLUSIVE MODE")  # an ingest's write
             modes = {

@@ -3,6 +3,8 @@ feedback call, and no answer tells whether what it asked for exists."""
 
 from __future__ import annotations
 
+import os
+
 import httpx
 import pytest
 
@@ -109,7 +111,8 @@ def test_a_token_made_under_another_tenant_never_serves_an_agent_pinned_to_a_ten
         assert f"kbctl --tenant {tenant} agents token create pinned" in (refused.value.hint or "")
         foreign = "kb_made_before_the_refusal"  # as a kbctl without it stored it: a row of B's
         agent_store.create_token(b.connection(), other, "pinned", foreign)
-    settings = load_settings(config, overrides={"database.home": str(kb_home), "defaults.tenant": tenant}, env={})
+    dsn = {k: v for k, v in os.environ.items() if k == "KBCTL_DSN"}  # make test-dsn: that server, as the kbs above
+    settings = load_settings(config, overrides={"database.home": str(kb_home), "defaults.tenant": tenant}, env=dsn)
     app = create_app(settings, warm=False)
 
     def search(token: str):
