@@ -296,17 +296,7 @@ def swap(conn, ns: Namespace, like: Profile, *, progress: Progress | None = None
                 hint=f"build one first: kbctl reembed {ns.name} --profile NAME",
             )
         old = gens.get("previous")
-        filled = 0
-        while True:
-            filled += build(conn, ns, shadow, stored_profile(conn, shadow.profile_id, like), progress=progress).chunks
-            with conn.transaction():
-                if not _whole(conn, ns, shadow):
-                    continue
-                if old is not None:
-                    gstore.delete_generation(conn, ns.id, old.id)
-                gstore.set_states(conn, ns.id, [(gens["active"].id, "previous"), (shadow.id, "active")])
-                gstore.pin_namespace(conn, ns.id, shadow)
-            break
+        filled = _flip(conn, ns, shadow, gens["active"], like, progress, delete=old)
     if old is not None:  # after the lock: the drop waits for queries on vectors, ingests need not
         gstore.drop_generation_indexes(conn, [old.id])
     return {
@@ -329,16 +319,28 @@ def rollback(conn, ns: Namespace, like: Profile, *, progress: Progress | None = 
                 f"namespace {ns.name!r} has no previous generation to roll back to",
                 hint="a swap keeps the generation it replaced until --drop-old",
             )
-        filled = 0
-        while True:
-            filled += build(conn, ns, prev, stored_profile(conn, prev.profile_id, like), progress=progress).chunks
-            with conn.transaction():
-                if not _whole(conn, ns, prev):
-                    continue
-                gstore.set_states(conn, ns.id, [(gens["active"].id, "previous"), (prev.id, "active")])
-                gstore.pin_namespace(conn, ns.id, prev)
-            break
+        filled = _flip(conn, ns, prev, gens["active"], like, progress)
     return {"namespace": ns.name, "active": prev.id, "previous": gens["active"].id, "filled": filled}
+
+
+def _flip(
+    conn, ns: Namespace, gen: Generation, active: Generation, like: Profile, progress: Progress | None,
+    delete: Generation | None = None,
+) -> int:  # fmt: skip
+    """Fill ``gen`` and make it active (``active`` becomes previous, ``delete`` is deleted), in one
+    transaction under the write lock, filling again while a batch slipped in without its vectors;
+    the chunks filled. The caller holds the namespace lock."""
+    filled = 0
+    while True:
+        filled += build(conn, ns, gen, stored_profile(conn, gen.profile_id, like), progress=progress).chunks
+        with conn.transaction():
+            if not _whole(conn, ns, gen):
+                continue
+            if delete is not None:
+                gstore.delete_generation(conn, ns.id, delete.id)
+            gstore.set_states(conn, ns.id, [(active.id, "previous"), (gen.id, "active")])
+            gstore.pin_namespace(conn, ns.id, gen)
+        return filled
 
 
 def _whole(conn, ns: Namespace, gen: Generation) -> bool:
