@@ -114,6 +114,8 @@ class KnowledgeBase:
 
     create_tenant = delegate("tenants", Tenants.create)
     delete_tenant = delegate("tenants", Tenants.delete)
+    ids = delegate("tenants", Tenants.ids)
+    open_id = delegate("tenants", Tenants.open_id)
 
     reembed = delegate("generations", Generations.reembed)
     swap_generation = delegate("generations", Generations.swap)

@@ -5,6 +5,8 @@ CREATEROLE, or a superuser)."""
 from __future__ import annotations
 
 from .. import validate
+from ..errors import UsageError
+from ..ids import KINDS, Ids
 from ..store import tenants
 from ._boundary import Part, psycopg_boundary
 
@@ -34,3 +36,28 @@ class Tenants(Part):
         if name == self.tenant:
             self.session.close()  # its role is gone: the next call looks it up (or creates it) again
         return gone
+
+    def ids(self) -> Ids:
+        """This tenant's opaque ids (``kbctl.ids``): what the server seals the ids it gives agents
+        with and opens what they send back with. Its key is read as the tenant's own role (its own
+        row of the registry); the ``Ids`` never shows it."""
+        key = tenants.tenant_id_key(self._conn(), self.tenant)
+        if key is None:  # the session entered the tenant's role, so its row exists: not reached
+            raise UsageError(f"tenant {self.tenant!r} is not registered")
+        return Ids(key)
+
+    def open_id(self, token: str, name: str | None = None) -> dict:
+        """The kind and raw id of an opaque id an agent of tenant ``name`` (default: this one) was
+        given, for an operator to find its row; a ``UsageError`` for a string that is not one."""
+        tenant = validate.name("tenant", name or self.tenant)
+        with self.session.admin() as conn:
+            key = tenants.tenant_id_key(conn, tenant)
+        if key is None:
+            raise UsageError(f"no tenant {tenant!r} is registered", hint="kbctl tenants lists them")
+        found = Ids(key).which(token.strip())
+        if found is None:
+            raise UsageError(
+                f"{token[:100]!r} is not an id tenant {tenant!r} gave out",
+                hint="an id opens only under the tenant whose server gave it (--tenant), as the agent sent it",
+            )
+        return {"tenant": tenant, "kind": KINDS[found[0]], "id": found[1]}

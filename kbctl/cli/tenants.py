@@ -1,4 +1,5 @@
-"""``kbctl tenants``: create, list and delete tenants (a PostgreSQL role per tenant)."""
+"""``kbctl tenants``: create, list and delete tenants (a PostgreSQL role per tenant), and open the
+opaque ids a tenant's agents were given (``id-of``)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,16 @@ def delete(
         info(f"no tenant {name}")
         raise typer.Exit(1)
     info(f"deleted tenant {name} ({gone['namespaces']} namespaces) and role {gone['role']}")
+
+
+@app.command("id-of")
+def id_of(
+    token: str = typer.Argument(..., help="An opaque id an agent was given (d_…, c_…, q_…, g_…)."),
+    json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
+) -> None:
+    """The kind and raw id (the row's) of an opaque id the server gave an agent of this tenant (--tenant)."""
+    found = STATE.kb().open_id(token)
+    if json_:
+        print_json(found)
+    else:
+        typer.echo(f"{found['kind']} {found['id']}")

@@ -5,6 +5,7 @@ Shared by the tools (``kbctl.server.tools``) and what cuts their answers (``kbct
 from typing import Any
 
 from ..errors import UsageError
+from ..ids import Ids
 from ..search.context import context_blocks, estimate_tokens
 from ..search.evidence import snip
 from ..types import Hit, SearchResult
@@ -20,6 +21,7 @@ __all__ = [
     "cite",
     "location",
     "passage",
+    "sealed_result",
 ]
 
 
@@ -62,7 +64,7 @@ def context_of(result: SearchResult, budget: int) -> tuple[str, list[Hit]]:
     return text, [h for h, _ in blocks]
 
 
-def search_answer(result: SearchResult, query_id: int | None, **parts: Any) -> dict[str, Any]:
+def search_answer(result: SearchResult, query_id: str | None, **parts: Any) -> dict[str, Any]:
     """search_knowledge's answer: ``parts`` (passages and next_cursor, or context and citations)."""
     return {
         "query_id": query_id,
@@ -85,15 +87,17 @@ def offset(cursor: str | None) -> int:
     return int(cursor)
 
 
-def cite(h: Hit) -> dict[str, Any]:
+def cite(h: Hit, ids: Ids) -> dict[str, Any]:
+    """A hit's citation, its ids sealed under the agent's tenant's key (``kbctl.ids``)."""
+    doc, chunk = ids.seal("d", h.doc_id), ids.seal("c", h.chunk_id)
     return Citation.model_validate(
         {
             "rank": h.rank,
             "citation": h.citation,
-            "doc_id": h.doc_id,
-            "chunk_id": h.chunk_id,
+            "doc_id": doc,
+            "chunk_id": chunk,
             "namespace": h.namespace,
-            "resource": resource_uri(h.namespace, h.doc_id, h.chunk_id),
+            "resource": resource_uri(h.namespace, doc, chunk),
             **location(h),
         }
     ).model_dump(mode="json")
@@ -119,10 +123,10 @@ def _numbers(box: Any) -> bool:
     return isinstance(box, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in box)
 
 
-def passage(h: Hit, snippets: bool) -> dict[str, Any]:
+def passage(h: Hit, snippets: bool, ids: Ids) -> dict[str, Any]:
     return Passage.model_validate(
         {
-            **cite(h),
+            **cite(h, ids),
             "title": h.title,
             "source": public_source(h.source),
             "score": h.score,
@@ -130,3 +134,15 @@ def passage(h: Hit, snippets: bool) -> dict[str, Any]:
             "text": snip(h.text) if snippets else h.text,
         }
     ).model_dump(mode="json")
+
+
+def sealed_result(result: SearchResult, ids: Ids) -> dict[str, Any]:
+    """``/v1/search``'s raw answer: the ``SearchResult`` as JSON with every id sealed (its hits'
+    ``doc_id`` and ``chunk_id``, the generations in ``details``) and no server paths."""
+    out = result.to_json()
+    for hit in out["hits"]:
+        hit["doc_id"], hit["chunk_id"] = ids.seal("d", hit["doc_id"]), ids.seal("c", hit["chunk_id"])
+    details = out["details"]
+    if isinstance(details.get("generations"), dict):
+        details["generations"] = {n: None if g is None else ids.seal("g", g) for n, g in details["generations"].items()}
+    return without_server_paths(out)

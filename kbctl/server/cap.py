@@ -40,7 +40,7 @@ __all__ = ["CUT", "FIXED", "FLOOR", "TERMS", "cost", "field_tokens", "shorten", 
 CUT = "[…]"
 """Ends a value cut to fit the cap."""
 
-FIXED = frozenset({"resource", "namespace", "next_cursor", "strategy"})
+FIXED = frozenset({"resource", "namespace", "next_cursor", "strategy", "doc_id", "chunk_id", "query_id"})
 """Keys whose text is never cut: they name or open something, and a cut one would not."""
 
 FLOOR = 8

@@ -4,6 +4,8 @@ urllib only, and nothing heavy imported: the point is a search without loading a
 fast path, ``kbctl.cli.fast``, calls this before typer, rich or ``kbctl.api`` are imported). A
 server that cannot be reached (or a search with options it does not take) gives None, and the
 caller searches in-process; an answer the server refused (4xx) is the caller's error, as in-process.
+A server's hits name their document and chunk by the opaque ids it gives every agent (strings,
+``kbctl.ids``), not the raw ids of an in-process search: ``kbctl tenants id-of`` opens one.
 """
 
 from __future__ import annotations

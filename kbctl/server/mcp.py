@@ -9,7 +9,8 @@ before (``SUPPORTED_REVISIONS``).
 
 Every tool declares its output schema (``kbctl.server.schemas``) and answers with
 ``structuredContent`` and the same JSON as text. A cited document or chunk is a resource,
-``kbctl://<namespace>/<doc_id>[#<chunk_id>]`` (template ``RESOURCE_TEMPLATE``), read within the
+``kbctl://<namespace>/<doc_id>[#<chunk_id>]`` (template ``RESOURCE_TEMPLATE``; the ids opaque, as
+every id a tool gives out: ``kbctl.ids``), read within the
 agent's scope and its principal's ACL, for an agent that may call ``get_document``. The lists
 (tools, templates, prompts) are cacheable for a minute, privately: they depend on the token.
 
@@ -107,7 +108,7 @@ class _KbctlMCP(MCPServer):
                 title="A document or one of its chunks",
                 description=(
                     "A document of a namespace this agent may read (kbctl://<namespace>/<doc_id>), or one chunk "
-                    "of it (#<chunk_id>): search results link them in `resource`."
+                    "of it (#<chunk_id>): search results link them in `resource`. The ids are opaque strings."
                 ),
                 mime_type="text/markdown",
             )

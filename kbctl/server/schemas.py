@@ -7,10 +7,15 @@ unknown fields (``additionalProperties: false``), so a field added to a tool mus
 
 A cited passage or document names its resource (``kbctl://<namespace>/<doc_id>[#<chunk_id>]``,
 ``resource_uri``), which an MCP client can read (``resources/read``) within the same scope.
+
+Every id an agent sees (``doc_id``, ``chunk_id``, ``query_id``) is an opaque string sealed under its
+tenant's key (``kbctl.ids``): the raw ids come from sequences all tenants share, so they would count
+what other tenants do; strings, too, because a JavaScript client reads a JSON number above 2^53 wrong.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -45,6 +50,10 @@ __all__ = [
 RESOURCE_SCHEME = "kbctl"
 RESOURCE_TEMPLATE = "kbctl://{namespace}/{doc_id}{#chunk_id}"
 _LOCATION = ("page", "boxes", "link")
+_ID = r"^[a-z]_[A-Za-z0-9_-]{22}$"
+_DOC_ID = Field(description="The document's opaque id (get_document, record_feedback).", pattern=_ID)
+_CHUNK_ID = Field(description="The passage's opaque id (get_document's around_chunk).", pattern=_ID)
+_QUERY_ID = Field(description="Opaque id of the logged query (for record_feedback); null when not logged.", pattern=_ID)
 
 
 class _Shape(BaseModel):
@@ -73,8 +82,8 @@ class Citation(_Shape):
 
     rank: int = Field(description="1 for the best passage.")
     citation: str = Field(description="How to cite it: source and heading.")
-    doc_id: int
-    chunk_id: int
+    doc_id: str = _DOC_ID
+    chunk_id: str = _CHUNK_ID
     namespace: str
     resource: str = Field(description="kbctl://<namespace>/<doc_id>#<chunk_id>: resources/read opens it.")
     page: int | None = Field(None, description="PDF page of the passage (absent when unknown).")
@@ -102,7 +111,7 @@ class Passage(Citation):
 class SearchAnswer(_Capped):
     """``search_knowledge``: passages (paged), or with ``budget`` one context block and its citations."""
 
-    query_id: int | None = Field(description="Id of the logged query (for record_feedback); null when not logged.")
+    query_id: str | None = _QUERY_ID
     strategy: str = Field(description="How the search ran (the router's choice).")
     passages: list[Passage] | None = Field(description="The passages of this page; null with `budget`.")
     context: str | None = Field(description="With `budget`: numbered passages with citations; else null.")
@@ -133,7 +142,7 @@ class Evidence(Passage):
 class VerifyAnswer(_Capped):
     """``verify_claim``: the weighed passages and whether one is evidence."""
 
-    query_id: int | None
+    query_id: str | None = _QUERY_ID
     claim: str
     key_terms: list[str]
     evidence_found: bool
@@ -144,7 +153,7 @@ class VerifyAnswer(_Capped):
 
 
 class ResearchPassage(_Shape):
-    chunk_id: int
+    chunk_id: str = _CHUNK_ID
     citation: str
     relevance: float | None
     resource: str
@@ -152,7 +161,7 @@ class ResearchPassage(_Shape):
 
 
 class ResearchDocument(_Shape):
-    doc_id: int
+    doc_id: str = _DOC_ID
     title: str
     source: str
     namespace: str
@@ -163,7 +172,7 @@ class ResearchDocument(_Shape):
 class ResearchAnswer(_Capped):
     """``research_topic``: sub-queries, feedback terms and diverse passages grouped by document."""
 
-    query_id: int | None
+    query_id: str | None = _QUERY_ID
     topic: str
     sub_queries: list[str]
     feedback_terms: list[str]
@@ -173,7 +182,7 @@ class ResearchAnswer(_Capped):
 
 
 class DocumentChunk(_Shape):
-    chunk_id: int
+    chunk_id: str = _CHUNK_ID
     position: int
     text: str
     heading_path: list[str]
@@ -185,7 +194,7 @@ class DocumentChunk(_Shape):
 class DocumentAnswer(_Capped):
     """``get_document``: a document's fields and its chunks in order (paged)."""
 
-    doc_id: int
+    doc_id: str = _DOC_ID
     namespace: str
     title: str
     source: str
@@ -217,8 +226,8 @@ class FeedbackAnswer(_Shape):
     """``record_feedback``: what was recorded."""
 
     recorded: bool
-    query_id: int
-    doc_id: int
+    query_id: str = Field(pattern=_ID)
+    doc_id: str = _DOC_ID
     useful: bool
 
 
@@ -238,20 +247,25 @@ def dump(answer: Any) -> Any:
     return answer.model_dump(mode="json") if isinstance(answer, BaseModel) else answer
 
 
-def resource_uri(namespace: str, doc_id: int, chunk_id: int | None = None) -> str:
-    """``kbctl://<namespace>/<doc_id>[#<chunk_id>]`` (the namespace percent-encoded: it may hold ``:``)."""
-    base = f"{RESOURCE_SCHEME}://{quote(namespace, safe='')}/{int(doc_id)}"
-    return base if chunk_id is None else f"{base}#{int(chunk_id)}"
+def resource_uri(namespace: str, doc_id: str, chunk_id: str | None = None) -> str:
+    """``kbctl://<namespace>/<doc_id>[#<chunk_id>]`` of opaque ids (the namespace percent-encoded:
+    it may hold ``:``; an opaque id is URL-safe as it is)."""
+    base = f"{RESOURCE_SCHEME}://{quote(namespace, safe='')}/{doc_id}"
+    return base if chunk_id is None else f"{base}#{chunk_id}"
 
 
-def parse_resource_uri(uri: str) -> tuple[str, int, int | None]:
-    """``(namespace, doc_id, chunk_id or None)`` of a ``kbctl://`` URI; a UsageError for anything else."""
+_ID_PART = re.compile(_ID.strip("^$"))
+
+
+def parse_resource_uri(uri: str) -> tuple[str, str, str | None]:
+    """``(namespace, doc_id, chunk_id or None)`` of a ``kbctl://`` URI, the ids as given when they
+    have an opaque id's shape (opening them is the caller's); a UsageError for anything else."""
     hint = "a resource is kbctl://<namespace>/<doc_id>[#<chunk_id>], as search results link it"
     scheme, sep, rest = str(uri).partition("://")
     rest, _, chunk = rest.partition("#")
     namespace, _, doc = rest.partition("/")
-    if scheme != RESOURCE_SCHEME or not sep or not namespace or not (doc.isascii() and doc.isdigit()) or len(doc) > 18:
+    if scheme != RESOURCE_SCHEME or not sep or not namespace or not _ID_PART.fullmatch(doc):
         raise UsageError(f"invalid resource URI {str(uri)[:200]!r}", hint=hint)
-    if chunk and (not (chunk.isascii() and chunk.isdigit()) or len(chunk) > 18):
+    if chunk and not _ID_PART.fullmatch(chunk):
         raise UsageError(f"invalid resource URI {str(uri)[:200]!r}", hint=hint)
-    return unquote(namespace), int(doc), int(chunk) if chunk else None
+    return unquote(namespace), doc, chunk or None

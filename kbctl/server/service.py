@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 from ..api import KnowledgeBase
 from ..config import Settings
 from ..errors import KbctlError
+from ..ids import Ids
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class Service:
         self._pools: dict[str, queue.LifoQueue] = {}
         self._made: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._ids: dict[str, Ids] = {}
         self.model_load_seconds: dict[str, float] = {}
 
     def settings_for(self, tenant: str | None) -> Settings:
@@ -90,6 +92,20 @@ class Service:
             if cancel is not None:
                 cancel.attach(None)
             pool.put(kb)
+
+    def ids(self, tenant: str | None = None) -> Ids:
+        """The opaque ids of ``tenant`` (the server's by default) that agents see (``kbctl.ids``):
+        its key is read once per process, from the database, so every server on it agrees. Its
+        first call borrows a knowledge base: never call it while holding one (the pool may be empty)."""
+        tenant = tenant or self.settings.tenant
+        with self._lock:
+            found = self._ids.get(tenant)
+        if found is None:
+            with self.kb(tenant) as kb:
+                found = kb.ids()
+            with self._lock:
+                found = self._ids.setdefault(tenant, found)
+        return found
 
     def _pool(self, tenant: str) -> queue.LifoQueue:
         with self._lock:

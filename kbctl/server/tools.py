@@ -5,23 +5,39 @@ its JSON schema. Every answer stays under ``[server] max_output_tokens`` estimat
 over the whole answer (``kbctl.server.cap``): a long list is paged (``limit``, and ``next_cursor`` to
 pass back as ``cursor``), ``snippets`` cuts each passage to its first sentences, and what is still
 over is cut in ``kbctl.server.cap``'s order, the answer saying ``truncated``.
+
+Every id a tool gives out or takes (``doc_id``, ``chunk_id``, ``query_id``, the ids in a resource
+URI) is opaque, sealed under the agent's tenant's key (``kbctl.ids``, ``Service.ids``): the library
+below works with the raw ids, which no answer or error shows. An id that does not open (forged,
+garbled, of another kind or another tenant) is "… is not available", as a missing document is.
 """
 
+import contextlib
 import copy
 import functools  # no `from __future__ import annotations`: the SDK and pydantic read these signatures at runtime
 import json
 import time
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Iterator
 
 from pydantic import Field
 
 from .. import telemetry
 from ..errors import UsageError
+from ..ids import KINDS, Ids
 from ..search.context import estimate_tokens
 from ..search.evidence import snip
 from ..types import SearchResult
-from .agents import Agent
-from .answers import cite, context_of, display_source, offset, passage, search_answer, without_server_paths
+from .agents import Agent, unavailable
+from .answers import (
+    cite,
+    context_of,
+    display_source,
+    offset,
+    passage,
+    sealed_result,
+    search_answer,
+    without_server_paths,
+)
 from .cap import FIXED, FLOOR, cost, drop_tail, field_tokens, long_values, shorten, squeeze
 from .metrics import Metrics
 from .schemas import (
@@ -41,7 +57,7 @@ __all__ = ["Toolbox", "DESCRIPTIONS"]
 DESCRIPTIONS = {
     "search_knowledge": (
         "Search the knowledge base. Returns the best passages, each with its citation (source and "
-        "heading), doc_id and chunk_id; or, with `budget`, one prompt-ready context block of numbered "
+        "heading), doc_id and chunk_id (opaque strings); or, with `budget`, one prompt-ready context block of numbered "
         "passages with citations that fits that many tokens. Use `filters` for metadata (key=value, "
         "key>=v, 'key in a,b'), `limit`/`cursor` to page, `snippets` for short passages."
     ),
@@ -58,7 +74,7 @@ DESCRIPTIONS = {
         "see as many documents as possible, search_knowledge with `snippets` and a larger `k` covers more."
     ),
     "get_document": (
-        "Read a document by doc_id (from a search result): its title, source and chunks in order; with "
+        "Read a document by doc_id (the opaque string of a search result): its title, source and chunks in order; with "
         "`around_chunk` (a chunk_id) only `window` chunks either side of it. Page with `limit`/`cursor`."
     ),
     "list_namespaces": "List the namespaces (collections) this agent may search, with their document counts.",
@@ -116,6 +132,12 @@ class Toolbox:
         self.service, self.agent, self.metrics = service, agent, metrics
         self.limits = service.server
 
+    @property
+    def ids(self) -> Ids:
+        """The agent's tenant's opaque ids (its key read once per process, ``Service.ids``). Its first
+        use borrows a knowledge base of the pool: never while this request holds one."""
+        return self.service.ids(self.agent.tenant)
+
     # -- tools ---------------------------------------------------------------------------------------
 
     @tool
@@ -146,9 +168,9 @@ class Toolbox:
         cap = min(budget, self._cap()) if budget is not None else 0
         made: dict[str, dict[str, Any]] = {}  # the answer, made once: for the query log and the agent
 
-        def budgeted(result: SearchResult, query_id: int | None) -> dict[str, Any]:
+        def budgeted(result: SearchResult, query_id: str | None) -> dict[str, Any]:
             context, held = context_of(result, cap)
-            answer = search_answer(result, query_id, context=context, citations=[cite(h) for h in held])
+            answer = search_answer(result, query_id, context=context, citations=[cite(h, self.ids) for h in held])
             if result.hits and not held:
                 answer["notes"].append(
                     f"a budget of {budget} tokens holds none of the {len(result.hits)} passages found; raise it"
@@ -156,8 +178,8 @@ class Toolbox:
             return self._fit(answer, drop=lambda out: self._narrow_context(out, result, cap))
 
         def in_context(result: SearchResult) -> list[tuple[str, int]]:
-            made["answer"] = budgeted(result, _LONGEST_ID)  # logged: its id is counted at its longest
-            return [(c["namespace"], c["doc_id"]) for c in made["answer"]["citations"]]  # what the agent sees
+            made["answer"] = budgeted(result, _SOME_QUERY_ID)  # logged: its id counted as long as any is
+            return self._shown(made["answer"]["citations"])  # what the agent sees
 
         result, query_id = self._search(
             "search_knowledge", query, namespaces, k=k, filters=filters, mode=mode, shown=in_context if budget else None
@@ -166,7 +188,7 @@ class Toolbox:
         if budget is not None:
             answer = {**(made.get("answer") or budgeted(result, query_id)), "query_id": query_id}
         else:
-            passages = [passage(h, snippets) for h in result.hits]
+            passages = [passage(h, snippets, self.ids) for h in result.hits]
             page, next_cursor, snipped = self._page(passages, limit, cursor)
             answer = search_answer(result, query_id, passages=page, next_cursor=next_cursor)
             answer = self._fit(answer, drop=lambda out: self._drop_page(out, "passages", cursor), cut=snipped)
@@ -195,7 +217,7 @@ class Toolbox:
         )
         labels.update(mode=check.result.mode, strategy=check.result.strategy)
         evidence = [
-            {**passage(h, snippets=False), "signals": s} for h, s in zip(check.result.hits, check.signals, strict=True)
+            {**passage(h, False, self.ids), "signals": s} for h, s in zip(check.result.hits, check.signals, strict=True)
         ]
         page, _, _ = self._page(evidence, None, None)
         if len(page) < len(evidence):
@@ -235,8 +257,8 @@ class Toolbox:
         made: dict[str, dict[str, Any]] = {}  # the answer, made once: for the query log and the agent
 
         def shown(found: Any) -> list[tuple[str, int]]:
-            made["answer"] = self._research_answer(topic, found, _LONGEST_ID)  # its id counted at its longest
-            return [(d["namespace"], d["doc_id"]) for d in made["answer"]["documents"]]  # what the agent sees
+            made["answer"] = self._research_answer(topic, found, _SOME_QUERY_ID)  # its id counted as long as any is
+            return self._shown(made["answer"]["documents"])  # what the agent sees
 
         found, query_id = self._search(
             "research_topic",
@@ -256,9 +278,9 @@ class Toolbox:
     @tool
     def get_document(
         self,
-        doc_id: Annotated[int, Field(description="doc_id of a passage from a search.")],
+        doc_id: Annotated[str, Field(description="doc_id of a passage from a search (an opaque string).")],
         around_chunk: Annotated[
-            int | None, Field(description="chunk_id to center on (default: the whole document).")
+            str | None, Field(description="chunk_id to center on (default: the whole document).")
         ] = None,
         window: Annotated[int, Field(description="Chunks either side of around_chunk.", ge=0, le=50)] = 2,
         limit: Limit = None,
@@ -293,16 +315,20 @@ class Toolbox:
     @tool
     def record_feedback(
         self,
-        query_id: Annotated[int, Field(description="query_id of the search being judged.")],
-        doc_id: Annotated[int, Field(description="doc_id of a document that search returned.")],
+        query_id: Annotated[str, Field(description="query_id of the search being judged.")],
+        doc_id: Annotated[str, Field(description="doc_id of a document that search returned.")],
         useful: Annotated[bool, Field(description="Whether the document helped answer the query.")],
         *,
         labels: dict,
     ) -> FeedbackAnswer:
         if not self.limits.log_queries:
             raise UsageError("feedback needs the query log", hint="set [server] log_queries = true")
-        with self.service.kb(self.agent.tenant) as kb:
-            kb.record_feedback(self.agent.name, query_id, doc_id, useful)
+        query, doc = self._open("q", query_id), self._open("d", doc_id)
+        with (
+            self.service.kb(self.agent.tenant) as kb,
+            self._as_given({("query", query): query_id, ("document", doc): doc_id}),
+        ):
+            kb.record_feedback(self.agent.name, query, doc, useful)
         return FeedbackAnswer(recorded=True, query_id=query_id, doc_id=doc_id, useful=useful)
 
     # -- documents as resources (MCP resources/read) ---------------------------------------------------
@@ -320,7 +346,7 @@ class Toolbox:
         self.agent.check_tool("get_document")
         namespace, doc_id, chunk_id = parse_resource_uri(uri)
         doc = self._document(doc_id, namespace, chunk_id, 0)
-        chunks = doc["chunks"]
+        chunks = doc["chunks"]  # their ids sealed as this key seals them: one spelling per id (kbctl.ids)
         if chunk_id is not None:
             chunks = [c for c in chunks if c["chunk_id"] == chunk_id]
         title, source = doc["title"], doc["source"]
@@ -357,16 +383,24 @@ class Toolbox:
             used += cost
         return "\n\n".join(parts), len(parts) - 1, truncated
 
-    def _document(self, doc_id: int, namespace: str | None, around_chunk: int | None, window: int) -> dict[str, Any]:
+    def _document(self, doc_id: str, namespace: str | None, around_chunk: str | None, window: int) -> dict[str, Any]:
         """``kb.document`` within the agent's scope (one namespace of it, when given) and its principal's
-        ACL, as an agent sees it: ``source`` instead of server paths, and resource links."""
-        with self.service.kb(self.agent.tenant) as kb:
+        ACL, as an agent sees it: opaque ids, ``source`` instead of server paths, and resource links."""
+        raw_doc = self._open("d", doc_id)
+        raw_chunk = None if around_chunk is None else self._open("c", around_chunk)
+        given = {("document", raw_doc): doc_id, ("chunk", raw_chunk): around_chunk}
+        with self.service.kb(self.agent.tenant) as kb, self._as_given(given):
             scope = self.agent.scope([namespace] if namespace is not None else None, kb.namespace_names())
-            doc = kb.document(doc_id, scope, around_chunk=around_chunk, window=window, principal=self.agent.principal)
+            doc = kb.document(raw_doc, scope, around_chunk=raw_chunk, window=window, principal=self.agent.principal)
         doc.pop("id", None)  # the library's row id, the same as doc_id
         meta = dict(doc["metadata"] or {})
-        ns, ident = doc["namespace"], doc["doc_id"]
-        chunks = [{**c, "resource": resource_uri(ns, ident, c["chunk_id"])} for c in doc.pop("chunks")]
+        ns, ident = doc["namespace"], self.ids.seal("d", doc["doc_id"])
+        doc["doc_id"] = ident
+        chunks = [
+            {**c, "chunk_id": chunk, "resource": resource_uri(ns, ident, chunk)}
+            for c in doc.pop("chunks")
+            for chunk in (self.ids.seal("c", c["chunk_id"]),)
+        ]
         doc = {**doc, "source": display_source(doc["uri"], meta), "metadata": meta, "resource": resource_uri(ns, ident)}
         return {**without_server_paths(doc), "chunks": chunks}
 
@@ -395,7 +429,7 @@ class Toolbox:
         """``/v1/search`` with ``"raw": true``: the ``SearchResult`` as JSON, its arguments typed like the tools'."""
         options = dict(per_doc=per_doc, fusion=fusion, ef_search=ef_search, rerank=rerank, prf=prf, explain=explain)
         result = self.search_result(query, namespaces, k=k, filters=filters, mode=mode, **options)
-        return without_server_paths(result.to_json())
+        return sealed_result(result, self.ids)
 
     def _search(
         self,
@@ -405,9 +439,10 @@ class Toolbox:
         call: Callable[..., Any] | None = None,
         shown: Callable[[Any], list[tuple[str, int]]] | None = None,
         **options: Any,
-    ) -> tuple[Any, int | None]:
+    ) -> tuple[Any, str | None]:
         """``kb.search`` (or ``call(kb, scope, k=, filters=, principal=)``, a library verb whose answer
-        has the ``result``) within the agent's scope and limits; the answer and its logged query id.
+        has the ``result``) within the agent's scope and limits; the answer and its logged query's
+        opaque id.
         ``shown(answer)``: the (namespace, doc_id) pairs the tool will show, when not every hit: the
         query log keeps those, and feedback is taken on them only."""
         if not isinstance(query, str) or len(query) > self.limits.max_query_chars:
@@ -415,6 +450,7 @@ class Toolbox:
         k = options.pop("k", None) or self.agent.k
         if k is not None and k > self.limits.max_k:
             raise UsageError(f"k must be at most {self.limits.max_k}, got {k}")
+        ids = self.ids  # read (once per process) before a knowledge base is borrowed: ``shown`` seals with it
         with self.service.kb(self.agent.tenant) as kb:
             scope = self.agent.scope(namespaces, kb.namespace_names())
             if not scope:
@@ -436,26 +472,58 @@ class Toolbox:
         if result.withheld:
             self.metrics.withheld.labels(tool=tool_name or "search").inc(result.withheld)
         telemetry.after("kbctl.search.render", {"kbctl.hits": len(result.hits)})  # until the tool returns
-        return answer, query_id
+        return answer, None if query_id is None else ids.seal("q", query_id)
 
     def _cap(self) -> int:
         return self.limits.max_output_tokens
+
+    def _open(self, kind: str, token: Any) -> int:
+        """The raw id of an opaque one the agent sent; anything that does not open under its tenant's
+        key is not available, as a missing one is (the message names what the agent sent)."""
+        n = self.ids.open(kind, token)
+        if n is None:
+            raise unavailable(
+                KINDS[kind], token if not isinstance(token, str) or len(token) <= 64 else token[:64] + "…"
+            )
+        return n
+
+    def _shown(self, items: list[dict[str, Any]]) -> list[tuple[str, int]]:
+        """The (namespace, raw doc_id) pairs of an answer's citations or documents: what the query
+        log keeps as shown, and feedback is taken on."""
+        return [(i["namespace"], self._open("d", i["doc_id"])) for i in items]
+
+    @contextlib.contextmanager
+    def _as_given(self, given: dict[tuple[str, int | None], str | None]) -> Iterator[None]:
+        """The library's "… is not available" names the raw id it was given: re-raised naming the
+        opaque id the agent sent instead (``given``: (kind, raw id) to that), so no raw id is shown."""
+        try:
+            yield
+        except UsageError as e:
+            for (kind, raw), token in given.items():
+                if raw is not None and e.message == str(unavailable(kind, raw)):
+                    raise unavailable(kind, token) from None
+            raise
 
     def _check_budget(self, budget: int) -> None:
         if budget > self.limits.max_budget:
             raise UsageError(f"budget must be at most {self.limits.max_budget} tokens, got {budget}")
 
-    def _research_answer(self, topic: str, found: Any, query_id: int | None) -> dict[str, Any]:
+    def _research_answer(self, topic: str, found: Any, query_id: str | None) -> dict[str, Any]:
         """research_topic's answer of ``kb.research``'s, within the cap."""
+        seal = self.ids.seal
         documents = [
             {
                 **d,
-                "resource": resource_uri(d["namespace"], d["doc_id"]),
+                "doc_id": doc,
+                "resource": resource_uri(d["namespace"], doc),
                 "passages": [
-                    {**p, "resource": resource_uri(d["namespace"], d["doc_id"], p["chunk_id"])} for p in d["passages"]
+                    {**p, "chunk_id": chunk, "resource": resource_uri(d["namespace"], doc, chunk)}
+                    for p in d["passages"]
+                    for chunk in (seal("c", p["chunk_id"]),)
                 ],
             }
             for d in found.documents
+            for doc in (seal("d", d["doc_id"]),)
         ]
         answer = {
             "query_id": query_id,
@@ -567,7 +635,7 @@ class Toolbox:
             text, held = context_of(result, b)
             if not held:
                 return None
-            cites = [cite(h) for h in held]
+            cites = [cite(h, self.ids) for h in held]
             long_values(cites, tokens)
             squeeze(cites, 0, tokens)  # cut as step 1 cut the citations before
             return {**out, "context": text, "citations": cites}
@@ -591,8 +659,8 @@ class Toolbox:
         return True
 
 
-_LONGEST_ID = 10**18
-"""A logged query's id as the answer is cut before the query is logged: as long as an id can be."""
+_SOME_QUERY_ID = "q_" + "A" * 22
+"""A logged query's id as the answer is cut before the query is logged: every sealed id is as long."""
 
 
 def _cut_topic(out: dict[str, Any], tokens: int) -> bool:

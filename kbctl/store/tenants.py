@@ -18,7 +18,16 @@ from .namespaces import delete_namespace, namespace_ids
 from .queries import query, template
 from .roles import as_owner, as_role, enter
 
-__all__ = ["create_tenant", "tenant_role", "list_tenants", "enter", "as_role", "as_owner", "delete_tenant"]
+__all__ = [
+    "create_tenant",
+    "tenant_role",
+    "tenant_id_key",
+    "list_tenants",
+    "enter",
+    "as_role",
+    "as_owner",
+    "delete_tenant",
+]
 
 
 def create_tenant(conn: Conn, tenant: str) -> str:
@@ -47,6 +56,13 @@ def tenant_role(conn: Conn, tenant: str) -> str | None:
     """The role of a registered tenant, else None."""
     row = conn.execute(query("tenants/role"), (tenant,)).fetchone()
     return str(row[0]) if row else None
+
+
+def tenant_id_key(conn: Conn, tenant: str) -> bytes | None:
+    """The key of a registered tenant's opaque ids (migration 018), else None: the owner reads any
+    tenant's, a tenant's role its own only."""
+    row = conn.execute(query("tenants/id_key"), (tenant,)).fetchone()
+    return bytes(row[0]) if row else None
 
 
 def list_tenants(conn: Conn) -> list[dict]:

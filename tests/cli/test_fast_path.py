@@ -43,10 +43,11 @@ def server(kb_home, tmp_path_factory):
     for ns, folder in (("billing_kb", "support/billing"), ("technical_kb", "support/technical")):
         kb.ingest([str(SAMPLE / folder)], ns, verify=False)
     tokens = {a: kb.create_agent_token(a) for a in ("billing", "ops")}
+    ids = kb.ids()  # the server's answers name documents and chunks by these opaque ids (kbctl.ids)
     kb.close()
     port = free_port()
     proc = start_server(kb_home, TENANT, config, port)
-    yield {"url": f"http://127.0.0.1:{port}", "config": config, "home": kb_home, "tokens": tokens}
+    yield {"url": f"http://127.0.0.1:{port}", "config": config, "home": kb_home, "tokens": tokens, "ids": ids}
     stop(proc)
 
 
@@ -84,15 +85,20 @@ def in_process(server, *args: str):
     return run_kbctl(args, env={**env, "KBCTL_SERVER": None, "KBCTL_TOKEN": None})
 
 
-def _untimed(stdout: bytes) -> list:
+def _untimed(stdout: bytes, ids=None) -> list:
     """The JSON lines printed, without the one field that differs between two runs (timings) and
-    the server's paths, which a server's answer leaves out (issue 26: ``metadata.uri``, ``abs_path``)."""
+    the server's paths, which a server's answer leaves out (issue 26: ``metadata.uri``, ``abs_path``).
+    ``ids``: an in-process search's, whose raw ids are sealed as the server seals those it gives out."""
     rows = [json.loads(line) for line in stdout.decode().splitlines()]
     for r in rows:
         (r.get("details") or {}).pop("timings_ms", None)
+        if ids is not None and "generations" in (r.get("details") or {}):
+            r["details"]["generations"] = {n: ids.seal("g", g) for n, g in r["details"]["generations"].items()}
         for hit in r.get("hits") or ([r] if "metadata" in r else []):
             for key in ("uri", "abs_path"):
                 (hit.get("metadata") or {}).pop(key, None)
+            if ids is not None:
+                hit["doc_id"], hit["chunk_id"] = ids.seal("d", hit["doc_id"]), ids.seal("c", hit["chunk_id"])
     return rows
 
 
@@ -115,7 +121,7 @@ def test_fast_path_prints_what_the_in_process_search_prints(server, args):
     local = in_process(server, *args)
     assert local.returncode == 0, local.stderr.decode()
     assert p.stdout.strip()
-    assert _untimed(p.stdout) == _untimed(local.stdout)
+    assert _untimed(p.stdout) == _untimed(local.stdout, server["ids"])
 
 
 def test_options_it_does_not_take_run_the_normal_cli(server):
@@ -167,7 +173,7 @@ def test_a_server_that_is_down_falls_back_with_one_warning(server):
         [sys.executable, "-m", "kbctl", *args], capture_output=True, env=_env(server, **down), cwd=ROOT, timeout=300
     )
     assert p.returncode == 0, p.stderr.decode()
-    assert _untimed(p.stdout) == _untimed(in_process(server, *args).stdout)
+    assert _untimed(p.stdout) == _untimed(in_process(server, *args).stdout)  # both in-process: raw ids
     warnings = [line for line in p.stderr.decode().splitlines() if "not reachable" in line]
     assert len(warnings) == 1 and warnings[0].startswith("WARNING")
 
@@ -185,7 +191,7 @@ def test_server_url_from_the_config_file(server, tmp_path):
     args = ("search", "refund", "-n", "billing_kb", "--json")
     report, p = probe(server, "--config", str(config), *args, KBCTL_TOKEN=server["tokens"]["ops"])
     assert report["code"] == 0 and report["heavy"] == [], p.stderr.decode()
-    assert _untimed(p.stdout) == _untimed(in_process(server, *args).stdout)
+    assert _untimed(p.stdout) == _untimed(in_process(server, *args).stdout, server["ids"])
 
 
 @pytest.mark.parametrize("store", ["--home", "--dsn"])

@@ -6,8 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from kbctl.server.answers import cite as _cite
+from kbctl.ids import Ids
+from kbctl.server.answers import cite
 from kbctl.types import Hit
+
+IDS = Ids(b"k" * 32)
+
+
+def _cite(hit: Hit) -> dict:
+    return cite(hit, IDS)
 
 
 def _hit(**metadata) -> Hit:
@@ -20,7 +27,7 @@ def _hit(**metadata) -> Hit:
 )
 def test_a_location_field_of_another_shape_is_left_out(metadata):
     cited = _cite(_hit(**metadata))
-    assert cited["resource"] == "kbctl://kb/7#9"
+    assert cited["resource"] == f"kbctl://kb/{IDS.seal('d', 7)}#{IDS.seal('c', 9)}"
     assert not {"link", "boxes", "page"} & set(cited)
 
 

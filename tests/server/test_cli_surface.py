@@ -37,7 +37,16 @@ def test_search_forwards_to_the_server_and_falls_back(served, cli):
     local = json.loads(down.stdout)["hits"]
     for hit in local:  # an answer of the server holds no server paths (issue 26): the rest is the same
         hit["metadata"] = {k: v for k, v in hit["metadata"].items() if k not in ("uri", "abs_path")}
-    assert local == json.loads(p.stdout)["hits"]
+    served_hits = json.loads(p.stdout)["hits"]
+    for hit in served_hits:  # but its ids are the opaque ones agents see: the operator opens them
+        for key, kind in (("doc_id", "document"), ("chunk_id", "chunk")):
+            assert isinstance(hit[key], str)
+            opened = cli("tenants", "id-of", hit[key], "--json", tenant_override=served.tenant, env=env(served))
+            assert opened.returncode == 0, opened.stderr
+            found = json.loads(opened.stdout)
+            assert found["kind"] == kind and found["tenant"] == served.tenant
+            hit[key] = found["id"]
+    assert local == served_hits
     refused = cli(
         "search",
         "refund",

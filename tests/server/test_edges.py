@@ -216,7 +216,7 @@ REFUSALS = [
     ("search_knowledge", {"query": "refund", "filters": ["nonsense"]}, "/v1/tools/search_knowledge"),
     ("search_knowledge", {"query": "refund", "cursor": "x"}, "/v1/tools/search_knowledge"),
     ("verify_claim", {"claim": "x", "k": 21}, "/v1/tools/verify_claim"),
-    ("get_document", {"doc_id": 987654321}, "/v1/tools/get_document"),
+    ("get_document", {"doc_id": "d_" + "A" * 22}, "/v1/tools/get_document"),  # opens under no key
     ("research_topic", {"topic": "x", "budget": 10**6}, "/v1/tools/research_topic"),
 ]
 

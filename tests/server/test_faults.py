@@ -77,7 +77,7 @@ def test_a_database_fault_reading_a_resource_shows_no_internals():
     async def main():
         async with Client(server) as client:
             with pytest.raises(MCPError) as e:
-                await client.read_resource(resource_uri("billing_kb", 1))
+                await client.read_resource(resource_uri("billing_kb", "d_" + "A" * 22))
             return e.value.error.message
 
     message = anyio.run(main)

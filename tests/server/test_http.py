@@ -28,7 +28,7 @@ def test_search_returns_passages_with_citations(served):
     r = post(served, "/v1/search", {"query": "how long do refunds take", "namespaces": ["billing_kb"], "k": 3})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert 1 <= len(body["passages"]) <= 3 and body["query_id"] > 0
+    assert 1 <= len(body["passages"]) <= 3 and body["query_id"].startswith("q_")  # opaque (kbctl.ids)
     p = body["passages"][0]
     assert {"citation", "doc_id", "chunk_id", "text", "namespace"} <= set(p) and p["namespace"] == "billing_kb"
 
@@ -110,7 +110,8 @@ def test_verify_research_document_and_feedback(served):
     f = post(served, "/v1/feedback", {"query_id": s["query_id"], "doc_id": hit["doc_id"], "useful": True})
     assert f.status_code == 200 and f.json()["recorded"]
     assert (
-        post(served, "/v1/feedback", {"query_id": s["query_id"], "doc_id": 999999, "useful": True}).status_code == 400
+        post(served, "/v1/feedback", {"query_id": s["query_id"], "doc_id": "d_" + "A" * 22, "useful": True}).status_code
+        == 400
     )
 
 

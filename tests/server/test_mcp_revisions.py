@@ -12,6 +12,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import anyio
 import httpx
@@ -47,7 +48,7 @@ def logged(served, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def technical_doc(served) -> int:
+def technical_doc(served) -> str:
     """A document of technical_kb (outside the billing agent's scope)."""
     r = httpx.post(
         served.url + "/v1/search",
@@ -87,7 +88,7 @@ def structured(result, schema: dict) -> dict:
     return result.structured_content
 
 
-async def exercise(client, technical_doc: int) -> dict:
+async def exercise(client, technical_doc: str) -> dict:
     """As the billing agent (billing_kb only, every tool): everything the acceptance asks for."""
     from mcp.shared.exceptions import MCPError
 
@@ -126,7 +127,7 @@ async def exercise(client, technical_doc: int) -> dict:
         "other_namespace": resource_uri("technical_kb", technical_doc),
         "missing_namespace": resource_uri("zzz_kb", technical_doc),
         "doc_of_another_namespace": resource_uri("billing_kb", technical_doc),
-        "missing_doc": resource_uri("billing_kb", 987654321),
+        "missing_doc": resource_uri("billing_kb", FORGED),
         "bad_uri": "kbctl://billing_kb/not-a-number",
     }.items():
         with pytest.raises(MCPError) as e:
@@ -143,7 +144,7 @@ async def exercise(client, technical_doc: int) -> dict:
     return out
 
 
-def check(out: dict, revision: str, technical_doc: int) -> None:
+def check(out: dict, revision: str, technical_doc: str) -> None:
     assert out["revision"] == revision
     assert set(out["tools"]) == ALL
     for name, t in out["tools"].items():
@@ -167,8 +168,8 @@ def check(out: dict, revision: str, technical_doc: int) -> None:
     assert refused["other_namespace"] == "namespace 'technical_kb' is not available"
     assert refused["missing_namespace"] == "namespace 'zzz_kb' is not available"
     # a document of another namespace reads exactly like one that does not exist
-    assert refused["doc_of_another_namespace"] == f"document {technical_doc} is not available"
-    assert refused["missing_doc"] == "document 987654321 is not available"
+    assert refused["doc_of_another_namespace"] == f"document {technical_doc!r} is not available"
+    assert refused["missing_doc"] == f"document {FORGED!r} is not available"
     assert refused["bad_uri"].startswith("invalid resource URI")
     assert all("\n" not in m for m in refused.values())
     assert out["refused_tool"].is_error and out["refused_tool"].content[0].text == (
@@ -179,6 +180,7 @@ def check(out: dict, revision: str, technical_doc: int) -> None:
     assert out["refused_prompt"] == "namespace 'technical_kb' is not available"
 
 
+FORGED = "d_" + "A" * 22  # an opaque id's shape that opens under no key: a document that is not there
 REFUSAL = "INFO kbctl.server.mcp: "  # the level and logger of a refusal's one line (kbctl -v)
 
 
@@ -190,7 +192,7 @@ def assert_refusals_logged_without_traceback(log: str) -> None:
     expected = {
         "resource kbctl://technical_kb/": "refused: namespace 'technical_kb' is not available",
         "resource kbctl://zzz_kb/": "refused: namespace 'zzz_kb' is not available",
-        "resource kbctl://billing_kb/987654321 ": "refused: document 987654321 is not available",
+        f"resource kbctl://billing_kb/{FORGED} ": f"refused: document {FORGED!r} is not available",
         "resource kbctl://billing_kb/not-a-number ": "refused: invalid resource URI",
         "tool search_knowledge ": "refused: namespace 'technical_kb' is not available",
         "prompt namespaces ": "refused: namespace 'technical_kb' is not available",
@@ -340,12 +342,16 @@ def test_a_resource_fault_logs_one_traceback_and_a_refusal_none(caplog, mode):
         def kb(self, tenant=None):
             raise RuntimeError("the disk is on fire")
 
+        def ids(self, tenant=None):  # the tenant's key is read from the database too
+            raise RuntimeError("the disk is on fire")
+
     server = mcp_server(Toolbox(Broken(), Agent(), Metrics()))  # type: ignore[arg-type]
+    doc = "d_" + "A" * 22  # an opaque id's shape: whether it opens is for the database's key to say
 
     async def main():
         errors = []
         async with Client(server, mode=mode) as client:
-            for uri in (resource_uri("billing_kb", 1), "kbctl://billing_kb/x"):
+            for uri in (resource_uri("billing_kb", doc), "kbctl://billing_kb/x"):
                 with pytest.raises(MCPError) as e:
                     await client.read_resource(uri)
                 errors.append(e.value.error.message)
@@ -355,7 +361,7 @@ def test_a_resource_fault_logs_one_traceback_and_a_refusal_none(caplog, mode):
         fault, refusal = anyio.run(main)
     assert "disk" not in fault and refusal.startswith("invalid resource URI")
     with_traceback = [r for r in caplog.records if r.exc_info]
-    assert len(with_traceback) == 1 and "kbctl://billing_kb/1" in with_traceback[0].getMessage()
+    assert len(with_traceback) == 1 and f"kbctl://billing_kb/{doc}" in with_traceback[0].getMessage()
     refused = [r for r in caplog.records if "refused: invalid resource URI" in r.getMessage()]
     assert refused and all(r.levelno == logging.INFO and not r.exc_info for r in refused)
 
@@ -428,10 +434,15 @@ def test_a_resource_is_read_within_the_agents_principals_acl(kb_home, tenant, tm
         (docs / f"{name}.md").write_text(f"---\ntitle: Handbook {name}\nacl: {acl}\n---\n\nThe {word} section.\n")
     with kbctl.open(config=config, home=kb_home, tenant=tenant) as kb:
         kb.ingest([str(docs)], "staff_kb", verify=False)
-        hits = {
+        found = {
             name: kb.search(word, "staff_kb", unrestricted=True, k=1).hits[0] for name, (_, word) in ACL_DOCS.items()
         }
-    assert len({h.doc_id for h in hits.values()}) == 3
+        ids = kb.ids()  # the agent sees the ids sealed under the tenant's key (kbctl.ids)
+    assert len({h.doc_id for h in found.values()}) == 3
+    hits = {
+        name: SimpleNamespace(doc_id=ids.seal("d", h.doc_id), chunk_id=ids.seal("c", h.chunk_id))
+        for name, h in found.items()
+    }
     errlog = tmp_path / "mcp.log"
 
     async def main():
@@ -447,7 +458,7 @@ def test_a_resource_is_read_within_the_agents_principals_acl(kb_home, tenant, tm
                     "denied": resource_uri("staff_kb", hits["hrdoc"].doc_id),
                     "denied_chunk": resource_uri("staff_kb", hits["hrdoc"].doc_id, hits["hrdoc"].chunk_id),
                     "chunk_of_another_doc": resource_uri("staff_kb", hits["engdoc"].doc_id, hits["userdoc"].chunk_id),
-                    "missing": resource_uri("staff_kb", 987654321),
+                    "missing": resource_uri("staff_kb", FORGED),
                 }.items():
                     with pytest.raises(MCPError) as e:
                         await client.read_resource(uri)
@@ -460,15 +471,15 @@ def test_a_resource_is_read_within_the_agents_principals_acl(kb_home, tenant, tm
     assert "quorvelleng" in out["chunk"].text and out["chunk"].meta["chunk_id"] == hits["engdoc"].chunk_id
     hr = hits["hrdoc"].doc_id
     # refused exactly as a document that does not exist: nothing says it is there, nothing of it is shown
-    assert out["denied"] == out["denied_chunk"] == f"document {hr} is not available"
-    assert out["missing"] == "document 987654321 is not available"
-    assert out["chunk_of_another_doc"] == f"chunk {hits['userdoc'].chunk_id} is not available"
+    assert out["denied"] == out["denied_chunk"] == f"document {hr!r} is not available"
+    assert out["missing"] == f"document {FORGED!r} is not available"
+    assert out["chunk_of_another_doc"] == f"chunk {hits['userdoc'].chunk_id!r} is not available"
     for m in (out["denied"], out["denied_chunk"], out["chunk_of_another_doc"]):
         assert "\n" not in m and "quorvell" not in m and "Handbook" not in m
     log = errlog.read_text(errors="replace")
     refusals = [line for line in log.splitlines() if " refused: " in line]
     assert len(refusals) == 4 and all(line.startswith(REFUSAL + "resource kbctl://staff_kb/") for line in refusals)
-    assert sum(f"kbctl://staff_kb/{hr}" in line and line.endswith(f"document {hr} is not available")
+    assert sum(f"kbctl://staff_kb/{hr}" in line and line.endswith(f"document {hr!r} is not available")
                for line in refusals) == 2  # fmt: skip
     assert "Traceback" not in log and "quorvellhr" not in log
 

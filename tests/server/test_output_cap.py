@@ -12,6 +12,7 @@ import json
 from types import SimpleNamespace
 
 from kbctl.config import load_settings
+from kbctl.ids import Ids
 from kbctl.search.context import estimate_tokens
 from kbctl.server.agents import Agent
 from kbctl.server.metrics import Metrics
@@ -22,6 +23,7 @@ from kbctl.types import Hit, SearchResult
 CAP = 1000
 TEXT = "Refunds are paid within five days of the request. The card is credited, not the account."
 BOXES = [[1, 72.5, 100.25 + i, 523.75, 112.125 + i] for i in range(120)]  # a PDF passage's lines: ~3,000 tokens
+IDS = Ids(b"k" * 32)  # the tenant's opaque ids (kbctl.ids)
 
 
 def _cost(answer) -> int:
@@ -45,6 +47,9 @@ class _Service:
     @contextlib.contextmanager
     def kb(self, tenant=None):
         yield SimpleNamespace(namespace_names=lambda: ["kb"], **self.kb_fields)
+
+    def ids(self, tenant=None):
+        return IDS
 
 
 def _search_box(hits, cap: int = CAP) -> Toolbox:
@@ -88,7 +93,7 @@ def test_a_passage_whose_citation_alone_is_past_the_cap_is_cut():
     assert _cost(answer) <= CAP, _cost(answer)
     assert data.get("truncated") is True
     assert answer.passages and answer.passages[0].citation.endswith("[…]")
-    assert answer.passages[0].resource == "kbctl://kb/100#200"  # what opens it is never cut
+    assert answer.passages[0].resource == f"kbctl://kb/{IDS.seal('d', 100)}#{IDS.seal('c', 200)}"  # never cut
 
 
 def test_a_search_under_the_cap_is_unchanged():
@@ -173,7 +178,7 @@ def _document(metadata: dict, title: str = "Billing", chunks: int = 3):
 
 def _get(metadata: dict, title: str = "Billing", **options):
     service = _Service(document=_document(metadata, title))
-    return Toolbox(service, Agent(), Metrics()).get_document(1, **options)  # type: ignore[arg-type]
+    return Toolbox(service, Agent(), Metrics()).get_document(IDS.seal("d", 1), **options)  # type: ignore[arg-type]
 
 
 def test_a_documents_metadata_is_counted():
@@ -243,8 +248,9 @@ def test_the_query_log_keeps_what_the_cut_answer_shows():
         overrides={"server.max_output_tokens": 300, "server.log_queries": True}, env={}
     ).server
     answer = Toolbox(service, Agent(), Metrics()).search_knowledge("refunds", budget=300)  # type: ignore[arg-type]
-    assert answer.query_id == 42 and _cost(answer) <= 300
-    assert logged == [[(c.namespace, c.doc_id) for c in answer.citations]] and 0 < len(answer.citations) < 8
+    assert answer.query_id == IDS.seal("q", 42) and _cost(answer) <= 300
+    assert logged == [[(c.namespace, IDS.open("d", c.doc_id)) for c in answer.citations]]
+    assert 0 < len(answer.citations) < 8
 
 
 def test_a_resource_counts_its_title():
@@ -252,7 +258,7 @@ def test_a_resource_counts_its_title():
     made its text past the cap whatever was left of its chunks."""
     title = " ".join(f"title{i}" for i in range(1000))
     service = _Service(document=_document({}, title))
-    text, meta = Toolbox(service, Agent(), Metrics()).read_resource("kbctl://kb/1")  # type: ignore[arg-type]
+    text, meta = Toolbox(service, Agent(), Metrics()).read_resource(f"kbctl://kb/{IDS.seal('d', 1)}")  # type: ignore[arg-type]
     assert estimate_tokens(text) <= CAP
     assert meta["truncated"] is True and meta["title"].endswith("[…]") and meta["chunks"] == 3
     assert text.startswith("# title0 title1") and TEXT in text

@@ -8,6 +8,8 @@ import os
 import httpx
 import pytest
 
+FORGED_DOC, FORGED_QUERY = "d_" + "A" * 22, "q_" + "A" * 22  # opaque ids' shape, opening under no key
+
 
 def call(served, path, body=None, agent="billing", method="post", **kw):
     fn = getattr(httpx, method)
@@ -59,8 +61,8 @@ def test_documents_of_another_namespace_look_like_missing_ones(served):
     ][0]
     billing = call(served, "/v1/search", {"query": "refund", "k": 1}).json()["passages"][0]
     other = call(served, f"/v1/documents/{tech['doc_id']}", method="get")
-    missing = call(served, "/v1/documents/987654321", method="get")
-    _same(other, missing, str(tech["doc_id"]), "987654321")
+    missing = call(served, f"/v1/documents/{FORGED_DOC}", method="get")
+    _same(other, missing, tech["doc_id"], FORGED_DOC)
     around = call(served, f"/v1/documents/{billing['doc_id']}", method="get", params={"around_chunk": tech["chunk_id"]})
     assert around.status_code == 400 and "not available" in around.json()["error"]
 
@@ -72,14 +74,14 @@ def test_feedback_cannot_touch_another_agents_query_or_namespace(served):
         served, "/v1/feedback", {"query_id": ops["query_id"], "doc_id": ops["passages"][0]["doc_id"], "useful": True}
     )
     no_query = call(
-        served, "/v1/feedback", {"query_id": 99999999, "doc_id": ops["passages"][0]["doc_id"], "useful": True}
+        served, "/v1/feedback", {"query_id": FORGED_QUERY, "doc_id": ops["passages"][0]["doc_id"], "useful": True}
     )
-    _same(others_query, no_query, str(ops["query_id"]), "99999999")
+    _same(others_query, no_query, ops["query_id"], FORGED_QUERY)
     tech_doc = call(
         served, "/v1/feedback", {"query_id": mine["query_id"], "doc_id": ops["passages"][0]["doc_id"], "useful": True}
     )
-    no_doc = call(served, "/v1/feedback", {"query_id": mine["query_id"], "doc_id": 987654321, "useful": True})
-    _same(tech_doc, no_doc, str(ops["passages"][0]["doc_id"]), "987654321")
+    no_doc = call(served, "/v1/feedback", {"query_id": mine["query_id"], "doc_id": FORGED_DOC, "useful": True})
+    _same(tech_doc, no_doc, ops["passages"][0]["doc_id"], FORGED_DOC)
 
 
 def test_a_token_made_under_another_tenant_never_serves_an_agent_pinned_to_a_tenant(kb_home, tenant, tmp_path):

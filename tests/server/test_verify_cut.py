@@ -8,10 +8,13 @@ import contextlib
 from types import SimpleNamespace
 
 from kbctl.config import load_settings
+from kbctl.ids import Ids
 from kbctl.server.agents import Agent
 from kbctl.server.metrics import Metrics
 from kbctl.server.tools import Toolbox
 from kbctl.types import Hit, SearchResult
+
+IDS = Ids(b"k" * 32)  # the tenant's opaque ids (kbctl.ids)
 
 WORDS = " ".join(f"word{i}" for i in range(150))  # about 150 estimated tokens a passage
 
@@ -47,6 +50,9 @@ class _Service:
     def kb(self, tenant=None):
         yield SimpleNamespace(namespace_names=lambda: ["kb"], verify_claim=lambda claim, scope, **o: self.check)
 
+    def ids(self, tenant=None):
+        return IDS
+
 
 def test_a_supporting_passage_below_the_cut_is_in_the_answer():
     box = Toolbox(_Service(_check(supporting=10)), Agent(), Metrics())  # type: ignore[arg-type]
@@ -78,6 +84,9 @@ class _ResearchService:
 
         yield SimpleNamespace(namespace_names=lambda: ["kb"], research=research)
 
+    def ids(self, tenant=None):
+        return IDS
+
 
 def test_research_topic_stays_within_the_servers_limits():
     """research_topic asked for k = 20 and, without a budget, 4000 tokens, whatever [server] allows:
@@ -99,12 +108,15 @@ class _DocumentService:
         }  # fmt: skip
         yield SimpleNamespace(namespace_names=lambda: ["kb"], document=lambda *a, **kw: dict(doc))
 
+    def ids(self, tenant=None):
+        return IDS
+
 
 def test_a_resource_cut_to_the_cap_says_so_even_in_one_chunk():
     """A document of one chunk past max_output_tokens was cut (snipped) with truncated false, and a
     Chinese text was not cut at all (its estimate was a few tokens)."""
     from kbctl.search.context import estimate_tokens
 
-    text, meta = Toolbox(_DocumentService(), Agent(), Metrics()).read_resource("kbctl://kb/1")  # type: ignore[arg-type]
+    text, meta = Toolbox(_DocumentService(), Agent(), Metrics()).read_resource(f"kbctl://kb/{IDS.seal('d', 1)}")  # type: ignore[arg-type]
     assert meta["truncated"] is True
     assert estimate_tokens(text) <= 300

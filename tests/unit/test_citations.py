@@ -65,13 +65,16 @@ def test_web_hits_carry_the_link_and_the_context_format_shows_it():
 
 
 def test_the_agent_tools_cite_with_the_place():
-    from kbctl.server.answers import cite as _cite
+    from kbctl.ids import Ids
+    from kbctl.server.answers import cite
 
+    ids = Ids(b"k" * 32)
+    doc, chunk = ids.seal("d", 7), ids.seal("c", 9)  # an agent sees opaque ids (kbctl.ids)
     meta = {"source_type": "pdf", "page": 2, "boxes": [[2, 50.0, 72.1, 336.8, 82.1]], "author": "x"}
     hit = Hit(1, 1.0, 7, 9, "r.pdf", "R", "text", "ns", meta, "R (r.pdf) p. 2")
-    assert _cite(hit) == {
-        "rank": 1, "citation": "R (r.pdf) p. 2", "doc_id": 7, "chunk_id": 9, "namespace": "ns",
-        "resource": "kbctl://ns/7#9", "page": 2, "boxes": [[2, 50.0, 72.1, 336.8, 82.1]],
+    assert cite(hit, ids) == {
+        "rank": 1, "citation": "R (r.pdf) p. 2", "doc_id": doc, "chunk_id": chunk, "namespace": "ns",
+        "resource": f"kbctl://ns/{doc}#{chunk}", "page": 2, "boxes": [[2, 50.0, 72.1, 336.8, 82.1]],
     }  # fmt: skip
     web = Hit(1, 1.0, 7, 9, "https://e.org/a", "A", "t", "ns", {"link": "https://e.org/a#:~:text=t"}, "A")
-    assert _cite(web)["link"] == "https://e.org/a#:~:text=t" and "page" not in _cite(web)
+    assert cite(web, ids)["link"] == "https://e.org/a#:~:text=t" and "page" not in cite(web, ids)
