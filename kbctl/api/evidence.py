@@ -89,6 +89,9 @@ class Evidence(Part):
         return Research(topic, first, subs, more, terms, group_by_document(picked, budget))
 
     def _analyzer(self, namespaces: Sequence[str]) -> Analyzer:
-        """The lexical lane's analyzer of the first namespace's profile (the default profile's without one)."""
-        prof = self.kb.namespaces.profile_for(namespaces[0]) if namespaces else self.settings.profile()
-        return get_analyzer(prof.lexical.language)
+        """The lexical lane's analyzer of the first namespace (its profile's language, its recorded
+        analyzer version), the default profile's at the current version without one."""
+        if not namespaces:
+            return get_analyzer(self.settings.profile().lexical.language)
+        prof = self.kb.namespaces.profile_for(namespaces[0])
+        return get_analyzer(prof.lexical.language, self.kb.namespaces.get(namespaces[0]).analyzer)

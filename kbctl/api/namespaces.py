@@ -110,6 +110,6 @@ class Namespaces(Part):
 
     def placeholder(self, name: str, prof: Profile) -> Namespace:
         """What an ingest plan reads for a namespace not created yet."""
-        return Namespace(
+        return Namespace(  # its analyzer: the current version, the one it will be created with
             -1, self.tenant, name, -1, prof.name, prof.fingerprint, prof.model, prof.dimension, prof.distance
         )

@@ -160,7 +160,7 @@ class Writer:
         # A group whose vectors the model is making while the group before it is written: its write
         # batches, the model's call (a Future) and the hashes it embeds (``flush``).
         self.staged: tuple[list, Future | None, set[str]] | None = None
-        self.analyzer = get_analyzer(self.profile.lexical.language)
+        self.analyzer = get_analyzer(self.profile.lexical.language, self.ns.analyzer)  # the version it holds
         self.embedding = Embedding(self.profile, store_lookup(conn, self.ns))  # the active generation's vectors
         self.claimed: dict[str, str] = {}  # document URI -> the source that produced it first in this run
         self.acl = run.acl or AclPolicy()  # the namespace's access settings

@@ -15,7 +15,7 @@ from ..config import PRF_MODES, Profile
 from ..errors import KbctlError, UsageError
 from ..store import search as store
 from ..store.namespaces import Namespace, check_pin
-from ..textutil.analyze import get_analyzer
+from ..textutil.analyze import ANALYZER_VERSION, has_cjk, query_analyzer
 from ..types import Hit, SearchResult
 from ..validate import count
 from .access import ACL_COLUMN, anonymous_gate, gate_lanes, gated_page, viewable
@@ -153,7 +153,9 @@ def _routed(conn, namespaces, profile: Profile, query: str, opts: SearchOptions,
     for ns in namespaces:
         check_pin(ns, profile)
     k = opts.k or profile.search.k
-    analyzer = get_analyzer(profile.lexical.language)
+    # each namespace's postings were made by its recorded analyzer version: the query's terms are
+    # that version's (the union of them over namespaces made before and after a version change)
+    analyzer = query_analyzer(profile.lexical.language, {ns.analyzer for ns in namespaces})
     strategy = route(query, bool(opts.filters), analyzer)
     names = tuple(n.name for n in namespaces)
     if strategy == "no_match":
@@ -179,7 +181,22 @@ def _routed(conn, namespaces, profile: Profile, query: str, opts: SearchOptions,
         result = _ranked(conn, plan)
     if opts.filters and plan is not first:
         result = dataclasses.replace(result, details=_as_asked(result.details, first))
+    if mode != "dense" and has_cjk(query):
+        result = dataclasses.replace(result, notes=(*result.notes, *_older_analyzer(namespaces)))
     return _noted(result, gate, namespaces, bool(opts.filters))
+
+
+def _older_analyzer(namespaces) -> list[str]:
+    """A note per namespace whose postings an older analyzer made, for a query with CJK characters:
+    the lexical lane matches their Chinese, Japanese and Korean as whole runs only, until rebuilt."""
+    return [
+        f"namespace {ns.name!r} was indexed with lexical analyzer {ns.analyzer}: a word inside a Chinese,"
+        f" Japanese or Korean sentence is not found by the lexical lane; to rebuild it, ingest its sources"
+        f" into a new namespace (kbctl ingest PATH -n NEW: vectors come from the embed cache), then delete"
+        f" this one (docs/lifecycle.md#lexical-analyzer-versions)"
+        for ns in namespaces
+        if ns.analyzer < ANALYZER_VERSION
+    ]
 
 
 def _as_asked(details: Mapping[str, Any], plan: SearchPlan) -> dict:

@@ -125,6 +125,7 @@ def write_documents(
     """
     sources = sources or {}
     _check_dimensions(ns, items)
+    _check_analyzer(ns, analyzer)
     if not items:
         return WriteStats(0, 0, 0)
     with conn.transaction():
@@ -264,6 +265,7 @@ def write_document_stream(
     before the block runs, ``out.stats`` is set already: write nothing). Anything else raised in the
     block (the chunker, the model) rolls the document back and propagates.
     """
+    _check_analyzer(ns, analyzer)
     out = DocumentStream(conn, ns, doc, analyzer, title_weight)
     opened = False
     with conn.transaction():
@@ -391,6 +393,16 @@ def _check_dimensions(ns: Namespace, items: _Items) -> None:
                     f" {ns.profile_name} ({ns.model}, {ns.dimension}-d); nothing was written",
                     hint="embed with the namespace's profile, or ingest into a new namespace",
                 )
+
+
+def _check_analyzer(ns: Namespace, analyzer: Analyzer) -> None:
+    """Refuse postings of another analyzer version than the namespace's (its queries would miss them)."""
+    if analyzer.version != ns.analyzer:
+        raise ProfileMismatchError(
+            f"namespace {ns.name!r} holds postings of analyzer version {ns.analyzer}; terms of version"
+            f" {analyzer.version} cannot be added to them; nothing was written",
+            hint="analyze with the namespace's version: get_analyzer(language, ns.analyzer)",
+        )
 
 
 def set_source_hash(conn: Conn, ns: Namespace, source_uri: str, old: str, new: str) -> int:

@@ -4,6 +4,10 @@ A namespace is bound to one recorded profile: its active generation's (``store.g
 Writing or querying a namespace with a profile whose fingerprint differs is refused before anything
 is touched; rebinding a namespace that holds vectors is refused too (moving it to another profile
 is ``kbctl reembed``: a shadow generation, then a swap).
+
+A namespace also records the analyzer version its lexical postings were made with
+(``Namespace.analyzer``, migration 018): it is written and searched with that version's analyzer,
+and a new namespace gets the current one (``kbctl.textutil.analyze.ANALYZER_VERSION``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Literal, overload
 from .. import validate
 from ..config import Profile
 from ..errors import NamespaceNotFound, ProfileMismatchError, UsageError
+from ..textutil.analyze import ANALYZER_VERSION
 from .connection import Conn, columns, scalar
 from .generations import create_generation, drop_generation_indexes, generation_ids
 from .queries import query
@@ -50,6 +55,7 @@ class Namespace:
     description: str = ""
     generation_id: int = 0  # the active generation: what a search reads, what ingest writes
     storage: str = "vector"  # its vector storage (vector | halfvec)
+    analyzer: int = ANALYZER_VERSION  # the analyzer version of its lexical postings (migration 018)
 
     @property
     def serving(self) -> tuple[int, str]:
@@ -152,7 +158,8 @@ def ensure_namespace(conn: Conn, name: str, tenant: str, profile: Profile, descr
     try:
         with conn.transaction():  # the namespace with its first, active generation
             row = conn.execute(
-                query("namespaces/insert_namespace"), (tenant, name, pid, profile.dimension, description)
+                query("namespaces/insert_namespace"),
+                (tenant, name, pid, profile.dimension, description, ANALYZER_VERSION),
             ).fetchone()
             if row is not None:
                 create_generation(conn, int(row[0]), pid, profile, profile.storage, "active")
@@ -171,7 +178,8 @@ def ensure_namespace(conn: Conn, name: str, tenant: str, profile: Profile, descr
 
 
 def rebind_namespace(conn: Conn, name: str, tenant: str, profile: Profile) -> Namespace:
-    """Bind an existing, empty namespace to another profile; refused when it holds vectors."""
+    """Bind an existing, empty namespace to another profile (and the current analyzer); refused
+    when it holds vectors."""
     ns = get_namespace(conn, name, tenant)
     if ns.fingerprint == profile.fingerprint:
         return ns
@@ -184,7 +192,7 @@ def rebind_namespace(conn: Conn, name: str, tenant: str, profile: Profile) -> Na
     with conn.transaction():  # an empty namespace: its generations are replaced by a new active one
         for gid in old:
             conn.execute(query("generations/delete"), (ns.id, gid))
-        conn.execute(query("namespaces/rebind"), (pid, profile.dimension, ns.id))
+        conn.execute(query("namespaces/rebind"), (pid, profile.dimension, ANALYZER_VERSION, ns.id))
         create_generation(conn, ns.id, pid, profile, profile.storage, "active")
     drop_generation_indexes(conn, old)
     return get_namespace(conn, name, tenant)

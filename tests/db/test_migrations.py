@@ -291,6 +291,21 @@ def test_generations_migration_gives_each_namespace_an_active_generation_with_it
             )
 
 
+ANALYZER = 18  # the migration that records each namespace's lexical analyzer version
+
+
+@pytest.mark.embedded_only  # fills a tenant's rows through the login: only a superuser bypasses the forced policies
+def test_a_namespace_made_before_the_analyzer_migration_keeps_analyzer_version_1(fresh_dsn):
+    """Its postings were made with whole CJK runs: it must go on being written and searched so
+    (kbctl.textutil.analyze); only a namespace kbctl creates afterwards records the current version."""
+    _db(fresh_dsn).migrate(target=ANALYZER - 1)
+    with psycopg.connect(fresh_dsn, autocommit=True) as c:
+        _fill(c, ANALYZER - 1)
+    _db(fresh_dsn).migrate()
+    with psycopg.connect(fresh_dsn, autocommit=True) as c:
+        assert c.execute("SELECT name, analyzer FROM kbctl.namespaces").fetchall() == [("docs", 1)]
+
+
 @pytest.mark.parametrize("command", ["repack", "optimize"])
 def test_db_optimize_applies_pending_migrations_first(fresh_dsn, command):
     # After upgrading kbctl, `kbctl db optimize` may be the first command run: with auto_migrate it

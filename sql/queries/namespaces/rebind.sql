@@ -1,2 +1,3 @@
--- Bind a namespace to another profile. Parameters: profile id, dimension, namespace id.
-UPDATE kbctl.namespaces SET profile_id = %s, dimension = %s, updated_at = now() WHERE id = %s
+-- Bind a namespace (an empty one) to another profile, at the current analyzer version.
+-- Parameters: profile id, dimension, analyzer version, namespace id.
+UPDATE kbctl.namespaces SET profile_id = %s, dimension = %s, analyzer = %s, updated_at = now() WHERE id = %s

@@ -1,0 +1,11 @@
+-- The version of the text analysis a namespace's lexical postings were made with
+-- (kbctl.textutil.analyze.ANALYZER_VERSION): its writes and its queries use that version, so a change
+-- of how text becomes terms never silently mismatches the terms already stored.
+--
+-- 1: a run of Chinese, Japanese or Korean without spaces is one term (every namespace made before
+--    this migration, and any row inserted without naming the column);
+-- 2: such a run is its overlapping character bigrams; kbctl records it for each namespace it creates.
+--
+-- The postings are per namespace, not per generation, so the version is the namespace's. A namespace
+-- moves to a newer version only by being made again (ingest its sources into a new namespace).
+ALTER TABLE kbctl.namespaces ADD COLUMN analyzer integer NOT NULL DEFAULT 1 CHECK (analyzer >= 1);
