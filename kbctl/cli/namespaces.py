@@ -29,7 +29,7 @@ def namespaces(
     else:
         table(
             [{**r, "generations": _generations(r)} for r in rows],
-            ["tenant", "name", "profile", "model", "dimension", "documents", "chunks", "generations"],
+            ["tenant", "name", "profile", "model", "dimension", "analyzer", "documents", "chunks", "generations"],
         )
 
 

@@ -6,7 +6,7 @@ is touched; rebinding a namespace that holds vectors is refused too (moving it t
 is ``kbctl reembed``: a shadow generation, then a swap).
 
 A namespace also records the analyzer version its lexical postings were made with
-(``Namespace.analyzer``, migration 018): it is written and searched with that version's analyzer,
+(``Namespace.analyzer``, migration 019): it is written and searched with that version's analyzer,
 and a new namespace gets the current one (``kbctl.textutil.analyze.ANALYZER_VERSION``).
 """
 
@@ -55,7 +55,7 @@ class Namespace:
     description: str = ""
     generation_id: int = 0  # the active generation: what a search reads, what ingest writes
     storage: str = "vector"  # its vector storage (vector | halfvec)
-    analyzer: int = ANALYZER_VERSION  # the analyzer version of its lexical postings (migration 018)
+    analyzer: int = ANALYZER_VERSION  # the analyzer version of its lexical postings (migration 019)
 
     @property
     def serving(self) -> tuple[int, str]:

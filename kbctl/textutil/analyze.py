@@ -12,7 +12,7 @@ is 图书, 书馆; a lone character is itself), as Lucene's CJKAnalyzer and Elas
 digits and punctuation are folded to ASCII and half-width Katakana to full width first; CJK terms
 are neither stemmed nor stopwords. That is analyzer version 2 (``ANALYZER_VERSION``). Version 1
 made a whole run one term; a namespace records the version its postings were made with
-(``kbctl.namespaces.analyzer``, migration 018), and is written and searched with it. Text without
+(``kbctl.namespaces.analyzer``, migration 019), and is written and searched with it. Text without
 CJK or full/half-width characters gives the same terms under both versions.
 """
 

@@ -1,7 +1,7 @@
 """The lexical lane on Chinese, Japanese and Korean text, through ingest and search.
 
 A namespace records the analyzer version its postings were made with: a new one gets CJK bigrams
-(a word inside a sentence is found), one recorded before (version 1, what migration 018 gives the
+(a word inside a sentence is found), one recorded before (version 1, what migration 019 gives the
 namespaces that exist) keeps the old tokenization for its writes and its queries, and says how to
 rebuild it when a query would need the new one.
 """
@@ -32,6 +32,7 @@ def _top(kb, query, ns):
 def test_a_word_inside_a_cjk_sentence_is_found_by_the_lexical_lane(kb, tmp_path):
     kb.ingest([_folder(tmp_path)], namespace="multi")
     assert kb.namespaces.get("multi").analyzer == 2
+    assert {r["name"]: r["analyzer"] for r in kb.namespaces()} == {"multi": 2}  # kbctl namespaces shows it
     assert _top(kb, "图书馆", "multi") == "beijing.md"
     assert _top(kb, "藏书", "multi") == "beijing.md"
     assert _top(kb, "機械学習", "multi") == "tokyo.md"
@@ -44,7 +45,7 @@ def test_a_word_inside_a_cjk_sentence_is_found_by_the_lexical_lane(kb, tmp_path)
 
 
 def _old_namespace(kb, name):
-    """A namespace as it was before migration 018: recorded at analyzer version 1."""
+    """A namespace as it was before migration 019: recorded at analyzer version 1."""
     ns = kb.namespaces.create(name)
     kb.connection().execute("UPDATE kbctl.namespaces SET analyzer = 1 WHERE id = %s", (ns.id,))
     assert kb.namespaces.get(name).analyzer == 1
@@ -54,6 +55,7 @@ def test_a_namespace_recorded_at_version_1_keeps_its_tokenization_and_says_how_t
     _old_namespace(kb, "old")
     kb.ingest([_folder(tmp_path)], namespace="old")
     ns = kb.namespaces.get("old")
+    assert ns.analyzer == 1 and {r["name"]: r["analyzer"] for r in kb.namespaces()} == {"old": 1}
     terms = {
         t
         for (t,) in kb.connection().execute("SELECT term FROM kbctl.lexical_postings WHERE namespace_id = %s", (ns.id,))

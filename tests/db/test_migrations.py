@@ -291,7 +291,7 @@ def test_generations_migration_gives_each_namespace_an_active_generation_with_it
             )
 
 
-ANALYZER = 18  # the migration that records each namespace's lexical analyzer version
+ANALYZER = 19  # the migration that records each namespace's lexical analyzer version
 
 
 @pytest.mark.embedded_only  # fills a tenant's rows through the login: only a superuser bypasses the forced policies

@@ -1,6 +1,7 @@
 -- The namespaces (of one tenant, or every one) with their profile, document and chunk counts and
--- generations (vectors and bytes on disk: vectors and HNSW index). Parameters: tenant (NULL: all), tenant.
-SELECT n.tenant, n.name, p.name AS profile, p.model, n.dimension, p.fingerprint,
+-- generations (vectors and bytes on disk: vectors and HNSW index), and the analyzer version of its postings.
+-- Parameters: tenant (NULL: all), tenant.
+SELECT n.tenant, n.name, p.name AS profile, p.model, n.dimension, p.fingerprint, n.analyzer,
        (SELECT count(*) FROM kbctl.documents d WHERE d.namespace_id = n.id) AS documents,
        (SELECT count(*) FROM kbctl.chunks c WHERE c.namespace_id = n.id) AS chunks,
        (SELECT coalesce(json_agg(json_build_object(
