@@ -62,8 +62,12 @@ class _State:
             return kb.stats()
 
     def agent(self, name: str | None, tenant: str | None = None) -> Agent:
+        """``[agents.NAME]`` serving ``tenant`` (its token's; the server's without one) unless it is
+        pinned to a tenant: the tenant is always named, as its calls are counted by it (``Metrics``)."""
         a = agent_from_settings(self.settings, name)
-        return a if a.tenant or not tenant else Agent(a.name, a.namespaces, a.tools, a.k, a.budget, tenant, a.principal)
+        if a.tenant:
+            return a
+        return Agent(a.name, a.namespaces, a.tools, a.k, a.budget, tenant or self.settings.tenant, a.principal)
 
     async def authenticate(self, scope: Scope) -> Agent | None:
         header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
@@ -173,6 +177,7 @@ async def _call(request: Request, tool: str, args: dict) -> Response:
 
 async def _in_thread(request: Request, tool: str, run) -> Response:
     state: _State = request.app.state.kb
+    tenant = request.scope["kbctl.agent"].tenant or ""
     cancel = Cancel()
     reset = CANCEL.set(cancel)
     out: dict[str, Any] = {}
@@ -192,7 +197,7 @@ async def _in_thread(request: Request, tool: str, run) -> Response:
                     out["error"] = (status, e.message if hasattr(e, "message") else str(e))
             except Exception as e:  # an unexpected failure: logged here, a 500 without internals there
                 log.exception("tool %s failed", tool)
-                state.metrics.errors.labels(tool=tool, error=type(e).__name__).inc()
+                state.metrics.errors.labels(tool=tool, error=type(e).__name__, tenant=tenant).inc()
                 out["error"] = (500, "internal error")
             tg.cancel_scope.cancel()
     finally:
@@ -203,7 +208,7 @@ async def _in_thread(request: Request, tool: str, run) -> Response:
         return _error(499, "client closed request")
     if "fault" in out:  # not a cancelled request's statement: a real fault
         log.error("tool %s failed: %s", tool, out["fault"].message, exc_info=out["fault"])
-        state.metrics.errors.labels(tool=tool, error=type(out["fault"]).__name__).inc()
+        state.metrics.errors.labels(tool=tool, error=type(out["fault"]).__name__, tenant=tenant).inc()
     if "error" in out:
         return _error(*out["error"])
     return JSONResponse(dump(out["result"]))
@@ -285,7 +290,10 @@ async def metrics(request: Request) -> Response:
         return _error(403, f"agent {agent.name!r}: /metrics name namespaces outside this agent's scope")
     for prof, seconds in state.service.model_load_seconds.items():
         state.metrics.model_load.labels(profile=prof).set(seconds)
-    body = await anyio.to_thread.run_sync(generate_latest, state.metrics.registry)
+    # an agent reads its tenant's calls only (the process serves other tenants' agents too); the
+    # operator's open scrape ([server] metrics_open: no agent) reads every tenant's and the refusals
+    registry = state.metrics.registry if agent is None else state.metrics.scrape(state.settings.tenant)
+    body = await anyio.to_thread.run_sync(generate_latest, registry)
     return PlainTextResponse(body, media_type=CONTENT_TYPE_LATEST)
 
 
@@ -338,7 +346,7 @@ class _Gate:
         if refusal is not None:
             status = 421 if refusal.startswith("Host") else 403
             log.info("refused %s %s: %s", scope["method"], scope["path"], refusal)
-            self.state.metrics.http.labels(route="host", status=str(status)).inc()
+            self.state.metrics.http.labels(route="host", status=str(status), tenant="").inc()
             return await _error(status, refusal)(scope, receive, send)
         length = headers.get(b"content-length", b"0")
         if length.isascii() and length.isdigit() and int(length) > self.limit:
@@ -364,7 +372,7 @@ class _Gate:
                 log.error("looking up a bearer token failed: %s", e.message, exc_info=e)
                 return await _error(503, public_fault(e, "authentication"))(scope, replay, send)
             if agent is None:
-                self.state.metrics.http.labels(route="auth", status="401").inc()
+                self.state.metrics.http.labels(route="auth", status="401", tenant="").inc()
                 return await _error(401, "missing or invalid bearer token", **{"WWW-Authenticate": "Bearer"})(
                     scope, replay, send
                 )

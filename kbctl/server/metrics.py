@@ -1,13 +1,20 @@
 """Prometheus metrics of a server (``/metrics``): request latency by tool, mode and strategy, errors
 by class, hits withheld by the access gate, model load time, and the ingest figures of the run
-ledger (read at each scrape, as ``kbctl stats`` prints them without a server)."""
+ledger (read at each scrape, as ``kbctl stats`` prints them without a server).
+
+One server process serves agents of several tenants, so every series of a call carries the
+``tenant`` of the agent that made it; a request refused before it had an agent (a Host refused, a
+token missing or wrong) has no tenant (``tenant=""``). ``Metrics.scrape(tenant)`` is what an
+agent's scrape reads: its tenant's series and those of no activity (the model's load time, the
+ledger of the server's tenant), never another tenant's calls nor the tenant-less refusals; the
+operator's scrape (``[server] metrics_open``) reads the whole registry."""
 
 from __future__ import annotations
 
 from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 __all__ = ["Metrics"]
 
@@ -22,18 +29,24 @@ class Metrics:
         self.latency = Histogram(
             "kbctl_request_seconds",
             "Tool call latency",
-            ["tool", "mode", "strategy"],
+            ["tool", "mode", "strategy", "tenant"],
             buckets=_BUCKETS,
             registry=self.registry,
         )
         self.errors = Counter(
-            "kbctl_errors", "Failed tool calls and requests by error class", ["tool", "error"], registry=self.registry
+            "kbctl_errors",
+            "Failed tool calls and requests by error class",
+            ["tool", "error", "tenant"],
+            registry=self.registry,
         )
         self.withheld = Counter(
-            "kbctl_hits_withheld", "Hits the access gate withheld", ["tool"], registry=self.registry
+            "kbctl_hits_withheld", "Hits the access gate withheld", ["tool", "tenant"], registry=self.registry
         )
         self.http = Counter(
-            "kbctl_http_requests", "HTTP requests by route and status", ["route", "status"], registry=self.registry
+            "kbctl_http_requests",
+            "HTTP requests by route and status",
+            ["route", "status", "tenant"],
+            registry=self.registry,
         )
         self.model_load = Gauge(
             "kbctl_model_load_seconds", "Query embedder load time", ["profile"], registry=self.registry
@@ -42,6 +55,22 @@ class Metrics:
     def ledger(self, read: Callable[[], dict]) -> None:
         """Export the run ledger's figures (``KnowledgeBase.stats``), read by ``read`` at each scrape."""
         self.registry.register(_Ledger(read))
+
+    def scrape(self, tenant: str) -> _Scrape:
+        """What an agent of ``tenant`` reads (``generate_latest`` of it): the series of its tenant's
+        calls and those without a tenant label; no other tenant's, no refusal without a tenant."""
+        return _Scrape(self.registry, tenant)
+
+
+class _Scrape:
+    def __init__(self, registry: CollectorRegistry, tenant: str) -> None:
+        self.registry, self.tenant = registry, tenant
+
+    def collect(self):
+        for family in self.registry.collect():
+            kept = Metric(family.name, family.documentation, family.type, family.unit)
+            kept.samples = [s for s in family.samples if s.labels.get("tenant", self.tenant) == self.tenant]
+            yield kept
 
 
 class _Ledger:

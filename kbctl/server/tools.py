@@ -93,8 +93,8 @@ Snippets = Annotated[bool, Field(description="Short passages (first sentences on
 
 
 def tool(fn: Callable) -> Callable:
-    """A tool method: checks the agent may call it, times it, counts its errors (``Metrics``), traces
-    it (``kbctl.tool``; what follows its search, ``kbctl.search.render``)."""
+    """A tool method: checks the agent may call it, times it, counts its errors (``Metrics``, by the
+    agent's tenant), traces it (``kbctl.tool``; what follows its search, ``kbctl.search.render``)."""
     name = fn.__name__
 
     @functools.wraps(fn)
@@ -109,9 +109,11 @@ def tool(fn: Callable) -> Callable:
             ):
                 out = fn(self, *args, labels=labels, **kwargs)
         except Exception as e:
-            self.metrics.errors.labels(tool=name, error=type(e).__name__).inc()
+            self.metrics.errors.labels(tool=name, error=type(e).__name__, tenant=self.agent.tenant or "").inc()
             raise
-        self.metrics.latency.labels(tool=name, **labels).observe(time.perf_counter() - t0)
+        self.metrics.latency.labels(tool=name, tenant=self.agent.tenant or "", **labels).observe(
+            time.perf_counter() - t0
+        )
         return out
 
     call.__signature__ = _without_labels(fn)  # type: ignore[attr-defined]
@@ -271,7 +273,7 @@ class Toolbox:
         labels.update(mode=found.result.mode, strategy=found.result.strategy)
         for more in found.sub_results:
             if more.withheld:
-                self.metrics.withheld.labels(tool="search").inc(more.withheld)
+                self.metrics.withheld.labels(tool="search", tenant=self.agent.tenant or "").inc(more.withheld)
         answer = made.get("answer") or self._research_answer(topic, found, query_id)
         return ResearchAnswer.model_validate({**answer, "query_id": query_id})
 
@@ -470,7 +472,9 @@ class Toolbox:
                 else None
             )
         if result.withheld:
-            self.metrics.withheld.labels(tool=tool_name or "search").inc(result.withheld)
+            self.metrics.withheld.labels(tool=tool_name or "search", tenant=self.agent.tenant or "").inc(
+                result.withheld
+            )
         telemetry.after("kbctl.search.render", {"kbctl.hits": len(result.hits)})  # until the tool returns
         return answer, None if query_id is None else ids.seal("q", query_id)
 
