@@ -6,7 +6,8 @@ CLI uses and an optional hint, so the CLI's single error boundary can print one 
     KbctlError (1)                      runtime failure
     ├── UsageError (2)                  bad arguments on the command line
     ├── ConfigError (2)                 bad or unknown configuration keys, unknown profile
-    │   ├── ProfileMismatchError (2)    namespace pinned to another model / dimension
+    │   ├── ProfileMismatchError (2)    namespace pinned to another model / dimension; a model
+    │   │                               making vectors of another dimension than its profile says
     │   └── ParameterError (2)          the server refused a setting's value (hnsw.ef_search…)
     ├── NamespaceNotFound (2)           no such namespace (for this tenant)
     ├── DatabaseError (1)               the store is unreachable or a statement failed

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import UsageError
 from ..store import admin as admin_store
 from ..store import reading
 from ..store import runs as runs_store
 from ..store.namespaces import namespace_ids
+from ..store.queue import run_status
 from ..validate import count
 from ._boundary import Part, psycopg_boundary
 
@@ -115,9 +117,16 @@ class Admin(Part):
         return runs_store.list_runs(self._conn(), self._ns_ids(namespace), limit)
 
     def errors(self, namespace: str | None = None, run_id: int | None = None, limit: int = 100) -> list[dict]:
-        """The items the latest runs (or run ``run_id``) recorded as failed, newest first."""
+        """The items the latest runs (or run ``run_id``) recorded as failed, newest first; a
+        ``run_id`` that is no run of those namespaces is a ``UsageError`` (not found)."""
         count("limit", limit, 1, flag="--limit")
-        return runs_store.list_errors(self._conn(), self._ns_ids(namespace), run_id, limit)
+        ns_ids = self._ns_ids(namespace)
+        if run_id is not None:  # an empty list would say "no errors" of a run that does not exist
+            run = run_status(self._conn(), run_id)
+            if run is None or run[0] not in ns_ids:
+                where = f"namespace {namespace!r}" if namespace else f"tenant {self.tenant!r}"
+                raise UsageError(f"no run {run_id} in {where}", hint="see `kbctl runs`")
+        return runs_store.list_errors(self._conn(), ns_ids, run_id, limit)
 
     def stats(self) -> dict:
         """Ingest figures of this tenant from the run ledger (what ``/metrics`` exports, without a server)."""

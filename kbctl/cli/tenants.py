@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typer
 
+from ..errors import UsageError
 from .render import print_json, table
 from .state import STATE, confirm, info
 
@@ -43,9 +44,8 @@ def delete(
     if not yes and not confirm(f"delete tenant {name} and all its data?"):
         raise typer.Exit(1)
     gone = STATE.kb().delete_tenant(name)
-    if gone is None:
-        info(f"no tenant {name}")
-        raise typer.Exit(1)
+    if gone is None:  # not found: exit 2, as for a namespace (NamespaceNotFound), never 1 (a failure)
+        raise UsageError(f"tenant {name!r} does not exist", hint="`kbctl tenants` lists the registered tenants")
     info(f"deleted tenant {name} ({gone['namespaces']} namespaces) and role {gone['role']}")
 
 

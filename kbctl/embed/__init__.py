@@ -14,7 +14,9 @@ Embedders are plugins chosen by ``profile.embedder``: a name registered in the e
 The plugin protocol (``EmbedderFactory``): the registered object is called as
 ``factory(profile, cache_dir=..., purpose=...)`` and returns an ``Embedder``: ``profile``,
 ``embed_documents(texts) -> (n, dimension) float32`` and ``embed_query(text) -> (dimension,)``,
-with the profile's prefixes applied and vectors normalised when ``profile.normalize`` says so.
+with the profile's prefixes applied and vectors normalised when ``profile.normalize`` says so;
+a model whose vectors are not of the profile's dimension raises ``dimension_mismatch`` (the pin's
+error, ``ProfileMismatchError``), one that cannot load or embed ``EmbeddingError``.
 Optional attributes of the factory: ``tokenizer(profile) -> Tokenizer`` (chunks are measured in
 its tokens; without it, in words and punctuation marks) and ``prepare(profile, cache_dir=...)``
 (one-time work ingest does before anything is embedded). ``profile.precision`` is the
@@ -33,7 +35,7 @@ from typing import Any, Iterable, Iterator
 from ..config import Profile
 from ..errors import EmbeddingError
 from ..types import Chunk, EmbeddedChunk
-from .protocol import Embedder, EmbedderFactory, load_factory
+from .protocol import Embedder, EmbedderFactory, dimension_mismatch, load_factory
 from .tokens import Tokenizer, get_tokenizer
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,7 @@ __all__ = [
     "EmbedderFactory",
     "get_embedder",
     "load_factory",
+    "dimension_mismatch",
     "prepare",
     "embed_chunks",
     "Tokenizer",

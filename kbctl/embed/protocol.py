@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import plugins
 from ..config import Profile
-from ..errors import ConfigError, EmbeddingError
+from ..errors import ConfigError, EmbeddingError, ProfileMismatchError
 
 __all__ = ["Embedder", "EmbedderFactory", "load_factory"]
 
@@ -42,3 +42,13 @@ def load_factory(name: str) -> EmbedderFactory:
         return plugins.load(plugins.EMBEDDERS, name)
     except ConfigError as e:  # configuration was checked when the profile was read: this is a load failure
         raise EmbeddingError(e.message, hint=e.hint) from None
+
+
+def dimension_mismatch(profile: Profile, made: int) -> ProfileMismatchError:
+    """The error of a profile whose model makes ``made``-d vectors: the model loads and embeds, it
+    is the profile's pin (``dimension``) that disagrees with it, a configuration error (exit 2) like
+    any other pin mismatch, not an ``EmbeddingError`` (the model could not load or embed)."""
+    return ProfileMismatchError(
+        f"model {profile.model!r} makes {made}-d vectors but profile {profile.name!r} says {profile.dimension}",
+        hint=f"set dimension = {made} in profile {profile.name!r}, or give it the model its namespaces were made with",
+    )

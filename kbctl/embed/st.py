@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config import Profile
 from ..errors import EmbeddingError
+from .protocol import dimension_mismatch
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,7 @@ class SentenceTransformerEmbedder:
         getdim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         dim = getdim()
         if dim != profile.dimension:
-            raise EmbeddingError(
-                f"model {profile.model!r} makes {dim}-d vectors but profile {profile.name!r} says {profile.dimension}",
-                hint="fix `dimension` in the profile",
-            )
+            raise dimension_mismatch(profile, dim)
 
     def _load(self):
         path = resolve_model_path(self.profile.model, self.profile.allow_download)

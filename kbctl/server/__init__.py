@@ -15,8 +15,11 @@ knowledge bases. The tools' algorithms are the library's (``kb.verify_claim``, `
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Any, Callable
+import signal
+import threading
+from typing import Any, Callable, Iterator
 
 from .. import telemetry
 from ..config import Settings
@@ -56,7 +59,25 @@ def serve_http(
         # uvicorn answers 503 once this many connections (the one asking included) are open
         limit_concurrency=srv.max_connections + 1,
     )
-    uvicorn.Server(config).run()
+    with _sigterm_ends_cleanly():
+        uvicorn.Server(config).run()
+
+
+@contextlib.contextmanager
+def _sigterm_ends_cleanly() -> Iterator[None]:
+    """SIGTERM is how a supervisor stops the server: once uvicorn has drained, exit 0.
+
+    uvicorn catches SIGTERM, drains, restores the handler it found and raises the signal again;
+    with the default handler the process died of it (143), so every ordinary stop read as a
+    failure. The handler it finds is this no-op; a second SIGTERM during the drain is uvicorn's."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _check_address(host: str, port: int) -> None:

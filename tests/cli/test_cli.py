@@ -265,6 +265,43 @@ def test_a_delete_without_yes_and_no_one_to_ask_is_a_usage_error(cli, tenant):
     assert _json(cli("namespaces", "--json")) == []
 
 
+def test_deleting_a_tenant_or_a_namespace_that_does_not_exist_is_the_same_not_found_error(cli):
+    """``tenants delete nope`` said "no tenant nope" and exited 1 (a runtime failure), where
+    ``namespaces delete nope`` is a one-line error with exit 2 for the same situation."""
+    lines = _assert_one_line_error(cli("namespaces", "delete", "no_such_ns", "--yes"), 2)
+    assert "no_such_ns" in lines[0] and "does not exist" in lines[0] and lines[1].startswith("hint:")
+    lines = _assert_one_line_error(cli("tenants", "delete", "no_such_tenant", "--yes"), 2)
+    assert "no_such_tenant" in lines[0] and "does not exist" in lines[0], lines
+    assert len(lines) == 2 and "kbctl tenants" in lines[1], lines
+
+
+def test_the_errors_of_a_run_that_does_not_exist_are_a_not_found_error(cli, tmp_path):
+    """``kbctl errors --run 99`` printed an empty table and exited 0, as if the run had no errors."""
+    (tmp_path / "a.md").write_text("# A\n\nSome text.\n")
+    run = _json(cli("-p", "hash-384", "ingest", str(tmp_path), "-n", "docs", "--no-verify"))["run_id"]
+    assert _json(cli("errors", "--run", str(run), "--json")) == []  # a run without errors: still 0
+    lines = _assert_one_line_error(cli("errors", "--run", "987654321"), 2)
+    assert "no run 987654321" in lines[0] and "kbctl runs" in lines[1], lines
+    cli("-p", "hash-384", "namespaces", "create", "other", check=True)
+    lines = _assert_one_line_error(cli("errors", "--run", str(run), "-n", "other"), 2)  # not a run of that namespace
+    assert f"no run {run}" in lines[0] and "other" in lines[0], lines
+
+
+def test_a_profile_whose_model_makes_vectors_of_another_dimension_is_a_pin_mismatch(cli, tmp_path):
+    """A profile saying 256-d over a model that makes 384-d vectors failed as an EmbeddingError
+    (exit 1, a runtime failure, "the model could not load"): the model loads and embeds; the profile
+    (its pin) disagrees with it, a configuration error like any other pin mismatch (exit 2)."""
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text('[profiles.mini]\nmodel = "all-MiniLM-L6-v2"\ndimension = 256\n')
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nSome text.\n")
+    p = cli("--config", str(cfg), "-p", "mini", "ingest", str(tmp_path / "docs"), "-n", "fresh", "--no-verify")
+    lines = _assert_one_line_error(p, 2)
+    assert "384-d" in lines[0] and "'mini'" in lines[0] and "256" in lines[0], lines
+    assert len(lines) == 2 and "dimension = 384" in lines[1], lines
+    assert _json(cli("namespaces", "--json")) == []  # and nothing was made
+
+
 def test_an_empty_store_or_config_option_is_a_usage_error(cli):
     """``kbctl --home "$DIR"`` with DIR unset: an empty ``--home`` was taken as "not given", so a
     cron job wrote into the user's default store; an empty ``--dsn`` fell back to the embedded
