@@ -101,6 +101,22 @@ class RunReport:
     details: dict[str, Any] = field(default_factory=dict)
     ledgered: bool = False  # the errors and warnings are in the ledger already (the workers recorded them)
     embedder: str | None = None  # the backend the model ran on (``kbctl.embed.backend_name``), if it ran
+    # With a worker's batch: what each source added to ``documents`` and ``chunks`` (source URI ->
+    # {"documents": {...}, "chunks": {...}}), so an item another worker took over is not counted twice.
+    by_source: dict[str, dict[str, dict[str, int]]] | None = None
+
+    def add(self, group: str, kind: str, n: int = 1, source: str | None = None) -> None:
+        """Count ``n`` into ``documents`` or ``chunks`` (``group``), and to ``source`` when tallied."""
+        counts = self.documents if group == "documents" else self.chunks
+        counts[kind] = counts.get(kind, 0) + n
+        self.attribute(source, group, kind, n)
+
+    def attribute(self, source: str | None, group: str, kind: str, n: int = 1) -> None:
+        """Note that ``source`` made ``n`` of a count (``add``s already, or counted whole elsewhere)."""
+        if self.by_source is None or source is None or not n:
+            return
+        counts = self.by_source.setdefault(source, {}).setdefault(group, {})
+        counts[kind] = counts.get(kind, 0) + n
 
     def to_json(self) -> dict[str, Any]:
         d = {

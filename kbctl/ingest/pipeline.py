@@ -288,13 +288,13 @@ def _produce_and_consume(conn, lookup, req: IngestRun, sources, covered, report:
 
 
 def _unless_stored(conn, ns: Namespace, items: Iterable[Item | ItemError]) -> Iterator:
-    """Items embedded upstream whose source version is stored already become ("unchanged", n); one
+    """Items embedded upstream whose source version is stored already become ("unchanged", n, source URI); one
     with a vector the store must not hold becomes an ``ItemError`` (nothing of it is stored)."""
     for item in items:
         if isinstance(item, Item):
             known = source_versions(conn, ns, [item.source_uri]).get(item.source_uri)
             if known and known[0] == item.source_hash:
-                yield ("unchanged", len(known[1]))
+                yield ("unchanged", len(known[1]), item.source_uri)
                 continue
             bad = _bad_vector(item, ns.dimension)
             if bad is not None:

@@ -3,7 +3,7 @@
 ``start`` runs ``_produce`` in a thread while the calling thread embeds and stores what it hands
 over (``writer.consume``), so the model is not idle waiting for input and memory does not grow
 with the corpus. Each source becomes one ``Item`` (its documents and their chunks), an
-``ItemError``, an ("unchanged", n) marker (its version is stored already), or, when it is large:
+``ItemError``, an ("unchanged", n, source URI) marker (its version is stored already), or, when it is large:
 one ``LargeItem`` for a long text (its chunks made by ``steps.chunk_large`` as the writer reads
 them), or one ``Item`` per entry of a large feed and then a ``SourceDone``.
 """
@@ -126,7 +126,7 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> I
         h = hashes[s.uri]
         if s.uri in known and known[s.uri][0] == h:
             seen.update(known[s.uri][1])
-            yield ("unchanged", len(known[s.uri][1]))
+            yield ("unchanged", len(known[s.uri][1]), s.uri)
             continue
         large = _extract_large(s, h, profile, tok, emit)
         if large is not None:

@@ -318,7 +318,7 @@ def _stored(conn, lookup, connect, ctx: WorkerContext, run_id: int, got: list[q.
     and how many of its items this worker settled."""
     items = [c.item for c in got]
     by_uri = {_uri(c.target): c.item for c in got}
-    report = RunReport(run_id=run_id, namespace=ctx.namespace.name)
+    report = RunReport(run_id=run_id, namespace=ctx.namespace.name, by_source={})  # counted by item too
     req = IngestRun(
         ctx.namespace,
         ctx.profile,
@@ -333,9 +333,10 @@ def _stored(conn, lookup, connect, ctx: WorkerContext, run_id: int, got: list[q.
     with _Lease(connect, ctx.namespace.id, run_id, options, items):
         store_sources(conn, req, report, lookup=lookup)
     failed = sorted({by_uri[e.source] for e in report.errors if e.source in by_uri})
+    item_counts = {by_uri[uri]: c for uri, c in (report.by_source or {}).items() if uri in by_uri}
     settled = q.settle(
         conn, ctx.namespace, run_id, options.name, items, failed, report.to_json(), [*report.errors, *report.warnings],
-        by_uri,
+        by_uri, item_counts,
     )  # fmt: skip
     if len(settled) < len(items):
         log.info(

@@ -41,7 +41,7 @@ import sys
 import threading
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .. import telemetry
 from ..acl import AclPolicy
@@ -64,7 +64,7 @@ STREAM_CHUNKS = 128
 
 
 def consume(conn, run: IngestRun, items: Iterable, report: RunReport, checkpoint: Any = None) -> None:
-    """Embed and store a stream of ``Item``s, ``ItemError``s and ("unchanged", n) markers for
+    """Embed and store a stream of ``Item``s, ``ItemError``s and ("unchanged", n, source URI) markers for
     ``run``, counting into ``report`` (the run's ``RunReport``, its ``run_id`` the ledger's row).
     ``checkpoint.checkpoint()`` (``interrupts.Interrupts``), when given, is called between the write
     batches of one flush: a safe point, as between items."""
@@ -112,10 +112,10 @@ def _consume(conn, run: IngestRun, items: Iterable, report: RunReport, checkpoin
             emit("warning", item.to_json())
         elif isinstance(item, ItemError):
             report.errors.append(item)
-            report.documents["failed"] += 1
+            report.add("documents", "failed", 1, item.source)
             emit("error", item.to_json())
-        elif isinstance(item, tuple) and item[0] == "unchanged":
-            report.documents["unchanged"] += item[1]
+        elif isinstance(item, tuple) and item[0] == "unchanged":  # ("unchanged", n, source URI)
+            report.add("documents", "unchanged", item[1], item[2])
             emit("unchanged", {"documents": item[1]})
         elif isinstance(item, LargeItem):
             writer.add_large(item)
@@ -237,13 +237,14 @@ class Writer:
         stored = stored_owners(self.conn, self.ns, [d.uri for i in items for d, _ in i.docs])
         docs, explicit = self._with_acls(self._admit(items, stored))
         kinds = {d.uri: _kind(stored.get(d.uri), d) for d, _, _ in docs}
+        owners = {d.uri: i.source_uri for d, _, i in docs}
         all_chunks = [c for _, cs, _ in docs for c in cs]
         attrs = {"kbctl.items": len(items), "kbctl.documents": len(docs), "kbctl.chunks": len(all_chunks)}
         with telemetry.span("kbctl.ingest.embed", attrs) as span:
-            cache, todo = self._vectors(all_chunks, items)
+            cache, todo = self._vectors(all_chunks, items, [i.source_uri for _, cs, i in docs for _ in cs])
             span.set_attribute("kbctl.embedded", todo)
         if self.opts.plan:
-            self._count(kinds)
+            self._count(kinds, owners)
             return
         payload = [(d, [EmbeddedChunk(c, cache[c.content_hash]) for c in cs]) for d, cs, _ in docs]
         extra = self.dual.vectors(all_chunks)
@@ -267,18 +268,25 @@ class Writer:
         for uri, error_class, reason in stats.failed:
             kinds.pop(uri, None)
             self._fail(sources[uri][0], error_class, f"{uri} was not stored: {reason}")
-        self._count(kinds)
+        self._count(kinds, owners)
         self._drop_stale(items)
         self.emit("stored", {"documents": stats.documents, "chunks": len(all_chunks), "embedded": todo})
 
-    def _vectors(self, chunks: list[Chunk], items: Iterable[Item] = ()) -> tuple[dict, int]:
+    def _vectors(self, chunks: list[Chunk], items: Iterable[Item] = (), owners: Sequence[str] = ()) -> tuple[dict, int]:
         """The vector of every chunk (from the store's cache, from upstream, else from the model), and
-        how many were not in the store; counted into the report. In a plan, no vectors: tokens counted."""
+        how many were not in the store; counted into the report (to each chunk's source, ``owners``,
+        when the report tallies them). In a plan, no vectors: tokens counted."""
         cache = self.embedding.cached([c.content_hash for c in chunks])
         todo = {c.content_hash: c for c in chunks if c.content_hash not in cache}
         # one vector made per new hash; every other chunk reuses one (stored, or an identical chunk's)
         self.report.chunks["reused"] += len(chunks) - len(todo)
         self.report.chunks["embedded"] += len(todo)
+        if self.report.by_source is not None:  # the first chunk of a new hash made its vector
+            made: set[str] = set()
+            for c, owner in zip(chunks, owners):
+                new = c.content_hash in todo and c.content_hash not in made
+                made.add(c.content_hash)
+                self.report.attribute(owner, "chunks", "embedded" if new else "reused")
         if self.opts.plan:
             self.report.tokens_to_embed += sum(c.token_count for c in todo.values())
             return {}, len(todo)
@@ -312,17 +320,17 @@ class Writer:
             self.claimed.pop(d.uri, None)
             error = item_error("chunk", item.source_uri, e.__cause__ or e)
             self.report.errors.append(error)
-            self.report.documents["failed"] += 1
+            self.report.add("documents", "failed", 1, item.source_uri)
             self.emit("error", error.to_json())
             return
         if stats is None:  # a plan
-            self._count({d.uri: kind})
+            self._count({d.uri: kind}, {d.uri: item.source_uri})
             return
         for uri, error_class, reason in stats.failed:
             self._fail(item.source_uri, error_class, f"{uri} was not stored: {reason}")
         if stats.failed:
             return
-        self._count({d.uri: kind})
+        self._count({d.uri: kind}, {d.uri: item.source_uri})
         self._drop_stale_of(item.source_uri, item.kind, {d.uri})
         self.emit("stored", {"documents": 1, "chunks": 0, "embedded": 0})  # its chunks were counted per batch
 
@@ -331,7 +339,7 @@ class Writer:
         ``WriteStats``, or ``None`` in a plan (chunks counted, nothing written)."""
         if self.opts.plan:
             for b in batches(item.chunks, STREAM_CHUNKS):
-                self._embedded(b)
+                self._embedded(b, item.source_uri)
             return None
         with telemetry.span("kbctl.ingest.store", {"kbctl.documents": 1}), self.conn.transaction():
             with write_document_stream(
@@ -346,16 +354,16 @@ class Writer:
             ) as out:
                 if out.stats is None:  # else refused before its first chunk
                     for b in batches(item.chunks, STREAM_CHUNKS):
-                        out.write(self._embedded(b), self.dual.vectors(b))
+                        out.write(self._embedded(b, item.source_uri), self.dual.vectors(b))
             stats = out.stats
             assert stats is not None  # set when the block ends: written, or refused
             if own and not stats.failed:
                 mark_explicit(self.conn, self.ns, [head.uri])
         return stats
 
-    def _embedded(self, chunks: list[Chunk]) -> list[EmbeddedChunk]:
+    def _embedded(self, chunks: list[Chunk], source: str) -> list[EmbeddedChunk]:
         with telemetry.span("kbctl.ingest.embed", {"kbctl.documents": 1, "kbctl.chunks": len(chunks)}) as span:
-            cache, embedded = self._vectors(chunks)
+            cache, embedded = self._vectors(chunks, (), [source] * len(chunks))
             span.set_attribute("kbctl.embedded", embedded)
         if self.opts.plan:
             return []
@@ -421,12 +429,13 @@ class Writer:
     def _fail(self, source: str, error_class: str, message: str) -> None:
         e = ItemError("store", source, error_class, message)
         self.report.errors.append(e)
-        self.report.documents["failed"] += 1
+        self.report.add("documents", "failed", 1, source)
         self.emit("error", e.to_json())
 
-    def _count(self, kinds: dict[str, str]) -> None:
-        for kind in kinds.values():
-            self.report.documents[kind] += 1
+    def _count(self, kinds: dict[str, str], owners: dict[str, str]) -> None:
+        """Count documents by kind (``kinds``: URI -> new/changed/unchanged), each to its source (``owners``)."""
+        for uri, kind in kinds.items():
+            self.report.add("documents", kind, 1, owners.get(uri))
 
     def _drop_stale(self, items: list[Item]) -> None:
         """Documents a re-read source no longer produces (a message gone from an mbox) leave the store.
@@ -442,7 +451,7 @@ class Writer:
             return
         stale = [u for u, src in stored_uris_of_source(self.conn, self.ns, source_uri) if u not in now]
         if stale:
-            self.report.documents["removed"] += delete_documents(self.conn, self.ns, stale)
+            self.report.add("documents", "removed", delete_documents(self.conn, self.ns, stale), source_uri)
 
 
 def _write_batches(items: list[Item], documents: int) -> list[list[Item]]:

@@ -93,23 +93,38 @@ def settle(
     counts: dict,
     errors: Sequence[ItemError] = (),
     item_of: Mapping[str, int] | None = None,
+    item_counts: Mapping[int, dict] | None = None,
 ) -> set[int]:
     """Mark the worker's ``items`` done (``failed``: failed), with the batch's counts and its
     errors and warnings in the ledger, in one transaction. Returns the items settled: an item whose
     lease was taken over by another worker is that worker's to settle (it stores it again, found
-    unchanged). The counts go on the first item this worker settled (a batch whose first item was
-    taken over keeps them; an item taken over is then counted by both workers, here as this batch
-    stored it and there as found unchanged). An error whose source is such an item (``item_of``:
-    an item's position by source URI) is the other worker's to record, so it is not recorded twice."""
+    unchanged), and to count and record: what it added to this batch's counts (``item_counts``:
+    item -> {"documents": {...}, "chunks": {...}}) is taken off them, and an error whose source is
+    such an item (``item_of``: an item's position by source URI) is not recorded. The counts go on
+    the first item this worker settled (a batch whose first item was taken over keeps them)."""
     with conn.transaction():
         args = (list(failed), ns.id, run_id, worker, list(items))
         settled = {int(r[0]) for r in conn.execute(query("queue/settle"), args).fetchall()}
         if settled:
-            conn.execute(query("queue/set_counts"), (json.dumps(counts, default=str), ns.id, run_id, min(settled)))
             lost = set(items) - settled
+            kept = _less(counts, [(item_counts or {}).get(i) or {} for i in sorted(lost)])
+            conn.execute(query("queue/set_counts"), (json.dumps(kept, default=str), ns.id, run_id, min(settled)))
             item_of = item_of or {}
             record_errors(conn, ns, run_id, [e for e in errors if item_of.get(e.source) not in lost])
     return settled
+
+
+def _less(counts: dict, parts: Sequence[dict]) -> dict:
+    """``counts`` (a batch's ``documents`` and ``chunks`` by kind) without what ``parts`` added."""
+    out = {**counts}
+    for group in ("documents", "chunks"):
+        if group in counts:
+            left = dict(counts[group])
+            for part in parts:
+                for kind, n in (part.get(group) or {}).items():
+                    left[kind] = left.get(kind, 0) - int(n)
+            out[group] = left
+    return out
 
 
 def progress(conn: Conn, ns_id: int, run_id: int) -> dict[str, int]:

@@ -214,3 +214,47 @@ def test_a_worker_whose_batch_meets_a_swap_leaves_that_batch_and_goes_on(
     assert coordinator.returncode == 0, err.decode()
     (run,) = kb.runs("docs")
     assert run["status"] == "ok" and run["counts"]["documents"]["new"] == FILES
+
+
+def test_an_item_taken_over_is_counted_once_by_the_worker_that_settled_it(kb, tmp_path):
+    """Worker a stalls past its lease; b takes over its first item. a stores the three items and
+    settles the two still its own; b finds the first one stored (unchanged) and settles it. Both
+    batches counted that item, so the run reported 4 documents for 3 items (and a's embedded chunk
+    of it besides). The worker whose item was taken over no longer counts it."""
+    from kbctl.ingest import workers
+    from kbctl.store import queue, runs
+
+    d = tmp_path / "c"
+    d.mkdir()
+    for i in range(3):
+        (d / f"{i}.md").write_text(f"# Note {i}\n\nThe quorvax note number {i}, about topic{i}.\n")
+    conn = kb.connection()
+    ns = kb.create_namespace("docs", "hash-384")
+    coordinator = kb.session.tenant_connection()
+    lookup = kb.session.tenant_connection()
+    try:
+        run_id = runs.start_run(coordinator, ns, "ingest", {})
+        queue.enqueue(coordinator, ns, run_id, 0, [(str(d / f"{i}.md"), f"{i}.md") for i in range(3)])
+        a = queue.claim(conn, ns.id, run_id, "a", 3, 0)  # a stalls: its leases expire at once
+        (b,) = queue.claim(conn, ns.id, run_id, "b", 1, 60, floor=3)  # b takes over the first item
+        assert [c.item for c in a] == [0, 1, 2] and b.item == 0
+        ctx = workers.WorkerContext(ns, kb.namespaces.search_profile(ns))
+
+        def store(got, name):
+            options = workers.WorkerOptions(name=name, lease=60)
+            return workers._store(
+                conn, lookup, kb.session.tenant_connection, ctx, run_id, got, options, lambda *e: None
+            )
+
+        store(a, "a")
+        store([b], "b")
+        batches = queue.batch_counts(conn, ns.id, run_id)
+        documents = {k: sum(c["documents"].get(k, 0) for c in batches) for k in ("new", "changed", "unchanged")}
+        assert documents == {"new": 2, "changed": 0, "unchanged": 1}, batches  # 3 items, 3 documents
+        a_counts = next(c for c in batches if c["documents"]["new"])
+        assert a_counts["chunks"] == {"embedded": 2, "reused": 0, "deleted": 0}  # its own two items' chunks
+        p = queue.progress(conn, ns.id, run_id)
+        assert (p["done"], p["failed"]) == (3, 0)
+    finally:
+        coordinator.close()
+        lookup.close()

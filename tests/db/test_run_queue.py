@@ -73,10 +73,14 @@ def test_a_batch_whose_first_item_was_taken_over_keeps_its_counts_and_records_on
         assert b.item == 0
         errors = [ItemError("extract", f"file:///corpus/{i}.md", "ExtractError", "broken") for i in (0, 1)]
         item_of = {f"file:///corpus/{i}.md": i for i in range(3)}
-        counts = {"documents": {"new": 2, "failed": 1}}
-        assert queue.settle(coordinator, ns, run_id, "a", [0, 1, 2], [0, 1], counts, errors, item_of) == {1, 2}
-        # the batch's counts were kept (they went on its first item, which was b's to settle)
-        assert queue.batch_counts(conn, ns.id, run_id) == [counts]
+        counts = {"documents": {"new": 2, "failed": 1}, "chunks": {"embedded": 5}}
+        per_item = {0: {"documents": {"new": 1}, "chunks": {"embedded": 3}}, 1: {"documents": {"failed": 1}}}
+        settled = queue.settle(coordinator, ns, run_id, "a", [0, 1, 2], [0, 1], counts, errors, item_of, per_item)
+        assert settled == {1, 2}
+        # the batch's counts were kept (they went on its first item, which was b's to settle), less
+        # what item 0 added to them: b counts it
+        kept = {"documents": {"new": 1, "failed": 1}, "chunks": {"embedded": 2}}
+        assert queue.batch_counts(conn, ns.id, run_id) == [kept]
         # item 0's error is b's to record (b stores it again): only item 1's is a's
         recorded = runs.list_errors(conn, [ns.id], run_id)
         assert [r["source"] for r in recorded] == ["file:///corpus/1.md"]
