@@ -260,12 +260,21 @@ class Ingestion(Part):
         """Store items embedded upstream (``kbctl store``): the store stage (→ verify) of a run.
 
         The same lock, ledger and writer as ``ingest``: a source whose version is stored already is
-        counted unchanged, an ``ItemError`` is recorded in the ledger.
+        counted unchanged, an ``ItemError`` is recorded in the ledger. No items for a namespace
+        that does not exist create nothing: neither the namespace nor a run (``run_id`` None).
         """
-        from ..ingest.pipeline import IngestRun, run
+        import itertools
+
+        from ..ingest.pipeline import IngestRun, RunReport, run
 
         conn = self._conn()
         prof = self.kb.namespaces.profile_for(namespace, profile)
+        items = iter(items)
+        first = next(items, None)  # a malformed first record fails here, before anything is made
+        if first is None and get_namespace(conn, namespace, self.tenant, required=False) is None:
+            return RunReport(run_id=None, namespace=namespace)
+        if first is not None:
+            items = itertools.chain([first], items)
         ns = ensure_namespace(conn, namespace, self.tenant, prof)
         req = IngestRun(
             ns, prof, items=items, command="store", verify=verify, progress=progress, acl=self._acl_policy(namespace)

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from .render import print_json, print_jsonl
-from .state import STATE, warn
+from .state import STATE, info, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -72,6 +72,8 @@ def store(
     """Read `embedded` records; write them (and failed items) into the namespace; print the run summary."""
     report = STATE.kb().store_records(sys.stdin, namespace, profile=profile or STATE.profile, verify=not no_verify)
     print_json(report.to_json())
+    if report.run_id is None:  # no records, and no namespace to record a run in: none was made
+        info(f"nothing to store: no records on stdin (namespace {namespace} not created)")
     if report.errors:
         warn(f"{len(report.errors)} item(s) failed; see `kbctl errors -n {namespace}`")
     for w in (report.verify or {}).get("warnings", []):

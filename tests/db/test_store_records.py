@@ -57,3 +57,19 @@ def test_a_record_that_would_break_the_store_is_a_failed_item(kb, kind, reason):
     assert report.documents["new"] == 1 and report.documents["failed"] == 1, report.to_json()
     assert any(reason in e.message for e in report.errors), report.errors
     assert kb.verify(ns).ok
+
+
+def test_no_records_into_a_new_namespace_store_nothing_and_create_nothing(cli, kb):
+    """``kbctl store -n NEW`` with nothing on stdin made NEW (empty, pinned to the profile given)
+    and a run of nothing in its ledger. Nothing to store now makes nothing: exit 0, as ``kbctl
+    ingest`` of an empty folder; an existing namespace still gets its (empty) run."""
+    p = cli("-p", "hash-384", "store", "-n", "never_made", input=b"")
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout)["documents"]["new"] == 0
+    assert "nothing to store" in p.stderr.decode()
+    assert "never_made" not in kb.namespace_names()
+    assert cli("runs", "--json", check=True).stdout.strip() == b"[]"
+    kb.create_namespace("kept", "hash-384")
+    p = cli("-p", "hash-384", "store", "-n", "kept", input=b"")
+    assert p.returncode == 0, p.stderr.decode()
+    assert "kept" in kb.namespace_names() and json.loads(p.stdout)["run_id"] is not None
