@@ -14,13 +14,19 @@ attachment never fails its message. A message with an empty body but readable at
 its subject as its text.
 
 An mbox gives the documents of each of its messages, the uri of each being
-``<mbox uri>#<Message-ID>`` (``#message-<n>`` when it has none); a message that cannot be read is
-skipped. The run records, as warnings, attachments that could not be read, a Message-ID repeated
-in one mbox (the later message is stored at ``<uri>~2``) and the messages skipped.
+``<mbox uri>#<Message-ID>``, or ``#message-<hash>`` when it has none: the first 16 hex digits of
+the SHA-256 of its Date, From and Subject and its body's bytes, so a message keeps its key when
+others are added before it (its position did not) or a mail client rewrites its ``Status:``. A
+message's metadata holds its own ``size``, never the mbox file's ``size``, ``mtime`` or digest
+(they change with every message added). A message that cannot be read is skipped. The run
+records, as warnings, attachments that could not be read, a Message-ID repeated in one mbox, or
+an exact copy of a message without one (the later message is stored at ``<uri>~2``), and the
+messages skipped.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from dataclasses import replace
@@ -80,11 +86,16 @@ def extract_mbox(source: Source, *, extract_part: ExtractPart) -> list[Document]
         try:
             msg = parse_message(raw)
             message_id = _first_id(_header(msg, "Message-ID"))
-            base = f"{source.uri}#{message_id or f'message-{n}'}"
+            base = f"{source.uri}#{message_id or _message_key(msg, raw)}"
             uri = _unique(base, seen)
-            made = message_documents(msg, source, uri, extract_part)
+            made = message_documents(msg, _message_source(source, raw), uri, extract_part)
             if uri != base:
-                note = (DUPLICATE_ID, f"message {n} repeats the Message-ID of an earlier message; stored as {uri}")
+                what = (
+                    "repeats the Message-ID of an earlier message"
+                    if message_id
+                    else "is a copy of an earlier message without a Message-ID (date, sender, subject and body)"
+                )
+                note = (DUPLICATE_ID, f"message {n} {what}; stored as {uri}")
                 made[0] = replace(made[0], notes=(*made[0].notes, note))
             docs.extend(made)
         except ExtractError as e:
@@ -99,6 +110,28 @@ def extract_mbox(source: Source, *, extract_part: ExtractPart) -> list[Document]
             f"empty mbox ({what})", hint="check that the file is an mbox (messages start with 'From ' lines)"
         )
     return docs
+
+
+#: What a source's metadata says of the whole mbox file (it changes with any message added), not of one message.
+_MBOX_ONLY = ("size", "mtime", "sha256", "fetched_at", "charset")
+
+
+def _message_source(mbox: Source, raw: bytes) -> Source:
+    """The mbox as the source of one of its messages: its metadata without what describes the whole
+    file (a message added anywhere changed every message's content hash), with the message's size."""
+    metadata = {k: v for k, v in mbox.metadata.items() if k not in _MBOX_ONLY}
+    return replace(mbox, metadata={**metadata, "size": len(raw)})
+
+
+def _message_key(msg: Message, raw: bytes) -> str:
+    """The key of a message without a Message-ID: a hash of its Date, From, Subject and body bytes
+    (not of its position in the mbox, nor of headers a mail client rewrites, such as ``Status:``)."""
+    h = hashlib.sha256()
+    for name in ("Date", "From", "Subject"):
+        h.update((_header(msg, name) or "").encode("utf-8", "replace") + b"\0")
+    blank = _BLANK_LINE.search(raw)
+    h.update(raw[blank.end() :] if blank else b"")
+    return f"message-{h.hexdigest()[:16]}"
 
 
 def split_mbox(data: bytes) -> list[bytes]:

@@ -716,3 +716,49 @@ def test_an_ingest_whose_model_fails_before_anything_is_written_leaves_no_namesp
     monkeypatch.undo()
     report = kb.ingest([str(tmp_path)], "fresh-model", verify=False)
     assert report.documents["new"] == 1
+
+
+def _message(n: int, subject: str | None = None, message_id: bool = False) -> str:
+    return (
+        f"From sender{n}@example.org Mon Oct 21 08:0{n}:00 2024\n"
+        + (f"Message-ID: <m{n}@example.org>\n" if message_id else "")
+        + f"From: Sender {n} <sender{n}@example.org>\nSubject: {subject or f'Question {n}'}\n"
+        f"Date: Mon, 21 Oct 2024 08:0{n}:00 +0000\n\nThe body of message {n}: about the zorblat{n} setting.\n\n"
+    )
+
+
+def test_mbox_messages_without_a_message_id_keep_their_keys_when_one_is_inserted_before_them(kb, tmp_path):
+    """Messages without a Message-ID were keyed by their position (``#message-<n>``): a message
+    added at the front of the mbox shifted every later one's key, so all were replaced (changed)
+    and the last one stored anew. They are keyed by a hash of their date, sender, subject and body;
+    an exact copy of a message gets ``~2``, as a repeated Message-ID does."""
+    box = tmp_path / "mail"
+    box.mkdir()
+    mbox = box / "inbox.mbox"
+    mbox.write_text("".join(_message(n) for n in (1, 2, 3)))
+    first = kb.ingest([str(box)], "mail", verify=False)
+    assert first.documents["new"] == 3, first.to_json()
+    mbox.write_text(_message(4, "A new first message") + "".join(_message(n) for n in (1, 2, 3)))
+    again = kb.ingest([str(box)], "mail", verify=False)
+    assert again.documents == {"new": 1, "changed": 0, "unchanged": 3, "removed": 0, "failed": 0}, again.to_json()
+    assert again.chunks["embedded"] == 1, again.to_json()  # the new message's one chunk, no other
+    mbox.write_text(_message(4, "A new first message") + "".join(_message(n) for n in (1, 2, 3, 3)))
+    copy = kb.ingest([str(box)], "mail", verify=False)
+    assert copy.documents["new"] == 1 and copy.documents["unchanged"] == 4, copy.to_json()
+    assert [w.error_class for w in copy.warnings] == ["DuplicateIdWarning"], copy.warnings
+
+
+def test_mbox_messages_stay_unchanged_when_a_message_is_added_to_their_mbox(kb, tmp_path):
+    """Each message of an mbox carried the mbox file's ``size`` and ``mtime`` in its metadata, so a
+    message added anywhere changed every other message's content hash: all were replaced. A
+    message now carries its own size and not the file's mtime."""
+    box = tmp_path / "mail"
+    box.mkdir()
+    mbox = box / "inbox.mbox"
+    mbox.write_text("".join(_message(n, message_id=True) for n in (1, 2, 3)))
+    assert kb.ingest([str(box)], "mail", verify=False).documents["new"] == 3
+    mbox.write_text("".join(_message(n, message_id=True) for n in (1, 2, 3, 4)))
+    again = kb.ingest([str(box)], "mail", verify=False)
+    assert again.documents == {"new": 1, "changed": 0, "unchanged": 3, "removed": 0, "failed": 0}, again.to_json()
+    hits = kb.search("zorblat2", "mail", k=1).hits
+    assert hits and "mtime" not in hits[0].metadata and hits[0].metadata["size"] < mbox.stat().st_size
