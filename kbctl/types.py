@@ -33,6 +33,7 @@ __all__ = [
     "SearchResult",
     "content_hash",
     "document_hash",
+    "FETCH_FACTS",
     "LargeDocument",
 ]
 
@@ -48,12 +49,22 @@ def content_hash(data: str | bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+#: Metadata that tells of the fetch, not of the document (``kbctl.ingest.fetch``): the file's or
+#: response's size, mtime, sha256, fetch time, ETag and Last-Modified, and a feed's count of entries.
+#: A document carries them but they are not part of its ``content_hash``: a source whose bytes
+#: changed while a document of it did not (a feed that gained an entry, an mbox that gained a
+#: message, a file rewritten with the same text) leaves that document unchanged, not rewritten.
+#: They are stored as they were when the version stored was written.
+FETCH_FACTS = frozenset({"size", "mtime", "sha256", "fetched_at", "etag", "last_modified", "entries"})
+
+
 def document_hash(title: str, metadata: Mapping[str, Any], text: Iterable[str]) -> str:
-    """A document's ``content_hash``: its title, its metadata and its text, given as consecutive
-    pieces (the same digest however the text is cut, so a long text is never encoded whole)."""
+    """A document's ``content_hash``: its title, its metadata (but ``FETCH_FACTS``) and its text,
+    given as consecutive pieces (the same digest however the text is cut, so a long text is never
+    encoded whole)."""
     import json
 
-    meta = json.dumps(dict(metadata), sort_keys=True, default=str)
+    meta = json.dumps({k: v for k, v in metadata.items() if k not in FETCH_FACTS}, sort_keys=True, default=str)
     h = hashlib.sha256(f"{title}\x00{meta}\x00".encode())
     for piece in text:
         for i in range(0, len(piece), _HASH_WINDOW):  # a long piece is encoded a window at a time
@@ -117,7 +128,8 @@ class Document:
     """Extracted text of one document, with its structure and metadata.
 
     ``text`` is the blocks' texts joined by blank lines; ``content_hash`` is computed from the text,
-    the title and the metadata, so a change in any of them is a new version of the document.
+    the title and the metadata but its ``FETCH_FACTS``, so a change in any of them is a new version
+    of the document.
     ``parent_uri`` links child documents (an e-mail's attachments) to their parent.
 
     Whatever PostgreSQL cannot store (NUL, lone surrogates, NaN in metadata) is removed when a

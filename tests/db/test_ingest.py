@@ -762,3 +762,46 @@ def test_mbox_messages_stay_unchanged_when_a_message_is_added_to_their_mbox(kb, 
     assert again.documents == {"new": 1, "changed": 0, "unchanged": 3, "removed": 0, "failed": 0}, again.to_json()
     hits = kb.search("zorblat2", "mail", k=1).hits
     assert hits and "mtime" not in hits[0].metadata and hits[0].metadata["size"] < mbox.stat().st_size
+
+
+def _rss(items: list[int]) -> str:
+    entries = "".join(
+        f"<item><guid>entry-{n}</guid><title>Release {n}</title><link>https://example.org/r/{n}</link>"
+        f"<description>Release {n} brings the quaffle{n} switch.</description></item>"
+        for n in items
+    )
+    return f'<?xml version="1.0"?><rss version="2.0"><channel><title>Releases</title>{entries}</channel></rss>'
+
+
+def test_feed_entries_stay_unchanged_when_an_entry_is_added_to_their_feed(kb, tmp_path):
+    """Each entry of a feed carried its feed's fetch facts (the feed's ``size``, ``sha256``,
+    ``mtime``, ``fetched_at`` and its count of ``entries``) in its metadata, and a document's content
+    hash covers its metadata: a feed that gained one entry changed every other entry's hash, so a
+    cron job polling a feed rewrote all of it each time something was added, and reported every
+    entry as changed."""
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    feed = feeds / "releases.rss"
+    feed.write_text(_rss([1, 2, 3]))
+    assert kb.ingest([str(feeds)], "news", verify=False).documents["new"] == 3
+    feed.write_text(_rss([4, 1, 2, 3]))
+    again = kb.ingest([str(feeds)], "news", verify=False)
+    assert again.documents == {"new": 1, "changed": 0, "unchanged": 3, "removed": 0, "failed": 0}, again.to_json()
+    # an entry whose own text changed is still changed
+    feed.write_text(_rss([4, 1, 2, 3]).replace("quaffle2 switch", "quaffle2 switch, renamed"))
+    third = kb.ingest([str(feeds)], "news", verify=False)
+    assert third.documents == {"new": 0, "changed": 1, "unchanged": 3, "removed": 0, "failed": 0}, third.to_json()
+
+
+def test_a_file_touched_or_rewritten_with_the_same_text_is_unchanged(kb, tmp_path):
+    """A file whose bytes changed but whose document did not (a line ending, a trailing blank) was
+    stored again because its metadata held the file's ``size`` and ``sha256``: the document is the
+    same text, title and metadata of its own, so it is unchanged; its vectors, chunks and postings stay."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = docs / "page.md"
+    page.write_text("# Page\n\nThe frobnitz dial turns left.\n")
+    assert kb.ingest([str(docs)], "pages", verify=False).documents["new"] == 1
+    page.write_text("# Page\n\nThe frobnitz dial turns left.\n\n\n")
+    again = kb.ingest([str(docs)], "pages", verify=False)
+    assert again.documents["unchanged"] == 1 and again.documents["changed"] == 0, again.to_json()
