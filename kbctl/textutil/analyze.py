@@ -132,8 +132,9 @@ class Analyzer:
         """Index terms of ``text`` in order, with repeats."""
         stem = self._stem  # inline (no method call per word): this runs over every chunk at ingest
         idents = _IDENT
-        if self.version < 2 or not _NEEDS_CJK.search(text):
-            out = [stem(w) for w in self.words(text)] if stem else self.words(text)
+        if self.version < 2 or not _NEEDS_CJK.search(text):  # version 1's words (one scan for CJK, not two)
+            words = [w for w in _WORD.findall(text.lower()) if w not in self.stopwords]
+            out = [stem(w) for w in words] if stem else words
         else:
             text = _fold(text)
             out = [w if cjk or not stem else stem(w) for w, cjk in self._split(text)]
