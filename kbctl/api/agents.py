@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..store import agents as store
-from ..store import get_namespace
+from ..store import get_namespace, namespace_ids
 from ..types import SearchResult
 from ._boundary import Part, psycopg_boundary, unavailable
 
@@ -62,7 +62,9 @@ class Agents(Part):
         logged = store.logged_query(self._conn(), int(query_id), self.tenant, agent)
         if logged is None:
             raise unavailable("query", query_id)
-        owners = [ns for ns, d in logged[1] if d == int(doc_id)]
+        # a namespace the query searched may have been deleted since (its judgments went with it)
+        live = set(namespace_ids(self._conn(), self.tenant))
+        owners = [ns for ns, d in logged[1] if d == int(doc_id) and ns in live]
         if not owners:
             raise unavailable("document", doc_id)
         store.record_feedback(self._conn(), int(query_id), owners[0], int(doc_id), bool(useful))
