@@ -40,9 +40,10 @@ from .tools import Toolbox
 
 log = logging.getLogger(__name__)
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "TENANT_HEADER"]
 
 _TOKEN_TTL = 30.0  # seconds a token's agent is remembered: a revoked token stops working within this
+TENANT_HEADER = "kbctl-tenant"  # the tenant a forwarded search is of (kbctl.server.client)
 _RAW_OPTIONS = ("mode", "per_doc", "fusion", "ef_search", "rerank", "prf", "explain")
 
 
@@ -226,6 +227,12 @@ async def _watch_disconnect(request: Request, cancel: Cancel, scope) -> None:
 
 
 async def search(request: Request) -> Response:
+    asked = request.headers.get(TENANT_HEADER)
+    if asked is not None and asked != request.scope["kbctl.agent"].tenant:
+        # ``kbctl --tenant T search`` forwarded (``kbctl.server.client``): this token's agent searches
+        # another tenant, whose documents T must not be shown (the CLI searches T in-process). The
+        # answer is the same whatever T is: it tells an agent nothing of other tenants.
+        return _error(409, "this token's agent searches another tenant than the one asked for")
     args = await _body(request)
     raw = args.pop("raw", False)
     if not isinstance(raw, bool):

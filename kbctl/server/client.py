@@ -82,12 +82,15 @@ def ask_server(
         f"{url}/v1/search",
         json.dumps(body).encode(),
         method="POST",
-        headers={"Content-Type": "application/json", **_auth(srv), **_trace()},
+        # the tenant searched: a server whose token serves another refuses (409), and it runs here
+        headers={"Content-Type": "application/json", "Kbctl-Tenant": settings.tenant, **_auth(srv), **_trace()},
     )
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return _result(json.loads(resp.read()))
     except urllib.error.HTTPError as e:
+        if e.code == 409:
+            raise Unusable(f"server at {url} searches another tenant for this token; searching in-process") from None
         if 400 <= e.code < 500 and e.code not in (401, 404, 413):
             raise UsageError(_message(e)) from None
         raise Unusable(f"server at {url} answered {e.code} ({_message(e)}); searching in-process") from None

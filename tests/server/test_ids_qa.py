@@ -3,6 +3,10 @@ pass of session 39 found. Each test failed before its fix (docs/hardening.md, "Q
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from tests.server import test_ids
 from tests.server.test_ids import _client, _records
 
@@ -27,3 +31,38 @@ def test_feedback_on_a_query_whose_namespace_was_deleted_is_not_available(two_te
         r = client.post("/v1/feedback", json={"query_id": found["query_id"], "doc_id": doc, "useful": True})
     assert r.status_code == 400, r.text
     assert r.json() == {"error": f"document {doc!r} is not available"}
+
+
+@pytest.mark.parametrize("runner", ["cli", "cli_process"])
+def test_a_search_of_another_tenant_than_the_servers_is_not_forwarded(served, kb, tenant, runner, request):
+    """``kbctl --tenant T search`` with ``[server] url`` set: a server whose token serves another
+    tenant answered with that tenant's documents (and ids sealed under its key, which T's
+    ``tenants id-of`` cannot open). The search runs in-process, on T, as without a server."""
+    run = request.getfixturevalue(runner)
+    kb.ingest_records(
+        [{"id": "mine", "title": "mine", "text": "A refund of tenant T's own."}], "billing_kb", verify=False
+    )
+    env = {"KBCTL_CONFIG": str(served.config), "KBCTL_SERVER": served.url, "KBCTL_TOKEN": served.tokens["ops"]}
+    p = run("search", "refund", "-n", "billing_kb", "--json", env=env)
+    assert p.returncode == 0, p.stderr
+    hits = json.loads(p.stdout)["hits"]
+    assert [h["title"] for h in hits] == ["mine"], [h["title"] for h in hits]
+    assert isinstance(hits[0]["doc_id"], int)  # searched in-process: the operator's raw ids
+    if runner == "cli_process":  # the fast path's warning (the in-process CLI's log goes to the real stderr)
+        assert b"searches another tenant" in p.stderr, p.stderr
+
+
+def test_the_tenant_a_forwarded_search_asks_for_tells_an_agent_nothing_of_other_tenants(two_tenants):
+    """The header the CLI names its tenant with: its own tenant is served; any other name, a tenant
+    that exists or one that does not, gets the same refusal."""
+    settings, token, _, other = two_tenants
+    with _client(settings, token) as client:
+        own = client.post("/v1/search", json={"query": "quorvax"}, headers={"Kbctl-Tenant": settings.tenant})
+        answers = [
+            client.post("/v1/search", json={"query": "quorvax"}, headers={"Kbctl-Tenant": name})
+            for name in (other, "no_such_tenant", "")
+        ]
+    assert own.status_code == 200, own.text
+    assert {(r.status_code, r.text) for r in answers} == {
+        (409, '{"error":"this token\'s agent searches another tenant than the one asked for"}')
+    }
