@@ -15,7 +15,9 @@ def register(app: typer.Typer) -> None:
 
 
 def show(
-    chunk_id: int = typer.Argument(..., help="The chunk's id (chunk_id of a search hit)."),
+    chunk_id: str = typer.Argument(
+        ..., help="The chunk's id (chunk_id of a search hit), or the opaque c_… id an agent or a forwarded search gave."
+    ),
     namespace: list[str] = typer.Option(..., "--namespace", "-n", help="Namespace(s) the chunk may be in."),
     highlight: Path | None = typer.Option(
         None, "--highlight", help="Write the chunk's PDF page to this PNG file with the passage boxed."
@@ -23,7 +25,7 @@ def show(
     json_: bool = typer.Option(False, "--json", help="JSON on stdout."),
 ) -> None:
     """A chunk's text, source, page and line boxes; --highlight renders its PDF page with the passage boxed."""
-    c = STATE.kb().chunk(chunk_id, namespace, highlight=highlight)
+    c = STATE.kb().chunk(_raw(chunk_id), namespace, highlight=highlight)
     if json_:
         print_json(c)
         return
@@ -34,3 +36,17 @@ def show(
     if c.get("highlight"):
         h = c["highlight"]
         info(f"wrote {h['path']}: page {h['page']}, {h['boxes']} line(s) boxed")
+
+
+def _raw(chunk_id: str) -> int:
+    """A chunk's row id: a number as given, else the opaque id of this tenant's chunk it opens to."""
+    from ..errors import UsageError
+
+    if chunk_id.strip().isdecimal():
+        return int(chunk_id)
+    found = STATE.kb().open_id(chunk_id)
+    if found["kind"] != "chunk":
+        raise UsageError(
+            f"{chunk_id[:100]!r} is a {found['kind']}'s id, not a chunk's", hint="kbctl show takes a chunk_id"
+        )
+    return int(found["id"])

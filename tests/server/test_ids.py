@@ -228,3 +228,20 @@ def test_the_operator_opens_an_agents_id_and_nothing_else(two_tenants, cli):
         p = cli("tenants", "id-of", bad, tenant_override=who)
         assert p.returncode == 2 and p.stdout == b"", p.stderr
         assert len(p.stderr.decode().strip().splitlines()) <= 2 and "is not an id" in p.stderr.decode()
+
+
+def test_kbctl_show_takes_the_opaque_chunk_id_an_agent_was_given(two_tenants, cli):
+    """A forwarded search's --json, or an agent's report, names chunks by their opaque ids:
+    ``kbctl show`` opens one under the tenant's key as it takes a number; a document's id, or one
+    the tenant did not give, is one line and exit code 2."""
+    settings, token, raw, other = two_tenants
+    with _client(settings, token) as client:
+        found = {p["title"]: p for p in client.post("/v1/search", json={"query": "quorvax ledger"}).json()["passages"]}
+    by_number = cli("show", str(raw["alpha 0"][1]), "-n", "kb", "--json", tenant_override=settings.tenant)
+    by_token = cli("show", found["alpha 0"]["chunk_id"], "-n", "kb", "--json", tenant_override=settings.tenant)
+    assert by_number.returncode == 0 and by_token.returncode == 0, (by_number.stderr, by_token.stderr)
+    assert json.loads(by_token.stdout) == json.loads(by_number.stdout)
+    for bad, who in ((found["alpha 0"]["doc_id"], settings.tenant), (found["alpha 0"]["chunk_id"], other)):
+        p = cli("show", bad, "-n", "kb", tenant_override=who)
+        assert p.returncode == 2 and p.stdout == b"", p.stderr
+        assert len(p.stderr.decode().strip().splitlines()) <= 2, p.stderr
