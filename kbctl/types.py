@@ -54,17 +54,21 @@ def content_hash(data: str | bytes) -> str:
 #: A document carries them but they are not part of its ``content_hash``: a source whose bytes
 #: changed while a document of it did not (a feed that gained an entry, an mbox that gained a
 #: message, a file rewritten with the same text) leaves that document unchanged, not rewritten.
-#: They are stored as they were when the version stored was written.
+#: They are stored as they were when the version stored was written. Only the source's are left
+#: out (``Document.fetch_facts``): front matter or a record's metadata of the same names is the
+#: document's own, and part of its version.
 FETCH_FACTS = frozenset({"size", "mtime", "sha256", "fetched_at", "etag", "last_modified", "entries"})
 
 
-def document_hash(title: str, metadata: Mapping[str, Any], text: Iterable[str]) -> str:
-    """A document's ``content_hash``: its title, its metadata (but ``FETCH_FACTS``) and its text,
-    given as consecutive pieces (the same digest however the text is cut, so a long text is never
-    encoded whole)."""
+def document_hash(
+    title: str, metadata: Mapping[str, Any], text: Iterable[str], fetch_facts: frozenset[str] = frozenset()
+) -> str:
+    """A document's ``content_hash``: its title, its metadata (but the keys ``fetch_facts``, its
+    source's ``FETCH_FACTS``) and its text, given as consecutive pieces (the same digest however the
+    text is cut, so a long text is never encoded whole)."""
     import json
 
-    meta = json.dumps({k: v for k, v in metadata.items() if k not in FETCH_FACTS}, sort_keys=True, default=str)
+    meta = json.dumps({k: v for k, v in metadata.items() if k not in fetch_facts}, sort_keys=True, default=str)
     h = hashlib.sha256(f"{title}\x00{meta}\x00".encode())
     for piece in text:
         for i in range(0, len(piece), _HASH_WINDOW):  # a long piece is encoded a window at a time
@@ -128,8 +132,9 @@ class Document:
     """Extracted text of one document, with its structure and metadata.
 
     ``text`` is the blocks' texts joined by blank lines; ``content_hash`` is computed from the text,
-    the title and the metadata but its ``FETCH_FACTS``, so a change in any of them is a new version
-    of the document.
+    the title and the metadata but its ``fetch_facts`` (the keys of ``FETCH_FACTS`` its source
+    gave, not those of its own metadata: ``extract.base.build_document``), so a change in any of
+    them is a new version of the document.
     ``parent_uri`` links child documents (an e-mail's attachments) to their parent.
 
     Whatever PostgreSQL cannot store (NUL, lone surrogates, NaN in metadata) is removed when a
@@ -149,10 +154,13 @@ class Document:
     # Who may view it (``kbctl.acl``): None when the document carries no ACL. Not part of
     # ``content_hash``: an ACL-only change rewrites the row and re-embeds nothing.
     acl: tuple[str, ...] | None = None
+    # The metadata keys that are its source's fetch facts (``FETCH_FACTS``), not part of ``content_hash``.
+    fetch_facts: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self._clean() or not self.content_hash:
-            object.__setattr__(self, "content_hash", document_hash(self.title, self.metadata, (self.text,)))
+            h = document_hash(self.title, self.metadata, (self.text,), self.fetch_facts)
+            object.__setattr__(self, "content_hash", h)
 
     def _clean(self) -> bool:
         """Remove what the store refuses, in place (once, at construction); whether anything went."""
@@ -190,6 +198,7 @@ class Document:
         metadata: Mapping[str, Any] | None = None,
         parent_uri: str | None = None,
         notes: tuple[tuple[str, str], ...] = (),
+        fetch_facts: frozenset[str] = frozenset(),
     ) -> Document:
         """Build a document from block texts, computing ``text`` and every block's ``start``."""
         parts: list[str] = []
@@ -216,6 +225,7 @@ class Document:
             metadata=dict(metadata or {}),
             parent_uri=parent_uri,
             notes=(*notes, (CLEANED, removed(dropped, "the text"))) if dropped else notes,
+            fetch_facts=fetch_facts,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -224,6 +234,10 @@ class Document:
             del d["notes"]
         if self.acl is None:
             del d["acl"]
+        if self.fetch_facts:
+            d["fetch_facts"] = sorted(self.fetch_facts)
+        else:
+            del d["fetch_facts"]
         return d
 
     @classmethod
@@ -233,6 +247,7 @@ class Document:
         d["notes"] = tuple((str(c), str(m)) for c, m in d.get("notes") or ())
         if d.get("acl") is not None:
             d["acl"] = tuple(str(a) for a in d["acl"]) if isinstance(d["acl"], (list, tuple)) else (str(d["acl"]),)
+        d["fetch_facts"] = frozenset(str(k) for k in d.get("fetch_facts") or ())
         return cls(**_known(cls, d))
 
 

@@ -16,7 +16,7 @@ from urllib.parse import unquote_to_bytes, urldefrag, urlsplit
 
 from ..errors import ExtractError
 from ..textutil.dates import iso_datetime
-from ..types import Block, Document, Source
+from ..types import FETCH_FACTS, Block, Document, Source
 
 __all__ = [
     "decode_text",
@@ -30,6 +30,7 @@ __all__ = [
     "common_metadata",
     "build_document",
     "RESERVED_KEYS",
+    "source_facts",
     "MAX_METADATA_BYTES",
     "MAX_METADATA_DEPTH",
     "MetadataTooLarge",
@@ -256,9 +257,8 @@ def build_document(
         ) from None
     # An empty value says nothing and is dropped, except an ``acl``: given empty it means no one
     # (``kbctl.acl.lift_acl``), and dropping it would leave the document to the namespace's default.
-    meta.update(
-        {k: v for k, v in own.items() if k not in RESERVED_KEYS and (k == "acl" or v not in (None, "", [], {}))}
-    )
+    own = {k: v for k, v in own.items() if k not in RESERVED_KEYS and (k == "acl" or v not in (None, "", [], {}))}
+    meta.update(own)
     return Document.from_blocks(
         uri=uri or source.uri,
         title=(title or "").strip() or stem_of(uri or source.uri),
@@ -267,4 +267,11 @@ def build_document(
         metadata=meta,
         parent_uri=parent_uri,
         notes=notes,
+        fetch_facts=source_facts(source, own),
     )
+
+
+def source_facts(source: Source, own: Mapping[str, Any]) -> frozenset[str]:
+    """The keys of a document's metadata that are ``source``'s fetch facts (``FETCH_FACTS``), not
+    part of its content hash; a key the extractor's own metadata (front matter) sets is the document's."""
+    return frozenset(k for k in FETCH_FACTS if k in source.metadata and k not in own)

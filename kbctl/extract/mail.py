@@ -329,6 +329,7 @@ def _as_child(doc: Document, message_uri: str, name: str, meta: dict) -> Documen
         source_type=doc.source_type,
         metadata={**doc.metadata, **{k: v for k, v in extra.items() if v}},
         parent_uri=doc.parent_uri or message_uri,
+        fetch_facts=doc.fetch_facts,
     )
 
 

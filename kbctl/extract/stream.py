@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 from ..errors import ExtractError
 from ..textutil.clean import CLEANED, clean_text, removed
 from ..types import Block, Document, LargeDocument, Source, document_hash
-from .base import _BOMS, _known_codec, common_metadata, stem_of
+from .base import _BOMS, _known_codec, common_metadata, source_facts, stem_of
 from .text import _FIRST_LINE, _TITLE_MAX
 
 __all__ = ["STREAM_MIN_BYTES", "read_large"]
@@ -71,13 +71,14 @@ def read_large(source: Source, fmt: str) -> LargeDocument | None:
         source_type="text",
         metadata=common_metadata(source, "text"),
         notes=notes,
+        fetch_facts=source_facts(source, {}),
     )
     return LargeDocument(probe, tally.chars, _reader(data, codec, label))
 
 
 def with_hash(large: LargeDocument, head: Document) -> LargeDocument:
     """``large`` with ``head`` (its head after ACLs were lifted, say) and the content hash of the whole."""
-    h = document_hash(head.title, head.metadata, _pieces(large.blocks()))
+    h = document_hash(head.title, head.metadata, _pieces(large.blocks()), head.fetch_facts)
     return LargeDocument(_rehashed(head, h), large.chars, large.blocks)
 
 

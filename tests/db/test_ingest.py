@@ -805,3 +805,25 @@ def test_a_file_touched_or_rewritten_with_the_same_text_is_unchanged(kb, tmp_pat
     page.write_text("# Page\n\nThe frobnitz dial turns left.\n\n\n")
     again = kb.ingest([str(docs)], "pages", verify=False)
     assert again.documents["unchanged"] == 1 and again.documents["changed"] == 0, again.to_json()
+
+
+def test_a_documents_own_metadata_named_like_a_fetch_fact_is_part_of_its_version(kb, tmp_path):
+    """Only the fetch facts of the source (its file's ``size``, a response's ``sha256``…) are left
+    out of a document's content hash. Front matter or a record's metadata of the same names is the
+    document's own: an edit of it (``sha256:`` of a release, ``size:`` of a product) was not stored,
+    the document was found unchanged and kept its old value."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = docs / "release.md"
+    page.write_text("---\nsha256: aaaa\nsize: XL\n---\n# Release\n\nThe frobnitz release notes.\n")
+    assert kb.ingest([str(docs)], "pages", verify=False).documents["new"] == 1
+    page.write_text("---\nsha256: bbbb\nsize: XL\n---\n# Release\n\nThe frobnitz release notes.\n")
+    again = kb.ingest([str(docs)], "pages", verify=False)
+    assert again.documents["changed"] == 1, again.to_json()
+    assert kb.search("frobnitz", "pages", k=1).hits[0].metadata["sha256"] == "bbbb"
+    # a record's metadata is all its own
+    rec = {"id": "sku-1", "title": "Shirt", "text": "A frobnitz shirt.", "metadata": {"size": "XL"}}
+    assert kb.ingest_records([rec], "records", verify=False).documents["new"] == 1
+    changed = kb.ingest_records([{**rec, "metadata": {"size": "L"}}], "records", verify=False)
+    assert changed.documents["changed"] == 1, changed.to_json()
+    assert kb.search("frobnitz", "records", k=1).hits[0].metadata["size"] == "L"
