@@ -515,7 +515,10 @@ def _query_terms(
     if not correct or not terms:
         return terms, {}
     df = vocabulary_df(conn, ns_ids, list(terms))
-    missing = [t for t in terms if t not in df]
+    # Over namespaces of several analyzer versions a CJK run is one version's term and its bigrams
+    # the other's: absent from one vocabulary, it is not a misspelling of its own bigram.
+    mixed = len(analyzer.versions) > 1
+    missing = [t for t in terms if t not in df and not (mixed and has_cjk(t))]
     fixes = correct_terms(conn, ns_ids, missing, profile.lexical.max_edit_distance, viewable_term(conn, ns_ids, gate))
     for bad, good in fixes.items():
         terms[good] = terms.get(good, 0.0) + terms.pop(bad)

@@ -99,6 +99,7 @@ class Analyzer:
             raise ValueError(f"unknown analyzer version {version} (this kbctl knows {ANALYZER_VERSIONS})")
         self.language = language
         self.version = version
+        self.versions: tuple[int, ...] = (version,)  # the versions whose terms it gives (a union's: several)
         self.stopwords = ENGLISH_STOPWORDS if language == "english" else frozenset()
         self._stem = None
         if language != "none":
@@ -180,6 +181,7 @@ class _Union(Analyzer):
 
     def __init__(self, language: str, versions: tuple[int, ...]) -> None:
         super().__init__(language, max(versions))
+        self.versions = tuple(sorted(versions))
         self.parts = tuple(get_analyzer(language, v) for v in sorted(versions, reverse=True))
 
     def terms(self, text: str) -> list[str]:

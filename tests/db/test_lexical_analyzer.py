@@ -88,3 +88,21 @@ def test_a_search_of_namespaces_of_both_versions_reads_each_with_its_own_terms(k
         for h in kb.search("北京大学的图书馆很大", ["before", "after"], mode="lexical").hits
     }
     assert {("after", "beijing.md"), ("before", "beijing.md")} <= run
+
+
+def test_a_search_of_both_versions_does_not_correct_a_cjk_run_into_a_bigram(kb, tmp_path):
+    """Over namespaces of both versions a query's CJK run is a version-1 term and its bigrams are
+    version-2 terms. The run, absent from the old namespace's vocabulary, was taken for a misspelling
+    and "corrected" to one of its own bigrams of the new one (two edits away): a note told the user
+    "学生每天 → 学生", and that bigram counted twice in the query."""
+    _old_namespace(kb, "before")
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "beijing.md").write_text("# 北京\n\n北京大学的图书馆很大，开放时间很长。\n", encoding="utf-8")
+    kb.ingest([str(old)], namespace="before")
+    kb.ingest([_folder(tmp_path)], namespace="after")
+    r = kb.search("学生每天", ["before", "after"], mode="lexical")
+    assert not any(n.startswith("corrected") for n in r.notes), r.notes
+    assert r.hits and r.hits[0].source.endswith("beijing.md") and r.hits[0].namespace == "after"
+    # a misspelled English word is still corrected in such a search
+    assert any("refundz → refund" in n for n in kb.search("refundz", ["before", "after"], mode="lexical").notes)
