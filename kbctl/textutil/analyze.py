@@ -70,6 +70,13 @@ _WIDE = "\uff01-\uff5e\uff65-\uff9f"
 _NEEDS_CJK = re.compile(f"[{_CJK}{_WIDE}]")
 _HAS_CJK = re.compile(f"[{_CJK}]")
 _HALF_KANA = re.compile("[\uff65-\uff9f]+")
+# A CJK run with the marks that may follow its characters: the combining (semi-)voiced marks of kana
+# written decomposed (NFD: テ+゙ for デ) and variation selectors (葛+U+E0100, a glyph of 葛). Text that
+# is not NFC (Hangul as jamo from a macOS file name, kana from some PDFs) has its runs composed and
+# the selectors dropped, so it gives the terms of the text as it is usually typed.
+_VS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"
+_RUN_MARKS = re.compile(f"[{_CJK}][{_CJK}\u3099\u309a{_VS}]*")
+_SELECTORS = re.compile(f"[{_VS}]")
 _FULL_ASCII = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 # A word is a CJK run (group 1), or as in version 1 with CJK characters as boundaries.
 _WORD2 = re.compile(f"([{_CJK}]+)|[^\\W{_CJK}]{{2,}}|\\d")
@@ -82,9 +89,13 @@ def has_cjk(text: str) -> bool:
 
 
 def _fold(text: str) -> str:
-    """Full-width ASCII as ASCII, half-width Katakana as full width (ﾃﾞｰﾀ is データ)."""
+    """Full-width ASCII as ASCII, half-width Katakana as full width (ﾃﾞｰﾀ is データ), CJK runs
+    composed (NFC) without variation selectors."""
     text = text.translate(_FULL_ASCII)
-    return _HALF_KANA.sub(lambda m: unicodedata.normalize("NFKC", m.group(0)), text)
+    text = _HALF_KANA.sub(lambda m: unicodedata.normalize("NFKC", m.group(0)), text)
+    if unicodedata.is_normalized("NFC", text) and not _SELECTORS.search(text):
+        return text
+    return _RUN_MARKS.sub(lambda m: unicodedata.normalize("NFC", _SELECTORS.sub("", m.group(0))), text)
 
 
 def _bigrams(run: str) -> list[str]:

@@ -140,3 +140,18 @@ def test_property_a_cjk_term_is_at_most_a_bigram_and_never_mixes_scripts(text):
         assert 0 < len(t) <= MAX_TERM_CHARS
         if CJK.search(t):
             assert len(t) <= 2 and all(CJK.match(c) for c in t), (text, t)
+
+
+def test_decomposed_cjk_and_variation_selectors_give_the_terms_of_the_composed_text():
+    """Hangul decomposed into jamo (NFD: a macOS file name, the title of a document without a
+    heading) gave bigrams of jamo, kana with combining voiced marks (テ+゛ from some PDFs) split the
+    run at the mark, and a variation selector (葛 + U+E0100) split it too: a query typed as usual
+    found none of them."""
+    import unicodedata
+
+    for text in ("서울은 한국의 수도입니다", "新しいデータベースを作りました", "東京大学で機械学習"):
+        assert v2().terms(unicodedata.normalize("NFD", text)) == v2().terms(text), text
+    assert v2().terms("葛\U000e0100城市") == v2().terms("葛城市") == ["葛城", "城市"]
+    assert v2().terms("北京\ufe00大学") == ["北京", "京大", "大学"]
+    # Latin beside them is left as version 1 reads it
+    assert v2().terms("cafe\u0301 한국") == [*v1().terms("cafe\u0301"), "한국"]
