@@ -777,8 +777,7 @@ def test_feed_entries_stay_unchanged_when_an_entry_is_added_to_their_feed(kb, tm
     """Each entry of a feed carried its feed's fetch facts (the feed's ``size``, ``sha256``,
     ``mtime``, ``fetched_at`` and its count of ``entries``) in its metadata, and a document's content
     hash covers its metadata: a feed that gained one entry changed every other entry's hash, so a
-    cron job polling a feed rewrote all of it each time something was added, and reported every
-    entry as changed."""
+    cron job polling a feed was told every entry changed each time one was added."""
     feeds = tmp_path / "feeds"
     feeds.mkdir()
     feed = feeds / "releases.rss"
@@ -795,8 +794,8 @@ def test_feed_entries_stay_unchanged_when_an_entry_is_added_to_their_feed(kb, tm
 
 def test_a_file_touched_or_rewritten_with_the_same_text_is_unchanged(kb, tmp_path):
     """A file whose bytes changed but whose document did not (a line ending, a trailing blank) was
-    stored again because its metadata held the file's ``size`` and ``sha256``: the document is the
-    same text, title and metadata of its own, so it is unchanged; its vectors, chunks and postings stay."""
+    reported changed because its metadata held the file's ``size``: the document is the same text,
+    title and metadata of its own, so it is unchanged (and embeds nothing)."""
     docs = tmp_path / "docs"
     docs.mkdir()
     page = docs / "page.md"
