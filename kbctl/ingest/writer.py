@@ -8,7 +8,10 @@ spare the model the work. Vectors are found or made by ``embedding.Embedding`` (
 then the model), and the namespace's other generations get theirs from ``embedding.DualWrites``.
 
 Every document given is stored, or recorded as failed (stage ``store``) with its reason, and what
-is stored never depends on the rest of the batch:
+is stored never depends on the rest of the batch. A document that writing would store again
+exactly as it is (``_unchanged``: its content hash, source, parent, ACL and chunks; a family only
+whole) is not written: its row keeps its chunks, postings and vectors and takes the source's new
+hash (``store.keep_documents``), in the batch's transaction. Besides:
 
 - a document URI another source owns in the namespace is never taken over (``UriCollision``);
 - a document URI produced twice in one run is kept from the first item, in stream order, and
@@ -48,7 +51,8 @@ from ..acl import AclPolicy
 from ..embed import GROUP_BATCHES
 from ..store import WriteStats, delete_documents, stored_owners, stored_uris_of_source, write_documents
 from ..store.acl import mark_explicit
-from ..store.documents import set_source_hash, write_document_stream
+from ..store.documents import keep_documents, set_source_hash, write_document_stream
+from ..store.stored import StoredVersion, stored_chunks, stored_versions
 from ..textutil.analyze import get_analyzer
 from ..types import Chunk, Document, EmbeddedChunk, ItemError
 from .embedding import DualWrites, Embedding, store_lookup
@@ -234,7 +238,8 @@ class Writer:
         return _in_background(lambda: self.embedding.embed(missing)), set(missing)
 
     def _write_batch(self, items: list[Item]) -> None:
-        stored = stored_owners(self.conn, self.ns, [d.uri for i in items for d, _ in i.docs])
+        versions = stored_versions(self.conn, self.ns, [d.uri for i in items for d, _ in i.docs])
+        stored = {u: (v.content_hash, v.source_uri) for u, v in versions.items()}
         docs, explicit = self._with_acls(self._admit(items, stored))
         kinds = {d.uri: _kind(stored.get(d.uri), d) for d, _, _ in docs}
         owners = {d.uri: i.source_uri for d, _, i in docs}
@@ -246,13 +251,29 @@ class Writer:
         if self.opts.plan:
             self._count(kinds, owners)
             return
-        payload = [(d, [EmbeddedChunk(c, cache[c.content_hash]) for c in cs]) for d, cs, _ in docs]
-        extra = self.dual.vectors(all_chunks)
+        keep = _unchanged(self.conn, self.ns, docs, set(explicit), kinds, versions)
         sources = {d.uri: (i.source_uri, i.source_hash) for d, _, i in docs}
+        written = [x for x in docs if x[0].uri not in keep]
+        extra = self.dual.vectors([c for _, cs, _ in written for c in cs])
         with (
             telemetry.span("kbctl.ingest.store", attrs),
             self.conn.transaction(),  # a document's ACL and whether it is its own land together
         ):
+            kept = keep_documents(
+                self.conn,
+                self.ns,
+                [
+                    (versions[d.uri].id, sources[d.uri][1], d.acl, versions[d.uri].explicit)
+                    for d, _, _ in docs
+                    if d.uri in keep
+                ],
+            )
+            if kept != keep:  # a row written again since it was read: its family is written whole
+                lost = _families(docs, keep - kept)
+                kept -= lost
+                written = [x for x in docs if x[0].uri not in kept]
+                extra = self.dual.vectors([c for _, cs, _ in written for c in cs])
+            payload = [(d, [EmbeddedChunk(c, cache[c.content_hash]) for c in cs]) for d, cs, _ in written]
             stats = write_documents(
                 self.conn,
                 self.ns,
@@ -264,13 +285,13 @@ class Writer:
                 extra=extra,
             )
             refused = {uri for uri, _, _ in stats.failed}
-            mark_explicit(self.conn, self.ns, [u for u in explicit if u not in refused])
+            mark_explicit(self.conn, self.ns, [u for u in explicit if u not in refused and u not in kept])
         for uri, error_class, reason in stats.failed:
             kinds.pop(uri, None)
             self._fail(sources[uri][0], error_class, f"{uri} was not stored: {reason}")
         self._count(kinds, owners)
-        self._drop_stale(items)
-        self.emit("stored", {"documents": stats.documents, "chunks": len(all_chunks), "embedded": todo})
+        self._drop_stale(items)  # the kept documents are among what their items produced
+        self.emit("stored", {"documents": stats.documents + len(kept), "chunks": len(all_chunks), "embedded": todo})
 
     def _vectors(self, chunks: list[Chunk], items: Iterable[Item] = (), owners: Sequence[str] = ()) -> tuple[dict, int]:
         """The vector of every chunk (from the store's cache, from upstream, else from the model), and
@@ -472,3 +493,83 @@ def _kind(stored: tuple[str, str] | None, d: Document) -> str:
     if stored is None:
         return "new"
     return "unchanged" if stored[0] == d.content_hash else "changed"
+
+
+def _unchanged(
+    conn,
+    ns,
+    docs: list[tuple[Document, tuple[Chunk, ...], Item]],
+    explicit: set[str],
+    kinds: dict[str, str],
+    versions: dict[str, StoredVersion],
+) -> set[str]:
+    """The URIs of the documents a write would store again exactly as they are: unchanged (content
+    hash), of the same source, parent and type, with the same effective ACL (and whether it is their
+    own) and the same chunks as their stored version. A family (a message and its attachments) is
+    left whole only if every member is, and the store holds no other child of any of them."""
+    same = {
+        d.uri
+        for d, _, i in docs
+        if kinds.get(d.uri) == "unchanged"
+        and (v := versions.get(d.uri)) is not None
+        and v.source_uri == i.source_uri
+        and v.parent_uri == d.parent_uri
+        and v.source_type == d.source_type
+        and v.acl == d.acl
+        and v.explicit == (d.uri in explicit)
+    }
+    if not same:
+        return set()
+    chunks = stored_chunks(conn, ns, [versions[u].id for u in same])
+    same = {d.uri for d, cs, _ in docs if d.uri in same and chunks.get(versions[d.uri].id, []) == _signature(cs)}
+    children: dict[str, set[str]] = {}
+    for v in versions.values():
+        if v.parent_uri is not None:
+            children.setdefault(v.parent_uri, set()).add(v.uri)
+    keep: set[str] = set()
+    for family in _family_sets(docs):
+        if family <= same and all(children.get(u, set()) <= family for u in family):
+            keep |= family
+    return keep
+
+
+def _signature(chunks: Sequence[Chunk]) -> list[tuple]:
+    """The chunks as ``store.stored.stored_chunks`` reads them back."""
+    return [
+        (
+            c.content_hash,
+            c.char_start,
+            c.char_end,
+            c.token_count,
+            c.page,
+            tuple(c.heading_path),
+            [list(b) for b in c.boxes] if c.boxes else None,
+        )
+        for c in chunks
+    ]
+
+
+def _family_sets(docs: list[tuple[Document, tuple[Chunk, ...], Item]]) -> list[set[str]]:
+    """The documents grouped by family: each with its parent, up to one that has none in ``docs``.
+    A document whose parent is not among them (its family not whole here) is a family of its own
+    holding its parent's URI too, so it is never left alone."""
+    parent = {d.uri: d.parent_uri for d, _, _ in docs}
+    groups: dict[str, set[str]] = {}
+    for uri in parent:
+        root, seen = uri, {uri}
+        while (up := parent.get(root)) is not None:
+            if up not in parent:  # its parent is not here: the family is not whole
+                root = up
+                break
+            if up in seen:  # a loop of parents (never whole either)
+                root = "\x00" + up
+                break
+            root = up
+            seen.add(up)
+        groups.setdefault(root, {root} if root not in parent else set()).add(uri)
+    return list(groups.values())
+
+
+def _families(docs: list[tuple[Document, tuple[Chunk, ...], Item]], uris: set[str]) -> set[str]:
+    """Every member of the families of ``uris``."""
+    return set().union(*(f for f in _family_sets(docs) if f & uris)) if uris else set()

@@ -26,6 +26,7 @@ from .stored import (
     stored_owners,
     stored_uris,
     stored_uris_of_source,
+    stored_versions,
 )
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "stored_hashes",
     "stored_owners",
     "stored_uris",
+    "stored_versions",
     "stored_uris_of_source",
     "write_documents",
 ]

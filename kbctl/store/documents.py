@@ -45,6 +45,7 @@ __all__ = [
     "DocumentStream",
     "write_chunks",
     "set_source_hash",
+    "keep_documents",
     "delete_documents",
     "drop_unused_vocabulary",
     "WriteStats",
@@ -409,6 +410,25 @@ def set_source_hash(conn: Conn, ns: Namespace, source_uri: str, old: str, new: s
     """The documents of ``source_uri`` stored under the source hash ``old`` take ``new``: a source
     written in parts (a feed's entries) is marked whole once its last part is stored."""
     return conn.execute(query("documents/set_source_hash"), (new, ns.id, source_uri, old)).rowcount
+
+
+def keep_documents(
+    conn: Conn, ns: Namespace, rows: Sequence[tuple[int, str, tuple[str, ...] | None, bool]]
+) -> set[str]:
+    """Documents of a changed source that would be written again unchanged keep their rows (chunks,
+    postings, vectors, statistics) and take the source's new hash, inside the caller's transaction,
+    under the write lock: ``rows`` are (stored id, new source hash, the ACL and whether it is explicit,
+    as the writer read them). A row written again since it was read (a new id) or whose ACL changed is
+    not kept. Returns the URIs kept; the caller writes the others."""
+    if not rows:
+        return set()
+    write_lock(conn, ns.id)
+    still_active(conn, ns)
+    payload = [
+        {"id": did, "source_hash": sh, "acl": None if acl is None else list(acl), "explicit": explicit}
+        for did, sh, acl, explicit in rows
+    ]
+    return {r[0] for r in conn.execute(query("documents/keep_documents"), (json.dumps(payload), ns.id))}
 
 
 def delete_documents(conn: Conn, ns: Namespace, uris: Sequence[str]) -> int:

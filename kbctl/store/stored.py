@@ -4,6 +4,7 @@ hashes, the source each came from, chunk counts, and the vectors already made fo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -16,6 +17,9 @@ from .queries import query
 __all__ = [
     "stored_hashes",
     "stored_owners",
+    "stored_versions",
+    "stored_chunks",
+    "StoredVersion",
     "stored_uris",
     "stored_uris_of_source",
     "source_versions",
@@ -33,6 +37,42 @@ def stored_owners(conn: Conn, ns: Namespace, uris: Sequence[str]) -> dict[str, t
     """(content hash, source URI) of the stored versions of ``uris`` (missing ones are absent)."""
     rows = conn.execute(query("documents/stored_owners"), (ns.id, list(uris)))
     return {u: (h, s) for u, h, s in rows}
+
+
+@dataclass(frozen=True)
+class StoredVersion:
+    """What the store holds of one document: enough to tell whether writing it again would change it."""
+
+    id: int
+    uri: str
+    content_hash: str
+    source_uri: str
+    parent_uri: str | None
+    source_type: str
+    acl: tuple[str, ...] | None
+    explicit: bool  # its ACL came with it (``acl_explicit``)
+
+
+def stored_versions(conn: Conn, ns: Namespace, uris: Sequence[str]) -> dict[str, StoredVersion]:
+    """The stored versions of ``uris`` and of their stored children, by URI (missing ones are absent)."""
+    rows = conn.execute(query("documents/stored_versions"), (ns.id, list(uris), list(uris)))
+    return {
+        r[1]: StoredVersion(int(r[0]), r[1], r[2], r[3], r[4], r[5], None if r[6] is None else tuple(r[6]), bool(r[7]))
+        for r in rows
+    }
+
+
+def stored_chunks(conn: Conn, ns: Namespace, ids: Sequence[int]) -> dict[int, list[tuple]]:
+    """Per stored document id, its chunks in order as (content hash, char start, char end, tokens,
+    page, heading path, PDF boxes or None): what chunking a document again must give to leave it be."""
+    out: dict[int, list[tuple]] = {}
+    if not ids:
+        return out
+    for did, h, start, end, tokens, page, heading, boxes in conn.execute(
+        query("documents/stored_chunks"), (ns.id, list(ids))
+    ):
+        out.setdefault(int(did), []).append((h, start, end, tokens, page, tuple(heading or ()), boxes))
+    return out
 
 
 def stored_uris(conn: Conn, ns: Namespace) -> dict[str, str]:

@@ -1,0 +1,214 @@
+"""A changed source writes again only its documents that changed: an unchanged document (same
+content hash, owner, effective ACL, chunks and family) keeps its stored rows and takes the
+source's new hash (``kbctl.ingest.writer``)."""
+
+from __future__ import annotations
+
+import kbctl
+from kbctl.acl import Principal
+
+from .test_ingest import _message, _rss
+
+
+def _ids(kb, name: str) -> dict[str, tuple[int, tuple[int, ...], str]]:
+    """Per document URI: its row id, its chunks' ids in order, and its source hash."""
+    ns = kb.namespace(name)
+    conn = kb.connection()
+    docs = {
+        uri: (did, sh)
+        for uri, did, sh in conn.execute(
+            "SELECT uri, id, source_hash FROM kbctl.documents WHERE namespace_id = %s", (ns.id,)
+        )
+    }
+    chunks: dict[int, list[int]] = {}
+    for did, cid in conn.execute(
+        "SELECT document_id, id FROM kbctl.chunks WHERE namespace_id = %s ORDER BY document_id, position", (ns.id,)
+    ):
+        chunks.setdefault(did, []).append(cid)
+    return {uri: (did, tuple(chunks.get(did, ())), sh) for uri, (did, sh) in docs.items()}
+
+
+def test_a_feed_that_gained_an_entry_writes_only_the_new_entry(kb, tmp_path):
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    feed = feeds / "releases.rss"
+    feed.write_text(_rss([1, 2, 3]))
+    assert kb.ingest([str(feeds)], "news", verify=False).documents["new"] == 3
+    before = _ids(kb, "news")
+    feed.write_text(_rss([4, 1, 2, 3]))
+    again = kb.ingest([str(feeds)], "news")
+    assert again.documents == {"new": 1, "changed": 0, "unchanged": 3, "removed": 0, "failed": 0}, again.to_json()
+    assert again.chunks["embedded"] == 1 and again.chunks["reused"] == 3, again.to_json()  # as before
+    assert again.verify is not None and again.verify["ok"]
+    after = _ids(kb, "news")
+    assert set(after) - set(before) and len(set(after) - set(before)) == 1
+    for uri, (did, cids, _) in before.items():
+        assert after[uri][:2] == (did, cids), uri  # not deleted and inserted again
+    assert len({sh for _, _, sh in after.values()}) == 1  # all of the feed's documents hold its new hash
+    assert {sh for _, _, sh in after.values()} != {sh for _, _, sh in before.values()}
+    # the same bytes again: the source is skipped before extraction, nothing is read or written
+    third = kb.ingest([str(feeds)], "news", verify=False)
+    assert third.documents["unchanged"] == 4 and third.documents["new"] == 0, third.to_json()
+    assert third.chunks["reused"] == 0 and third.chunks["embedded"] == 0, third.to_json()
+    assert _ids(kb, "news") == after
+    # the skipped documents are still found
+    assert {h.title for h in kb.search("quaffle2 switch", "news", k=3).hits} >= {"Release 2"}
+    conn = kb.connection()
+    ns = kb.namespace("news")
+    stats = conn.execute("SELECT sum(chunk_count) FROM kbctl.documents WHERE namespace_id = %s", (ns.id,)).fetchone()[0]
+    assert stats == 4
+    assert kb.verify("news").ok
+
+
+def test_an_entry_that_left_the_feed_goes_with_sync_while_the_others_are_kept(kb, tmp_path):
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    feed = feeds / "releases.rss"
+    feed.write_text(_rss([1, 2, 3]))
+    kb.ingest([str(feeds)], "news", verify=False)
+    before = _ids(kb, "news")
+    feed.write_text(_rss([1, 2]))
+    rep = kb.ingest([str(feeds)], "news", sync=True, verify=False)
+    assert rep.documents == {"new": 0, "changed": 0, "unchanged": 2, "removed": 1, "failed": 0}, rep.to_json()
+    after = _ids(kb, "news")
+    assert len(after) == 2 and all(after[u][:2] == before[u][:2] for u in after)
+    assert not kb.search("quaffle3", "news", k=3).hits or all(
+        h.title != "Release 3" for h in kb.search("quaffle3", "news", k=3).hits
+    )
+    again = kb.ingest([str(feeds)], "news", sync=True, verify=False)
+    assert again.chunks["reused"] == 0 and again.documents["unchanged"] == 2, again.to_json()  # skipped whole
+
+
+def _with_attachment(n: int) -> str:
+    return (
+        f"From sender{n}@example.org Mon Oct 21 08:0{n}:00 2024\n"
+        f"Message-ID: <a{n}@example.org>\nFrom: Sender {n} <sender{n}@example.org>\nSubject: Report {n}\n"
+        f"Date: Mon, 21 Oct 2024 08:0{n}:00 +0000\nMIME-Version: 1.0\n"
+        'Content-Type: multipart/mixed; boundary="XYZ"\n\n'
+        "--XYZ\nContent-Type: text/plain\n\n"
+        f"The report {n} is attached: see the wumpus{n} figures.\n\n"
+        '--XYZ\nContent-Type: text/plain\nContent-Disposition: attachment; filename="figures.txt"\n\n'
+        f"The wumpus{n} figures: 12, 14 and 19.\n\n--XYZ--\n\n"
+    )
+
+
+def test_an_mbox_that_gained_a_message_keeps_its_families(kb, tmp_path):
+    box = tmp_path / "mail"
+    box.mkdir()
+    mbox = box / "inbox.mbox"
+    mbox.write_text(_with_attachment(1) + _message(2, message_id=True))
+    first = kb.ingest([str(box)], "mail", verify=False)
+    assert first.documents["new"] == 3, first.to_json()
+    before = _ids(kb, "mail")
+    assert any("#attachment/" in u for u in before)
+    mbox.write_text(_with_attachment(1) + _message(2, message_id=True) + _message(3, message_id=True))
+    again = kb.ingest([str(box)], "mail")
+    assert again.documents == {"new": 1, "changed": 0, "unchanged": 3, "removed": 0, "failed": 0}, again.to_json()
+    assert again.verify is not None and again.verify["ok"]
+    after = _ids(kb, "mail")
+    assert len(after) == 4
+    for uri, (did, cids, _) in before.items():
+        assert after[uri][:2] == (did, cids), uri
+    assert len({sh for _, _, sh in after.values()}) == 1
+    assert kb.ingest([str(box)], "mail", verify=False).chunks["reused"] == 0  # the next run skips the mbox
+    assert any("12, 14 and 19" in h.text for h in kb.search("wumpus1 figures", "mail", k=5).hits)
+    # the attachment's text changes: its family (the message and its attachment) is written again
+    mbox.write_text(
+        _with_attachment(1).replace("12, 14 and 19", "12, 14 and 21")
+        + _message(2, message_id=True)
+        + _message(3, message_id=True)
+    )
+    third = kb.ingest([str(box)], "mail")
+    assert third.documents["changed"] == 1 and third.documents["unchanged"] == 3, third.to_json()
+    now = _ids(kb, "mail")
+    family = [u for u in before if "a1@example.org" in u or "a1%40example.org" in u]
+    assert len(family) == 2, before
+    assert all(now[u][0] != after[u][0] for u in family)  # both written again, the unchanged parent too
+    assert all(now[u][:2] == after[u][:2] for u in after if u not in family)
+
+
+def test_a_feed_entry_whose_acl_changed_is_written_again(tmp_path, kb_home, tenant):
+    cfg = tmp_path / "kbctl.toml"
+    rule = '[namespaces.news]\nacl_default = "public"\nacl_rules = [{{glob = "**", principals = ["{p}"]}}]\n'
+    cfg.write_text(rule.format(p="group:eng"))
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    feed = feeds / "releases.rss"
+    feed.write_text(_rss([1, 2, 3]))
+    with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as kb:
+        kb.ingest([str(feeds)], "news", verify=False)
+        before = _ids(kb, "news")
+        assert not kb.search("quaffle2", "news", principal=Principal("x", ("sales",))).hits
+    cfg.write_text(rule.format(p="group:sales"))
+    feed.write_text(_rss([4, 1, 2, 3]))
+    with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as kb:
+        rep = kb.ingest([str(feeds)], "news", verify=False)
+        assert rep.documents["unchanged"] == 3 and rep.chunks["embedded"] == 1, rep.to_json()
+        after = _ids(kb, "news")
+        assert all(after[u][0] != before[u][0] for u in before)  # the rows were written again
+        conn = kb.connection()
+        acls = {
+            tuple(a)
+            for (a,) in conn.execute(
+                "SELECT acl FROM kbctl.documents WHERE namespace_id = %s", (kb.namespace("news").id,)
+            )
+        }
+        assert acls == {("group:sales",)}
+        assert kb.search("quaffle2", "news", principal=Principal("x", ("sales",))).hits
+
+
+def test_a_document_chunked_differently_is_written_again(tmp_path, kb_home, tenant):
+    """The chunk settings are part of every source's hash but not of a document's: with new
+    settings an unchanged document is cut into other chunks, and those must be stored."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    words = " ".join(f"word{n}" for n in range(400))
+    (docs / "long.md").write_text(f"# Long\n\n{words}\n")
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text("[profiles.hash-384.chunk]\nsize = 256\noverlap = 0\n")
+    with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as kb:
+        kb.ingest([str(docs)], "pages", verify=False)
+        before = _ids(kb, "pages")
+    cfg.write_text("[profiles.hash-384.chunk]\nsize = 64\noverlap = 0\n")
+    with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as kb:
+        rep = kb.ingest([str(docs)], "pages")
+        assert rep.documents["unchanged"] == 1, rep.to_json()
+        assert rep.verify is not None and rep.verify["ok"], rep.verify
+        after = _ids(kb, "pages")
+    ((uri, (did, cids, _)),) = before.items()
+    assert after[uri][0] != did and len(after[uri][1]) > len(cids)
+
+
+def test_kept_documents_keep_their_vectors_of_a_shadow_generation(tmp_path, kb_home, tenant):
+    """During a re-embed an ingest writes the shadow's vectors of the chunks it writes; a kept
+    document's chunks are not written again and keep those the build gave them, so the swap finds
+    nothing missing and the namespace verifies after it."""
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text('[profiles.hash-768]\nembedder = "hash"\nmodel = "hash"\ndimension = 768\n')
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    feed = feeds / "releases.rss"
+    feed.write_text(_rss([1, 2, 3]))
+    with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as kb:
+        kb.ingest([str(feeds)], "news", verify=False)
+        kb.reembed("news", "hash-768")  # a shadow with the vectors of every chunk
+        before = _ids(kb, "news")
+        feed.write_text(_rss([4, 1, 2, 3]))
+        rep = kb.ingest([str(feeds)], "news", verify=False)
+        assert rep.documents["new"] == 1 and rep.documents["unchanged"] == 3, rep.to_json()
+        after = _ids(kb, "news")
+        assert all(after[u][:2] == before[u][:2] for u in before)
+        conn = kb.connection()
+        ns = kb.namespace("news")
+        missing = conn.execute(
+            "SELECT g.state, count(*) FILTER (WHERE v.chunk_id IS NULL) FROM kbctl.generations g"
+            " JOIN kbctl.chunks c ON c.namespace_id = g.namespace_id"
+            " LEFT JOIN kbctl.vectors v ON v.generation_id = g.id AND v.chunk_id = c.id"
+            " WHERE g.namespace_id = %s GROUP BY g.state",
+            (ns.id,),
+        ).fetchall()
+        assert dict(missing) == {"active": 0, "shadow": 0}, missing
+        kb.swap_generation("news")
+        report = kb.verify("news")
+        assert report.ok, [c for c in report.checks if not c.ok]
+        assert {h.title for h in kb.search("quaffle2 switch", "news", k=3).hits} >= {"Release 2"}
