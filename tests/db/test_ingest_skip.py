@@ -212,3 +212,33 @@ def test_kept_documents_keep_their_vectors_of_a_shadow_generation(tmp_path, kb_h
         report = kb.verify("news")
         assert report.ok, [c for c in report.checks if not c.ok]
         assert {h.title for h in kb.search("quaffle2 switch", "news", k=3).hits} >= {"Release 2"}
+
+
+def test_a_document_not_kept_under_the_lock_is_written_with_its_family(kb, tmp_path, monkeypatch):
+    """What the writer read before taking the write lock may be stale (another writer, an ACL
+    re-applied): a row the update under the lock does not keep is written, with its family."""
+    import kbctl.ingest.writer as writer_mod
+
+    box = tmp_path / "mail"
+    box.mkdir()
+    mbox = box / "inbox.mbox"
+    mbox.write_text(_with_attachment(1) + _message(2, message_id=True))
+    kb.ingest([str(box)], "mail", verify=False)
+    before = _ids(kb, "mail")
+    real = writer_mod.keep_documents
+
+    def lose_the_attachment(conn, ns, rows):
+        return {u for u in real(conn, ns, rows) if "#attachment/" not in u}
+
+    monkeypatch.setattr(writer_mod, "keep_documents", lose_the_attachment)
+    mbox.write_text(_with_attachment(1) + _message(2, message_id=True) + _message(3, message_id=True))
+    rep = kb.ingest([str(box)], "mail")
+    assert rep.documents == {"new": 1, "changed": 0, "unchanged": 3, "removed": 0, "failed": 0}, rep.to_json()
+    assert rep.verify is not None and rep.verify["ok"], rep.verify
+    after = _ids(kb, "mail")
+    family = {u for u in before if "a1@example.org" in u}
+    assert len(family) == 2 and all(after[u][0] != before[u][0] for u in family)  # written again, whole
+    assert all(after[u][:2] == before[u][:2] for u in before if u not in family)  # the other message kept
+    assert len({sh for _, _, sh in after.values()}) == 1
+    monkeypatch.undo()
+    assert kb.ingest([str(box)], "mail", verify=False).chunks["reused"] == 0  # the next run skips the mbox
