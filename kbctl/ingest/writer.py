@@ -242,6 +242,16 @@ class Writer:
         stored = {u: (v.content_hash, v.source_uri) for u, v in versions.items()}
         docs, explicit = self._with_acls(self._admit(items, stored))
         kinds = {d.uri: _kind(stored.get(d.uri), d) for d, _, _ in docs}
+        for d, _, _ in docs:  # the same text under another ACL of its own (an edited front matter acl:) is a
+            # change of the document; one the namespace's rules give is the configuration's (kbctl.store.acl.reapply)
+            v, own = versions.get(d.uri), d.uri in explicit
+            if (
+                kinds[d.uri] == "unchanged"
+                and v is not None
+                and (own or v.explicit)
+                and (v.acl, v.explicit) != (d.acl, own)
+            ):
+                kinds[d.uri] = "changed"
         owners = {d.uri: i.source_uri for d, _, i in docs}
         all_chunks = [c for _, cs, _ in docs for c in cs]
         attrs = {"kbctl.items": len(items), "kbctl.documents": len(docs), "kbctl.chunks": len(all_chunks)}

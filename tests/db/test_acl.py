@@ -193,9 +193,10 @@ def test_acl_change_updates_without_embedding(tmp_path, kb_home, tenant):
         p.write_text(p.read_text().replace("acl: [group:eng]", "acl: [group:eng, group:sales]"))
         rep = kb.ingest([str(src)], "open", verify=False)
         # the file was re-read (its bytes changed), its chunks' vectors reused: nothing is embedded;
-        # its document is unchanged (an ACL is not part of its content hash, nor is the file's size)
-        # but its row is written again, with the new ACL (the configuration's rules never touch it)
-        assert rep.chunks["embedded"] == 0 and rep.documents["unchanged"] == 5, rep.to_json()
+        # its content hash is the same (an ACL is not part of it, nor is the file's size) but its ACL
+        # is not: it is reported changed and its row written again, with the new ACL
+        assert rep.chunks["embedded"] == 0, rep.to_json()
+        assert rep.documents["unchanged"] == 4 and rep.documents["changed"] == 1, rep.to_json()
         assert "engdoc" in {_doc_of(h) for h in kb.search("handbook", "open", principal=sales).hits}
 
 
