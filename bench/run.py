@@ -46,6 +46,8 @@ bench-smoke``, run by ``.ci/run``. The store is a dedicated home (``--home``, de
 - ``lexical``: the lexical lane packed (block-max) against every posting, query by query, and whether
   their top 100 agree, at SciFact, 10k, 100k (and the million with ``KBCTL_BENCH_MILLION_HOME``)
   → docs/benchmarks.md
+- ``changed``: an mbox of 10,000 messages imported, then imported again after each of three appended
+  messages: what a changed source writes → docs/benchmarks.md (inputs made at run time)
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ PARTS = (
     "million",
     "lexical",
     "workers",
+    "changed",
 )
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {
@@ -100,10 +103,12 @@ DOCS = {
     "million": ("docs/benchmarks.md",),
     "lexical": ("docs/benchmarks.md",),
     "workers": ("docs/benchmarks.md",),
+    "changed": ("docs/benchmarks.md",),
 }
 
 
 def _part(name: str):
+    import changed
     import cold
     import dense
     import ingest
@@ -137,6 +142,7 @@ def _part(name: str):
         "million": million.run,
         "lexical": lexical.run,
         "workers": workers.run,
+        "changed": changed.run,
     }[name]
 
 
@@ -239,7 +245,10 @@ def _run(env: Env, parts: list[str], *, write: bool, keep: bool) -> int:
                     write_section(REPO / doc, name, stamp + body)
     finally:
         if not keep:  # the parts' own homes too: a part that failed may have left its server up
-            for home in (env.home, *(env.home.parent / (env.home.name + s) for s in ("-cold", "-ingest", "-memory"))):
+            for home in (
+                env.home,
+                *(env.home.parent / (env.home.name + s) for s in ("-cold", "-ingest", "-memory", "-changed")),
+            ):
                 if home.exists():
                     kbctl(env, "db", "stop", home=home, check=False)
     if env.smoke:

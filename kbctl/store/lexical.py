@@ -18,6 +18,7 @@ import numpy as np
 
 from .connection import Conn, scalar
 from .queries import query
+from .roles import as_owner
 from .runs import LOCK_CLASS, write_lock
 
 __all__ = [
@@ -180,6 +181,8 @@ def pack(conn: Conn, ns_id: int, *, keep: int | None = None) -> dict:
         chunks = int(scalar(conn.execute(query("lexical/chunks_in_range"), (ns_id, lo, hi))))
         # The new segment's number is above every existing one; the ones it replaces go after it is written.
         seg = int(scalar(conn.execute(query("lexical/insert_segment"), (ns_id, lo, hi, ns_id))))
+        with as_owner(conn):  # the planner's figures of the table the pack reads (lexical/analyze_postings)
+            conn.execute(query("lexical/analyze_postings"))
         conn.execute(query("lexical/pack_settings"))
         postings = int(scalar(conn.execute(query("lexical/pack_arrays"), (ns_id, lo, hi, seg))))
         conn.execute(query("lexical/finish_segment"), (chunks, postings, ns_id, seg))
