@@ -45,6 +45,9 @@ def test_each_query_loads_and_is_valid_sql(kb, name):
         composed = sql.SQL(text).format(**{h: sql.SQL("NULL") for h in holes}).as_string(conn)
         assert not _PLACEHOLDER.search(composed)
         return
+    if body.startswith("ANALYZE "):  # maintenance cannot be PREPAREd: run it as the owner, who may
+        kb.db.connect().execute(text)
+        return
     if body.startswith(("RESET ", "SET ")):  # a setting (SET LOCAL, RESET ROLE): run it in a transaction
         with conn.transaction():
             conn.execute(text)
