@@ -8,6 +8,7 @@ CLI uses and an optional hint, so the CLI's single error boundary can print one 
     ├── ConfigError (2)                 bad or unknown configuration keys, unknown profile
     │   ├── ProfileMismatchError (2)    namespace pinned to another model / dimension; a model
     │   │                               making vectors of another dimension than its profile says
+    │   │   └── GenerationMoved (2)     a swap moved the namespace while a run waited for its lock
     │   └── ParameterError (2)          the server refused a setting's value (hnsw.ef_search…)
     ├── NamespaceNotFound (2)           no such namespace (for this tenant)
     ├── DatabaseError (1)               the store is unreachable or a statement failed
@@ -36,6 +37,7 @@ __all__ = [
     "UsageError",
     "ConfigError",
     "ProfileMismatchError",
+    "GenerationMoved",
     "NamespaceNotFound",
     "DatabaseError",
     "MigrationError",
@@ -82,6 +84,11 @@ class ConfigError(KbctlError):
 
 class ProfileMismatchError(ConfigError):
     """A namespace is pinned to a profile whose fingerprint differs from the one requested."""
+
+
+class GenerationMoved(ProfileMismatchError):
+    """A swap or rollback moved the namespace to another generation while a run waited for its lock
+    (nothing was written). ``Ingestion`` reads the namespace again and runs once more."""
 
 
 class NamespaceNotFound(KbctlError):

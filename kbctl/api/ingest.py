@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Sequence
 
 from .. import telemetry
 from ..acl import AclPolicy
-from ..errors import UsageError
+from ..errors import GenerationMoved, UsageError
 from ..extract.record import RECORD_MEDIA_TYPE
 from ..store import Namespace, check_pin, ensure_namespace, get_namespace, namespace_ids
 from ..store.feeds import feed_state, save_feed_state
@@ -66,7 +66,7 @@ class Ingestion(Part):
         ``lease`` seconds (``kbctl.ingest.workers``); this call waits and closes the run.
         """
         from ..extract.options import ExtractOptions
-        from ..ingest.pipeline import IngestOptions, IngestRun, run
+        from ..ingest.pipeline import IngestOptions, IngestRun
         from ..sources.options import FetchOptions  # a bad [fetch] table fails here, before the run starts
 
         conn = self._conn()
@@ -99,7 +99,7 @@ class Ingestion(Part):
         if workers is not None:
             req = self._distributed(req, workers, lease, fetch_opts)
         try:
-            return run(conn, req, connect=self.session.tenant_connection)
+            return self._run(conn, req, profile)
         except BaseException:
             if not plan and made:
                 _forget_if_untouched(conn, ns)
@@ -232,7 +232,7 @@ class Ingestion(Part):
         Each record is a document keyed by its ``id`` and goes through the normal pipeline, so a
         re-import is incremental too.
         """
-        from ..ingest.pipeline import IngestRun, run
+        from ..ingest.pipeline import IngestRun
 
         conn = self._conn()
         prof = self.kb.namespaces.profile_for(namespace, profile)
@@ -246,7 +246,7 @@ class Ingestion(Part):
             progress=progress,
             acl=self._acl_policy(namespace),
         )
-        return run(conn, req, connect=self.session.tenant_connection)
+        return self._run(conn, req, profile)
 
     def store(
         self,
@@ -265,7 +265,7 @@ class Ingestion(Part):
         """
         import itertools
 
-        from ..ingest.pipeline import IngestRun, RunReport, run
+        from ..ingest.pipeline import IngestRun, RunReport
 
         conn = self._conn()
         prof = self.kb.namespaces.profile_for(namespace, profile)
@@ -279,6 +279,25 @@ class Ingestion(Part):
         req = IngestRun(
             ns, prof, items=items, command="store", verify=verify, progress=progress, acl=self._acl_policy(namespace)
         )
+        return self._run(conn, req, profile)
+
+    def _run(self, conn, req, profile: str | None) -> RunReport:
+        """``ingest.pipeline.run``, and once more (at most twice) when a swap or rollback moved the
+        namespace to another generation while the run waited for its lock: nothing was read from
+        the sources nor written yet, so the run goes on with the namespace read again and its new
+        profile (an explicit ``profile`` that is not the new pin is refused as ever)."""
+        from dataclasses import replace
+
+        from ..ingest.pipeline import run
+
+        for _ in range(2):
+            try:
+                return run(conn, req, connect=self.session.tenant_connection)
+            except GenerationMoved:
+                prof = self.kb.namespaces.profile_for(req.namespace.name, profile)
+                ns = get_namespace(conn, req.namespace.name, self.tenant)
+                check_pin(ns, prof)
+                req = replace(req, namespace=ns, profile=prof)
         return run(conn, req, connect=self.session.tenant_connection)
 
     def verify(self, namespace: str, sample: int = 20) -> VerifyReport:

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .. import telemetry
-from ..errors import ProfileMismatchError, UsageError
+from ..errors import GenerationMoved, UsageError
 from ..interrupts import Interrupts
 from ..store import Namespace, chunk_count_of, delete_documents, get_namespace, lexical, source_versions, stored_uris
 from ..store import runs as runs_store
@@ -110,7 +110,7 @@ def _same_generation(conn, ns: Namespace) -> None:
     are the old generation's. Run again, it reads the new one."""
     now = get_namespace(conn, ns.name, ns.tenant, required=False)
     if now is not None and now.serving != ns.serving:
-        raise ProfileMismatchError(
+        raise GenerationMoved(
             f"namespace {ns.name!r} moved to another generation (profile {now.profile_name!r}) while this run"
             f" waited for its lock; nothing was written with the old one ({ns.profile_name!r})",
             hint="run the ingest again: it uses the namespace's new profile",

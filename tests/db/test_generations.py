@@ -308,8 +308,9 @@ def test_verify_claim_embeds_the_claim_with_the_generation_that_made_the_vectors
 def test_an_ingest_that_read_the_namespace_before_a_swap_writes_nothing(gkb, tmp_path, monkeypatch):
     """An ingest reads its namespace (and pin) before it waits for the namespace lock, which a swap
     holds: it then wrote the old model's vectors into the generation that had just become previous,
-    and the active one never got them. Now the run sees the swap once it has the lock, refuses
-    loudly and writes nothing; run again, it uses the new generation."""
+    and the active one never got them. Now the run sees the swap once it has the lock and writes
+    nothing with the old generation: read again, the namespace's new pin refuses the old profile
+    this run named (without one, the run goes on with the new profile: the test below)."""
     from kbctl.api import ingest as api_ingest
     from kbctl.errors import ProfileMismatchError
 
@@ -321,7 +322,7 @@ def test_an_ingest_that_read_the_namespace_before_a_swap_writes_nothing(gkb, tmp
     (tmp_path / "new" / "late.md").write_text("# Late\n\nA document that arrived during the swap.\n")
     monkeypatch.setattr(api_ingest, "ensure_namespace", lambda *a, **kw: stale)
     before = gkb.verify("moved")
-    with pytest.raises(ProfileMismatchError, match="generation"):
+    with pytest.raises(ProfileMismatchError, match="pinned to profile 'hash-768'"):
         gkb.ingest([str(tmp_path / "new")], "moved", profile="hash-384", verify=False)
     monkeypatch.undo()
     assert [c.detail for c in gkb.verify("moved").checks] == [c.detail for c in before.checks]
@@ -390,6 +391,37 @@ def test_a_polling_worker_makes_its_context_again_after_a_swap(gkb):
     after = current_context(conn, contexts, ns_id, context)
     assert len(made) == 2 and after.namespace.generation_id != first.namespace.generation_id
     assert after.profile.name == "hash-768" and after.namespace.dimension == 768
+
+
+def test_an_ingest_that_waited_for_a_swap_goes_on_with_the_new_generation(gkb, env, monkeypatch):
+    """An ingest reads its namespace (and so its profile) before it takes the namespace lock; when a
+    swap held that lock meanwhile, the run refused ("moved to another generation") and the writer's
+    batch was lost: downtime for writers during a model move (CI caught it once in the three-process
+    test above). The run now reads the namespace again, with its new generation and profile, and
+    goes on; nothing had been written with the old one."""
+    from kbctl.ingest import pipeline
+
+    gkb.ingest_records(_records(4), "waited", verify=False)
+    gkb.reembed("waited", "hash-768")
+    other = kbctl.open(config=env["KBCTL_CONFIG"], home=env["KBCTL_HOME"], tenant=env["KBCTL_TENANT"])
+    real, swapped = pipeline._with_retried, []
+
+    def swap_in_between(conn, req):  # after the run read the namespace, before it takes the lock
+        if not swapped:
+            swapped.append(other.swap_generation("waited"))
+        return real(conn, req)
+
+    monkeypatch.setattr(pipeline, "_with_retried", swap_in_between)
+    try:
+        report = gkb.ingest_records([{"id": "late", "title": "late", "text": "violin string bow late"}], "waited")
+    finally:
+        other.close()
+    assert swapped and report.documents["new"] == 1, report
+    ns = gkb.namespace("waited")
+    assert ns.profile_name == "hash-768" and ns.generation_id == swapped[0]["active"]
+    assert gkb.verify("waited").ok
+    hits = gkb.search("violin string bow late", "waited", mode="dense", k=1)
+    assert hits.details["generations"]["waited"] == ns.generation_id and hits.hits[0].title == "late"
 
 
 def test_a_write_that_comes_after_a_swap_refuses_though_its_run_checked_before(gkb, tmp_path, monkeypatch):
