@@ -31,6 +31,7 @@ __all__ = [
     "Principal",
     "Hit",
     "SearchResult",
+    "store_id",
     "content_hash",
     "document_hash",
     "FETCH_FACTS",
@@ -419,8 +420,10 @@ class Hit:
 
     rank: int
     score: float | None
-    doc_id: int
-    chunk_id: int
+    # the store's ids in this process; an agent server's opaque ids (``kbctl.ids``, strings such as
+    # ``c_…``) in a result read from one (``kbctl.server.client``, a forwarded search)
+    doc_id: int | str
+    chunk_id: int | str
     source: str
     title: str
     text: str
@@ -434,6 +437,14 @@ class Hit:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def store_id(value: int | str) -> int:
+    """A hit's id as the store knows it: a search made in this process. An opaque id (a result a
+    server forwarded, ``kbctl.server.client``) names nothing here and is refused."""
+    if isinstance(value, int):
+        return value
+    raise TypeError(f"an agent server's opaque id where a store id was expected: {value[:40]!r}")
 
 
 @dataclass(frozen=True)

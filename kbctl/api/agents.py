@@ -11,7 +11,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..store import agents as store
 from ..store import get_namespace, namespace_ids
-from ..types import SearchResult
+from ..types import SearchResult, store_id
 from ._boundary import Part, psycopg_boundary, unavailable
 
 __all__ = ["Agents"]
@@ -53,7 +53,7 @@ class Agents(Part):
         context, research's documents): only those can be judged."""
         conn = self._conn()
         ids = {n: get_namespace(conn, n, self.tenant).id for n in result.namespaces}
-        pairs = shown if shown is not None else [(h.namespace, h.doc_id) for h in result.hits]
+        pairs = shown if shown is not None else [(h.namespace, store_id(h.doc_id)) for h in result.hits]
         docs = list(dict.fromkeys((ids[n], d) for n, d in pairs if n in ids))
         return store.log_query(conn, self.tenant, agent, tool, list(ids.values()), result.query, docs)
 

@@ -73,8 +73,8 @@ def key_terms(text: str, analyzer: Analyzer) -> list[str]:
 
 
 def claim_similarities(
-    claim: str, hits: Sequence[Hit], vectors: Mapping[tuple[str, int], Any], profiles: Mapping[str, Profile]
-) -> dict[tuple[str, int], float]:
+    claim: str, hits: Sequence[Hit], vectors: Mapping[tuple[str, int | str], Any], profiles: Mapping[str, Profile]
+) -> dict[tuple[str, int | str], float]:
     """Cosine similarity of the claim's embedding and each hit's stored chunk vector, keyed by
     (namespace, chunk_id): for every hit, also those only the lexical lane found (whose dense lane
     score is unknown). The claim is embedded once per profile among the hits' namespaces."""
@@ -83,7 +83,7 @@ def claim_similarities(
     from ..embed import get_embedder
 
     claims: dict[str, Any] = {}
-    out: dict[tuple[str, int], float] = {}
+    out: dict[tuple[str, int | str], float] = {}
     for h in hits:
         v = vectors.get((h.namespace, h.chunk_id))
         if v is None:
@@ -122,7 +122,7 @@ def feedback_terms(topic: str, hits: Sequence[Hit], analyzer: Analyzer, n: int =
     return [w for w, c in df.most_common(n * 3) if c >= floor][:n]
 
 
-def mmr(hits: list[Hit], vectors: Mapping[tuple[str, int], Any], lambda_: float, n: int) -> list[Hit]:
+def mmr(hits: list[Hit], vectors: Mapping[tuple[str, int | str], Any], lambda_: float, n: int) -> list[Hit]:
     """Maximal marginal relevance: each next hit the most relevant and least like those picked."""
     import numpy as np
 
@@ -150,7 +150,7 @@ def mmr(hits: list[Hit], vectors: Mapping[tuple[str, int], Any], lambda_: float,
 
 def group_by_document(hits: list[Hit], budget: int) -> list[dict]:
     """Passages grouped by document (first picked first), added while they fit ``budget`` tokens."""
-    docs: dict[tuple[str, int], dict] = {}
+    docs: dict[tuple[str, int | str], dict] = {}
     used = 0
     for h in hits:
         cost = estimate_tokens(h.text) + 20

@@ -8,7 +8,7 @@ from ..errors import UsageError
 from ..ids import Ids
 from ..search.context import context_blocks, estimate_tokens
 from ..search.evidence import snip
-from ..types import Hit, SearchResult
+from ..types import Hit, SearchResult, store_id
 from .schemas import Citation, Passage, resource_uri
 
 __all__ = [
@@ -89,7 +89,7 @@ def offset(cursor: str | None) -> int:
 
 def cite(h: Hit, ids: Ids) -> dict[str, Any]:
     """A hit's citation, its ids sealed under the agent's tenant's key (``kbctl.ids``)."""
-    doc, chunk = ids.seal("d", h.doc_id), ids.seal("c", h.chunk_id)
+    doc, chunk = ids.seal("d", store_id(h.doc_id)), ids.seal("c", store_id(h.chunk_id))
     return Citation.model_validate(
         {
             "rank": h.rank,

@@ -84,6 +84,15 @@ def test_raw_search_is_a_search_result(served):
     )
     assert r.status_code == 200, r.text
     assert r.json()["mode"] == "lexical" and len(r.json()["hits"]) == 2
+    # read back as the CLI reads a forwarded search: a SearchResult whose hits carry the server's
+    # opaque ids, which name nothing in a store (``store_id`` refuses them)
+    from kbctl.server.client import _result
+    from kbctl.types import store_id
+
+    hit = _result(r.json()).hits[0]
+    assert isinstance(hit.doc_id, str) and hit.chunk_id.startswith("c_")
+    with pytest.raises(TypeError, match="opaque id"):
+        store_id(hit.chunk_id)
 
 
 def test_verify_research_document_and_feedback(served):
