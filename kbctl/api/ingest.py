@@ -157,7 +157,8 @@ class Ingestion(Part):
         """Be a worker (``kbctl worker``): claim and store the items of run ``run_id`` until it is
         over, else of any running run of ``namespaces`` (default: every namespace of the tenant)
         with a work queue, until stopped (SIGTERM, Ctrl-C) or, with ``exit_idle``, idle. Returns
-        what it did (batches, items, documents and chunks counts)."""
+        what it did as the run counts it (batches, the items it settled, their documents and chunks
+        counts) and ``taken_over``: items of its batches another worker settled (``ingest.workers.work``)."""
         from ..extract.options import ExtractOptions
         from ..ingest.workers import WorkerContext, WorkerOptions, work
         from ..sources.options import FetchOptions

@@ -24,7 +24,11 @@ def worker(
     batch: int = typer.Option(32, "--batch", help="Items claimed at a time."),
     poll: float = typer.Option(0.5, "--poll", help="Seconds between looks at an empty queue."),
     exit_idle: bool = typer.Option(False, "--exit-idle", help="Stop when no running run has items to claim."),
-    json_: bool = typer.Option(False, "--json", help="Print what this worker did as JSON on stdout."),
+    json_: bool = typer.Option(
+        False,
+        "--json",
+        help="Print what this worker did as JSON on stdout (the items it settled, as the run counts them).",
+    ),
 ) -> None:
     """Claim and store the items of ingest runs started with `kbctl ingest --workers` (here or on other machines)."""
     totals = STATE.kb().work(
@@ -33,8 +37,11 @@ def worker(
     if json_:
         print_json(totals)
     else:
+        lost = totals.get("taken_over", 0)
         info(
-            f"worker: {totals['items']} item(s) in {totals['batches']} batch(es); "
+            f"worker: {totals['items']} item(s) in {totals['batches']} batch(es)"
+            + (f" ({lost} more taken over by another worker, which counts them)" if lost else "")
+            + "; "
             f"{totals.get('new', 0)} new, {totals.get('changed', 0)} changed, {totals.get('unchanged', 0)} unchanged,"
             f" {totals.get('failed', 0)} failed documents"
         )

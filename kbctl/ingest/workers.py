@@ -201,10 +201,12 @@ def work(
 ) -> dict[str, int]:
     """Claim and store items until stopped: of run ``run_id`` until it is no longer running, else
     of any running run of ``namespaces()`` (with ``exit_idle``, until none has items to claim).
-    SIGTERM and Ctrl-C stop it once the batch at hand is settled. Returns what it did: batches,
-    items, and the documents and chunks counts of its batches."""
+    SIGTERM and Ctrl-C stop it once the batch at hand is settled. Returns what it did, counted as
+    the run counts it: ``batches`` stored, the ``items`` it settled and their documents and chunks
+    counts (``new``…, ``chunks_embedded``…); an item of its batches whose lease expired and another
+    worker took over is that worker's to count, and is counted only in ``taken_over``."""
     emit = progress or (lambda event, data: None)
-    totals: dict[str, int] = {"batches": 0, "items": 0}
+    totals: dict[str, int] = {"batches": 0, "items": 0, "taken_over": 0}
     traces: dict[int, str | None] = {}  # run -> the traceparent its coordinator stored
     floors: dict[tuple[int, int], int] = {}  # (namespace, run) -> the position after the last item claimed
     contexts: dict[int, WorkerContext] = {}
@@ -235,7 +237,7 @@ def work(
                 if rid not in traces:
                     traces[rid] = q.run_traceparent(conn, rid) if telemetry.enabled() else None
                 try:
-                    report = _store(conn, lookup, connect, ctx, rid, got, options, emit, traces[rid])
+                    own, settled = _store(conn, lookup, connect, ctx, rid, got, options, emit, traces[rid])
                 except ProfileMismatchError as e:
                     # The namespace moved to another generation while the batch was embedded (a swap
                     # after its run's coordinator died): nothing of it was written. Its leases run
@@ -244,8 +246,10 @@ def work(
                     contexts.pop(ns_id, None)
                     continue
                 totals["batches"] += 1
-                totals["items"] += len(got)
-                for k, v in {**report.documents, **{f"chunks_{k}": v for k, v in report.chunks.items()}}.items():
+                totals["items"] += settled
+                totals["taken_over"] += len(got) - settled
+                chunks = {f"chunks_{k}": v for k, v in own.get("chunks", {}).items()}
+                for k, v in {**own.get("documents", {}), **chunks}.items():
                     totals[k] = totals.get(k, 0) + v
     except KeyboardInterrupt:
         totals["stopped"] = 1
@@ -291,9 +295,11 @@ def _store(
     options: WorkerOptions,
     emit,
     traceparent: str | None = None,
-):
+) -> tuple[dict, int]:
     """One claimed batch, traced as ``kbctl.ingest.batch`` in the run's trace (``traceparent``, else
-    the process's ``TRACEPARENT``), its stages as children."""
+    the process's ``TRACEPARENT``), its stages as children: the counts this worker recorded of it
+    (``documents`` and ``chunks``: none when another worker took over every item) and how many of
+    its items it settled."""
     attrs = {
         "kbctl.namespace": ctx.namespace.name,
         "kbctl.run_id": run_id,
@@ -301,7 +307,7 @@ def _store(
         "kbctl.items": len(got),
     }
     with telemetry.continued(traceparent), telemetry.span("kbctl.ingest.batch", attrs, root=True) as span:
-        report, settled = _stored(conn, lookup, connect, ctx, run_id, got, options, emit)
+        report, own, settled = _stored(conn, lookup, connect, ctx, run_id, got, options, emit)
         span.set_attributes(
             {
                 **{f"kbctl.documents.{k}": v for k, v in report.documents.items()},
@@ -310,12 +316,12 @@ def _store(
                 "kbctl.settled": settled,
             }
         )
-    return report
+    return own, settled
 
 
 def _stored(conn, lookup, connect, ctx: WorkerContext, run_id: int, got: list[q.Claimed], options: WorkerOptions, emit):
-    """One claimed batch through the stages, its leases renewed meanwhile, then settled: its report
-    and how many of its items this worker settled."""
+    """One claimed batch through the stages, its leases renewed meanwhile, then settled: its report,
+    what this worker counts of it (the run's counts of the batch) and how many of its items it settled."""
     items = [c.item for c in got]
     by_uri = {_uri(c.target): c.item for c in got}
     report = RunReport(run_id=run_id, namespace=ctx.namespace.name, by_source={})  # counted by item too
@@ -334,17 +340,16 @@ def _stored(conn, lookup, connect, ctx: WorkerContext, run_id: int, got: list[q.
         store_sources(conn, req, report, lookup=lookup)
     failed = sorted({by_uri[e.source] for e in report.errors if e.source in by_uri})
     item_counts = {by_uri[uri]: c for uri, c in (report.by_source or {}).items() if uri in by_uri}
+    counts = report.to_json()
     settled = q.settle(
-        conn, ctx.namespace, run_id, options.name, items, failed, report.to_json(), [*report.errors, *report.warnings],
+        conn, ctx.namespace, run_id, options.name, items, failed, counts, [*report.errors, *report.warnings],
         by_uri, item_counts,
     )  # fmt: skip
-    if len(settled) < len(items):
-        log.info(
-            "run %s: %d item(s) were taken over by another worker (their lease expired)",
-            run_id,
-            len(items) - len(settled),
-        )
-    return report, len(settled)
+    lost = set(items) - settled
+    if lost:
+        log.info("run %s: %d item(s) were taken over by another worker (their lease expired)", run_id, len(lost))
+    own = q.own_counts(counts, lost, item_counts) if settled else {}
+    return report, own, len(settled)
 
 
 class _Lease:

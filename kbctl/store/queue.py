@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..types import ItemError
 from .connection import Conn, columns, one
@@ -107,11 +107,17 @@ def settle(
         settled = {int(r[0]) for r in conn.execute(query("queue/settle"), args).fetchall()}
         if settled:
             lost = set(items) - settled
-            kept = _less(counts, [(item_counts or {}).get(i) or {} for i in sorted(lost)])
+            kept = own_counts(counts, lost, item_counts)
             conn.execute(query("queue/set_counts"), (json.dumps(kept, default=str), ns.id, run_id, min(settled)))
             item_of = item_of or {}
             record_errors(conn, ns, run_id, [e for e in errors if item_of.get(e.source) not in lost])
     return settled
+
+
+def own_counts(counts: dict, lost: Iterable[int], item_counts: Mapping[int, dict] | None) -> dict:
+    """A batch's counts less the share of its items ``lost`` (taken over by another worker, which
+    counts them; ``item_counts`` as for ``settle``): what its worker counts of it, and records."""
+    return _less(counts, [(item_counts or {}).get(i) or {} for i in sorted(lost)])
 
 
 def _less(counts: dict, parts: Sequence[dict]) -> dict:

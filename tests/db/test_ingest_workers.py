@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -216,45 +218,110 @@ def test_a_worker_whose_batch_meets_a_swap_leaves_that_batch_and_goes_on(
     assert run["status"] == "ok" and run["counts"]["documents"]["new"] == FILES
 
 
-def test_an_item_taken_over_is_counted_once_by_the_worker_that_settled_it(kb, tmp_path):
-    """Worker a stalls past its lease; b takes over its first item. a stores the three items and
-    settles the two still its own; b finds the first one stored (unchanged) and settles it. Both
-    batches counted that item, so the run reported 4 documents for 3 items (and a's embedded chunk
-    of it besides). The worker whose item was taken over no longer counts it."""
-    from kbctl.ingest import workers
+@dataclass(frozen=True)
+class Queued:
+    """A run of namespace ``docs`` whose coordinator (``coordinator``, holding the run's lock)
+    queued three notes (items 0, 1, 2); ``lookup``: a connection for a batch's lookups."""
+
+    ns: Any
+    run_id: int
+    coordinator: Any
+    lookup: Any
+
+
+@pytest.fixture
+def three_queued(kb, tmp_path):
     from kbctl.store import queue, runs
 
     d = tmp_path / "c"
     d.mkdir()
     for i in range(3):
         (d / f"{i}.md").write_text(f"# Note {i}\n\nThe quorvax note number {i}, about topic{i}.\n")
-    conn = kb.connection()
     ns = kb.create_namespace("docs", "hash-384")
     coordinator = kb.session.tenant_connection()
     lookup = kb.session.tenant_connection()
     try:
         run_id = runs.start_run(coordinator, ns, "ingest", {})
         queue.enqueue(coordinator, ns, run_id, 0, [(str(d / f"{i}.md"), f"{i}.md") for i in range(3)])
-        a = queue.claim(conn, ns.id, run_id, "a", 3, 0)  # a stalls: its leases expire at once
-        (b,) = queue.claim(conn, ns.id, run_id, "b", 1, 60, floor=3)  # b takes over the first item
-        assert [c.item for c in a] == [0, 1, 2] and b.item == 0
-        ctx = workers.WorkerContext(ns, kb.namespaces.search_profile(ns))
-
-        def store(got, name):
-            options = workers.WorkerOptions(name=name, lease=60)
-            return workers._store(
-                conn, lookup, kb.session.tenant_connection, ctx, run_id, got, options, lambda *e: None
-            )
-
-        store(a, "a")
-        store([b], "b")
-        batches = queue.batch_counts(conn, ns.id, run_id)
-        documents = {k: sum(c["documents"].get(k, 0) for c in batches) for k in ("new", "changed", "unchanged")}
-        assert documents == {"new": 2, "changed": 0, "unchanged": 1}, batches  # 3 items, 3 documents
-        a_counts = next(c for c in batches if c["documents"]["new"])
-        assert a_counts["chunks"] == {"embedded": 2, "reused": 0, "deleted": 0}  # its own two items' chunks
-        p = queue.progress(conn, ns.id, run_id)
-        assert (p["done"], p["failed"]) == (3, 0)
+        yield Queued(ns, run_id, coordinator, lookup)
     finally:
         coordinator.close()
         lookup.close()
+
+
+def _store_as(kb, conn, queued: Queued, got, name: str) -> None:
+    """Store and settle the claimed items ``got`` as worker ``name`` would (one batch)."""
+    from kbctl.ingest import workers
+
+    ctx = workers.WorkerContext(queued.ns, kb.namespaces.search_profile(queued.ns))
+    options = workers.WorkerOptions(name=name, lease=60)
+    workers._store(conn, queued.lookup, kb.session.tenant_connection, ctx, queued.run_id, got, options, lambda *e: None)
+
+
+def _documents(batches: list[dict]) -> dict[str, int]:
+    return {k: sum(c["documents"].get(k, 0) for c in batches) for k in ("new", "changed", "unchanged")}
+
+
+def test_an_item_taken_over_is_counted_once_by_the_worker_that_settled_it(kb, three_queued):
+    """Worker a stalls past its lease; b takes over its first item. a stores the three items and
+    settles the two still its own; b finds the first one stored (unchanged) and settles it. Both
+    batches counted that item, so the run reported 4 documents for 3 items (and a's embedded chunk
+    of it besides). The worker whose item was taken over no longer counts it."""
+    from kbctl.store import queue
+
+    ns, run_id = three_queued.ns, three_queued.run_id
+    conn = kb.connection()
+    a = queue.claim(conn, ns.id, run_id, "a", 3, 0)  # a stalls: its leases expire at once
+    (b,) = queue.claim(conn, ns.id, run_id, "b", 1, 60, floor=3)  # b takes over the first item
+    assert [c.item for c in a] == [0, 1, 2] and b.item == 0
+    _store_as(kb, conn, three_queued, a, "a")
+    _store_as(kb, conn, three_queued, [b], "b")
+    batches = queue.batch_counts(conn, ns.id, run_id)
+    assert _documents(batches) == {"new": 2, "changed": 0, "unchanged": 1}, batches  # 3 items, 3 documents
+    a_counts = next(c for c in batches if c["documents"]["new"])
+    assert a_counts["chunks"] == {"embedded": 2, "reused": 0, "deleted": 0}  # its own two items' chunks
+    p = queue.progress(conn, ns.id, run_id)
+    assert (p["done"], p["failed"]) == (3, 0)
+
+
+def test_a_workers_own_counts_leave_out_an_item_another_worker_took_over(kb, three_queued, monkeypatch):
+    """What a worker reports (``kbctl worker --json``: ``work``'s totals) counted every item of its
+    batches, those another worker took over included: worker a, whose first item b took over (its
+    lease expired while a stored it; b found it stored, unchanged, and settled it), reported 3 items
+    and 3 new documents (3 chunks embedded) where the run counts 2 of them as a's, and the workers'
+    reports summed to 4 documents for 3 items. A worker counts the items it settled, as the run
+    does, and says how many of its items were taken over."""
+    from kbctl.ingest import workers
+    from kbctl.store import queue
+
+    ns, run_id = three_queued.ns, three_queued.run_id
+    real = workers.store_sources
+    taken: list[int] = []
+
+    def store_then_lose_the_first_item(conn, req, report, lookup=None):
+        real(conn, req, report, lookup=lookup)
+        if taken:
+            return  # b's batch
+        other = kb.session.tenant_connection()
+        try:  # a's lease of item 0 runs out; b claims it, stores it (found unchanged) and settles it
+            other.execute(
+                "UPDATE kbctl.run_items SET claimed_until = now() - interval '1 second'"
+                " WHERE namespace_id = %s AND run_id = %s AND item = 0",
+                (ns.id, run_id),
+            )
+            (b,) = queue.claim(other, ns.id, run_id, "b", 1, 60, floor=3)
+            taken.append(b.item)
+            _store_as(kb, other, three_queued, [b], "b")
+        finally:
+            other.close()
+
+    monkeypatch.setattr(workers, "store_sources", store_then_lose_the_first_item)
+    totals = kb.work(["docs"], batch=3, poll=0.1, exit_idle=True)
+    assert taken == [0]
+    batches = queue.batch_counts(kb.connection(), ns.id, run_id)
+    assert _documents(batches) == {"new": 2, "changed": 0, "unchanged": 1}, batches
+    assert (totals["batches"], totals["items"], totals.get("taken_over")) == (1, 2, 1), totals
+    own = {k: totals.get(k, 0) for k in ("new", "changed", "unchanged", "failed", "chunks_embedded")}
+    assert own == {"new": 2, "changed": 0, "unchanged": 0, "failed": 0, "chunks_embedded": 2}, totals
+    # with b's one unchanged document, the workers' counts are the run's
+    assert own["new"] + own["changed"] + own["unchanged"] + 1 == sum(_documents(batches).values())
