@@ -773,15 +773,21 @@ def _rss(items: list[int]) -> str:
     return f'<?xml version="1.0"?><rss version="2.0"><channel><title>Releases</title>{entries}</channel></rss>'
 
 
+def _feed(tmp_path) -> tuple[Path, Path]:
+    """A folder ``feeds`` holding ``releases.rss``, a feed of entries 1, 2 and 3: (folder, feed)."""
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    feed = feeds / "releases.rss"
+    feed.write_text(_rss([1, 2, 3]))
+    return feeds, feed
+
+
 def test_feed_entries_stay_unchanged_when_an_entry_is_added_to_their_feed(kb, tmp_path):
     """Each entry of a feed carried its feed's fetch facts (the feed's ``size``, ``sha256``,
     ``mtime``, ``fetched_at`` and its count of ``entries``) in its metadata, and a document's content
     hash covers its metadata: a feed that gained one entry changed every other entry's hash, so a
     cron job polling a feed was told every entry changed each time one was added."""
-    feeds = tmp_path / "feeds"
-    feeds.mkdir()
-    feed = feeds / "releases.rss"
-    feed.write_text(_rss([1, 2, 3]))
+    feeds, feed = _feed(tmp_path)
     assert kb.ingest([str(feeds)], "news", verify=False).documents["new"] == 3
     feed.write_text(_rss([4, 1, 2, 3]))
     again = kb.ingest([str(feeds)], "news", verify=False)
@@ -792,17 +798,24 @@ def test_feed_entries_stay_unchanged_when_an_entry_is_added_to_their_feed(kb, tm
     assert third.documents == {"new": 0, "changed": 1, "unchanged": 3, "removed": 0, "failed": 0}, third.to_json()
 
 
+def _ingest_rewritten(kb, tmp_path, name: str, first: str, second: str):
+    """Ingest a folder of one page ``name`` holding ``first`` (one new document) into ``pages``,
+    rewrite the page as ``second`` and ingest it again: the second run's report."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = docs / name
+    page.write_text(first)
+    assert kb.ingest([str(docs)], "pages", verify=False).documents["new"] == 1
+    page.write_text(second)
+    return kb.ingest([str(docs)], "pages", verify=False)
+
+
 def test_a_file_touched_or_rewritten_with_the_same_text_is_unchanged(kb, tmp_path):
     """A file whose bytes changed but whose document did not (a line ending, a trailing blank) was
     reported changed because its metadata held the file's ``size``: the document is the same text,
     title and metadata of its own, so it is unchanged (and embeds nothing)."""
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    page = docs / "page.md"
-    page.write_text("# Page\n\nThe frobnitz dial turns left.\n")
-    assert kb.ingest([str(docs)], "pages", verify=False).documents["new"] == 1
-    page.write_text("# Page\n\nThe frobnitz dial turns left.\n\n\n")
-    again = kb.ingest([str(docs)], "pages", verify=False)
+    text = "# Page\n\nThe frobnitz dial turns left.\n"
+    again = _ingest_rewritten(kb, tmp_path, "page.md", text, text + "\n\n")
     assert again.documents["unchanged"] == 1 and again.documents["changed"] == 0, again.to_json()
 
 
@@ -811,13 +824,8 @@ def test_a_documents_own_metadata_named_like_a_fetch_fact_is_part_of_its_version
     out of a document's content hash. Front matter or a record's metadata of the same names is the
     document's own: an edit of it (``sha256:`` of a release, ``size:`` of a product) was not stored,
     the document was found unchanged and kept its old value."""
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    page = docs / "release.md"
-    page.write_text("---\nsha256: aaaa\nsize: XL\n---\n# Release\n\nThe frobnitz release notes.\n")
-    assert kb.ingest([str(docs)], "pages", verify=False).documents["new"] == 1
-    page.write_text("---\nsha256: bbbb\nsize: XL\n---\n# Release\n\nThe frobnitz release notes.\n")
-    again = kb.ingest([str(docs)], "pages", verify=False)
+    release = "---\nsha256: {}\nsize: XL\n---\n# Release\n\nThe frobnitz release notes.\n"
+    again = _ingest_rewritten(kb, tmp_path, "release.md", release.format("aaaa"), release.format("bbbb"))
     assert again.documents["changed"] == 1, again.to_json()
     assert kb.search("frobnitz", "pages", k=1).hits[0].metadata["sha256"] == "bbbb"
     # a record's metadata is all its own

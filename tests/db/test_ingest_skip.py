@@ -7,7 +7,7 @@ from __future__ import annotations
 import kbctl
 from kbctl.acl import Principal
 
-from .test_ingest import _message, _rss
+from .test_ingest import _feed, _message, _rss
 
 
 def _ids(kb, name: str) -> dict[str, tuple[int, tuple[int, ...], str]]:
@@ -29,10 +29,7 @@ def _ids(kb, name: str) -> dict[str, tuple[int, tuple[int, ...], str]]:
 
 
 def test_a_feed_that_gained_an_entry_writes_only_the_new_entry(kb, tmp_path):
-    feeds = tmp_path / "feeds"
-    feeds.mkdir()
-    feed = feeds / "releases.rss"
-    feed.write_text(_rss([1, 2, 3]))
+    feeds, feed = _feed(tmp_path)
     assert kb.ingest([str(feeds)], "news", verify=False).documents["new"] == 3
     before = _ids(kb, "news")
     feed.write_text(_rss([4, 1, 2, 3]))
@@ -61,10 +58,7 @@ def test_a_feed_that_gained_an_entry_writes_only_the_new_entry(kb, tmp_path):
 
 
 def test_an_entry_that_left_the_feed_goes_with_sync_while_the_others_are_kept(kb, tmp_path):
-    feeds = tmp_path / "feeds"
-    feeds.mkdir()
-    feed = feeds / "releases.rss"
-    feed.write_text(_rss([1, 2, 3]))
+    feeds, feed = _feed(tmp_path)
     kb.ingest([str(feeds)], "news", verify=False)
     before = _ids(kb, "news")
     feed.write_text(_rss([1, 2]))
@@ -131,10 +125,7 @@ def test_a_feed_entry_whose_acl_changed_is_written_again(tmp_path, kb_home, tena
     cfg = tmp_path / "kbctl.toml"
     rule = '[namespaces.news]\nacl_default = "public"\nacl_rules = [{{glob = "**", principals = ["{p}"]}}]\n'
     cfg.write_text(rule.format(p="group:eng"))
-    feeds = tmp_path / "feeds"
-    feeds.mkdir()
-    feed = feeds / "releases.rss"
-    feed.write_text(_rss([1, 2, 3]))
+    feeds, feed = _feed(tmp_path)
     with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as kb:
         kb.ingest([str(feeds)], "news", verify=False)
         before = _ids(kb, "news")
@@ -185,10 +176,7 @@ def test_kept_documents_keep_their_vectors_of_a_shadow_generation(tmp_path, kb_h
     nothing missing and the namespace verifies after it."""
     cfg = tmp_path / "kbctl.toml"
     cfg.write_text('[profiles.hash-768]\nembedder = "hash"\nmodel = "hash"\ndimension = 768\n')
-    feeds = tmp_path / "feeds"
-    feeds.mkdir()
-    feed = feeds / "releases.rss"
-    feed.write_text(_rss([1, 2, 3]))
+    feeds, feed = _feed(tmp_path)
     with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as kb:
         kb.ingest([str(feeds)], "news", verify=False)
         kb.reembed("news", "hash-768")  # a shadow with the vectors of every chunk

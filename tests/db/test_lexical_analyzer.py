@@ -8,6 +8,8 @@ rebuild it when a query would need the new one.
 
 from __future__ import annotations
 
+import pytest
+
 DOCS = {
     "beijing.md": "# 北京\n\n北京大学的图书馆很大，藏书丰富。学生每天在那里学习。\n",
     "tokyo.md": "# 研究\n\n東京大学で機械学習を研究しています。新しいデータベースを作りました。\n",
@@ -70,7 +72,10 @@ def test_a_namespace_recorded_at_version_1_keeps_its_tokenization_and_says_how_t
     assert not any("rebuild" in n for n in kb.search("refunds", "old", mode="lexical").notes)
 
 
-def test_a_search_of_namespaces_of_both_versions_reads_each_with_its_own_terms(kb, tmp_path):
+@pytest.fixture
+def both_versions(kb, tmp_path):
+    """Namespace ``before`` at analyzer version 1 and ``after`` at version 2, both holding a
+    ``beijing.md`` with "北京大学的图书馆很大" (``after`` the folder of ``DOCS``)."""
     _old_namespace(kb, "before")
     old = tmp_path / "old"
     old.mkdir()
@@ -78,6 +83,10 @@ def test_a_search_of_namespaces_of_both_versions_reads_each_with_its_own_terms(k
     (old / "beijing.md").write_text("# 北京\n\n北京大学的图书馆很大，开放时间很长。\n", encoding="utf-8")
     kb.ingest([str(old)], namespace="before")
     kb.ingest([_folder(tmp_path)], namespace="after")
+
+
+@pytest.mark.usefixtures("both_versions")
+def test_a_search_of_namespaces_of_both_versions_reads_each_with_its_own_terms(kb):
     word = {
         (h.namespace, h.source.rsplit("/", 1)[-1])
         for h in kb.search("图书馆", ["before", "after"], mode="lexical").hits
@@ -90,17 +99,12 @@ def test_a_search_of_namespaces_of_both_versions_reads_each_with_its_own_terms(k
     assert {("after", "beijing.md"), ("before", "beijing.md")} <= run
 
 
-def test_a_search_of_both_versions_does_not_correct_a_cjk_run_into_a_bigram(kb, tmp_path):
+@pytest.mark.usefixtures("both_versions")
+def test_a_search_of_both_versions_does_not_correct_a_cjk_run_into_a_bigram(kb):
     """Over namespaces of both versions a query's CJK run is a version-1 term and its bigrams are
     version-2 terms. The run, absent from the old namespace's vocabulary, was taken for a misspelling
     and "corrected" to one of its own bigrams of the new one (two edits away): a note told the user
     "学生每天 → 学生", and that bigram counted twice in the query."""
-    _old_namespace(kb, "before")
-    old = tmp_path / "old"
-    old.mkdir()
-    (old / "beijing.md").write_text("# 北京\n\n北京大学的图书馆很大，开放时间很长。\n", encoding="utf-8")
-    kb.ingest([str(old)], namespace="before")
-    kb.ingest([_folder(tmp_path)], namespace="after")
     r = kb.search("学生每天", ["before", "after"], mode="lexical")
     assert not any(n.startswith("corrected") for n in r.notes), r.notes
     assert r.hits and r.hits[0].source.endswith("beijing.md") and r.hits[0].namespace == "after"

@@ -14,6 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -53,6 +54,31 @@ class Server:
 
     def headers(self, agent: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens[agent]}"}
+
+
+def tenant_pair(tmp_path: Path, tenant: str, agents: Callable[[str], str]) -> tuple[str, Path, Path]:
+    """For an in-process server of ``tenant`` and a second tenant: that tenant's name, a config (the
+    hash-384 profile, then the ``[agents.…]`` tables ``agents`` gives for the second tenant's name)
+    and a folder of one document (a ledger of "quorvax") to ingest."""
+    other = f"{tenant}_b"[:60]
+    config = tmp_path / "kbctl.toml"
+    config.write_text(f'[defaults]\nprofile = "hash-384"\n{agents(other)}')
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Ledger\n\nthe quorvax ledger of a tenant\n")
+    return other, config, docs
+
+
+def app_for(kb_home: Path, config: Path, tenant: str, **server):
+    """The server's app (not started: a ``TestClient`` runs it) for ``tenant``, with ``[server]``
+    keys overridden by ``server``."""
+    from kbctl.config import load_settings
+    from kbctl.server.app import create_app
+
+    dsn = {k: v for k, v in os.environ.items() if k == "KBCTL_DSN"}  # make test-dsn: that server, as the kbs above
+    overrides = {"database.home": str(kb_home), "defaults.tenant": tenant}
+    overrides.update({f"server.{k}": v for k, v in server.items()})
+    return create_app(load_settings(config, overrides=overrides, env=dsn), warm=False)
 
 
 def free_port() -> int:

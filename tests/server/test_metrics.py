@@ -3,9 +3,9 @@ own tenant's series; the operator's (``[server] metrics_open``, no token) holds 
 
 from __future__ import annotations
 
-import os
-
 import pytest
+
+from .conftest import app_for, tenant_pair
 
 
 def _samples(text: str) -> list:
@@ -24,28 +24,13 @@ def two_tenants(kb_home, tenant, tmp_path):
     namespace each, and a token each (B's made under B)."""
     import kbctl
 
-    other = f"{tenant}_b"[:60]
-    config = tmp_path / "kbctl.toml"
-    config.write_text(f'[defaults]\nprofile = "hash-384"\n[agents.own]\n[agents.other]\ntenant = "{other}"\n')
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# Ledger\n\nthe quorvax ledger of a tenant\n")
+    other, config, docs = tenant_pair(tmp_path, tenant, lambda b: f'[agents.own]\n[agents.other]\ntenant = "{b}"\n')
     tokens = {}
     for name, agent in ((tenant, "own"), (other, "other")):
         with kbctl.open(config=config, home=kb_home, tenant=name) as kb:
             kb.ingest([str(docs)], "kb", verify=False)
             tokens[agent] = kb.create_agent_token(agent)
     return config, tenant, other, tokens
-
-
-def _app(kb_home, config, tenant, **server):
-    from kbctl.config import load_settings
-    from kbctl.server.app import create_app
-
-    dsn = {k: v for k, v in os.environ.items() if k == "KBCTL_DSN"}  # make test-dsn: that server, as the kbs above
-    overrides = {"database.home": str(kb_home), "defaults.tenant": tenant}
-    overrides.update({f"server.{k}": v for k, v in server.items()})
-    return create_app(load_settings(config, overrides=overrides, env=dsn), warm=False)
 
 
 def _calls(client, tokens) -> None:
@@ -66,7 +51,7 @@ def test_an_agents_scrape_holds_only_its_own_tenants_calls(two_tenants, kb_home)
     from starlette.testclient import TestClient
 
     config, tenant, other, tokens = two_tenants
-    with TestClient(_app(kb_home, config, tenant), base_url="http://127.0.0.1:8765") as client:
+    with TestClient(app_for(kb_home, config, tenant), base_url="http://127.0.0.1:8765") as client:
         _calls(client, tokens)
         r = client.get("/metrics", headers={"Authorization": f"Bearer {tokens['own']}"})
     assert r.status_code == 200, r.text
@@ -83,7 +68,7 @@ def test_the_operators_open_scrape_holds_every_tenants_calls(two_tenants, kb_hom
     from starlette.testclient import TestClient
 
     config, tenant, other, tokens = two_tenants
-    app = _app(kb_home, config, tenant, metrics_open=True)
+    app = app_for(kb_home, config, tenant, metrics_open=True)
     with TestClient(app, base_url="http://127.0.0.1:8765") as client:
         _calls(client, tokens)
         r = client.get("/metrics")

@@ -3,10 +3,10 @@ feedback call, and no answer tells whether what it asked for exists."""
 
 from __future__ import annotations
 
-import os
-
 import httpx
 import pytest
+
+from .conftest import app_for, tenant_pair
 
 FORGED_DOC, FORGED_QUERY = "d_" + "A" * 22, "q_" + "A" * 22  # opaque ids' shape, opening under no key
 
@@ -93,17 +93,12 @@ def test_a_token_made_under_another_tenant_never_serves_an_agent_pinned_to_a_ten
     from starlette.testclient import TestClient
 
     import kbctl
-    from kbctl.config import load_settings
     from kbctl.errors import ConfigError
-    from kbctl.server.app import create_app
     from kbctl.store import agents as agent_store
 
-    other = f"{tenant}_b"[:60]
-    config = tmp_path / "kbctl.toml"
-    config.write_text(f'[defaults]\nprofile = "hash-384"\n[agents.pinned]\ntenant = "{tenant}"\nnamespaces = ["kb"]\n')
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# Ledger\n\nthe quorvax ledger of tenant A\n")
+    other, config, docs = tenant_pair(
+        tmp_path, tenant, lambda _: f'[agents.pinned]\ntenant = "{tenant}"\nnamespaces = ["kb"]\n'
+    )
     with kbctl.open(config=config, home=kb_home, tenant=tenant) as a:
         a.ingest([str(docs)], "kb", verify=False)
         own = a.create_agent_token("pinned")
@@ -113,9 +108,7 @@ def test_a_token_made_under_another_tenant_never_serves_an_agent_pinned_to_a_ten
         assert f"kbctl --tenant {tenant} agents token create pinned" in (refused.value.hint or "")
         foreign = "kb_made_before_the_refusal"  # as a kbctl without it stored it: a row of B's
         agent_store.create_token(b.connection(), other, "pinned", foreign)
-    dsn = {k: v for k, v in os.environ.items() if k == "KBCTL_DSN"}  # make test-dsn: that server, as the kbs above
-    settings = load_settings(config, overrides={"database.home": str(kb_home), "defaults.tenant": tenant}, env=dsn)
-    app = create_app(settings, warm=False)
+    app = app_for(kb_home, config, tenant)
 
     def search(token: str):
         with TestClient(app, base_url="http://127.0.0.1:8765") as client:
@@ -128,5 +121,5 @@ def test_a_token_made_under_another_tenant_never_serves_an_agent_pinned_to_a_ten
     assert search(own).status_code == 200 and "quorvax" in search(own).text
     with kbctl.open(config=config, home=kb_home, tenant=tenant) as a:
         assert a.revoke_agent_tokens("pinned") == 1
-    app = create_app(settings, warm=False)  # a new process: no token remembered
+    app = app_for(kb_home, config, tenant)  # a new process: no token remembered
     assert search(own).status_code == 401
