@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..config import Profile
-from ..textutil.analyze import Analyzer
+from ..textutil.analyze import Analyzer, has_cjk
 from ..types import Hit, SearchResult
 from .context import estimate_tokens, prefix_within
 
@@ -112,14 +112,26 @@ def evidence_signals(h: Hit, terms: list[str], analyzer: Analyzer, similarity: f
 
 
 def feedback_terms(topic: str, hits: Sequence[Hit], analyzer: Analyzer, n: int = 5) -> list[str]:
-    """The words most frequent across the feedback passages (in two or more when there are several), not in the topic."""
+    """The words most frequent across the feedback passages (in two or more when there are several),
+    not in the topic; ties in the order they first appear. A Latin (or other spaced) word counts when
+    longer than three letters, a CJK word (a bigram, the analyzer's unit) when of two characters or more."""
     own = {analyzer.stem(t) for t in key_terms(topic, analyzer)}
     df: Counter[str] = Counter()
     for h in hits:
         words = key_terms(h.text, analyzer)
-        df.update({w for w in words if len(w) > 3 and analyzer.stem(w) not in own and not w.isdigit()})
+        # dict.fromkeys, not a set: a set of strings iterates in an order that varies by process
+        # (hash randomisation), and most_common keeps insertion order among ties
+        df.update(list(dict.fromkeys(w for w in words if _feedback_word(w) and analyzer.stem(w) not in own)))
     floor = 2 if len(hits) > 2 else 1
     return [w for w, c in df.most_common(n * 3) if c >= floor][:n]
+
+
+def _feedback_word(w: str) -> bool:
+    """Long enough to be a feedback term: a CJK bigram is a word (``len(w) > 3`` never held for
+    one, so research of a Chinese topic made no sub-queries); a Latin word of three letters is not."""
+    if w.isdigit():
+        return False
+    return len(w) > 1 if has_cjk(w) else len(w) > 3
 
 
 def mmr(hits: list[Hit], vectors: Mapping[tuple[str, int | str], Any], lambda_: float, n: int) -> list[Hit]:

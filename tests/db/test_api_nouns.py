@@ -125,3 +125,24 @@ def test_the_eval_verbs_are_written_once(name):
     from kbctl.api.evals import Evals
 
     assert inspect.unwrap(getattr(KnowledgeBase, name)) is inspect.unwrap(getattr(Evals, name))
+
+
+def test_research_of_a_chinese_topic_makes_sub_queries(kb, tmp_path):
+    """Feedback terms of Chinese passages are CJK bigrams (the analyzer's unit), so research of a
+    Chinese topic searches further; the Latin length rule (> 3 characters) left it none."""
+    d = tmp_path / "zh"
+    d.mkdir()
+    for i, text in enumerate(
+        [
+            "北京大学的图书馆很大，学生可以借阅图书。",
+            "图书馆每天开放，借阅需要学生证。",
+            "学生在图书馆借阅了很多书，也在那里复习。",
+            "大学食堂的饭菜便宜，学生很多。",
+        ]
+    ):
+        (d / f"{i}.md").write_text(f"# 第{i}篇\n\n{text}\n", encoding="utf-8")
+    kb.ingest([str(d)], "zh", verify=False)
+    found = kb["zh"].research("图书馆", budget=600)
+    assert found.feedback_terms and all(len(t) == 2 for t in found.feedback_terms), found.feedback_terms
+    assert found.sub_queries and all(q.startswith("图书馆 ") for q in found.sub_queries)
+    assert len(found.sub_results) == len(found.sub_queries)

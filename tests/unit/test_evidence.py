@@ -1,0 +1,41 @@
+"""Research's feedback terms and claim key terms over search hits (``kbctl.search.evidence``)."""
+
+from __future__ import annotations
+
+from kbctl.search.evidence import feedback_terms
+from kbctl.textutil.analyze import get_analyzer
+from kbctl.types import Hit
+
+
+def _hits(*texts: str) -> list[Hit]:
+    return [Hit(i + 1, 1.0, i, i, f"file:///{i}", f"doc {i}", t, "ns", {}, f"[{i}]") for i, t in enumerate(texts)]
+
+
+def test_feedback_terms_of_english_passages_are_words_longer_than_three_letters():
+    hits = _hits(
+        "Refunds go to the card on file after the billing team approves.",
+        "The billing team approves refunds to a card within five days.",
+        "Ask the billing team: a card refund is not instant.",
+    )
+    terms = feedback_terms("refunds", hits, get_analyzer("english", 2))
+    # in all three passages, ties in the order they first appear (not a set's, which varies by process)
+    assert terms == ["card", "billing", "team", "approves"]
+
+
+def test_feedback_terms_of_chinese_passages_are_bigrams():
+    # Research of a Chinese topic: the passages share 图书 / 书馆 (library) and 借阅 (borrowing);
+    # every CJK word is a two-character bigram, which the Latin length rule (> 3) refused.
+    hits = _hits(
+        "北京大学的图书馆很大，学生可以借阅图书。",
+        "图书馆每天开放，借阅需要学生证。",
+        "学生在图书馆借阅了很多书。",
+    )
+    terms = feedback_terms("大学", hits, get_analyzer("english", 2))
+    assert {"图书", "书馆", "借阅", "学生"} <= set(terms), terms
+    assert "大学" not in terms  # the topic's own terms are not feedback
+
+
+def test_a_lone_cjk_character_is_not_a_feedback_term():
+    hits = _hits("书 书 书 图书馆", "书 图书馆", "书 图书馆")
+    terms = feedback_terms("library", hits, get_analyzer("english", 2))
+    assert "书" not in terms and "图书" in terms
