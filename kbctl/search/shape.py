@@ -1,11 +1,14 @@
 """Shaping the fused order into a page: at most ``per_doc`` chunks per document, near-duplicate
-texts dropped (shingles with prefix filtering)."""
+texts dropped (shingles with prefix filtering). Texts are compared by their words, a CJK run by its
+character bigrams (``kbctl.textutil.analyze.plain_words``): Chinese or Japanese has no spaces, and a
+whole clause as one word made near-duplicates look unrelated."""
 
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
+
+from ..textutil.analyze import plain_words
 
 __all__ = ["shape", "shingles", "near_duplicate", "ShingleIndex"]
 
@@ -30,7 +33,7 @@ def shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
         if per_doc and per.get(doc, 0) >= per_doc:
             continue
         if dedupe < 1.0:
-            words = _WORDS.findall(r[3].lower())
+            words = plain_words(r[3])
             same = hash(tuple(words))  # an exact copy (up to case and punctuation) needs no shingles
             if same in exact:
                 continue
@@ -42,9 +45,6 @@ def shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
         per[doc] = per.get(doc, 0) + 1
         out.append((key, score))
     return out
-
-
-_WORDS = re.compile(r"\w+")
 
 
 class ShingleIndex:
@@ -81,10 +81,11 @@ class ShingleIndex:
 
 
 def shingles(text: str | list[str]) -> frozenset[int]:
-    """Word 3-shingles of ``text`` (or of its words, lower-cased), single words if shorter, as hashes:
+    """Word 3-shingles of ``text`` (or of its words, lower-cased; ``plain_words``: a CJK run's words are
+    its bigrams), single words if shorter, as hashes:
     set operations on ints are several times faster than on tuples of strings, and a 64-bit
     collision is negligible here."""
-    w = _WORDS.findall(text.lower()) if isinstance(text, str) else text
+    w = plain_words(text) if isinstance(text, str) else text
     return frozenset(map(hash, zip(w, w[1:], w[2:]))) or frozenset(map(hash, w))
 
 

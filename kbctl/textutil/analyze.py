@@ -33,6 +33,7 @@ __all__ = [
     "ANALYZER_VERSION",
     "ANALYZER_VERSIONS",
     "has_cjk",
+    "plain_words",
 ]
 
 # The analyzer a new namespace records (1: CJK runs whole; 2: CJK bigrams). A change of what a text's
@@ -81,6 +82,29 @@ _FULL_ASCII = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 # A word is a CJK run (group 1), or as in version 1 with CJK characters as boundaries.
 _WORD2 = re.compile(f"([{_CJK}]+)|[^\\W{_CJK}]{{2,}}|\\d")
 _IDENT2 = re.compile(f"(?<![^\\W{_CJK}])[^\\W{_CJK}]+(?:[-_./][^\\W{_CJK}]+)+(?![^\\W{_CJK}])")
+
+
+_PLAIN = re.compile(r"\w+", re.UNICODE)
+# A CJK run (group 1), or a run of other word characters.
+_PLAIN2 = re.compile(f"([{_CJK}]+)|[^\\W{_CJK}]+")
+
+
+def plain_words(text: str) -> list[str]:
+    """The lower-cased ``\\w+`` words of ``text``, stopwords and all, unstemmed, except that a CJK run
+    is its character bigrams (folded first, as the analyzer does): the unit that compares texts
+    outside the lexical lane (near-duplicate shingles, the ``hash`` embedder's features). Text
+    without a Han, Kana or Hangul character gives exactly ``re.findall(r"\\w+", text.lower())``."""
+    text = text.lower()
+    if not _HAS_CJK.search(text):
+        return _PLAIN.findall(text)
+    out: list[str] = []
+    for m in _PLAIN2.finditer(_fold(text)):
+        run = m.group(1)
+        if run:
+            out.extend(_bigrams(run))
+        else:
+            out.append(m.group(0))
+    return out
 
 
 def has_cjk(text: str) -> bool:

@@ -11,7 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbctl.textutil.analyze import ANALYZER_VERSION, MAX_TERM_CHARS, Analyzer, get_analyzer, query_analyzer
+from kbctl.textutil.analyze import (
+    ANALYZER_VERSION,
+    MAX_TERM_CHARS,
+    Analyzer,
+    get_analyzer,
+    plain_words,
+    query_analyzer,
+)
 
 # Han (with 々〆〇〻), Hiragana, Katakana, Hangul, and the full- and half-width forms
 CJK = re.compile(
@@ -140,6 +147,25 @@ def test_property_a_cjk_term_is_at_most_a_bigram_and_never_mixes_scripts(text):
         assert 0 < len(t) <= MAX_TERM_CHARS
         if CJK.search(t):
             assert len(t) <= 2 and all(CJK.match(c) for c in t), (text, t)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(_no_cjk, st.text(st.characters(max_codepoint=0x2FFF)), st.text()))
+def test_property_plain_words_of_text_without_cjk_are_its_lowercased_word_runs(text):
+    """What near-duplicate shingles and the ``hash`` embedder read: exactly the words they read
+    before CJK bigrams, unless the text holds a Han, Kana or Hangul character."""
+    if not re.search(
+        "[\u1100-\u11ff\u3005-\u3007\u303b\u3041-\u30ff\u3131-\u318e\u31f0-\u31ff"
+        "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97c\uac00-\ud7fb\uf900-\ufaff\U00020000-\U000323af]",
+        text,
+    ):
+        assert plain_words(text) == re.findall(r"\w+", text.lower())
+
+
+def test_plain_words_cut_a_cjk_run_into_bigrams_and_keep_stopwords():
+    assert plain_words("The 图书馆 is open") == ["the", "图书", "书馆", "is", "open"]
+    assert plain_words("ＬＭＮ图书") == ["lmn", "图书"]  # folded, split where the script changes
+    assert plain_words("书") == ["书"]
 
 
 def test_decomposed_cjk_and_variation_selectors_give_the_terms_of_the_composed_text():

@@ -61,3 +61,32 @@ def test_near_duplicate_is_jaccard_of_word_shingles():
     assert not _near_duplicate(a, frozenset(), 0.1)
     # short texts fall back to single words
     assert _shingles("Hello world") == _shingles("hello, WORLD!")
+
+
+ZH = "退款将在审核通过后的五个工作日内退回原支付方式，账单团队会在收到申请后尽快处理，如需改为店铺积分请在申请时说明。"
+
+
+def test_near_duplicates_among_chinese_hits_are_dropped_and_distinct_ones_kept():
+    # Chinese has no spaces: each clause was one "word", so a passage with one clause more shared
+    # too few word shingles to be a near-duplicate, and one with a character changed shared none of
+    # that clause's. A CJK run is compared by its character bigrams, as the lexical lane cuts it.
+    rows = _rows(
+        {
+            1: (10, ZH),
+            2: (11, ZH + "谢谢。"),  # a word more at the end
+            3: (12, ZH.replace("，", "；")),  # other punctuation: the same words
+            4: (13, "双重身份验证可以由管理员在安全设置页面重置，重置后用户需要重新绑定手机。"),
+            5: (14, ZH.replace("五个工作日", "十个工作日").replace("尽快", "立即")),  # two words changed: kept
+        }
+    )
+    fused = [((1, c), 1.0 / c) for c in (1, 2, 3, 4, 5)]
+    assert [key for key, _ in _shape(fused, rows, per_doc=0, dedupe=0.9)] == [(1, 1), (1, 4), (1, 5)]
+    assert [key for key, _ in _shape(fused, rows, per_doc=0, dedupe=1.0)] == [(1, c) for c in (1, 2, 3, 4, 5)]
+
+
+def test_chinese_shingles_are_of_character_bigrams_and_english_ones_unchanged():
+    a, b = _shingles("图书馆今天开放"), _shingles("图书馆今天关闭")
+    # bigrams 图书 书馆 馆今 今天 天开 开放 / … 天关 关闭: 4 shingles of three bigrams each, 2 shared
+    assert len(a) == len(b) == 4 and len(a & b) == 2
+    assert _shingles("Refunds 图书馆") == _shingles("refunds图书馆")
+    assert _shingles("a b c d") == frozenset(map(hash, [("a", "b", "c"), ("b", "c", "d")]))
