@@ -3,6 +3,14 @@
 Each lower-cased word and word bigram is hashed (blake2b) to a dimension and a sign; the vector is
 L2-normalised. Texts that share words get similar vectors, so search behaves sensibly in tests,
 with no model to load. Registered as the ``hash`` embedder (``factory``); it ignores precision.
+
+The profile's ``revision`` says which words: ``"2"`` (what ``hash-384`` pins) cuts a run of Han,
+Kana or Hangul into its character bigrams (``kbctl.textutil.analyze.plain_words``), so two Chinese
+texts that share most words get close vectors; any other revision (``""``, what every pin recorded
+before has, or a free-text tag) keeps a CJK run one word. Text without a CJK character gets the same
+vector, bit for bit, under every revision. A revision is part of the fingerprint: a namespace
+embedded before keeps its pin and is searched with its own features (the profile rebuilt from the
+pin), and the embed cache never hands a vector of one revision to the other.
 """
 
 from __future__ import annotations
@@ -16,9 +24,13 @@ from typing import Sequence
 import numpy as np
 
 from ..config import Profile
+from ..textutil.analyze import plain_words
 from .tokens import Tokenizer, WordTokenizer
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+#: The revision whose words are CJK bigrams; every other revision's are ``\w+`` runs.
+CJK_BIGRAMS = "2"
 
 
 class HashEmbedder:
@@ -27,6 +39,7 @@ class HashEmbedder:
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
         self.dimension = profile.dimension
+        self._words = plain_words if profile.revision == CJK_BIGRAMS else _runs
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return (
@@ -40,7 +53,7 @@ class HashEmbedder:
 
     def _one(self, text: str) -> np.ndarray:
         v = np.zeros(self.dimension, dtype=np.float32)
-        words = _WORD.findall(text.lower())
+        words = self._words(text)
         for feat in words + [a + " " + b for a, b in pairwise(words)]:
             h = hashlib.blake2b(feat.encode(), digest_size=8).digest()
             idx = int.from_bytes(h[:4], "little") % self.dimension
@@ -50,6 +63,11 @@ class HashEmbedder:
             v[0] = 1.0
             return v
         return v / n
+
+
+def _runs(text: str) -> list[str]:
+    """The words of revisions before CJK bigrams: a CJK run is one word."""
+    return _WORD.findall(text.lower())
 
 
 class HashPlugin:
