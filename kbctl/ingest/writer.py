@@ -273,7 +273,7 @@ class Writer:
                 self.conn,
                 self.ns,
                 [
-                    (versions[d.uri].id, sources[d.uri][1], d.acl, versions[d.uri].explicit)
+                    (versions[d.uri].id, sources[d.uri][1], d, versions[d.uri].explicit)
                     for d, _, _ in docs
                     if d.uri in keep
                 ],

@@ -24,7 +24,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import ProfileMismatchError
 from ..textutil.analyze import Analyzer
-from ..types import Chunk, Document, EmbeddedChunk
+from ..types import FETCH_FACTS, Chunk, Document, EmbeddedChunk
 from .connection import Conn, Cur, one
 from .generations import Generation, write_vectors
 from .namespaces import Namespace
@@ -412,23 +412,31 @@ def set_source_hash(conn: Conn, ns: Namespace, source_uri: str, old: str, new: s
     return conn.execute(query("documents/set_source_hash"), (new, ns.id, source_uri, old)).rowcount
 
 
-def keep_documents(
-    conn: Conn, ns: Namespace, rows: Sequence[tuple[int, str, tuple[str, ...] | None, bool]]
-) -> set[str]:
+def keep_documents(conn: Conn, ns: Namespace, rows: Sequence[tuple[int, str, Document, bool]]) -> set[str]:
     """Documents of a changed source that would be written again unchanged keep their rows (chunks,
-    postings, vectors, statistics) and take the source's new hash, inside the caller's transaction,
-    under the write lock: ``rows`` are (stored id, new source hash, the ACL and whether it is explicit,
-    as the writer read them). A row written again since it was read (a new id) or whose ACL changed is
-    not kept. Returns the URIs kept; the caller writes the others."""
+    postings, vectors, statistics) and take the source's new hash and the fetch facts of its new
+    fetch (``Document.fetch_facts``: on the document and in its chunks' metadata, only where they
+    changed), inside the caller's transaction, under the write lock: ``rows`` are (stored id, new
+    source hash, the document as read again, whether its stored ACL is explicit, as the writer read
+    it). A row written again since it was read (a new id) or whose ACL changed is not kept. Returns
+    the URIs kept; the caller writes the others."""
     if not rows:
         return set()
     write_lock(conn, ns.id)
     still_active(conn, ns)
     payload = [
-        {"id": did, "source_hash": sh, "acl": None if acl is None else list(acl), "explicit": explicit}
-        for did, sh, acl, explicit in rows
+        {
+            "id": did,
+            "source_hash": sh,
+            "acl": None if d.acl is None else list(d.acl),
+            "explicit": explicit,
+            "facts": {k: d.metadata[k] for k in sorted(d.fetch_facts) if k in d.metadata},
+            "drop": sorted(FETCH_FACTS - set(d.metadata)),  # a fact the old fetch gave and this one did not
+        }
+        for did, sh, d, explicit in rows
     ]
-    return {r[0] for r in conn.execute(query("documents/keep_documents"), (json.dumps(payload), ns.id))}
+    params = (json.dumps(payload, default=str), ns.id, ns.id, ns.id)
+    return {r[0] for r in conn.execute(query("documents/keep_documents"), params)}
 
 
 def delete_documents(conn: Conn, ns: Namespace, uris: Sequence[str]) -> int:

@@ -230,3 +230,52 @@ def test_a_document_not_kept_under_the_lock_is_written_with_its_family(kb, tmp_p
     assert len({sh for _, _, sh in after.values()}) == 1
     monkeypatch.undo()
     assert kb.ingest([str(box)], "mail", verify=False).chunks["reused"] == 0  # the next run skips the mbox
+
+
+def _facts(kb, name: str) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+    """Per document URI: the fetch facts ``kbctl show`` gives, and those of each of its chunks."""
+    from kbctl.types import FETCH_FACTS
+
+    ns = kb.namespace(name)
+    conn = kb.connection()
+    docs = {
+        uri: {k: v for k, v in kb.searching.document(did, [name])["metadata"].items() if k in FETCH_FACTS}
+        for uri, did in conn.execute("SELECT uri, id FROM kbctl.documents WHERE namespace_id = %s", (ns.id,))
+    }
+    chunks: dict[str, list[dict]] = {}
+    for uri, meta in conn.execute(
+        "SELECT d.uri, c.metadata FROM kbctl.chunks c JOIN kbctl.documents d ON d.id = c.document_id"
+        " WHERE c.namespace_id = %s ORDER BY c.id",
+        (ns.id,),
+    ):
+        chunks.setdefault(uri, []).append({k: v for k, v in meta.items() if k in FETCH_FACTS})
+    return docs, chunks
+
+
+def test_kept_documents_take_the_fetch_facts_of_the_latest_fetch_of_their_source(kb, tmp_path):
+    """A kept entry of a feed that gained one showed the facts of the fetch that first stored it
+    (the feed file's old size and mtime) though its row held the feed's new hash,
+    beside the new entry showing the new ones. Its document and its chunks now take the new fetch's
+    facts; its chunks, postings and vectors are not written again."""
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    feed = feeds / "releases.rss"
+    feed.write_text(_rss([1, 2, 3]))
+    kb.ingest([str(feeds)], "news", verify=False)
+    first, _ = _facts(kb, "news")
+    assert {"size", "mtime"} <= set(next(iter(first.values())))
+    before = _ids(kb, "news")
+    feed.write_text(_rss([4, 1, 2, 3]))
+    again = kb.ingest([str(feeds)], "news", verify=False)
+    assert again.documents["unchanged"] == 3 and again.documents["new"] == 1, again.to_json()
+    after = _ids(kb, "news")
+    assert all(after[u][:2] == before[u][:2] for u in before)  # still kept, not written again
+    docs, chunks = _facts(kb, "news")
+    assert len({tuple(sorted(f.items())) for f in docs.values()}) == 1, docs  # one fetch, one set of facts
+    facts = next(iter(docs.values()))
+    assert facts["size"] == feed.stat().st_size != next(iter(first.values()))["size"]
+    for uri, per_chunk in chunks.items():
+        assert per_chunk and all(c == docs[uri] for c in per_chunk), uri  # what a hit's metadata says
+    hits = kb.search("", "news", k=10, filters=[f"size={facts['size']}"]).hits  # a filter on the facts
+    assert len(hits) == 4, [h.metadata.get("size") for h in hits]
+    assert kb.verify("news").ok
