@@ -53,7 +53,27 @@ __all__ = [
     "StatementTimeout",
     "TransactionConflict",
     "from_psycopg",
+    "echo",
+    "cut",
+    "ECHO_CHARS",
 ]
+
+ECHO_CHARS = 80
+"""What a message shows at most of a value it was given (``echo``): enough to recognize it."""
+
+
+def cut(text: str, limit: int = ECHO_CHARS) -> str:
+    """``text`` as a message shows it: its first ``limit`` characters and an ellipsis when longer."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def echo(value: object, limit: int = ECHO_CHARS) -> str:
+    """How an error message quotes a value a client or user sent (a cursor, a name, an id, a
+    filter): its ``repr``, a string cut at ``limit`` characters first (a 1 MB argument is not sent
+    back whole, nor logged whole), any other value's ``repr`` cut the same way."""
+    if isinstance(value, str):
+        return repr(cut(value, limit))
+    return cut(repr(value), limit)
 
 
 class KbctlError(Exception):

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from .errors import UsageError
+from .errors import UsageError, echo
 
 __all__ = ["NAME_PATTERN", "count", "name", "vector_problem"]
 
@@ -24,7 +24,7 @@ def count(what: str, value: Any, lo: int, hi: int | None = None, *, flag: str | 
     label = f"{what} ({flag})" if flag else what
     span = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
     if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"{label} must be a whole number {span}, got {value!r}")
+        raise UsageError(f"{label} must be a whole number {span}, got {echo(value)}")
     if value < lo or (hi is not None and value > hi):
         raise UsageError(f"{label} must be {'in ' + span if hi is not None else span}, got {value}")
     return value
@@ -33,7 +33,7 @@ def count(what: str, value: Any, lo: int, hi: int | None = None, *, flag: str | 
 def name(kind: str, value: Any) -> str:
     """A tenant or namespace name: a letter or digit first, then letters, digits, ``_ . : -`` (128 at most)."""
     if not isinstance(value, str) or not NAME_PATTERN.match(value):
-        what = "empty" if value in ("", None) else f"{value!r} is not a valid name"
+        what = "empty" if value in ("", None) else f"{echo(value)} is not a valid name"
         raise UsageError(
             f"{kind} name: {what}",
             hint=f"a {kind} name starts with a letter or digit, then letters, digits, _ . : - (at most 128)",

@@ -10,7 +10,7 @@ from typing import Any, Callable, Concatenate, ParamSpec, TypeVar
 
 import psycopg
 
-from ..errors import UsageError, from_psycopg
+from ..errors import UsageError, echo, from_psycopg
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def read_retried(read: Callable[[], R]) -> R:
 
 def unavailable(kind: str, ident: Any) -> UsageError:
     """The one answer for what does not exist and what the caller may not see (nothing tells them apart)."""
-    return UsageError(f"{kind} {ident!r} is not available")
+    return UsageError(f"{kind} {echo(ident)} is not available")
 
 
 def delegate(part: str, fn: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:

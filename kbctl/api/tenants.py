@@ -5,7 +5,7 @@ CREATEROLE, or a superuser)."""
 from __future__ import annotations
 
 from .. import validate
-from ..errors import UsageError
+from ..errors import UsageError, echo
 from ..ids import KINDS, Ids
 from ..store import tenants
 from ._boundary import Part, psycopg_boundary
@@ -57,7 +57,7 @@ class Tenants(Part):
         found = Ids(key).which(token.strip())
         if found is None:
             raise UsageError(
-                f"{token[:100]!r} is not an id tenant {tenant!r} gave out",
+                f"{echo(token)} is not an id tenant {tenant!r} gave out",
                 hint="an id opens only under the tenant whose server gave it (--tenant), as the agent sent it",
             )
         return {"tenant": tenant, "kind": KINDS[found[0]], "id": found[1]}

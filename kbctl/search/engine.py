@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .. import telemetry
 from ..acl import Gate
 from ..config import PRF_MODES, Profile
-from ..errors import KbctlError, UsageError
+from ..errors import KbctlError, UsageError, echo
 from ..store import search as store
 from ..store.namespaces import Namespace, check_pin
 from ..textutil.analyze import ANALYZER_VERSION, has_cjk, query_analyzer
@@ -140,7 +140,7 @@ def run_search(
 def _routed(conn, namespaces, profile: Profile, query: str, opts: SearchOptions, side, gate) -> SearchResult:
     """``run_search`` without its span: route the query, then answer it by its strategy."""
     if opts.mode not in MODES:
-        raise UsageError(f"unknown mode {opts.mode!r}", hint=f"use one of: {', '.join(MODES)}")
+        raise UsageError(f"unknown mode {echo(opts.mode)}", hint=f"use one of: {', '.join(MODES)}")
     if len({ns.fingerprint for ns in namespaces}) > 1:
         from ..errors import ProfileMismatchError
 
@@ -282,7 +282,7 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     profile, opts, mode, s = plan.profile, plan.opts, plan.mode, plan.profile.search
     prf = opts.prf or s.prf
     if prf not in PRF_MODES:
-        raise UsageError(f"unknown prf {prf!r}", hint=f"use one of: {', '.join(PRF_MODES)}")
+        raise UsageError(f"unknown prf {echo(prf)}", hint=f"use one of: {', '.join(PRF_MODES)}")
     feedback = prf in ("hybrid", "rescore") and mode == "hybrid"
     run = _Lanes(depth=_lane_depth(plan))
     # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the

@@ -32,7 +32,7 @@ import math
 import re
 import unicodedata
 
-from ..errors import UsageError
+from ..errors import UsageError, echo
 from ..types import Filter
 
 __all__ = ["Filter", "check_text", "parse_filter", "parse_filters"]
@@ -67,24 +67,25 @@ def parse_filter(text: str) -> Filter:
     m = _FORM.match(text)
     if not m or not m.group("value"):
         raise UsageError(
-            f"cannot read filter {text!r}",
+            f"cannot read filter {echo(text)}",
             hint="use key=value, key!=value, key>=value, key<=value, key>value, key<value, key~prefix or 'key in a,b'",
         )
     key, op, value = m.group("key"), m.group("op").strip(), m.group("value")
     if not _KEY.match(key):
-        raise UsageError(f"invalid filter key {key!r}", hint="keys are letters, digits, _ . -")
+        raise UsageError(f"invalid filter key {echo(key)}", hint="keys are letters, digits, _ . -")
     if op == "in":
         items = tuple(v.strip() for v in value.split(","))
         if not all(items):
             raise UsageError(
-                f"filter {text!r}: an 'in' list needs values, none of them empty", hint="write 'key in a,b,c'"
+                f"filter {echo(text)}: an 'in' list needs values, none of them empty", hint="write 'key in a,b,c'"
             )
         return Filter(key, "in", items)
     if op in ("<", "<=", ">", ">="):
         value = _ascii_number(value)
     if op in ("<", "<=", ">", ">=") and _NUMERIC.match(value) and not math.isfinite(float(value)):
         raise UsageError(
-            f"filter {text!r}: {value!r} is not a finite number", hint="compare with a number such as 10, -2.5 or 1e6"
+            f"filter {echo(text)}: {echo(value)} is not a finite number",
+            hint="compare with a number such as 10, -2.5 or 1e6",
         )
     return Filter(key, op, value)
 

@@ -42,9 +42,9 @@ def fuse(
     elif method == "convex":
         doc_contrib = own_contrib = _convex(lanes, dense_weight)
     else:
-        from ..errors import UsageError
+        from ..errors import UsageError, echo
 
-        raise UsageError(f"unknown fusion {method!r}", hint=f"use one of: {', '.join(FUSIONS)}")
+        raise UsageError(f"unknown fusion {echo(method)}", hint=f"use one of: {', '.join(FUSIONS)}")
     scores = _combine(lanes, doc_contrib, own_contrib)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..config import Settings
-from ..errors import ConfigError, UsageError
+from ..errors import ConfigError, UsageError, echo
 from ..types import Principal
 
 __all__ = ["Agent", "TOOLS", "agent_from_settings", "unavailable", "UNSCOPED"]
@@ -21,8 +21,9 @@ UNSCOPED = "default"
 
 
 def unavailable(kind: str, ident: Any) -> UsageError:
-    """The one answer for what does not exist and what the agent may not reach (nothing tells them apart)."""
-    return UsageError(f"{kind} {ident!r} is not available")
+    """The one answer for what does not exist and what the agent may not reach (nothing tells them
+    apart); what the agent sent is quoted cut (``kbctl.errors.echo``)."""
+    return UsageError(f"{kind} {echo(ident)} is not available")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Shared by the tools (``kbctl.server.tools``) and what cuts their answers (``kbct
 
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import UsageError, echo
 from ..ids import Ids
 from ..search.context import context_blocks, estimate_tokens
 from ..search.evidence import snip
@@ -83,7 +83,7 @@ def offset(cursor: str | None) -> int:
     if cursor is None:
         return 0
     if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 6:  # '²' is a digit int() refuses
-        raise UsageError(f"invalid cursor {cursor!r}", hint="pass next_cursor of the previous answer")
+        raise UsageError(f"invalid cursor {echo(cursor)}", hint="pass next_cursor of the previous answer")
     return int(cursor)
 
 

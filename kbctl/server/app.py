@@ -29,7 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from .. import telemetry
 from ..config import Settings
-from ..errors import KbctlError
+from ..errors import KbctlError, echo
 from .agents import TOOLS, UNSCOPED, Agent, agent_from_settings, unavailable
 from .faults import error_status, public_fault, validation_message
 from .guard import HostRule, body_problem, replay_body
@@ -163,12 +163,24 @@ class _BadRequest(Exception):
 
 
 async def _call(request: Request, tool: str, args: dict) -> Response:
-    """Run ``tool`` with ``args`` for the request's agent, in a worker thread; cancelled if the client leaves."""
+    """Run ``tool`` with ``args`` for the request's agent, in a worker thread; cancelled if the client
+    leaves. Every route of the JSON API comes here, so what it checks holds on each: the tenant a
+    forwarded search names (``Kbctl-Tenant``), the agent's tools, and the raw search's arguments
+    (``_raw_arguments``), whether it came as ``/v1/search`` with ``"raw": true`` or as
+    ``/v1/tools/search_raw``."""
     state: _State = request.app.state.kb
     agent: Agent = request.scope["kbctl.agent"]
+    asked = request.headers.get(TENANT_HEADER)
+    if asked is not None and asked != agent.tenant:
+        # ``kbctl --tenant T search`` forwarded (``kbctl.server.client``): this token's agent searches
+        # another tenant, whose documents T must not be shown (the CLI searches T in-process). The
+        # answer is the same whatever T is: it tells an agent nothing of other tenants.
+        return _error(409, "this token's agent searches another tenant than the one asked for")
     box = state.toolbox(agent)
     if (tool if tool != "search_raw" else "search_knowledge") not in agent.tools or tool not in (*TOOLS, "search_raw"):
         return _error(404, str(unavailable("tool", tool)))
+    if tool == "search_raw":
+        args = _raw_arguments(args)
 
     def run():
         return validate_call(getattr(box, tool))(**args)
@@ -226,29 +238,29 @@ async def _watch_disconnect(request: Request, cancel: Cancel, scope) -> None:
 # -- routes ------------------------------------------------------------------------------------------
 
 
+def _raw_arguments(args: dict) -> dict:
+    """The raw search's arguments as ``Toolbox.search_raw`` takes them: ``query``, ``namespaces``,
+    ``k`` and ``filters``, and ``options`` holding only ``_RAW_OPTIONS`` (flattened); anything else is
+    a 400 (``_BadRequest``), by either route."""
+    args = dict(args)
+    extra = args.pop("options", None)
+    extra = {} if extra is None else extra
+    if not isinstance(extra, dict) or set(extra) - set(_RAW_OPTIONS):
+        raise _BadRequest(f"options may hold only {', '.join(_RAW_OPTIONS)}")
+    bad = set(args) - {"query", "namespaces", "k", "filters"}
+    if bad:
+        raise _BadRequest(f"unknown argument {echo(sorted(bad)[0])}")
+    if "query" not in args:
+        raise _BadRequest("invalid arguments: query: Field required")
+    return {**args, **extra}
+
+
 async def search(request: Request) -> Response:
-    asked = request.headers.get(TENANT_HEADER)
-    if asked is not None and asked != request.scope["kbctl.agent"].tenant:
-        # ``kbctl --tenant T search`` forwarded (``kbctl.server.client``): this token's agent searches
-        # another tenant, whose documents T must not be shown (the CLI searches T in-process). The
-        # answer is the same whatever T is: it tells an agent nothing of other tenants.
-        return _error(409, "this token's agent searches another tenant than the one asked for")
     args = await _body(request)
     raw = args.pop("raw", False)
     if not isinstance(raw, bool):
         return _error(400, "invalid arguments: raw: Input should be a valid boolean")
-    if raw:
-        extra = args.pop("options", None)
-        extra = {} if extra is None else extra
-        if not isinstance(extra, dict) or set(extra) - set(_RAW_OPTIONS):
-            return _error(400, f"options may hold only {', '.join(_RAW_OPTIONS)}")
-        bad = set(args) - {"query", "namespaces", "k", "filters"}
-        if bad:
-            return _error(400, f"unknown argument {sorted(bad)[0]!r}")
-        if "query" not in args:
-            return _error(400, "invalid arguments: query: Field required")
-        return await _call(request, "search_raw", {**args, **extra})
-    return await _call(request, "search_knowledge", args)
+    return await _call(request, "search_raw" if raw else "search_knowledge", args)
 
 
 async def tool(request: Request) -> Response:

@@ -4,17 +4,18 @@ Used by both surfaces (``kbctl.server.mcp``, ``kbctl.server.app``)."""
 
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import UsageError, cut
 
 __all__ = ["validation_message", "public_fault", "error_status"]
 
 
 def validation_message(e: Any) -> str:
-    """A pydantic ``ValidationError`` as one line: each wrong argument and what was wrong with it."""
+    """A pydantic ``ValidationError`` as one line: each wrong argument and what was wrong with it
+    (an argument's name is what the client sent, so it is cut as an echoed value is: ``kbctl.errors.cut``)."""
     parts = []
     for err in e.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{where}: {err['msg']}")
+        where = ".".join(cut(str(p)) for p in err["loc"]) or "body"
+        parts.append(f"{where}: {cut(err['msg'], 200)}")
     return "invalid arguments: " + "; ".join(parts[:5])
 
 

@@ -20,6 +20,8 @@ import ipaddress
 import logging
 from typing import Any, Iterable
 
+from ..errors import echo
+
 __all__ = [
     "HostRule",
     "json_depth",
@@ -86,10 +88,10 @@ class HostRule:
         """None when the request may go on, else the one-line reason it may not."""
         host = headers.get(b"host", b"").decode("latin-1")
         if not self.host_ok(host):
-            return f"Host {host[:100]!r} is not served here; accepted: {self.describe()}"
+            return f"Host {echo(host)} is not served here; accepted: {self.describe()}"
         origin = headers.get(b"origin")
         if origin is not None and not self.origin_ok(origin.decode("latin-1")):
-            return f"Origin {origin.decode('latin-1')[:100]!r} may not call this server; accepted: {self.describe()}"
+            return f"Origin {echo(origin.decode('latin-1'))} may not call this server; accepted: {self.describe()}"
         return None
 
 

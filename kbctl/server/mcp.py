@@ -23,10 +23,14 @@ is a JSON-RPC error (``-32602``) with that message, logged the same way.
 
 from __future__ import annotations
 
+import inspect
+import json
 import logging
+import typing
 from typing import Any
 
 import anyio
+import pydantic_core
 from mcp.server.caching import CacheHint
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import MCPServer
@@ -36,10 +40,10 @@ from mcp_types import INVALID_PARAMS, CallToolResult, TextContent
 from mcp_types import ResourceTemplate as MCPResourceTemplate
 from mcp_types.methods import CacheableMethod
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
-from pydantic import ValidationError
+from pydantic import ValidationError, validate_call
 
 from .._version import __version__
-from ..errors import KbctlError
+from ..errors import KbctlError, cut
 from .agents import unavailable
 from .faults import error_status, public_fault, validation_message
 from .schemas import RESOURCE_SCHEME, RESOURCE_TEMPLATE
@@ -70,6 +74,8 @@ class _KbctlMCP(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if name not in self.tool_names:
             return _refused(name, str(unavailable("tool", name)))
+        if self.toolbox is not None and _read_as_json(getattr(self.toolbox, name), arguments):
+            return await self._call_as_sent(name, arguments)
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as e:
@@ -85,6 +91,26 @@ class _KbctlMCP(MCPServer):
                 return _refused(name, validation_message(e.__cause__))
             raise
 
+    async def _call_as_sent(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        """Tool ``name`` called with ``arguments`` as they were sent, as the JSON API calls it
+        (``validate_call``): the SDK would have read a string argument as JSON (``_read_as_json``)."""
+        assert self.toolbox is not None
+        fn = getattr(self.toolbox, name)
+        try:
+            result = await anyio.to_thread.run_sync(lambda: validate_call(fn)(**arguments))
+        except ValidationError as e:
+            return _refused(name, validation_message(e))
+        except KbctlError as e:
+            if error_status(e) >= 500:
+                log.error("tool %s failed: %s", name, e.message, exc_info=e)
+                return _error_result(public_fault(e, name))
+            return _refused(name, e.message)
+        text = pydantic_core.to_json(result, fallback=str, indent=2).decode()
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content=result.model_dump(mode="json", by_alias=True),
+        )
+
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         if self.toolbox is None or not str(uri).startswith(f"{RESOURCE_SCHEME}:"):
             return await super().read_resource(uri, context)
@@ -92,10 +118,10 @@ class _KbctlMCP(MCPServer):
             text, meta = await anyio.to_thread.run_sync(self.toolbox.read_resource, str(uri))
         except KbctlError as e:
             if error_status(e) >= 500:  # a fault: the SDK logs its traceback (once), the client sees no internals
-                raise UnexpectedResourceError(f"Error reading resource {str(uri)[:200]}") from e
-            raise _refusal("resource", str(uri)[:200], e.message) from None
+                raise UnexpectedResourceError(f"Error reading resource {cut(str(uri))}") from e
+            raise _refusal("resource", cut(str(uri)), e.message) from None
         except Exception as e:  # a fault: the SDK logs its traceback once, the client sees no internals
-            raise UnexpectedResourceError(f"Error reading resource {str(uri)[:200]}") from e
+            raise UnexpectedResourceError(f"Error reading resource {cut(str(uri))}") from e
         return [ReadResourceContents(content=text, mime_type="text/markdown", meta=meta)]
 
     async def list_resource_templates(self) -> list[MCPResourceTemplate]:
@@ -117,15 +143,42 @@ class _KbctlMCP(MCPServer):
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
         prompt = self._prompt_manager.get_prompt(name)
         if prompt is None:
-            raise _refusal("prompt", name, str(unavailable("prompt", name)))
+            raise _refusal("prompt", cut(name), str(unavailable("prompt", name)))
         missing = sorted({a.name for a in prompt.arguments or [] if a.required} - set(arguments or {}))
         if missing:
-            raise _refusal("prompt", name, f"invalid arguments: {missing[0]}: Field required")
+            raise _refusal("prompt", cut(name), f"invalid arguments: {missing[0]}: Field required")
         return await super().get_prompt(name, arguments, context)
 
 
+def _read_as_json(fn: Any, arguments: dict[str, Any]) -> bool:
+    """Whether the SDK would change a string argument before the tool sees it: it reads a string
+    given to a parameter not typed plain ``str`` as JSON, and keeps what that gives unless it is a
+    string or a number (``FuncMetadata.pre_parse_json``, for clients that send a list as its JSON
+    text). For a parameter typed ``str | None`` (a cursor, a chunk id), ``"null"`` became None (the
+    argument left out) and ``"[1]"`` a list: such an argument is the string the agent sent."""
+    params = inspect.signature(fn).parameters
+    for key, value in arguments.items():
+        param = params.get(key)
+        if param is None or not isinstance(value, str) or not _text_or_none(param.annotation):
+            continue
+        try:
+            parsed = json.loads(value)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(parsed, (str, int, float)):
+            return True
+    return False
+
+
+def _text_or_none(annotation: Any) -> bool:
+    """``str | None`` (also within ``Annotated``): a string the SDK may read as JSON."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation is not str and str in typing.get_args(annotation)
+
+
 def _refused(tool: str, message: str) -> CallToolResult:
-    log.info("tool %s refused: %s", tool, message)
+    log.info("tool %s refused: %s", cut(tool), message)
     return _error_result(message)
 
 

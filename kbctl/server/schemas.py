@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-from ..errors import UsageError
+from ..errors import UsageError, echo
 
 __all__ = [
     "Citation",
@@ -265,7 +265,7 @@ def parse_resource_uri(uri: str) -> tuple[str, str, str | None]:
     rest, _, chunk = rest.partition("#")
     namespace, _, doc = rest.partition("/")
     if scheme != RESOURCE_SCHEME or not sep or not namespace or not _ID_PART.fullmatch(doc):
-        raise UsageError(f"invalid resource URI {str(uri)[:200]!r}", hint=hint)
+        raise UsageError(f"invalid resource URI {echo(str(uri))}", hint=hint)
     if chunk and not _ID_PART.fullmatch(chunk):
-        raise UsageError(f"invalid resource URI {str(uri)[:200]!r}", hint=hint)
+        raise UsageError(f"invalid resource URI {echo(str(uri))}", hint=hint)
     return unquote(namespace), doc, chunk or None

@@ -486,9 +486,7 @@ class Toolbox:
         key is not available, as a missing one is (the message names what the agent sent)."""
         n = self.ids.open(kind, token)
         if n is None:
-            raise unavailable(
-                KINDS[kind], token if not isinstance(token, str) or len(token) <= 64 else token[:64] + "…"
-            )
+            raise unavailable(KINDS[kind], token)
         return n
 
     def _shown(self, items: list[dict[str, Any]]) -> list[tuple[str, int]]:
