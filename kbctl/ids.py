@@ -39,7 +39,7 @@ _LAST = frozenset("AQgw")  # base64url digits whose low 4 bits are zero
 class Ids:
     """Seals and opens one tenant's ids under its key (which no repr, message or answer shows)."""
 
-    __slots__ = ("_macs",)
+    __slots__ = ("_check", "_macs")
 
     def __init__(self, key: bytes) -> None:
         if not isinstance(key, (bytes, bytearray, memoryview)) or len(key) < 16:
@@ -47,9 +47,20 @@ class Ids:
         root = hmac.digest(bytes(key), _CONTEXT, "sha256")
         keys = (hmac.digest(root, bytes([r]), "sha256") for r in range(_ROUNDS))
         self._macs = tuple(hmac.new(k, digestmod=hashlib.sha256) for k in keys)  # keyed once, copied per use
+        self._check = hmac.digest(root, b"same key", "sha256")  # compared, never shown: see __eq__
 
     def __repr__(self) -> str:
         return "Ids(<key withheld>)"
+
+    def __eq__(self, other: object) -> bool:
+        """Whether ``other`` seals under the same key (a server checks the key it holds against the
+        database's: a tenant deleted and made again under its name has a new one)."""
+        if not isinstance(other, Ids):
+            return NotImplemented
+        return hmac.compare_digest(self._check, other._check)
+
+    def __hash__(self) -> int:
+        return hash(self._check)
 
     def seal(self, kind: str, n: int) -> str:
         """The opaque string of id ``n`` (0 <= n < 2^64) of ``kind`` (a key of ``KINDS``)."""

@@ -18,7 +18,14 @@ from typing import Any, Callable, Iterator
 
 from ..api import KnowledgeBase
 from ..config import Settings
-from ..errors import KbctlError
+from ..errors import (
+    DatabaseError,
+    DatabaseUnavailable,
+    KbctlError,
+    ResourceExhausted,
+    StatementTimeout,
+    UsageError,
+)
 from ..ids import Ids
 
 log = logging.getLogger(__name__)
@@ -87,6 +94,7 @@ class Service:
         try:
             if cancel is not None:
                 cancel.attach(kb)
+            self._check_key(tenant, kb)
             yield kb
         finally:
             if cancel is not None:
@@ -94,18 +102,41 @@ class Service:
             pool.put(kb)
 
     def ids(self, tenant: str | None = None) -> Ids:
-        """The opaque ids of ``tenant`` (the server's by default) that agents see (``kbctl.ids``):
-        its key is read once per process, from the database, so every server on it agrees. Its
-        first call borrows a knowledge base: never call it while holding one (the pool may be empty)."""
+        """The opaque ids of ``tenant`` (the server's by default) that agents see (``kbctl.ids``),
+        under its key in the database, so every server on it agrees: the key read by the last
+        knowledge base borrowed (``_check_key``: each borrow reads it). Before any borrow, it
+        borrows one: never call it while holding one (the pool may be empty)."""
         tenant = tenant or self.settings.tenant
         with self._lock:
             found = self._ids.get(tenant)
         if found is None:
-            with self.kb(tenant) as kb:
-                found = kb.ids()
+            with self.kb(tenant):
+                pass  # the borrow read the key
             with self._lock:
-                found = self._ids.setdefault(tenant, found)
+                found = self._ids[tenant]
         return found
+
+    def _check_key(self, tenant: str, kb: Any) -> None:
+        """Read ``tenant``'s id key on ``kb``'s connection (one lookup of its row, as its role) and
+        keep it for ``ids``. A tenant deleted and made again under its name (``kbctl tenants
+        delete``) has a new role and a new key: a pooled knowledge base still acting as the dropped
+        role cannot read the row, and is connected again (its role looked up anew) first, so a
+        running server serves the tenant that exists now and seals with its key from the first
+        request on, as a restarted one would."""
+        try:
+            ids = kb.ids()
+        except (UsageError, DatabaseError) as e:  # the dropped role's connection: refused, or no row of its own
+            if isinstance(e, (DatabaseUnavailable, StatementTimeout, ResourceExhausted)):
+                raise  # the database's state, not the role's: connecting again would not help
+            kb.session.close()
+            ids = kb.ids()
+        with self._lock:
+            if self._ids.get(tenant) != ids:
+                if tenant in self._ids:
+                    log.info(
+                        "tenant %s has a new id key (deleted and made again): ids sealed before do not open", tenant
+                    )
+                self._ids[tenant] = ids
 
     def _pool(self, tenant: str) -> queue.LifoQueue:
         with self._lock:

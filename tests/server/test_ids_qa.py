@@ -66,3 +66,40 @@ def test_the_tenant_a_forwarded_search_asks_for_tells_an_agent_nothing_of_other_
     assert {(r.status_code, r.text) for r in answers} == {
         (409, '{"error":"this token\'s agent searches another tenant than the one asked for"}')
     }
+
+
+def test_a_tenant_made_again_under_its_name_gets_its_new_key_in_a_running_server(two_tenants, kb_home):
+    """A running server read its tenant's id key once (``Service.ids``): after ``kbctl tenants delete
+    T`` and T made again (a new key), it went on sealing with the old one, so the ids it handed out
+    were ones ``kbctl tenants id-of`` (the key in the database) and any restarted server cannot open,
+    and it refused the ids the new key seals."""
+    import kbctl
+    from kbctl.api import KnowledgeBase
+    from kbctl.server.agents import agent_from_settings
+    from kbctl.server.metrics import Metrics
+    from kbctl.server.service import Service
+    from kbctl.server.tools import Toolbox
+    from tests.conftest import TEST_DSN, _create_tenant
+
+    settings, _, _, other = two_tenants
+    service = Service(settings)
+    box = Toolbox(service, agent_from_settings(settings, "ops"), Metrics())
+    try:
+        before = box.search_knowledge("quorvax ledger").passages[0].doc_id  # the key read, a kb pooled
+        with kbctl.open(home=kb_home, tenant=other, profile="hash-384") as admin:
+            admin.delete_tenant(settings.tenant)
+        if TEST_DSN:
+            _create_tenant(settings.tenant)
+        with kbctl.open(home=kb_home, tenant=settings.tenant, profile="hash-384") as a:
+            a.ingest_records(_records("omega", 1), "kb", verify=False)
+            (hit,) = a.search("omega ledger", ["kb"], k=1).hits
+            given = a.ids().seal("d", hit.doc_id)  # what the new key seals: a restarted server's id
+        after = box.search_knowledge("omega ledger").passages[0]
+        document = box.get_document(given)
+        with KnowledgeBase(settings) as kb:
+            opened = kb.open_id(after.doc_id)
+    finally:
+        service.close()
+    assert after.doc_id == given and opened["id"] == hit.doc_id
+    assert document.doc_id == given and document.title == "omega 0"
+    assert before != given

@@ -84,3 +84,11 @@ def test_the_key_is_never_shown_and_must_be_long_enough():
         box.seal("x", 1)
     with pytest.raises(ValueError):
         box.seal("d", -1)
+
+
+def test_two_ids_are_equal_when_their_keys_are_the_same():
+    """What a server compares the key it holds with (``Service._check_key``), without showing either."""
+    a, b = b"k" * 32, b"j" * 32
+    assert Ids(a) == Ids(a) and hash(Ids(a)) == hash(Ids(a))
+    assert Ids(a) != Ids(b) and Ids(a) != "Ids(<key withheld>)"
+    assert "k" not in repr(Ids(a)).replace("key", "")
