@@ -104,8 +104,8 @@ class Service:
     def ids(self, tenant: str | None = None) -> Ids:
         """The opaque ids of ``tenant`` (the server's by default) that agents see (``kbctl.ids``),
         under its key in the database, so every server on it agrees: the key read by the last
-        knowledge base borrowed (``_check_key``: each borrow reads it). Before any borrow, it
-        borrows one: never call it while holding one (the pool may be empty)."""
+        knowledge base borrowed (``_check_key``: each borrow reads it), so a request holding one
+        seals with the key its borrow read. Before any borrow of ``tenant``, it borrows one."""
         tenant = tenant or self.settings.tenant
         with self._lock:
             found = self._ids.get(tenant)

@@ -136,8 +136,7 @@ class Toolbox:
 
     @property
     def ids(self) -> Ids:
-        """The agent's tenant's opaque ids (its key read once per process, ``Service.ids``). Its first
-        use borrows a knowledge base of the pool: never while this request holds one."""
+        """The agent's tenant's opaque ids (its key as the last borrow read it, ``Service.ids``)."""
         return self.service.ids(self.agent.tenant)
 
     # -- tools ---------------------------------------------------------------------------------------
@@ -452,8 +451,7 @@ class Toolbox:
         k = options.pop("k", None) or self.agent.k
         if k is not None and k > self.limits.max_k:
             raise UsageError(f"k must be at most {self.limits.max_k}, got {k}")
-        ids = self.ids  # read (once per process) before a knowledge base is borrowed: ``shown`` seals with it
-        with self.service.kb(self.agent.tenant) as kb:
+        with self.service.kb(self.agent.tenant) as kb:  # the borrow reads the key ``shown`` seals with
             scope = self.agent.scope(namespaces, kb.namespace_names())
             if not scope:
                 raise UsageError("no namespace is available to search")
@@ -476,7 +474,7 @@ class Toolbox:
                 result.withheld
             )
         telemetry.after("kbctl.search.render", {"kbctl.hits": len(result.hits)})  # until the tool returns
-        return answer, None if query_id is None else ids.seal("q", query_id)
+        return answer, None if query_id is None else self.ids.seal("q", query_id)
 
     def _cap(self) -> int:
         return self.limits.max_output_tokens
