@@ -192,4 +192,4 @@ def _entries(s: Source, h: str, docs: Iterator[Document], profile: Profile, tok,
         yield item_error("extract", s.uri, e)
         return
     emit("extracted", {"source": s.uri, "documents": len(uris)})
-    yield SourceDone(s.uri, h, s.kind, frozenset(uris))
+    yield SourceDone(s.uri, h, "feed", frozenset(uris))  # a feed file read from disk keeps its entries until --sync too

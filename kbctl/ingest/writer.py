@@ -49,7 +49,14 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from .. import telemetry
 from ..acl import AclPolicy
 from ..embed import GROUP_BATCHES
-from ..store import WriteStats, delete_documents, stored_owners, stored_uris_of_source, write_documents
+from ..store import (
+    WriteStats,
+    chunk_count_of,
+    delete_documents,
+    stored_owners,
+    stored_uris_of_source,
+    write_documents,
+)
 from ..store.acl import mark_explicit
 from ..store.documents import keep_documents, set_source_hash, write_document_stream
 from ..store.stored import StoredVersion, stored_chunks, stored_versions
@@ -260,6 +267,7 @@ class Writer:
             span.set_attribute("kbctl.embedded", todo)
         if self.opts.plan:
             self._count(kinds, owners)
+            self._drop_stale(items)  # counted, not deleted
             return
         keep = _unchanged(self.conn, self.ns, docs, set(explicit), kinds, versions)
         sources = {d.uri: (i.source_uri, i.source_hash) for d, _, i in docs}
@@ -404,9 +412,9 @@ class Writer:
     def done(self, done: SourceDone) -> None:
         """A source given in parts is whole: what it no longer produces goes, and its documents take its hash."""
         self.flush()
+        self._drop_stale_of(done.source_uri, done.kind, done.uris)
         if self.opts.plan:
             return
-        self._drop_stale_of(done.source_uri, done.kind, done.uris)
         set_source_hash(self.conn, self.ns, done.source_uri, PARTIAL + done.source_hash, done.source_hash)
 
     def _admit(
@@ -475,14 +483,19 @@ class Writer:
         """
         for i in items:
             if not i.part:  # a source in parts: when it is done
-                self._drop_stale_of(i.source_uri, i.kind, {d.uri for d, _ in i.docs})
+                feed = any(d.source_type == "feed" for d, _ in i.docs)  # a feed file read from disk too
+                self._drop_stale_of(i.source_uri, "feed" if feed else i.kind, {d.uri for d, _ in i.docs})
 
     def _drop_stale_of(self, source_uri: str, kind: str, now: set[str] | frozenset[str]) -> None:
+        """Remove (in a plan: count) the stored documents of ``source_uri`` not among ``now``, and their chunks."""
         if kind == "feed" and not self.opts.sync:
             return
         stale = [u for u, src in stored_uris_of_source(self.conn, self.ns, source_uri) if u not in now]
-        if stale:
-            self.report.add("documents", "removed", delete_documents(self.conn, self.ns, stale), source_uri)
+        if not stale:
+            return
+        self.report.add("chunks", "deleted", chunk_count_of(self.conn, self.ns, stale), source_uri)
+        removed = len(stale) if self.opts.plan else delete_documents(self.conn, self.ns, stale)
+        self.report.add("documents", "removed", removed, source_uri)
 
 
 def _write_batches(items: list[Item], documents: int) -> list[list[Item]]:

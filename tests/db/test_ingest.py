@@ -764,6 +764,40 @@ def test_mbox_messages_stay_unchanged_when_a_message_is_added_to_their_mbox(kb, 
     assert hits and "mtime" not in hits[0].metadata and hits[0].metadata["size"] < mbox.stat().st_size
 
 
+def test_a_message_gone_from_its_mbox_is_removed_with_its_chunks_counted_in_a_plan_as_in_the_run(kb, tmp_path):
+    """A message that left its mbox leaves the store when the mbox is read again, and the run said
+    ``removed: 1`` but ``deleted: 0`` chunks, and its ``--plan`` said ``removed: 0``: what a plan
+    and a run report of a source's documents that it no longer produces now agree, chunks included."""
+    box = tmp_path / "mail"
+    box.mkdir()
+    mbox = box / "inbox.mbox"
+    mbox.write_text("".join(_message(n, message_id=True) for n in (1, 2, 3)))
+    assert kb.ingest([str(box)], "mail", verify=False).documents["new"] == 3
+    mbox.write_text("".join(_message(n, message_id=True) for n in (1, 3)))
+    plan = kb.ingest([str(box)], "mail", verify=False, plan=True)
+    run = kb.ingest([str(box)], "mail", verify=False)
+    assert run.documents == {"new": 0, "changed": 0, "unchanged": 2, "removed": 1, "failed": 0}, run.to_json()
+    assert run.chunks["deleted"] == 1, run.to_json()
+    assert (plan.documents, plan.chunks["deleted"]) == (run.documents, 1), plan.to_json()
+    assert not kb.search("zorblat2", "mail", k=3, mode="lexical").hits
+
+
+def test_an_entry_gone_from_a_feed_file_stays_until_sync(kb, tmp_path):
+    """Feed entries leave the store only with --sync (a feed drops old entries routinely), but that
+    held only for a feed fetched by URL: a feed file in a folder lost its entry at the next run."""
+    feeds, feed = _feed(tmp_path)
+    assert kb.ingest([str(feeds)], "news", verify=False).documents["new"] == 3
+    feed.write_text(_rss([2, 3, 4]))
+    again = kb.ingest([str(feeds)], "news", verify=False)
+    assert again.documents == {"new": 1, "changed": 0, "unchanged": 2, "removed": 0, "failed": 0}, again.to_json()
+    assert kb.search("quaffle1", "news", k=3, mode="lexical").hits
+    plan = kb.ingest([str(feeds)], "news", verify=False, sync=True, plan=True)
+    synced = kb.ingest([str(feeds)], "news", verify=False, sync=True)
+    assert synced.documents["removed"] == plan.documents["removed"] == 1, (synced.to_json(), plan.to_json())
+    assert synced.chunks["deleted"] == plan.chunks["deleted"] == 1
+    assert not kb.search("quaffle1", "news", k=3, mode="lexical").hits
+
+
 def _rss(items: list[int]) -> str:
     entries = "".join(
         f"<item><guid>entry-{n}</guid><title>Release {n}</title><link>https://example.org/r/{n}</link>"
