@@ -24,7 +24,7 @@ class Tenants(Part):
 
     def create(self, name: str | None = None) -> dict:
         """Register tenant ``name`` (default: this one) and create its NOLOGIN role; idempotent."""
-        tenant = validate.name("tenant", name or self.tenant)
+        tenant = validate.name("tenant", self.tenant if name is None else name)  # "" is refused, not "not given"
         with self.session.admin() as conn:
             return {"tenant": tenant, "role": tenants.create_tenant(conn, tenant)}
 
@@ -49,7 +49,7 @@ class Tenants(Part):
     def open_id(self, token: str, name: str | None = None) -> dict:
         """The kind and raw id of an opaque id an agent of tenant ``name`` (default: this one) was
         given, for an operator to find its row; a ``UsageError`` for a string that is not one."""
-        tenant = validate.name("tenant", name or self.tenant)
+        tenant = validate.name("tenant", self.tenant if name is None else name)
         with self.session.admin() as conn:
             key = tenants.tenant_id_key(conn, tenant)
         if key is None:

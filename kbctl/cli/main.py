@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="kbctl")
         code = rv if isinstance(rv, int) else 0
+        if code == 130:  # typer answers Ctrl-C (and SIGTERM, kbctl.interrupts) with a silent exit 130
+            err.print("interrupted")
     except click.exceptions.Exit as e:
         code = e.exit_code
     except click.exceptions.Abort:

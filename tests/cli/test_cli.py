@@ -392,3 +392,54 @@ def test_namespace_bind_verify_stages_and_migrate_through_the_library(cli):
     assert p.returncode == 0 and "applied 0 migration(s)" in p.stderr.decode()
     shown = cli("config", "show", check=True).stdout.decode()
     assert "# resolved profile minilm: fingerprint" in shown and "precision" in shown
+
+
+def test_ctrl_c_or_sigterm_mid_run_says_interrupted_on_one_line(kb, kb_home, tenant):
+    """Ctrl-C (or SIGTERM) in the middle of a run closed it ``interrupted`` and exited 130 without a
+    word on stderr: typer turns the ``KeyboardInterrupt`` into a silent exit 130 before the CLI's
+    error boundary could say so. Now one line says the run was interrupted and that running it again
+    goes on where it stopped."""
+    import signal
+    import time
+
+    kb.connection()  # migrated before another process starts
+    env = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant, PYTHONWARNINGS="ignore")
+    for n, sig in enumerate((signal.SIGINT, signal.SIGTERM)):
+        ns = f"waits{n}"
+        p = subprocess.Popen(
+            [sys.executable, "-m", "kbctl", "-p", "hash-384", "ingest", "-n", ns, "-"],
+            stdin=subprocess.PIPE,  # left open: the run waits for the end of its input
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=ROOT,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not any(r["status"] == "running" for r in _runs_of(kb, ns)):
+                assert p.poll() is None and time.monotonic() < deadline, p.poll()
+                time.sleep(0.1)
+            p.send_signal(sig)
+            _, err = p.communicate(timeout=60)
+        finally:
+            p.kill() if p.poll() is None else None
+        lines = err.decode().splitlines()
+        assert p.returncode == 130, (p.returncode, lines)
+        assert lines and lines[0].startswith("interrupted") and "Traceback" not in err.decode(), lines
+        assert [r["status"] for r in _runs_of(kb, ns)] == ["interrupted"]
+
+
+def _runs_of(kb, ns: str) -> list[dict]:
+    try:
+        return kb.runs(ns)
+    except Exception:  # the namespace is made by the run
+        return []
+
+
+def test_an_empty_tenant_name_is_refused_by_create_as_by_delete(cli, tenant):
+    """``kbctl tenants create ""`` registered the current tenant (the empty name read as "not given")
+    and exited 0, where ``tenants delete ""`` and ``--tenant ""`` refuse an empty name."""
+    for args in (("tenants", "create", ""), ("tenants", "delete", "", "--yes")):
+        lines = _assert_one_line_error(cli(*args), 2)
+        assert "tenant name: empty" in lines[0], lines
+    assert cli("tenants", "create").returncode == 0  # not given: this tenant, as documented
