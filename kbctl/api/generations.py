@@ -118,7 +118,10 @@ class Generations(Part):
         sides: dict[str, Any] = {}
         gens = {g["state"]: g for g in self(namespace)}
         if "shadow" not in gens:
-            raise UsageError(f"namespace {namespace!r} has no shadow generation to compare")
+            raise UsageError(
+                f"namespace {namespace!r} has no shadow generation to compare",
+                hint=f"build one first: kbctl reembed {namespace} --profile NAME",
+            )
         for state in ("active", "shadow"):
             run = self.kb.evals.evaluate(
                 dataset, namespace=namespace, modes=modes, k=k, depth=depth, split=split, limit=limit,

@@ -112,7 +112,10 @@ class Ingestion(Part):
         from ..ingest.workers import Coordinator
 
         if req.options.plan:
-            raise UsageError("--plan lists what one process would do; it takes no --workers")
+            raise UsageError(
+                "--plan lists what one process would do; it takes no --workers",
+                hint="run the plan without --workers (it stores nothing to share), then the run with them",
+            )
         if "-" in req.targets:
             raise UsageError("stdin cannot be shared by workers", hint="ingest stdin without --workers")
         if workers < 0 or not 0 < lease <= MAX_LEASE:

@@ -105,7 +105,10 @@ class Namespaces(Part):
 
         g = gen.generation_of(self._conn(), ns, state)
         if g is None:
-            raise UsageError(f"namespace {ns.name!r} has no {state} generation")
+            raise UsageError(
+                f"namespace {ns.name!r} has no {state} generation",
+                hint=f"see its generations: kbctl reembed {ns.name} --status",
+            )
         return gen.as_generation(ns, g)
 
     def placeholder(self, name: str, prof: Profile) -> Namespace:

@@ -137,11 +137,14 @@ class Searching(Part):
         """Chunk ``chunk_id`` of one of ``namespaces``: its text, heading path, page, the boxes of its
         lines on the PDF page (``boxes``) and its document's uri and title. With ``highlight``, the
         page of a PDF chunk is rendered to that PNG file with the passage boxed (the PDF is read
-        again from its path: ``kbctl.extract.highlight``). A chunk that is not there is a UsageError."""
+        again from its path: ``kbctl.extract.highlight``). A namespace of the tenant's that does not
+        exist is ``NamespaceNotFound`` (this is the operator's read, as ``kbctl search``: no agent
+        reaches it, and for them missing and forbidden stay one answer); a chunk not in them is a
+        UsageError ("… is not available")."""
         from ..extract.base import file_path
 
         conn = self._conn()
-        nss = [n for n in (get_namespace(conn, name, self.tenant, required=False) for name in namespaces) if n]
+        nss = [get_namespace(conn, name, self.tenant) for name in namespaces]
         row = chunk_row(conn, int(chunk_id), [n.id for n in nss]) if nss else None
         if row is None or not self.gate(nss, None, True).allows(row["namespace_id"], row["acl"]):
             raise unavailable("chunk", chunk_id)

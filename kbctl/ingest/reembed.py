@@ -372,7 +372,11 @@ def _drop(conn, ns: Namespace, state: str, flag: str) -> dict[str, Any]:
     with namespace_lock(conn, ns):  # an ingest's dual writes never meet a generation going away
         gen = generation_of(conn, ns, state)
         if gen is None:
-            raise UsageError(f"namespace {ns.name!r} has no {state} generation ({flag} has nothing to drop)")
+            made = "a --swap keeps the generation it replaces" if state == "previous" else "--profile NAME builds one"
+            raise UsageError(
+                f"namespace {ns.name!r} has no {state} generation ({flag} has nothing to drop)",
+                hint=f"see its generations: kbctl reembed {ns.name} --status ({made})",
+            )
         with conn.transaction():
             gstore.delete_generation(conn, ns.id, gen.id)
     # after the lock: a concurrent drop waits for the queries on vectors (and for any index build

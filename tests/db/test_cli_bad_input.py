@@ -204,3 +204,56 @@ def test_an_extractors_own_complaint_about_a_recorded_item_stays_off_stderr(cli_
     assert "trafilatura" not in err and "2 item(s)" not in err and "1 item(s) failed" in err, err
     p = cli_process("-v", "ingest", str(d), "-n", "pages2", "-p", "hash-384")
     assert "trafilatura" in p.stderr.decode()  # still there for whoever asks
+
+
+def _refusal_with_hint(p) -> tuple[str, str]:
+    """A usage refusal (exit 2, nothing on stdout): its error line and its hint line."""
+    stderr = p.stderr.decode()
+    lines = stderr.strip().splitlines()
+    assert p.returncode == 2 and p.stdout == b"" and "Traceback" not in stderr, (p.returncode, stderr)
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), stderr
+    return lines[0], lines[1]
+
+
+@pytest.mark.parametrize("flag", ["--drop-old", "--drop-shadow"])
+def test_a_drop_with_nothing_to_drop_says_what_to_run_instead(docs, cli, flag):
+    """``reembed --drop-old`` (``--drop-shadow``) with no previous (shadow) generation said so with
+    no hint, where the other refusals of reembed have one."""
+    line, hint = _refusal_with_hint(cli("reembed", "docs", flag))
+    assert "nothing to drop" in line, line
+    assert "kbctl reembed docs --status" in hint, hint
+
+
+def test_a_plan_with_workers_says_what_to_run_instead(docs, cli, tmp_path):
+    """``ingest --plan --workers 2`` was refused with no hint."""
+    d = tmp_path / "more"
+    d.mkdir()
+    (d / "a.md").write_text("# A\n\nA file for the workers.\n")
+    line, hint = _refusal_with_hint(cli("ingest", str(d), "-n", "docs", "--plan", "--workers", "2"))
+    assert "--plan" in line and "--workers" in line, line
+    assert "without --workers" in hint, hint
+
+
+def test_show_in_a_namespace_that_does_not_exist_says_so(docs, cli):
+    """``kbctl show -n NO_SUCH_NS 28`` said "chunk 28 is not available", where ``kbctl search -n
+    NO_SUCH_NS`` says the namespace does not exist and names the known ones. The operator's CLI
+    says so; a chunk not in a namespace that exists is still "not available"."""
+    line, hint = _refusal_with_hint(cli("show", "28", "-n", "no_such_ns"))
+    assert "namespace 'no_such_ns' does not exist" in line, line
+    assert "docs" in hint, hint
+    line, _ = _refusal_with_hint(cli("show", "28", "-n", "docs", "-n", "no_such_ns"))
+    assert "namespace 'no_such_ns' does not exist" in line, line
+    searched = _one_line_usage(cli("search", "refunds", "-n", "no_such_ns"))
+    assert searched == line, (searched, line)
+    p = cli("show", "99999999", "-n", "docs")
+    assert p.returncode == 2 and b"chunk 99999999 is not available" in p.stderr, p.stderr
+
+
+def test_an_eval_of_a_generation_the_namespace_lacks_says_what_to_run_instead(docs, cli, tmp_path):
+    """``eval run --generation shadow`` and ``reembed --eval`` with no shadow generation said so with no hint."""
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(json.dumps({"id": "q1", "query": "refunds", "relevant": {"refunds.md": 1}}) + "\n")
+    line, hint = _refusal_with_hint(cli("eval", "run", str(golden), "-n", "docs", "--generation", "shadow"))
+    assert "no shadow generation" in line and "kbctl reembed docs --status" in hint, (line, hint)
+    line, hint = _refusal_with_hint(cli("reembed", "docs", "--eval", str(golden)))
+    assert "no shadow generation" in line and "kbctl reembed docs --profile" in hint, (line, hint)
