@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 __all__ = ["Ingestion"]
 
 
+# the statuses of a run whose coordinator summed its workers' batches into the counts it recorded
+_SUMMED = frozenset({"ok", "partial", "failed_verify"})
+
+
 @psycopg_boundary
 class Ingestion(Part):
     """fetch → extract → chunk → embed → store (→ verify) into one namespace, and ``verify`` alone."""
@@ -201,7 +205,11 @@ class Ingestion(Part):
     def progress(self, namespace: str | None = None, run_id: int | None = None, limit: int = 5) -> list[dict]:
         """The work queue of run ``run_id``, else of the latest runs that had one (of ``namespace``,
         else of every namespace of the tenant): each run's items by state, the workers holding a
-        lease, and the documents and chunks its workers' batches counted so far."""
+        lease, and the documents and chunks its workers' batches counted so far; once the run
+        ended with its batches summed (ok, partial, failed_verify), the counts it recorded, as
+        ``runs`` shows them: with what its coordinator counted itself, the documents ``--sync``
+        removed and the items refused before any worker. (A run that failed or was interrupted
+        while its workers stored recorded its coordinator's counts only: the batches' are shown.)"""
         from ..store import queue
 
         conn = self._conn()
@@ -211,9 +219,11 @@ class Ingestion(Part):
             if run_id is not None and r["run_id"] != run_id:
                 continue
             p = queue.progress(conn, r["namespace_id"], r["run_id"])
+            recorded = r.pop("counts")
+            ended = (recorded or {}) if r["status"] in _SUMMED else {}
             documents: dict[str, int] = {}
             chunks: dict[str, int] = {}
-            for c in queue.batch_counts(conn, r["namespace_id"], r["run_id"]):
+            for c in [ended] if ended else queue.batch_counts(conn, r["namespace_id"], r["run_id"]):
                 for k, v in (c.get("documents") or {}).items():
                     documents[k] = documents.get(k, 0) + int(v)
                 for k, v in (c.get("chunks") or {}).items():

@@ -43,7 +43,7 @@ def worker(
             + (f" ({lost} more taken over by another worker, which counts them)" if lost else "")
             + "; "
             f"{totals.get('new', 0)} new, {totals.get('changed', 0)} changed, {totals.get('unchanged', 0)} unchanged,"
-            f" {totals.get('failed', 0)} failed documents"
+            f" {totals.get('removed', 0)} removed, {totals.get('failed', 0)} failed documents"
         )
 
 

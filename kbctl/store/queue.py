@@ -176,7 +176,7 @@ def namespace_name(conn: Conn, ns_id: int) -> str | None:
 
 def latest_runs(conn: Conn, ns_ids: Sequence[int], limit: int = 5) -> list[dict[str, Any]]:
     """The latest runs of these namespaces that had a work queue (namespace_id, namespace, run_id,
-    status, started_at), newest first."""
+    status, started_at, and the ``counts`` the run recorded when it ended, else None), newest first."""
     rows = conn.execute(query("queue/latest_runs"), (list(ns_ids), limit))
-    keys = ("namespace_id", "namespace", "run_id", "status", "started_at")
-    return [dict(zip(keys, (*r[:4], r[4].isoformat()))) for r in rows]
+    keys = ("namespace_id", "namespace", "run_id", "status", "started_at", "counts")
+    return [dict(zip(keys, (*r[:4], r[4].isoformat(), r[5]))) for r in rows]

@@ -325,3 +325,39 @@ def test_a_workers_own_counts_leave_out_an_item_another_worker_took_over(kb, thr
     assert own == {"new": 2, "changed": 0, "unchanged": 0, "failed": 0, "chunks_embedded": 2}, totals
     # with b's one unchanged document, the workers' counts are the run's
     assert own["new"] + own["changed"] + own["unchanged"] + 1 == sum(_documents(batches).values())
+
+
+def _message(n: int) -> str:
+    return (
+        f"From sender{n}@example.org Mon Oct 21 08:0{n}:00 2024\nMessage-ID: <m{n}@example.org>\n"
+        f"From: Sender {n} <sender{n}@example.org>\nSubject: Question {n}\n"
+        f"Date: Mon, 21 Oct 2024 08:0{n}:00 +0000\n\nThe body of message {n}: about the zorblat{n} setting.\n\n"
+    )
+
+
+def test_progress_and_the_worker_line_count_removed_documents_as_runs_does(kb, cli, cli_process, tmp_path):
+    """A run shared by workers removed two documents: a message gone from its mbox (by the worker
+    that read the mbox again) and, with --sync, a deleted file (by the coordinator). ``kbctl runs``
+    said ``removed=2``; ``kbctl progress`` said ``removed=1`` (the queue's batches only) and the
+    worker's summary line on stderr named no removal at all."""
+    box = tmp_path / "mail"
+    box.mkdir()
+    mbox = box / "inbox.mbox"
+    mbox.write_text("".join(_message(n) for n in (1, 2, 3)))
+    (box / "note.md").write_text("# Note\n\nA note beside the mailbox.\n")
+    assert kb.ingest([str(box)], "mail", verify=False).documents["new"] == 4
+    mbox.write_text("".join(_message(n) for n in (1, 3)))
+    (box / "note.md").unlink()
+    p = cli_process("ingest", str(box), "-n", "mail", "--workers", "1", "--sync", "--no-verify")
+    err = p.stderr.decode()
+    assert p.returncode == 0, err
+    (worker_line,) = [line for line in err.splitlines() if line.startswith("worker:")]
+    assert "1 removed" in worker_line, worker_line  # the mbox's message; the file was the coordinator's
+    run = json.loads(cli("runs", "-n", "mail", "--json", check=True).stdout)[0]
+    assert run["counts"]["documents"]["removed"] == 2, run
+    (shown,) = json.loads(cli("progress", "-n", "mail", "--json", check=True).stdout)
+    assert shown["run_id"] == run["run_id"], (shown, run)
+    assert shown["documents"] == run["counts"]["documents"], (shown, run)
+    assert shown["chunks"]["deleted"] == run["counts"]["chunks"]["deleted"] == 2, (shown, run)
+    table = cli("progress", "-n", "mail", check=True).stdout.decode()
+    assert "removed=2" in table, table
