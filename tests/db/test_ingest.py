@@ -24,7 +24,7 @@ import psycopg
 import pytest
 
 from kbctl.store.runs import LOCK_CLASS
-from tests.conftest import ROOT, SAMPLE
+from tests.conftest import ROOT, SAMPLE, run_kbctl
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ingest"
 BILLING = SAMPLE / "support" / "billing"
@@ -43,6 +43,12 @@ def _kbctl(*args: str) -> list[str]:
 
 def _run(env, *args: str, timeout: float = 300):
     return subprocess.run(_kbctl(*args), capture_output=True, env=env, cwd=ROOT, timeout=timeout)
+
+
+def _here(env, *args: str):
+    """``kbctl ARGS`` in this process (``run_kbctl``: the CLI's error boundary, its exit code, its
+    stdout and stderr), for a command whose result is checked, not its process; ``env`` as for ``_run``."""
+    return run_kbctl(args, env={k: env.get(k) for k in ("KBCTL_HOME", "KBCTL_TENANT", "KBCTL_CONFIG")})
 
 
 def _json(p) -> dict | list:
@@ -199,10 +205,25 @@ def test_every_format_in_the_sample_corpus_ingests(kb):
 # -- incremental ---------------------------------------------------------------------------------
 
 
-def test_the_model_reads_whole_groups_of_batches_and_the_report_names_its_backend(kb, monkeypatch):
+@pytest.fixture
+def small_batches_kb(kb_home, tenant, tmp_path):
+    """Like ``kb``, with the hash profile's model batches lowered from 64 chunks to 8 in this test's
+    own config, so a group (``GROUP_BATCHES`` batches) is 256 chunks, four write batches, not 2048:
+    the same crossings of the writer's thresholds with an eighth of the documents."""
+    import kbctl
+
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text("[profiles.hash-384]\nbatch_size = 8\n")
+    k = kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384")
+    yield k
+    k.close()
+
+
+def test_the_model_reads_whole_groups_of_batches_and_the_report_names_its_backend(small_batches_kb, monkeypatch):
     """The writer hands the model GROUP_BATCHES batches of chunks per call (the model sorts one call's
     texts by length before cutting batches, so a bigger call pads less), not each few documents'
     chunks; the run's report names the backend that embedded them, and a run that embeds nothing, none."""
+    kb = small_batches_kb
     from kbctl.embed import GROUP_BATCHES
     from kbctl.embed.hashing import HashEmbedder
 
@@ -226,11 +247,12 @@ def test_the_model_reads_whole_groups_of_batches_and_the_report_names_its_backen
     assert calls == [] and again.embedder is None and "embedder" not in again.to_json()
 
 
-def test_the_model_reads_the_next_group_while_the_last_one_is_written(kb, monkeypatch):
+def test_the_model_reads_the_next_group_while_the_last_one_is_written(small_batches_kb, monkeypatch):
     """A full group's model call runs on a thread while the group before it is written, so the
     model is not idle during the writes (docs/benchmarks.md, ingest). Shown by a model call that
     waits for a write of the group before it: done in turn, the run would wait for ever. The model
     still reads one group at a time: the next group's call starts once the last one's ends."""
+    kb = small_batches_kb
     import threading
 
     from kbctl.embed import GROUP_BATCHES
@@ -363,6 +385,7 @@ def test_a_plan_with_another_profile_than_the_pin_is_refused_as_the_run_is(kb):
 
 def test_ndjson_pipe_builds_the_same_store_as_ingest(kb, kb_home, tenant):
     env = _env(kb_home, tenant)
+    conn = kb.connection()  # the server is up before the pipe's processes start (alone, they race to start it)
     dirs = ["sample_corpus/support/billing", "sample_corpus/support/account"]  # pdf, eml + attachments, mbox
     k = f"{sys.executable} -m kbctl"
     pipe = (
@@ -372,10 +395,9 @@ def test_ndjson_pipe_builds_the_same_store_as_ingest(kb, kb_home, tenant):
     p = subprocess.run(["bash", "-c", pipe], capture_output=True, env=env, cwd=ROOT, timeout=300)
     stored = _json(p)
     assert stored["errors"] == [] and stored["documents"]["new"] == 15 + 17 and stored["verify"]["ok"]
-    direct = _json(_run(env, "-p", "hash-384", "ingest", *dirs, "-n", "direct", "--json", "--no-verify"))
+    direct = _json(_here(env, "-p", "hash-384", "ingest", *dirs, "-n", "direct", "--json", "--no-verify"))
     assert direct["documents"]["new"] == 32 and direct["errors"] == []
 
-    conn = kb.connection()
     a, b = _snapshot(conn, tenant, "piped", vectors=True), _snapshot(conn, tenant, "direct", vectors=True)
     assert set(a) == set(b) and len(a) == 32
     n_chunks = sum(len(d["chunks"]) for d in a.values())
@@ -423,10 +445,10 @@ def test_killed_ingest_converges_on_rerun(kb, kb_home, tenant, tmp_path):
     ).fetchone()[0]
     assert chunks_at_kill == declared > 0  # whole documents only
 
-    rerun = _json(_run(env, "ingest", str(corpus), "-n", "killed", "--json", "--no-verify"))
+    rerun = _json(_here(env, "ingest", str(corpus), "-n", "killed", "--json", "--no-verify"))
     assert rerun["errors"] == []
     assert (rerun["documents"]["new"], rerun["documents"]["unchanged"]) == (400 - docs_at_kill, docs_at_kill)
-    clean = _json(_run(env, "-p", "hash-384", "ingest", str(corpus), "-n", "clean", "--json", "--no-verify"))
+    clean = _json(_here(env, "-p", "hash-384", "ingest", str(corpus), "-n", "clean", "--json", "--no-verify"))
     assert clean["documents"]["new"] == 400
 
     assert (
@@ -442,9 +464,9 @@ def test_killed_ingest_converges_on_rerun(kb, kb_home, tenant, tmp_path):
         ).fetchone()[0]
         == 0
     )
-    verify = _run(env, "verify", "-n", "killed", "--json")
+    verify = _here(env, "verify", "-n", "killed", "--json")
     assert verify.returncode == 0 and json.loads(verify.stdout)["ok"], verify.stdout.decode()
-    statuses = [r["status"] for r in _json(_run(env, "runs", "-n", "killed", "--json"))]
+    statuses = [r["status"] for r in _json(_here(env, "runs", "-n", "killed", "--json"))]
     assert statuses == ["ok", "interrupted"]  # newest first: the killed run is marked when the next one starts
 
 
@@ -500,7 +522,7 @@ def test_bad_inputs_are_recorded_and_the_batch_goes_on(kb, kb_home, tenant, tmp_
     assert kb.search("QM-7781", "bad", mode="lexical").hits[0].source == "good.md"
 
     # Each bad item is one row of the ledger: stage, source, class, message.
-    errors = _json(_run(env, "errors", "-n", "bad", "--json"))
+    errors = _json(_here(env, "errors", "-n", "bad", "--json"))
     assert len(errors) == 6 and {e["run_id"] for e in errors} == {report["run_id"]}
     by_source = {e["source"]: e for e in errors}
     expected = {(batch / name).as_uri(): stage for name, stage in BAD.items()} | {
@@ -531,21 +553,21 @@ def test_bad_inputs_are_recorded_and_the_batch_goes_on(kb, kb_home, tenant, tmp_
     assert p.returncode == 1 and b"Traceback" not in p.stderr and b"2 item(s) failed" in p.stderr
 
     # `kbctl runs` shows both runs with their counts.
-    runs = _json(_run(env, "runs", "-n", "bad", "--json"))
+    runs = _json(_here(env, "runs", "-n", "bad", "--json"))
     assert [(r["status"], r["errors"]) for r in runs] == [("partial", 2), ("partial", 6)]
     assert runs[1]["counts"]["documents"]["new"] == 2 and runs[1]["counts"]["documents"]["failed"] == 6
     assert runs[0]["counts"]["documents"]["unchanged"] == 1 and runs[0]["counts"]["documents"]["failed"] == 2
 
     # Fix one file; --retry-failed with no paths re-attempts the last run's failures only.
     (batch / "latin1.txt").write_text((batch / "latin1.txt").read_bytes().decode("latin-1"), encoding="utf-8")
-    p = _run(env, "ingest", "-n", "bad", "--retry-failed", "--json")
+    p = _here(env, "ingest", "-n", "bad", "--retry-failed", "--json")
     assert p.returncode == 0, p.stderr.decode()
     retry = json.loads(p.stdout)
     assert retry["documents"]["new"] == 1 and retry["documents"]["failed"] == 1
     assert [e["source"] for e in retry["errors"]] == [(batch / "corrupt.pdf").as_uri()]
     assert (batch / "latin1.txt").as_uri() in _snapshot(conn, tenant, "bad")
     assert kb.search("réception", "bad", mode="lexical").hits[0].source == "latin1.txt"
-    ledger = _json(_run(env, "errors", "-n", "bad", "--json"))
+    ledger = _json(_here(env, "errors", "-n", "bad", "--json"))
     again = {(batch / "latin1.txt").as_uri(), (batch / "corrupt.pdf").as_uri()}
     assert len(ledger) == 6 + 2 + 1
     for e in ledger:  # earlier failures of the re-attempted sources are marked; the new one is not

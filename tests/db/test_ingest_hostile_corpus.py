@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_kbctl
 from tests.fixtures import adversarial as A
 
 NS = "adv"
@@ -97,6 +97,13 @@ def _kbctl(kb_home, tenant, cfg, *args):
     )
 
 
+def _kbctl_here(kb_home, tenant, cfg, *args):
+    """``kbctl`` in this process, for the commands whose output is read, not their process."""
+    return run_kbctl(
+        ["-c", str(cfg), "-p", "hash-384", *args], env={"KBCTL_HOME": str(kb_home), "KBCTL_TENANT": tenant}
+    )
+
+
 def _documents(kb, ns: str) -> dict[str, set[tuple[str, str, str]]]:
     """Per source URI: the (document URI, title, text of its chunks) stored for it.
 
@@ -135,7 +142,7 @@ def test_the_adversarial_corpus_through_the_cli(kb, kb_home, tenant, tmp_path, w
     given = c.given() + 2 + 2
     assert stored + docs["failed"] == given, (given, report)
     assert docs["failed"] == len(report["errors"])
-    ledger = json.loads(_kbctl(kb_home, tenant, cfg, "errors", "-n", NS, "--json").stdout)
+    ledger = json.loads(_kbctl_here(kb_home, tenant, cfg, "errors", "-n", NS, "--json").stdout)
     key = lambda e: (e["stage"], e["source"], e["error_class"], e["message"])  # noqa: E731
     assert sorted(map(key, ledger)) == sorted(map(key, report["errors"] + report["warnings"]))
     for e in ledger:  # one line each
@@ -161,7 +168,7 @@ def test_the_adversarial_corpus_through_the_cli(kb, kb_home, tenant, tmp_path, w
     roots = (file_uri(c.root) + "/", web["feed"])
     assert all(s.startswith(roots) for s in by_source), sorted(by_source)
     lexical = json.loads(
-        _kbctl(kb_home, tenant, cfg, "search", A.OUTSIDE_MARKER, "-n", NS, "-m", "lexical", "--json").stdout
+        _kbctl_here(kb_home, tenant, cfg, "search", A.OUTSIDE_MARKER, "-n", NS, "-m", "lexical", "--json").stdout
     )
     assert lexical["hits"] == [], lexical["hits"]
     for marker in (A.OUTSIDE_MARKER, A.PRIVATE_MARKER, "nologin"):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import kbctl
-from tests.conftest import ROOT, SAMPLE
+from tests.conftest import ROOT, SAMPLE, run_kbctl
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ingest"
 NS = "orch"
@@ -35,6 +35,12 @@ def _env(kb_home, tenant: str) -> dict:
 
 def _kbctl(*args: str) -> list[str]:
     return [sys.executable, "-m", "kbctl", "-p", "hash-384", *args]
+
+
+def _here(kb_home, tenant: str, *args: str, input: bytes | None = None):
+    """``kbctl -p hash-384 ARGS`` in this process (``run_kbctl``: the CLI's error boundary and exit
+    code), for a run whose result is checked, not its process."""
+    return run_kbctl(["-p", "hash-384", *args], input=input, env={"KBCTL_HOME": str(kb_home), "KBCTL_TENANT": tenant})
 
 
 def _upstream(corpus: Path) -> str:
@@ -204,9 +210,7 @@ def test_a_crashed_run_is_marked_failed_on_both_paths_and_a_rerun_converges(kb, 
         assert _store(conn, t)["documents"], "the crash came after a first batch was stored"
 
     kb.ingest([str(corpus)], namespace=NS)
-    p = subprocess.run(
-        _kbctl("store", "-n", NS), input=b"".join(records), capture_output=True, env=env, cwd=ROOT, timeout=300
-    )
+    p = _here(kb_home, piped, "store", "-n", NS, input=b"".join(records))
     assert p.returncode == 0, p.stderr.decode()
     assert _status(conn, tenant) == _status(conn, piped) == ["failed", "partial"]
     sa, sb = _store(conn, tenant), _store(conn, piped)
@@ -263,27 +267,11 @@ def _kill_mid_way_and_rerun(kb, kb_home, tenant: str, tmp_path: Path, sig: int) 
     for t in (tenant, piped):
         assert 0 < len(_store(conn, t)["documents"]) < 15 + 400
 
-    assert (
-        subprocess.run(
-            _kbctl("ingest", str(corpus), "-n", NS, "--no-verify"),
-            capture_output=True,
-            env=_env(kb_home, tenant),
-            cwd=ROOT,
-            timeout=300,
-        ).returncode
-        == 0
-    )
-    assert (
-        subprocess.run(
-            _kbctl("store", "-n", NS, "--no-verify"),
-            input=b"".join(records),
-            capture_output=True,
-            env=_env(kb_home, piped),
-            cwd=ROOT,
-            timeout=300,
-        ).returncode
-        == 0
-    )
+    # The next runs (in this process: what they find and leave is checked, not their process).
+    p = _here(kb_home, tenant, "ingest", str(corpus), "-n", NS, "--no-verify")
+    assert p.returncode == 0, p.stderr.decode()
+    p = _here(kb_home, piped, "store", "-n", NS, "--no-verify", input=b"".join(records))
+    assert p.returncode == 0, p.stderr.decode()
     assert _status(conn, tenant) == _status(conn, piped) == ["interrupted", "partial"]
     sa, sb = _store(conn, tenant), _store(conn, piped)
     assert sa == sb and len(sa["documents"]) == 15 + 400

@@ -379,25 +379,30 @@ def test_a_large_text_is_stored_as_when_held_whole(kb, tmp_path):
 def test_a_large_feed_is_written_entry_by_entry_and_an_interrupted_one_is_read_again(kb, tmp_path, monkeypatch):
     """Entries are stored under a provisional source hash until the feed's last one is in: a run
     that stops before that leaves a feed the next run reads again (not "unchanged")."""
+    import kbctl.extract
+    import kbctl.extract.feed
     import kbctl.ingest.writer
-    from kbctl.extract.feed_stream import STREAM_MIN_BYTES
     from kbctl.ingest.items import PARTIAL
 
+    # A large feed is one of 1 MB or more (4200 entries, 11 s here): the thresholds are lowered so
+    # 300 entries (five write batches, the first written before the feed's end) are read as one.
+    monkeypatch.setattr(kbctl.extract, "LARGE_BYTES", 20_000)
+    monkeypatch.setattr(kbctl.extract.feed, "STREAM_MIN_BYTES", 20_000)
     path = tmp_path / "big.rss"
-    n = 4200
+    n = 300
     path.write_bytes(_rss(n))
-    assert path.stat().st_size >= STREAM_MIN_BYTES
+    assert path.stat().st_size >= 20_000
 
     def stop(self, done):
         self.flush()
         raise RuntimeError("stopped before the feed was marked whole")
 
-    monkeypatch.setattr(kbctl.ingest.writer.Writer, "done", stop)
-    with pytest.raises(RuntimeError):
-        kb.ingest([str(path)], namespace="feed", verify=False)
+    with monkeypatch.context() as mp:  # the thresholds stay lowered for the runs after this one
+        mp.setattr(kbctl.ingest.writer.Writer, "done", stop)
+        with pytest.raises(RuntimeError):
+            kb.ingest([str(path)], namespace="feed", verify=False)
     rows = _rows(kb, "feed")
     assert len(rows) == n and all(r[1].startswith(PARTIAL) for r in rows)
-    monkeypatch.undo()
 
     report = kb.ingest([str(path)], namespace="feed")
     assert report.documents["unchanged"] == n and not report.errors and report.verify["ok"], report.to_json()
