@@ -33,13 +33,15 @@ def test_an_ingest_process_exports_its_spans_to_an_otlp_collector(cli_process):
     assert root.parent_span_id.hex() == span_id
 
 
-def _wait_for_run(cli_process, namespace: str) -> int:
+def _wait_for_run(cli, namespace: str) -> int:
+    """The run of ``namespace`` once it is running with a work queue (``kbctl progress``, in this
+    process: polling it with a process each time cost a second a poll)."""
     import json
     import time
 
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        p = cli_process("progress", "-n", namespace, "--json")
+        p = cli("progress", "-n", namespace, "--json")
         rows = json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else []
         if rows and rows[0]["status"] == "running" and rows[0]["items"]:
             return int(rows[0]["run_id"])
@@ -47,7 +49,7 @@ def _wait_for_run(cli_process, namespace: str) -> int:
     raise AssertionError("no running run with a work queue")
 
 
-def test_a_distributed_ingest_traces_each_workers_batch_in_the_runs_trace(cli_process, kb_home, tenant):
+def test_a_distributed_ingest_traces_each_workers_batch_in_the_runs_trace(cli, cli_process, kb_home, tenant):
     """``kbctl ingest --workers``: each batch a worker claims is a ``kbctl.ingest.batch`` span, a
     child of the coordinator's ``kbctl.ingest``, whether the worker is one the coordinator started
     (``TRACEPARENT``) or one started elsewhere (the traceparent stored with the run)."""
@@ -77,7 +79,7 @@ def test_a_distributed_ingest_traces_each_workers_batch_in_the_runs_trace(cli_pr
             env=dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant, PYTHONWARNINGS="ignore", **env),
         )  # fmt: skip
         try:
-            run_id = _wait_for_run(cli_process, "technical_kb")
+            run_id = _wait_for_run(cli, "technical_kb")
             w = cli_process("worker", "--run", str(run_id), "--batch", "4", "--poll", "0.2", env=otel)
             assert w.returncode == 0, w.stderr.decode()
             assert coordinator.wait(120) == 0, coordinator.stderr.read().decode()

@@ -43,18 +43,11 @@ def _alive(pid: int) -> bool:
     return not Path(f"/proc/{pid}/stat").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
-@pytest.fixture
-def fresh_home(tmp_path):
-    """A home of this test's own; whatever server the test leaves in it is stopped."""
-    home = tmp_path / "home"
-    yield home
-    _kbctl(home, "db", "stop")
-
-
-@pytest.fixture
-def stopped_home(fresh_home):
-    """A fresh home whose data directory was initialised, started and stopped: a real pid file's shape."""
-    home = fresh_home
+@pytest.fixture(scope="module")
+def initialised(tmp_path_factory):
+    """A home whose data directory was initialised (and migrated), started and stopped, once for the
+    module (initdb is most of the 3-4 s a start from nothing takes), with its pid file's lines."""
+    home = tmp_path_factory.mktemp("initialised") / "home"
     p = _kbctl(home, "db", "start")
     assert p.returncode == 0, p.stderr
     pid_file = home / "pgdata" / "postmaster.pid"
@@ -63,6 +56,26 @@ def stopped_home(fresh_home):
     assert p.returncode == 0, p.stderr
     assert not pid_file.exists()
     return home, lines
+
+
+@pytest.fixture
+def fresh_home(tmp_path, initialised):
+    """A home of this test's own holding a copy of the initialised, stopped data directory (as a
+    stopped cluster is copied: owner and modes kept); whatever server the test leaves in it is stopped."""
+    home = tmp_path / "home"
+    home.mkdir()
+    subprocess.run(["cp", "-a", str(initialised[0] / "pgdata"), str(home / "pgdata")], check=True)
+    yield home
+    _kbctl(home, "db", "stop")
+
+
+@pytest.fixture
+def stopped_home(fresh_home, initialised):
+    """A fresh home whose data directory was initialised, started and stopped: a real pid file's
+    shape, its lines naming this home's directory as its own server's would."""
+    template, lines = initialised
+    assert not (fresh_home / "pgdata" / "postmaster.pid").exists()
+    return fresh_home, [ln.replace(str(template), str(fresh_home)) for ln in lines]
 
 
 @pytest.fixture
