@@ -113,11 +113,15 @@ class Coordinator:
             seen = self._enqueue(conn, req, report)
             span.set_attributes({"kbctl.items": report.details["items"], "kbctl.failed": report.documents["failed"]})
         procs = self.spawn(run_id) if self.spawn else []
+        waited = False
         try:
             with telemetry.span("kbctl.ingest.wait", {"kbctl.run_id": run_id, "kbctl.workers": len(procs)}):
                 self._wait(conn, req, report, procs, interruptible)
+            waited = True
         finally:
             _stop(procs)
+            if not waited:  # Ctrl-C, the local workers gone: what they stored is stored, and the run says so
+                self._sum_quietly(conn, req, report)
         lost = [
             ItemError("store", _uri(t), "WorkerLost", f"claimed {n} times, no worker stored it (each one died)")
             for t, n in q.abandon(conn, ns.id, run_id)
@@ -172,6 +176,14 @@ class Coordinator:
                     " item(s) left",
                     hint=f"see their messages above; `kbctl worker --run {run_id}` can finish the run while this one waits",
                 )
+
+    def _sum_quietly(self, conn, req: IngestRun, report: RunReport) -> None:
+        """``_sum`` for a run ending in an exception, which a failure here must not hide (the
+        database gone, say: the run is then closed with the coordinator's counts, as before)."""
+        try:
+            self._sum(conn, req, report)
+        except Exception:
+            log.warning("run %s: the workers' counts could not be read", report.run_id, exc_info=True)
 
     def _sum(self, conn, req: IngestRun, report: RunReport) -> None:
         """The workers' batch counts and the run's errors (all in the ledger) into the report."""

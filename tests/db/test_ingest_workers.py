@@ -361,3 +361,30 @@ def test_progress_and_the_worker_line_count_removed_documents_as_runs_does(kb, c
     assert shown["chunks"]["deleted"] == run["counts"]["chunks"]["deleted"] == 2, (shown, run)
     table = cli("progress", "-n", "mail", check=True).stdout.decode()
     assert "removed=2" in table, table
+
+
+def test_a_distributed_run_that_ends_in_an_interrupt_records_what_its_workers_stored(
+    kb, kb_home, tenant, corpus, monkeypatch
+):
+    """A run shared by workers sums their batches' counts once its queue is empty; one that ended
+    otherwise (Ctrl-C, its local workers gone) was closed with its coordinator's counts alone, so
+    ``kbctl runs`` said nothing was stored where ``kbctl progress`` counted the workers' batches.
+    It now sums them however the wait ends (what the workers stored is stored)."""
+    import kbctl
+    from kbctl.ingest.workers import Coordinator
+
+    other = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384")
+
+    def a_worker_stores_everything_then_ctrl_c(self, conn, req, report, procs, interruptible):
+        other.work(["docs"], exit_idle=True, poll=0.05)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Coordinator, "_wait", a_worker_stores_everything_then_ctrl_c)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            kb.ingest([str(corpus)], "docs", workers=0)
+    finally:
+        other.close()
+    (run,) = kb.runs("docs")
+    assert run["status"] == "interrupted"
+    assert run["counts"]["documents"]["new"] == FILES and run["counts"]["chunks"]["embedded"] > 0, run["counts"]
