@@ -4,6 +4,8 @@ CREATEROLE, or a superuser)."""
 
 from __future__ import annotations
 
+import hmac
+
 from .. import validate
 from ..errors import UsageError, echo
 from ..ids import KINDS, Ids
@@ -44,7 +46,10 @@ class Tenants(Part):
         key = tenants.tenant_id_key(self._conn(), self.tenant)
         if key is None:  # the session entered the tenant's role, so its row exists: not reached
             raise UsageError(f"tenant {self.tenant!r} is not registered")
-        return Ids(key)
+        last = getattr(self, "_last_ids", None)  # a server reads the key at every borrow: built once a key
+        if last is None or not hmac.compare_digest(last[0], key):
+            last = self._last_ids = (key, Ids(key))
+        return last[1]
 
     def open_id(self, token: str, name: str | None = None) -> dict:
         """The kind and raw id of an opaque id an agent of tenant ``name`` (default: this one) was
