@@ -124,6 +124,15 @@ def real_kb(kb_home, tenant):
     k.close()
 
 
+def write_folder(parent: Path, name: str, files: Mapping[str, str]) -> str:
+    """A folder ``parent/name`` holding ``files`` (file name to UTF-8 text); its path, for ``ingest``."""
+    d = parent / name
+    d.mkdir(exist_ok=True)
+    for file, text in files.items():
+        (d / file).write_text(text, encoding="utf-8")
+    return str(d)
+
+
 @dataclass(frozen=True)
 class CliResult:
     """What a ``kbctl`` command did: the fields of ``subprocess.CompletedProcess`` the tests read."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kbctl.errors import ProfileMismatchError
+from tests.conftest import write_folder
 
 DOCS = {
     "beijing.md": "# 北京\n\n北京大学的图书馆很大，藏书丰富，学生每天在那里学习。\n",
@@ -16,11 +17,7 @@ DOCS = {
 
 
 def _folder(tmp_path):
-    d = tmp_path / "zh"
-    d.mkdir(exist_ok=True)
-    for name, text in DOCS.items():
-        (d / name).write_text(text, encoding="utf-8")
-    return str(d)
+    return write_folder(tmp_path, "zh", DOCS)
 
 
 def _top(kb, q, ns="zh"):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import write_folder
+
 DOCS = {
     "beijing.md": "# 北京\n\n北京大学的图书馆很大，藏书丰富。学生每天在那里学习。\n",
     "tokyo.md": "# 研究\n\n東京大学で機械学習を研究しています。新しいデータベースを作りました。\n",
@@ -19,11 +21,7 @@ DOCS = {
 
 
 def _folder(tmp_path):
-    d = tmp_path / "cjk"
-    d.mkdir(exist_ok=True)
-    for name, text in DOCS.items():
-        (d / name).write_text(text, encoding="utf-8")
-    return str(d)
+    return write_folder(tmp_path, "cjk", DOCS)
 
 
 def _top(kb, query, ns):
