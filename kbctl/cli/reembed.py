@@ -87,9 +87,10 @@ def _summary(d: dict, as_json: bool, plan: bool) -> None:
         )
     else:
         state = "complete" if d["complete"] else f"{d['missing']} chunks still missing"
+        dropped = f", {d['discarded']} discarded (their chunks changed meanwhile)" if d.get("discarded") else ""
         typer.echo(
             f"shadow generation {d['generation']} of {d['namespace']} ({d['profile']}, {d['storage']}):"
-            f" {d['chunks']} chunks given a vector, {d['embedded']} texts embedded, {d['reused']} reused;"
+            f" {d['chunks']} chunks given a vector, {d['embedded']} texts embedded, {d['reused']} reused{dropped};"
             f" {state}; {d['seconds']:.1f}s"
         )
         if d["complete"]:

@@ -84,8 +84,11 @@ class ReembedPlan:
 
 @dataclass(frozen=True)
 class BuildReport:
-    """What a build did: chunks given a vector, texts embedded by the model (model calls counted in
-    texts), texts reused from the cache, and whether the generation is now complete."""
+    """What a build did, counting only what it kept: chunks given a vector, texts of theirs the
+    model embedded and texts the cache gave; ``discarded``, the chunks whose vector was made (by the
+    model or the cache) and thrown away because, before it was written, the chunk was deleted or
+    replaced by an ingest or another writer had given it its vector; whether the generation is now
+    complete. ``embedded + reused <= chunks`` (a text is counted once however many chunks share it)."""
 
     namespace: str
     generation: int
@@ -98,6 +101,7 @@ class BuildReport:
     seconds: float
     complete: bool
     missing: int = 0
+    discarded: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -239,7 +243,7 @@ def build(
         raise ConfigError(f"profile {profile.name!r} is not the profile of generation {gen.id}")
     t0 = time.perf_counter()
     total, _ = gstore.missing_count(conn, ns.id, gen.id)
-    done = reused = 0
+    done = embedded = reused = discarded = 0
     emb = Embedding(profile, store_lookup(conn, ns, gen))
     if progress:
         progress(0, total)
@@ -248,11 +252,15 @@ def build(
         while rows := gstore.missing_chunks(conn, ns.id, gen.id, after, batch):
             after, found = rows[-1][0], found + len(rows)
             texts = {r[1]: embed_text(r[2], r[4], r[3], r[1]) for r in rows}
-            before = emb.embedded
-            vectors = emb.vectors(texts)
-            reused += len(texts) - (emb.embedded - before)
-            if _store(conn, ns, gen, [(r[0], vectors[r[1]]) for r in rows]):
-                done += len(rows)
+            vectors = emb.cached(texts)
+            fresh = {h: t for h, t in texts.items() if h not in vectors}
+            if fresh:
+                vectors.update(emb.embed(fresh))
+            kept = _store(conn, ns, gen, [(r[0], vectors[r[1]]) for r in rows])
+            kept_texts = {r[1] for r in rows if r[0] in kept}
+            done, discarded = done + len(kept), discarded + len(rows) - len(kept)
+            embedded += len(kept_texts & fresh.keys())
+            reused += len(kept_texts - fresh.keys())
             if progress:
                 progress(done, max(total, done))
         if not found:
@@ -260,27 +268,36 @@ def build(
     left, _ = gstore.missing_count(conn, ns.id, gen.id)
     if not left:
         gstore.ensure_index(conn, gen, profile)
+    if discarded:
+        log.info("%d vector(s) discarded: their chunk went or got its vector meanwhile", discarded)
     return BuildReport(
-        ns.name, gen.id, gen.profile_name, gen.storage, gen.state, done, emb.embedded, reused,
-        round(time.perf_counter() - t0, 3), left == 0, left,
+        ns.name, gen.id, gen.profile_name, gen.storage, gen.state, done, embedded, reused,
+        round(time.perf_counter() - t0, 3), left == 0, left, discarded,
     )  # fmt: skip
 
 
-def _store(conn, ns: Namespace, gen: Generation, rows: list[tuple[int, Any]]) -> bool:
-    """Write one batch in its own transaction; False when a chunk of it was deleted meanwhile (the
-    next pass reads the chunks again)."""
-    try:
-        with conn.transaction(), conn.cursor() as cur:
-            gstore.write_vectors(cur, ns.id, gen, rows)
-        return True
-    except psycopg.errors.ForeignKeyViolation:
-        if gen.id not in gstore.generation_ids(conn, ns.id):  # not a chunk: the generation itself went
-            raise UsageError(
-                f"the {gen.profile_name} generation of namespace {ns.name!r} was dropped while it was being built",
-                hint=f"start it again: kbctl reembed {ns.name} --profile {gen.profile_name}",
-            ) from None
-        log.info("a chunk of the batch went while it was embedded; reading the batch again")
-        return False
+_WRITE_TRIES = 3
+"""Times a batch is written while chunks of it are deleted under its write (each time without them)."""
+
+
+def _store(conn, ns: Namespace, gen: Generation, rows: list[tuple[int, Any]]) -> set[int]:
+    """Write one batch in its own transaction; the ids of the chunks given their vector. A chunk
+    deleted (or replaced by an ingest) since it was read, or given its vector by another writer, is
+    skipped. One deleted by a transaction that commits while the write waits for it fails the
+    batch's foreign key: the batch is written again, which skips it (after ``_WRITE_TRIES`` such
+    failures, nothing is kept and the next pass reads the chunks again)."""
+    for _ in range(_WRITE_TRIES):
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                return gstore.write_vectors(cur, ns.id, gen, rows)
+        except psycopg.errors.ForeignKeyViolation:
+            if gen.id not in gstore.generation_ids(conn, ns.id):  # not a chunk: the generation itself went
+                raise UsageError(
+                    f"the {gen.profile_name} generation of namespace {ns.name!r} was dropped while it was being built",
+                    hint=f"start it again: kbctl reembed {ns.name} --profile {gen.profile_name}",
+                ) from None
+            log.info("a chunk of the batch went while it was written; writing the batch again without it")
+    return set()
 
 
 def swap(conn, ns: Namespace, like: Profile, *, progress: Progress | None = None) -> dict[str, Any]:

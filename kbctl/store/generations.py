@@ -252,9 +252,10 @@ def missing_count(conn: Conn, ns_id: int, generation_id: int) -> tuple[int, int]
     return int(n), int(texts)
 
 
-def write_vectors(cur: Cur, ns_id: int, gen: Generation, rows: Iterable[tuple[int, np.ndarray]]) -> None:
-    """Copy (chunk id, vector) rows into a generation, inside the caller's transaction. A chunk that
-    has a vector there already, or is gone, is skipped."""
+def write_vectors(cur: Cur, ns_id: int, gen: Generation, rows: Iterable[tuple[int, np.ndarray]]) -> set[int]:
+    """Copy (chunk id, vector) rows into a generation, inside the caller's transaction; the ids of
+    the chunks whose vector was written. A chunk that has a vector there already, or is gone, is
+    skipped."""
     cur.execute(query("documents/stage_vectors"))
     with cur.copy(query("documents/copy_vectors")) as cp:
         cp.set_types(["integer", "bigint", "integer", "integer", "integer", "text", "vector"])
@@ -263,7 +264,9 @@ def write_vectors(cur: Cur, ns_id: int, gen: Generation, rows: Iterable[tuple[in
                 (ns_id, cid, gen.id, gen.profile_id, gen.dimension, gen.storage, np.asarray(vec, dtype=np.float32))
             )
     cur.execute(query("documents/insert_vectors"))
+    kept = {cid for (cid,) in cur.fetchall()}
     cur.execute(query("documents/clear_stage_vectors"))
+    return kept
 
 
 def set_states(conn: Conn, ns_id: int, states: Sequence[tuple[int, str]]) -> None:

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -225,6 +226,102 @@ def test_going_back_to_a_profile_used_before_costs_no_model_call(gkb):
     gkb.swap_generation("back")
     report = gkb.reembed("back", "hash-384")  # the previous generation's vectors are the cache
     assert report.embedded == 0 and report.reused == 10 and report.complete
+
+
+def _chunks(kb, ns: str) -> int:
+    return next(n for n in kb.namespaces() if n["name"] == ns)["chunks"]
+
+
+def test_a_build_counts_only_the_vectors_it_kept_when_an_ingest_replaces_a_chunk_meanwhile(gkb, env, monkeypatch):
+    """An ingest that replaces a document while a build embeds its chunk: the build's vector of the
+    old chunk is dropped at the write (the chunk is gone; the ingest's dual writes gave the new chunk
+    its own). The report counted it as given and embedded all the same (``kbctl reembed --json``
+    said 6 chunks and 6 texts embedded where 5 were kept). It counts what it kept, and the vector it
+    threw away as ``discarded``."""
+    from kbctl.ingest import reembed
+
+    gkb.ingest_records(_records(6), "honest", verify=False)
+    other = kbctl.open(config=env["KBCTL_CONFIG"], home=env["KBCTL_HOME"], tenant=env["KBCTL_TENANT"])
+    model: list[int] = []
+
+    class ReplacedMeanwhile(reembed.Embedding):
+        def embed(self, texts):
+            out = super().embed(texts)
+            model.append(len(texts))
+            if len(model) == 1:  # the batch is embedded, not written: another process changes doc0
+                doc0 = {**_records(1)[0], "text": "garden tomato sun, rewritten while the build embedded it"}
+                other.ingest_records([doc0], "honest", verify=False)
+            return out
+
+    monkeypatch.setattr(reembed, "Embedding", ReplacedMeanwhile)
+    try:
+        report = gkb.reembed("honest", "hash-768", batch=6)
+    finally:
+        other.close()
+    assert model == [6], model  # the model read the 6 texts once
+    assert (report.chunks, report.embedded, report.reused) == (5, 5, 0), report
+    assert report.discarded == 1 and report.to_json()["discarded"] == 1, report
+    assert report.complete and report.embedded + report.reused <= report.chunks
+    shadow = {g["state"]: g for g in gkb.generations("honest")}["shadow"]
+    assert shadow["vectors"] == _chunks(gkb, "honest") == 6  # the new chunk's vector came with its ingest
+
+
+def test_a_chunk_deleted_while_its_batch_is_written_costs_only_its_own_vector(gkb, env, monkeypatch):
+    """A chunk deleted by a transaction that commits while the build's write waits for the chunk's
+    row (the foreign key's check) fails the whole batch. The build dropped the batch and read it
+    again: the model embedded its other chunks twice and the report counted both (11 texts
+    embedded for 5 chunks). The batch is written again without the chunk gone; the other vectors
+    are kept, once."""
+    from kbctl.ingest import reembed
+    from kbctl.store import generations as gstore
+
+    gkb.ingest_records(_records(6), "race", verify=False)
+    ns = gkb.namespace("race")
+    other = kbctl.open(config=env["KBCTL_CONFIG"], home=env["KBCTL_HOME"], tenant=env["KBCTL_TENANT"])
+    oconn = other.connection()
+    victim = oconn.execute("SELECT min(id) FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,)).fetchone()[0]
+    me, them = gkb.connection().info.backend_pid, oconn.info.backend_pid
+    real, writes, waited, model = gstore.write_vectors, [], [], []
+
+    def commit_once_the_write_waits() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if oconn.execute("SELECT %s = ANY(pg_blocking_pids(%s))", (them, me)).fetchone()[0]:
+                waited.append(True)
+                break
+            time.sleep(0.01)
+        oconn.execute("COMMIT")
+
+    def write_while_a_delete_commits(cur, ns_id, gen, rows):
+        writes.append(len(rows))
+        if len(writes) > 1:
+            return real(cur, ns_id, gen, rows)
+        oconn.execute("BEGIN")
+        oconn.execute("DELETE FROM kbctl.chunks WHERE namespace_id = %s AND id = %s", (ns.id, victim))
+        t = threading.Thread(target=commit_once_the_write_waits)
+        t.start()
+        try:
+            return real(cur, ns_id, gen, rows)
+        finally:
+            t.join()
+
+    class Counted(reembed.Embedding):
+        def embed(self, texts):
+            model.append(len(texts))
+            return super().embed(texts)
+
+    monkeypatch.setattr(gstore, "write_vectors", write_while_a_delete_commits)
+    monkeypatch.setattr(reembed, "Embedding", Counted)
+    try:
+        report = gkb.reembed("race", "hash-768", batch=6)
+    finally:
+        other.close()
+    assert waited, "the write never waited for the deleting transaction"
+    assert (report.chunks, report.embedded, report.discarded) == (5, 5, 1), (report, writes)
+    assert model == [6], model
+    assert report.complete
+    shadow = {g["state"]: g for g in gkb.generations("race")}["shadow"]
+    assert shadow["vectors"] == _chunks(gkb, "race") == 5
 
 
 def test_refusals(gkb):
