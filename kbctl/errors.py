@@ -11,6 +11,7 @@ CLI uses and an optional hint, so the CLI's single error boundary can print one 
     │   │   └── GenerationMoved (2)     a swap moved the namespace while a run waited for its lock
     │   └── ParameterError (2)          the server refused a setting's value (hnsw.ef_search…)
     ├── NamespaceNotFound (2)           no such namespace (for this tenant)
+    ├── TenantNotFound (2)              no such tenant: deleted, or (with a DSN) never created
     ├── DatabaseError (1)               the store is unreachable or a statement failed
     │   ├── MigrationError (1)          a migration is missing, edited, or failed
     │   ├── DatabaseUnavailable (1)     the server went away (stopped, crashed, connection lost)
@@ -39,6 +40,7 @@ __all__ = [
     "ProfileMismatchError",
     "GenerationMoved",
     "NamespaceNotFound",
+    "TenantNotFound",
     "DatabaseError",
     "MigrationError",
     "EmbeddingError",
@@ -113,6 +115,14 @@ class GenerationMoved(ProfileMismatchError):
 
 class NamespaceNotFound(KbctlError):
     """The namespace does not exist for this tenant."""
+
+    exit_code = 2
+
+
+class TenantNotFound(KbctlError):
+    """The tenant a command or request names is not registered, and its first use may not make it:
+    it was deleted (``kbctl tenants delete``; only ``kbctl tenants create`` makes it again), or, with
+    a DSN, it was never created."""
 
     exit_code = 2
 

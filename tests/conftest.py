@@ -6,7 +6,8 @@ process outlives the tests. Every test gets its own tenant, so namespaces never 
 With ``KBCTL_TEST_DSN`` set (``make test-dsn``), the same fixtures use that server instead: a
 separate PostgreSQL reached by DSN (``tests/pgserver_tcp.py``), as kbctl's login, not a superuser.
 kbctl then takes a DSN's tenants as given (``kbctl tenants create``), so the session creates a
-test's tenant when it is first used, as the embedded server does on its own. Tests that are about
+test's tenant when it is first used, as the embedded server does on its own (and, as there, never
+a deleted one: ``kbctl.store.tenants.role_for_use``). Tests that are about
 the embedded server itself (its process, data directory, superuser) are marked ``embedded_only``
 and skipped there.
 
@@ -18,6 +19,8 @@ real process is the point (stdout/stderr of a process, pipes).
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import os
 import re
 import subprocess
@@ -65,13 +68,14 @@ def _dsn_server():
 
     old = os.environ.get("KBCTL_DSN")
     os.environ["KBCTL_DSN"] = TEST_DSN
-    lookup = tenants.tenant_role
+    first_use = tenants.role_for_use
 
-    def tenant_role(conn, tenant: str) -> str | None:
-        return lookup(conn, tenant) or tenants.create_tenant(conn, tenant)
+    @functools.wraps(first_use)  # ``__wrapped__``: the rule of a DSN, for the tests about it
+    def role_for_use(conn, tenant: str, *, create: bool) -> str:
+        return first_use(conn, tenant, create=True)  # as embedded: made on first use, a deleted one never
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tenants, "tenant_role", tenant_role)
+        mp.setattr(tenants, "role_for_use", role_for_use)
         yield
     if old is None:
         os.environ.pop("KBCTL_DSN", None)
@@ -98,7 +102,10 @@ def _create_tenant(tenant: str) -> None:
 
 @pytest.fixture
 def tenant(request) -> str:
-    name = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:40]
+    slug = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())
+    if len(slug) > 40:  # two tests (or two parameters of one) alike in their first 40: two tenants
+        slug = slug[:31] + "_" + hashlib.sha256(slug.encode()).hexdigest()[:8]
+    name = "t_" + slug
     if TEST_DSN:
         _create_tenant(name)
     return name

@@ -15,7 +15,6 @@ from typing import Any, Iterator
 
 from .. import validate
 from ..config import Settings
-from ..errors import ConfigError
 from ..store import tenants
 from ..store.db import Database, register_vector
 
@@ -72,16 +71,12 @@ class Session:
     def enter_tenant(self, conn) -> None:
         """``SET ROLE`` to the tenant's role: row-level security then holds every statement to its rows.
 
-        Embedded, a tenant's role is created on first use; with a DSN it must exist (``kbctl tenants create``).
+        Embedded, a tenant's role is created on its name's first use; with a DSN it must exist
+        (``kbctl tenants create``). A deleted tenant is never made again here, embedded or not: a
+        ``TenantNotFound`` until ``kbctl tenants create`` (``kbctl.store.tenants.role_for_use``).
         """
         if self.role is None:
-            role = tenants.tenant_role(conn, self.tenant)
-            if role is None and not self.db.embedded:
-                raise ConfigError(
-                    f"tenant {self.tenant!r} has no role on this server",
-                    hint=f"the database owner creates it: kbctl --tenant {self.tenant} tenants create",
-                )
-            self.role = role or tenants.create_tenant(conn, self.tenant)
+            self.role = tenants.role_for_use(conn, self.tenant, create=self.db.embedded)
         tenants.enter(conn, self.role)
 
     def admin_connection(self):

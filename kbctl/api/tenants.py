@@ -36,7 +36,7 @@ class Tenants(Part):
         with self.session.admin() as conn:
             gone = tenants.delete_tenant(conn, validate.name("tenant", name))
         if name == self.tenant:
-            self.session.close()  # its role is gone: the next call looks it up (or creates it) again
+            self.session.close()  # its role is gone: the next call looks it up again, and is refused
         return gone
 
     def ids(self) -> Ids:

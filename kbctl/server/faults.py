@@ -32,7 +32,11 @@ def public_fault(e: Exception, what: str) -> str:
 
 
 def error_status(e: Exception) -> int:
-    """The HTTP status of a tool's error: 400 for the caller's mistakes, 500 for the rest."""
-    from ..errors import ConfigError
+    """The HTTP status of a tool's error: 400 for the caller's mistakes, 404 for a tenant that is not
+    there (deleted under a running server: its agent's requests are refused, the tenant is not made
+    again), 500 for the rest."""
+    from ..errors import ConfigError, TenantNotFound
 
+    if isinstance(e, TenantNotFound):
+        return 404
     return 400 if isinstance(e, (UsageError, ConfigError)) else 499 if type(e).__name__ == "Cancelled" else 500

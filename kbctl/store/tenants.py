@@ -6,13 +6,17 @@ then ``SET ROLE``s each connection it opens for a tenant to that tenant's role (
 statements see and write that tenant's rows only. Administration (``kbctl tenants``, ``kbctl db``)
 runs as the owner; what the owner alone may do inside a tenant's work (record a profile and build
 its HNSW index) runs under ``as_owner``.
+
+A tenant is made by ``create_tenant`` (``kbctl tenants create``) or, where the session allows it
+(embedded), by its name's first use (``role_for_use``). A deleted tenant stays deleted: its name is
+recorded (migration 020) and no first use makes it again; only ``create_tenant`` does.
 """
 
 from __future__ import annotations
 
 from psycopg import sql
 
-from ..errors import DatabaseError
+from ..errors import DatabaseError, TenantNotFound
 from .connection import Conn, scalar
 from .namespaces import delete_namespace, namespace_ids
 from .queries import query, template
@@ -20,6 +24,8 @@ from .roles import as_owner, as_role, enter
 
 __all__ = [
     "create_tenant",
+    "role_for_use",
+    "deleted_at",
     "tenant_role",
     "tenant_id_key",
     "list_tenants",
@@ -32,13 +38,55 @@ __all__ = [
 
 def create_tenant(conn: Conn, tenant: str) -> str:
     """Register ``tenant`` and create its role (idempotent, safe when several processes first use
-    the same tenant at once: serialized by an advisory lock); the role's name. Needs CREATEROLE:
-    without it, a DatabaseError in one line naming the privilege (``kbctl.store.capabilities``)."""
+    the same tenant at once: serialized by an advisory lock); the role's name. A deleted tenant is
+    made again (empty, with a new role and id key). Needs CREATEROLE: without it, a DatabaseError
+    in one line naming the privilege (``kbctl.store.capabilities``)."""
+    return _made(conn, tenant, again=True)
+
+
+def role_for_use(conn: Conn, tenant: str, *, create: bool) -> str:
+    """The role a connection of ``tenant`` acts as: the registered tenant's. An unregistered one is
+    made on this first use when ``create`` (the embedded server: nothing to set up), unless it was
+    deleted; a deleted tenant, or (without ``create``) one never made, is a ``TenantNotFound``."""
+    role = tenant_role(conn, tenant)
+    if role is not None:
+        return role
+    if not create:
+        if deleted_at(conn, tenant) is not None:
+            raise _deleted(tenant)
+        raise TenantNotFound(
+            f"tenant {tenant!r} has no role on this server",
+            hint=f"the database owner creates it: kbctl tenants create {tenant}",
+        )
+    return _made(conn, tenant, again=False)
+
+
+def deleted_at(conn: Conn, tenant: str) -> str | None:
+    """When ``tenant`` was deleted (ISO 8601), if it was and was not made again since; the owner reads it."""
+    row = conn.execute(query("tenants/deleted"), (tenant,)).fetchone()
+    return row[0].isoformat() if row else None
+
+
+def _deleted(tenant: str) -> TenantNotFound:
+    return TenantNotFound(
+        f"tenant {tenant!r} was deleted",
+        hint=f"a deleted tenant is not made again on its next use; to use the name again (an empty store): kbctl tenants create {tenant}",
+    )
+
+
+def _made(conn: Conn, tenant: str, *, again: bool) -> str:
+    """``create_tenant``'s and a first use's work, under the tenant's lock (so a first use racing a
+    delete, or another first use, sees its end): ``again``, a deleted tenant is made again; else it
+    is refused."""
     import psycopg
 
     try:
         with conn.transaction():
             conn.execute(query("tenants/lock"), (tenant,))
+            if again:
+                conn.execute(query("tenants/forget_deleted"), (tenant,))
+            elif conn.execute(query("tenants/deleted"), (tenant,)).fetchone() is not None:
+                raise _deleted(tenant)
             return str(scalar(conn.execute(query("tenants/create"), (tenant,))))
     except psycopg.errors.InsufficientPrivilege:
         from . import capabilities
@@ -72,7 +120,8 @@ def list_tenants(conn: Conn) -> list[dict]:
 
 
 def delete_tenant(conn: Conn, tenant: str) -> dict | None:
-    """Delete a tenant's namespaces and rows (as its role), unregister it and drop its role.
+    """Delete a tenant's namespaces and rows (as its role), unregister it, record that it was
+    deleted (no later use of its name makes it again: ``role_for_use``) and drop its role.
 
     Returns what went (``namespaces``), or None when the tenant is not registered.
     """
@@ -87,6 +136,8 @@ def delete_tenant(conn: Conn, tenant: str) -> dict | None:
             conn.execute(query("tenants/delete_tenant_rows"), (tenant, tenant, tenant))
         left = namespace_ids(conn, tenant)
     with conn.transaction():
+        conn.execute(query("tenants/lock"), (tenant,))  # a first use of the name waits, then sees it deleted
         conn.execute(query("tenants/unregister"), (tenant,))
+        conn.execute(query("tenants/record_deleted"), (tenant,))  # it stays deleted (migration 020)
         conn.execute(template("tenants/drop_role", role=sql.Identifier(role)))
     return {"tenant": tenant, "role": role, "namespaces": len(names) - len(left)}

@@ -17,8 +17,8 @@ from kbctl.store import lexical
 from kbctl.types import Principal
 
 # Tables that hold no tenant's data: shared profiles, the migration ledger, the tenant registry
-# (enabled, its own row only; checked below).
-SHARED = {"profiles", "schema_migrations", "tenants"}
+# (enabled, its own row only; checked below), the names of deleted tenants (the owner's alone).
+SHARED = {"profiles", "schema_migrations", "tenants", "deleted_tenants"}
 # How each table finds its tenant: through its namespace, or a tenant column.
 TENANT_COLUMN = {"namespaces", "search_audit", "agent_tokens", "query_log"}
 

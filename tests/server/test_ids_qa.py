@@ -79,7 +79,6 @@ def test_a_tenant_made_again_under_its_name_gets_its_new_key_in_a_running_server
     from kbctl.server.metrics import Metrics
     from kbctl.server.service import Service
     from kbctl.server.tools import Toolbox
-    from tests.conftest import TEST_DSN, _create_tenant
 
     settings, _, _, other = two_tenants
     service = Service(settings)
@@ -88,8 +87,7 @@ def test_a_tenant_made_again_under_its_name_gets_its_new_key_in_a_running_server
         before = box.search_knowledge("quorvax ledger").passages[0].doc_id  # the key read, a kb pooled
         with kbctl.open(home=kb_home, tenant=other, profile="hash-384") as admin:
             admin.delete_tenant(settings.tenant)
-        if TEST_DSN:
-            _create_tenant(settings.tenant)
+            admin.create_tenant(settings.tenant)  # made again: a deleted tenant is not made on first use
         with kbctl.open(home=kb_home, tenant=settings.tenant, profile="hash-384") as a:
             a.ingest_records(_records("omega", 1), "kb", verify=False)
             (hit,) = a.search("omega ledger", ["kb"], k=1).hits

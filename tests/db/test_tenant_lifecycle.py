@@ -1,0 +1,157 @@
+"""A tenant's life: made (``kbctl tenants create``; embedded, also on a name's first use), deleted
+(``kbctl tenants delete``: its rows, its registration, its role), and then gone. No later use of
+its name (the library, the CLI, a server's borrow, a worker) makes it again with an empty store:
+only ``kbctl tenants create`` does (docs/hardening.md, "A deleted tenant stays deleted")."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+import kbctl
+from kbctl.errors import TenantNotFound
+from kbctl.store import tenants
+from tests.conftest import TEST_DSN
+
+
+def _registered(k: kbctl.KnowledgeBase) -> set[str]:
+    return {t["name"] for t in k.tenants()}
+
+
+def _roles(k: kbctl.KnowledgeBase, role: str) -> int:
+    with psycopg.connect(k.dsn()) as c:
+        return c.execute("SELECT count(*) FROM pg_roles WHERE rolname = %s", (role,)).fetchone()[0]
+
+
+def test_a_deleted_tenant_is_not_made_again_by_its_next_use(kb_home, tenant):
+    """Another process's (or a later command's) first use of a deleted tenant's name made it anew,
+    role and id key, as a freshly started embedded server does for a name never used."""
+    with kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k:
+        k.create_namespace("docs")
+        role = next(t["role"] for t in k.tenants() if t["name"] == tenant)
+    with kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin:
+        assert admin.delete_tenant(tenant)["namespaces"] == 1
+    with kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k:
+        with pytest.raises(TenantNotFound) as e:
+            k.namespaces()
+        with pytest.raises(TenantNotFound):
+            k.ingest_records([{"id": "a", "title": "a", "text": "a refund"}], "docs", verify=False)
+    assert e.value.exit_code == 2
+    assert e.value.message == f"tenant {tenant!r} was deleted"
+    assert e.value.hint is not None and f"kbctl tenants create {tenant}" in e.value.hint
+    with kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin:
+        assert tenant not in _registered(admin)
+        assert _roles(admin, role) == 0
+        admin.delete_tenant(admin.tenant)
+
+
+def test_a_knowledge_base_that_deleted_its_own_tenant_does_not_make_it_again(kb_home, tenant):
+    with kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k:
+        k.create_namespace("docs")
+        k.delete_tenant(tenant)
+        with pytest.raises(TenantNotFound):
+            k.create_namespace("again")
+        with pytest.raises(TenantNotFound):
+            k.search("refund", "docs")
+        assert tenant not in _registered(k)
+
+
+def test_tenants_create_makes_a_deleted_tenant_again_empty(kb_home, tenant):
+    with kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k:
+        k.ingest_records([{"id": "a", "title": "a", "text": "a refund of old"}], "docs", verify=False)
+        key = k.ids().seal("d", 1)
+        k.delete_tenant(tenant)
+        made = k.create_tenant(tenant)
+        assert made["tenant"] == tenant and tenant in _registered(k)
+        assert k.namespaces() == []
+        k.ingest_records([{"id": "b", "title": "b", "text": "a refund of new"}], "docs", verify=False)
+        assert [h.title for h in k.search("refund", "docs").hits] == ["b"]
+        assert k.ids().seal("d", 1) != key  # a new id key: the old tenant's ids do not open
+        k.delete_tenant(tenant)  # and deleted again: gone again
+        with pytest.raises(TenantNotFound):
+            k.namespaces()
+
+
+def test_a_deleted_tenant_stays_deleted_when_several_processes_use_it_at_once(kb_home, tenant):
+    """The first uses of a name are serialized (a lock), and a deleted name is refused under that
+    lock: none of several commands at once makes it again."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    with kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k:
+        k.create_namespace("docs")
+        k.delete_tenant(tenant)
+    env = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant, PYTHONWARNINGS="ignore")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "kbctl", "namespaces", "--json"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(3)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [2, 2, 2], outs
+    for _, err in outs:
+        lines = err.decode().strip().splitlines()
+        assert lines[0] == f"error: tenant {tenant!r} was deleted", lines
+        assert lines[1].startswith("hint: ") and f"kbctl tenants create {tenant}" in lines[1], lines
+        assert len(lines) == 2 and "Traceback" not in err.decode(), lines
+    with kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin:
+        assert tenant not in _registered(admin)
+        admin.delete_tenant(admin.tenant)
+
+
+def test_the_cli_refuses_a_deleted_tenant_until_tenants_create(kb, tenant, cli_process, tmp_path):
+    (tmp_path / "a.md").write_text("# Refunds\n\nRefunds take five days.\n")
+    kb.create_namespace("docs")
+    kb.delete_tenant(tenant)
+    for args in (
+        ("namespaces", "--json"),
+        ("search", "refund", "-n", "docs"),
+        ("ingest", str(tmp_path), "-n", "docs"),
+        ("worker", "--run", "1"),
+    ):
+        p = cli_process(*args)
+        err = p.stderr.decode()
+        assert p.returncode == 2, (args, err)
+        assert err.splitlines()[0] == f"error: tenant {tenant!r} was deleted", (args, err)
+        assert "Traceback" not in err and p.stdout == b"", (args, err)
+    assert tenant not in _registered(kb)
+    made = cli_process("tenants", "create", tenant)
+    assert made.returncode == 0, made.stderr
+    again = cli_process("namespaces", "--json")
+    assert again.returncode == 0 and again.stdout.strip() == b"[]", again.stderr
+
+
+def test_a_tenant_never_made_is_refused_where_first_use_may_not_make_it(kb):
+    """With a DSN a tenant is made by ``kbctl tenants create`` only (the docs' rule, kept): its
+    first use is refused, in one line with the command that makes it. Embedded, a name never used
+    is made on first use (nothing to set up), a deleted one never."""
+    role_for_use = getattr(tenants.role_for_use, "__wrapped__", tenants.role_for_use)  # a DSN run makes them
+    name = kb.tenant + "_never"
+    conn = kb.db.connect(register=False)
+    try:
+        with pytest.raises(TenantNotFound) as e:
+            role_for_use(conn, name, create=False)
+        assert e.value.message == f"tenant {name!r} has no role on this server"
+        assert e.value.hint is not None and f"kbctl tenants create {name}" in e.value.hint
+        assert name not in _registered(kb)
+        role = role_for_use(conn, name, create=True)
+        assert role.startswith("kbctl_t_") and name in _registered(kb)
+        kb.delete_tenant(name)
+        with pytest.raises(TenantNotFound) as gone:
+            role_for_use(conn, name, create=True)
+        assert gone.value.message == f"tenant {name!r} was deleted"
+    finally:
+        conn.close()
+    assert name not in _registered(kb)
+    if not TEST_DSN:
+        with kbctl.open(home=kb.settings.database.home, tenant=name + "_2", profile="hash-384") as fresh:
+            assert fresh.namespaces() == []  # embedded: a new name's first use makes it
+            fresh.delete_tenant(fresh.tenant)

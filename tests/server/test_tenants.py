@@ -1,0 +1,100 @@
+"""A running server and its tenants: a tenant deleted under it (``kbctl tenants delete``) stays
+deleted. Its agents' requests, a token still remembered or none needed, over the JSON API or MCP,
+are refused in one line (404) and never make the tenant again with an empty store; made again with
+``kbctl tenants create``, it is served from the next request on (``test_ids_qa``)."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+
+from tests.server import test_ids
+from tests.server.test_ids import _client
+
+two_tenants = test_ids.two_tenants  # the fixture: tenant A's app and token, tenant B beside it
+
+
+def _registered(kb_home, other: str) -> set[str]:
+    import kbctl
+
+    with kbctl.open(home=kb_home, tenant=other, profile="hash-384") as k:
+        return {t["name"] for t in k.tenants()}
+
+
+def _delete(kb_home, other: str, name: str) -> None:
+    import kbctl
+
+    with kbctl.open(home=kb_home, tenant=other, profile="hash-384") as k:
+        assert k.delete_tenant(name) is not None
+
+
+@pytest.mark.parametrize("token", [True, False], ids=["remembered-token", "no-token-needed"])
+def test_the_json_api_refuses_a_tenant_deleted_under_it(two_tenants, kb_home, token):
+    settings, bearer, _, other = two_tenants
+    if not token:
+        settings = settings.with_overrides({"server.require_token": False})
+    with _client(settings, bearer if token else "") as client:
+        if not token:
+            client.headers.pop("Authorization")
+        before = client.post("/v1/search", json={"query": "quorvax ledger"})
+        assert before.status_code == 200, before.text  # a knowledge base pooled, the token remembered
+        _delete(kb_home, other, settings.tenant)
+        answers = [
+            client.post("/v1/search", json={"query": "quorvax ledger"}),
+            client.get("/v1/namespaces"),
+        ]
+    for r in answers:
+        assert r.status_code == 404, r.text
+        assert r.json() == {"error": f"tenant {settings.tenant!r} was deleted"}, r.text
+    assert settings.tenant not in _registered(kb_home, other)
+    assert other in _registered(kb_home, other)
+
+
+def test_mcp_refuses_a_tenant_deleted_under_it(two_tenants, kb_home):
+    from mcp import Client
+
+    from kbctl.server.agents import agent_from_settings
+    from kbctl.server.mcp import mcp_server
+    from kbctl.server.metrics import Metrics
+    from kbctl.server.service import Service
+    from kbctl.server.tools import Toolbox
+
+    settings, _, _, other = two_tenants
+    service = Service(settings)
+    server = mcp_server(Toolbox(service, agent_from_settings(settings, "ops"), Metrics()))
+
+    async def main():
+        async with Client(server) as client:
+            before = await client.call_tool("search_knowledge", {"query": "quorvax ledger"})
+            await anyio.to_thread.run_sync(_delete, kb_home, other, settings.tenant)
+            after = await client.call_tool("search_knowledge", {"query": "quorvax ledger"})
+            listed = await client.call_tool("list_namespaces", {})
+        return before, after, listed
+
+    try:
+        before, after, listed = anyio.run(main)
+    finally:
+        service.close()
+    assert not before.is_error and json.loads(before.content[0].text)["passages"]
+    for result in (after, listed):
+        assert result.is_error and result.content[0].text == f"tenant {settings.tenant!r} was deleted", result
+    assert settings.tenant not in _registered(kb_home, other)
+
+
+def test_a_server_whose_tenant_was_deleted_does_not_start(two_tenants, kb_home):
+    """``kbctl serve`` warms up on its tenant (``Service.warm``): one line, exit 2, no tenant made."""
+    from kbctl.errors import TenantNotFound
+    from kbctl.server.service import Service
+
+    settings, _, _, other = two_tenants
+    _delete(kb_home, other, settings.tenant)
+    service = Service(settings)
+    try:
+        with pytest.raises(TenantNotFound) as e:
+            service.warm()
+    finally:
+        service.close()
+    assert e.value.exit_code == 2 and e.value.message == f"tenant {settings.tenant!r} was deleted"
+    assert settings.tenant not in _registered(kb_home, other)
