@@ -30,7 +30,7 @@ def tenants(ctx: typer.Context, json_: bool = typer.Option(False, "--json", help
 
 @app.command("create")
 def create(name: str = typer.Argument(None, help="Tenant name (default: --tenant / defaults.tenant).")) -> None:
-    """Register a tenant and create its NOLOGIN role (run as the database owner)."""
+    """Register a tenant and create its NOLOGIN role (run as the database owner); a deleted tenant is made again, empty."""
     t = STATE.kb().create_tenant(name)
     info(f"tenant {t['tenant']} (role {t['role']})")
 
@@ -40,7 +40,9 @@ def delete(
     name: str = typer.Argument(..., help="Tenant name."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
 ) -> None:
-    """Delete a tenant with all its namespaces, audit rows, agent tokens and query log, and its role."""
+    """Delete a tenant with all its namespaces, audit rows, agent tokens and query log, and its role.
+
+    It stays deleted: no later use of its name makes it again, only `kbctl tenants create`."""
     if not yes and not confirm(f"delete tenant {name} and all its data?"):
         raise typer.Exit(1)
     gone = STATE.kb().delete_tenant(name)

@@ -45,9 +45,12 @@ def test_the_json_api_refuses_a_tenant_deleted_under_it(two_tenants, kb_home, to
             client.post("/v1/search", json={"query": "quorvax ledger"}),
             client.get("/v1/namespaces"),
         ]
+        health = client.get("/healthz")  # the server's own tenant: it cannot serve
     for r in answers:
         assert r.status_code == 404, r.text
         assert r.json() == {"error": f"tenant {settings.tenant!r} was deleted"}, r.text
+    assert health.status_code == 503
+    assert health.json() == {"ok": False, "error": f"tenant {settings.tenant!r} was deleted"}
     assert settings.tenant not in _registered(kb_home, other)
     assert other in _registered(kb_home, other)
 
