@@ -25,7 +25,6 @@ import numpy as np
 
 from ..config import Profile
 from ..textutil.analyze import plain_words
-from .tokens import Tokenizer, WordTokenizer
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -71,13 +70,12 @@ def _runs(text: str) -> list[str]:
 
 
 class HashPlugin:
-    """The ``hash`` embedder plugin: no model, no precision, chunks measured in words."""
+    """The ``hash`` embedder plugin: no model, no precision. It gives no tokenizer, so its chunks are
+    measured by ``kbctl.embed.tokens.WordTokenizer`` (words; a CJK or Thai character one token), and
+    the word count's revision is part of its sources' hashes (``tokens.chunk_count_revision``)."""
 
     def __call__(self, profile: Profile, *, cache_dir: Path | None = None, purpose: str = "throughput") -> HashEmbedder:
         return HashEmbedder(profile)
-
-    def tokenizer(self, profile: Profile) -> Tokenizer:
-        return WordTokenizer()
 
 
 #: The entry point ``hash`` of ``kbctl.embedders``.

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from ..chunk import chunk_document, iter_chunks
 from ..config import Profile
+from ..embed.tokens import chunk_count_revision
 from ..errors import KbctlError
 from ..types import Chunk, Document, ItemError, LargeDocument, Source, content_hash
 
@@ -35,10 +36,15 @@ def source_hash(sha: str, profile: Profile) -> str:
     """Version of a source: the hash of its bytes and the settings that decide its chunks.
 
     ``max_document_chars`` is a limit, not a chunking setting: changing it (or adding it, as an
-    upgrade did) must not make every stored source look changed.
+    upgrade did) must not make every stored source look changed. What a profile measured in words
+    counts (``kbctl.embed.tokens.WORD_COUNT``) is one, added only for such a profile (``hash``), so a
+    model's profile hashes as it always did (its tokenizer is its pinned model's).
     """
     chunk = {k: v for k, v in asdict(profile.chunk).items() if k != "max_document_chars"}
-    settings = json.dumps([chunk, profile.max_tokens, profile.fingerprint], sort_keys=True)
+    parts: list[Any] = [chunk, profile.max_tokens, profile.fingerprint]
+    if count := chunk_count_revision(profile):
+        parts.append(count)
+    settings = json.dumps(parts, sort_keys=True)
     return content_hash(f"{sha}\x00{settings}")
 
 

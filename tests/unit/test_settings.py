@@ -250,3 +250,18 @@ def test_cli_reports_a_bad_setting_in_one_line(tmp_path):
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "hnsw.m must be in 2..100, got 1" in lines[0], stderr
     assert r.stdout == b""
+
+
+def test_a_profile_measured_in_words_has_the_word_counts_revision_in_its_source_hash():
+    """A ``hash`` profile's chunks are measured by the word tokenizer, which counts unspaced scripts
+    by the character since session 41: its stored sources hash differently, so the next ingest
+    chunks them again (the same fingerprint: its vectors did not change)."""
+    from kbctl.ingest.steps import source_hash
+
+    p = load_settings(env={}).profile("hash-384")
+    old_chunk = {"size": 200, "overlap": 32, "strategy": "structure", "semantic_threshold": 0.35}
+    old = json.dumps([old_chunk, p.max_tokens, p.fingerprint], sort_keys=True)
+    sha = "0" * 64
+    assert source_hash(sha, p) != hashlib.sha256(f"{sha}\x00{old}".encode()).hexdigest()
+    assert source_hash(sha, p) == source_hash(sha, load_settings(env={}).profile("hash-384"))
+    assert source_hash(sha, p) != source_hash("1" * 64, p)

@@ -1,0 +1,108 @@
+"""The word tokenizer that measures chunks of profiles without a model tokenizer (the ``hash``
+profiles): words and punctuation marks, a character of a script written without spaces (Han, Kana,
+Hangul, Thai…) one token, as the lexical analyzer's bigrams and real tokenizers count them. Text
+without such a character is counted, and chunked, exactly as before."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kbctl.chunk import chunk_document
+from kbctl.config import load_settings
+from kbctl.embed import get_tokenizer
+from kbctl.embed.tokens import WordTokenizer
+from kbctl.types import Block, Document
+
+_BEFORE = re.compile(r"\w+|[^\w\s]", re.UNICODE)  # the pattern before unspaced scripts were counted (session 40)
+_CORPUS = Path(__file__).resolve().parents[2] / "sample_corpus"
+
+# About 3,600 Chinese characters, a full stop every ~300 of them and no space anywhere (a run of
+# varied characters, so no two chunks are the same text).
+_HAN = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(3600))
+CHINESE = "。".join(_HAN[i : i + 300] for i in range(0, len(_HAN), 300)) + "。"
+
+
+def _hash_profile(size: int | None = None, overlap: int | None = None):
+    p = load_settings(env={}).profile("hash-384")
+    if size is None:
+        return p
+    return dataclasses.replace(p, chunk=dataclasses.replace(p.chunk, size=size, overlap=overlap or 0))
+
+
+def _han(text: str) -> int:
+    return sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+
+
+def test_a_character_of_an_unspaced_script_is_a_token():
+    tok = WordTokenizer()
+    assert tok.count("北京大学的图书馆很大。") == 11  # ten characters and the full stop
+    assert tok.count("東京で機械学習を研究しています") == 15  # Han and Hiragana alike
+    assert tok.count("서울은 한국의 수도입니다") == 11  # Hangul syllables
+    assert tok.count("ภาษาไทย") == 7  # Thai letters
+    assert tok.count("กี่") == 1  # a Thai letter with its vowel and tone marks is one
+    assert tok.count("使用PostgreSQL数据库") == 6  # a Latin word among them is still one
+    assert tok.count("テ\u3099ータ") == 3  # a kana written with a combining mark (NFD) is one
+    spans = tok.spans("图书馆 ok")
+    assert spans == [(0, 1), (1, 2), (2, 3), (4, 6)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x0DFF), max_size=300))
+def test_text_without_an_unspaced_script_is_counted_as_before(text):
+    """Latin, Cyrillic, Greek, Arabic, Devanagari…: every span as the old pattern gave it."""
+    tok = WordTokenizer()
+    assert tok.spans(text) == [m.span() for m in _BEFORE.finditer(text)]
+    assert tok.count(text) == len(_BEFORE.findall(text))
+
+
+def test_a_long_chinese_text_is_chunked_to_the_hash_profiles_size():
+    """A few thousand characters without spaces, a full stop now and then: chunks of at most
+    ``chunk.size`` characters (a character a token), not one chunk per paragraph."""
+    prof = _hash_profile()
+    assert get_tokenizer(prof).count("图书馆") == 3
+    doc = Document.from_blocks("mem://zh", "", [Block(CHINESE)], "text")
+    chunks = chunk_document(doc, prof)
+    assert len(chunks) >= len(CHINESE) // prof.chunk.size
+    for c in chunks:
+        assert doc.text[c.char_start : c.char_end] == c.text
+        assert c.token_count <= prof.chunk.size
+        assert _han(c.text) <= c.token_count
+    covered = set().union(*(range(c.char_start, c.char_end) for c in chunks))
+    assert covered == set(range(len(doc.text)))  # nothing left out
+
+
+def test_chinese_paragraphs_are_packed_and_a_long_one_cut_to_the_size():
+    prof = _hash_profile(size=64, overlap=8)
+    blocks = [Block("北京大学的图书馆很大。"), Block("学生每天在那里学习。"), Block(_HAN[:500])]
+    doc = Document.from_blocks("mem://zh", "", blocks, "text")
+    chunks = chunk_document(doc, prof)
+    assert chunks[0].text == "北京大学的图书馆很大。\n\n学生每天在那里学习。"  # two short paragraphs packed
+    assert all(c.token_count <= 64 and len(c.text.replace("\n", "")) <= 64 for c in chunks)
+    assert len(chunks) >= 500 // 64
+
+
+def test_english_chunk_boundaries_are_unchanged():
+    """Every chunk of the sample corpus's Markdown under ``hash-384``, at its size and at a small one
+    (more cuts: sentences, windows, overlaps), has the spans and counts it had before."""
+    from kbctl.extract import extract
+    from kbctl.types import Source
+
+    pins = {
+        (200, 32): (242, "766dcb7e6f10f91513bbe677ed23814d1ad1f82fd45a864f2a9259e40a59f66a"),
+        (40, 8): (674, "c744114b4e1b11178e0c28597cd5716f40a26e038ff5a9058155ee78f1e285f6"),
+    }
+    for (size, overlap), (n, digest) in pins.items():
+        prof = _hash_profile(size, overlap)
+        rows = []
+        for p in sorted(_CORPUS.rglob("*.md")):
+            source = Source(f"file:///corpus/{p.relative_to(_CORPUS)}", p.read_bytes(), "text/markdown")
+            for d in extract(source):
+                rows += [[d.uri, c.position, c.char_start, c.char_end, c.token_count] for c in chunk_document(d, prof)]
+        assert (len(rows), hashlib.sha256(json.dumps(rows).encode()).hexdigest()) == (n, digest)
