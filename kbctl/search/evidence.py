@@ -30,7 +30,9 @@ __all__ = [
     "snip",
 ]
 
-_SENT = re.compile(r"(?<=[.!?])\s+")
+# A sentence ends at . ! ? before a space, or at a full-width full stop, exclamation or question mark
+# of CJK text, which needs none.
+_SENT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")
 
 
 @dataclass(frozen=True)
@@ -183,15 +185,31 @@ def group_by_document(hits: list[Hit], budget: int) -> list[dict]:
 
 
 def snip(text: str, tokens: int = 60) -> str:
-    """``text`` cut to its first sentences within about ``tokens`` tokens (words, when one sentence is longer)."""
+    """``text`` cut to its first sentences within about ``tokens`` tokens (words, when one sentence is
+    longer; characters, for an unspaced script or a run with no word to cut at). A sentence of CJK
+    text ends at its full stop (。！？) with no space after it."""
     out = ""
-    for s in _SENT.split(text.strip()):
-        if out and estimate_tokens(out + " " + s) > tokens:
+    for sep, s in _sentences(text.strip()):
+        if out and estimate_tokens(out + sep + s) > tokens:
             break
-        out = (out + " " + s).strip()
+        out = (out + sep + s).strip()
     if estimate_tokens(out) <= tokens:
         return out
     cut = " ".join(out.split()[: tokens * 3 // 4])
     if estimate_tokens(cut) > tokens:  # words too long to count on (an unspaced script, a long run)
         cut = prefix_within(cut, tokens - 1)
     return cut + " …"
+
+
+def _sentences(text: str) -> list[tuple[str, str]]:
+    """The sentences of ``text``, each with what joins it to the one before: a space where
+    whitespace parted them, nothing after a CJK full stop that had none."""
+    out: list[tuple[str, str]] = []
+    pos, sep = 0, ""
+    for m in _SENT.finditer(text):
+        if m.start() > pos:
+            out.append((sep, text[pos : m.start()]))
+        sep, pos = (" " if m.group() else ""), m.end()
+    if pos < len(text):
+        out.append((sep, text[pos:]))
+    return out

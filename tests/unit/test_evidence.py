@@ -39,3 +39,35 @@ def test_a_lone_cjk_character_is_not_a_feedback_term():
     hits = _hits("书 书 书 图书馆", "书 图书馆", "书 图书馆")
     terms = feedback_terms("library", hits, get_analyzer("english", 2))
     assert "书" not in terms and "图书" in terms
+
+
+def test_a_snippet_of_japanese_ends_at_a_full_stop_within_its_tokens():
+    """Sentences ended by 。 (no space after it) are sentences: a snippet is the first of them that
+    fit, cut at a full stop, not in the middle of one."""
+    from kbctl.search.context import estimate_tokens
+    from kbctl.search.evidence import snip
+
+    text = "東京大学で機械学習を研究しています。" * 12
+    s = snip(text)
+    assert s == "東京大学で機械学習を研究しています。" * (len(s) // 18) and len(s) >= 18
+    assert estimate_tokens(s) <= 60 < estimate_tokens(s + "東京大学で機械学習を研究しています。")
+
+
+def test_a_snippet_of_unspaced_text_without_a_sentence_end_is_a_bounded_prefix():
+    from kbctl.search.context import estimate_tokens
+    from kbctl.search.evidence import snip
+
+    for text in ("北京大学的图书馆很大藏书丰富学生每天在那里学习" * 40, "ภาษาไทยเขียนติดกันโดยไม่มีช่องว่าง" * 40):
+        s = snip(text)
+        assert s.endswith(" …") and text.startswith(s[:-2])
+        assert len(s) - 2 >= 20 and estimate_tokens(s) <= 62  # the marker's two estimated tokens on top
+
+
+def test_a_snippet_of_english_is_its_first_sentences():
+    from kbctl.search.evidence import snip
+
+    text = "Refunds take five days.\nThey go back to the card. " + "A longer sentence about billing and invoices. " * 10
+    s = snip(text)
+    assert s.startswith("Refunds take five days. They go back to the card. A longer sentence")
+    assert s.endswith("invoices.") and len(s.split()) <= 45
+    assert snip("Short. Text.") == "Short. Text."
