@@ -151,6 +151,7 @@ class EvalRun:
     gate_failures: tuple[str, ...] = ()
     comparison: tuple[CompareRow, ...] = ()
     regressions: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what the dataset held that was not evaluated (``EvalDataset.notes``)
 
     @property
     def failures(self) -> list[str]:
@@ -177,6 +178,8 @@ class EvalRun:
             out["regressions"] = list(self.regressions)
         if self.gates:
             out["gate_failures"] = list(self.gate_failures)
+        if self.notes:
+            out["notes"] = list(self.notes)
         return out
 
     def html(self) -> str:
@@ -200,19 +203,47 @@ class Evals(Part):
     def import_beir(
         self, path: str | Path, namespace: str, *, profile: str | None = None, progress: Progress | None = None
     ) -> RunReport:
-        """Ingest a BEIR ``corpus.jsonl`` as documents keyed by their ``_id`` (incremental, the normal pipeline)."""
-        from ..evals import iter_beir_corpus
+        """Ingest a BEIR ``corpus.jsonl`` (or ``corpus.jsonl.gz``) as documents keyed by their ``_id``
+        (incremental, the normal pipeline).
 
-        records = (
-            {
-                "id": d["_id"],
-                "title": d.get("title", ""),
-                "text": d.get("text", ""),
-                "metadata": d.get("metadata") or {},
-            }
-            for d in iter_beir_corpus(Path(path))
-        )
-        return self.kb.ingestion.ingest_records(records, namespace, profile=profile, progress=progress)
+        ``report.details["notes"]`` says, one line each, what the collection holds that a search
+        cannot find: the records with neither title nor text (skipped: there is nothing to index;
+        they are not failures), the ``_id``s given more than once (the first record is kept), and
+        per qrels split the relevant documents that are not in the corpus (the metrics count them
+        as missed, as trec_eval and BEIR do)."""
+        from ..evals import beir_relevant_documents, iter_beir_corpus
+
+        judged = beir_relevant_documents(Path(path))
+        wanted = set().union(*judged.values()) if judged else set()
+        present: set[str] = set()
+        empty: list[str] = []
+
+        def records():
+            for d in iter_beir_corpus(Path(path)):
+                if d["_id"] in wanted:
+                    present.add(d["_id"])
+                if not d["title"].strip() and not d["text"].strip():
+                    empty.append(d["_id"])
+                    continue
+                yield {"id": d["_id"], "title": d["title"], "text": d["text"], "metadata": d["metadata"]}
+
+        report = self.kb.ingestion.ingest_records(records(), namespace, profile=profile, progress=progress)
+        repeated = [w.source for w in report.warnings if w.error_class == "DuplicateSourceWarning"]
+        notes = []
+        if empty:
+            notes.append(f"skipped {_count(empty, 'record', 'records')} with neither title nor text: {_ids(empty)}")
+        if repeated:
+            notes.append(f"{len(repeated)} _id given more than once: {_ids(repeated)} (the first record kept)")
+        for split, docs in judged.items():
+            missing = sorted(docs - present)
+            if missing:
+                notes.append(
+                    f"qrels/{split}.tsv judges {_count(missing, 'relevant document', 'relevant documents')}"
+                    f" that {'is' if len(missing) == 1 else 'are'} not in the corpus: {_ids(missing)}"
+                    f" ({'it counts' if len(missing) == 1 else 'they count'} as missed)"
+                )
+        report.details["notes"] = notes
+        return report
 
     def evaluate(
         self,
@@ -240,7 +271,9 @@ class Evals(Part):
         gate fails or a metric regressed. ``principal``: the queries are searched as this principal
         (hits they may not view are withheld, as in ``search``). ``generation``: search the
         namespace's ``shadow`` (or ``previous``) generation instead of the active one.
-        Gates and the baseline are read before any query runs, so a typo fails at once.
+        Gates and the baseline are read before any query runs, so a typo fails at once. ``run.notes``
+        says what the dataset held that was not evaluated (a BEIR folder's unjudged queries without
+        a text, judged queries missing from its queries file).
         """
         from ..evals import check_alpha, check_gates, compare, load_dataset, parse_gate, run_eval
 
@@ -260,7 +293,7 @@ class Evals(Part):
         fn = search_fn(self.kb, ds, namespace, depth, extra)
         rep = run_eval(ds, fn, list(modes), k=k, depth=depth, limit=limit, settings=settings)
         rows, regressions = compare(rep, base, tolerance, alpha) if base is not None else ([], [])
-        return EvalRun(rep, parsed, tuple(check_gates(rep, parsed)), tuple(rows), tuple(regressions))
+        return EvalRun(rep, parsed, tuple(check_gates(rep, parsed)), tuple(rows), tuple(regressions), ds.notes)
 
     def sweep(
         self,
@@ -321,6 +354,16 @@ def compare_reports(
             hint=f"baseline: {', '.join(base['modes']) or 'none'}; result: {', '.join(report.mode_names) or 'none'}",
         )
     return EvalRun(report, comparison=tuple(rows), regressions=tuple(regressions))
+
+
+def _count(items: Sequence[str], one: str, many: str) -> str:
+    return f"{len(items)} {one if len(items) == 1 else many}"
+
+
+def _ids(items: Sequence[str], shown: int = 5) -> str:
+    """The first ids, quoted, and how many more."""
+    out = ", ".join(repr(i) for i in items[:shown])
+    return out + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
 def _check_run(modes: Sequence[str], limit: int | None, tolerance: float) -> None:

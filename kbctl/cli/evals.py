@@ -9,7 +9,7 @@ import typer
 
 from ..errors import CheckFailed, UsageError
 from .render import print_json, table
-from .state import STATE, err, info
+from .state import STATE, err, info, warn
 from .terminal import printable
 
 app = typer.Typer(help="Measure retrieval quality: import, run, sweep.", no_args_is_help=True)
@@ -22,7 +22,7 @@ def import_(
     profile: str = typer.Option(None, "--profile", "-p", help="Profile for a new namespace."),
     json_: bool = typer.Option(False, "--json", help="Run summary as JSON on stdout."),
 ) -> None:
-    """Ingest a BEIR corpus as documents keyed by their _id (incremental, through the normal pipeline)."""
+    """Ingest a BEIR corpus (corpus.jsonl or .jsonl.gz) as documents keyed by their _id (incremental, through the normal pipeline); warns of records skipped and judged documents missing."""
     report = STATE.kb().import_beir(path, namespace, profile=profile or STATE.profile)
     if json_:
         print_json(report.to_json())
@@ -32,6 +32,10 @@ def import_(
             f"imported into {namespace}: {d['new']} new, {d['changed']} changed, {d['unchanged']} unchanged,"
             f" {d['failed']} failed; {c['embedded']} chunks embedded, {c['reused']} reused; {report.seconds:.1f}s"
         )
+    for note in report.details.get("notes", []):
+        warn(note)
+    if report.errors:
+        warn(f"{len(report.errors)} record(s) failed; see `kbctl errors -n {namespace}`")
 
 
 @app.command("import-feedback")
@@ -103,6 +107,8 @@ def run(
         principal=kb.principal(as_, group),
         generation=generation,
     )
+    for note in result.notes:
+        warn(note)
     if json_path:
         _write(json_path, "--json", lambda: json_path.write_text(json.dumps(result.to_json(), indent=1)))
     if report:

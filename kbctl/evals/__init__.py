@@ -10,7 +10,15 @@ The runner takes a search callable, so this package never touches the database::
 
 from __future__ import annotations
 
-from .datasets import EvalDataset, EvalQuery, iter_beir_corpus, load_beir, load_dataset, load_golden
+from .datasets import (
+    EvalDataset,
+    EvalQuery,
+    beir_relevant_documents,
+    iter_beir_corpus,
+    load_beir,
+    load_dataset,
+    load_golden,
+)
 from .gates import (
     CompareRow,
     Gate,
@@ -34,6 +42,7 @@ __all__ = [
     "load_golden",
     "load_dataset",
     "iter_beir_corpus",
+    "beir_relevant_documents",
     "evaluate",
     "aggregate",
     "ModeResult",

@@ -4,9 +4,14 @@ Two layouts are read, both validated here, at the boundary (a bad line is a ``Co
 message starts with ``file:line``):
 
 * **BEIR** (a folder): ``corpus.jsonl`` (``_id``, ``title``, ``text``, ``metadata``),
-  ``queries.jsonl`` (``_id``, ``text``) and ``qrels/<split>.tsv`` (``query-id``, ``corpus-id``,
-  ``score``, tab-separated, header line optional). As in BEIR, only the queries that appear in the
-  qrels file are evaluated. The corpus is not loaded; ``iter_beir_corpus`` streams it.
+  ``queries.jsonl`` (``_id``, ``text``), either also read gzipped (``.jsonl.gz``), and
+  ``qrels/<split>.tsv`` (``query-id``, ``corpus-id``, ``score``, tab-separated; the header line is
+  optional, and when present names the columns, so others may stand beside them). Ids may be JSON
+  strings or integers; a byte order mark and CRLF line ends are read as any other file. As in BEIR,
+  only the queries that appear in the qrels file are evaluated, and only those are checked: a query
+  the split does not judge is skipped even without a text (``EvalDataset.notes`` counts it). A
+  judged query missing from ``queries.jsonl`` is not evaluated (a note, as pytrec_eval leaves out
+  a query its run lacks). The corpus is not loaded; ``iter_beir_corpus`` streams it.
 * **golden** (one ``.jsonl`` file), one query per line::
 
       {"id": "q01", "query": "how long do refunds take", "namespace": "billing_kb",
@@ -27,7 +32,9 @@ Grades are integers; above 0 is relevant, 0 or below is judged not relevant.
 from __future__ import annotations
 
 import difflib
+import gzip
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -42,10 +49,15 @@ __all__ = [
     "load_golden",
     "load_dataset",
     "iter_beir_corpus",
+    "beir_file",
+    "beir_relevant_documents",
 ]
 
 GOLDEN_KEYS = ("id", "query", "namespace", "relevant", "passages", "notes")
 PASSAGE_SEP = "#"
+QRELS_COLUMNS = ("query-id", "corpus-id", "score")
+BEIR_LAYOUT = "a BEIR folder holds corpus.jsonl, queries.jsonl (either may be gzipped, .jsonl.gz) and qrels/<split>.tsv"
+SHOWN = 5  # ids or line numbers a note lists
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,7 @@ class EvalDataset:
     corpus_path: Path | None
     kind: Literal["beir", "golden"]
     passage_qrels: Mapping[str, Mapping[str, int]] = field(default_factory=lambda: MappingProxyType({}))
+    notes: tuple[str, ...] = ()  # what was read but left out (unjudged queries without a text, …), one line each
 
     def limited(self, limit: int | None) -> EvalDataset:
         """The same dataset with only its first ``limit`` queries (all when ``limit`` is None)."""
@@ -76,7 +89,13 @@ class EvalDataset:
         qrels = {q.id: self.qrels[q.id] for q in queries}
         passages = {q.id: self.passage_qrels[q.id] for q in queries if q.id in self.passage_qrels}
         return EvalDataset(
-            self.name, queries, MappingProxyType(qrels), self.corpus_path, self.kind, MappingProxyType(passages)
+            self.name,
+            queries,
+            MappingProxyType(qrels),
+            self.corpus_path,
+            self.kind,
+            MappingProxyType(passages),
+            self.notes,
         )
 
 
@@ -86,18 +105,27 @@ def _error(path: Path, line: int | None, message: str, hint: str | None = None) 
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of a UTF-8 file; a file that cannot be read, or a line that is not
-    UTF-8, is a ``ConfigError`` naming the file and line (not a traceback)."""
+    """``(line number, text)`` of a UTF-8 file, gunzipped when its name ends in ``.gz``, without a
+    byte order mark at its start; a file that cannot be read, or a line that is not UTF-8, is a
+    ``ConfigError`` naming the file and line (not a traceback)."""
     try:
-        fh = path.open("rb")
+        fh = gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")  # noqa: SIM115 (closed below)
     except OSError as exc:
         raise _error(path, None, f"cannot read: {exc.strerror or exc}") from exc
     with fh:
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                yield lineno, raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise _error(path, lineno, "not UTF-8 text", hint="save the file as UTF-8") from None
+        lineno = 0
+        try:
+            for lineno, raw in enumerate(fh, start=1):
+                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]  # a BOM (Windows editors write one) is not part of the first line
+                try:
+                    yield lineno, raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise _error(path, lineno, "not UTF-8 text", hint="save the file as UTF-8") from None
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise _error(
+                path, None, f"not a readable gzip file ({exc or type(exc).__name__}, after line {lineno})"
+            ) from None
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -138,18 +166,42 @@ def _as_grade(value: Any, path: Path, lineno: int, docid: str) -> int:
 # --- BEIR -------------------------------------------------------------------------------------
 
 
+def _qrels_header(cols: list[str], path: Path) -> tuple[int, int, int]:
+    """Where a header line puts ``query-id``, ``corpus-id`` and ``score`` (other columns are ignored)."""
+    for name in QRELS_COLUMNS:
+        if name not in cols:
+            raise _error(
+                path, 1, f"the header names no {name!r} column", hint="name the columns " + ", ".join(QRELS_COLUMNS)
+            )
+    return cols.index("query-id"), cols.index("corpus-id"), cols.index("score")
+
+
 def read_qrels_tsv(path: Path) -> dict[str, dict[str, int]]:
-    """Read a BEIR qrels file (``query-id``, ``corpus-id``, ``score``; header optional)."""
+    """Read a BEIR qrels file: ``query-id``, ``corpus-id``, ``score``, tab-separated. The header line
+    is optional; when it is there it names the columns, which may then come in any order and with
+    others beside them (ignored). Without it a row has exactly those three."""
     if not path.is_file():
-        raise _error(path, None, "qrels file not found")
+        raise _error(path, None, "qrels file not found", hint=_splits_hint(path.parent))
     qrels: dict[str, dict[str, int]] = {}
+    at, width = (0, 1, 2), 3
     for lineno, line in _lines(path):
-        cols = line.rstrip("\r\n").split("\t")
-        if not line.strip() or (lineno == 1 and cols[0] == "query-id"):
+        cols = [c.strip() for c in line.rstrip("\r\n").split("\t")]
+        if not line.strip():
             continue
-        if len(cols) != 3:
-            raise _error(path, lineno, f"expected 3 tab-separated columns, got {len(cols)}")
-        qid, docid, score = (c.strip() for c in cols)
+        if lineno == 1 and cols[0] in QRELS_COLUMNS:
+            at, width = _qrels_header(cols, path), len(cols)
+            continue
+        if len(cols) != width:
+            raise _error(
+                path,
+                lineno,
+                f"expected {width} tab-separated columns, got {len(cols)}",
+                hint="a row is query-id, corpus-id, score separated by tabs; with other columns, name them all "
+                "in a header line (query-id, corpus-id, score and the others)"
+                if width == 3
+                else "every row has the header's columns",
+            )
+        qid, docid, score = (cols[i] for i in at)
         try:
             grade = int(score)
         except ValueError:
@@ -157,38 +209,118 @@ def read_qrels_tsv(path: Path) -> dict[str, dict[str, int]]:
         if docid in qrels.setdefault(qid, {}):
             raise _error(path, lineno, f"duplicate judgement for query {qid!r}, document {docid!r}")
         qrels[qid][docid] = grade
+    if not qrels:
+        raise _error(path, None, "judges no query", hint="a row is query-id, corpus-id, score separated by tabs")
     return qrels
 
 
+def _splits_hint(qrels_dir: Path) -> str:
+    splits = sorted(p.name[: -len(".tsv")] for p in qrels_dir.glob("*.tsv")) if qrels_dir.is_dir() else []
+    if not splits:
+        return f"no qrels/*.tsv in {qrels_dir.parent}; " + BEIR_LAYOUT
+    return f"splits here: {', '.join(splits)} (--split {splits[0]})"
+
+
+def beir_file(dir: Path, stem: str) -> Path:
+    """``dir/<stem>.jsonl``, or ``<stem>.jsonl.gz`` when only that is there (a missing file is
+    reported by the reader, under the plain name)."""
+    plain = Path(dir) / f"{stem}.jsonl"
+    packed = plain.with_name(plain.name + ".gz")
+    return packed if not plain.is_file() and packed.is_file() else plain
+
+
+def _note_list(items: list[str], quote: bool = True) -> str:
+    shown = ", ".join(repr(i) if quote else i for i in items[:SHOWN])
+    return shown + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def load_beir(dir: Path, split: str = "test") -> EvalDataset:
-    """Load a BEIR-layout folder: the queries of ``qrels/<split>.tsv`` with their judgements."""
+    """Load a BEIR-layout folder: the queries of ``qrels/<split>.tsv`` with their judgements.
+
+    As BEIR's loader, this reads only what the split judges: a query the split does not judge is
+    skipped even when it has no text (counted in ``notes``); a judged query without a text is an
+    error naming its line. A judged query missing from ``queries.jsonl`` is not evaluated (a note
+    counts them), as pytrec_eval leaves out a query the run does not hold; none there is an error.
+    """
     dir = Path(dir)
-    qrels = read_qrels_tsv(dir / "qrels" / f"{split}.tsv")
-    queries_path = dir / "queries.jsonl"
+    qrels_name = f"qrels/{split}.tsv"
+    qrels_path = dir / "qrels" / f"{split}.tsv"
+    qrels = read_qrels_tsv(qrels_path)
+    queries_path = beir_file(dir, "queries")
     texts: dict[str, str] = {}
+    untexted: list[str] = []
     for lineno, obj in _read_jsonl(queries_path):
         qid = _as_id(obj.get("_id"), queries_path, lineno, "_id")
-        texts[qid] = _as_text(obj.get("text"), queries_path, lineno, "text")
+        text = obj.get("text")
+        if isinstance(text, str) and text.strip():
+            if qid in qrels:
+                texts[qid] = text
+        elif qid in qrels:
+            raise _error(
+                queries_path,
+                lineno,
+                f"query {qid!r} is judged in {qrels_name} but has no text",
+                hint=f"give it a non-empty 'text', or remove its rows from {qrels_name}",
+            )
+        else:
+            untexted.append(str(lineno))
+    notes = []
+    if untexted:
+        one = len(untexted) == 1
+        notes.append(
+            f"{queries_path}: {_plural(len(untexted), 'query', 'queries')} not judged in {qrels_name}"
+            f" {'has' if one else 'have'} no text and {'was' if one else 'were'} skipped"
+            f" ({'line' if one else 'lines'} {_note_list(untexted, quote=False)})"
+        )
     missing = [qid for qid in qrels if qid not in texts]
-    if missing:
+    if missing and len(missing) == len(qrels):
         raise _error(
-            dir / "qrels" / f"{split}.tsv",
+            qrels_path,
             None,
-            f"{len(missing)} judged queries are not in {queries_path.name}: {missing[:5]}",
+            f"none of the {len(qrels)} judged queries is in {queries_path.name}: {_note_list(missing)}",
+            hint=f"the query-id column of {qrels_name} names the _id of a line of {queries_path.name}",
+        )
+    if missing:
+        notes.append(
+            f"{qrels_path}: {_plural(len(missing), 'judged query is', 'judged queries are')} not in"
+            f" {queries_path.name} and {'is' if len(missing) == 1 else 'are'} not evaluated: {_note_list(missing)}"
         )
     # keep the order of queries.jsonl, only the judged ones
-    queries = tuple(EvalQuery(qid, text) for qid, text in texts.items() if qid in qrels)
-    corpus = dir / "corpus.jsonl"
+    queries = tuple(EvalQuery(qid, text) for qid, text in texts.items())
+    corpus = beir_file(dir, "corpus")
     frozen = MappingProxyType({q.id: MappingProxyType(qrels[q.id]) for q in queries})
-    return EvalDataset(dir.name, queries, frozen, corpus if corpus.is_file() else None, "beir")
+    return EvalDataset(
+        dir.name, queries, frozen, corpus if corpus.is_file() else None, "beir", MappingProxyType({}), tuple(notes)
+    )
+
+
+def beir_relevant_documents(dir: Path) -> dict[str, set[str]]:
+    """The documents each split's qrels judge relevant (grade above 0), by split; a qrels file that
+    cannot be read is left out (``load_beir`` reports it when that split is evaluated)."""
+    out: dict[str, set[str]] = {}
+    qrels_dir = Path(dir) / "qrels"
+    for path in sorted(qrels_dir.glob("*.tsv")) if qrels_dir.is_dir() else []:
+        try:
+            qrels = read_qrels_tsv(path)
+        except ConfigError:
+            continue
+        out[path.name[: -len(".tsv")]] = {d for rel in qrels.values() for d, g in rel.items() if g > 0}
+    return out
 
 
 def iter_beir_corpus(dir: Path) -> Iterator[dict[str, Any]]:
-    """Stream ``corpus.jsonl`` as dicts with ``_id``, ``title``, ``text``, ``metadata``."""
-    path = Path(dir) / "corpus.jsonl"
+    """Stream ``corpus.jsonl`` (or ``corpus.jsonl.gz``) as dicts with ``_id``, ``title``, ``text``,
+    ``metadata``."""
+    path = beir_file(Path(dir), "corpus")
     for lineno, obj in _read_jsonl(path):
         doc_id = _as_id(obj.get("_id"), path, lineno, "_id")
         title, text = obj.get("title") or "", obj.get("text")
+        if text is None:
+            text = ""
         if not isinstance(title, str) or not isinstance(text, str):
             raise _error(path, lineno, "'title' and 'text' must be strings")
         metadata = obj.get("metadata") or {}
@@ -270,9 +402,9 @@ def load_dataset(path: Path, split: str = "test") -> EvalDataset:
     """Load a BEIR folder (has ``corpus.jsonl`` or ``qrels/``) or a golden ``.jsonl`` file."""
     path = Path(path)
     if path.is_dir():
-        if (path / "corpus.jsonl").is_file() or (path / "qrels").is_dir():
+        if beir_file(path, "corpus").is_file() or (path / "qrels").is_dir():
             return load_beir(path, split)
-        raise _error(path, None, "folder is not a BEIR collection (no corpus.jsonl or qrels/)")
+        raise _error(path, None, "folder is not a BEIR collection (no corpus.jsonl or qrels/)", hint=BEIR_LAYOUT)
     if path.suffix == ".jsonl" and path.is_file():
         return load_golden(path)
     raise _error(path, None, "not found, or neither a BEIR folder nor a .jsonl golden set")

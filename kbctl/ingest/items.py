@@ -129,6 +129,8 @@ class RunReport:
         }
         if self.warnings:
             d["warnings"] = [w.to_json() for w in self.warnings]
+        if self.details.get("notes"):  # what an import read but did not store (kb.import_beir)
+            d["notes"] = list(self.details["notes"])
         if self.plan:
             d["plan"] = True
             d["tokens_to_embed"] = self.tokens_to_embed

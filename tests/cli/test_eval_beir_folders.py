@@ -1,0 +1,71 @@
+"""`kbctl eval import` and `kbctl eval run` on a BEIR folder as users convert them (hash-384).
+
+``tests/fixtures/eval/beir_messy`` (described in ``tests/unit/test_eval_datasets.py``): a gzipped
+corpus with a title-only record, one with neither title nor text and a repeated ``_id``; unjudged
+queries without a text; qrels with an extra column, a score 0 row, a judged document missing from
+the corpus and a judged query missing from the queries.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import ROOT
+
+MESSY = ROOT / "tests" / "fixtures" / "eval" / "beir_messy"
+
+
+def _import(cli, ns: str, *extra: str):
+    return cli("-p", "hash-384", "eval", "import", str(MESSY), "-n", ns, *extra)
+
+
+def test_import_says_what_it_skipped_and_which_judged_documents_are_missing(cli):
+    p = _import(cli, "messy")
+    assert p.returncode == 0, p.stderr.decode()
+    err = p.stderr.decode()
+    assert "imported into messy: 4 new, 0 changed, 0 unchanged, 0 failed" in err
+    assert "warning: skipped 1 record with neither title nor text: '3'" in err
+    assert "warning: 1 _id given more than once: '2' (the first record kept)" in err
+    assert "warning: qrels/test.tsv judges 1 relevant document that is not in the corpus: '99'" in err
+    assert "qrels/train.tsv" not in err  # its judged documents are all there
+    data = json.loads(_import(cli, "messy2", "--json").stdout)
+    assert data["documents"]["new"] == 4 and data["documents"]["failed"] == 0
+    assert data["notes"] == [
+        "skipped 1 record with neither title nor text: '3'",
+        "1 _id given more than once: '2' (the first record kept)",
+        "qrels/test.tsv judges 1 relevant document that is not in the corpus: '99' (it counts as missed)",
+    ]
+
+
+def test_run_skips_unjudged_queries_without_text_and_scores_the_judged_ones(cli, tmp_path):
+    assert _import(cli, "messy").returncode == 0
+    out = tmp_path / "run.json"
+    p = cli("eval", "run", str(MESSY), "-n", "messy", "--modes", "lexical", "--json", str(out))
+    assert p.returncode == 0, p.stderr.decode()
+    err = p.stderr.decode()
+    assert "queries not judged in qrels/test.tsv have no text and were skipped (lines 3, 4, 6)" in err
+    assert "1 judged query is not in queries.jsonl and is not evaluated: '7'" in err
+    data = json.loads(out.read_text())
+    lexical = data["modes"]["lexical"]
+    assert lexical["num_queries"] == 3 and set(lexical["per_query"]) == {"1", "2", "5"}
+    # score 0 (query 1, document 4) is judged not relevant: the one relevant document found is all
+    assert lexical["per_query"]["1"]["recall@10"] == 1.0
+    # a judged document missing from the corpus stays in the judgements, as in trec_eval and BEIR
+    assert lexical["per_query"]["2"]["recall@10"] == 0.5
+    assert len(data["notes"]) == 2
+
+
+def test_a_judged_query_without_text_is_one_line_with_a_hint(cli):
+    p = cli("eval", "run", str(MESSY), "-n", "messy", "--split", "train", "--modes", "lexical")
+    assert p.returncode == 2
+    lines = p.stderr.decode().strip().splitlines()
+    assert lines[0] == f"error: {MESSY / 'queries.jsonl'}:4: query '4' is judged in qrels/train.tsv but has no text"
+    assert len(lines) == 2 and "remove its rows from qrels/train.tsv" in lines[1]
+
+
+def test_a_missing_split_lists_the_splits_present(cli):
+    p = cli("eval", "run", str(MESSY), "-n", "messy", "--split", "dev", "--modes", "lexical")
+    assert p.returncode == 2
+    lines = p.stderr.decode().strip().splitlines()
+    assert lines[0] == f"error: {MESSY / 'qrels' / 'dev.tsv'}: qrels file not found"
+    assert len(lines) == 2 and "splits here: test, train (--split test)" in lines[1]
