@@ -209,8 +209,8 @@ class Evals(Part):
         ``report.details["notes"]`` says, one line each, what the collection holds that a search
         cannot find: the records with neither title nor text (skipped: there is nothing to index;
         they are not failures), the ``_id``s given more than once (the first record is kept), and
-        per qrels split the relevant documents that are not in the corpus (the metrics count them
-        as missed, as trec_eval and BEIR do)."""
+        per qrels split the relevant documents it did not store (not in the corpus, or empty): the
+        metrics count them as missed, as trec_eval and BEIR do."""
         from ..evals import beir_relevant_documents, iter_beir_corpus
 
         judged = beir_relevant_documents(Path(path))
@@ -220,11 +220,11 @@ class Evals(Part):
 
         def records():
             for d in iter_beir_corpus(Path(path)):
-                if d["_id"] in wanted:
-                    present.add(d["_id"])
                 if not d["title"].strip() and not d["text"].strip():
                     empty.append(d["_id"])
                     continue
+                if d["_id"] in wanted:
+                    present.add(d["_id"])
                 yield {"id": d["_id"], "title": d["title"], "text": d["text"], "metadata": d["metadata"]}
 
         report = self.kb.ingestion.ingest_records(records(), namespace, profile=profile, progress=progress)
@@ -239,7 +239,8 @@ class Evals(Part):
             if missing:
                 notes.append(
                     f"qrels/{split}.tsv judges {_count(missing, 'relevant document', 'relevant documents')}"
-                    f" that {'is' if len(missing) == 1 else 'are'} not in the corpus: {_ids(missing)}"
+                    f" that {'is' if len(missing) == 1 else 'are'} not in the corpus or"
+                    f" {'has' if len(missing) == 1 else 'have'} neither title nor text: {_ids(missing)}"
                     f" ({'it counts' if len(missing) == 1 else 'they count'} as missed)"
                 )
         report.details["notes"] = notes

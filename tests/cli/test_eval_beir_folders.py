@@ -3,7 +3,7 @@
 ``tests/fixtures/eval/beir_messy`` (described in ``tests/unit/test_eval_datasets.py``): a gzipped
 corpus with a title-only record, one with neither title nor text and a repeated ``_id``; unjudged
 queries without a text; qrels with an extra column, a score 0 row, a judged document missing from
-the corpus and a judged query missing from the queries.
+the corpus, one judged that is empty, and a judged query missing from the queries.
 """
 
 from __future__ import annotations
@@ -26,14 +26,18 @@ def test_import_says_what_it_skipped_and_which_judged_documents_are_missing(cli)
     assert "imported into messy: 4 new, 0 changed, 0 unchanged, 0 failed" in err
     assert "warning: skipped 1 record with neither title nor text: '3'" in err
     assert "warning: 1 _id given more than once: '2' (the first record kept)" in err
-    assert "warning: qrels/test.tsv judges 1 relevant document that is not in the corpus: '99'" in err
+    assert (
+        "warning: qrels/test.tsv judges 2 relevant documents that are not in the corpus or have neither"
+        " title nor text: '3', '99' (they count as missed)" in err
+    )
     assert "qrels/train.tsv" not in err  # its judged documents are all there
     data = json.loads(_import(cli, "messy2", "--json").stdout)
     assert data["documents"]["new"] == 4 and data["documents"]["failed"] == 0
     assert data["notes"] == [
         "skipped 1 record with neither title nor text: '3'",
         "1 _id given more than once: '2' (the first record kept)",
-        "qrels/test.tsv judges 1 relevant document that is not in the corpus: '99' (it counts as missed)",
+        "qrels/test.tsv judges 2 relevant documents that are not in the corpus or have neither title nor text:"
+        " '3', '99' (they count as missed)",
     ]
 
 

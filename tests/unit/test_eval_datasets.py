@@ -134,7 +134,8 @@ def test_bad_corpus_line(tmp_path):
 # beir_messy is a converted collection as users bring them: corpus.jsonl.gz, a BOM and CRLF line
 # ends in every file, integer _ids, unjudged queries without a text (3: "", 4: no key, 6: null),
 # qrels/test.tsv with an extra column named in its header, a score 0 row (query 1, document 4), a
-# judged document not in the corpus (99) and a judged query not in queries.jsonl (7);
+# judged document not in the corpus (99), one judged that has neither title nor text (3) and a
+# judged query not in queries.jsonl (7);
 # qrels/train.tsv has no header and judges query 4, which has no text.
 
 MESSY = FIX / "beir_messy"
@@ -147,7 +148,7 @@ def test_a_messy_beir_folder_loads_with_its_notes():
     assert ds.queries[0].text == "how long do refunds take"  # no BOM, no \r
     assert dict(ds.qrels["1"]) == {"1": 1, "4": 0}
     assert dict(ds.qrels["2"]) == {"2": 1, "99": 1}
-    assert dict(ds.qrels["5"]) == {"5": 2}
+    assert dict(ds.qrels["5"]) == {"5": 2, "3": 1}
     assert len(ds.notes) == 2
     skipped, missing = ds.notes
     assert "3 queries" in skipped and "no text" in skipped and "lines 3, 4, 6" in skipped
@@ -279,7 +280,7 @@ def test_a_header_without_a_score_column_is_an_error(tmp_path):
 def test_judged_documents_of_every_split(tmp_path):
     from kbctl.evals.datasets import beir_relevant_documents
 
-    assert beir_relevant_documents(MESSY) == {"test": {"1", "2", "99", "5"}, "train": {"4", "1"}}
+    assert beir_relevant_documents(MESSY) == {"test": {"1", "2", "99", "5", "3"}, "train": {"4", "1"}}
     assert beir_relevant_documents(BEIR) == {"test": {"d2", "d1", "3"}, "train": {"d4"}}
 
 
