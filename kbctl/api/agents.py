@@ -42,8 +42,11 @@ class Agents(Part):
         return store.revoke_tokens(self._conn(), self.tenant, agent)
 
     def of_token(self, token: str) -> tuple[str, str] | None:
-        """(tenant, agent) of a valid bearer token, else None."""
-        return store.agent_of_token(self._conn(), token)
+        """(tenant, agent) of a valid bearer token, of any tenant, else None. Looked up as the login
+        (``Session.owner_connection``), never as this tenant's role: the lookup reads no tenant's
+        rows but the one token's (a definer's function), and it still answers when this tenant was
+        deleted (a server whose own tenant was deleted serves the others' agents)."""
+        return store.agent_of_token(self.session.owner_connection(), token)
 
     def log_query(
         self, agent: str, tool: str, result: SearchResult, shown: Sequence[tuple[str, int]] | None = None

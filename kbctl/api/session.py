@@ -35,6 +35,7 @@ class Session:
         self.conn: Any = None  # the main connection, once open
         self.sides: dict[str, Any] = {}  # side connections by purpose
         self.role: str | None = None  # this tenant's role, once looked up
+        self.owner: Any = None  # the login's connection (``owner_connection``), once open
 
     @property
     def tenant(self) -> str:
@@ -91,6 +92,16 @@ class Session:
             raise
         return conn
 
+    def owner_connection(self):
+        """A kept connection acting as the login (the tables' owner), opened on first use like
+        ``admin_connection``: for the one lookup that must not hang on this tenant's role, a bearer
+        token's (``kbctl.agent_of_token``, the definer's lookup across tenants). A server looks every
+        token up on its own tenant's knowledge base; on the tenant's connection, a deleted tenant
+        failed every lookup, other tenants' tokens too. Nothing else runs on it."""
+        if self.owner is None or self.owner.closed:
+            self.owner = self.admin_connection()
+        return self.owner
+
     @contextlib.contextmanager
     def admin(self) -> Iterator[Any]:
         """``admin_connection()``, closed when the block ends."""
@@ -101,8 +112,8 @@ class Session:
             conn.close()
 
     def open_connections(self) -> list[Any]:
-        """The main and side connections open now."""
-        return [c for c in (self.conn, *self.sides.values()) if c is not None and not c.closed]
+        """The main, side and owner connections open now."""
+        return [c for c in (self.conn, *self.sides.values(), self.owner) if c is not None and not c.closed]
 
     def cancel(self, timeout: float = 2.0) -> None:
         """Cancel the statements running on this session's connections (a request whose client went
@@ -126,4 +137,5 @@ class Session:
             c.close()
         self.conn = None
         self.sides = {}
+        self.owner = None
         self.role = None

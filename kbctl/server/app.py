@@ -29,7 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from .. import telemetry
 from ..config import Settings
-from ..errors import KbctlError, echo
+from ..errors import KbctlError, TenantNotFound, echo
 from .agents import TOOLS, UNSCOPED, Agent, agent_from_settings, unavailable
 from .faults import error_status, public_fault, validation_message
 from .guard import HostRule, body_problem, replay_body
@@ -54,13 +54,22 @@ class _State:
         self.metrics = Metrics()
         self.metrics.ledger(self._ledger)
         self.tokens: dict[str, tuple[float, Agent | None]] = {}
+        self.ledger_gone = False  # the server's tenant's ledger could not be read: said once
         self.mcp_apps: dict[Agent, Any] = {}
         self.lock = anyio.Lock()
         self.tg: Any = None
 
     def _ledger(self) -> dict:
-        with self.service.kb() as kb:
-            return kb.stats()
+        """The server's tenant's ledger for ``/metrics``; none once that tenant was deleted (the
+        scrape still answers: the other tenants' agents are served, their calls counted)."""
+        try:
+            with self.service.kb() as kb:
+                return kb.stats()
+        except TenantNotFound as e:
+            if not self.ledger_gone:  # once: a scraper asks every few seconds
+                self.ledger_gone = True
+                log.warning("/metrics: no ingest figures to export: %s", e.message)
+            return {"namespaces": []}
 
     def agent(self, name: str | None, tenant: str | None = None) -> Agent:
         """``[agents.NAME]`` serving ``tenant`` (its token's; the server's without one) unless it is
@@ -78,7 +87,7 @@ class _State:
         hit = self.tokens.get(token)
         if hit is not None and time.monotonic() - hit[0] < _TOKEN_TTL:
             return hit[1]
-        owner = await anyio.to_thread.run_sync(self._lookup, token)
+        owner = await anyio.to_thread.run_sync(self.service.agent_of_token, token)
         agent = None
         if owner is not None and owner[1] in self.settings.agents:
             agent = self.agent(owner[1], owner[0])
@@ -91,10 +100,6 @@ class _State:
             self.tokens.clear()
         self.tokens[token] = (time.monotonic(), agent)
         return agent
-
-    def _lookup(self, token: str) -> tuple[str, str] | None:
-        with self.service.kb() as kb:
-            return kb.agent_of_token(token)
 
     def toolbox(self, agent: Agent) -> Toolbox:
         return Toolbox(self.service, agent, self.metrics)

@@ -85,6 +85,21 @@ class Service:
     def kb(self, tenant: str | None = None) -> Iterator[Any]:
         """Borrow a knowledge base of ``tenant`` (the server's by default) for one request."""
         tenant = tenant or self.settings.tenant
+        with self._borrowed(tenant) as kb:
+            self._check_key(tenant, kb)
+            yield kb
+
+    def agent_of_token(self, token: str) -> tuple[str, str] | None:
+        """(tenant, agent) of a valid bearer token of any tenant, else None: looked up as the login
+        (``kb.agents.of_token``) on a knowledge base of the server's tenant, borrowed without
+        reading that tenant's key. So a server whose own tenant was deleted still finds the other
+        tenants' agents (their requests are served), and a deleted tenant's tokens, which went with
+        it, find none."""
+        with self._borrowed(self.settings.tenant) as kb:
+            return kb.agent_of_token(token)
+
+    @contextlib.contextmanager
+    def _borrowed(self, tenant: str) -> Iterator[Any]:
         pool = self._pool(tenant)
         try:
             kb = pool.get_nowait()
@@ -94,7 +109,6 @@ class Service:
         try:
             if cancel is not None:
                 cancel.attach(kb)
-            self._check_key(tenant, kb)
             yield kb
         finally:
             if cancel is not None:

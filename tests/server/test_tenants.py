@@ -101,3 +101,48 @@ def test_a_server_whose_tenant_was_deleted_does_not_start(two_tenants, kb_home):
         service.close()
     assert e.value.exit_code == 2 and e.value.message == f"tenant {settings.tenant!r} was deleted"
     assert settings.tenant not in _registered(kb_home, other)
+
+
+def test_a_server_whose_tenant_was_deleted_still_serves_other_tenants_agents(two_tenants, kb_home, tmp_path):
+    """A server serves the agents of every tenant (a token names its tenant: ``kbctl.agent_of_token``,
+    the definer's lookup across tenants). It looked a token up on a connection of its own tenant, so
+    once that tenant was deleted every token's lookup failed (503 ``authentication failed``, another
+    tenant's too) until a restart. B's token is still served, and reads B's documents only; a token
+    of the deleted tenant never authenticates (its rows went with it: 401), one still remembered is
+    refused as its tenant's (404); ``/healthz`` says the server's own tenant is gone, and the
+    operator's scrape of ``/metrics`` still answers (B's calls; no ledger of the deleted tenant)."""
+    import kbctl
+
+    settings, token_a, _, other = two_tenants
+    settings = settings.with_overrides({"server.metrics_open": True})
+    config = tmp_path / "kbctl.toml"  # the fixture's: [agents.ops], pinned to no tenant
+    with kbctl.open(config=config, home=kb_home, tenant=other) as b:
+        token_b = b.create_agent_token("ops")
+    with kbctl.open(config=config, home=kb_home, tenant=settings.tenant) as a:
+        unused_a = a.create_agent_token("ops")  # never sent before the delete: not remembered
+    with _client(settings, token_a) as client:
+        before = client.post("/v1/search", json={"query": "quorvax ledger", "k": 10})
+        assert before.status_code == 200, before.text  # A's token remembered, A's knowledge base pooled
+        _delete(kb_home, other, settings.tenant)
+        served = client.post(
+            "/v1/search", json={"query": "quorvax ledger", "k": 10}, headers={"Authorization": f"Bearer {token_b}"}
+        )
+        listed = client.get("/v1/namespaces", headers={"Authorization": f"Bearer {token_b}"})
+        remembered = client.post("/v1/search", json={"query": "quorvax ledger"})
+        forgotten = client.post(
+            "/v1/search", json={"query": "quorvax ledger"}, headers={"Authorization": f"Bearer {unused_a}"}
+        )
+        health = client.get("/healthz")
+        scrape = client.get("/metrics")
+    assert served.status_code == 200, served.text
+    titles = {p["title"] for p in served.json()["passages"]}
+    assert titles == {"beta 0", "beta 1", "beta 2"}, titles  # B's three, none of A's
+    assert listed.status_code == 200 and [n["name"] for n in listed.json()["namespaces"]] == ["kb"], listed.text
+    assert remembered.status_code == 404, remembered.text
+    assert remembered.json() == {"error": f"tenant {settings.tenant!r} was deleted"}
+    assert forgotten.status_code == 401 and "quorvax" not in forgotten.text, forgotten.text
+    assert health.status_code == 503
+    assert health.json()["error"] == f"tenant {settings.tenant!r} was deleted"
+    assert scrape.status_code == 200, scrape.text
+    assert f'tenant="{other}"' in scrape.text and "kbctl_documents{" not in scrape.text
+    assert settings.tenant not in _registered(kb_home, other)
