@@ -155,3 +155,29 @@ def test_a_tenant_never_made_is_refused_where_first_use_may_not_make_it(kb):
         with kbctl.open(home=kb.settings.database.home, tenant=name + "_2", profile="hash-384") as fresh:
             assert fresh.namespaces() == []  # embedded: a new name's first use makes it
             fresh.delete_tenant(fresh.tenant)
+
+
+def test_a_token_is_looked_up_as_the_login_whatever_became_of_the_tenant_asking(kb_home, tenant):
+    """``kb.agent_of_token`` (what a server looks every bearer token up with, on its own tenant's
+    knowledge base) ran as that tenant's role, so it failed once that tenant was deleted, for every
+    tenant's token. It runs as the login now, on its own connection: another tenant's token is
+    found, a deleted tenant's tokens (gone with it) are not, and no tenant connection is opened."""
+    other = tenant + "_tok"
+    agents = {"agents.bot": {}}
+    with kbctl.open(home=kb_home, tenant=other, profile="hash-384") as b:
+        b.settings = b.settings.with_overrides(agents)
+        token_b = b.create_agent_token("bot")
+    with kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as a:
+        a.settings = a.settings.with_overrides(agents)
+        token_a = a.create_agent_token("bot")
+        a.delete_tenant(tenant)
+        assert a.agent_of_token(token_b) == (other, "bot")
+        assert a.agent_of_token(token_a) is None
+        assert a.agent_of_token("kb_not_a_token") is None
+        assert a.session.conn is None  # the tenant's connection was not needed (closed by the delete)
+        owner = a.session.owner_connection()
+        assert owner.execute("SELECT current_user = session_user").fetchone()[0]
+        with pytest.raises(TenantNotFound):
+            a.namespaces()
+    with kbctl.open(home=kb_home, tenant=other, profile="hash-384") as b:
+        b.delete_tenant(other)
