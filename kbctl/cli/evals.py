@@ -38,6 +38,45 @@ def import_(
         warn(f"{len(report.errors)} record(s) failed; see `kbctl errors -n {namespace}`")
 
 
+@app.command("convert-smart")
+def convert_smart(
+    documents: Path = typer.Argument(..., help="The documents file (cacm.all, CISI.ALL, MED.ALL …)."),
+    queries: Path = typer.Argument(..., help="The queries file (query.text, CISI.QRY …)."),
+    qrels: Path = typer.Argument(..., help="The judgements file (qrels.text, CISI.REL, MED.REL …)."),
+    out: Path = typer.Option(..., "--out", "-o", help="A new folder for the BEIR files."),
+    text: str = typer.Option("W", "--text", help="Comma list of the fields that make a document's text (.T is its title)."),
+    metadata: str = typer.Option("", "--metadata", help="Comma list of fields kept as metadata, e.g. A,B."),
+    qrels_layout: str = typer.Option(
+        "auto", "--qrels-layout", help="pairs ('query doc …', every pair relevant), trec ('query 0 doc grade'), or auto."
+    ),
+    by_position: bool = typer.Option(
+        False, "--number-queries-by-position", help="Number queries 1, 2, … in file order (Cranfield's judgements do)."
+    ),
+    json_: bool = typer.Option(False, "--json", help="The report as JSON on stdout."),
+) -> None:
+    """Convert a classic SMART-format test collection (CACM, CISI, ADI, MED …) to a BEIR folder."""
+    from ..evals.smart import convert_smart as convert
+
+    def letters(s: str) -> list[str]:
+        return [x.strip() for x in s.split(",") if x.strip()]
+
+    report = convert(
+        documents, queries, qrels, out,
+        text_fields=letters(text), metadata_fields=letters(metadata),
+        qrels_layout=qrels_layout,  # type: ignore[arg-type]  # checked by convert
+        number_queries_by_position=by_position,
+    )  # fmt: skip
+    if json_:
+        print_json(report.to_json())
+        return
+    info(
+        f"wrote {out}: {report.documents} documents, {report.queries} queries ({report.judged_queries} judged),"
+        f" {report.judgements} judgements ({report.qrels_layout} layout)"
+    )
+    for reason, n in report.left_out.items():
+        info(f"left out: {n} {reason}")
+
+
 @app.command("import-feedback")
 def import_feedback(
     namespace: str = typer.Option(..., "--namespace", "-n", help="Namespace whose judged queries to export."),
