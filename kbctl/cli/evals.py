@@ -44,10 +44,14 @@ def convert_smart(
     queries: Path = typer.Argument(..., help="The queries file (query.text, CISI.QRY …)."),
     qrels: Path = typer.Argument(..., help="The judgements file (qrels.text, CISI.REL, MED.REL …)."),
     out: Path = typer.Option(..., "--out", "-o", help="A new folder for the BEIR files."),
-    text: str = typer.Option("W", "--text", help="Comma list of the fields that make a document's text (.T is its title)."),
+    text: str = typer.Option(
+        "W", "--text", help="Comma list of the fields that make a document's text (.T is its title)."
+    ),
     metadata: str = typer.Option("", "--metadata", help="Comma list of fields kept as metadata, e.g. A,B."),
     qrels_layout: str = typer.Option(
-        "auto", "--qrels-layout", help="pairs ('query doc …', every pair relevant), trec ('query 0 doc grade'), or auto."
+        "auto",
+        "--qrels-layout",
+        help="pairs ('query doc …', every pair relevant), trec ('query 0 doc grade'), or auto.",
     ),
     by_position: bool = typer.Option(
         False, "--number-queries-by-position", help="Number queries 1, 2, … in file order (Cranfield's judgements do)."

@@ -14,8 +14,9 @@ The collections of the SMART system and the Glasgow IR group's copies come as th
 ``corpus.jsonl`` (``title`` from ``.T``, ``text`` from the text fields joined, the other fields asked
 for in ``metadata``), ``queries.jsonl`` and ``qrels/test.tsv``. Numeric ids are written without
 leading zeros on both sides (CACM's judgements say ``01`` for query ``1``). A record without any text
-is left out and counted, as are judgements naming a query or a document that is not there: the
-report says what was left out, and nothing is silently dropped.
+is left out and counted; every judgement is written as given, and those naming a query or a document
+that is not there are counted (a missing document counts as missed, as trec_eval counts it). The
+report says what was left out or cannot be found: nothing is silently dropped.
 
 Collections with their own quirks need their options: Cranfield's judgements number the queries
 1…225 in file order, not by their ``.I`` ids (``number_queries_by_position``), and grade with
@@ -54,6 +55,7 @@ class SmartReport:
     judgements: int
     qrels_layout: str
     left_out: dict[str, int] = field(default_factory=dict)
+    """Counts by reason: records left out, and judgements written that name what is not there."""
 
     def to_json(self) -> dict:
         return {
@@ -207,19 +209,23 @@ def convert_smart(
             continue
         query_rows.append({"_id": qid, "text": rec["W"], "metadata": {}})
     query_ids = {q["_id"] for q in query_rows}
+    # Every judgement is written as given: one of a document the corpus lacks counts as missed (as
+    # trec_eval and `kbctl eval import` count it), one of a query the queries file lacks is not
+    # evaluated (`kbctl eval run` says so); both are counted here.
     pairs: list[tuple[str, str, int]] = []
+    usable = 0
     for q, rel in judged.items():
-        if q not in query_ids:
-            skip("judgements of a query not in the queries file")
-            continue
         for d, grade in rel.items():
-            if d not in doc_ids:
-                skip("judgements of a document not in the corpus")
-                continue
             pairs.append((q, d, grade))
+            if q not in query_ids:
+                skip("judgements of a query not in the queries file (written; not evaluated)")
+            elif d not in doc_ids:
+                skip("judgements of a document not in the corpus (written; counted as missed)")
+            else:
+                usable += 1
     if not corpus:
         raise ConfigError(f"{documents}: no document with text", hint="is this the collection's documents file?")
-    if not pairs:
+    if not usable:
         raise ConfigError(
             f"{qrels}: no judgement names a query and a document of the collection",
             hint="check the files belong together, or try --qrels-layout / --number-queries-by-position",
@@ -236,5 +242,11 @@ def convert_smart(
         for q, d, grade in pairs:
             fh.write(f"{q}\t{d}\t{grade}\n")
     return SmartReport(
-        str(out), len(corpus), len(query_rows), len({q for q, _, g in pairs if g > 0}), len(pairs), used, left
+        str(out),
+        len(corpus),
+        len(query_rows),
+        len({q for q, _, g in pairs if g > 0 and q in query_ids}),
+        len(pairs),
+        used,
+        left,
     )

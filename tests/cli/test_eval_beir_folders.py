@@ -73,3 +73,41 @@ def test_a_missing_split_lists_the_splits_present(cli):
     lines = p.stderr.decode().strip().splitlines()
     assert lines[0] == f"error: {MESSY / 'qrels' / 'dev.tsv'}: qrels file not found"
     assert len(lines) == 2 and "splits here: test, train (--split test)" in lines[1]
+
+
+def test_a_smart_collection_converted_imports_and_runs(cli, tmp_path):
+    """`kbctl eval convert-smart` → `eval import` → `eval run`: a classic collection end to end."""
+    (tmp_path / "docs.all").write_bytes(
+        b".I 1\r\n.T\r\nSorting records on tape\r\n.W\r\nA merge sort for magnetic tape files.\r\n"
+        b".I 2\r\n.T\r\nCompiling Algol\r\n.W\r\nA one-pass compiler for the Algol language.\r\n"
+        b".I 3\r\n.T\r\nCaf\xe9 queues\r\n"
+    )
+    (tmp_path / "query.text").write_text(".I 1\n.W\nmerge sort on tape\n.I 2\n.W\nalgol compiler\n")
+    (tmp_path / "qrels.text").write_text("01 1 0 0\n02 2 0 0\n02 7 0 0\n")
+    out = tmp_path / "beir"
+    p = cli(
+        "eval",
+        "convert-smart",
+        *(str(tmp_path / f) for f in ("docs.all", "query.text", "qrels.text")),
+        "-o",
+        str(out),
+        "--json",
+    )
+    assert p.returncode == 0, p.stderr.decode()
+    report = json.loads(p.stdout)
+    assert (report["documents"], report["queries"], report["judgements"]) == (3, 2, 3)
+    assert report["left_out"] == {"judgements of a document not in the corpus (written; counted as missed)": 1}
+    assert _import_dir(cli, out, "smart").returncode == 0
+    p = cli("eval", "run", str(out), "-n", "smart", "--modes", "lexical", "--print-json")
+    assert p.returncode == 0, p.stderr.decode()
+    per_query = json.loads(p.stdout)["modes"]["lexical"]["per_query"]
+    # document 7 is judged but not in the corpus: missed, as trec_eval counts it
+    assert per_query["1"]["recall@10"] == 1.0 and per_query["2"]["recall@10"] == 0.5
+    again = cli(
+        "eval", "convert-smart", *(str(tmp_path / f) for f in ("docs.all", "query.text", "qrels.text")), "-o", str(out)
+    )
+    assert again.returncode == 2 and "exists and is not an empty folder" in again.stderr.decode()
+
+
+def _import_dir(cli, path, ns: str):
+    return cli("-p", "hash-384", "eval", "import", str(path), "-n", ns)

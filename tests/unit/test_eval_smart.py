@@ -68,7 +68,11 @@ def test_records_fields_and_ids_are_read_as_written(tmp_path):
     docs, _, _ = _files(tmp_path)
     recs = read_smart(docs)
     assert [r[0] for r in recs] == ["1", "2", "3", "4"]  # "004" is document 4, as qrels name it
-    assert recs[0][1] == {"T": "Preliminary Report-International Algebraic Language", "B": "CACM December, 1958", "A": "Perlis, A. J."}
+    assert recs[0][1] == {
+        "T": "Preliminary Report-International Algebraic Language",
+        "B": "CACM December, 1958",
+        "A": "Perlis, A. J.",
+    }
     assert recs[1][1]["W"] == "A method of extracting roots is given."  # lines joined, runs of spaces one
     assert recs[3][1]["T"] == "Café scheduling"  # Latin-1, as the old files are
 
@@ -113,19 +117,19 @@ def test_convert_writes_a_beir_folder_that_eval_reads_and_says_what_it_left_out(
         "documents": 3,
         "queries": 2,
         "judged_queries": 2,
-        "judgements": 3,
+        "judgements": 5,
         "qrels_layout": "pairs",
         "left_out": {
             "documents without text": 1,
             "queries without text": 1,
-            "judgements of a document not in the corpus": 1,
-            "judgements of a query not in the queries file": 1,
+            "judgements of a document not in the corpus (written; counted as missed)": 1,
+            "judgements of a query not in the queries file (written; not evaluated)": 1,
         },
     }
     ds = load_beir(out)
     assert [q.id for q in ds.queries] == ["1", "2"]
     assert ds.queries[0].text == "What articles exist which deal with TSS (Time Sharing System)?"
-    assert dict(ds.qrels["1"]) == {"1": 1, "4": 1} and dict(ds.qrels["2"]) == {"2": 1}
+    assert dict(ds.qrels["1"]) == {"1": 1, "4": 1} and dict(ds.qrels["2"]) == {"2": 1, "9": 1}
 
 
 def test_queries_numbered_by_position_as_cranfields_judgements_are(tmp_path):
