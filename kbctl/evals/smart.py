@@ -82,7 +82,7 @@ def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        text = raw.decode("latin-1")  # the 1960s–80s collections predate UTF-8; Latin-1 reads every byte
+        text = raw.decode("latin-1")  # the collections of the 1960s to 80s predate UTF-8; Latin-1 reads every byte
     for lineno, line in enumerate(text.lstrip("\ufeff").splitlines(), start=1):
         yield lineno, line.rstrip()
 
