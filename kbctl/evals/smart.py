@@ -232,8 +232,8 @@ def convert_smart(
         )
     (out / "qrels").mkdir(parents=True, exist_ok=True)
     with (out / "corpus.jsonl").open("w", encoding="utf-8") as fh:
-        for d in corpus:
-            fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+        for record in corpus:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
     with (out / "queries.jsonl").open("w", encoding="utf-8") as fh:
         for row in query_rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
