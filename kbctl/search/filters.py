@@ -7,7 +7,7 @@ Syntax (one filter per ``--filter``):
 ``key!=value`` not equal (and not contained)
 ``key>=value`` ``>``, ``<=``, ``<`` compare numbers as numbers, ISO dates and
                datetimes as dates (below), and anything else as text
-``key~prefix`` starts with ``prefix``
+``key~prefix`` starts with ``prefix``; for a list, an item of it does
 ``key in a,b`` equal to (or contains) any of the values
 =============  ================================================================
 

@@ -62,8 +62,19 @@ def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
             [f.key, value, f.key, value],
         )
     if f.op == "~":
+        # A string or number that starts with the prefix, or a list (tags, heading_path) with such an
+        # item: never the JSON text of a list or an object (``tags~[`` matched every tagged chunk).
         prefix = value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        return sql.SQL("({c} ->> %s) LIKE %s").format(c=col), [f.key, prefix]
+        return (
+            sql.SQL(
+                "(CASE jsonb_typeof({c} -> %s)"
+                " WHEN 'array' THEN EXISTS (SELECT 1 FROM jsonb_array_elements({c} -> %s) AS item(v)"
+                " WHERE jsonb_typeof(item.v) IN ('string', 'number') AND item.v #>> '{{}}' LIKE %s)"
+                " WHEN 'string' THEN ({c} ->> %s) LIKE %s WHEN 'number' THEN ({c} ->> %s) LIKE %s"
+                " ELSE false END)"
+            ).format(c=col),
+            [f.key, f.key, prefix, f.key, prefix, f.key, prefix],
+        )
     op = sql.SQL(f.op)
     if _NUMBER.match(value):
         return (

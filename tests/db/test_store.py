@@ -183,6 +183,11 @@ def test_strategies(kb):
         ("year>=2024", {"mem://refunds", "mem://sso"}),
         ("year<2024", {"mem://invoices"}),
         ("uri~mem://re", {"mem://refunds"}),
+        # a prefix of a list's item (tags, heading_path), never of the list's JSON text
+        ("tags~bill", {"mem://refunds", "mem://invoices"}),
+        ("tags~ref", {"mem://refunds"}),
+        ('tags~["', set()),
+        ("tags~[", set()),
         ("tags in auth,refund", {"mem://refunds", "mem://sso"}),
         ("title=SSO setup", {"mem://sso"}),
         # a bare date is the whole day; a datetime with an offset is compared in UTC
