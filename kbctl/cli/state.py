@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
 
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)  # results
+
+class _Results(Console):
+    """stdout's console: a reader that left (``kbctl search … | head -1``) is a ``BrokenPipeError``,
+    which the CLI's boundary (``kbctl.cli.main``, the fast path) ends with exit 0 as it does for
+    JSON. rich's own answer is ``SystemExit(1)``."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)  # nothing left to flush into the closed pipe at exit
+        os.dup2(devnull, sys.stdout.fileno())
+        raise BrokenPipeError
+
+
+out = _Results(soft_wrap=True, width=None if sys.stdout.isatty() else 200)  # results
 err = Console(stderr=True, soft_wrap=True)  # everything else
 
 
