@@ -23,7 +23,9 @@ class _Results(Console):
         raise BrokenPipeError
 
 
-out = _Results(soft_wrap=True, width=None if sys.stdout.isatty() else 200)  # results
+# Off a terminal the results are 200 columns wide, unless COLUMNS says otherwise (rich reads it).
+_WIDE = None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else 200
+out = _Results(soft_wrap=True, width=_WIDE)  # results
 err = Console(stderr=True, soft_wrap=True)  # everything else
 
 

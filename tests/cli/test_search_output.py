@@ -58,3 +58,38 @@ def test_a_reader_that_leaves_early_is_not_an_error_in_any_format(support, args)
     assert p.stdout.strip(), p.stderr.decode()
     assert p.returncode == 0, p.stderr.decode()
     assert b"Traceback" not in p.stderr and b"Exception ignored" not in p.stderr
+
+
+def test_the_table_fits_the_columns_asked_for_wide_characters_included(tmp_path, kb_home, tenant):
+    """``COLUMNS=40 kbctl search … | less``: off a terminal the table was always 200 columns wide,
+    whatever COLUMNS said; now COLUMNS is the width when it is set, counted in terminal cells
+    (a CJK character or an emoji takes two)."""
+    from rich.cells import cell_len
+
+    folder = tmp_path / "wide"
+    folder.mkdir()
+    (folder / "wide.md").write_text(
+        "# 退款政策 🙂 Refunds\n\n退款在五到十个工作日内处理。Refunds 🙂🙂 take five to ten business days; "
+        "see the billing handbook for the whole refund policy and its exceptions.\n",
+        encoding="utf-8",
+    )
+    env = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant, PYTHONWARNINGS="ignore")
+    kbctl = [sys.executable, "-m", "kbctl"]
+    p = subprocess.run(
+        [*kbctl, "-p", "hash-384", "ingest", str(folder), "-n", "wide", "--no-verify"],
+        capture_output=True, env=env, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr.decode()
+    for columns in (40, 100):
+        p = subprocess.run(
+            [*kbctl, "search", "refund policy", "-n", "wide"],
+            capture_output=True, env={**env, "COLUMNS": str(columns)}, cwd=ROOT, timeout=300,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr.decode()
+        lines = p.stdout.decode().splitlines()
+        assert any("退款" in ln for ln in lines), lines
+        assert max(cell_len(ln) for ln in lines) <= columns, lines
+    # without COLUMNS, off a terminal: the wide page as before
+    env.pop("COLUMNS", None)
+    p = subprocess.run([*kbctl, "search", "refund policy", "-n", "wide"], capture_output=True, env=env, cwd=ROOT)
+    assert max(cell_len(ln) for ln in p.stdout.decode().splitlines()) > 100
