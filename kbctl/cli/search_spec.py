@@ -137,6 +137,10 @@ def render(
         from .state import out
 
         text = hits_markdown(result) if fmt == "markdown" else printable(context(result))  # type: ignore[misc]
+        if fmt == "context" and result.hits and not text.strip() and not quiet:
+            print(
+                "note: no passage fits the budget (not even the first one's citation); raise --budget", file=sys.stderr
+            )
         out.print(text, markup=False, highlight=False)
     else:
         _table(result, explain)

@@ -285,6 +285,8 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
         raise UsageError(f"unknown prf {echo(prf)}", hint=f"use one of: {', '.join(PRF_MODES)}")
     feedback = prf in ("hybrid", "rescore") and mode == "hybrid"
     run = _Lanes(depth=_lane_depth(plan))
+    if opts.prf in ("hybrid", "rescore") and mode != "hybrid":  # asked for, not the profile's default
+        run.notes.append(f"--prf {opts.prf} applies to hybrid searches only; this {mode} search took no feedback")
     # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the
     # HNSW scan runs on the side connection) while the lexical lane runs here.
     pending = (
@@ -403,7 +405,7 @@ def _lexical_lane(conn, plan: SearchPlan, run: _Lanes) -> None:
     )
     if corrections:
         run.details["corrections"] = corrections
-        run.notes.append("corrected: " + ", ".join(f"{a} → {b}" for a, b in corrections.items()))
+        run.notes.append(_corrected_note(corrections))
     side = plan.side
     helper = None if side is None else (lambda fn: submit(lambda: fn(side("lexical"))))
     run.lanes["lexical"] = lexical_lane(
@@ -411,6 +413,17 @@ def _lexical_lane(conn, plan: SearchPlan, run: _Lanes) -> None:
         info=run.lexical_info,
     )  # fmt: skip
     run.timings["lexical_ms"] = (time.perf_counter() - t0) * 1000
+
+
+#: How many corrections the note names (``details.corrections`` holds them all): a long query of
+#: misspelled words would make a note of kilobytes.
+_NOTED_CORRECTIONS = 10
+
+
+def _corrected_note(corrections: dict[str, str]) -> str:
+    shown = ", ".join(f"{a} → {b}" for a, b in list(corrections.items())[:_NOTED_CORRECTIONS])
+    more = len(corrections) - _NOTED_CORRECTIONS
+    return f"corrected: {shown}" + (f" and {more} more (details.corrections)" if more > 0 else "")
 
 
 def _dense(conn, plan: SearchPlan, run: _Lanes, pending) -> None:

@@ -3,6 +3,7 @@ and its notes (the search QA pass of docs/hardening.md)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -93,3 +94,53 @@ def test_the_table_fits_the_columns_asked_for_wide_characters_included(tmp_path,
     env.pop("COLUMNS", None)
     p = subprocess.run([*kbctl, "search", "refund policy", "-n", "wide"], capture_output=True, env=env, cwd=ROOT)
     assert max(cell_len(ln) for ln in p.stdout.decode().splitlines()) > 100
+
+
+@pytest.fixture
+def billing(cli):
+    """The sample corpus's billing articles (hash-384) in namespace ``bill``, searched in process."""
+    cli("-p", "hash-384", "ingest", "sample_corpus/support/billing", "-n", "bill", "--no-verify", check=True)
+    return cli
+
+
+def test_a_budget_too_small_for_the_first_citation_says_so(billing):
+    """``--format context --budget 5``: not even the first passage's citation fits, and the context
+    was an empty line with exit 0 and not a word why; now a note on stderr names --budget."""
+    p = billing("search", "refund policy", "-n", "bill", "--format", "context", "--budget", "5")
+    assert p.returncode == 0 and p.stdout.strip() == b"", p.stdout
+    assert "--budget" in p.stderr.decode(), p.stderr.decode()
+    p = billing("search", "refund policy", "-n", "bill", "--format", "context", "--budget", "400")
+    assert p.stdout.startswith(b"[1] ") and b"--budget" not in p.stderr, p.stderr.decode()
+
+
+def test_the_note_of_corrections_stays_short_for_a_long_query(billing):
+    """A long query of misspelled words (here 60 of them) printed every correction on one note
+    line (a 100,000-character query: 20 KB of stderr); the note now names the first few and how
+    many more, and ``details.corrections`` in --json keeps them all."""
+    words = sorted(
+        {
+            w
+            for w in (ROOT / "sample_corpus/support/billing/refunds.md").read_text(encoding="utf-8").lower().split()
+            if w.isalpha() and len(w) >= 6
+        }
+    )
+    query = " ".join(w + "q" for w in words[:60])
+    p = billing("search", query, "-n", "bill", "--mode", "lexical", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    corrections = json.loads(p.stdout)["details"]["corrections"]
+    assert len(corrections) > 20
+    [note] = [ln for ln in p.stderr.decode().splitlines() if ln.startswith("note: corrected:")]
+    assert len(note) < 400 and f"{len(corrections) - 10} more" in note, note
+
+
+@pytest.mark.parametrize("mode", ["lexical", "dense"])
+def test_feedback_asked_of_a_one_lane_search_is_noted(billing, mode):
+    """``--prf hybrid --mode lexical``: feedback needs both lanes, and the option was dropped without
+    a word; now a note says so (a hybrid search takes it as before, with no such note)."""
+    p = billing("search", "refund policy", "-n", "bill", "--mode", mode, "--prf", "hybrid", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    notes = json.loads(p.stdout)["notes"]
+    assert any("--prf" in n and "hybrid" in n for n in notes), notes
+    p = billing("search", "refund policy", "-n", "bill", "--mode", "hybrid", "--prf", "hybrid", "--json")
+    assert not [n for n in json.loads(p.stdout)["notes"] if "--prf" in n]
+    assert "prf" in json.loads(p.stdout)["details"]
