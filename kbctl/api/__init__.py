@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .admin import Admin, DatabaseStatus
 from .agents import Agents
-from .evals import EvalRun, Evals, compare_reports
+from .evals import EvalRun, Evals, compare_reports, convert_smart
 from .evidence import Evidence
 from .generations import Generations
 from .handle import NamespaceHandle
@@ -39,6 +39,7 @@ __all__ = [
     "DatabaseStatus",
     "open_kb",
     "compare_reports",
+    "convert_smart",
     "Session",
     "NamespaceHandle",
     "Namespaces",

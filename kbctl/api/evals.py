@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..ingest.pipeline import Progress, RunReport
     from ..types import Principal
 
-__all__ = ["Evals", "search_fn", "MODES", "EvalRun"]
+__all__ = ["Evals", "search_fn", "MODES", "EvalRun", "compare_reports", "convert_smart"]
 
 # "prf": hybrid search with pseudo-relevance feedback (prf = "hybrid"), the quality mode.
 # "hybrid" is what a search with no flags does (the profile's prf); "plain" is hybrid without
@@ -406,3 +406,13 @@ def _read_baseline(baseline: str | Path | Mapping[str, Any], what: str = "baseli
             f"the {what}{name} is {e.message}", hint="pass a file an earlier `kbctl eval run --json` wrote"
         ) from None
     return data
+
+
+def convert_smart(documents: str | Path, queries: str | Path, qrels: str | Path, out: str | Path, **options: Any):
+    """A classic SMART-format collection (CACM, CISI, ADI, MED…) written as a BEIR folder that
+    ``import_beir`` and ``evaluate`` read; its report (``kbctl.evals.smart.SmartReport``). Needs no
+    database. Options: ``text_fields``, ``metadata_fields``, ``qrels_layout``,
+    ``number_queries_by_position`` (``kbctl.evals.smart.convert_smart``)."""
+    from ..evals.smart import convert_smart as convert
+
+    return convert(Path(documents), Path(queries), Path(qrels), Path(out), **options)

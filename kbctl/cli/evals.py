@@ -59,7 +59,7 @@ def convert_smart(
     json_: bool = typer.Option(False, "--json", help="The report as JSON on stdout."),
 ) -> None:
     """Convert a classic SMART-format test collection (CACM, CISI, ADI, MED …) to a BEIR folder."""
-    from ..evals.smart import convert_smart as convert
+    from ..api import convert_smart as convert
 
     def letters(s: str) -> list[str]:
         return [x.strip() for x in s.split(",") if x.strip()]
@@ -67,7 +67,7 @@ def convert_smart(
     report = convert(
         documents, queries, qrels, out,
         text_fields=letters(text), metadata_fields=letters(metadata),
-        qrels_layout=qrels_layout,  # type: ignore[arg-type]  # checked by convert
+        qrels_layout=qrels_layout,  # checked by convert
         number_queries_by_position=by_position,
     )  # fmt: skip
     if json_:
