@@ -26,6 +26,7 @@ __all__ = [
     "create_tenant",
     "role_for_use",
     "deleted_at",
+    "deleted",
     "tenant_role",
     "tenant_id_key",
     "list_tenants",
@@ -53,7 +54,7 @@ def role_for_use(conn: Conn, tenant: str, *, create: bool) -> str:
         return role
     if not create:
         if deleted_at(conn, tenant) is not None:
-            raise _deleted(tenant)
+            raise deleted(tenant)
         raise TenantNotFound(
             f"tenant {tenant!r} has no role on this server",
             hint=f"the database owner creates it: kbctl tenants create {tenant}",
@@ -67,7 +68,8 @@ def deleted_at(conn: Conn, tenant: str) -> str | None:
     return row[0].isoformat() if row else None
 
 
-def _deleted(tenant: str) -> TenantNotFound:
+def deleted(tenant: str) -> TenantNotFound:
+    """The refusal of a deleted tenant's name (``kbctl tenants create`` makes it again)."""
     return TenantNotFound(
         f"tenant {tenant!r} was deleted",
         hint=f"a deleted tenant is not made again on its next use; to use the name again (an empty store): kbctl tenants create {tenant}",
@@ -86,7 +88,7 @@ def _made(conn: Conn, tenant: str, *, again: bool) -> str:
             if again:
                 conn.execute(query("tenants/forget_deleted"), (tenant,))
             elif conn.execute(query("tenants/deleted"), (tenant,)).fetchone() is not None:
-                raise _deleted(tenant)
+                raise deleted(tenant)
             return str(scalar(conn.execute(query("tenants/create"), (tenant,))))
     except psycopg.errors.InsufficientPrivilege:
         from . import capabilities
@@ -132,11 +134,13 @@ def delete_tenant(conn: Conn, tenant: str) -> dict | None:
         names = [r[0] for r in conn.execute(query("namespaces/names_of_tenant"), (tenant,))]
         for name in names:
             delete_namespace(conn, name, tenant)
-        with conn.transaction():
-            conn.execute(query("tenants/delete_tenant_rows"), (tenant, tenant, tenant))
         left = namespace_ids(conn, tenant)
     with conn.transaction():
-        conn.execute(query("tenants/lock"), (tenant,))  # a first use of the name waits, then sees it deleted
+        # under the tenant's lock: a first use of the name waits, then sees it deleted, and so does
+        # a token being made (``agents.create_token``), so none made meanwhile outlives the delete
+        conn.execute(query("tenants/lock"), (tenant,))
+        with as_role(conn, role):
+            conn.execute(query("tenants/delete_tenant_rows"), (tenant, tenant, tenant))
         conn.execute(query("tenants/unregister"), (tenant,))
         conn.execute(query("tenants/record_deleted"), (tenant,))  # it stays deleted (migration 020)
         conn.execute(template("tenants/drop_role", role=sql.Identifier(role)))

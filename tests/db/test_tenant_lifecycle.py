@@ -181,3 +181,77 @@ def test_a_token_is_looked_up_as_the_login_whatever_became_of_the_tenant_asking(
             a.namespaces()
     with kbctl.open(home=kb_home, tenant=other, profile="hash-384") as b:
         b.delete_tenant(other)
+
+
+def test_a_token_made_while_its_tenant_is_deleted_does_not_outlive_the_delete(kb_home, tenant):
+    """``kbctl tenants delete T`` removed T's tokens in one transaction and unregistered T in a
+    later one, under T's lock; a token made in between (``agents token create``, which took no lock)
+    survived, and authenticated again once T was made anew: an old tenant's token reaching a new,
+    empty tenant. Driven step by step: a third connection holds T's lock, the delete waits on it,
+    then the token is made; the token is made under the lock too now, and the delete removes T's
+    tokens under it, so whichever comes first, no token of the deleted T is left."""
+    import threading
+    import time
+
+    from kbctl.store.queries import query
+
+    agents = {"agents.bot": {}}
+    with (
+        kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k,
+        kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin,
+    ):
+        k.settings = k.settings.with_overrides(agents)
+        k.create_namespace("docs")  # the tenant's connection is open, acting as its role
+        holder = psycopg.connect(admin.dsn(), autocommit=True)
+        watcher = psycopg.connect(
+            admin.dsn(), autocommit=True
+        )  # the holder's transaction would keep one view of the activity
+        results: dict[str, object] = {}
+
+        def run(name, fn):
+            try:
+                results[name] = fn()
+            except Exception as e:  # the test inspects it
+                results[name] = e
+
+        def blocked_by_holder() -> int:
+            return watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                (holder.info.backend_pid,),
+            ).fetchone()[0]
+
+        def wait_for(cond) -> None:
+            deadline = time.monotonic() + 60
+            while not cond():
+                assert time.monotonic() < deadline, results
+                time.sleep(0.01)
+
+        try:
+            holder.execute("BEGIN")
+            holder.execute(query("tenants/lock"), (tenant,))
+            delete = threading.Thread(target=run, args=("delete", lambda: admin.delete_tenant(tenant)))
+            delete.start()
+            wait_for(lambda: blocked_by_holder() == 1)  # the delete waits for T's lock
+            make = threading.Thread(target=run, args=("token", lambda: k.create_agent_token("bot")))
+            make.start()
+            wait_for(lambda: not make.is_alive() or blocked_by_holder() == 2)  # made, or waiting too
+            holder.execute("COMMIT")
+            delete.join(60)
+            make.join(60)
+        finally:
+            holder.close()
+            watcher.close()
+        assert isinstance(results["delete"], dict), results
+        token = results["token"]
+        if isinstance(token, Exception):  # it waited, and found T deleted
+            assert isinstance(token, TenantNotFound) and token.message == f"tenant {tenant!r} was deleted", token
+        admin.create_tenant(tenant)  # T made anew: empty
+        try:
+            if isinstance(token, str):
+                assert admin.agent_of_token(token) is None
+            with psycopg.connect(admin.dsn()) as c:
+                left = c.execute("SELECT count(*) FROM kbctl.agent_tokens WHERE tenant = %s", (tenant,)).fetchone()[0]
+            assert left == 0
+        finally:
+            admin.delete_tenant(tenant)
+            admin.delete_tenant(admin.tenant)
