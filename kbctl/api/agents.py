@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..ids import Ids
 from ..store import agents as store
 from ..store import get_namespace, namespace_ids
 from ..types import SearchResult, store_id
@@ -46,7 +47,16 @@ class Agents(Part):
         (``Session.owner_connection``), never as this tenant's role: the lookup reads no tenant's
         rows but the one token's (a definer's function), and it still answers when this tenant was
         deleted (a server whose own tenant was deleted serves the others' agents)."""
-        return store.agent_of_token(self.session.owner_connection(), token)
+        found = self.holder_of_token(token)
+        return None if found is None else (found[0], found[1])
+
+    def holder_of_token(self, token: str) -> tuple[str, str, Ids] | None:
+        """``of_token`` with the opaque ids of the token's tenant (``kbctl.ids``), read in the same
+        statement: which tenant of the name the token was made for. A tenant deleted and made again
+        under its name has a new key, so a server that remembers a token's lookup tells a borrow of
+        the new tenant from one of the tenant the token was made for (``kbctl.server.service``)."""
+        found = store.agent_of_token(self.session.owner_connection(), token)
+        return None if found is None else (found[0], found[1], Ids(found[2]))
 
     def log_query(
         self, agent: str, tool: str, result: SearchResult, shown: Sequence[tuple[str, int]] | None = None

@@ -153,6 +153,7 @@ class KnowledgeBase:
     create_agent_token = delegate("agents", Agents.create_token)
     revoke_agent_tokens = delegate("agents", Agents.revoke_tokens)
     agent_of_token = delegate("agents", Agents.of_token)
+    holder_of_token = delegate("agents", Agents.holder_of_token)
     log_query = delegate("agents", Agents.log_query)
     record_feedback = delegate("agents", Agents.record_feedback)
     import_feedback = delegate("agents", Agents.import_feedback)

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from ..config import Settings
 from ..errors import ConfigError, UsageError, echo
+from ..ids import Ids
 from ..types import Principal
 
 __all__ = ["Agent", "TOOLS", "agent_from_settings", "unavailable", "UNSCOPED"]
@@ -37,6 +38,7 @@ class Agent:
     budget: int | None = None
     tenant: str | None = None
     principal: Principal | None = None
+    made_for: Ids | None = None  # a token's: the ids of the tenant it was made for (``Service.kb``)
 
     def check_tool(self, tool: str) -> None:
         if tool not in self.tools:

@@ -14,6 +14,7 @@ Origin, the body's size, deadline, content type and depth.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -42,7 +43,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["create_app", "TENANT_HEADER"]
 
-_TOKEN_TTL = 30.0  # seconds a token's agent is remembered: a revoked token stops working within this
+_TOKEN_TTL = 30.0  # seconds a token's lookup is remembered: a revoked token stops working within this
+# after the revoke (docs/agents.md, "Bearer tokens"); a tenant made again since never honours it (Agent.made_for)
 TENANT_HEADER = "kbctl-tenant"  # the tenant a forwarded search is of (kbctl.server.client)
 _RAW_OPTIONS = ("mode", "per_doc", "fusion", "ef_search", "rerank", "prf", "explain")
 
@@ -85,7 +87,7 @@ class _State:
         if not token:
             return None if self.settings.server.require_token else self.agent(None)
         hit = self.tokens.get(token)
-        if hit is not None and time.monotonic() - hit[0] < _TOKEN_TTL:
+        if hit is not None and time.monotonic() - hit[0] < _TOKEN_TTL and not self._outlived(hit[1]):
             return hit[1]
         owner = await anyio.to_thread.run_sync(self.service.agent_of_token, token)
         agent = None
@@ -94,12 +96,23 @@ class _State:
             if agent.tenant != owner[0]:
                 # the agent is pinned to another tenant ([agents.NAME] tenant): a token serves only the
                 # tenant it was made under, whose row it is (and whose revoke ends it), never another's
-                log.info("a token of tenant %r names agent %r, which is pinned to another tenant", *owner)
+                log.info("a token of tenant %r names agent %r, which is pinned to another tenant", *owner[:2])
                 agent = None
+            else:  # and only the tenant of that name it was made for: each borrow checks (Service.kb)
+                agent = dataclasses.replace(agent, made_for=owner[2])
         if len(self.tokens) > 10000:
             self.tokens.clear()
         self.tokens[token] = (time.monotonic(), agent)
         return agent
+
+    def _outlived(self, agent: Agent | None) -> bool:
+        """Whether a remembered token's tenant was made again since its lookup, as a borrow has
+        seen (a new id key): then it is looked up again (and found no more: its tokens went with
+        the tenant it was made for). A borrow that reads the new key first refuses it itself."""
+        if agent is None or agent.made_for is None or agent.tenant is None:
+            return False
+        known = self.service.known_ids(agent.tenant)
+        return known is not None and known != agent.made_for
 
     def toolbox(self, agent: Agent) -> Toolbox:
         return Toolbox(self.service, agent, self.metrics)
@@ -228,7 +241,11 @@ async def _in_thread(request: Request, tool: str, run) -> Response:
         log.error("tool %s failed: %s", tool, out["fault"].message, exc_info=out["fault"])
         state.metrics.errors.labels(tool=tool, error=type(out["fault"]).__name__, tenant=tenant).inc()
     if "error" in out:
-        return _error(*out["error"])
+        status, message = out["error"]
+        if status == 401:  # a remembered token of a tenant made again since (``StaleToken``)
+            state.metrics.http.labels(route="auth", status="401", tenant="").inc()
+            return _error(401, message, **{"WWW-Authenticate": "Bearer"})
+        return _error(status, message)
     return JSONResponse(dump(out["result"]))
 
 

@@ -34,9 +34,13 @@ def public_fault(e: Exception, what: str) -> str:
 def error_status(e: Exception) -> int:
     """The HTTP status of a tool's error: 400 for the caller's mistakes, 404 for a tenant that is not
     there (deleted under a running server: its agent's requests are refused, the tenant is not made
-    again), 500 for the rest."""
+    again), 401 for a remembered token of a tenant made again since (``StaleToken``: a token unknown),
+    500 for the rest."""
     from ..errors import ConfigError, TenantNotFound
+    from .service import StaleToken
 
     if isinstance(e, TenantNotFound):
         return 404
+    if isinstance(e, StaleToken):
+        return 401
     return 400 if isinstance(e, (UsageError, ConfigError)) else 499 if type(e).__name__ == "Cancelled" else 500

@@ -30,11 +30,19 @@ from ..ids import Ids
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Service", "Cancel", "CANCEL", "Cancelled"]
+__all__ = ["Service", "Cancel", "CANCEL", "Cancelled", "StaleToken"]
 
 
 class Cancelled(KbctlError):
     """The client went away before its request finished."""
+
+
+class StaleToken(KbctlError):
+    """A remembered token's tenant is not the one it was made for: deleted and made again under its
+    name since the token was looked up. Answered as a token unknown (401)."""
+
+    def __init__(self) -> None:
+        super().__init__("missing or invalid bearer token")
 
 
 class Cancel:
@@ -82,21 +90,33 @@ class Service:
         return self.settings.with_overrides({"defaults.tenant": tenant})
 
     @contextlib.contextmanager
-    def kb(self, tenant: str | None = None) -> Iterator[Any]:
-        """Borrow a knowledge base of ``tenant`` (the server's by default) for one request."""
+    def kb(self, tenant: str | None = None, made_for: Ids | None = None) -> Iterator[Any]:
+        """Borrow a knowledge base of ``tenant`` (the server's by default) for one request. With
+        ``made_for`` (the ids of the tenant a remembered token was looked up under: ``agent_of_token``),
+        the key the borrow reads must be that one: a tenant deleted and made again under its name
+        since has a new key, and its borrow is refused (``StaleToken``), so a remembered token of
+        the tenant before never reaches the new one."""
         tenant = tenant or self.settings.tenant
         with self._borrowed(tenant) as kb:
-            self._check_key(tenant, kb)
+            ids = self._check_key(tenant, kb)
+            if made_for is not None and ids != made_for:
+                raise StaleToken()
             yield kb
 
-    def agent_of_token(self, token: str) -> tuple[str, str] | None:
-        """(tenant, agent) of a valid bearer token of any tenant, else None: looked up as the login
-        (``kb.agents.of_token``) on a knowledge base of the server's tenant, borrowed without
-        reading that tenant's key. So a server whose own tenant was deleted still finds the other
-        tenants' agents (their requests are served), and a deleted tenant's tokens, which went with
-        it, find none."""
+    def agent_of_token(self, token: str) -> tuple[str, str, Ids] | None:
+        """(tenant, agent, the tenant's ids) of a valid bearer token of any tenant, else None: looked
+        up as the login (``kb.holder_of_token``) on a knowledge base of the server's tenant,
+        borrowed without reading that tenant's key. So a server whose own tenant was deleted still
+        finds the other tenants' agents (their requests are served), and a deleted tenant's tokens,
+        which went with it, find none. The ids say which tenant of the name the token was made for
+        (``kb``'s ``made_for``)."""
         with self._borrowed(self.settings.tenant) as kb:
-            return kb.agent_of_token(token)
+            return kb.holder_of_token(token)
+
+    def known_ids(self, tenant: str) -> Ids | None:
+        """The ids of ``tenant`` as the last borrow read them, without a borrow; None before any."""
+        with self._lock:
+            return self._ids.get(tenant)
 
     @contextlib.contextmanager
     def _borrowed(self, tenant: str) -> Iterator[Any]:
@@ -130,7 +150,7 @@ class Service:
                 found = self._ids[tenant]
         return found
 
-    def _check_key(self, tenant: str, kb: Any) -> None:
+    def _check_key(self, tenant: str, kb: Any) -> Ids:
         """Read ``tenant``'s id key on ``kb``'s connection (one lookup of its row, as its role) and
         keep it for ``ids``. A tenant deleted and made again under its name (``kbctl tenants
         delete``) has a new role and a new key: a pooled knowledge base still acting as the dropped
@@ -151,6 +171,7 @@ class Service:
                         "tenant %s has a new id key (deleted and made again): ids sealed before do not open", tenant
                     )
                 self._ids[tenant] = ids
+        return ids
 
     def _pool(self, tenant: str) -> queue.LifoQueue:
         with self._lock:

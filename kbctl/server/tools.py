@@ -300,7 +300,7 @@ class Toolbox:
 
     @tool
     def list_namespaces(self, *, labels: dict) -> NamespacesAnswer:
-        with self.service.kb(self.agent.tenant) as kb:
+        with self.service.kb(self.agent.tenant, self.agent.made_for) as kb:
             rows = kb.namespaces()
         scope = set(self.agent.scope(None, [r["name"] for r in rows]))
         return NamespacesAnswer.model_validate(
@@ -326,7 +326,7 @@ class Toolbox:
             raise UsageError("feedback needs the query log", hint="set [server] log_queries = true")
         query, doc = self._open("q", query_id), self._open("d", doc_id)
         with (
-            self.service.kb(self.agent.tenant) as kb,
+            self.service.kb(self.agent.tenant, self.agent.made_for) as kb,
             self._as_given({("query", query): query_id, ("document", doc): doc_id}),
         ):
             kb.record_feedback(self.agent.name, query, doc, useful)
@@ -336,7 +336,7 @@ class Toolbox:
 
     def namespaces_in_scope(self, requested: list[str]) -> list[str]:
         """The namespaces ``requested`` (each in scope and existing), else every one in the agent's scope."""
-        with self.service.kb(self.agent.tenant) as kb:
+        with self.service.kb(self.agent.tenant, self.agent.made_for) as kb:
             return self.agent.scope(requested or None, kb.namespace_names())
 
     def read_resource(self, uri: str) -> tuple[str, dict[str, Any]]:
@@ -390,7 +390,7 @@ class Toolbox:
         raw_doc = self._open("d", doc_id)
         raw_chunk = None if around_chunk is None else self._open("c", around_chunk)
         given = {("document", raw_doc): doc_id, ("chunk", raw_chunk): around_chunk}
-        with self.service.kb(self.agent.tenant) as kb, self._as_given(given):
+        with self.service.kb(self.agent.tenant, self.agent.made_for) as kb, self._as_given(given):
             scope = self.agent.scope([namespace] if namespace is not None else None, kb.namespace_names())
             doc = kb.document(raw_doc, scope, around_chunk=raw_chunk, window=window, principal=self.agent.principal)
         doc.pop("id", None)  # the library's row id, the same as doc_id
@@ -451,7 +451,9 @@ class Toolbox:
         k = options.pop("k", None) or self.agent.k
         if k is not None and k > self.limits.max_k:
             raise UsageError(f"k must be at most {self.limits.max_k}, got {k}")
-        with self.service.kb(self.agent.tenant) as kb:  # the borrow reads the key ``shown`` seals with
+        with self.service.kb(
+            self.agent.tenant, self.agent.made_for
+        ) as kb:  # the borrow reads the key ``shown`` seals with
             scope = self.agent.scope(namespaces, kb.namespace_names())
             if not scope:
                 raise UsageError("no namespace is available to search")

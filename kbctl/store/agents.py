@@ -50,10 +50,12 @@ def create_token(conn: Conn, tenant: str, agent: str, token: str) -> int:
         return scalar(conn.execute(query("agents/create_token"), (tenant, agent, token_hash(token))))
 
 
-def agent_of_token(conn: Conn, token: str) -> tuple[str, str] | None:
-    """(tenant, agent) of a valid token, else None."""
+def agent_of_token(conn: Conn, token: str) -> tuple[str, str, bytes] | None:
+    """(tenant, agent, the tenant's id key) of a valid token of a registered tenant, else None. The
+    key says which tenant of the name the token was made for: one deleted and made again has a new
+    one. Read as the login (``kbctl.tenants`` shows a tenant's role its own row only)."""
     row = conn.execute(query("agents/agent_of_token"), (token_hash(token),)).fetchone()
-    return (row[0], row[1]) if row else None
+    return (row[0], row[1], bytes(row[2])) if row else None
 
 
 def revoke_tokens(conn: Conn, tenant: str, agent: str) -> int:

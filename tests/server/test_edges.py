@@ -252,7 +252,7 @@ def test_an_mcp_fault_logs_one_traceback_and_a_refusal_none(caplog):
     class Broken:
         server = load_settings().server
 
-        def kb(self, tenant=None):
+        def kb(self, tenant=None, made_for=None):
             raise RuntimeError("the disk is on fire")
 
     server = mcp_server(Toolbox(Broken(), Agent(), Metrics()))  # type: ignore[arg-type]

@@ -339,7 +339,7 @@ def test_a_resource_fault_logs_one_traceback_and_a_refusal_none(caplog, mode):
     class Broken:
         server = load_settings().server
 
-        def kb(self, tenant=None):
+        def kb(self, tenant=None, made_for=None):
             raise RuntimeError("the disk is on fire")
 
         def ids(self, tenant=None):  # the tenant's key is read from the database too

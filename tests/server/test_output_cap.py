@@ -45,7 +45,7 @@ class _Service:
         self.kb_fields = kb
 
     @contextlib.contextmanager
-    def kb(self, tenant=None):
+    def kb(self, tenant=None, made_for=None):
         yield SimpleNamespace(namespace_names=lambda: ["kb"], **self.kb_fields)
 
     def ids(self, tenant=None):

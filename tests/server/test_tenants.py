@@ -146,3 +146,47 @@ def test_a_server_whose_tenant_was_deleted_still_serves_other_tenants_agents(two
     assert scrape.status_code == 200, scrape.text
     assert f'tenant="{other}"' in scrape.text and "kbctl_documents{" not in scrape.text
     assert settings.tenant not in _registered(kb_home, other)
+
+
+_MCP_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_namespaces", "arguments": {}}}
+_MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+
+
+@pytest.mark.parametrize("first", ["json", "mcp"])
+def test_a_remembered_token_never_reaches_its_tenant_made_again(two_tenants, kb_home, tmp_path, monkeypatch, first):
+    """A server remembers a token's lookup (``_TOKEN_TTL``): T deleted and made again within that
+    window (``kbctl tenants delete T``, ``kbctl tenants create T``), an old token of T was served on
+    the new, empty T. A token reaches only the tenant it was made for: the lookup notes that
+    tenant's id key (made anew with it) and each borrow checks the key it reads against it, so the
+    old token is refused as an unknown one (401) from the first request on, by the JSON API and by
+    MCP, and forgotten; the new T's own token is served."""
+    import kbctl
+    from kbctl.server import app as server_app
+
+    monkeypatch.setattr(server_app, "_TOKEN_TTL", 3600.0)  # remembered throughout, however slow the machine
+    settings, token_a, _, other = two_tenants
+    config = tmp_path / "kbctl.toml"  # the fixture's: [agents.ops]
+    with _client(settings, token_a) as client:
+        before = client.post("/v1/search", json={"query": "quorvax ledger"})
+        assert before.status_code == 200, before.text  # A's token remembered, A's knowledge base pooled
+        with kbctl.open(home=kb_home, tenant=other, profile="hash-384") as admin:
+            admin.delete_tenant(settings.tenant)
+            admin.create_tenant(settings.tenant)  # a new, empty T under the name
+        with kbctl.open(config=config, home=kb_home, tenant=settings.tenant) as a:
+            token_new = a.create_agent_token("ops")
+        mcp = lambda: client.post("/mcp", json=_MCP_CALL, headers=_MCP_HEADERS)  # noqa: E731
+        json_api = [
+            lambda: client.post("/v1/search", json={"query": "quorvax ledger"}),
+            lambda: client.get("/v1/namespaces"),
+        ]
+        calls = [mcp, *json_api] if first == "mcp" else [*json_api, mcp]
+        answers = [call() for call in calls]
+        fresh = client.get("/v1/namespaces", headers={"Authorization": f"Bearer {token_new}"})
+    if first == "mcp":  # the borrow of the tool's call refuses it: a tool's error (the HTTP exchange was fine)
+        r = answers.pop(0)
+        assert r.status_code == 200 and r.json()["result"]["isError"], r.text
+        assert r.json()["result"]["content"][0]["text"] == "missing or invalid bearer token", r.text
+    for r in answers:  # refused by the borrow (/v1/search first), then by the gate: forgotten, looked up, unknown
+        assert r.status_code == 401 and r.headers["WWW-Authenticate"] == "Bearer", r.text
+        assert r.json() == {"error": "missing or invalid bearer token"}, r.text
+    assert fresh.status_code == 200 and fresh.json() == {"namespaces": []}, fresh.text

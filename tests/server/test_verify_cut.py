@@ -47,7 +47,7 @@ class _Service:
         self.check = check
 
     @contextlib.contextmanager
-    def kb(self, tenant=None):
+    def kb(self, tenant=None, made_for=None):
         yield SimpleNamespace(namespace_names=lambda: ["kb"], verify_claim=lambda claim, scope, **o: self.check)
 
     def ids(self, tenant=None):
@@ -76,7 +76,7 @@ class _ResearchService:
         self.calls: list[dict] = []
 
     @contextlib.contextmanager
-    def kb(self, tenant=None):
+    def kb(self, tenant=None, made_for=None):
         def research(topic, scope, **o):
             self.calls.append(o)
             result = SearchResult(topic, ("kb",), "hybrid", "hybrid", ())
@@ -100,7 +100,7 @@ class _DocumentService:
     server = load_settings(overrides={"server.max_output_tokens": 300}, env={}).server
 
     @contextlib.contextmanager
-    def kb(self, tenant=None):
+    def kb(self, tenant=None, made_for=None):
         chunk = {"chunk_id": 5, "position": 0, "text": "知识库检索系统把文档切分成段落。" * 200}
         doc = {
             "id": 1, "doc_id": 1, "namespace": "kb", "uri": "mem://zh", "title": "中文", "metadata": {},
