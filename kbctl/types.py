@@ -28,6 +28,7 @@ __all__ = [
     "EmbeddedChunk",
     "ItemError",
     "Filter",
+    "quote_value",
     "Principal",
     "Hit",
     "SearchResult",
@@ -362,12 +363,26 @@ class Filter:
     """One metadata filter of a search, ``key <op> value`` (``kbctl.search.filters.parse_filter``)."""
 
     key: str
-    op: str  # = != >= <= > < ~ in
+    op: str  # = != >= <= > < ~ in, exists (written "key") and !exists ("!key"), whose value is ""
     value: str | tuple[str, ...]
 
     def __str__(self) -> str:
-        v = ",".join(self.value) if isinstance(self.value, tuple) else self.value
-        return f"{self.key} in {v}" if self.op == "in" else f"{self.key}{self.op}{v}"
+        """The filter as it is written: it parses back as this filter (values quoted where needed)."""
+        if self.op == "exists":
+            return self.key
+        if self.op == "!exists":
+            return f"!{self.key}"
+        if isinstance(self.value, tuple):
+            return f"{self.key} in " + ",".join(quote_value(v, in_list=True) for v in self.value)
+        return f"{self.key}{self.op}{quote_value(self.value)}"
+
+
+def quote_value(value: str, in_list: bool = False) -> str:
+    """``value`` as a filter writes it (``kbctl.search.filters``): as it is, or between double quotes
+    with each ``"`` doubled when it could be read otherwise (empty; spaces at an end; a quote, or an
+    operator's character, first; a comma, in an ``in`` list)."""
+    plain = value and value == value.strip() and value[0] not in "\"'=<>!~" and not (in_list and "," in value)
+    return value if plain else '"' + value.replace('"', '""') + '"'
 
 
 @dataclass(frozen=True)

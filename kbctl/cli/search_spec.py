@@ -45,7 +45,10 @@ class SearchOption:
         return {n: (self.name, not n.startswith("--no-") or len(names) == 1) for n in names}
 
 
-_LANGS = "key=value, key!=v, key>=v, key<=v, key~prefix, 'key in a,b'"
+_LANGS = (
+    "key=value, key!=v, key>=v, key<=v, key~prefix, 'key in a,b', key (has a value), !key (has none);"
+    " quote a value as 'author=\"Priya Raman\"', the empty one as 'author=\"\"'"
+)
 
 SEARCH_OPTIONS: tuple[SearchOption, ...] = (
     SearchOption(

@@ -4,12 +4,29 @@ Syntax (one filter per ``--filter``):
 
 =============  ================================================================
 ``key=value``  equal; for a list value (tags) the list contains ``value``
-``key!=value`` not equal (and not contained)
+``key!=value`` not equal (and not contained); a chunk without the key is "not equal"
 ``key>=value`` ``>``, ``<=``, ``<`` compare numbers as numbers, ISO dates and
                datetimes as dates (below), and anything else as text
 ``key~prefix`` starts with ``prefix``; for a list, an item of it does
 ``key in a,b`` equal to (or contains) any of the values
+``key``        the key has a value: it is there and not null (the empty text is a value)
+``!key``       the key has none: it is missing or null
 =============  ================================================================
+
+Quoting: a value (or an item of an ``in`` list) that begins with ``"`` or ``'`` is quoted: it ends
+at the same quote, which is doubled inside it, and the text between is the value, spaces at its
+ends included (``author="Priya Raman"``, ``title='say "hi"'``, ``title="say ""hi"" twice"``,
+``author in "Raman, Priya",Bob``). A quote that opens a value and does not close it (or closes it
+before its end) is a usage error, never text: to match a value that begins with a quote, quote it
+(``title='"Quoted"'``). Quotes elsewhere in a value are text (``author=O'Brien``). Quotes only
+delimit: ``year>="2024"`` compares as ``year>=2024``. ``str(filter)`` writes a filter back this way
+(``quote_value``), so it reads back as the same filter.
+
+The empty value is written quoted, ``author=""``; ``author=`` with nothing after it is a usage
+error (``-f "author=$NAME"`` with NAME unset would otherwise filter for the empty author). ``null``
+is JSON null as ``true`` and ``false`` are booleans and digits numbers: ``page=null`` matches a
+chunk whose ``page`` is null (or the text ``null``); ``!page`` matches a chunk without a page at all
+too.
 
 A comparison's number must be finite (``1e999``, ``inf`` and ``nan`` are usage errors, not text);
 an ``in`` list must have values and no empty one (``key in ,`` is a usage error). Full-width digits
@@ -33,14 +50,22 @@ import re
 import unicodedata
 
 from ..errors import UsageError, echo
-from ..types import Filter
+from ..types import Filter, quote_value
 
-__all__ = ["Filter", "check_text", "parse_filter", "parse_filters"]
+__all__ = ["Filter", "check_text", "parse_filter", "parse_filters", "quote_value"]
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 # What a comparison reads as a number (``kbctl.store.filters`` compares it as one): it must be finite.
 _NUMERIC = re.compile(r"^[+-]?((\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?|nan|inf|infinity)$", re.IGNORECASE | re.ASCII)
 _FORM = re.compile(r"^\s*(?P<key>[^\s=!<>~]+)\s*(?P<op>!=|>=|<=|=|>|<|~|\s+in\s+)\s*(?P<value>.*?)\s*$")
+_BARE = re.compile(r"^\s*(?P<not>!?)\s*(?P<key>[^\s=!<>~'\"]+)\s*$")  # key, !key
+# A quoted value or item: the same quote at both ends, doubled inside; then only spaces and the
+# list's comma (``in``) or the end.
+_QUOTED = {q: re.compile(f"{q}((?:[^{q}]|{q}{q})*){q}\\s*") for q in "\"'"}
+_SYNTAX = (
+    "use key=value, key!=value, key>=value, key<=value, key>value, key<value, key~prefix, 'key in a,b',"
+    ' key (has a value) or !key (has none); quote a value with spaces: key="a b"'
+)
 
 
 def check_text(what: str, text: str) -> None:
@@ -62,24 +87,33 @@ def check_text(what: str, text: str) -> None:
 
 
 def parse_filter(text: str) -> Filter:
-    """Parse one ``key<op>value`` filter; a malformed one is a UsageError with the syntax."""
+    """Parse one filter (the syntax above); a malformed one is a UsageError with the syntax."""
     check_text("filter", text)
+    bare = _BARE.match(text)
+    if bare:
+        if not _KEY.match(bare.group("key")):
+            raise UsageError(f"invalid filter key {echo(bare.group('key'))}", hint="keys are letters, digits, _ . -")
+        return Filter(bare.group("key"), "!exists" if bare.group("not") else "exists", "")
     m = _FORM.match(text)
-    if not m or not m.group("value"):
-        raise UsageError(
-            f"cannot read filter {echo(text)}",
-            hint="use key=value, key!=value, key>=value, key<=value, key>value, key<value, key~prefix or 'key in a,b'",
-        )
+    if not m:
+        raise UsageError(f"cannot read filter {echo(text)}", hint=_SYNTAX)
     key, op, value = m.group("key"), m.group("op").strip(), m.group("value")
     if not _KEY.match(key):
         raise UsageError(f"invalid filter key {echo(key)}", hint="keys are letters, digits, _ . -")
     if op == "in":
-        items = tuple(v.strip() for v in value.split(","))
-        if not all(items):
+        items = _items(text, value)
+        if not items or any(v is None for v in items):
             raise UsageError(
-                f"filter {echo(text)}: an 'in' list needs values, none of them empty", hint="write 'key in a,b,c'"
+                f"filter {echo(text)}: an 'in' list needs values, none of them empty",
+                hint="write 'key in a,b,c' (an empty value quoted: 'key in \"\",b')",
             )
-        return Filter(key, "in", items)
+        return Filter(key, "in", tuple(v for v in items if v is not None))
+    if not value:
+        raise UsageError(
+            f"filter {echo(text)} has no value",
+            hint=f'write {key}{op}"" for the empty value (in a shell: \'{key}{op}""\'), !{key} for no value at all',
+        )
+    value = _unquoted(text, value)
     if op in ("<", "<=", ">", ">="):
         value = _ascii_number(value)
     if op in ("<", "<=", ">", ">=") and _NUMERIC.match(value) and not math.isfinite(float(value)):
@@ -88,6 +122,49 @@ def parse_filter(text: str) -> Filter:
             hint="compare with a number such as 10, -2.5 or 1e6",
         )
     return Filter(key, op, value)
+
+
+def _unquoted(text: str, value: str) -> str:
+    """``value`` (stripped, not empty) without its quoting, when it begins with a quote."""
+    if value[0] not in _QUOTED:
+        return value
+    m = _QUOTED[value[0]].fullmatch(value)
+    if not m:
+        raise _unclosed(text, value[0])
+    return m.group(1).replace(value[0] * 2, value[0])
+
+
+def _items(text: str, value: str) -> list[str | None]:
+    """The items of an ``in`` list, each unquoted; None for an empty unquoted item."""
+    items: list[str | None] = []
+    i, n = 0, len(value)
+    while True:
+        while i < n and value[i].isspace():
+            i += 1
+        if i < n and value[i] in _QUOTED:
+            q = value[i]
+            m = _QUOTED[q].match(value, i)
+            if not m or (m.end() < n and value[m.end()] != ","):
+                raise _unclosed(text, q)
+            items.append(m.group(1).replace(q * 2, q))
+            i = m.end()
+        else:
+            j = value.find(",", i)
+            j = n if j < 0 else j
+            items.append(value[i:j].strip() or None)
+            i = j
+        if i >= n:
+            return items
+        i += 1  # the comma
+
+
+def _unclosed(text: str, q: str) -> UsageError:
+    other = "'" if q == '"' else '"'
+    return UsageError(
+        f"filter {echo(text)}: a value that begins with {q} is quoted, and its quote does not close at its end",
+        hint=f"inside a quoted value a {q} is doubled ({q}say {q}{q}hi{q}{q}{q}), or quote with {other};"
+        f" a value that begins with a quote is written quoted ({other}{q}x{q}{other})",
+    )
 
 
 def _ascii_number(value: str) -> str:

@@ -151,7 +151,10 @@ class Toolbox:
         ] = None,
         filters: Annotated[
             list[str] | None,
-            Field(description="Metadata filters: key=value, key!=v, key>=v, key<=v, key~prefix, 'key in a,b'."),
+            Field(
+                description="Metadata filters: key=value, key!=v, key>=v, key<=v, key~prefix, 'key in a,b', key"
+                ' (has a value), !key (has none); a value may be quoted: author="Priya Raman", author="" (empty).'
+            ),
         ] = None,
         budget: Annotated[
             int | None,

@@ -39,27 +39,39 @@ def filter_sql(filters: tuple[Filter, ...], alias: str = "c") -> tuple[sql.Compo
 
 
 def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
+    if f.op in ("exists", "!exists"):  # a value (not null; "" is one), or none: missing or null
+        return (
+            sql.SQL("coalesce(jsonb_typeof({c} -> %s), 'null') {op} 'null'").format(
+                c=col, op=sql.SQL("<>" if f.op == "exists" else "=")
+            ),
+            [f.key],
+        )
     if isinstance(f.value, tuple):  # "in": the only operator with several values
         vals = list(f.value)
         has, hp = _contains_any(col, f.key, vals)
+        null, np = _null(col, f.key, vals)
         return (
-            sql.SQL("({h} AND ({c} -> %s ?| %s::text[] OR {c} ->> %s = ANY(%s::text[])))").format(h=has, c=col),
-            [*hp, f.key, vals, f.key, vals],
+            sql.SQL("({h} AND ({c} -> %s ?| %s::text[] OR {c} ->> %s = ANY(%s::text[]){n}))").format(
+                h=has, c=col, n=null
+            ),
+            [*hp, f.key, vals, f.key, vals, *np],
         )
     value = f.value
+    null, np = _null(col, f.key, [value])
     if f.op == "=":
         has, hp = _contains_any(col, f.key, [value])
-        return sql.SQL("({h} AND ({c} -> %s ? %s OR {c} ->> %s = %s))").format(h=has, c=col), [
+        return sql.SQL("({h} AND ({c} -> %s ? %s OR {c} ->> %s = %s{n}))").format(h=has, c=col, n=null), [
             *hp,
             f.key,
             value,
             f.key,
             value,
+            *np,
         ]
     if f.op == "!=":
         return (
-            sql.SQL("NOT coalesce({c} -> %s ? %s OR {c} ->> %s = %s, false)").format(c=col),
-            [f.key, value, f.key, value],
+            sql.SQL("NOT coalesce({c} -> %s ? %s OR {c} ->> %s = %s{n}, false)").format(c=col, n=null),
+            [f.key, value, f.key, value, *np],
         )
     if f.op == "~":
         # A string or number that starts with the prefix, or a list (tags, heading_path) with such an
@@ -87,6 +99,14 @@ def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
     return sql.SQL("({c} ->> %s) {op} %s").format(c=col, op=sql.SQL(cmp)), [f.key, bound]
 
 
+def _null(col: sql.Composable, key: str, values: list[str]) -> tuple[sql.Composable, list]:
+    """`` OR <key is JSON null>`` when ``null`` is among the values (``key=null``), else nothing:
+    null is read as JSON null, as ``true`` and ``false`` are read as booleans."""
+    if "null" not in values:
+        return sql.SQL(""), []
+    return sql.SQL(" OR jsonb_typeof({c} -> %s) = 'null'").format(c=col), [key]
+
+
 def _contains_any(col: sql.Composable, key: str, values: list[str]) -> tuple[sql.Composable, list]:
     """``metadata @> …`` alternatives that the GIN (jsonb_path_ops) index answers.
 
@@ -102,6 +122,8 @@ def _contains_any(col: sql.Composable, key: str, values: list[str]) -> tuple[sql
             scalars.append(int(v) if v.lstrip("+-").isdigit() else float(v))
         elif v in ("true", "false"):
             scalars.append(v == "true")
+        elif v == "null":
+            scalars.append(None)
         for x in scalars:
             docs += [json.dumps({key: x}), json.dumps({key: [x]})]
     cond = sql.SQL(" OR ").join(sql.SQL("{c} @> %s::jsonb").format(c=col) for _ in docs)

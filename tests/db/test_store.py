@@ -205,6 +205,52 @@ def test_filters_in_every_mode(kb, flt, expected):
         assert {h.source for h in r.hits} == expected, (mode, flt)
 
 
+AUTHORS = [
+    _doc("mem://priya", "Priya", ["Notes on refunds by Priya."], author="Priya Raman"),
+    _doc("mem://comma", "Comma", ["Notes on refunds, surname first."], author="Raman, Priya"),
+    _doc("mem://quoted", "Quoted", ["Notes on refunds in quotes."], author='"Quoted"'),
+    _doc("mem://empty", "Empty", ["Notes on refunds by nobody named."], author=""),
+    _doc("mem://null", "Null", ["Notes on refunds by someone unknown."], author=None),
+    _doc("mem://none", "None", ["Notes on refunds with no author field."]),
+]
+_ALL = {"mem://priya", "mem://comma", "mem://quoted", "mem://empty", "mem://null", "mem://none"}
+
+
+@pytest.mark.parametrize(
+    "flt, expected",
+    [
+        # the quotes an agent or a shell user writes around a value are its quoting
+        ('author="Priya Raman"', {"mem://priya"}),
+        ("author='Priya Raman'", {"mem://priya"}),
+        ("author=Priya Raman", {"mem://priya"}),
+        ('author~"Priya "', {"mem://priya"}),
+        ('author="""Quoted"""', {"mem://quoted"}),
+        ("author='\"Quoted\"'", {"mem://quoted"}),
+        ('author in "Raman, Priya",Priya Raman', {"mem://comma", "mem://priya"}),
+        # the empty value
+        ('author=""', {"mem://empty"}),
+        ('author!=""', _ALL - {"mem://empty"}),
+        ('author in "","Raman, Priya"', {"mem://empty", "mem://comma"}),
+        # a key with a value (the empty text is one), and a key with none (missing or null)
+        ("author", _ALL - {"mem://null", "mem://none"}),
+        ("!author", {"mem://null", "mem://none"}),
+        # null is JSON null, as true and false are booleans
+        ("author=null", {"mem://null"}),
+        ("author!=null", _ALL - {"mem://null"}),
+        ("author in null,Priya Raman", {"mem://null", "mem://priya"}),
+        ("page=null", _ALL),  # none of these chunks is on a PDF page
+        ("!page", _ALL),
+        ("page", set()),
+    ],
+)
+def test_quoted_empty_and_missing_values_in_every_mode(kb, flt, expected):
+    _write(kb, "authors", AUTHORS)
+    for mode in ("lexical", "dense", "hybrid"):
+        r = kb.search("notes refunds", "authors", mode=mode, filters=[flt], k=10)
+        assert {h.source for h in r.hits} == expected, (mode, flt)
+    assert {h.source for h in kb.search("", "authors", filters=[flt], k=10).hits} == expected, ("metadata", flt)
+
+
 def test_an_impossible_date_in_a_filter_is_a_usage_error(kb):
     from kbctl.errors import UsageError
 

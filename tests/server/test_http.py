@@ -141,6 +141,18 @@ def test_verify_claim_weighs_every_passage_and_takes_filters(served):
     assert without.json()["evidence"] and titles[0] not in [e["title"] for e in without.json()["evidence"]]
 
 
+def test_a_filter_value_in_quotes_is_read_as_the_cli_reads_it(served):
+    """The ``filters`` of the JSON API (and MCP) are parsed as ``--filter``: an agent's quotes around
+    a value are its quoting (they were taken as part of the value: no evidence at all)."""
+    claim = {"claim": "Refunds go back to the original payment method", "namespaces": ["billing_kb"], "k": 5}
+    title = post(served, "/v1/tools/verify_claim", claim).json()["evidence"][0]["title"]
+    quoted = post(served, "/v1/tools/verify_claim", {**claim, "filters": [f'title="{title}"']})
+    assert quoted.status_code == 200, quoted.text
+    assert {e["title"] for e in quoted.json()["evidence"]} == {title}
+    missing = post(served, "/v1/tools/verify_claim", {**claim, "filters": ["!title"]})
+    assert missing.status_code == 200 and missing.json()["evidence"] == [], missing.text
+
+
 def test_research_fills_its_budget(served):
     def research(budget: int) -> list[dict]:
         r = post(served, "/v1/tools/research_topic", {"topic": "payments and refunds", "budget": budget})
