@@ -23,10 +23,11 @@ def count(what: str, value: Any, lo: int, hi: int | None = None, *, flag: str | 
     """``value`` as an int in ``lo..hi``; anything else (a bool, a float, out of range) is a UsageError."""
     label = f"{what} ({flag})" if flag else what
     span = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
+    hint = f"give {flag or what} a whole number {'in ' + span if hi is not None else 'of ' + span}"
     if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"{label} must be a whole number {span}, got {echo(value)}")
+        raise UsageError(f"{label} must be a whole number {span}, got {echo(value)}", hint=hint)
     if value < lo or (hi is not None and value > hi):
-        raise UsageError(f"{label} must be {'in ' + span if hi is not None else span}, got {value}")
+        raise UsageError(f"{label} must be {'in ' + span if hi is not None else span}, got {value}", hint=hint)
     return value
 
 

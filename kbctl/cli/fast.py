@@ -15,7 +15,7 @@ import contextlib
 import sys
 from typing import Any
 
-from .search_spec import SEARCH_OPTIONS, render, search_arguments
+from .search_spec import SEARCH_OPTIONS, render, search_arguments, unused_options
 from .terminal import fit_stdout
 
 __all__ = ["main", "parse_search"]
@@ -93,7 +93,7 @@ def _fast(argv: list[str]) -> int | None:
     if result is None:
         return None
     with contextlib.suppress(BrokenPipeError):  # as kbctl.cli.main: a closed pipe is not an error
-        render(result, parsed["format"], quiet=parsed["quiet"])
+        render(result, parsed["format"], quiet=parsed["quiet"], notes=parsed["notes"])
     return 0
 
 
@@ -138,7 +138,7 @@ def parse_search(argv: list[str]) -> dict[str, Any]:
         raise _Declined
     if any(k in glob and not glob[k].strip() for k in ("dsn", "home", "config")):  # the CLI refuses an empty one
         raise _Declined
-    if opts.get("ef_search") is not None and opts["ef_search"] < 1:
+    if any(opts.get(o) is not None and opts[o] < 1 for o in ("ef_search", "budget")):  # typer's range errors
         raise _Declined
     fmt = "json" if opts["json"] else ("jsonl" if opts["jsonl"] else opts.get("format", "table"))
     if fmt not in _FORMATS or (fmt == "table" and opts["explain"]):  # the lanes table: kbctl.cli.search
@@ -155,6 +155,7 @@ def parse_search(argv: list[str]) -> dict[str, Any]:
         "query": positional[0] if positional else "",
         "namespace": opts["namespace"],
         "format": fmt,
+        "notes": unused_options(opts, fmt),
         # what kbctl.cli.search.search passes to KnowledgeBase.search (forwarded to the server)
         "options": search_arguments(opts),
     }

@@ -25,10 +25,27 @@ class _Group(TyperGroup):
     ``standalone_mode=False``; for kbctl a reader that has read what it wanted is not an error."""
 
     def invoke(self, ctx):
+        words = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # the command's words, before typer takes them
         try:
             return super().invoke(ctx)
         except BrokenPipeError as e:
             raise _PipeClosed from e
+        except _click_exceptions().UsageError as e:
+            if e.ctx is None:  # the parser's own ("option '--mode' requires an argument"): whose command it is
+                e.ctx = _command_context(ctx, words)
+            raise
+
+
+def _command_context(ctx, words: list[str]):
+    """A context of the (sub)command ``words`` name below the root's ``ctx``: what a usage error's
+    hint points at (``kbctl db start -h``)."""
+    command = ctx.command
+    for word in words:
+        sub = command.get_command(ctx, word) if hasattr(command, "get_command") else None
+        if sub is None:
+            break
+        ctx, command = type(ctx)(sub, parent=ctx, info_name=word), sub
+    return ctx
 
 
 app = typer.Typer(
@@ -116,8 +133,14 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         err.print("aborted")
         code = 130
+    except click.UsageError as e:  # typer's own checks: a range, a type, an unknown or missing option
+        if isinstance(e, click.NoArgsIsHelp):  # "kbctl db": the group's help is the answer
+            e.show(file=sys.stderr)
+        else:
+            _report(_usage_error(e))
+        code = e.exit_code
     except click.ClickException as e:
-        e.show(file=sys.stderr)
+        _report(_usage_error(e, hint=False))
         code = e.exit_code
     except KbctlError as e:
         _report(e)
@@ -151,7 +174,32 @@ def _click_exceptions():
         from click import exceptions as ex
 
         exc = ex
-    return types.SimpleNamespace(exceptions=exc, ClickException=ex.ClickException)
+    return types.SimpleNamespace(
+        exceptions=exc,
+        ClickException=ex.ClickException,
+        UsageError=ex.UsageError,
+        NoArgsIsHelp=getattr(ex, "NoArgsIsHelpError", ()),  # () where click has none: isinstance is False
+    )
+
+
+def _usage_error(e, hint: bool = True):
+    """A click error as kbctl's own: one ``error:`` line and a ``hint:`` (click printed its usage
+    block, a blank line and ``Error: …``; kbctl's errors are one line and a hint). The hint is the
+    option's help when the error is about one, and where to read the command's options."""
+    from ..errors import KbctlError
+
+    message = e.format_message().strip().rstrip(".")
+    if message[1:2].islower():  # "Invalid value for …" as kbctl writes: "invalid value for …"
+        message = message[0].lower() + message[1:]
+    ctx = getattr(e, "ctx", None)
+    where = f"see '{ctx.command_path if ctx is not None else 'kbctl'} -h'"
+    param = getattr(e, "param", None)
+    if param is not None and getattr(param, "help", None):
+        names = " / ".join(getattr(param, "opts", ())) or param.human_readable_name
+        where = f"{names}: {param.help.strip().rstrip('.')}; {where}"
+    error = KbctlError(message, hint=where if hint else None)
+    error.exit_code = e.exit_code
+    return error
 
 
 def _is_psycopg_error(e: BaseException) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from .search_spec import FORMATS, SEARCH_OPTIONS, render, search_arguments
+from .search_spec import DEFAULT_BUDGET, FORMATS, SEARCH_OPTIONS, render, search_arguments, unused_options
 from .state import STATE
 
 
@@ -34,7 +34,15 @@ def search(**params: Any) -> None:
     if result is None:
         result = kb.search(p["query"], p["namespace"], **options)
     fmt = "json" if p["json_"] else ("jsonl" if p["jsonl"] else p["fmt"])
-    render(result, fmt, quiet=STATE.quiet, explain=p["explain"], context=lambda r: kb.context(r, p["budget"]))
+    budget = DEFAULT_BUDGET if p["budget"] is None else p["budget"]
+    render(
+        result,
+        fmt,
+        quiet=STATE.quiet,
+        explain=p["explain"],
+        context=lambda r: kb.context(r, budget),
+        notes=unused_options(p, fmt),
+    )
 
 
 def _parameter(o) -> inspect.Parameter:

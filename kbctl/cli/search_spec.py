@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .terminal import json_line, printable
 
-__all__ = ["SearchOption", "SEARCH_OPTIONS", "FORMATS", "search_arguments", "render"]
+__all__ = [
+    "SearchOption",
+    "SEARCH_OPTIONS",
+    "FORMATS",
+    "DEFAULT_BUDGET",
+    "search_arguments",
+    "unused_options",
+    "render",
+]
 
 FORMATS = ("table", "json", "jsonl", "markdown", "context")
+DEFAULT_BUDGET = 2000  # tokens of --format context
 
 
 @dataclass(frozen=True)
@@ -82,7 +91,14 @@ SEARCH_OPTIONS: tuple[SearchOption, ...] = (
     SearchOption("json_", ("--json",), bool, False, "One JSON object on stdout.", key="json"),
     SearchOption("jsonl", ("--jsonl",), bool, False, "One JSON object per hit on stdout."),
     SearchOption("fmt", ("--format",), str, "table", " | ".join(FORMATS) + ".", key="format"),
-    SearchOption("budget", ("--budget",), int, 2000, "Token budget for --format context."),
+    SearchOption(
+        "budget",
+        ("--budget",),
+        int | None,
+        None,
+        f"Token budget for --format context (default {DEFAULT_BUDGET}); other formats take none.",
+        min=1,
+    ),
     SearchOption(
         "as_",
         ("--as",),
@@ -118,6 +134,14 @@ def search_arguments(values: dict[str, Any], principal: Any = None) -> dict[str,
     return {arg: values.get(name, defaults[name]) for name, arg in _ARGUMENTS.items()} | {"principal": principal}
 
 
+def unused_options(values: dict[str, Any], fmt: str) -> list[str]:
+    """Notes on options given (by option name) that the output ``fmt`` does not use: dropped
+    without a word, they looked as if they had applied (``--budget 300 --json``)."""
+    if values.get("budget") is not None and fmt != "context":
+        return [f"--budget applies to --format context only; the {fmt} output took none"]
+    return []
+
+
 def render(
     result: Any,
     fmt: str,
@@ -125,11 +149,15 @@ def render(
     quiet: bool,
     explain: bool = False,
     context: Callable[[Any], str] | None = None,
+    notes: Sequence[str] = (),
 ) -> None:
-    """Print a search result as ``kbctl search`` does: notes on stderr, then ``fmt`` (json and
-    jsonl on stdout without rich; table, markdown and ``--explain``'s lanes table through it);
-    ``context`` makes the prompt-ready block of ``--format context``."""
+    """Print a search result as ``kbctl search`` does: notes on stderr (the result's, then
+    ``notes``: the command line's own), then ``fmt`` (json and jsonl on stdout without rich; table,
+    markdown and ``--explain``'s lanes table through it); ``context`` makes the prompt-ready block
+    of ``--format context``."""
     _notes(result, quiet)
+    for note in () if quiet else notes:
+        print(f"note: {printable(note)}", file=sys.stderr)
     if fmt == "json":
         _write(result.to_json())
     elif fmt == "jsonl":

@@ -81,7 +81,7 @@ def rerank(profile: Profile, query: str, ordered: list, texts: dict, notes: list
         scores = get_reranker(profile).score(query, [texts[key] for key, _ in head])
     except Exception as e:  # any failure: keep the fused order
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        log.warning("reranker unavailable: %s", msg)
+        log.info("reranker unavailable: %s", msg)  # said once, by the note (-v shows this line too)
         notes.append(f"reranker unavailable ({msg}); kept the fused order")
         return ordered
     reranked = sorted(zip((k for k, _ in head), scores), key=lambda kv: -kv[1])

@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT, SAMPLE
 
 SUPPORT = {"billing_kb": "billing", "technical_kb": "technical", "account_kb": "account"}
@@ -319,7 +321,33 @@ def test_unknown_option_is_a_usage_error_without_traceback(cli):
     ):
         p = cli(*args)
         assert p.returncode == 2 and p.stdout == b"", p.stderr.decode()
-        assert b"Traceback" not in p.stderr and b"No such option" in p.stderr
+        assert b"Traceback" not in p.stderr and b"no such option" in p.stderr
+
+
+@pytest.mark.parametrize(
+    "args, said, hinted",
+    [
+        # a range or type typer checks: click printed its usage block, a blank line, then "Error: …"
+        (("search", "refunds", "-n", "billing_kb", "--ef-search", "0"), "--ef-search", "HNSW ef_search"),
+        (("search", "refunds", "-n", "billing_kb", "-k", "abc"), "-k", "Number of results"),
+        (("search", "refunds"), "--namespace", "Namespace to search"),
+        (("search", "refunds", "-n", "billing_kb", "--no-such-option"), "no such option", "kbctl search -h"),
+        (("namespaces", "--bogus"), "no such option", "kbctl namespaces -h"),
+        (("db", "nosuch"), "no such command", "kbctl db -h"),
+        (("db", "status", "--bogus"), "no such option", "kbctl db status -h"),
+        (("search", "refunds", "-n", "billing_kb", "--mode"), "requires an argument", "kbctl search -h"),
+        (("eval", "run", "golden.jsonl", "--depth", "many"), "--depth", "Documents retrieved per query"),
+    ],
+)
+def test_a_usage_error_of_any_command_is_one_line_and_a_hint(cli, args, said, hinted):
+    lines = _assert_one_line_error(cli(*args), 2)
+    assert len(lines) == 2 and said in lines[0] and hinted in lines[1], lines
+    assert not any(ln.startswith(("Usage:", "Try ")) for ln in lines), lines
+
+
+def test_a_group_without_its_command_still_shows_its_help(cli):
+    p = cli("db")
+    assert p.returncode == 2 and "Usage: kbctl db" in p.stderr.decode() and "Commands:" in p.stderr.decode()
 
 
 # -- informational commands ------------------------------------------------------------------------

@@ -146,6 +146,14 @@ def test_parsed_options_are_the_search_commands_arguments():
     assert parsed["config"] == "x.toml" and parsed["overrides"]["defaults.tenant"] == "acme"
     assert parsed["query"] == "q" and parsed["namespace"] == ["billing"] and parsed["format"] == "table"
     assert parsed["options"]["filters"] == ["lang=en", "year>=2020"] and parsed["options"]["rerank"] is True
+    assert parsed["notes"] == []
+
+
+def test_a_budget_the_fast_path_cannot_use_is_noted_as_the_cli_notes_it():
+    parsed = parse_search(["search", "q", "-n", "billing", "--budget", "300", "--json"])
+    assert [n for n in parsed["notes"] if "--budget" in n and "--format context" in n], parsed["notes"]
+    with pytest.raises(_Declined):  # typer's range error, through the normal CLI
+        parse_search(["search", "q", "-n", "billing", "--budget", "0", "--json"])
 
 
 def test_table_and_markdown_through_the_fast_path(server):

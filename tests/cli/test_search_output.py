@@ -144,3 +144,34 @@ def test_feedback_asked_of_a_one_lane_search_is_noted(billing, mode):
     p = billing("search", "refund policy", "-n", "bill", "--mode", "hybrid", "--prf", "hybrid", "--json")
     assert not [n for n in json.loads(p.stdout)["notes"] if "--prf" in n]
     assert "prf" in json.loads(p.stdout)["details"]
+
+
+@pytest.mark.parametrize("fmt", [(), ("--json",), ("--format", "markdown")])
+def test_a_budget_without_the_context_format_is_noted(billing, fmt):
+    """``--budget 300`` without ``--format context`` was dropped without a word (as ``--prf`` on one
+    lane was): now a note says it applies to --format context only, and the output is unchanged."""
+    p = billing("search", "refund policy", "-n", "bill", "--budget", "300", *fmt)
+    assert p.returncode == 0, p.stderr.decode()
+    notes = [ln for ln in p.stderr.decode().splitlines() if "--budget" in ln]
+    assert len(notes) == 1 and notes[0].startswith("note: ") and "--format context" in notes[0], notes
+    plain = billing("search", "refund policy", "-n", "bill", *fmt)
+    assert b"--budget" not in plain.stderr
+    if fmt == ("--json",):  # details hold the search's timings
+        assert json.loads(plain.stdout)["hits"] == json.loads(p.stdout)["hits"]
+    else:
+        assert plain.stdout == p.stdout
+
+
+def test_a_rerank_without_a_reranker_is_said_once(support):
+    """``--rerank`` on a profile with no reranker model: a WARNING log line and the note said the
+    same thing twice on stderr; the note (also in --json's ``notes``) is enough."""
+    p = subprocess.run(
+        [sys.executable, "-m", "kbctl", "search", "refund policy", "-n", "sup", "--rerank"],
+        capture_output=True,
+        env=support,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr.decode()
+    said = [ln for ln in p.stderr.decode().splitlines() if "reranker unavailable" in ln]
+    assert len(said) == 1 and said[0].startswith("note: "), said

@@ -109,7 +109,7 @@ def test_a_port_out_of_range_is_a_usage_error(cli_process):
         err = p.stderr.decode()
         assert p.returncode == 2, err
         assert "Traceback" not in err and "ERROR:" not in err, err
-        assert "Invalid value for '--port'" in err, err
+        assert err.startswith("error: invalid value for '--port'") and "\nhint: " in err, err
 
 
 def test_a_port_in_use_or_an_address_not_of_this_machine_is_one_line(cli_process):

@@ -121,10 +121,17 @@ def test_retriever_defaults_are_checked_when_it_is_made(two):
         (("--per-doc", "-1"), "per-doc"),
         (("--ef-search", "1001"), "ef-search"),
         (("--format", "context", "--budget", "0"), "budget"),
+        (("--budget", "0"), "budget"),  # was accepted (and ignored) without --format context
+        (("--ef-search", "0"), "ef-search"),
+        (("-k", "abc"), "-k"),
     ],
 )
 def test_search_options_through_the_cli(two, run_main, args, what):
-    assert what in _usage(run_main, "search", "refunds", "-n", "a", *args)
+    """One error line naming the option, and a hint (``-k 0`` had none; typer's checks printed
+    click's usage block first)."""
+    err = _usage(run_main, "search", "refunds", "-n", "a", *args)
+    lines = err.splitlines()
+    assert len(lines) == 2 and what in lines[0] and lines[1].startswith("hint: "), err
 
 
 def test_budget(two):
