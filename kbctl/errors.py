@@ -99,9 +99,17 @@ class UsageError(KbctlError):
 
 
 class ConfigError(KbctlError):
-    """Configuration is invalid: unknown keys, wrong types, unknown profiles."""
+    """Configuration is invalid: unknown keys, wrong types, unknown profiles.
+
+    ``key`` is the dotted key the error is about, as its table names it (``server.port``, or
+    ``chunk.size`` of a profile), when there is one: the loader finds its line in the user's file.
+    """
 
     exit_code = 2
+
+    def __init__(self, message: str, *, hint: str | None = None, key: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.key = key
 
 
 class ProfileMismatchError(ConfigError):

@@ -7,15 +7,20 @@ and checked once, there.
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import json
 import os
+import re
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
-from ..errors import ConfigError
+from .. import validate
+from ..errors import ConfigError, KbctlError
 from .sections import AgentSettings, NamespaceSettings
 from .settings import Settings
-from .tables import merge, same_type, set_dotted, suggest
+from .tables import key_line, merge, same_type, set_dotted, suggest
 
 __all__ = ["load_settings", "default_config_path", "ENV_KEYS"]
 
@@ -47,6 +52,8 @@ def load_settings(
     """Resolve settings from every layer.
 
     ``overrides`` maps dotted keys (``database.dsn``) to values from flags; ``None`` values are ignored.
+    The user file and each ``KBCTL_*`` variable are checked as they are laid on (every profile the
+    file defines or changes is resolved then): a mistake names the file and line, or the variable.
     """
     env = os.environ if env is None else env
     defaults_path = default_config_path()
@@ -55,14 +62,22 @@ def load_settings(
     user = Path(config_path) if config_path else _find_user_file(env, cwd)
     if user is not None:
         if not user.exists():
-            raise ConfigError(f"config file not found: {user}")
-        layer = _read_toml(user)
-        _validate(layer, data, str(user))
-        data = merge(data, layer)
+            raise ConfigError(
+                f"config file not found: {user}",
+                hint="--config and KBCTL_CONFIG name a TOML file (configs/default.toml documents every key)",
+            )
+        text = _read_text(user)
+        layer = _parse(user, text)
+        with _located(str(user), text, copy.deepcopy(data)):
+            _validate(layer, data, str(user))
+            data = merge(data, layer)
+            _check_layer(data, layer)
         sources.append(str(user))
     for var, (section, key) in ENV_KEYS.items():
         if env.get(var):
             data[section][key] = env[var]
+            with _named(var):
+                _check_layer(data, {section: {key: env[var]}})
     for dotted, value in (overrides or {}).items():
         if value is None:
             continue
@@ -78,18 +93,110 @@ def _find_user_file(env: Mapping[str, str], cwd: Path | None) -> Path | None:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    return _parse(path, _read_text(path))
+
+
+def _read_text(path: Path) -> str:
+    """The file's text: UTF-8, a byte-order mark at its start dropped (editors on Windows write one)."""
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: invalid TOML: {e}") from None
-    except UnicodeDecodeError as e:
+        raw = path.read_bytes()
+    except IsADirectoryError:
         raise ConfigError(
-            f"{path}: not UTF-8 (byte {e.object[e.start]:#04x} at offset {e.start})",
-            hint="TOML files are UTF-8: save the file as UTF-8",
+            f"cannot read {path}: it is a directory", hint="--config and KBCTL_CONFIG name a file"
         ) from None
     except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+        raise ConfigError(
+            f"cannot read {path}: {e.strerror}", hint="check the file's permissions (kbctl reads it as this user)"
+        ) from None
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 (byte {raw[e.start]:#04x} at offset {e.start})",
+            hint="TOML files are UTF-8: save the file as UTF-8",
+        ) from None
+
+
+def _parse(path: Path, text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(
+            f"{path}: invalid TOML: {e}", hint="see https://toml.io (strings in quotes, one [table] header a line)"
+        ) from None
+
+
+def _check_layer(data: dict[str, Any], layer: Mapping[str, Any]) -> None:
+    """What ``layer`` changed in ``data``, checked now: the typed sections, the default tenant and
+    profile, and every profile the layer defines or changes (all of them when it changes ``[profile]``),
+    whether or not it is used by this command; not whether its embedder is installed here."""
+    settings = Settings(data=data)
+    tenant = settings.defaults.tenant
+    try:
+        validate.name("tenant", tenant)
+    except KbctlError as e:
+        raise ConfigError(e.message, hint=e.hint, key="defaults.tenant") from None
+    names = settings.profile_names()
+    if settings.defaults.profile not in names:
+        try:
+            settings.profile()
+        except ConfigError as e:
+            e.key = "defaults.profile"
+            raise
+    touched = names if "profile" in layer else list(layer.get("profiles") or {})
+    for name in touched:
+        settings.profile(name, embedder=False)
+
+
+@contextlib.contextmanager
+def _located(where: str, text: str, defaults: Mapping[str, Any]) -> Iterator[None]:
+    """A ConfigError raised inside names ``where`` and the line of its key in ``text``; without a
+    hint of its own, the hint gives the key's packaged default."""
+    try:
+        yield
+    except ConfigError as e:
+        message = e.message.removeprefix(f"{where}: ").removeprefix(f"{_SETTINGS}: ")
+        candidates = _candidates(e.key, message)
+        line = next((n for n in (key_line(text, c) for c in candidates) if n), None)
+        prefix = f"{where}:{line}: " if line else f"{where}: "
+        hint = e.hint or _default_hint(defaults, candidates)
+        raise ConfigError(prefix + message, hint=hint, key=e.key) from None
+
+
+@contextlib.contextmanager
+def _named(var: str) -> Iterator[None]:
+    """A ConfigError raised inside names the environment variable ``var`` (its message, the value)."""
+    try:
+        yield
+    except ConfigError as e:
+        message = e.message.removeprefix(f"{_SETTINGS}: ")
+        raise ConfigError(f"{var}: {message}", hint=e.hint, key=e.key) from None
+
+
+_SETTINGS = "settings"  # how Settings names a value it refuses (kbctl.config.settings._WHERE)
+_PROFILE_WHERE = re.compile(r"profile '([^']*)': ")
+
+
+def _candidates(key: str | None, message: str) -> list[str]:
+    """The dotted keys of the user's file an error about ``key`` may be found at: a profile's part is
+    in ``[profiles.NAME]`` or in the shared ``[profile]``."""
+    if not key:
+        return []
+    m = _PROFILE_WHERE.match(message)
+    if m is None:
+        return [key]
+    return [f"profiles.{m.group(1)}.{key}", f"profile.{key}", f"profiles.{m.group(1)}"]
+
+
+def _default_hint(defaults: Mapping[str, Any], candidates: list[str]) -> str | None:
+    for dotted in candidates:
+        node: Any = defaults
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is not None and not isinstance(node, Mapping):
+            return f"the default is {json.dumps(node)} (configs/default.toml documents every key)"
+    return None
 
 
 def _validate(layer: Mapping[str, Any], defaults: Mapping[str, Any], where: str, prefix: str = "") -> None:
@@ -98,7 +205,7 @@ def _validate(layer: Mapping[str, Any], defaults: Mapping[str, Any], where: str,
         dotted = f"{prefix}{key}"
         if prefix == "profiles.":
             if not isinstance(value, dict):
-                raise ConfigError(f"{where}: [{dotted}] must be a table")
+                raise ConfigError(f"{where}: [{dotted}] must be a table", key=dotted)
             _validate(value, defaults["profile"], where, f"{dotted}.")
             continue
         if prefix == "namespaces.":
@@ -109,15 +216,17 @@ def _validate(layer: Mapping[str, Any], defaults: Mapping[str, Any], where: str,
             continue
         if key not in defaults:
             hint = suggest(key, defaults)
-            raise ConfigError(f"{where}: unknown key '{dotted}'", hint=hint or "see `kbctl config show`")
+            raise ConfigError(f"{where}: unknown key '{dotted}'", hint=hint or "see `kbctl config show`", key=dotted)
         expected = defaults[key]
         if dotted in ("profiles", "namespaces", "agents"):
             if not isinstance(value, dict):
-                raise ConfigError(f"{where}: [{dotted}] must be a table")
+                raise ConfigError(f"{where}: [{dotted}] must be a table", key=dotted)
             _validate(value, defaults, where, f"{dotted}.")
         elif isinstance(expected, dict):
             if not isinstance(value, dict):
-                raise ConfigError(f"{where}: '{dotted}' must be a table")
+                raise ConfigError(f"{where}: '{dotted}' must be a table", key=dotted)
             _validate(value, expected, where, f"{dotted}.")
         elif not same_type(expected, value):
-            raise ConfigError(f"{where}: '{dotted}' must be {type(expected).__name__}, got {type(value).__name__}")
+            raise ConfigError(
+                f"{where}: '{dotted}' must be {type(expected).__name__}, got {type(value).__name__}", key=dotted
+            )

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from .. import plugins
 from ..errors import ConfigError
-from .tables import check_range, one_of, part
+from .tables import check_range, one_of, part, typed
 
 __all__ = [
     "Profile",
@@ -70,7 +70,10 @@ class ChunkSettings:
         check_range(where, "chunk.size", self.size, 16)
         check_range(where, "chunk.overlap", self.overlap, 0)
         if self.overlap >= self.size:
-            raise ConfigError(f"{where}: chunk.overlap ({self.overlap}) must be less than chunk.size ({self.size})")
+            raise ConfigError(
+                f"{where}: chunk.overlap ({self.overlap}) must be less than chunk.size ({self.size})",
+                key="chunk.overlap",
+            )
         one_of(where, "chunk.strategy", self.strategy, CHUNK_STRATEGIES)
         check_range(where, "chunk.semantic_threshold", self.semantic_threshold, -1, 1)
         check_range(where, "chunk.max_document_chars", self.max_document_chars, 1)
@@ -94,6 +97,7 @@ class HnswSettings:
             raise ConfigError(
                 f"{where}: hnsw.ef_construction ({self.ef_construction}) must be at least 2 * hnsw.m ({2 * self.m})",
                 hint="pgvector refuses to build the index otherwise",
+                key="hnsw.ef_construction",
             )
         check_range(where, "hnsw.ef_search", self.ef_search, 1, 1000)
         check_range(where, "hnsw.exact_threshold", self.exact_threshold, 0)
@@ -176,6 +180,7 @@ class SearchSettings:
                 f"{where}: search.prf_min_agreement ({self.prf_min_agreement}) must not exceed"
                 f" search.prf_max_agreement ({self.prf_max_agreement})",
                 hint='the band is where bounded feedback is taken; prf = "off" turns it off',
+                key="search.prf_min_agreement",
             )
         check_range(where, "search.prf_dense_weight", self.prf_dense_weight, 0, 1)
 
@@ -194,6 +199,7 @@ class RerankSettings:
             raise ConfigError(
                 f"{where}: rerank.kind is 'cross-encoder' but rerank.model is empty",
                 hint="name a cross-encoder model or a local path",
+                key="rerank.kind",
             )
         check_range(where, "rerank.top_n", self.top_n, 1)
 
@@ -239,48 +245,52 @@ class Profile:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @classmethod
-    def from_table(cls, name: str, t: Mapping[str, Any]) -> Profile:
-        """Build a profile from a merged TOML table, checking types and values."""
+    def from_table(cls, name: str, t: Mapping[str, Any], *, embedder: bool = True) -> Profile:
+        """Build a profile from a merged TOML table, checking types and values (``embedder=False``:
+        all but whether its embedder is installed here)."""
         where = f"profile {name!r}"
         p = cls(
             name=name,
-            embedder=str(t["embedder"]),
-            model=str(t["model"]),
-            revision=str(t["revision"]),
-            dimension=int(t["dimension"]),
-            distance=str(t["distance"]),
-            normalize=bool(t["normalize"]),
-            query_prefix=str(t["query_prefix"]),
-            document_prefix=str(t["document_prefix"]),
-            max_tokens=int(t["max_tokens"]),
-            batch_size=int(t["batch_size"]),
-            precision=str(t["precision"]),
-            allow_download=bool(t["allow_download"]),
+            embedder=typed(where, "embedder", str, t["embedder"]),
+            model=typed(where, "model", str, t["model"]),
+            revision=typed(where, "revision", str, t["revision"]),
+            # whole numbers stay whole: int(384.5) was 384, silently
+            dimension=typed(where, "dimension", int, t["dimension"]),
+            distance=typed(where, "distance", str, t["distance"]),
+            normalize=typed(where, "normalize", bool, t["normalize"]),
+            query_prefix=typed(where, "query_prefix", str, t["query_prefix"]),
+            document_prefix=typed(where, "document_prefix", str, t["document_prefix"]),
+            max_tokens=typed(where, "max_tokens", int, t["max_tokens"]),
+            batch_size=typed(where, "batch_size", int, t["batch_size"]),
+            precision=typed(where, "precision", str, t["precision"]),
+            allow_download=typed(where, "allow_download", bool, t["allow_download"]),
             chunk=part(ChunkSettings, where, "chunk", t["chunk"]),
             hnsw=part(HnswSettings, where, "hnsw", t["hnsw"]),
             lexical=part(LexicalSettings, where, "lexical", t["lexical"]),
             search=part(SearchSettings, where, "search", t["search"]),
             rerank=part(RerankSettings, where, "rerank", t["rerank"]),
-            storage=str(t.get("storage", "vector")),
+            storage=typed(where, "storage", str, t.get("storage", "vector")),
         )
-        p._check()
+        p._check(embedder=embedder)
         return p
 
-    def _check(self) -> None:
+    def _check(self, *, embedder: bool = True) -> None:
+        """The profile's own rules; ``embedder=False`` leaves out whether its embedder is installed
+        here (the loader checks every profile of a file, some of which may be used elsewhere only)."""
         where = f"profile {self.name!r}"
-        if not plugins.known(plugins.EMBEDDERS, self.embedder):  # names only: no plugin is imported here
-            raise ConfigError(f"{where}: {plugins.unknown_message(plugins.EMBEDDERS, self.embedder)}")
+        if embedder and not plugins.known(plugins.EMBEDDERS, self.embedder):  # names only: nothing imported
+            raise ConfigError(f"{where}: {plugins.unknown_message(plugins.EMBEDDERS, self.embedder)}", key="embedder")
         if not 1 <= self.dimension <= 16000:
-            raise ConfigError(f"{where}: dimension {self.dimension} is out of range 1..16000")
-        if self.distance not in ("cosine", "l2", "ip"):
-            raise ConfigError(f"{where}: distance must be cosine, l2 or ip, not {self.distance!r}")
-        if self.storage not in ("vector", "halfvec"):
-            raise ConfigError(f"{where}: storage must be vector or halfvec, not {self.storage!r}")
-        if self.precision not in ("fp32", "bf16", "onnx-int8", "onnx-fp32", "auto"):
-            raise ConfigError(f"{where}: precision must be fp32, bf16, onnx-int8, onnx-fp32 or auto")
+            raise ConfigError(f"{where}: dimension {self.dimension} is out of range 1..16000", key="dimension")
+        one_of(where, "distance", self.distance, ("cosine", "l2", "ip"))
+        one_of(where, "storage", self.storage, ("vector", "halfvec"))
+        one_of(where, "precision", self.precision, ("fp32", "bf16", "onnx-int8", "onnx-fp32", "auto"))
+        check_range(where, "max_tokens", self.max_tokens, 1)
+        check_range(where, "batch_size", self.batch_size, 1)
         size = self.chunk.size
         if size > self.max_tokens:
             raise ConfigError(
                 f"{where}: chunk.size {size} exceeds max_tokens {self.max_tokens}",
                 hint="chunks longer than the model's input would be truncated; lower chunk.size",
+                key="chunk.size",
             )

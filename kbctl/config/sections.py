@@ -246,12 +246,16 @@ class NamespaceSettings:
     def from_table(cls, where: str, dotted: str, value: Any) -> NamespaceSettings:
         """The namespace table ``dotted`` (``namespaces.NAME``) of ``where``; a ConfigError naming what is wrong."""
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: [{dotted}] must be a table")
+            raise ConfigError(f"{where}: [{dotted}] must be a table", key=dotted)
         for k, v in value.items():
             if k not in NAMESPACE_KEYS:
-                raise ConfigError(f"{where}: unknown key '{dotted}.{k}'", hint=suggest(k, NAMESPACE_KEYS))
+                raise ConfigError(
+                    f"{where}: unknown key '{dotted}.{k}'", hint=suggest(k, NAMESPACE_KEYS), key=f"{dotted}.{k}"
+                )
             if not isinstance(v, NAMESPACE_KEYS[k]):
-                raise ConfigError(f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[NAMESPACE_KEYS[k]]}")
+                raise ConfigError(
+                    f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[NAMESPACE_KEYS[k]]}", key=f"{dotted}.{k}"
+                )
         access = AccessSettings.from_table(f"{where}: {dotted}", value)  # acl_default and acl_rules, checked now
         return cls(value.get("profile", ""), value.get("tenant", ""), value.get("description", ""), access)
 
@@ -288,10 +292,12 @@ class AgentSettings:
     def from_table(cls, where: str, dotted: str, value: Any) -> AgentSettings:
         """The agent table ``dotted`` (``agents.NAME``) of ``where``; a ConfigError naming what is wrong."""
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: [{dotted}] must be a table")
+            raise ConfigError(f"{where}: [{dotted}] must be a table", key=dotted)
         for k, v in value.items():
             if k not in AGENT_KEYS:
-                raise ConfigError(f"{where}: unknown key '{dotted}.{k}'", hint=suggest(k, AGENT_KEYS))
+                raise ConfigError(
+                    f"{where}: unknown key '{dotted}.{k}'", hint=suggest(k, AGENT_KEYS), key=f"{dotted}.{k}"
+                )
             want = AGENT_KEYS[k]
             if (
                 not isinstance(v, want)
@@ -299,7 +305,8 @@ class AgentSettings:
                 or (isinstance(v, list) and not all(isinstance(x, str) for x in v))
             ):
                 raise ConfigError(
-                    f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[want]}{' of strings' if want is list else ''}"
+                    f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[want]}{' of strings' if want is list else ''}",
+                    key=f"{dotted}.{k}",
                 )
         values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
         return cls(**values)

@@ -112,8 +112,9 @@ class Settings:
     def tenant(self) -> str:
         return self.defaults.tenant
 
-    def profile(self, name: str | None = None) -> Profile:
-        """Resolve a named profile (default: ``defaults.profile``)."""
+    def profile(self, name: str | None = None, *, embedder: bool = True) -> Profile:
+        """Resolve a named profile (default: ``defaults.profile``); ``embedder=False`` does not ask
+        whether its embedder is installed here."""
         name = name or self.defaults.profile
         profiles = self.data.get("profiles", {})
         if name not in profiles:
@@ -121,7 +122,7 @@ class Settings:
                 f"unknown profile {name!r}", hint=suggest(name, profiles) or f"known: {', '.join(profiles)}"
             )
         merged = merge(copy.deepcopy(dict(self.data["profile"])), profiles[name])
-        return dataclasses.replace(Profile.from_table(name, merged), cache_dir=str(self.model_cache))
+        return dataclasses.replace(Profile.from_table(name, merged, embedder=embedder), cache_dir=str(self.model_cache))
 
     def profile_names(self) -> list[str]:
         return list(self.data.get("profiles", {}))

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 from dataclasses import fields
 from typing import Any, Mapping, TypeVar
 
 from ..errors import ConfigError
 
-__all__ = ["part", "typed", "check_range", "one_of", "suggest", "merge", "set_dotted", "same_type"]
+__all__ = ["part", "typed", "check_range", "one_of", "suggest", "merge", "set_dotted", "same_type", "key_line"]
 
 T = TypeVar("T")
 
@@ -28,15 +29,15 @@ def part(cls: type[T], where: str, name: str, table: Any) -> T:
     version) is the same as when the parts were plain tables. A list of strings becomes a tuple.
     """
     if not isinstance(table, Mapping):
-        raise ConfigError(f"{where}: '{name}' must be a table")
+        raise ConfigError(f"{where}: '{name}' must be a table", key=name)
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
     for key in table:
         if key not in names:
-            raise ConfigError(f"{where}: unknown key '{name}.{key}'", hint=suggest(key, names))
+            raise ConfigError(f"{where}: unknown key '{name}.{key}'", hint=suggest(key, names), key=f"{name}.{key}")
     values = {}
     for f in fields(cls):  # type: ignore[arg-type]
         if f.name not in table:
-            raise ConfigError(f"{where}: missing key '{name}.{f.name}'")
+            raise ConfigError(f"{where}: missing key '{name}.{f.name}'", key=name)
         values[f.name] = typed(where, f"{name}.{f.name}", _TYPES[str(f.type)], table[f.name])
     settings = cls(**values)
     settings._check(where)  # type: ignore[attr-defined]
@@ -47,13 +48,14 @@ def typed(where: str, key: str, want: type, value: Any) -> Any:
     """``value`` if it is a ``want`` (an int for a float; a list of strings, as a tuple, for a tuple)."""
     if want is tuple:
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{where}: '{key}' must be a list of strings, got {type(value).__name__}")
+            got = type(value).__name__ if not isinstance(value, (list, tuple)) else "a list holding another type"
+            raise ConfigError(f"{where}: '{key}' must be a list of strings, got {got}", key=key)
         return tuple(value)
     ok = isinstance(value, (int, float) if want is float else want)
     if want is not bool and isinstance(value, bool):
         ok = False
     if not ok:
-        raise ConfigError(f"{where}: '{key}' must be {want.__name__}, got {type(value).__name__}")
+        raise ConfigError(f"{where}: '{key}' must be {want.__name__}, got {type(value).__name__}", key=key)
     return value
 
 
@@ -61,19 +63,21 @@ def check_range(where: str, key: str, value: float, lo: float | None = None, hi:
     """A ConfigError unless ``lo <= value <= hi`` (either bound may be absent)."""
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         span = f"in {lo}..{hi}" if lo is not None and hi is not None else f">= {lo}" if lo is not None else f"<= {hi}"
-        raise ConfigError(f"{where}: {key} must be {span}, got {value}")
+        raise ConfigError(f"{where}: {key} must be {span}, got {value}", key=key)
 
 
 def check_positive(where: str, key: str, value: float) -> None:
     """A ConfigError unless ``value > 0`` (a timeout of 0 seconds cannot be met)."""
     if not value > 0:
-        raise ConfigError(f"{where}: {key} must be > 0, got {value}")
+        raise ConfigError(f"{where}: {key} must be > 0, got {value}", key=key)
 
 
 def one_of(where: str, key: str, value: str, allowed: Any) -> None:
     """A ConfigError unless ``value`` is one of ``allowed``."""
     if value not in allowed:
-        raise ConfigError(f"{where}: {key} must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
+        raise ConfigError(
+            f"{where}: {key} must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}", key=key
+        )
 
 
 def same_type(expected: Any, value: Any) -> bool:
@@ -108,3 +112,40 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     for p in parts[:-1]:
         node = node.setdefault(p, {})
     node[parts[-1]] = value
+
+
+_HEADER = re.compile(r"^\s*\[\[?(?P<key>[^\]]+)\]\]?\s*(#.*)?$")
+_ASSIGN = re.compile(
+    r"""^\s*(?P<key>(?:[A-Za-z0-9_\-]+|"(?:[^"\\]|\\.)*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_\-]+|"(?:[^"\\]|\\.)*"|'[^']*'))*)\s*="""
+)
+_PART = re.compile(r"""\s*([A-Za-z0-9_\-]+|"(?:[^"\\]|\\.)*"|'[^']*')\s*(?:\.|$)""")
+
+
+def _parts(key: str) -> tuple[str, ...]:
+    """The parts of a TOML dotted key (``a."b.c".d`` is a, b.c, d)."""
+    out = []
+    for m in _PART.finditer(key):
+        p = m.group(1)
+        if p[0] == '"':
+            p = p[1:-1].encode().decode("unicode_escape") if "\\" in p else p[1:-1]
+        elif p[0] == "'":
+            p = p[1:-1]
+        out.append(p)
+    return tuple(out)
+
+
+def key_line(text: str, dotted: str) -> int | None:
+    """The line (from 1) of ``text`` where the key ``dotted`` (``profiles.x.chunk.size``) is set, or
+    where its table begins; None where it cannot be told (an inline table, a multi-line value)."""
+    want = tuple(dotted.split("."))
+    table: tuple[str, ...] = ()
+    for n, line in enumerate(text.splitlines(), 1):
+        if m := _HEADER.match(line):
+            table = _parts(m.group("key"))
+            if table[: len(want)] == want:
+                return n
+        elif m := _ASSIGN.match(line):
+            key = table + _parts(m.group("key"))
+            if key[: len(want)] == want:
+                return n
+    return None

@@ -59,9 +59,8 @@ def test_fingerprint_ignores_precision_and_batch_but_not_model(tmp_path):
 
 
 def test_chunk_size_over_model_limit_is_refused(tmp_path):
-    s = load_settings(_user(tmp_path, "[profiles.big.chunk]\nsize = 400\n"), env={})
-    with pytest.raises(ConfigError, match="exceeds max_tokens"):
-        s.profile("big")
+    with pytest.raises(ConfigError, match="exceeds max_tokens"):  # when the file is loaded, used or not
+        load_settings(_user(tmp_path, "[profiles.big.chunk]\nsize = 400\n"), env={})
 
 
 def test_unknown_profile(tmp_path):

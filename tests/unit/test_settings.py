@@ -248,7 +248,8 @@ def test_cli_reports_a_bad_setting_in_one_line(tmp_path):
     stderr = r.stderr.decode()
     assert r.returncode == 2, stderr
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and "hnsw.m must be in 2..100, got 1" in lines[0], stderr
+    assert len(lines) == 2 and "hnsw.m must be in 2..100, got 1" in lines[0], stderr  # and its hint
+    assert lines[1] == "hint: the default is 16 (configs/default.toml documents every key)", stderr
     assert r.stdout == b""
 
 

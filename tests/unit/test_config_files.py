@@ -1,0 +1,135 @@
+"""A user's config file as a team writes it: every mistake is one ConfigError naming the file, the
+line where it can be found, the key, and a hint; each environment variable's mistake names it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kbctl.config import load_settings
+from kbctl.errors import ConfigError
+from tests.conftest import run_kbctl
+
+
+def _user(tmp_path, text: str | bytes):
+    p = tmp_path / "kbctl.toml"
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return p
+
+
+def _error(path, env=None) -> ConfigError:
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env=env or {})
+    return e.value
+
+
+def test_a_byte_order_mark_is_read_as_the_start_of_the_file(tmp_path):
+    p = _user(tmp_path, b"\xef\xbb\xbf[profile.search]\nk = 5\n")
+    assert load_settings(p, env={}).profile().search.k == 5
+
+
+def test_a_syntax_error_names_the_file_and_its_line_with_a_hint(tmp_path):
+    p = _user(tmp_path, "[profile.search]\nk = \n")
+    e = _error(p)
+    assert str(p) in e.message and "line 2" in e.message and e.hint
+
+
+def test_an_unknown_key_names_its_line(tmp_path):
+    p = _user(tmp_path, "# team settings\n[profile.chunk]\nszie = 100\n")
+    e = _error(p)
+    assert e.message.startswith(f"{p}:3: ") and "profile.chunk.szie" in e.message
+    assert e.hint == "did you mean 'size'?"
+    p = _user(tmp_path, "[profiles.x]\nembedder = 'hash'\n\n[profiles.x.serach]\nk = 5\n")
+    e = _error(p)
+    assert e.message.startswith(f"{p}:4: ") and "profiles.x.serach" in e.message and "'search'" in e.hint
+
+
+@pytest.mark.parametrize(
+    "text,key",
+    [
+        ("dimension = 384.5", "dimension"),
+        ("dimension = 384.0", "dimension"),
+        ("max_tokens = 300.9", "max_tokens"),
+        ("batch_size = 8.0", "batch_size"),
+    ],
+)
+def test_a_fraction_for_a_whole_number_of_a_profile_is_refused(tmp_path, text, key):
+    """``dimension = 384.5`` was read as 384, silently."""
+    p = _user(tmp_path, f'[profiles.x]\nembedder = "hash"\nmodel = "hash"\n{text}\n')
+    e = _error(p)
+    assert e.message.startswith(f"{p}:4: ") and key in e.message and "must be int, got float" in e.message
+
+
+@pytest.mark.parametrize("value", [0, -5])
+def test_batch_size_must_be_positive(tmp_path, value):
+    p = _user(tmp_path, f"[profile]\nbatch_size = {value}\n")
+    e = _error(p)
+    assert e.message.startswith(f"{p}:2: ") and "batch_size must be >= 1" in e.message
+
+
+def test_a_profile_not_in_use_is_checked_when_the_file_is_loaded(tmp_path):
+    p = _user(tmp_path, '[profiles.small]\nembedder = "hash"\nmodel = "hash"\n[profiles.small.chunk]\nsize = 1\n')
+    e = _error(p)
+    assert e.message.startswith(f"{p}:5: ") and "profile 'small'" in e.message and "chunk.size" in e.message
+    assert "200" in e.hint  # the default, as a value that holds
+
+
+@pytest.mark.parametrize(
+    "text,line,key",
+    [
+        ("[server]\nport = 70000\n", 2, "server.port"),
+        ("[profile.search]\nk = 0\n", 2, "search.k"),
+        ("[database]\n\nconnect_timeout = 2.5\n", 3, "database.connect_timeout"),
+        ('[fetch]\nallow_hosts = ["a", 1]\n', 2, "fetch.allow_hosts"),
+        ("[profile.hnsw]\nm = 1\n", 2, "hnsw.m"),
+    ],
+)
+def test_a_value_out_of_range_or_of_another_type_names_the_file_and_line(tmp_path, text, line, key):
+    p = _user(tmp_path, text)
+    e = _error(p)
+    assert e.message.startswith(f"{p}:{line}: ") and key in e.message and e.hint
+
+
+def test_an_unknown_default_profile_names_where_it_was_set(tmp_path):
+    p = _user(tmp_path, '[defaults]\nprofile = "hash384"\n')
+    e = _error(p)
+    assert e.message.startswith(f"{p}:2: ") and "hash384" in e.message and e.hint == "did you mean 'hash-384'?"
+
+
+def test_a_profile_of_a_plugin_not_installed_here_loads_and_fails_when_used(tmp_path):
+    """A team file may name an embedder installed on some machines only: only its use is refused."""
+    s = load_settings(_user(tmp_path, '[profiles.mine]\nembedder = "not-installed"\n'), env={})
+    with pytest.raises(ConfigError, match="not-installed"):
+        s.profile("mine")
+
+
+@pytest.mark.parametrize(
+    "var,value,hint",
+    [
+        ("KBCTL_TENANT", "bad name", "letters, digits"),
+        ("KBCTL_PROFILE", "hash384", "did you mean 'hash-384'?"),
+        ("KBCTL_PROFILE", "", None),  # empty: not set
+    ],
+)
+def test_an_environment_variable_s_bad_value_names_the_variable(var, value, hint):
+    if hint is None:
+        load_settings(env={var: value})
+        return
+    e = _error(None, env={var: value})
+    assert e.message.startswith(f"{var}: ") and repr(value) in e.message and hint in (e.hint or "")
+
+
+def test_a_directory_given_as_the_file_is_one_line_with_a_hint(tmp_path):
+    e = _error(tmp_path)
+    assert str(tmp_path) in e.message and "directory" in e.message and e.hint
+
+
+def test_the_cli_reports_a_located_error_and_its_hint(tmp_path):
+    cfg = _user(tmp_path, "[profile.search]\nk = 0\n")
+    env = {k: None for k in os.environ if k.startswith("KBCTL_")} | {"KBCTL_HOME": str(tmp_path / "home")}
+    r = run_kbctl(["--config", str(cfg), "config", "show"], env=env)
+    lines = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 2 and r.stdout == b""
+    assert lines[0] == f"error: {cfg}:2: profile 'minilm': search.k must be >= 1, got 0", lines
+    assert len(lines) == 2 and lines[1].startswith("hint: "), lines
