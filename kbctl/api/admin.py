@@ -104,7 +104,7 @@ class Admin(Part):
         prof = self.settings.profile(profile)
         return {
             "sources": list(self.settings.sources),
-            "settings": self.settings.as_dict(),
+            "settings": self.settings.redacted(),  # passwords never printed
             "profile": {"name": prof.name, "fingerprint": prof.fingerprint, **prof.pin},
             "precision": _precision_json(prof.precision, cached_decision(prof)),
         }

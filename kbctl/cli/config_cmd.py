@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import typer
 
 from .render import print_json
@@ -43,13 +45,46 @@ def _decision_lines(p: dict, cache) -> list[str]:
 
 
 def _toml(d: dict, prefix: str = "") -> None:
-    import json
-
+    """The tables as TOML that loads back as the same settings (``kbctl --config FILE``)."""
     scalars = {k: v for k, v in d.items() if not isinstance(v, dict)}
     tables = {k: v for k, v in d.items() if isinstance(v, dict)}
     if prefix and (scalars or not tables):
         out.print(f"\n[{prefix}]", markup=False, highlight=False)
     for k, v in scalars.items():
-        out.print(f"{k} = {json.dumps(v)}", markup=False, highlight=False)
+        out.print(f"{_key(k)} = {_value(v)}", markup=False, highlight=False)
     for k, v in tables.items():
-        _toml(v, f"{prefix}.{k}" if prefix else k)
+        _toml(v, f"{prefix}.{_key(k)}" if prefix else _key(k))
+
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _key(k: str) -> str:
+    """A bare key where TOML allows one, else a quoted one (``profiles."my model"``)."""
+    return k if _BARE.fullmatch(k) else _string(k)
+
+
+def _string(s: str) -> str:
+    """A TOML basic string: only ``"``, ``\\`` and control characters escaped (JSON's ``\\ud83d``
+    surrogate pairs are not TOML)."""
+    out = []
+    for ch in s:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch, f"\\u{ord(ch):04X}"))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return _string(v)
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + "}"
+    return "[" + ", ".join(_value(x) for x in v) + "]"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -33,7 +34,7 @@ from .sections import (
 )
 from .tables import merge, part, set_dotted, suggest
 
-__all__ = ["Settings", "SECTIONS"]
+__all__ = ["Settings", "SECTIONS", "redact"]
 
 #: The tables with a fixed set of keys, and their classes (the profiles, namespaces and agents aside).
 SECTIONS: dict[str, type] = {
@@ -146,8 +147,34 @@ class Settings:
         return Settings(data=data, sources=self.sources)
 
     def as_dict(self) -> dict[str, Any]:
-        """Every setting after every layer, as nested tables (a copy: ``kbctl config show``, run reports)."""
+        """Every setting after every layer, as nested tables (a copy: run reports)."""
         return copy.deepcopy(dict(self.data))
+
+    def redacted(self) -> dict[str, Any]:
+        """``as_dict()`` with the passwords of ``database.dsn``, ``server.url`` and
+        ``telemetry.endpoint`` replaced by ``***`` (what ``kbctl config show`` prints)."""
+        data = self.as_dict()
+        for section, key in _SECRET_KEYS:
+            table = data.get(section)
+            if isinstance(table, dict) and isinstance(table.get(key), str):
+                table[key] = redact(table[key])
+        return data
+
+
+_SECRET_KEYS = (("database", "dsn"), ("server", "url"), ("telemetry", "endpoint"))
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<authority>[^/?#]*)(?P<rest>.*)$", re.DOTALL)
+_PASSWORD = re.compile(r"(?P<head>(?:^|[\s?&;])password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s&;]*)", re.IGNORECASE)
+
+
+def redact(value: str) -> str:
+    """A connection string or URL with its password, if it holds one, replaced by ``***``: the
+    ``user:password@`` of a URL, and a ``password=`` of a URL's query or of a ``key=value`` DSN."""
+    m = _URL.match(value)
+    if m and "@" in m["authority"]:
+        userinfo, host = m["authority"].rsplit("@", 1)  # a password may hold an unescaped @
+        if ":" in userinfo:
+            value = f"{m['scheme']}{userinfo.split(':', 1)[0]}:***@{host}{m['rest']}"
+    return _PASSWORD.sub(r"\g<head>***", value)
 
 
 def _tables(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:

@@ -133,3 +133,42 @@ def test_the_cli_reports_a_located_error_and_its_hint(tmp_path):
     assert r.returncode == 2 and r.stdout == b""
     assert lines[0] == f"error: {cfg}:2: profile 'minilm': search.k must be >= 1, got 0", lines
     assert len(lines) == 2 and lines[1].startswith("hint: "), lines
+
+
+def _show(tmp_path, cfg, env=(), *args):
+    env = {k: None for k in os.environ if k.startswith("KBCTL_")} | {"KBCTL_HOME": str(tmp_path / "home")} | dict(env)
+    r = run_kbctl(["--config", str(cfg), "config", "show", *args], env=env)
+    assert r.returncode == 0, r.stderr.decode()
+    return r.stdout.decode()
+
+
+def test_what_config_show_prints_loads_back_as_the_same_settings(tmp_path):
+    cfg = _user(
+        tmp_path,
+        '[profiles."my model"]\nembedder = "hash"\nmodel = "hash"\nquery_prefix = "q😀: \\"x\\"\\t"\n'
+        '[namespaces.billing]\nprofile = "my model"\nacl_rules = [{glob = "hr/**", principals = ["group:hr"]}]\n'
+        '[agents.writer]\nk = 3\ngroups = ["support"]\n',
+    )
+    text = _show(tmp_path, cfg)
+    again = tmp_path / "shown.toml"
+    again.write_text(text)
+    assert load_settings(again, env={}).as_dict() == load_settings(cfg, env={}).as_dict() | {
+        "database": load_settings(again, env={}).as_dict()["database"]  # home: the test's KBCTL_HOME
+    }
+    assert load_settings(again, env={}).profile("my model").query_prefix == 'q😀: "x"\t'
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://kb:s3cret@db.internal:5432/kb",
+        "postgresql://db.internal/kb?sslmode=require&password=s3cret",
+        "host=db.internal user=kb password=s3cret dbname=kb",
+        "host=db.internal password = 's3cret' dbname=kb",
+    ],
+)
+def test_config_show_never_prints_a_password(tmp_path, dsn):
+    cfg = _user(tmp_path, '[server]\nurl = "http://bot:s3cret@kb.internal:8765"\n')
+    for args in ((), ("--json",)):
+        out = _show(tmp_path, cfg, {"KBCTL_DSN": dsn}, *args)
+        assert "s3cret" not in out and "db.internal" in out and "kb.internal" in out, out
