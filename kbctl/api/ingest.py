@@ -81,7 +81,7 @@ class Ingestion(Part):
             ns = get_namespace(conn, namespace, self.tenant, required=False) or self.kb.namespaces.placeholder(
                 namespace, prof
             )
-            check_pin(ns, prof)
+            check_pin(ns, prof, conn)
         else:
             made = get_namespace(conn, namespace, self.tenant, required=False) is None
             ns = ensure_namespace(conn, namespace, self.tenant, prof)
@@ -310,7 +310,7 @@ class Ingestion(Part):
             except GenerationMoved:
                 prof = self.kb.namespaces.profile_for(req.namespace.name, profile)
                 ns = get_namespace(conn, req.namespace.name, self.tenant)
-                check_pin(ns, prof)
+                check_pin(ns, prof, conn)
                 req = replace(req, namespace=ns, profile=prof)
         return run(conn, req, connect=self.session.tenant_connection)
 

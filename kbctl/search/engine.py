@@ -151,7 +151,7 @@ def _routed(conn, namespaces, profile: Profile, query: str, opts: SearchOptions,
             hint="search them one at a time",
         )
     for ns in namespaces:
-        check_pin(ns, profile)
+        check_pin(ns, profile, conn)
     k = opts.k or profile.search.k
     # each namespace's postings were made by its recorded analyzer version: the query's terms are
     # that version's (the union of them over namespaces made before and after a version change)

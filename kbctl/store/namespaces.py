@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, overload
 
 from .. import validate
-from ..config import Profile
+from ..config import FINGERPRINT_KEYS, Profile
 from ..errors import NamespaceNotFound, ProfileMismatchError, UsageError
 from ..textutil.analyze import ANALYZER_VERSION
 from .connection import Conn, columns, scalar
@@ -126,14 +126,18 @@ def get_namespace(conn: Conn, name: str, tenant: str = "default", *, required: b
     return Namespace(*row)
 
 
-def check_pin(ns: Namespace, profile: Profile) -> None:
-    """Refuse to use a namespace with a profile other than the one its vectors were made with."""
+def check_pin(ns: Namespace, profile: Profile, conn: Conn | None = None) -> None:
+    """Refuse to use a namespace with a profile other than the one its vectors were made with; with
+    ``conn``, a profile changed under its own name is refused naming each setting of the pin that
+    changed (read from the recorded profile)."""
     if ns.fingerprint != profile.fingerprint and ns.profile_name == profile.name:
         # the same name, other settings: "use --profile NAME" would name the profile already in use
+        changed = _pin_changes(conn, ns, profile) if conn is not None else ""
         raise ProfileMismatchError(
             f"namespace {ns.name!r} is pinned to profile {ns.profile_name!r} as it was ({ns.model},"
-            f" {ns.dimension}-d, fingerprint {ns.fingerprint}); that profile changed since ({profile.model},"
-            f" {profile.dimension}-d, fingerprint {profile.fingerprint}) and would mix vectors of two models",
+            f" {ns.dimension}-d, fingerprint {ns.fingerprint}); that profile changed since"
+            f" ({changed or f'{profile.model}, {profile.dimension}-d'}, fingerprint {profile.fingerprint})"
+            " and would mix vectors of two models",
             hint=f"restore the profile's settings, or move the namespace to the new ones: kbctl reembed {ns.name}"
             f" --profile {profile.name} --swap (an empty namespace: kbctl namespaces bind {ns.name} --profile"
             f" {profile.name})",
@@ -147,11 +151,22 @@ def check_pin(ns: Namespace, profile: Profile) -> None:
         )
 
 
+def _pin_changes(conn: Conn, ns: Namespace, profile: Profile) -> str:
+    """``revision '2' -> '3', max_tokens 256 -> 512``: the settings of the pin recorded for the
+    namespace's generation that the configured profile no longer has."""
+    row = conn.execute(query("generations/profile"), (ns.profile_id,)).fetchone()
+    if row is None:
+        return ""
+    recorded = dict(zip(FINGERPRINT_KEYS, row[1:10]))
+    now = profile.pin
+    return ", ".join(f"{k} {recorded[k]!r} -> {now[k]!r}" for k in FINGERPRINT_KEYS if recorded[k] != now[k])
+
+
 def ensure_namespace(conn: Conn, name: str, tenant: str, profile: Profile, description: str = "") -> Namespace:
     """Get or create a namespace bound to ``profile``; a different existing pin is refused."""
     ns = get_namespace(conn, name, tenant, required=False)
     if ns is not None:
-        check_pin(ns, profile)
+        check_pin(ns, profile, conn)
         return ns
     with as_owner(conn):  # profiles are shared: the owner records them
         pid = ensure_profile(conn, profile)
@@ -173,7 +188,7 @@ def ensure_namespace(conn: Conn, name: str, tenant: str, profile: Profile, descr
             ) from None
         raise
     ns = get_namespace(conn, name, tenant)
-    check_pin(ns, profile)
+    check_pin(ns, profile, conn)
     return ns
 
 
@@ -185,7 +200,7 @@ def rebind_namespace(conn: Conn, name: str, tenant: str, profile: Profile) -> Na
         return ns
     n = scalar(conn.execute(query("namespaces/chunk_count"), (ns.id,)))
     if n:
-        check_pin(ns, profile)  # raises with the full explanation
+        check_pin(ns, profile, conn)  # raises with the full explanation
     with as_owner(conn):
         pid = ensure_profile(conn, profile)
     old = generation_ids(conn, ns.id)

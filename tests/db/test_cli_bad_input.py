@@ -20,7 +20,8 @@ def test_a_negative_k_in_the_profile_is_one_line_not_an_empty_result(kb, cli, tm
     stderr = r.stderr.decode()
     assert r.returncode == 2 and r.stdout == b"", (r.returncode, r.stdout, stderr)
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and "search.k" in lines[0] and "Traceback" not in stderr, stderr
+    assert "search.k" in lines[0] and "Traceback" not in stderr, stderr
+    assert len(lines) == 2 and lines[1].startswith("hint: "), stderr  # one error line and its hint
 
 
 # -- the same defects through the CLI only, so the test reads the same before and after the fixes ---

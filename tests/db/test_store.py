@@ -573,3 +573,39 @@ def test_a_profile_changed_under_its_own_name_gets_a_hint_that_can_work(kb, tmp_
     assert "changed since" in str(e.value)
     assert e.value.hint is not None and "use --profile hash-384" not in e.value.hint
     assert "kbctl reembed changed --profile hash-384" in e.value.hint
+
+
+@pytest.mark.parametrize(
+    "setting,said",
+    [
+        ('query_prefix = "query: "', "query_prefix '' -> 'query: '"),
+        ("dimension = 256", "dimension 384 -> 256"),
+        ('revision = "3"\nmax_tokens = 512', "revision '2' -> '3', max_tokens 256 -> 512"),
+    ],
+)
+def test_a_pinned_profile_changed_in_the_config_names_what_changed_and_ingest_writes_nothing(
+    kb, tmp_path, setting, said
+):
+    """The refusal showed model, dimension and two fingerprints: a changed query prefix read
+    '(hash, 384-d, fingerprint a) … (hash, 384-d, fingerprint b)', which says nothing of what to
+    restore. It now names each setting of the pin that changed, old and new."""
+    import kbctl
+
+    _write(kb, "pinned", DOCS)
+    runs = kb.runs("pinned")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nSomething new about refunds.\n")
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text(f"[profiles.hash-384]\n{setting}\n")
+    changed = kbctl.open(home=kb.settings.database.home, tenant=kb.tenant, config=cfg, profile="hash-384")
+    try:
+        with pytest.raises(ProfileMismatchError) as e:
+            changed.ingest([str(folder)], "pinned", verify=False)
+        assert said in str(e.value), str(e.value)
+        assert "kbctl reembed pinned --profile hash-384" in (e.value.hint or "")
+        assert changed.search("refunds", "pinned", mode="lexical").hits  # search still answers
+    finally:
+        changed.close()
+    info = next(n for n in kb.namespaces() if n["name"] == "pinned")
+    assert kb.runs("pinned") == runs and info["documents"] == len(DOCS)
