@@ -129,8 +129,9 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
 
 def _check_layer(data: dict[str, Any], layer: Mapping[str, Any]) -> None:
     """What ``layer`` changed in ``data``, checked now: the typed sections, the default tenant and
-    profile, and every profile the layer defines or changes (all of them when it changes ``[profile]``),
-    whether or not it is used by this command; not whether its embedder is installed here."""
+    profile, and every profile the layer defines or changes (``[profiles.NAME]``, and the default
+    profile when it changes ``[profile]``), whether or not this command uses it; not whether its
+    embedder is installed here."""
     settings = Settings(data=data)
     tenant = settings.defaults.tenant
     try:
@@ -144,8 +145,10 @@ def _check_layer(data: dict[str, Any], layer: Mapping[str, Any]) -> None:
         except ConfigError as e:
             e.key = "defaults.profile"
             raise
-    touched = names if "profile" in layer else list(layer.get("profiles") or {})
-    for name in touched:
+    touched = list(layer.get("profiles") or {})
+    if "profile" in layer:  # the shared table: the default profile too (a built-in one the file does
+        touched.append(settings.defaults.profile)  # not name is checked when it is used)
+    for name in dict.fromkeys(touched):
         settings.profile(name, embedder=False)
 
 
