@@ -213,7 +213,7 @@ def _mcp_calls(url: str, headers: dict, calls: list[tuple[str, dict]]) -> list:
 REFUSALS = [
     ("search_knowledge", {"query": "deploy", "namespaces": ["technical_kb"]}, "/v1/tools/search_knowledge"),
     ("search_knowledge", {"query": "refund", "k": 51}, "/v1/tools/search_knowledge"),
-    ("search_knowledge", {"query": "refund", "filters": ["nonsense"]}, "/v1/tools/search_knowledge"),
+    ("search_knowledge", {"query": "refund", "filters": ["author="]}, "/v1/tools/search_knowledge"),
     ("search_knowledge", {"query": "refund", "cursor": "x"}, "/v1/tools/search_knowledge"),
     ("verify_claim", {"claim": "x", "k": 21}, "/v1/tools/verify_claim"),
     ("get_document", {"doc_id": "d_" + "A" * 22}, "/v1/tools/get_document"),  # opens under no key
