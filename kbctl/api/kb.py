@@ -115,6 +115,7 @@ class KnowledgeBase:
     create_tenant = delegate("tenants", Tenants.create)
     delete_tenant = delegate("tenants", Tenants.delete)
     ids = delegate("tenants", Tenants.ids)
+    ids_with_token = delegate("tenants", Tenants.ids_with_token)
     open_id = delegate("tenants", Tenants.open_id)
 
     reembed = delegate("generations", Generations.reembed)

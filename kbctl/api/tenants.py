@@ -9,7 +9,7 @@ import hmac
 from .. import validate
 from ..errors import UsageError, echo
 from ..ids import KINDS, Ids
-from ..store import tenants
+from ..store import agents, tenants
 from ._boundary import Part, psycopg_boundary
 
 __all__ = ["Tenants"]
@@ -43,7 +43,17 @@ class Tenants(Part):
         """This tenant's opaque ids (``kbctl.ids``): what the server seals the ids it gives agents
         with and opens what they send back with. Its key is read as the tenant's own role (its own
         row of the registry); the ``Ids`` never shows it."""
-        key = tenants.tenant_id_key(self._conn(), self.tenant)
+        return self._ids_of(tenants.tenant_id_key(self._conn(), self.tenant))
+
+    def ids_with_token(self, token: str) -> tuple[Ids, bool]:
+        """``ids`` and whether ``token`` is a valid bearer token of this tenant now (not revoked),
+        read in the one statement that reads the key, as the tenant's own role (its own row and
+        tokens): a server checks a remembered token at every borrow of its requests at no extra
+        round trip (``kbctl.server.service``), so a revoke holds from the next request on."""
+        found = agents.id_key_with_token(self._conn(), self.tenant, token)
+        return self._ids_of(None if found is None else found[0]), found is not None and found[1]
+
+    def _ids_of(self, key: bytes | None) -> Ids:
         if key is None:  # the session entered the tenant's role, so its row exists: not reached
             raise UsageError(f"tenant {self.tenant!r} is not registered")
         last = getattr(self, "_last_ids", None)  # a server reads the key at every borrow: built once a key

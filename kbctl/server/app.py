@@ -36,15 +36,16 @@ from .faults import error_status, public_fault, validation_message
 from .guard import HostRule, body_problem, replay_body
 from .metrics import Metrics
 from .schemas import dump
-from .service import CANCEL, Cancel, Service
+from .service import BEARER, CANCEL, Cancel, Service
 from .tools import Toolbox
 
 log = logging.getLogger(__name__)
 
 __all__ = ["create_app", "TENANT_HEADER"]
 
-_TOKEN_TTL = 30.0  # seconds a token's lookup is remembered: a revoked token stops working within this
-# after the revoke (docs/agents.md, "Bearer tokens"); a tenant made again since never honours it (Agent.made_for)
+_TOKEN_TTL = 30.0  # seconds a token's lookup is remembered. Not a revoke's window: every request that reads
+# a knowledge base checks its token in the statement its borrow runs anyway (Service.kb), and the routes that
+# read none look it up again (_Gate._remembered); a tenant made again since never honours it (Agent.made_for)
 TENANT_HEADER = "kbctl-tenant"  # the tenant a forwarded search is of (kbctl.server.client)
 _RAW_OPTIONS = ("mode", "per_doc", "fusion", "ef_search", "rerank", "prf", "explain")
 
@@ -81,13 +82,22 @@ class _State:
             return a
         return Agent(a.name, a.namespaces, a.tools, a.k, a.budget, tenant or self.settings.tenant, a.principal)
 
-    async def authenticate(self, scope: Scope) -> Agent | None:
-        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
-        token = header[7:].strip() if header[:7].lower() == "bearer " else ""
+    async def authenticate(self, token: str, remembered: bool = True) -> Agent | None:
+        """The agent of bearer ``token`` (None: unknown, revoked, or none given where one is needed).
+        A lookup is remembered for ``_TOKEN_TTL`` unless a borrow has refused the token since
+        (``Service.refused``: revoked, or its tenant made again) or ``remembered`` is False (a route
+        that reads no knowledge base, whose borrow would check the token: looked up again)."""
         if not token:
             return None if self.settings.server.require_token else self.agent(None)
         hit = self.tokens.get(token)
-        if hit is not None and time.monotonic() - hit[0] < _TOKEN_TTL and not self._outlived(hit[1]):
+        refused = self.service.refused(token)
+        if (
+            hit is not None
+            and remembered
+            and not refused
+            and time.monotonic() - hit[0] < _TOKEN_TTL
+            and not self._outlived(hit[1])
+        ):
             return hit[1]
         owner = await anyio.to_thread.run_sync(self.service.agent_of_token, token)
         agent = None
@@ -407,8 +417,9 @@ class _Gate:
             return await _error(*problem)(scope, receive, send)
         replay = replay_body(body, receive)
         if scope["path"] not in self.open:
+            token = _bearer(headers)
             try:
-                agent = await self.state.authenticate(scope)
+                agent = await self.state.authenticate(token, _remembered(scope["path"], body))
             except KbctlError as e:  # the token could not be looked up: the database, most likely
                 log.error("looking up a bearer token failed: %s", e.message, exc_info=e)
                 return await _error(503, public_fault(e, "authentication"))(scope, replay, send)
@@ -418,9 +429,14 @@ class _Gate:
                     scope, replay, send
                 )
             scope["kbctl.agent"] = agent
-            if scope["path"].rstrip("/") == "/mcp":
-                app = await self.state.mcp_app(agent)
-                return await app(scope, replay, send)
+            reset = BEARER.set(token or None)  # each borrow of the request checks it (Service.kb)
+            try:
+                if scope["path"].rstrip("/") == "/mcp":
+                    app = await self.state.mcp_app(agent)
+                    return await app(scope, replay, send)
+                return await self.app(scope, replay, send)
+            finally:
+                BEARER.reset(reset)
         await self.app(scope, replay, send)
 
     async def _read_body(self, receive: Receive) -> bytes:
@@ -436,6 +452,34 @@ class _Gate:
                     raise _TooLarge(self.limit)
                 if not message.get("more_body", False):
                     return data
+
+
+def _bearer(headers: dict) -> str:
+    """The bearer token of a request's ``Authorization`` header, else ""."""
+    header = headers.get(b"authorization", b"").decode("latin-1")
+    return header[7:].strip() if header[:7].lower() == "bearer " else ""
+
+
+# The MCP methods that borrow a knowledge base for a token's agent (``Service.kb``, which checks the
+# token in its statement): a remembered lookup serves them. The others (the handshake, the lists,
+# /metrics) read none, so a remembered token is looked up again for them: one statement each.
+_BORROWING = frozenset({"tools/call", "resources/read", "prompts/get"})
+
+
+def _remembered(path: str, body: bytes) -> bool:
+    """Whether a remembered lookup of the request's token may serve it: a request whose every use of
+    the tenant goes through a borrow that checks the token (the JSON API's routes, MCP's calls of
+    tools, resources and prompts). ``/metrics`` and MCP's handshake and lists are looked up again,
+    so a revoked token is refused there too from the next request on."""
+    if path == "/metrics":
+        return False
+    if path.rstrip("/") != "/mcp":
+        return True
+    try:
+        message = json.loads(body) if body else None
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(message, dict) and message.get("method") in _BORROWING
 
 
 def create_app(settings: Settings, open_kb=None, *, warm: bool = True, host: str | None = None):

@@ -30,7 +30,7 @@ from ..ids import Ids
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Service", "Cancel", "CANCEL", "Cancelled", "StaleToken"]
+__all__ = ["Service", "Cancel", "CANCEL", "BEARER", "Cancelled", "StaleToken"]
 
 
 class Cancelled(KbctlError):
@@ -38,8 +38,9 @@ class Cancelled(KbctlError):
 
 
 class StaleToken(KbctlError):
-    """A remembered token's tenant is not the one it was made for: deleted and made again under its
-    name since the token was looked up. Answered as a token unknown (401)."""
+    """A remembered token is no longer valid: revoked since it was looked up, or its tenant is not
+    the one it was made for (deleted and made again under its name since). Answered as a token
+    unknown (401)."""
 
     def __init__(self) -> None:
         super().__init__("missing or invalid bearer token")
@@ -69,6 +70,9 @@ class Cancel:
 
 
 CANCEL: contextvars.ContextVar[Cancel | None] = contextvars.ContextVar("kbctl_cancel", default=None)
+# The bearer token of the request being served (set by the HTTP layer; worker threads and the MCP
+# SDK's tasks inherit it): each borrow for a token's agent checks it is still valid (``Service.kb``).
+BEARER: contextvars.ContextVar[str | None] = contextvars.ContextVar("kbctl_bearer", default=None)
 
 
 class Service:
@@ -82,6 +86,7 @@ class Service:
         self._made: dict[str, int] = {}
         self._lock = threading.Lock()
         self._ids: dict[str, Ids] = {}
+        self._refused: set[str] = set()  # tokens a borrow refused, for the gate to forget (``refused``)
         self.model_load_seconds: dict[str, float] = {}
 
     def settings_for(self, tenant: str | None) -> Settings:
@@ -92,16 +97,39 @@ class Service:
     @contextlib.contextmanager
     def kb(self, tenant: str | None = None, made_for: Ids | None = None) -> Iterator[Any]:
         """Borrow a knowledge base of ``tenant`` (the server's by default) for one request. With
-        ``made_for`` (the ids of the tenant a remembered token was looked up under: ``agent_of_token``),
-        the key the borrow reads must be that one: a tenant deleted and made again under its name
-        since has a new key, and its borrow is refused (``StaleToken``), so a remembered token of
-        the tenant before never reaches the new one."""
+        ``made_for`` (a token's agent: the ids of the tenant its token was looked up under,
+        ``agent_of_token``), the borrow reads the request's token (``BEARER``) with the key, in the
+        same statement, and refuses it (``StaleToken``) unless the token is valid now and the key is
+        that one: a token revoked since its lookup is refused on its next request, and a tenant
+        deleted and made again under its name (a new key) is never reached by a token of the tenant
+        before. A refused token is noted for the gate to forget (``refused``)."""
         tenant = tenant or self.settings.tenant
+        token = BEARER.get() if made_for is not None else None
+        if made_for is not None and token is None:
+            raise StaleToken()  # a token's agent outside its request: no token to check, none honoured
         with self._borrowed(tenant) as kb:
-            ids = self._check_key(tenant, kb)
-            if made_for is not None and ids != made_for:
+            ids, valid = self._check_key(tenant, kb, token)
+            if made_for is not None and (ids != made_for or not valid):
+                if token is not None:
+                    self._note_refused(token)
                 raise StaleToken()
             yield kb
+
+    def _note_refused(self, token: str) -> None:
+        with self._lock:
+            if len(self._refused) > 10000:
+                self._refused.clear()  # the gate looks every token up again at least every _TOKEN_TTL
+            self._refused.add(token)
+
+    def refused(self, token: str) -> bool:
+        """Whether a borrow refused ``token`` (revoked, or of a tenant made again) since this was last
+        asked: the gate then forgets its lookup and looks it up again, so a route that borrows
+        nothing (``/metrics``, MCP's lists) refuses it too. Says so once."""
+        with self._lock:
+            if token in self._refused:
+                self._refused.discard(token)
+                return True
+            return False
 
     def agent_of_token(self, token: str) -> tuple[str, str, Ids] | None:
         """(tenant, agent, the tenant's ids) of a valid bearer token of any tenant, else None: looked
@@ -150,20 +178,25 @@ class Service:
                 found = self._ids[tenant]
         return found
 
-    def _check_key(self, tenant: str, kb: Any) -> Ids:
+    def _check_key(self, tenant: str, kb: Any, token: str | None = None) -> tuple[Ids, bool]:
         """Read ``tenant``'s id key on ``kb``'s connection (one lookup of its row, as its role) and
-        keep it for ``ids``. A tenant deleted and made again under its name (``kbctl tenants
+        keep it for ``ids``; with ``token``, whether it is a valid token of ``tenant`` now, read in
+        the same statement (``kb.ids_with_token``), else True. A tenant deleted and made again under its name (``kbctl tenants
         delete``) has a new role and a new key: a pooled knowledge base still acting as the dropped
         role cannot read the row, and is connected again (its role looked up anew) first, so a
         running server serves the tenant that exists now and seals with its key from the first
         request on, as a restarted one would."""
+
+        def read() -> tuple[Ids, bool]:
+            return (kb.ids(), True) if token is None else kb.ids_with_token(token)
+
         try:
-            ids = kb.ids()
+            ids, valid = read()
         except (UsageError, DatabaseError) as e:  # the dropped role's connection: refused, or no row of its own
             if isinstance(e, (DatabaseUnavailable, StatementTimeout, ResourceExhausted)):
                 raise  # the database's state, not the role's: connecting again would not help
             kb.session.close()
-            ids = kb.ids()
+            ids, valid = read()
         with self._lock:
             if self._ids.get(tenant) != ids:
                 if tenant in self._ids:
@@ -171,7 +204,7 @@ class Service:
                         "tenant %s has a new id key (deleted and made again): ids sealed before do not open", tenant
                     )
                 self._ids[tenant] = ids
-        return ids
+        return ids, valid
 
     def _pool(self, tenant: str) -> queue.LifoQueue:
         with self._lock:

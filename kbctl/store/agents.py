@@ -19,6 +19,7 @@ __all__ = [
     "token_hash",
     "create_token",
     "agent_of_token",
+    "id_key_with_token",
     "revoke_tokens",
     "log_query",
     "logged_query",
@@ -56,6 +57,13 @@ def agent_of_token(conn: Conn, token: str) -> tuple[str, str, bytes] | None:
     one. Read as the login (``kbctl.tenants`` shows a tenant's role its own row only)."""
     row = conn.execute(query("agents/agent_of_token"), (token_hash(token),)).fetchone()
     return (row[0], row[1], bytes(row[2])) if row else None
+
+
+def id_key_with_token(conn: Conn, tenant: str, token: str) -> tuple[bytes, bool] | None:
+    """(``tenant``'s id key, whether ``token`` is a valid token of it now) in one statement, else None
+    for a tenant not registered. On the tenant's connection: its role reads its own row and tokens."""
+    row = conn.execute(query("agents/id_key_with_token"), (token_hash(token), tenant)).fetchone()
+    return (bytes(row[0]), bool(row[1])) if row else None
 
 
 def revoke_tokens(conn: Conn, tenant: str, agent: str) -> int:
