@@ -45,7 +45,7 @@ __all__ = ["create_app", "TENANT_HEADER"]
 
 _TOKEN_TTL = 30.0  # seconds a token's lookup is remembered. Not a revoke's window: every request that reads
 # a knowledge base checks its token in the statement its borrow runs anyway (Service.kb), and the routes that
-# read none look it up again (_Gate._remembered); a tenant made again since never honours it (Agent.made_for)
+# read none look it up again (_remembered); a tenant made again since never honours it (Agent.made_for)
 TENANT_HEADER = "kbctl-tenant"  # the tenant a forwarded search is of (kbctl.server.client)
 _RAW_OPTIONS = ("mode", "per_doc", "fusion", "ef_search", "rerank", "prf", "explain")
 
