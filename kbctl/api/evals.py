@@ -211,7 +211,7 @@ class Evals(Part):
         they are not failures), the ``_id``s given more than once (the first record is kept), and
         per qrels split the relevant documents it did not store (not in the corpus, or empty): the
         metrics count them as missed, as trec_eval and BEIR do."""
-        from ..evals import beir_relevant_documents, iter_beir_corpus
+        from ..evals import beir_relevant_documents, iter_beir_corpus, qrels_file
 
         judged = beir_relevant_documents(Path(path))
         wanted = set().union(*judged.values()) if judged else set()
@@ -238,7 +238,7 @@ class Evals(Part):
             missing = sorted(docs - present)
             if missing:
                 notes.append(
-                    f"qrels/{split}.tsv judges {_count(missing, 'relevant document', 'relevant documents')}"
+                    f"qrels/{qrels_file(Path(path), split).name} judges {_count(missing, 'relevant document', 'relevant documents')}"
                     f" that {'is' if len(missing) == 1 else 'are'} not in the corpus or"
                     f" {'has' if len(missing) == 1 else 'have'} neither title nor text: {_ids(missing)}"
                     f" ({'it counts' if len(missing) == 1 else 'they count'} as missed)"

@@ -18,6 +18,7 @@ from .datasets import (
     load_beir,
     load_dataset,
     load_golden,
+    qrels_file,
 )
 from .gates import (
     CompareRow,
@@ -43,6 +44,7 @@ __all__ = [
     "load_dataset",
     "iter_beir_corpus",
     "beir_relevant_documents",
+    "qrels_file",
     "evaluate",
     "aggregate",
     "ModeResult",

@@ -6,7 +6,8 @@ message starts with ``file:line``):
 * **BEIR** (a folder): ``corpus.jsonl`` (``_id``, ``title``, ``text``, ``metadata``),
   ``queries.jsonl`` (``_id``, ``text``), either also read gzipped (``.jsonl.gz``), and
   ``qrels/<split>.tsv`` (``query-id``, ``corpus-id``, ``score``, tab-separated; the header line is
-  optional, and when present names the columns, so others may stand beside them). Ids may be JSON
+  optional, and when present names the columns, so others may stand beside them), also read
+  gzipped (``<split>.tsv.gz``). A plain file is read before its gzipped copy. Ids may be JSON
   strings or integers; a byte order mark and CRLF line ends are read as any other file. As in BEIR,
   only the queries that appear in the qrels file are evaluated, and only those are checked: a query
   the split does not judge is skipped even without a text (``EvalDataset.notes`` counts it). A
@@ -51,12 +52,15 @@ __all__ = [
     "iter_beir_corpus",
     "beir_file",
     "beir_relevant_documents",
+    "qrels_file",
 ]
 
 GOLDEN_KEYS = ("id", "query", "namespace", "relevant", "passages", "notes")
 PASSAGE_SEP = "#"
 QRELS_COLUMNS = ("query-id", "corpus-id", "score")
-BEIR_LAYOUT = "a BEIR folder holds corpus.jsonl, queries.jsonl (either may be gzipped, .jsonl.gz) and qrels/<split>.tsv"
+BEIR_LAYOUT = (
+    "a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv (any may be gzipped: .jsonl.gz, .tsv.gz)"
+)
 SHOWN = 5  # ids or line numbers a note lists
 
 
@@ -177,8 +181,8 @@ def _qrels_header(cols: list[str], path: Path) -> tuple[int, int, int]:
 
 
 def read_qrels_tsv(path: Path) -> dict[str, dict[str, int]]:
-    """Read a BEIR qrels file: ``query-id``, ``corpus-id``, ``score``, tab-separated. The header line
-    is optional; when it is there it names the columns, which may then come in any order and with
+    """Read a BEIR qrels file (gunzipped when its name ends in ``.gz``): ``query-id``, ``corpus-id``,
+    ``score``, tab-separated. The header line is optional; when it is there it names the columns, which may then come in any order and with
     others beside them (ignored). Without it a row has exactly those three."""
     if not path.is_file():
         raise _error(path, None, "qrels file not found", hint=_splits_hint(path.parent))
@@ -214,8 +218,27 @@ def read_qrels_tsv(path: Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
+def _qrels_files(qrels_dir: Path) -> dict[str, Path]:
+    """The qrels files of a folder by split: ``<split>.tsv``, or ``<split>.tsv.gz`` when only that is there."""
+    if not qrels_dir.is_dir():
+        return {}
+    found: dict[str, Path] = {}
+    for path in sorted(qrels_dir.glob("*.tsv.gz")) + sorted(qrels_dir.glob("*.tsv")):  # a plain file wins
+        if path.is_file():
+            found[path.name[: -len(".gz")] if path.name.endswith(".gz") else path.name] = path
+    return {name[: -len(".tsv")]: found[name] for name in sorted(found)}
+
+
+def qrels_file(dir: Path, split: str) -> Path:
+    """``dir/qrels/<split>.tsv``, or ``<split>.tsv.gz`` when only that is there (a missing file is
+    reported under the plain name)."""
+    plain = Path(dir) / "qrels" / f"{split}.tsv"
+    packed = plain.with_name(plain.name + ".gz")
+    return packed if not plain.is_file() and packed.is_file() else plain
+
+
 def _splits_hint(qrels_dir: Path) -> str:
-    splits = sorted(p.name[: -len(".tsv")] for p in qrels_dir.glob("*.tsv")) if qrels_dir.is_dir() else []
+    splits = list(_qrels_files(qrels_dir))
     if not splits:
         return f"no qrels/*.tsv in {qrels_dir.parent}; " + BEIR_LAYOUT
     return f"splits here: {', '.join(splits)} (--split {splits[0]})"
@@ -247,8 +270,8 @@ def load_beir(dir: Path, split: str = "test") -> EvalDataset:
     counts them), as pytrec_eval leaves out a query the run does not hold; none there is an error.
     """
     dir = Path(dir)
-    qrels_name = f"qrels/{split}.tsv"
-    qrels_path = dir / "qrels" / f"{split}.tsv"
+    qrels_path = qrels_file(dir, split)
+    qrels_name = f"qrels/{qrels_path.name}"
     qrels = read_qrels_tsv(qrels_path)
     queries_path = beir_file(dir, "queries")
     texts: dict[str, str] = {}
@@ -303,12 +326,12 @@ def beir_relevant_documents(dir: Path) -> dict[str, set[str]]:
     cannot be read is left out (``load_beir`` reports it when that split is evaluated)."""
     out: dict[str, set[str]] = {}
     qrels_dir = Path(dir) / "qrels"
-    for path in sorted(qrels_dir.glob("*.tsv")) if qrels_dir.is_dir() else []:
+    for split, path in _qrels_files(qrels_dir).items():
         try:
             qrels = read_qrels_tsv(path)
         except ConfigError:
             continue
-        out[path.name[: -len(".tsv")]] = {d for rel in qrels.values() for d, g in rel.items() if g > 0}
+        out[split] = {d for rel in qrels.values() for d, g in rel.items() if g > 0}
     return out
 
 

@@ -294,3 +294,41 @@ def test_a_golden_set_with_a_bom_and_crlf_loads(tmp_path):
     path = tmp_path / "golden.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + (FIX / "golden.jsonl").read_bytes().replace(b"\n", b"\r\n"))
     assert [q.id for q in load_golden(path).queries] == ["q01", "q02", "q03"]
+
+
+def test_gzipped_qrels_are_read(tmp_path):
+    import gzip
+
+    col = _beir_copy(tmp_path)
+    for split in ("test", "train"):
+        plain = col / "qrels" / f"{split}.tsv"
+        (col / "qrels" / f"{split}.tsv.gz").write_bytes(gzip.compress(plain.read_bytes()))
+        plain.unlink()
+    ds = load_dataset(col)
+    assert [q.id for q in ds.queries] == ["q1", "q2", "4"]
+    assert dict(ds.qrels["q2"]) == {"d2": 2, "d1": 0}
+    assert [q.id for q in load_beir(col, split="train").queries] == ["q3"]
+    from kbctl.evals.datasets import beir_relevant_documents
+
+    assert beir_relevant_documents(col) == {"test": {"d2", "d1", "3"}, "train": {"d4"}}
+    with pytest.raises(ConfigError) as info:
+        load_beir(col, split="dev")
+    assert str(info.value) == f"{col / 'qrels' / 'dev.tsv'}: qrels file not found"
+    assert info.value.hint == "splits here: test, train (--split test)"
+
+
+def test_a_plain_qrels_file_is_read_before_its_gzipped_copy(tmp_path):
+    import gzip
+
+    col = _beir_copy(tmp_path)
+    (col / "qrels" / "test.tsv.gz").write_bytes(gzip.compress(b"q1\td4\t3\n"))
+    assert dict(load_beir(col).qrels["q2"]) == {"d2": 2, "d1": 0}  # test.tsv, as before
+
+
+def test_a_broken_gzipped_qrels_file_is_one_line(tmp_path):
+    col = _beir_copy(tmp_path)
+    (col / "qrels" / "test.tsv").unlink()
+    (col / "qrels" / "test.tsv.gz").write_bytes(b"not gzip\n")
+    with pytest.raises(ConfigError) as info:
+        load_beir(col)
+    assert str(info.value).startswith(f"{col / 'qrels' / 'test.tsv.gz'}: not a readable gzip file")
