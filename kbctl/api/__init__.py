@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .admin import Admin, DatabaseStatus
 from .agents import Agents
-from .evals import EvalRun, Evals, compare_reports, convert_smart
+from .evals import EvalRun, Evals, SweepResults, compare_reports, convert_smart
 from .evidence import Evidence
 from .generations import Generations
 from .handle import NamespaceHandle
@@ -50,6 +50,7 @@ __all__ = [
     "Admin",
     "Evals",
     "EvalRun",
+    "SweepResults",
     "Ingestion",
     "Searching",
     "Evidence",

@@ -196,6 +196,13 @@ class EvalRun:
         write_junit(self.report, self.gates, path)
 
 
+class SweepResults(list):
+    """``kb.sweep``'s (settings, metric) pairs, best first (a list, as before), with ``notes``: what the
+    dataset held that was not evaluated (``EvalDataset.notes``, as ``EvalRun.notes``)."""
+
+    notes: tuple[str, ...] = ()
+
+
 @psycopg_boundary
 class Evals(Part):
     """Measure retrieval quality (``kbctl eval``): import a collection, evaluate, sweep."""
@@ -306,15 +313,16 @@ class Evals(Part):
         limit: int | None = None,
         grid: Mapping[str, Sequence[Any]] | None = None,
         metric: str = "ndcg@10",
-    ) -> list[tuple[dict, float]]:
-        """Evaluate hybrid search over a grid of fusion settings; (settings, ``metric``) pairs, best first."""
+    ) -> SweepResults:
+        """Evaluate hybrid search over a grid of fusion settings; (settings, ``metric``) pairs, best
+        first. ``results.notes`` says what the dataset held that was not evaluated (as ``run.notes``)."""
         from ..evals import load_dataset, run_eval
 
         _check_run(["hybrid"], limit, 0.0)
         ds = load_dataset(Path(dataset), split=split)
         grid = grid or {"fusion": ["rrf"], "rrf_k": [10, 30, 60, 100], "candidates": [50, 100, 200]}
         names = list(grid)
-        results = []
+        results: list[tuple[dict, float]] = []
         for values in itertools.product(*(grid[n] for n in names)):
             opts = dict(zip(names, values))
             if (
@@ -329,7 +337,9 @@ class Evals(Part):
             fn = search_fn(self.kb, ds, namespace, depth, {"lane": "hybrid", **opts})
             rep = run_eval(ds, fn, [label], depth=depth, limit=limit)
             results.append((opts, rep.modes[0].metrics[metric]))
-        return sorted(results, key=lambda r: -r[1])
+        out = SweepResults(sorted(results, key=lambda r: -r[1]))
+        out.notes = ds.notes
+        return out
 
 
 def compare_reports(

@@ -251,7 +251,7 @@ def sweep(
     ef_search: str = typer.Option("100", "--ef-search", help="HNSW ef_search values."),
     metric: str = typer.Option("ndcg@10", "--metric", help="Metric to rank settings by."),
 ) -> None:
-    """Grid search over fusion, RRF k, weights, candidate depth and ef_search; prints the best settings."""
+    """Grid search over fusion, RRF k, weights, candidate depth and ef_search; prints the best settings (what the dataset left out: warnings on stderr)."""
     nums = lambda s, f=int: [f(x) for x in s.split(",") if x.strip()]  # noqa: E731
     grid = {
         "fusion": [x.strip() for x in fusion.split(",")],
@@ -261,6 +261,8 @@ def sweep(
         "ef_search": nums(ef_search),
     }
     results = STATE.kb().sweep(dataset, namespace=namespace, split=split, limit=limit, grid=grid, metric=metric)
+    for note in results.notes:
+        warn(note)
     table([{**o, metric: v} for o, v in results[:15]], title=f"best settings by {metric}")
     best = results[0][0]
     typer.echo("\n# paste into your profile ([profiles.NAME.search]):")

@@ -111,3 +111,51 @@ def test_a_smart_collection_converted_imports_and_runs(cli, tmp_path):
 
 def _import_dir(cli, path, ns: str):
     return cli("-p", "hash-384", "eval", "import", str(path), "-n", ns)
+
+
+def test_sweep_says_what_the_dataset_left_out(cli):
+    """`eval sweep` reads the dataset as `eval run` does, and says its notes as `eval run` does."""
+    assert _import(cli, "messy").returncode == 0
+    p = cli(
+        "eval", "sweep", str(MESSY), "-n", "messy",
+        "--fusion", "rrf", "--rrf-k", "60", "--dense-weight", "0.5", "--candidates", "50",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr.decode()
+    err = p.stderr.decode()
+    assert (
+        "warning:" in err
+        and "queries not judged in qrels/test.tsv have no text and were skipped (lines 3, 4, 6)" in err
+    )
+    assert "1 judged query is not in queries.jsonl and is not evaluated: '7'" in err
+    assert "rrf_k = 60" in p.stdout.decode()  # the results still on stdout
+
+
+def test_convert_smart_grades_cleverdon_codes(cli, tmp_path):
+    (tmp_path / "cran.all").write_text(".I 1\n.T\nslip flow\n.W\nslip flow\n.I 2\n.T\nshock waves\n.W\nshocks\n")
+    (tmp_path / "cran.qry").write_text(".I 001\n.W\nslip flow?\n.I 003\n.W\nshock waves?\n")
+    (tmp_path / "cranqrel").write_text("1 1 1\n1 2 -1\n2 2 3\n")
+    files = [str(tmp_path / f) for f in ("cran.all", "cran.qry", "cranqrel")]
+    out = tmp_path / "beir"
+    p = cli("eval", "convert-smart", *files, "-o", str(out), "--number-queries-by-position", "--grades", "cleverdon")
+    assert p.returncode == 0, p.stderr.decode()
+    assert (out / "qrels" / "test.tsv").read_text() == "query-id\tcorpus-id\tscore\n1\t1\t4\n1\t2\t0\n2\t2\t2\n"
+    bad = cli("eval", "convert-smart", *files, "-o", str(tmp_path / "o2"), "--grades", "stars")
+    assert bad.returncode == 2 and "unknown grades 'stars'" in bad.stderr.decode()
+
+
+def test_gzipped_qrels_are_read_by_import_and_run(cli, tmp_path):
+    import gzip
+    import shutil
+
+    col = tmp_path / "messy"
+    shutil.copytree(MESSY, col)
+    plain = col / "qrels" / "test.tsv"
+    (col / "qrels" / "test.tsv.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    plain.unlink()
+    p = _import_dir(cli, col, "gz")
+    assert p.returncode == 0, p.stderr.decode()
+    assert "warning: qrels/test.tsv.gz judges 2 relevant documents" in p.stderr.decode()
+    p = cli("eval", "run", str(col), "-n", "gz", "--modes", "lexical", "--print-json")
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout)["modes"]["lexical"]["num_queries"] == 3
+    assert "queries not judged in qrels/test.tsv.gz have no text" in p.stderr.decode()
