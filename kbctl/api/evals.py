@@ -422,7 +422,7 @@ def convert_smart(documents: str | Path, queries: str | Path, qrels: str | Path,
     """A classic SMART-format collection (CACM, CISI, ADI, MED…) written as a BEIR folder that
     ``import_beir`` and ``evaluate`` read; its report (``kbctl.evals.smart.SmartReport``). Needs no
     database. Options: ``text_fields``, ``metadata_fields``, ``qrels_layout``,
-    ``number_queries_by_position`` (``kbctl.evals.smart.convert_smart``)."""
+    ``number_queries_by_position``, ``grades`` (``kbctl.evals.smart.convert_smart``)."""
     from ..evals.smart import convert_smart as convert
 
     return convert(Path(documents), Path(queries), Path(qrels), Path(out), **options)

@@ -56,6 +56,11 @@ def convert_smart(
     by_position: bool = typer.Option(
         False, "--number-queries-by-position", help="Number queries 1, 2, … in file order (Cranfield's judgements do)."
     ),
+    grades: str = typer.Option(
+        "given",
+        "--grades",
+        help="given (pairs relevant, TREC's grade as it is) or cleverdon (Cranfield's codes 1…4, -1: grade 5 - code, -1 is 0).",
+    ),
     json_: bool = typer.Option(False, "--json", help="The report as JSON on stdout."),
 ) -> None:
     """Convert a classic SMART-format test collection (CACM, CISI, ADI, MED …) to a BEIR folder."""
@@ -68,7 +73,7 @@ def convert_smart(
         documents, queries, qrels, out,
         text_fields=letters(text), metadata_fields=letters(metadata),
         qrels_layout=qrels_layout,  # checked by convert
-        number_queries_by_position=by_position,
+        number_queries_by_position=by_position, grades=grades,  # checked by convert
     )  # fmt: skip
     if json_:
         print_json(report.to_json())

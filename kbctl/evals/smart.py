@@ -20,8 +20,10 @@ report says what was left out or cannot be found: nothing is silently dropped.
 
 Collections with their own quirks need their options: Cranfield's judgements number the queries
 1…225 in file order, not by their ``.I`` ids (``number_queries_by_position``), and grade with
-Cleverdon's codes, where a lower code is more relevant (convert the grades afterwards, as
-``../shared/evaldata/cranfield/provenance.json`` describes).
+Cleverdon's codes in the column after the document, where a lower code is more relevant: 1 (a
+complete answer) … 4 (minimum interest), 5 or -1 (no interest). ``grades="cleverdon"`` writes
+BEIR's grade ``5 - code`` (4 … 1) and 0 for 5 and -1 (judged not relevant); the default,
+``"given"``, grades every pair 1 and takes TREC's fourth column as it is.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from kbctl.errors import ConfigError, UsageError
 __all__ = ["SmartReport", "convert_smart", "read_smart", "read_smart_qrels"]
 
 QrelsLayout = Literal["auto", "pairs", "trec"]
+Grades = Literal["given", "cleverdon"]
+CLEVERDON = {"1": 4, "2": 3, "3": 2, "4": 1, "5": 0, "-1": 0}  # Cleverdon's code -> BEIR grade (5 - code; -1: 0)
 
 # Metadata keys for the SMART field letters the classic collections use; another letter keeps its letter.
 FIELD_NAMES = {"A": "author", "B": "source", "C": "categories", "K": "keywords", "N": "entry", "X": "references"}
@@ -124,9 +128,30 @@ def _qrels_layout(rows: Sequence[list[str]], layout: QrelsLayout) -> str:
     return "pairs"
 
 
-def read_smart_qrels(path: Path, layout: QrelsLayout = "auto") -> tuple[str, dict[str, dict[str, int]]]:
+def _cleverdon(parts: list[str], at: int, path: Path, lineno: int) -> int:
+    """BEIR's grade for the Cleverdon code in column ``at`` (module docstring)."""
+    if len(parts) <= at:
+        raise ConfigError(
+            f"{path}:{lineno}: no code after the document",
+            hint="--grades cleverdon reads 'query document code' (TREC layout: 'query 0 document code')",
+        )
+    code = parts[at].lstrip("+")
+    if code not in CLEVERDON:
+        raise ConfigError(
+            f"{path}:{lineno}: Cleverdon code {parts[at]!r} is not 1, 2, 3, 4, 5 or -1",
+            hint="Cleverdon's codes: 1 (a complete answer) … 4 (minimum interest), 5 or -1 (no interest);"
+            " for other grades leave out --grades cleverdon",
+        )
+    return CLEVERDON[code]
+
+
+def read_smart_qrels(
+    path: Path, layout: QrelsLayout = "auto", grades: Grades = "given"
+) -> tuple[str, dict[str, dict[str, int]]]:
     """``(layout used, {query: {document: grade}})``: ``pairs`` judge every listed pair relevant
-    (grade 1); ``trec`` takes the fourth column as the grade (0 and below: judged not relevant)."""
+    (grade 1); ``trec`` takes the fourth column as the grade (0 and below: judged not relevant).
+    With ``grades="cleverdon"`` the column after the document is a Cleverdon code, graded ``5 - code``
+    (5 and -1: 0)."""
     path = Path(path)
     rows: list[list[str]] = []
     numbers: list[int] = []
@@ -152,8 +177,11 @@ def read_smart_qrels(path: Path, layout: QrelsLayout = "auto") -> tuple[str, dic
                 grade = int(float(grade_text))
             except ValueError:
                 raise ConfigError(f"{path}:{lineno}: grade {grade_text!r} is not a number") from None
+            if grades == "cleverdon":
+                grade = _cleverdon(parts, 3, path, lineno)
         else:
-            q, d, grade = parts[0], parts[1], 1
+            q, d = parts[0], parts[1]
+            grade = _cleverdon(parts, 2, path, lineno) if grades == "cleverdon" else 1
         qrels.setdefault(_id(q), {})[_id(d)] = max(grade, qrels.get(_id(q), {}).get(_id(d), grade))
     return used, qrels
 
@@ -168,6 +196,7 @@ def convert_smart(
     metadata_fields: Sequence[str] = (),
     qrels_layout: QrelsLayout = "auto",
     number_queries_by_position: bool = False,
+    grades: Grades = "given",
 ) -> SmartReport:
     """Write the BEIR folder ``out`` from a SMART collection's three files (module docstring)."""
     bad = [f for f in (*text_fields, *metadata_fields) if not re.fullmatch(r"[A-Za-z]", f)]
@@ -175,12 +204,14 @@ def convert_smart(
         raise UsageError(f"field {bad[0]!r} is not a SMART field letter", hint="e.g. W (text), A (authors), B (source)")
     if qrels_layout not in ("auto", "pairs", "trec"):
         raise UsageError(f"unknown qrels layout {qrels_layout!r}", hint="auto, pairs or trec")
+    if grades not in ("given", "cleverdon"):
+        raise UsageError(f"unknown grades {grades!r}", hint="given (the default) or cleverdon (Cranfield's codes)")
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} exists and is not an empty folder", hint="name a new folder for the BEIR files")
     docs = read_smart(Path(documents))
     qs = read_smart(Path(queries))
-    used, judged = read_smart_qrels(Path(qrels), qrels_layout)
+    used, judged = read_smart_qrels(Path(qrels), qrels_layout, grades)
     left: dict[str, int] = {}
 
     def skip(reason: str) -> None:

@@ -156,3 +156,35 @@ def test_refusals_are_one_line_with_a_hint(tmp_path):
     with pytest.raises(ConfigError, match="no judgement names a query and a document"):
         convert_smart(docs, queries, unrelated, tmp_path / "o2")
     assert not (tmp_path / "o2").exists()  # nothing written when it cannot be evaluated
+
+
+def test_cleverdon_codes_are_graded_as_beir_grades(tmp_path):
+    """Cranfield's judgements: 'query document code', Cleverdon's code 1 (a complete answer) … 4
+    (minimum interest), -1 not relevant; a BEIR grade is 5 - code, -1 is 0."""
+    queries = ".I 001\n.W\nfirst question\n.I 002\n.W\nsecond question\n"
+    qrels = "1 1 2 \n1 2 1\n1 4 4\n2 2 -1\n2 4 3\n"
+    docs, q, rel = _files(tmp_path, queries=queries, qrels=qrels)
+    assert read_smart_qrels(rel, grades="cleverdon") == (
+        "pairs",
+        {"1": {"1": 3, "2": 4, "4": 1}, "2": {"2": 0, "4": 2}},
+    )
+    assert read_smart_qrels(rel)[1]["2"] == {"2": 1, "4": 1}  # by default every pair is relevant, as before
+    report = convert_smart(docs, q, rel, tmp_path / "graded", grades="cleverdon", number_queries_by_position=True)
+    assert report.judged_queries == 2 and report.judgements == 5
+    ds = load_beir(tmp_path / "graded")
+    assert dict(ds.qrels["1"]) == {"1": 3, "2": 4, "4": 1} and dict(ds.qrels["2"]) == {"2": 0, "4": 2}
+    trec = tmp_path / "trec"
+    trec.write_text("1 0 1 1\n1 0 2 -1\n")  # the code in TREC's grade column
+    assert read_smart_qrels(trec, grades="cleverdon") == ("trec", {"1": {"1": 4, "2": 0}})
+
+
+def test_a_code_that_is_not_cleverdons_is_a_one_line_error(tmp_path):
+    rel = tmp_path / "cranqrel"
+    for line, message in (("1 184 0\n", "code '0'"), ("1 184 6\n", "code '6'"), ("1 184\n", "no code")):
+        rel.write_text("1 29 2\n" + line)
+        with pytest.raises(ConfigError, match=rf"cranqrel:2: .*{message}") as info:
+            read_smart_qrels(rel, grades="cleverdon")
+        assert "\n" not in str(info.value) and info.value.hint
+    docs, queries, qrels = _files(tmp_path)
+    with pytest.raises(UsageError, match="unknown grades 'cleverdun'"):
+        convert_smart(docs, queries, qrels, tmp_path / "o", grades="cleverdun")  # type: ignore[arg-type]
