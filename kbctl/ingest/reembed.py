@@ -366,7 +366,7 @@ def _whole(conn, ns: Namespace, gen: Generation) -> bool:
     vector. A batch written after the last fill without ``gen``'s vectors (its dual writes read the
     generations before ``gen`` existed) makes the caller fill again; a batch written after the flip
     is refused by ``store.documents.still_active``."""
-    write_lock(conn, ns.id)
+    write_lock(conn, ns.id, ns.tenant)
     left, _ = gstore.missing_count(conn, ns.id, gen.id)
     if left:
         log.info(

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from .connection import Conn, scalar
 from .queries import query
-from .tenants import deleted
+from .roles import check_registered
 
 __all__ = [
     "token_hash",
@@ -38,16 +38,9 @@ def create_token(conn: Conn, tenant: str, agent: str, token: str) -> int:
     delete removes its tokens (``tenants.delete_tenant``): a token is made before a delete, and goes
     with it, or after, and is refused (``TenantNotFound``); never in between, to outlive the delete
     and open a tenant made again under the name."""
-    import psycopg
-
     with conn.transaction():
         conn.execute(query("tenants/lock"), (tenant,))
-        try:
-            row = conn.execute(query("tenants/role"), (tenant,)).fetchone()  # its own row, to its role
-        except psycopg.errors.InsufficientPrivilege:  # the connection acts as the role the delete dropped
-            row = None
-        if row is None:
-            raise deleted(tenant)
+        check_registered(conn, tenant)  # its own row, to its role
         return scalar(conn.execute(query("agents/create_token"), (tenant, agent, token_hash(token))))
 
 

@@ -29,6 +29,7 @@ from .connection import Conn, Cur, one
 from .generations import Generation, write_vectors
 from .namespaces import Namespace
 from .queries import query
+from .roles import check_registered, deleted
 from .runs import write_lock
 
 # What the writers pass on: documents with their embedded chunks; document URI -> (source URI,
@@ -91,11 +92,17 @@ def still_active(conn: Conn, ns: Namespace) -> None:
     """Refuse, inside the caller's write transaction (after ``write_lock``), when the generation the
     writer read as active (``ns.generation_id``: its profile embedded the batch) no longer is: a swap
     or rollback committed since the writer last looked (a worker of a run whose coordinator died,
-    say). The flip of a swap takes the write lock too, so a write lands wholly before it (and the
+    say), or (``TenantNotFound``) the namespace went with its tenant's delete, which ``write_lock``
+    waited for. The flip of a swap takes the write lock too, so a write lands wholly before it (and the
     flip fills the shadow's vectors it lacks) or sees it here."""
     if not ns.generation_id:  # a namespace read without its generation: nothing to compare
         return
-    row = conn.execute(query("generations/active_id"), (ns.id,)).fetchone()
+    try:
+        row = conn.execute(query("generations/active_id"), (ns.id,)).fetchone()
+    except psycopg.errors.InsufficientPrivilege:  # the connection acts as the role the delete dropped
+        raise deleted(ns.tenant) from None
+    if row is None:  # the namespace is gone: with its tenant (``write_lock`` waited for the delete)?
+        check_registered(conn, ns.tenant)
     if row is None or int(row[0]) != ns.generation_id:
         raise ProfileMismatchError(
             f"namespace {ns.name!r} moved to another generation while this batch was embedded with the old one"
@@ -130,7 +137,7 @@ def write_documents(
     if not items:
         return WriteStats(0, 0, 0)
     with conn.transaction():
-        write_lock(conn, ns.id)
+        write_lock(conn, ns.id, ns.tenant)
         still_active(conn, ns)
         try:
             with conn.transaction():  # a savepoint: the whole batch at once, the common case
@@ -270,7 +277,7 @@ def write_document_stream(
     out = DocumentStream(conn, ns, doc, analyzer, title_weight)
     opened = False
     with conn.transaction():
-        write_lock(conn, ns.id)
+        write_lock(conn, ns.id, ns.tenant)
         still_active(conn, ns)
         try:
             with conn.transaction():
@@ -422,7 +429,7 @@ def keep_documents(conn: Conn, ns: Namespace, rows: Sequence[tuple[int, str, Doc
     the URIs kept; the caller writes the others."""
     if not rows:
         return set()
-    write_lock(conn, ns.id)
+    write_lock(conn, ns.id, ns.tenant)
     still_active(conn, ns)
     payload = [
         {
@@ -444,7 +451,7 @@ def delete_documents(conn: Conn, ns: Namespace, uris: Sequence[str]) -> int:
     if not uris:
         return 0
     with conn.transaction():
-        write_lock(conn, ns.id)
+        write_lock(conn, ns.id, ns.tenant)
         return _delete(conn, ns, list(uris))
 
 

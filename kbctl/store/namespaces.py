@@ -23,7 +23,7 @@ from ..textutil.analyze import ANALYZER_VERSION
 from .connection import Conn, columns, scalar
 from .generations import create_generation, drop_generation_indexes, generation_ids
 from .queries import query
-from .roles import as_owner
+from .roles import as_owner, check_registered
 
 __all__ = [
     "Namespace",
@@ -34,6 +34,7 @@ __all__ = [
     "list_namespaces",
     "namespace_ids",
     "delete_namespace",
+    "remove_namespace",
     "untouched",
     "check_pin",
 ]
@@ -172,6 +173,10 @@ def ensure_namespace(conn: Conn, name: str, tenant: str, profile: Profile, descr
         pid = ensure_profile(conn, profile)
     try:
         with conn.transaction():  # the namespace with its first, active generation
+            # under the tenant's lock, shared: the tenant's delete is wholly before (T deleted:
+            # refused here) or after (it removes this namespace too) ``tenants.delete_tenant``
+            conn.execute(query("tenants/lock_shared"), (tenant,))
+            check_registered(conn, tenant)
             row = conn.execute(
                 query("namespaces/insert_namespace"),
                 (tenant, name, pid, profile.dimension, description, ANALYZER_VERSION),
@@ -232,6 +237,15 @@ def untouched(conn: Conn, ns_id: int) -> bool:
 
 def delete_namespace(conn: Conn, name: str, tenant: str) -> int:
     """Delete a namespace and everything in it; returns the number of documents removed."""
+    n, gens = remove_namespace(conn, name, tenant)
+    drop_generation_indexes(conn, gens)
+    return n
+
+
+def remove_namespace(conn: Conn, name: str, tenant: str) -> tuple[int, list[int]]:
+    """Delete a namespace's rows (a savepoint inside the caller's transaction, if any): the number
+    of documents removed and the ids of its generations, whose HNSW indexes the caller drops once
+    its transaction has committed (``drop_generation_indexes``)."""
     ns = get_namespace(conn, name, tenant)
     gens = generation_ids(conn, ns.id)
     with conn.transaction():
@@ -240,5 +254,4 @@ def delete_namespace(conn: Conn, name: str, tenant: str) -> int:
         # row's removes its generations
         conn.execute(query("namespaces/delete_documents"), (ns.id,))
         conn.execute(query("namespaces/delete_namespace"), (ns.id,))
-    drop_generation_indexes(conn, gens)
-    return int(n)
+    return int(n), gens

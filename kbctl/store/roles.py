@@ -7,12 +7,14 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
+import psycopg
 from psycopg import sql
 
+from ..errors import TenantNotFound
 from .connection import Conn, scalar
 from .queries import query, template
 
-__all__ = ["enter", "as_role", "as_owner"]
+__all__ = ["enter", "as_role", "as_owner", "deleted", "check_registered"]
 
 
 def enter(conn: Conn, role: str) -> None:
@@ -40,3 +42,23 @@ def as_owner(conn: Conn) -> Iterator[None]:
         yield
     finally:
         enter(conn, before)
+
+
+def deleted(tenant: str) -> TenantNotFound:
+    """The refusal of a deleted tenant's name (``kbctl tenants create`` makes it again)."""
+    return TenantNotFound(
+        f"tenant {tenant!r} was deleted",
+        hint=f"a deleted tenant is not made again on its next use; to use the name again (an empty store): kbctl tenants create {tenant}",
+    )
+
+
+def check_registered(conn: Conn, tenant: str) -> None:
+    """Refuse (``deleted``) unless ``tenant`` is registered, read as the connection's role: a
+    tenant's role sees its own row, a connection still acting as a role its delete dropped sees
+    none. Called under the tenant's lock, so a delete is wholly before the read or after the caller."""
+    try:
+        row = conn.execute(query("tenants/role"), (tenant,)).fetchone()
+    except psycopg.errors.InsufficientPrivilege:  # the connection acts as the role the delete dropped
+        row = None
+    if row is None:
+        raise deleted(tenant)

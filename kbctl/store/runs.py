@@ -33,8 +33,11 @@ RUN_CLASS = 0x6B64
 # (0x6B65 is a generation's index build: ``kbctl.store.generations.INDEX_CLASS``)
 
 
-def write_lock(conn: Conn, ns_id: int) -> None:
-    """Take the namespace's write lock until the transaction ends.
+def write_lock(conn: Conn, ns_id: int, tenant: str | None = None) -> None:
+    """Take the namespace's write lock until the transaction ends; with ``tenant``, the namespace's
+    tenant's lock too, shared (in the same statement), as a writer of documents does: the tenant's
+    delete takes it exclusively, so a write lands wholly before the delete (and goes with it) or
+    waits for it and then finds its namespace gone (``store.documents.still_active``).
 
     Every transaction that writes or removes documents updates the namespace's lexical statistics
     row and its vocabulary rows; the workers of one run write at once, and two such transactions
@@ -42,7 +45,10 @@ def write_lock(conn: Conn, ns_id: int) -> None:
     batch (what is parallel is fetch, extract, chunk and embed, which happen before). The packer of
     the lexical lane takes it too, so a segment never misses a chunk written at the same time.
     """
-    conn.execute(query("runs/write_lock"), (WRITE_CLASS, ns_id))
+    if tenant is None:
+        conn.execute(query("runs/write_lock"), (WRITE_CLASS, ns_id))
+    else:
+        conn.execute(query("runs/write_lock_of_tenant"), (tenant, WRITE_CLASS, ns_id))
 
 
 @contextmanager

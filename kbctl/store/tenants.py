@@ -18,9 +18,10 @@ from psycopg import sql
 
 from ..errors import DatabaseError, TenantNotFound
 from .connection import Conn, scalar
-from .namespaces import delete_namespace, namespace_ids
+from .generations import drop_generation_indexes
+from .namespaces import remove_namespace
 from .queries import query, template
-from .roles import as_owner, as_role, enter
+from .roles import as_owner, as_role, deleted, enter
 
 __all__ = [
     "create_tenant",
@@ -66,14 +67,6 @@ def deleted_at(conn: Conn, tenant: str) -> str | None:
     """When ``tenant`` was deleted (ISO 8601), if it was and was not made again since; the owner reads it."""
     row = conn.execute(query("tenants/deleted"), (tenant,)).fetchone()
     return row[0].isoformat() if row else None
-
-
-def deleted(tenant: str) -> TenantNotFound:
-    """The refusal of a deleted tenant's name (``kbctl tenants create`` makes it again)."""
-    return TenantNotFound(
-        f"tenant {tenant!r} was deleted",
-        hint=f"a deleted tenant is not made again on its next use; to use the name again (an empty store): kbctl tenants create {tenant}",
-    )
 
 
 def _made(conn: Conn, tenant: str, *, again: bool) -> str:
@@ -123,25 +116,31 @@ def list_tenants(conn: Conn) -> list[dict]:
 
 def delete_tenant(conn: Conn, tenant: str) -> dict | None:
     """Delete a tenant's namespaces and rows (as its role), unregister it, record that it was
-    deleted (no later use of its name makes it again: ``role_for_use``) and drop its role.
+    deleted (no later use of its name makes it again: ``role_for_use``) and drop its role: one
+    transaction, under the tenant's lock, taken exclusively first. Whoever makes a namespace of the
+    tenant or writes its documents holds that lock shared (``namespaces.ensure_namespace``,
+    ``runs.write_lock``), as a first use of the name and a token being made hold it: each is wholly
+    before the delete (and goes with it) or waits for it and is refused (``TenantNotFound``), so
+    nothing of the tenant is left once the delete commits. The namespaces' HNSW indexes are dropped
+    after the commit (``CONCURRENTLY``: other tenants' searches go on meanwhile).
 
     Returns what went (``namespaces``), or None when the tenant is not registered.
     """
-    role = tenant_role(conn, tenant)
-    if role is None:
+    if tenant_role(conn, tenant) is None:
         return None
-    with as_role(conn, role):
-        names = [r[0] for r in conn.execute(query("namespaces/names_of_tenant"), (tenant,))]
-        for name in names:
-            delete_namespace(conn, name, tenant)
-        left = namespace_ids(conn, tenant)
     with conn.transaction():
-        # under the tenant's lock: a first use of the name waits, then sees it deleted, and so does
-        # a token being made (``agents.create_token``), so none made meanwhile outlives the delete
         conn.execute(query("tenants/lock"), (tenant,))
+        role = tenant_role(conn, tenant)  # again under the lock: another delete may have been first
+        if role is None:
+            return None
+        gens: list[int] = []
         with as_role(conn, role):
+            names = [r[0] for r in conn.execute(query("namespaces/names_of_tenant"), (tenant,))]
+            for name in names:
+                gens += remove_namespace(conn, name, tenant)[1]
             conn.execute(query("tenants/delete_tenant_rows"), (tenant, tenant, tenant))
         conn.execute(query("tenants/unregister"), (tenant,))
         conn.execute(query("tenants/record_deleted"), (tenant,))  # it stays deleted (migration 020)
         conn.execute(template("tenants/drop_role", role=sql.Identifier(role)))
-    return {"tenant": tenant, "role": role, "namespaces": len(names) - len(left)}
+    drop_generation_indexes(conn, gens)
+    return {"tenant": tenant, "role": role, "namespaces": len(names)}

@@ -255,3 +255,75 @@ def test_a_token_made_while_its_tenant_is_deleted_does_not_outlive_the_delete(kb
         finally:
             admin.delete_tenant(tenant)
             admin.delete_tenant(admin.tenant)
+
+
+@pytest.mark.parametrize("namespace", ["docs", "late"])
+def test_an_ingest_while_its_tenant_is_deleted_leaves_nothing_of_it(kb_home, tenant, namespace):
+    """``kbctl tenants delete T`` deleted T's namespaces one by one, then unregistered T under T's
+    lock in a later transaction; an ingest of T in between made its namespace (a new one, or the
+    one just deleted) again and wrote its documents, rows keyed by T's name that outlived the delete
+    and were T's again once T was made anew. Driven step by step, as the token's test above: a third
+    connection holds T's lock, the delete waits on it, then T's ingest runs. The delete is one
+    transaction under T's lock now, and a writer takes that lock (shared) before it writes: the
+    ingest lands wholly before the delete (and goes with it) or is refused after it."""
+    import threading
+    import time
+
+    from kbctl.store.queries import query
+
+    with (
+        kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k,
+        kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin,
+    ):
+        k.ingest_records([{"id": "a", "title": "a", "text": "a refund policy"}], "docs", verify=False)
+        holder = psycopg.connect(admin.dsn(), autocommit=True)
+        watcher = psycopg.connect(admin.dsn(), autocommit=True)
+        results: dict[str, object] = {}
+
+        def run(name, fn):
+            try:
+                results[name] = fn()
+            except Exception as e:  # the test inspects it
+                results[name] = e
+
+        def blocked_by_holder() -> int:
+            return watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                (holder.info.backend_pid,),
+            ).fetchone()[0]
+
+        def wait_for(cond) -> None:
+            deadline = time.monotonic() + 60
+            while not cond():
+                assert time.monotonic() < deadline, results
+                time.sleep(0.01)
+
+        records = [{"id": "b", "title": "b", "text": "a late shipment"}]
+        try:
+            holder.execute("BEGIN")
+            holder.execute(query("tenants/lock"), (tenant,))
+            delete = threading.Thread(target=run, args=("delete", lambda: admin.delete_tenant(tenant)))
+            delete.start()
+            wait_for(lambda: blocked_by_holder() == 1)  # the delete waits for T's lock
+            ingest = threading.Thread(
+                target=run, args=("ingest", lambda: k.ingest_records(records, namespace, verify=False))
+            )
+            ingest.start()
+            wait_for(lambda: not ingest.is_alive() or blocked_by_holder() == 2)  # done, or waiting too
+            holder.execute("COMMIT")
+            delete.join(60)
+            ingest.join(60)
+        finally:
+            holder.close()
+            watcher.close()
+        assert isinstance(results["delete"], dict), results
+        done = results["ingest"]
+        if isinstance(done, Exception):  # it waited, and found T deleted
+            assert isinstance(done, TenantNotFound) and done.message == f"tenant {tenant!r} was deleted", repr(done)
+        admin.create_tenant(tenant)  # T made anew: empty (its role sees every row keyed by T's name)
+        try:
+            with kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as again:
+                assert again.namespaces() == []
+        finally:
+            admin.delete_tenant(tenant)
+            admin.delete_tenant(admin.tenant)
