@@ -5,6 +5,8 @@ only ``kbctl tenants create`` does (docs/hardening.md, "A deleted tenant stays d
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
 
@@ -12,6 +14,34 @@ import kbctl
 from kbctl.errors import TenantNotFound
 from kbctl.store import tenants
 from tests.conftest import TEST_DSN
+
+
+class _Steps:
+    """A race driven step by step: ``holder`` holds a lock, ``watcher`` (its own connection: the
+    holder's transaction would keep one view of the activity) counts who waits on it; ``run``
+    keeps each thread's result or exception by name."""
+
+    def __init__(self, holder, watcher) -> None:
+        self.holder, self.watcher = holder, watcher
+        self.results: dict[str, object] = {}
+
+    def run(self, name, fn) -> None:
+        try:
+            self.results[name] = fn()
+        except Exception as e:  # the test inspects it
+            self.results[name] = e
+
+    def blocked(self) -> int:
+        return self.watcher.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+            (self.holder.info.backend_pid,),
+        ).fetchone()[0]
+
+    def wait_for(self, cond) -> None:
+        deadline = time.monotonic() + 60
+        while not cond():
+            assert time.monotonic() < deadline, self.results
+            time.sleep(0.01)
 
 
 def _registered(k: kbctl.KnowledgeBase) -> set[str]:
@@ -191,7 +221,6 @@ def test_a_token_made_while_its_tenant_is_deleted_does_not_outlive_the_delete(kb
     then the token is made; the token is made under the lock too now, and the delete removes T's
     tokens under it, so whichever comes first, no token of the deleted T is left."""
     import threading
-    import time
 
     from kbctl.store.queries import query
 
@@ -206,25 +235,8 @@ def test_a_token_made_while_its_tenant_is_deleted_does_not_outlive_the_delete(kb
         watcher = psycopg.connect(
             admin.dsn(), autocommit=True
         )  # the holder's transaction would keep one view of the activity
-        results: dict[str, object] = {}
-
-        def run(name, fn):
-            try:
-                results[name] = fn()
-            except Exception as e:  # the test inspects it
-                results[name] = e
-
-        def blocked_by_holder() -> int:
-            return watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
-                (holder.info.backend_pid,),
-            ).fetchone()[0]
-
-        def wait_for(cond) -> None:
-            deadline = time.monotonic() + 60
-            while not cond():
-                assert time.monotonic() < deadline, results
-                time.sleep(0.01)
+        steps = _Steps(holder, watcher)
+        results, run, blocked_by_holder, wait_for = steps.results, steps.run, steps.blocked, steps.wait_for
 
         try:
             holder.execute("BEGIN")
@@ -267,7 +279,6 @@ def test_an_ingest_while_its_tenant_is_deleted_leaves_nothing_of_it(kb_home, ten
     transaction under T's lock now, and a writer takes that lock (shared) before it writes: the
     ingest lands wholly before the delete (and goes with it) or is refused after it."""
     import threading
-    import time
 
     from kbctl.store.queries import query
 
@@ -278,25 +289,8 @@ def test_an_ingest_while_its_tenant_is_deleted_leaves_nothing_of_it(kb_home, ten
         k.ingest_records([{"id": "a", "title": "a", "text": "a refund policy"}], "docs", verify=False)
         holder = psycopg.connect(admin.dsn(), autocommit=True)
         watcher = psycopg.connect(admin.dsn(), autocommit=True)
-        results: dict[str, object] = {}
-
-        def run(name, fn):
-            try:
-                results[name] = fn()
-            except Exception as e:  # the test inspects it
-                results[name] = e
-
-        def blocked_by_holder() -> int:
-            return watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
-                (holder.info.backend_pid,),
-            ).fetchone()[0]
-
-        def wait_for(cond) -> None:
-            deadline = time.monotonic() + 60
-            while not cond():
-                assert time.monotonic() < deadline, results
-                time.sleep(0.01)
+        steps = _Steps(holder, watcher)
+        results, run, blocked_by_holder, wait_for = steps.results, steps.run, steps.blocked, steps.wait_for
 
         records = [{"id": "b", "title": "b", "text": "a late shipment"}]
         try:
