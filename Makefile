@@ -16,6 +16,9 @@ KBCTL  := $(BIN)/kbctl
 DEMO_HOME ?= $(CURDIR)/.kbctl/demo
 # torch is pinned to the CPU build on this machine's disk; a plain `torch` would pull CUDA (GBs).
 TORCH  ?= torch==2.13.0
+# The suite runs on this many pytest-xdist workers, each with its own embedded PostgreSQL; whole test
+# files go to one worker (module fixtures stay shared). PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: install demo lint fmt unit test test-dsn bench bench-install bench-smoke clean
 
@@ -57,7 +60,7 @@ unit: install
 	$(BIN)/python -m pytest -q -m "not db" tests/unit
 
 test: install lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # A PostgreSQL of its own (the wheel's binaries, its own data directory, a free port on 127.0.0.1),
 # a login that is not a superuser; stopped and deleted on exit, whatever the tests did.

@@ -36,6 +36,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_corpus"
 
 
+# Under pytest-xdist (``make test`` runs two workers) each worker starts with COLUMNS=80 in its
+# environment, which the CLI reads as a terminal's width (kbctl.cli.state): the suite's CLI output
+# must be what it is in one process, off a terminal.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 #: The DSN of a separate server the database tests run against (``make test-dsn``), or "".
 TEST_DSN = os.environ.get("KBCTL_TEST_DSN", "")
 
