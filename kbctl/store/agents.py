@@ -41,7 +41,7 @@ def create_token(conn: Conn, tenant: str, agent: str, token: str) -> int:
     with conn.transaction():
         conn.execute(query("tenants/lock"), (tenant,))
         check_registered(conn, tenant)  # its own row, to its role
-        return scalar(conn.execute(query("agents/create_token"), (tenant, agent, token_hash(token))))
+        return scalar(conn.execute(query("agents/create_token"), (tenant, agent, token_hash(token), tenant)))
 
 
 def agent_of_token(conn: Conn, token: str) -> tuple[str, str, bytes] | None:

@@ -320,3 +320,63 @@ def test_db_optimize_applies_pending_migrations_first(fresh_dsn, command):
     finally:
         kb.close()
     assert _ledger(fresh_dsn) == list(range(1, LATEST + 1))
+
+
+TOKEN_INSTANCES = 21  # the migration that links each bearer token to the tenant it was made for
+
+
+def test_the_token_migration_links_each_token_to_the_tenant_it_was_made_for(fresh_dsn):
+    """A token made while its tenant's delete ran could outlive the delete (before session 41) and
+    reach the tenant made again under its name. 021 links each token to its tenant's row where that
+    is known, and the lookup refuses the rest: a token made at or after its tenant's registration is
+    that tenant's; so is one older than the registry (009 registered its tenant from it); one older
+    than its tenant's registration otherwise was made for a tenant of the name deleted since."""
+    from kbctl.store.agents import token_hash
+
+    _db(fresh_dsn).migrate(target=8)  # agent tokens, no registry yet
+    with psycopg.connect(fresh_dsn, autocommit=True) as c:
+        c.execute(
+            "INSERT INTO kbctl.agent_tokens (tenant, agent, token_hash) VALUES ('old', 'bot', %s)", (token_hash("pre"),)
+        )
+    _db(fresh_dsn).migrate(target=TOKEN_INSTANCES - 1)
+    with psycopg.connect(fresh_dsn, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM kbctl.tenants WHERE name = 'old'").fetchone()[0] == 1  # by 009
+        c.execute(  # slipped through the old delete race: older than the tenant of its name
+            "INSERT INTO kbctl.agent_tokens (tenant, agent, token_hash, created_at)"
+            " VALUES ('again', 'bot', %s, now() - interval '1 hour')",
+            (token_hash("slipped"),),
+        )
+        c.execute("INSERT INTO kbctl.tenants (name, role) VALUES ('again', 'kbctl_t_again_mig')")
+        c.execute(
+            "INSERT INTO kbctl.agent_tokens (tenant, agent, token_hash) VALUES ('again', 'bot', %s)",
+            (token_hash("after"),),
+        )
+        c.execute(
+            "INSERT INTO kbctl.agent_tokens (tenant, agent, token_hash) VALUES ('nobody', 'bot', %s)",
+            (token_hash("none"),),
+        )
+    _db(fresh_dsn).migrate()
+    with psycopg.connect(fresh_dsn, autocommit=True) as c:
+        linked = dict(
+            c.execute(
+                "SELECT a.token_hash, t.name FROM kbctl.agent_tokens a LEFT JOIN kbctl.tenants t ON t.instance = a.tenant_instance"
+            ).fetchall()
+        )
+        assert linked == {
+            token_hash("pre"): "old",
+            token_hash("after"): "again",
+            token_hash("slipped"): None,
+            token_hash("none"): None,
+        }
+        found = {
+            t: c.execute("SELECT tenant FROM kbctl.agent_of_token(%s)", (token_hash(t),)).fetchall()
+            for t in ("pre", "after", "slipped", "none")
+        }
+        assert found == {"pre": [("old",)], "after": [("again",)], "slipped": [], "none": []}
+        c.execute("DELETE FROM kbctl.tenants WHERE name = 'again'")  # its tokens go with the tenant they were made for
+        assert (
+            c.execute(
+                "SELECT count(*) FROM kbctl.agent_tokens WHERE tenant = 'again' AND tenant_instance IS NOT NULL"
+            ).fetchone()[0]
+            == 0
+        )

@@ -321,3 +321,37 @@ def test_an_ingest_while_its_tenant_is_deleted_leaves_nothing_of_it(kb_home, ten
         finally:
             admin.delete_tenant(tenant)
             admin.delete_tenant(admin.tenant)
+
+
+def test_a_token_left_by_the_old_delete_race_does_not_reach_its_tenant_made_again(kb_home, tenant):
+    """Before session 41 a token made while ``kbctl tenants delete T`` ran could outlive the delete
+    (a row keyed by T's name only), and it authenticated on T made again under the name. A token
+    now names the tenant it was made for (``tenant_instance``, migration 021), and the lookup and the
+    borrow's check refuse one of another tenant of the name, or of none known. The slipped row is
+    built in SQL as such a database holds it (migration 021 leaves it unlinked: it was made before
+    the tenant of its name was registered)."""
+    from kbctl.store import agents as store_agents
+
+    agents = {"agents.bot": {}}
+    slipped = "kb_slipped_" + tenant
+    with kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin:
+        admin.create_tenant(tenant)
+        admin.delete_tenant(tenant)
+        with psycopg.connect(admin.dsn(), autocommit=True) as c:  # the login: agent_tokens is not forced
+            c.execute(
+                "INSERT INTO kbctl.agent_tokens (tenant, agent, token_hash) VALUES (%s, 'bot', %s)",
+                (tenant, store_agents.token_hash(slipped)),
+            )
+        admin.create_tenant(tenant)  # T made again: the slipped row is keyed by its name
+        try:
+            assert admin.agent_of_token(slipped) is None
+            with kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k:
+                k.settings = k.settings.with_overrides(agents)
+                key, valid = store_agents.id_key_with_token(k.connection(), tenant, slipped)  # the borrow's check
+                assert not valid
+                fresh = k.create_agent_token("bot")  # the new T's own tokens are served
+                assert admin.agent_of_token(fresh) == (tenant, "bot")
+                assert store_agents.id_key_with_token(k.connection(), tenant, fresh) == (key, True)
+        finally:
+            admin.delete_tenant(tenant)
+            admin.delete_tenant(admin.tenant)
