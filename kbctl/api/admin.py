@@ -70,11 +70,15 @@ class Admin(Part):
 
     @staticmethod
     def _repack(conn) -> list[dict]:
+        from ..errors import TenantNotFound
         from ..store import lexical
 
         out = []
-        for ns_id, name in lexical.all_namespaces(conn):
-            done = lexical.repack(conn, ns_id)
+        for ns_id, name, tenant in lexical.all_namespaces(conn):
+            try:
+                done = lexical.repack(conn, ns_id, tenant=tenant)
+            except TenantNotFound:  # deleted since it was listed: its namespaces went with it
+                continue
             if done is not None:
                 out.append(
                     {"namespace_id": ns_id, "namespace": name, "chunks": done["chunks"], "postings": done["postings"]}

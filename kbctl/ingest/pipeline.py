@@ -48,7 +48,8 @@ from ..errors import GenerationMoved, UsageError
 from ..interrupts import Interrupts
 from ..store import Namespace, chunk_count_of, delete_documents, get_namespace, lexical, source_versions, stored_uris
 from ..store import runs as runs_store
-from ..store.documents import drop_unused_vocabulary
+from ..store.documents import check_present, drop_unused_vocabulary
+from ..store.roles import tenant_gone_said
 from ..textutil.clean import escape_undecodable
 from ..types import ItemError, Source
 from . import producer
@@ -124,24 +125,26 @@ def _after(conn, req: IngestRun) -> None:
     from ..store.acl import reapply_acls
 
     ns = req.namespace
-    with telemetry.span("kbctl.ingest.acl", {"kbctl.namespace": ns.name}) as span:
-        span.set_attribute("kbctl.documents", reapply_acls(conn, ns, req.acl))
-    with telemetry.span("kbctl.ingest.lexical", {"kbctl.namespace": ns.name}) as span:
-        span.set_attribute("kbctl.unused_terms", drop_unused_vocabulary(conn, ns))
-        lacking = lexical.lacks_forward(conn, ns.id)
-        if lacking:
-            # once, after an upgrade: at a million chunks about four minutes, so say so first
-            why = "its segments were packed before the forward index (migration 017)"
-            log.info("namespace %s: packing the lexical postings again, whole, once: %s", ns.name, why)
-            req.emit("repacking", {"namespace": ns.name, "reason": why})
-        packed = lexical.maintain(conn, ns.id, lacking=lacking)
-        span.set_attributes(
-            {
-                "kbctl.packed": bool(packed and packed["segment"] is not None),
-                "kbctl.chunks": int(packed["chunks"]) if packed else 0,
-                "kbctl.postings": int(packed["postings"]) if packed else 0,
-            }
-        )
+    with tenant_gone_said(conn, ns.tenant):  # a delete of the tenant after the run's last write
+        check_present(conn, ns)  # or of the namespace alone: what the run wrote is gone, say so
+        with telemetry.span("kbctl.ingest.acl", {"kbctl.namespace": ns.name}) as span:
+            span.set_attribute("kbctl.documents", reapply_acls(conn, ns, req.acl))
+        with telemetry.span("kbctl.ingest.lexical", {"kbctl.namespace": ns.name}) as span:
+            span.set_attribute("kbctl.unused_terms", drop_unused_vocabulary(conn, ns))
+            lacking = lexical.lacks_forward(conn, ns.id)
+            if lacking:
+                # once, after an upgrade: at a million chunks about four minutes, so say so first
+                why = "its segments were packed before the forward index (migration 017)"
+                log.info("namespace %s: packing the lexical postings again, whole, once: %s", ns.name, why)
+                req.emit("repacking", {"namespace": ns.name, "reason": why})
+            packed = lexical.maintain(conn, ns.id, lacking=lacking, tenant=ns.tenant)
+            span.set_attributes(
+                {
+                    "kbctl.packed": bool(packed and packed["segment"] is not None),
+                    "kbctl.chunks": int(packed["chunks"]) if packed else 0,
+                    "kbctl.postings": int(packed["postings"]) if packed else 0,
+                }
+            )
 
 
 def _ledgered(conn, req: IngestRun, retried: list[str], connect) -> RunReport:

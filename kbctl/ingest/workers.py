@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 from .. import telemetry
-from ..errors import KbctlError, ProfileMismatchError
+from ..errors import KbctlError, NamespaceNotFound, ProfileMismatchError
 from ..interrupts import Interrupts
 from ..sources.folder import file_uri
 from ..store import Namespace, get_namespace
@@ -255,6 +255,11 @@ def work(
                     # after its run's coordinator died): nothing of it was written. Its leases run
                     # out; a worker that reads the namespace again claims it if the run lives on.
                     log.warning("%s; its %d item(s) are left to their lease", e, len(got))
+                    contexts.pop(ns_id, None)
+                    continue
+                except NamespaceNotFound as e:
+                    # `kbctl namespaces delete` ran: the run and its items went with the namespace
+                    log.warning("%s", e)
                     contexts.pop(ns_id, None)
                     continue
                 totals["batches"] += 1

@@ -22,7 +22,7 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
-from ..errors import ProfileMismatchError
+from ..errors import NamespaceNotFound, ProfileMismatchError
 from ..textutil.analyze import Analyzer
 from ..types import FETCH_FACTS, Chunk, Document, EmbeddedChunk
 from .connection import Conn, Cur, one
@@ -49,6 +49,8 @@ __all__ = [
     "keep_documents",
     "delete_documents",
     "drop_unused_vocabulary",
+    "check_present",
+    "namespace_deleted",
     "WriteStats",
 ]
 
@@ -93,7 +95,8 @@ def still_active(conn: Conn, ns: Namespace) -> None:
     writer read as active (``ns.generation_id``: its profile embedded the batch) no longer is: a swap
     or rollback committed since the writer last looked (a worker of a run whose coordinator died,
     say), or (``TenantNotFound``) the namespace went with its tenant's delete, which ``write_lock``
-    waited for. The flip of a swap takes the write lock too, so a write lands wholly before it (and the
+    waited for, or (``NamespaceNotFound``) it was deleted alone (``kbctl namespaces delete`` takes
+    the write lock too). The flip of a swap takes the write lock too, so a write lands wholly before it (and the
     flip fills the shadow's vectors it lacks) or sees it here."""
     if not ns.generation_id:  # a namespace read without its generation: nothing to compare
         return
@@ -102,13 +105,30 @@ def still_active(conn: Conn, ns: Namespace) -> None:
     except psycopg.errors.InsufficientPrivilege:  # the connection acts as the role the delete dropped
         raise deleted(ns.tenant) from None
     if row is None:  # the namespace is gone: with its tenant (``write_lock`` waited for the delete)?
-        check_registered(conn, ns.tenant)
+        check_present(conn, ns)  # or alone (``kbctl namespaces delete``, which takes the write lock too)
     if row is None or int(row[0]) != ns.generation_id:
         raise ProfileMismatchError(
             f"namespace {ns.name!r} moved to another generation while this batch was embedded with the old one"
             f" ({ns.profile_name!r}); nothing of it was written",
             hint="run the ingest again: it reads the namespace's new profile",
         )
+
+
+def namespace_deleted(ns: Namespace) -> NamespaceNotFound:
+    """The refusal of a writer whose namespace was deleted under it (``kbctl namespaces delete``)."""
+    return NamespaceNotFound(
+        f"namespace {ns.name!r} was deleted while this run wrote to it; nothing more was written",
+        hint=f"'kbctl namespaces delete {ns.name}' ran meanwhile and removed what the run had written; run the"
+        " ingest again to make the namespace anew",
+    )
+
+
+def check_present(conn: Conn, ns: Namespace) -> None:
+    """Refuse (``namespace_deleted``) when the namespace a run wrote to is gone (a run's end: a
+    delete after its last write removed what it wrote), or (``TenantNotFound``) went with its tenant."""
+    if conn.execute(query("namespaces/exists_id"), (ns.id,)).fetchone() is None:
+        check_registered(conn, ns.tenant)
+        raise namespace_deleted(ns)
 
 
 def write_documents(
@@ -523,7 +543,7 @@ def drop_unused_vocabulary(conn: Conn, ns: Namespace) -> int:
     a run's writes are done (``ingest.pipeline``), not per batch: a re-import would otherwise
     delete and insert a term again with every batch."""
     with conn.transaction():
-        write_lock(conn, ns.id)
+        write_lock(conn, ns.id, ns.tenant)  # the tenant's delete is wholly before or after it
         return conn.execute(query("documents/drop_unused_vocabulary"), (ns.id,)).rowcount
 
 

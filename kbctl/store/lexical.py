@@ -18,7 +18,7 @@ import numpy as np
 
 from .connection import Conn, scalar
 from .queries import query
-from .roles import as_owner
+from .roles import as_owner, check_registered, tenant_gone_said
 from .runs import LOCK_CLASS, write_lock
 
 __all__ = [
@@ -128,18 +128,20 @@ def tail_chunks(conn: Conn, ns_id: int, limit: int) -> int:
     return int(scalar(conn.execute(query("lexical/tail_chunks"), (ns_id, mark, limit))))
 
 
-def maintain(conn: Conn, ns_id: int, *, lacking: bool | None = None) -> dict | None:
+def maintain(conn: Conn, ns_id: int, *, lacking: bool | None = None, tenant: str | None = None) -> dict | None:
     """After an ingest: pack the tail once it holds ``PACK_MIN`` chunks, and merge the segments
     after the first when there are more than ``MAX_SEGMENTS``. A namespace with a segment packed
     before migration 017 (no forward index, so feedback reads its candidates' postings) is packed
     again whole, once, as ``kbctl db optimize`` would (``lacking``: ``lacks_forward``'s answer, when
-    the caller asked it already). None when nothing was due."""
-    if lacks_forward(conn, ns_id) if lacking is None else lacking:
-        return repack(conn, ns_id)
-    if tail_chunks(conn, ns_id, PACK_MIN) < PACK_MIN:
-        return None
-    merge = len(segments(conn, [ns_id])) >= MAX_SEGMENTS
-    return pack(conn, ns_id, keep=1 if merge else None)
+    the caller asked it already). None when nothing was due. ``tenant``: the namespace's (see
+    ``pack``)."""
+    with tenant_gone_said(conn, tenant):
+        if lacks_forward(conn, ns_id) if lacking is None else lacking:
+            return repack(conn, ns_id, tenant=tenant)
+        if tail_chunks(conn, ns_id, PACK_MIN) < PACK_MIN:
+            return None
+        merge = len(segments(conn, [ns_id])) >= MAX_SEGMENTS
+        return pack(conn, ns_id, keep=1 if merge else None, tenant=tenant)
 
 
 def lacks_forward(conn: Conn, ns_id: int) -> bool:
@@ -148,27 +150,34 @@ def lacks_forward(conn: Conn, ns_id: int) -> bool:
     return any(s[6] is None for s in forward_segments(conn, [ns_id]))
 
 
-def repack(conn: Conn, ns_id: int) -> dict | None:
+def repack(conn: Conn, ns_id: int, *, tenant: str | None = None) -> dict | None:
     """Rewrite the namespace's segments as one, without the chunks deleted since (``kbctl db
     optimize``); a namespace under ``PACK_MIN`` chunks loses its segments. None when it has none
-    and is too small to pack."""
-    small = int(scalar(conn.execute(query("lexical/tail_chunks"), (ns_id, _NONE, PACK_MIN)))) < PACK_MIN
-    if small:
-        had = bool(segments(conn, [ns_id]))
-        drop(conn, ns_id)
-        return {"segment": None, "chunks": 0, "postings": 0} if had else None
-    return pack(conn, ns_id, keep=0)
+    and is too small to pack. ``tenant``: the namespace's (see ``pack``)."""
+    with tenant_gone_said(conn, tenant):
+        small = int(scalar(conn.execute(query("lexical/tail_chunks"), (ns_id, _NONE, PACK_MIN)))) < PACK_MIN
+        if small:
+            had = bool(segments(conn, [ns_id]))
+            drop(conn, ns_id)
+            return {"segment": None, "chunks": 0, "postings": 0} if had else None
+        return pack(conn, ns_id, keep=0, tenant=tenant)
 
 
-def pack(conn: Conn, ns_id: int, *, keep: int | None = None) -> dict:
+def pack(conn: Conn, ns_id: int, *, keep: int | None = None, tenant: str | None = None) -> dict:
     """Pack the namespace's unpacked chunks into a new segment; with ``keep``, every segment after
     the first ``keep`` (0: all of them) is replaced: their chunks are packed again, into one. The
     arrays hold tf and dl, not scores: any BM25 parameters and statistics score them. One transaction, under the namespace's ingest lock (taken at transaction level:
     an ingest holding it on this session passes, another session's waits). Returns {"segment",
-    "chunks", "postings"} (segment None when there was nothing to pack)."""
-    with conn.transaction():
+    "chunks", "postings"} (segment None when there was nothing to pack).
+
+    With ``tenant`` (the namespace's), the tenant's lock is taken shared with the write lock, as
+    every writer of its documents takes it, and the tenant must still be registered: a pack is
+    wholly before the tenant's delete or refused after it (``TenantNotFound``)."""
+    with tenant_gone_said(conn, tenant), conn.transaction():
         conn.execute(query("lexical/lock"), (LOCK_CLASS, ns_id))
-        write_lock(conn, ns_id)  # workers write without the ingest lock: none is mid-write now
+        write_lock(conn, ns_id, tenant)  # workers write without the ingest lock: none is mid-write now
+        if tenant is not None:
+            check_registered(conn, tenant)  # a delete that was first took the namespace with it
         have = segments(conn, [ns_id])
         kept = have if keep is None else have[:keep]
         after = kept[-1].segment if kept else 0  # segments numbered above this are replaced
@@ -191,8 +200,8 @@ def pack(conn: Conn, ns_id: int, *, keep: int | None = None) -> dict:
     return {"segment": seg, "chunks": chunks, "postings": postings}
 
 
-def all_namespaces(conn: Conn) -> list[tuple[int, str]]:
-    """(id, name) of every namespace the connection sees (the owner: all of them)."""
+def all_namespaces(conn: Conn) -> list[tuple[int, str, str]]:
+    """(id, name, tenant) of every namespace the connection sees (the owner: all of them)."""
     return conn.execute(query("lexical/all_namespaces")).fetchall()
 
 

@@ -25,6 +25,28 @@ from .generations import create_generation, drop_generation_indexes, generation_
 from .queries import query
 from .roles import as_owner, check_registered
 
+#: Advisory lock class of a namespace's writes (``write_lock``): taken per transaction, not per run.
+WRITE_CLASS = 0x6B63
+
+
+def write_lock(conn: Conn, ns_id: int, tenant: str | None = None) -> None:
+    """Take the namespace's write lock until the transaction ends; with ``tenant``, the namespace's
+    tenant's lock too, shared (in the same statement), as a writer of documents does: the tenant's
+    delete takes it exclusively, so a write lands wholly before the delete (and goes with it) or
+    waits for it and then finds its namespace gone (``store.documents.still_active``).
+
+    Every transaction that writes or removes documents updates the namespace's lexical statistics
+    row and its vocabulary rows; the workers of one run write at once, and two such transactions
+    locking shared terms in different orders would deadlock. They take turns instead, each for one
+    batch (what is parallel is fetch, extract, chunk and embed, which happen before). The packer of
+    the lexical lane takes it too, so a segment never misses a chunk written at the same time.
+    """
+    if tenant is None:
+        conn.execute(query("runs/write_lock"), (WRITE_CLASS, ns_id))
+    else:
+        conn.execute(query("runs/write_lock_of_tenant"), (tenant, WRITE_CLASS, ns_id))
+
+
 __all__ = [
     "Namespace",
     "ensure_profile",
@@ -249,6 +271,9 @@ def remove_namespace(conn: Conn, name: str, tenant: str) -> tuple[int, list[int]
     ns = get_namespace(conn, name, tenant)
     gens = generation_ids(conn, ns.id)
     with conn.transaction():
+        # after any write in progress (and the tenant's delete, whose own removal holds T's lock):
+        # a writer then finds the namespace gone (``documents.still_active``: deleted, not moved)
+        write_lock(conn, ns.id, tenant)
         n = scalar(conn.execute(query("namespaces/document_count"), (ns.id,)))
         # documents first: their cascade removes the chunks (postings, vectors) before the namespace
         # row's removes its generations

@@ -14,7 +14,7 @@ from ..errors import TenantNotFound
 from .connection import Conn, scalar
 from .queries import query, template
 
-__all__ = ["enter", "as_role", "as_owner", "deleted", "check_registered"]
+__all__ = ["enter", "as_role", "as_owner", "deleted", "check_registered", "tenant_gone_said"]
 
 
 def enter(conn: Conn, role: str) -> None:
@@ -62,3 +62,16 @@ def check_registered(conn: Conn, tenant: str) -> None:
         row = None
     if row is None:
         raise deleted(tenant)
+
+
+@contextmanager
+def tenant_gone_said(conn: Conn, tenant: str | None) -> Iterator[None]:
+    """Inside the block, a statement refused because the connection acts as a role dropped since
+    (its tenant deleted under it: ``permission denied for schema kbctl``) is reported as the
+    tenant deleted (``TenantNotFound``), as every writer reports it; any other error as it is."""
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege:
+        if tenant is not None:
+            check_registered(conn, tenant)
+        raise

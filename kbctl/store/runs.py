@@ -9,7 +9,7 @@ from typing import Iterator, Sequence
 from ..errors import LockTimeout
 from ..types import ItemError
 from .connection import Conn, columns, scalar
-from .namespaces import Namespace
+from .namespaces import Namespace, write_lock
 from .queries import query
 
 __all__ = [
@@ -24,31 +24,11 @@ __all__ = [
 ]
 
 LOCK_CLASS = 0x6B62  # "kb": advisory lock class for namespace ingest locks
-#: Advisory lock class of a namespace's writes (``write_lock``): taken per transaction, not per run.
-WRITE_CLASS = 0x6B63
 #: Advisory lock class of an open run, held by its coordinator (``start_run`` to ``finish_run``): the
 #: run's workers claim only while it is held (``store.queue``). Its second key is the run id folded
 #: into 31 bits.
 RUN_CLASS = 0x6B64
 # (0x6B65 is a generation's index build: ``kbctl.store.generations.INDEX_CLASS``)
-
-
-def write_lock(conn: Conn, ns_id: int, tenant: str | None = None) -> None:
-    """Take the namespace's write lock until the transaction ends; with ``tenant``, the namespace's
-    tenant's lock too, shared (in the same statement), as a writer of documents does: the tenant's
-    delete takes it exclusively, so a write lands wholly before the delete (and goes with it) or
-    waits for it and then finds its namespace gone (``store.documents.still_active``).
-
-    Every transaction that writes or removes documents updates the namespace's lexical statistics
-    row and its vocabulary rows; the workers of one run write at once, and two such transactions
-    locking shared terms in different orders would deadlock. They take turns instead, each for one
-    batch (what is parallel is fetch, extract, chunk and embed, which happen before). The packer of
-    the lexical lane takes it too, so a segment never misses a chunk written at the same time.
-    """
-    if tenant is None:
-        conn.execute(query("runs/write_lock"), (WRITE_CLASS, ns_id))
-    else:
-        conn.execute(query("runs/write_lock_of_tenant"), (tenant, WRITE_CLASS, ns_id))
 
 
 @contextmanager

@@ -355,3 +355,56 @@ def test_a_token_left_by_the_old_delete_race_does_not_reach_its_tenant_made_agai
         finally:
             admin.delete_tenant(tenant)
             admin.delete_tenant(admin.tenant)
+
+
+def test_the_lexical_packer_of_a_deleted_tenant_says_the_tenant_was_deleted(kb_home, tenant):
+    """The packer (``lexical.pack``: a run's end, ``kbctl db optimize``) took the namespace's locks
+    without the tenant's: on a connection of a tenant deleted meanwhile it failed with a database
+    error about a role, where every other writer says the tenant was deleted."""
+    from kbctl.store import lexical
+
+    with (
+        kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k,
+        kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin,
+    ):
+        k.ingest_records([{"id": "a", "title": "a", "text": "a refund policy"}], "docs", verify=False)
+        conn = k.connection()
+        ns_id = next(i for i, name, _ in lexical.all_namespaces(conn) if name == "docs")
+        admin.delete_tenant(tenant)
+        for pack in (
+            lambda: lexical.pack(conn, ns_id, tenant=tenant),
+            lambda: lexical.repack(conn, ns_id, tenant=tenant),
+            lambda: lexical.maintain(conn, ns_id, tenant=tenant),
+        ):
+            with pytest.raises(TenantNotFound) as e:
+                pack()
+            assert e.value.message == f"tenant {tenant!r} was deleted"
+        admin.delete_tenant(admin.tenant)
+
+
+def test_an_ingest_whose_tenant_is_deleted_before_its_lexical_pass_says_the_tenant_was_deleted(
+    kb_home, tenant, monkeypatch
+):
+    """The end of a run (ACLs, unused terms, the packer) after its writes: a delete that lands just
+    then is reported as the tenant deleted, not as a database error."""
+    import kbctl.store.acl as store_acl
+
+    with (
+        kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k,
+        kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin,
+    ):
+        k.create_namespace("docs")
+        admin.namespaces()  # its connection is open before the ingest's end
+        original = store_acl.reapply_acls
+
+        def delete_first(*args, **kwargs):
+            admin.delete_tenant(tenant)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(store_acl, "reapply_acls", delete_first)
+        records = [{"id": str(i), "title": str(i), "text": f"a refund policy number {i}"} for i in range(3)]
+        with pytest.raises(TenantNotFound) as e:
+            k.ingest_records(records, "docs", verify=False)
+        assert e.value.message == f"tenant {tenant!r} was deleted"
+        monkeypatch.undo()
+        admin.delete_tenant(admin.tenant)

@@ -1,2 +1,2 @@
--- Every namespace's id and name (the owner's view: all tenants). No parameters.
-SELECT id, name FROM kbctl.namespaces ORDER BY id
+-- Every namespace's id, name and tenant (the owner's view: all tenants). No parameters.
+SELECT id, name, tenant FROM kbctl.namespaces ORDER BY id
