@@ -18,7 +18,7 @@ import dataclasses
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, AsyncIterator
 
 import anyio
 from pydantic import ValidationError, validate_call
@@ -58,7 +58,7 @@ class _State:
         self.metrics.ledger(self._ledger)
         self.tokens: dict[str, tuple[float, Agent | None]] = {}
         self.ledger_gone = False  # the server's tenant's ledger could not be read: said once
-        self.mcp_apps: dict[Agent, Any] = {}
+        self.mcp_apps: dict[Agent, _McpApp] = {}  # in the order of their last use
         self.lock = anyio.Lock()
         self.tg: Any = None
 
@@ -127,32 +127,80 @@ class _State:
     def toolbox(self, agent: Agent) -> Toolbox:
         return Toolbox(self.service, agent, self.metrics)
 
-    async def mcp_app(self, agent: Agent):
-        """The MCP app of ``agent`` (made on its first request, its session manager run by the lifespan)."""
+    @contextlib.asynccontextmanager
+    async def mcp_app(self, agent: Agent) -> AsyncIterator[Any]:
+        """The MCP app of ``agent`` for one request (made on its first request, its session manager
+        run in the lifespan's task group). At most ``_MCP_APPS`` are kept, the least recently used
+        stopped first (once its requests are done); making a tenant's app stops the apps of that
+        tenant made for another of its instances (deleted and made again: ``Agent.made_for``)."""
         async with self.lock:
-            app = self.mcp_apps.get(agent)
-            if app is None:
-                from mcp.server.transport_security import TransportSecuritySettings
+            kept = self.mcp_apps.pop(agent, None)
+            if kept is None:
+                kept = await self._start_mcp(agent)
+                for other in [a for a in self.mcp_apps if _outdone(a, agent)]:
+                    self._retire(other)
+            self.mcp_apps[agent] = kept  # the most recently used last
+            kept.busy += 1
+            while len(self.mcp_apps) > _MCP_APPS:
+                self._retire(next(iter(self.mcp_apps)))
+        try:
+            yield kept.app
+        finally:
+            kept.busy -= 1
+            if kept.retired and not kept.busy:
+                kept.scope.cancel()
 
-                from .mcp import mcp_server
+    async def _start_mcp(self, agent: Agent) -> _McpApp:
+        from mcp.server.transport_security import TransportSecuritySettings
 
-                server = mcp_server(self.toolbox(agent))
-                app = server.streamable_http_app(
-                    stateless_http=True,
-                    json_response=True,
-                    # the gate has checked Host and Origin by the server's one rule (HostRule), for every route
-                    transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-                    max_request_body_size=self.settings.server.max_body_bytes,
-                )
-                await self.tg.start(_run_manager, server.session_manager)
-                self.mcp_apps[agent] = app
-        return app
+        from .mcp import mcp_server
+
+        server = mcp_server(self.toolbox(agent))
+        app = server.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            # the gate has checked Host and Origin by the server's one rule (HostRule), for every route
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            max_request_body_size=self.settings.server.max_body_bytes,
+        )
+        scope = await self.tg.start(_run_manager, server.session_manager)
+        return _McpApp(app, scope)
+
+    def _retire(self, agent: Agent) -> None:
+        """Forget ``agent``'s app and stop its session manager, at once or after its last request."""
+        kept = self.mcp_apps.pop(agent)
+        kept.retired = True
+        if not kept.busy:
+            kept.scope.cancel()
+
+
+_MCP_APPS = 256  # MCP apps a server keeps (one per agent and tenant instance that called): the least recently used go
+
+
+@dataclasses.dataclass(eq=False)
+class _McpApp:
+    app: Any
+    scope: anyio.CancelScope  # its session manager's
+    busy: int = 0  # requests in it now
+    retired: bool = False  # forgotten: stopped when ``busy`` is 0
+
+
+def _outdone(kept: Agent, new: Agent) -> bool:
+    """Whether ``kept``'s app serves an instance of ``new``'s tenant other than ``new``'s (the tenant
+    was deleted and made again under its name since): no token of it is served any more."""
+    return (
+        kept.tenant == new.tenant
+        and kept.made_for is not None
+        and new.made_for is not None
+        and kept.made_for != new.made_for
+    )
 
 
 async def _run_manager(manager, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
-    async with manager.run():
-        task_status.started()
-        await anyio.sleep_forever()
+    with anyio.CancelScope() as scope:
+        async with manager.run():
+            task_status.started(scope)
+            await anyio.sleep_forever()
 
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
@@ -432,8 +480,8 @@ class _Gate:
             reset = BEARER.set(token or None)  # each borrow of the request checks it (Service.kb)
             try:
                 if scope["path"].rstrip("/") == "/mcp":
-                    app = await self.state.mcp_app(agent)
-                    return await app(scope, replay, send)
+                    async with self.state.mcp_app(agent) as app:
+                        return await app(scope, replay, send)
                 return await self.app(scope, replay, send)
             finally:
                 BEARER.reset(reset)

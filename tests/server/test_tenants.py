@@ -190,3 +190,53 @@ def test_a_remembered_token_never_reaches_its_tenant_made_again(two_tenants, kb_
         assert r.status_code == 401 and r.headers["WWW-Authenticate"] == "Bearer", r.text
         assert r.json() == {"error": "missing or invalid bearer token"}, r.text
     assert fresh.status_code == 200 and fresh.json() == {"namespaces": []}, fresh.text
+
+
+def test_the_mcp_apps_a_server_keeps_are_bounded(kb_home, tenant, tmp_path, monkeypatch):
+    """The server keeps one MCP app per agent and tenant (its session manager running): one more for
+    every agent that calls, and for every agent of a tenant each time it is made again. Without a
+    bound that grew for as long as the server ran. The least recently used app is stopped past the
+    bound (``_MCP_APPS``) and an app of a tenant made again replaces the old tenant's; an agent whose
+    app was stopped is served again by a new one."""
+    import kbctl
+    from kbctl.config import load_settings
+    from kbctl.server import app as server_app
+
+    monkeypatch.setattr(server_app, "_MCP_APPS", 2)
+    names = ["a1", "a2", "a3"]
+    config = tmp_path / "kbctl.toml"
+    config.write_text('[defaults]\nprofile = "hash-384"\n' + "".join(f"[agents.{n}]\n" for n in names))
+    with kbctl.open(config=config, home=kb_home, tenant=tenant) as k:
+        k.create_namespace("kb")
+        tokens = {n: k.create_agent_token(n) for n in names}
+    dsn = {key: v for key, v in __import__("os").environ.items() if key == "KBCTL_DSN"}
+    settings = load_settings(config, overrides={"database.home": str(kb_home), "defaults.tenant": tenant}, env=dsn)
+
+    def call(client, token: str) -> None:
+        r = client.post("/mcp", json=_MCP_CALL, headers={**_MCP_HEADERS, "Authorization": f"Bearer {token}"})
+        assert r.status_code == 200 and not r.json()["result"].get("isError"), r.text
+        listed = json.loads(r.json()["result"]["content"][0]["text"])["namespaces"]
+        assert [n["name"] for n in listed] == ["kb"], r.text
+
+    with _client(settings, "") as client:
+        state = client.app.state
+        seen: dict = {}
+        for n in [*names, "a1"]:
+            call(client, tokens[n])
+            seen.update(state.mcp_apps)
+            assert len(state.mcp_apps) <= 2
+        assert {a.name for a in state.mcp_apps} == {"a3", "a1"}  # a2 the least recently used: stopped
+        with kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin:
+            admin.delete_tenant(tenant)
+            admin.create_tenant(tenant)
+        with kbctl.open(config=config, home=kb_home, tenant=tenant) as k:
+            k.create_namespace("kb")
+            again = k.create_agent_token("a1")
+        call(client, again)
+        assert [a.name for a in state.mcp_apps] == ["a1"]  # the old tenant's apps went with it
+        seen.update(state.mcp_apps)
+        stopped = [kept.scope.cancel_called for a, kept in seen.items() if a not in state.mcp_apps]
+        assert stopped == [True] * 3  # their session managers too: a2, then the old tenant's a3 and a1
+    with kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin:
+        admin.delete_tenant(tenant)
+        admin.delete_tenant(admin.tenant)
