@@ -42,7 +42,19 @@ __all__ = ["chunk_document", "chunk_documents", "iter_chunks", "check_length", "
 # measured on a prefix, and token windows are cut from pieces this many times ``limit`` long, so a
 # huge paragraph is never tokenized whole (which holds every token's string and offsets at once).
 _CHARS_PER_TOKEN = 16
-_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}")
+#: The full stops of Chinese and Japanese (the ideographic full stop U+3002 and its halfwidth form
+#: U+FF61, the fullwidth exclamation and question marks and full stop U+FF01, U+FF1F, U+FF0E):
+#: written with no space after them, they end a sentence wherever they are not followed by another
+#: stop, a closing bracket or quote (the mark belongs to a quotation, and the sentence goes on after
+#: it) or a digit (a fullwidth decimal point).
+UNSPACED_STOPS = "。｡！？．"
+#: What the sentence splitter takes for a sentence's end, named in every source's hash
+#: (``kbctl.ingest.steps.source_hash``): "sentences-2", the unspaced stops too (session 42).
+SENTENCE_ENDS = "sentences-2"
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}"
+    rf"|(?<=[{UNSPACED_STOPS}])(?![{UNSPACED_STOPS}」』）〕】〉》”’\"')\]0-9０-９])\s*"
+)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ __all__ = [
     "Progress",
     "Item",
     "LargeItem",
+    "Restamp",
     "SourceDone",
     "PARTIAL",
     "quiet",
@@ -165,6 +166,16 @@ class LargeItem:
     head: Document
     chars: int
     chunks: Iterator[Chunk]
+
+
+@dataclass(frozen=True, eq=False)
+class Restamp:
+    """Stored sources of a batch that are unchanged but stored under their source hash of an earlier
+    version (``steps.previous_source_hash``), whose chunks this version makes alike (none holds a
+    stop of ``kbctl.chunk.UNSPACED_STOPS``): they are not read again, their documents take the
+    current hash. ``sources``: ``(source URI, previous hash, hash, documents)`` each."""
+
+    sources: tuple[tuple[str, str, str, int], ...]
 
 
 @dataclass(frozen=True, eq=False)

@@ -3,7 +3,9 @@
 ``start`` runs ``_produce`` in a thread while the calling thread embeds and stores what it hands
 over (``writer.consume``), so the model is not idle waiting for input and memory does not grow
 with the corpus. Each source becomes one ``Item`` (its documents and their chunks), an
-``ItemError``, an ("unchanged", n, source URI) marker (its version is stored already), or, when it is large:
+``ItemError``, an ("unchanged", n, source URI) marker (its version is stored already), a ``Restamp``
+of a batch's sources stored under their hash of before the sentence splitter's revision whose chunks
+it does not move (``steps.previous_source_hash``; those it moves are read again), or, when it is large:
 one ``LargeItem`` for a long text (its chunks made by ``steps.chunk_large`` as the writer reads
 them), or one ``Item`` per entry of a large feed and then a ``SourceDone``.
 """
@@ -15,14 +17,23 @@ import threading
 from typing import Iterable, Iterator
 
 from .. import telemetry
-from ..chunk import check_length
+from ..chunk import UNSPACED_STOPS, check_length
 from ..config import Profile
 from ..embed import get_tokenizer
 from ..errors import KbctlError
-from ..store import source_versions
+from ..store import source_versions, sources_holding
 from ..types import Document, ItemError, LargeDocument, Source, content_hash
-from .items import PARTIAL, IngestRun, Item, LargeItem, SourceDone
-from .steps import batches, chunk_large, chunk_source, extract_source, item_error, once, source_hash
+from .items import PARTIAL, IngestRun, Item, LargeItem, Restamp, SourceDone
+from .steps import (
+    batches,
+    chunk_large,
+    chunk_source,
+    extract_source,
+    item_error,
+    once,
+    previous_source_hash,
+    source_hash,
+)
 
 __all__ = ["start", "BATCH_BYTES", "LARGE_IN_FLIGHT"]
 
@@ -112,11 +123,17 @@ def _count(counts: dict[str, int], out) -> None:
         counts["failed"] += 0 if out.is_warning else 1
     elif isinstance(out, tuple):
         counts["unchanged"] += out[1]
+    elif isinstance(out, Restamp):
+        counts["unchanged"] += sum(n for *_, n in out.sources)
 
 
 def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> Iterator:
-    hashes = {s.uri: source_hash(content_hash(s.content), profile) for s in batch if isinstance(s, Source)}
+    shas = {s.uri: content_hash(s.content) for s in batch if isinstance(s, Source)}
+    hashes = {uri: source_hash(sha, profile) for uri, sha in shas.items()}
     known = source_versions(conn, ns, list(hashes))
+    previous = _restampable(conn, ns, profile, shas, hashes, known)
+    if previous:
+        yield Restamp(tuple((uri, h, hashes[uri], len(known[uri][1])) for uri, h in previous.items()))
     for s in batch:
         if isinstance(s, ItemError):
             seen.add(s.source)  # an unreadable source is not a removed one
@@ -124,8 +141,10 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> I
             continue
         seen.add(s.uri)
         h = hashes[s.uri]
-        if s.uri in known and known[s.uri][0] == h:
+        if s.uri in known and (known[s.uri][0] == h or s.uri in previous):
             seen.update(known[s.uri][1])
+            if s.uri in previous:
+                continue  # counted with its Restamp
             yield ("unchanged", len(known[s.uri][1]), s.uri)
             continue
         large = _extract_large(s, h, profile, tok, emit)
@@ -142,6 +161,21 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> I
             continue
         emit("extracted", {"source": s.uri, "documents": len(docs)})
         yield Item(s.uri, h, s.kind, chunked)
+
+
+def _restampable(conn, ns, profile: Profile, shas: dict, hashes: dict, known: dict) -> dict[str, str]:
+    """The sources stored under their hash of before the sentence splitter's revision
+    (``steps.previous_source_hash``) none of whose chunks holds a stop it now ends sentences at
+    (``kbctl.chunk.UNSPACED_STOPS``), so their chunks would come out alike: {source URI: that hash}.
+    The others are read and chunked again (what comes out alike is kept, chunk ids and all)."""
+    older = {}
+    for uri, (h, _) in known.items():
+        if h != hashes[uri] and h == previous_source_hash(shas[uri], profile):
+            older[uri] = h
+    if not older:
+        return {}
+    moved = sources_holding(conn, ns, list(older), f"[{UNSPACED_STOPS}]")
+    return {uri: h for uri, h in older.items() if uri not in moved}
 
 
 def _extract_large(s: Source, h: str, profile: Profile, tok, emit) -> Iterator | None:

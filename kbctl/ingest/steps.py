@@ -12,6 +12,7 @@ import logging
 from dataclasses import asdict
 from typing import Any, Iterable, Iterator, Sequence
 
+from .. import chunk as _chunk
 from ..chunk import chunk_document, iter_chunks
 from ..config import Profile
 from ..embed.tokens import chunk_count_revision
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "source_hash",
+    "previous_source_hash",
     "extract_source",
     "chunk_source",
     "chunk_large",
@@ -38,12 +40,27 @@ def source_hash(sha: str, profile: Profile) -> str:
     ``max_document_chars`` is a limit, not a chunking setting: changing it (or adding it, as an
     upgrade did) must not make every stored source look changed. What a profile measured in words
     counts (``kbctl.embed.tokens.WORD_COUNT``) is one, added only for such a profile (``hash``), so a
-    model's profile hashes as it always did (its tokenizer is its pinned model's).
+    model's profile hashes as it always did (its tokenizer is its pinned model's). What the sentence
+    splitter takes for a sentence's end (``kbctl.chunk.SENTENCE_ENDS``) is one for every profile; a
+    source stored under the hash without it (``previous_source_hash``) is read again only when its
+    text holds a stop the splitter now ends sentences at (``kbctl.ingest.producer``).
     """
+    return _hash_of(sha, profile, _chunk.SENTENCE_ENDS)
+
+
+def previous_source_hash(sha: str, profile: Profile) -> str:
+    """``source_hash`` as it was before the sentence splitter's revision (``SENTENCE_ENDS``) was part
+    of it (session 42): a source stored under it was chunked with sentences ending only before a space."""
+    return _hash_of(sha, profile, "")
+
+
+def _hash_of(sha: str, profile: Profile, sentence_ends: str) -> str:
     chunk = {k: v for k, v in asdict(profile.chunk).items() if k != "max_document_chars"}
     parts: list[Any] = [chunk, profile.max_tokens, profile.fingerprint]
     if count := chunk_count_revision(profile):
         parts.append(count)
+    if sentence_ends:
+        parts.append(sentence_ends)
     settings = json.dumps(parts, sort_keys=True)
     return content_hash(f"{sha}\x00{settings}")
 

@@ -58,12 +58,12 @@ from ..store import (
     write_documents,
 )
 from ..store.acl import mark_explicit
-from ..store.documents import keep_documents, set_source_hash, write_document_stream
+from ..store.documents import keep_documents, restamp_sources, set_source_hash, write_document_stream
 from ..store.stored import StoredVersion, stored_chunks, stored_versions
 from ..textutil.analyze import get_analyzer
 from ..types import Chunk, Document, EmbeddedChunk, ItemError
 from .embedding import DualWrites, Embedding, store_lookup
-from .items import PARTIAL, IngestRun, Item, LargeItem, RunReport, SourceDone
+from .items import PARTIAL, IngestRun, Item, LargeItem, Restamp, RunReport, SourceDone
 from .steps import ChunkFailed, batches, item_error
 
 log = logging.getLogger(__name__)
@@ -128,6 +128,11 @@ def _consume(conn, run: IngestRun, items: Iterable, report: RunReport, checkpoin
         elif isinstance(item, tuple) and item[0] == "unchanged":  # ("unchanged", n, source URI)
             report.add("documents", "unchanged", item[1], item[2])
             emit("unchanged", {"documents": item[1]})
+        elif isinstance(item, Restamp):
+            for uri, _, _, n in item.sources:
+                report.add("documents", "unchanged", n, uri)
+            emit("unchanged", {"documents": sum(n for *_, n in item.sources)})
+            writer.restamp(item)
         elif isinstance(item, LargeItem):
             writer.add_large(item)
         elif isinstance(item, SourceDone):
@@ -408,6 +413,11 @@ class Writer:
             return []
         self.emit("stored", {"documents": 0, "chunks": len(chunks), "embedded": embedded})  # progress, per batch
         return [EmbeddedChunk(c, cache[c.content_hash]) for c in chunks]
+
+    def restamp(self, item: Restamp) -> None:
+        """Unchanged sources stored under their previous source hash take the current one (in a plan: nothing)."""
+        if not self.opts.plan:
+            restamp_sources(self.conn, self.ns, [(uri, old, new) for uri, old, new, _ in item.sources])
 
     def done(self, done: SourceDone) -> None:
         """A source given in parts is whole: what it no longer produces goes, and its documents take its hash."""

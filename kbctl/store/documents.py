@@ -46,6 +46,7 @@ __all__ = [
     "DocumentStream",
     "write_chunks",
     "set_source_hash",
+    "restamp_sources",
     "keep_documents",
     "delete_documents",
     "drop_unused_vocabulary",
@@ -437,6 +438,15 @@ def set_source_hash(conn: Conn, ns: Namespace, source_uri: str, old: str, new: s
     """The documents of ``source_uri`` stored under the source hash ``old`` take ``new``: a source
     written in parts (a feed's entries) is marked whole once its last part is stored."""
     return conn.execute(query("documents/set_source_hash"), (new, ns.id, source_uri, old)).rowcount
+
+
+def restamp_sources(conn: Conn, ns: Namespace, sources: Sequence[tuple[str, str, str]]) -> int:
+    """Each ``(source URI, previous hash, hash)``: the source's documents stored under the previous
+    hash take the current one, in one statement (sources whose chunks a new version makes alike)."""
+    if not sources:
+        return 0
+    uris, old, new = (list(c) for c in zip(*sources))
+    return conn.execute(query("documents/restamp_sources"), (uris, old, new, ns.id)).rowcount
 
 
 def keep_documents(conn: Conn, ns: Namespace, rows: Sequence[tuple[int, str, Document, bool]]) -> set[str]:

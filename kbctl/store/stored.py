@@ -23,6 +23,7 @@ __all__ = [
     "stored_uris",
     "stored_uris_of_source",
     "source_versions",
+    "sources_holding",
     "chunk_count_of",
     "cached_vectors",
 ]
@@ -89,6 +90,13 @@ def source_versions(conn: Conn, ns: Namespace, source_uris: Sequence[str]) -> di
     """For each stored source URI: its source hash and the URIs of the documents it produced."""
     rows = conn.execute(query("documents/source_versions"), (ns.id, list(source_uris)))
     return {s: (h, list(u)) for s, h, u in rows}
+
+
+def sources_holding(conn: Conn, ns: Namespace, source_uris: Sequence[str], pattern: str) -> set[str]:
+    """The stored sources of ``source_uris`` a chunk of which matches ``pattern`` (a regular expression)."""
+    if not source_uris:
+        return set()
+    return {s for (s,) in conn.execute(query("documents/sources_holding"), (ns.id, list(source_uris), pattern))}
 
 
 def cached_vectors(

@@ -47,7 +47,10 @@ def test_the_next_ingest_chunks_cjk_documents_again_and_keeps_the_others(kb, tmp
     assert again.chunks["reused"] == 1 and again.chunks["embedded"] >= len(CHINESE) // 200, again.to_json()
     after = _chunks(kb, "zh")
     size = kb.settings.profile("hash-384").chunk.size
-    assert len(after["long.md"]) == -(-len(CHINESE) // size) and all(n <= size for _, n in after["long.md"])
+    # each of its 300-character sentences cut to the size (at its full stops since session 42)
+    sentences = [len(t) + 1 for t in CHINESE.split("。")[:-1]]
+    assert len(after["long.md"]) == sum(-(-n // size) for n in sentences)
+    assert all(n <= size for _, n in after["long.md"])
     assert after["refunds.md"] == before["refunds.md"]  # the same chunks: kept, not written again
     assert kb.namespaces.get("zh").fingerprint == fingerprint  # no re-embed, no refusal
 

@@ -119,3 +119,86 @@ def test_the_fast_count_is_the_encodings_length_for_any_text(text):
     tok = get_tokenizer(_profile())
     assert tok._fast is not None  # type: ignore[attr-defined]  # the path under test is the one taken
     assert tok.count(text) == len(tok._tok.encode(text, add_special_tokens=False).ids)  # type: ignore[attr-defined]
+
+
+# The sentence end before session 42: a full stop ended a sentence only where whitespace followed.
+_SPACED_END = r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}"
+# Chinese sentences of 20 to 60 characters (varied characters, so no two are alike), no space anywhere.
+_ZH_SENTENCES = [
+    "".join(chr(0x4E00 + (i * 131 + j * 7919) % 20000) for j in range(20 + (i * 17) % 41)) + "。" for i in range(60)
+]
+
+
+def test_a_chinese_paragraph_longer_than_the_chunk_size_is_cut_at_its_full_stops():
+    prof = _profile("hash-384")
+    para = "".join(_ZH_SENTENCES)
+    assert len(para) > 5 * prof.chunk.size  # one paragraph, a character a token
+    doc = Document.from_blocks("mem://zh", "", [Block(para)], "text")
+    chunks = chunk_document(doc, prof)
+    assert len(chunks) > 5
+    starts = {0}
+    for s in _ZH_SENTENCES:
+        starts.add(max(starts) + len(s))
+    for c in chunks:
+        assert c.token_count <= prof.chunk.size
+        assert c.text.endswith("。"), c.text[-10:]
+        assert c.char_start in starts and c.char_end in starts  # whole sentences, never cut inside one
+    assert chunks[-1].char_end == len(para)
+
+
+def test_japanese_sentences_end_at_fullwidth_marks_with_no_space_after_them():
+    t = "東京は晴れ。「本当？」と聞いた！大阪は雨．京都は曇り｡まあ……。。そうですね"
+    assert [t[s:e] for s, e in split_sentences(t)] == [
+        "東京は晴れ。",
+        "「本当？」と聞いた！",  # a mark inside quotes does not end the sentence around them
+        "大阪は雨．",
+        "京都は曇り｡",
+        "まあ……。。",
+        "そうですね",
+    ]
+    v = "版本３．５を使う。次"
+    assert [v[s:e] for s, e in split_sentences(v)] == ["版本３．５を使う。", "次"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_characters="。！？．｡", max_codepoint=0x3100), max_size=300))
+def test_text_without_a_cjk_sentence_end_is_split_as_before(text):
+    import re
+
+    import kbctl.chunk as chunk
+
+    new = split_sentences(text)
+    old = chunk._SENTENCE_END
+    try:
+        chunk._SENTENCE_END = re.compile(_SPACED_END)
+        assert split_sentences(text) == new
+    finally:
+        chunk._SENTENCE_END = old
+
+
+def test_latin_script_chunks_are_byte_identical_to_the_spaced_rule(monkeypatch):
+    """The sample corpus under a model's profile and a ``hash`` one: the same chunks (text, spans,
+    hashes) with the sentence ends before session 42 and now."""
+    import re
+    from pathlib import Path
+
+    import kbctl.chunk as chunk
+    from kbctl.extract import extract
+    from kbctl.types import Source
+
+    corpus = Path(__file__).resolve().parents[2] / "sample_corpus"
+    docs = [
+        d
+        for p in sorted(corpus.rglob("*.md"))
+        for d in extract(Source(f"file:///c/{p.name}", p.read_bytes(), "text/markdown"))
+    ]
+
+    def chunks(name: str) -> list:
+        return [
+            (c.text, c.char_start, c.char_end, c.content_hash) for d in docs for c in chunk_document(d, _profile(name))
+        ]
+
+    now = {name: chunks(name) for name in ("minilm", "hash-384")}
+    monkeypatch.setattr(chunk, "_SENTENCE_END", re.compile(_SPACED_END))
+    assert {name: chunks(name) for name in now} == now
+    assert all(len(v) > 20 for v in now.values())

@@ -205,14 +205,19 @@ def test_valid_edges_load():
 
 
 def test_source_hash_is_what_the_plain_tables_gave():
-    """Stores filled before the parts were typed stay incremental: the same settings, the same hash."""
-    from kbctl.ingest.steps import source_hash
+    """Stores filled before the parts were typed stay incremental: the same settings, the same hash
+    before the sentence splitter's revision (``previous_source_hash``, which the producer recognises:
+    ``tests/db/test_sentence_ends_rechunk.py``), and that hash with the revision now."""
+    from kbctl.chunk import SENTENCE_ENDS
+    from kbctl.ingest.steps import previous_source_hash, source_hash
 
     p = load_settings(env={}).profile("minilm")
     old_chunk = {"size": 200, "overlap": 32, "strategy": "structure", "semantic_threshold": 0.35}
     old = json.dumps([old_chunk, p.max_tokens, p.fingerprint], sort_keys=True)
     sha = "0" * 64
-    assert source_hash(sha, p) == hashlib.sha256(f"{sha}\x00{old}".encode()).hexdigest()
+    assert previous_source_hash(sha, p) == hashlib.sha256(f"{sha}\x00{old}".encode()).hexdigest()
+    now = json.dumps([old_chunk, p.max_tokens, p.fingerprint, SENTENCE_ENDS], sort_keys=True)
+    assert source_hash(sha, p) == hashlib.sha256(f"{sha}\x00{now}".encode()).hexdigest()
 
 
 def test_replace_keeps_the_parts_typed():

@@ -1,0 +1,79 @@
+"""A namespace chunked while the sentence splitter wanted a space after a full stop (before session
+42): its next ingest chunks again only the sources whose text holds a Chinese or Japanese full stop
+(``kbctl.chunk.UNSPACED_STOPS``), now cut there; the others keep their rows as they are, chunk ids
+and all, and only take the new source hash; nothing unchanged is embedded again."""
+
+from __future__ import annotations
+
+import re
+
+from kbctl import chunk
+from tests.conftest import write_folder
+
+_SPACED_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}")
+# Chinese sentences of 20 to 60 characters, no space anywhere: one paragraph of about 2,400.
+SENTENCES = [
+    "".join(chr(0x4E00 + (i * 131 + j * 7919) % 20000) for j in range(20 + (i * 17) % 41)) + "。" for i in range(60)
+]
+ENGLISH = " ".join(f"Refund rule {i} says invoices are settled within {i + 2} business days." for i in range(40))
+DOCS = {
+    "zh.md": "# 长文\n\n" + "".join(SENTENCES) + "\n",
+    "en.md": "# Refunds\n\n" + ENGLISH + "\n",
+}
+
+
+def _rows(kb, name: str) -> dict[str, list[tuple]]:
+    """Per document (its file name): its chunks' ids, spans, texts and hashes, in order, and its source hash."""
+    ns = kb.namespace(name)
+    out: dict[str, list[tuple]] = {}
+    for uri, sh, cid, s, e, text, h in kb.connection().execute(
+        "SELECT d.uri, d.source_hash, c.id, c.char_start, c.char_end, c.text, c.content_hash FROM kbctl.chunks c"
+        " JOIN kbctl.documents d ON d.id = c.document_id AND d.namespace_id = c.namespace_id"
+        " WHERE c.namespace_id = %s ORDER BY d.uri, c.position",
+        (ns.id,),
+    ):
+        out.setdefault(uri.rsplit("/", 1)[-1], []).append((sh, cid, s, e, text, h))
+    return out
+
+
+def test_the_next_ingest_cuts_chinese_at_its_full_stops_and_keeps_latin_chunks_as_they_are(kb, tmp_path, monkeypatch):
+    folder = write_folder(tmp_path, "zh", DOCS)
+    with monkeypatch.context() as m:  # the splitter and the source hash before session 42
+        m.setattr(chunk, "_SENTENCE_END", _SPACED_END)
+        m.setattr(chunk, "SENTENCE_ENDS", "", raising=False)
+        first = kb.ingest([folder], "zh", verify=False)
+    assert first.documents["new"] == 2, first.to_json()
+    before = _rows(kb, "zh")
+    size = kb.settings.profile("hash-384").chunk.size
+    cut_inside = [t for _, _, _, _, t, _ in before["zh.md"][:-1] if not t.endswith("。")]
+    assert cut_inside  # the old chunks end in the middle of sentences
+    fingerprint = kb.namespaces.get("zh").fingerprint
+
+    again = kb.ingest([folder], "zh")
+    assert again.verify is not None and again.verify["ok"], again.to_json()
+    assert again.documents["unchanged"] == 2 and again.documents["changed"] == 0, again.to_json()
+    after = _rows(kb, "zh")
+    # the English document: not read again, its rows as they were but for the source hash
+    assert [r[1:] for r in after["en.md"]] == [r[1:] for r in before["en.md"]]
+    assert {r[0] for r in after["en.md"]} != {r[0] for r in before["en.md"]}
+    # the Chinese one: chunked again, at its full stops, within the size
+    zh = after["zh.md"]
+    assert all(t.endswith("。") for _, _, _, _, t, _ in zh) and all(len(t) <= size for _, _, _, _, t, _ in zh)
+    assert [r[1:] for r in zh] != [r[1:] for r in before["zh.md"]]
+    assert again.chunks["embedded"] > 0 and again.chunks["embedded"] <= len(zh), again.to_json()
+    assert kb.namespaces.get("zh").fingerprint == fingerprint  # no re-embed, no refusal
+
+    third = kb.ingest([folder], "zh", verify=False)  # from now on both are skipped as unchanged
+    assert third.documents["unchanged"] == 2 and third.chunks["embedded"] == 0, third.to_json()
+    assert _rows(kb, "zh") == after
+
+
+def test_a_plan_restamps_nothing(kb, tmp_path, monkeypatch):
+    folder = write_folder(tmp_path, "en", {"en.md": DOCS["en.md"]})
+    with monkeypatch.context() as m:
+        m.setattr(chunk, "SENTENCE_ENDS", "", raising=False)
+        kb.ingest([folder], "en", verify=False)
+    before = _rows(kb, "en")
+    plan = kb.ingest([folder], "en", plan=True)
+    assert plan.documents["unchanged"] == 1, plan.to_json()
+    assert _rows(kb, "en") == before  # the old source hash too
