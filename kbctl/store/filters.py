@@ -50,6 +50,7 @@ def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
         vals = list(f.value)
         has, hp = _contains_any(col, f.key, vals)
         null, np = _null(col, f.key, vals)
+        null, np = _and_items(col, f.key, vals, null, np)
         return (
             sql.SQL("({h} AND ({c} -> %s ?| %s::text[] OR {c} ->> %s = ANY(%s::text[]){n}))").format(
                 h=has, c=col, n=null
@@ -57,7 +58,7 @@ def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
             [*hp, f.key, vals, f.key, vals, *np],
         )
     value = f.value
-    null, np = _null(col, f.key, [value])
+    null, np = _and_items(col, f.key, [value], *_null(col, f.key, [value]))
     if f.op == "=":
         has, hp = _contains_any(col, f.key, [value])
         return sql.SQL("({h} AND ({c} -> %s ? %s OR {c} ->> %s = %s{n}))").format(h=has, c=col, n=null), [
@@ -105,6 +106,22 @@ def _null(col: sql.Composable, key: str, values: list[str]) -> tuple[sql.Composa
     if "null" not in values:
         return sql.SQL(""), []
     return sql.SQL(" OR jsonb_typeof({c} -> %s) = 'null'").format(c=col), [key]
+
+
+def _and_items(
+    col: sql.Composable, key: str, values: list[str], null: sql.Composable, params: list
+) -> tuple[sql.Composable, list]:
+    """``null`` (``_null``'s condition) followed by `` OR <an item of the key's list matches>``: an item
+    matches a value as the key's own value would (its text, a number's or a boolean's digits or
+    word, null for ``null``), so ``flags=true``, ``n=1`` and ``k=null`` match ``[true]``, ``[1]``
+    and ``[null]`` as ``tags=billing`` matches ``["billing"]``; an item that is a list or an object
+    matches nothing."""
+    cond = sql.SQL(
+        "{n} OR (jsonb_typeof({c} -> %s) = 'array' AND EXISTS (SELECT 1 FROM jsonb_array_elements({c} -> %s) AS item(v)"
+        " WHERE CASE jsonb_typeof(item.v) WHEN 'null' THEN %s WHEN 'array' THEN false WHEN 'object' THEN false"
+        " ELSE item.v #>> '{{}}' = ANY(%s::text[]) END))"
+    ).format(n=null, c=col)
+    return cond, [*params, key, key, "null" in values, values]
 
 
 def _contains_any(col: sql.Composable, key: str, values: list[str]) -> tuple[sql.Composable, list]:

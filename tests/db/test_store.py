@@ -251,6 +251,40 @@ def test_quoted_empty_and_missing_values_in_every_mode(kb, flt, expected):
     assert {h.source for h in kb.search("", "authors", filters=[flt], k=10).hits} == expected, ("metadata", flt)
 
 
+LISTS = [
+    _doc("mem://scalar", "Scalar", ["Notes on refunds, one of each."], k=None, b=True, n=1, t="a"),
+    _doc("mem://listed", "Listed", ["Notes on refunds, each in a list."], k=[None], b=[True], n=[1], t=["a"]),
+    _doc("mem://mixed", "Mixed", ["Notes on refunds, a list with more."], k=["x", None], b=[False, True], n=[2, 1]),
+    _doc("mem://other", "Other", ["Notes on refunds, other values."], k=["x"], b=[False], n=[2], t=["b"]),
+    _doc("mem://bare", "Bare", ["Notes on refunds, no such keys."]),
+]
+_LISTED = {"mem://scalar", "mem://listed", "mem://mixed"}
+_LISTS = _LISTED | {"mem://other", "mem://bare"}
+
+
+@pytest.mark.parametrize(
+    "flt, expected",
+    [
+        # a list matches when an item of it does: null as the booleans, numbers and texts
+        ("b=true", _LISTED),
+        ("n=1", _LISTED),
+        ("t=a", {"mem://scalar", "mem://listed"}),
+        ("k=null", _LISTED),
+        ("k!=null", _LISTS - _LISTED),
+        ("k in null,y", _LISTED),
+        ("k in x", {"mem://mixed", "mem://other"}),
+        ("b!=true", _LISTS - _LISTED),
+        ("!k", {"mem://scalar", "mem://bare"}),  # has no value: missing or null, not a list holding null
+    ],
+)
+def test_a_list_matches_null_as_it_matches_its_other_items(kb, flt, expected):
+    _write(kb, "lists", LISTS)
+    for mode in ("lexical", "dense", "hybrid"):
+        r = kb.search("notes refunds", "lists", mode=mode, filters=[flt], k=10)
+        assert {h.source for h in r.hits} == expected, (mode, flt)
+    assert {h.source for h in kb.search("", "lists", filters=[flt], k=10).hits} == expected, ("metadata", flt)
+
+
 def test_an_impossible_date_in_a_filter_is_a_usage_error(kb):
     from kbctl.errors import UsageError
 
