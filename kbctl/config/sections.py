@@ -199,8 +199,9 @@ class AccessSettings:
     from_recipients: bool = False
 
     @classmethod
-    def from_table(cls, where: str, t: Mapping[str, Any]) -> AccessSettings:
-        """The settings of one ``[namespaces.NAME]`` table; a malformed value is a ConfigError naming it."""
+    def from_table(cls, where: str, t: Mapping[str, Any], dotted: str = "") -> AccessSettings:
+        """The settings of one ``[namespaces.NAME]`` table (``dotted``: its key, ``namespaces.NAME``); a
+        malformed value is a ConfigError naming it (its ``key``: ``namespaces.NAME.acl_rules[i]``)."""
         default = t.get("acl_default", "public")
         one_of(where, "acl_default", default, ACL_DEFAULTS)
         rules = []
@@ -216,6 +217,7 @@ class AccessSettings:
                 raise ConfigError(
                     f'{where}.acl_rules[{i}] must be {{glob = "…", principals = ["group:…", "user:…"]}}',
                     hint="principals are public, user:<id> or group:<name>",
+                    key=f"{dotted}.acl_rules[{i}]" if dotted else None,
                 )
             rules.append((glob, tuple(principals)))
         return cls(default, tuple(rules), bool(t.get("acl_from_recipients", False)))
@@ -256,7 +258,9 @@ class NamespaceSettings:
                 raise ConfigError(
                     f"{where}: '{dotted}.{k}' must be a {_TYPE_NAMES[NAMESPACE_KEYS[k]]}", key=f"{dotted}.{k}"
                 )
-        access = AccessSettings.from_table(f"{where}: {dotted}", value)  # acl_default and acl_rules, checked now
+        access = AccessSettings.from_table(
+            f"{where}: {dotted}", value, dotted
+        )  # acl_default and acl_rules, checked now
         return cls(value.get("profile", ""), value.get("tenant", ""), value.get("description", ""), access)
 
 

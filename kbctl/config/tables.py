@@ -136,16 +136,75 @@ def _parts(key: str) -> tuple[str, ...]:
 
 def key_line(text: str, dotted: str) -> int | None:
     """The line (from 1) of ``text`` where the key ``dotted`` (``profiles.x.chunk.size``) is set, or
-    where its table begins; None where it cannot be told (an inline table, a multi-line value)."""
+    where its table begins; None where it cannot be told (an inline table, a multi-line value).
+
+    ``dotted`` may end in an index, ``namespaces.hr.acl_rules[1]``: the line of that entry of a list
+    (its ``[[…]]`` header in an array of tables, where it begins in a list written inline), else the
+    line of the list's key."""
+    index = None
+    if m := _INDEX.match(dotted):
+        dotted, index = m.group("key"), int(m.group("index"))
     want = tuple(dotted.split("."))
     table: tuple[str, ...] = ()
-    for n, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    seen = 0
+    for n, line in enumerate(lines, 1):
         if m := _HEADER.match(line):
             table = _parts(m.group("key"))
-            if table[: len(want)] == want:
+            if index is not None and table == want and line.lstrip().startswith("[["):
+                if seen == index:
+                    return n
+                seen += 1
+            elif table[: len(want)] == want and index is None:
                 return n
         elif m := _ASSIGN.match(line):
             key = table + _parts(m.group("key"))
-            if key[: len(want)] == want:
+            if index is not None:
+                if key == want:
+                    return _item_line(lines, n, line[m.end() :], index) or n
+            elif key[: len(want)] == want:
                 return n
+    return None
+
+
+_INDEX = re.compile(r"^(?P<key>.+)\[(?P<index>\d+)\]$")
+
+
+def _item_line(lines: list[str], n: int, rest: str, index: int) -> int | None:
+    """The line where item ``index`` begins of the inline list that starts in ``rest`` (what follows
+    the ``=`` of line ``n``); strings and comments are skipped."""
+    depth, item, expect = 0, -1, False
+    for number, part in enumerate([rest, *lines[n:]], n):
+        quote = ""
+        i = 0
+        while i < len(part):
+            ch = part[i]
+            if quote:
+                if ch == "\\" and quote == '"':
+                    i += 1
+                elif ch == quote:
+                    quote = ""
+            elif ch == "#":
+                break
+            elif ch.isspace():
+                pass
+            else:
+                if depth == 1 and expect and ch not in ",]":
+                    item, expect = item + 1, False
+                    if item == index:
+                        return number
+                if ch in "\"'":
+                    quote = ch
+                elif ch in "[{":
+                    depth += 1
+                    expect = depth == 1
+                elif ch in "]}":
+                    depth -= 1
+                    if depth == 0:
+                        return None
+                elif ch == "," and depth == 1:
+                    expect = True
+            i += 1
+        if depth == 0 and number > n:
+            return None
     return None

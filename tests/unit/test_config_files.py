@@ -172,3 +172,28 @@ def test_config_show_never_prints_a_password(tmp_path, dsn):
     for args in ((), ("--json",)):
         out = _show(tmp_path, cfg, {"KBCTL_DSN": dsn}, *args)
         assert "s3cret" not in out and "db.internal" in out and "kb.internal" in out, out
+
+
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        # an inline list, on one line and over several: the line of the entry, else of the key
+        ('# team\n[namespaces.hr]\nacl_rules = [{glob = "hr/**", principals = ["hr"]}]\n', 3),
+        (
+            '[namespaces.hr]\nacl_default = "public"\nacl_rules = [\n  {glob = "a/**", principals = ["group:a"]},\n'
+            '  {glob = "", principals = ["group:b"]},\n]\n',
+            5,
+        ),
+        # an array of tables: the header of the entry
+        (
+            '[namespaces.hr]\n\n[[namespaces.hr.acl_rules]]\nglob = "a/**"\nprincipals = ["group:a"]\n\n'
+            '[[namespaces.hr.acl_rules]]\nglob = "b/**"\nprincipals = ["nobody"]\n',
+            7,
+        ),
+    ],
+)
+def test_a_bad_acl_rule_names_its_line(tmp_path, text, line):
+    p = _user(tmp_path, text)
+    e = _error(p)
+    assert e.message.startswith(f"{p}:{line}: "), e.message
+    assert "namespaces.hr.acl_rules[" in e.message and e.hint
