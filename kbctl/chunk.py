@@ -3,7 +3,9 @@
 Structure first: a chunk never spans two sections (heading paths) or two PDF pages. Inside a
 section, paragraphs are packed greedily up to ``chunk.size`` tokens of the profile's tokenizer; a
 paragraph too long for one chunk is split into sentences, and a sentence too long into token
-windows. Consecutive chunks of one section share up to ``chunk.overlap`` tokens of whole sentences.
+windows. A sentence ends at ``.!?`` followed by a space, or at a Chinese or Japanese full stop
+(``UNSPACED_STOPS``) with no space needed; the rule's revision, ``SENTENCE_ENDS``, is part of every
+source's hash (``kbctl.ingest.steps.source_hash``). Consecutive chunks of one section share up to ``chunk.overlap`` tokens of whole sentences.
 
 A Markdown table (a block that starts with a header row and its ``| --- |`` rule: the extractors
 write tables so, ``kbctl.extract.tables``) is a section of its own, cut only between rows; every

@@ -102,14 +102,25 @@ class ConfigError(KbctlError):
     """Configuration is invalid: unknown keys, wrong types, unknown profiles.
 
     ``key`` is the dotted key the error is about, as its table names it (``server.port``, or
-    ``chunk.size`` of a profile), when there is one: the loader finds its line in the user's file.
+    ``chunk.size`` of a profile), when there is one: the loader finds its line in the user's file,
+    and records the file and the line (``file``, ``line``) where it could tell them.
     """
 
     exit_code = 2
 
-    def __init__(self, message: str, *, hint: str | None = None, key: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        key: str | None = None,
+        file: str | None = None,
+        line: int | None = None,
+    ) -> None:
         super().__init__(message, hint=hint)
         self.key = key
+        self.file = file
+        self.line = line
 
 
 class ProfileMismatchError(ConfigError):

@@ -1,4 +1,4 @@
-"""``kbctl config``: show the resolved configuration."""
+"""``kbctl config``: show the resolved configuration, or check it."""
 
 from __future__ import annotations
 
@@ -7,9 +7,29 @@ import re
 import typer
 
 from .render import print_json
-from .state import STATE, out
+from .state import STATE, err, out
 
-app = typer.Typer(help="Show the resolved configuration.", no_args_is_help=True)
+app = typer.Typer(help="Show the resolved configuration, or check it.", no_args_is_help=True)
+
+
+@app.command("check")
+def check(
+    file: str = typer.Argument(None, help="The file to check (default: --config, KBCTL_CONFIG, else ./kbctl.toml)."),
+    json_: bool = typer.Option(False, "--json", help="The result, ok or the error, as JSON on stdout (for CI)."),
+) -> None:
+    """Load and check the configuration and every profile, opening nothing: one 'ok' line on stderr
+    and exit 0, else the error (FILE:LINE: key …) and its exit code."""
+    from ..config import check_settings
+
+    result = check_settings(file or STATE.config, STATE.overrides())
+    if json_:
+        print_json(result.to_json())
+    elif result.error is not None:
+        raise result.error  # one line and a hint, by the CLI's error boundary
+    else:
+        err.print(result.summary(), markup=False, highlight=False)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
 
 
 @app.command("show")

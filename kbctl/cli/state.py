@@ -43,9 +43,10 @@ class State:
     def settings(self):
         from ..config import load_settings
 
-        return load_settings(self.config, self._overrides())
+        return load_settings(self.config, self.overrides())
 
-    def _overrides(self) -> dict:
+    def overrides(self) -> dict:
+        """The settings the global flags give (dotted key -> value; ``None``: not given)."""
         return {
             "database.dsn": self.dsn,
             "database.home": self.home,

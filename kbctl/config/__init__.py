@@ -4,7 +4,7 @@ Layers, lowest first: the packaged ``default.toml`` < the user file (``./kbctl.t
 path) < ``KBCTL_*`` environment variables < explicit overrides (command-line flags). Every key must
 exist in the packaged defaults; an unknown key is a ``ConfigError`` that suggests the closest one.
 
-Modules: ``loading`` (the layers, ``load_settings``), ``settings`` (``Settings``, its typed
+Modules: ``loading`` (the layers, ``load_settings``; ``check_settings`` for ``kbctl config check``), ``settings`` (``Settings``, its typed
 sections), ``sections`` (``[database]``, ``[server]``, ``[fetch]``, ``[audit]``, ``[namespaces.*]``,
 ``[agents.*]``…), ``profile`` (``Profile`` and its parts), ``tables`` (the checks they share).
 Light on purpose: the CLI's fast path (``kbctl.cli.fast``) imports it before anything heavy.
@@ -12,7 +12,7 @@ Light on purpose: the CLI's fast path (``kbctl.cli.fast``) imports it before any
 
 from __future__ import annotations
 
-from .loading import ENV_KEYS, default_config_path, load_settings
+from .loading import ENV_KEYS, ConfigCheck, check_settings, default_config_path, load_settings
 from .profile import (
     CHUNK_STRATEGIES,
     FINGERPRINT_KEYS,
@@ -47,6 +47,8 @@ from .settings import SECTIONS, Settings
 
 __all__ = [
     "Settings",
+    "ConfigCheck",
+    "check_settings",
     "AccessSettings",
     "Profile",
     "ChunkSettings",

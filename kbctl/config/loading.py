@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -22,7 +23,7 @@ from .sections import AgentSettings, NamespaceSettings
 from .settings import Settings
 from .tables import key_line, merge, same_type, set_dotted, suggest
 
-__all__ = ["load_settings", "default_config_path", "ENV_KEYS"]
+__all__ = ["load_settings", "check_settings", "ConfigCheck", "default_config_path", "ENV_KEYS"]
 
 ENV_KEYS = {
     "KBCTL_DSN": ("database", "dsn"),
@@ -85,6 +86,96 @@ def load_settings(
     return Settings(data=data, sources=tuple(sources))
 
 
+@dataclass(frozen=True)
+class ConfigCheck:
+    """What ``check_settings`` found: the user file checked (``None``: the packaged defaults alone),
+    the layers read and what they define, or the error that refused them (``error``)."""
+
+    file: str | None
+    sources: tuple[str, ...] = ()
+    default_profile: str = ""
+    profiles: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
+    agents: tuple[str, ...] = ()
+    error: KbctlError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def exit_code(self) -> int:
+        """0, or the error's exit code (2 for a configuration error)."""
+        return 0 if self.error is None else self.error.exit_code
+
+    def summary(self) -> str:
+        """One line: ``ok: FILE: 6 profiles (default minilm), 1 namespace, 0 agents`` (ok only)."""
+
+        def n(count: int, noun: str) -> str:
+            return f"{count} {noun}{'' if count == 1 else 's'}"
+
+        return (
+            f"ok: {self.file or 'the packaged defaults'}: {n(len(self.profiles), 'profile')}"
+            f" (default {self.default_profile}), {n(len(self.namespaces), 'namespace')}, {n(len(self.agents), 'agent')}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        e = self.error
+        error = None
+        if e is not None:
+            error = {
+                "message": e.message,
+                "hint": e.hint,
+                "key": getattr(e, "key", None),
+                "file": getattr(e, "file", None),
+                "line": getattr(e, "line", None),
+                "exit_code": e.exit_code,
+            }
+        return {
+            "ok": self.ok,
+            "file": self.file,
+            "sources": list(self.sources),
+            "default_profile": self.default_profile,
+            "profiles": list(self.profiles),
+            "namespaces": list(self.namespaces),
+            "agents": list(self.agents),
+            "error": error,
+        }
+
+
+def check_settings(
+    config_path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> ConfigCheck:
+    """Load the settings as every command does (``load_settings``), then resolve every profile they
+    hold, the built-in ones the file does not name too, with their embedders (whether each is
+    installed here): what a command would refuse only when it uses the profile is found now, at its
+    line in the file. Nothing is opened (no store, no home). A refusal is the check's ``error``."""
+    env = os.environ if env is None else env
+    user = Path(config_path) if config_path else _find_user_file(env, cwd)
+    file = str(user) if user is not None else None
+    try:
+        settings = load_settings(user, overrides, env, cwd)
+        where = str(user if user is not None else default_config_path())
+        text = _read_text(Path(where))
+        with _located(where, text, _read_toml(default_config_path())):
+            for name in settings.profile_names():
+                settings.profile(name)
+            settings.profile()
+    except KbctlError as e:
+        return ConfigCheck(file, error=e)
+    return ConfigCheck(
+        file,
+        settings.sources,
+        settings.defaults.profile,
+        tuple(settings.profile_names()),
+        tuple(settings.namespaces),
+        tuple(settings.agents),
+    )
+
+
 def _find_user_file(env: Mapping[str, str], cwd: Path | None) -> Path | None:
     if env.get("KBCTL_CONFIG"):
         return Path(env["KBCTL_CONFIG"])
@@ -115,6 +206,8 @@ def _read_text(path: Path) -> str:
         raise ConfigError(
             f"{path}:{line}: not UTF-8 (byte {raw[e.start]:#04x} at offset {e.start})",
             hint="TOML files are UTF-8: save the file as UTF-8",
+            file=str(path),
+            line=line,
         ) from None
 
 
@@ -122,8 +215,12 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
+        m = re.search(r"\(at line (\d+)", str(e))
         raise ConfigError(
-            f"{path}: invalid TOML: {e}", hint="see https://toml.io (strings in quotes, one [table] header a line)"
+            f"{path}: invalid TOML: {e}",
+            hint="see https://toml.io (strings in quotes, one [table] header a line)",
+            file=str(path),
+            line=int(m.group(1)) if m else None,
         ) from None
 
 
@@ -164,7 +261,7 @@ def _located(where: str, text: str, defaults: Mapping[str, Any]) -> Iterator[Non
         line = next((n for n in (key_line(text, c) for c in candidates) if n), None)
         prefix = f"{where}:{line}: " if line else f"{where}: "
         hint = e.hint or _default_hint(defaults, candidates)
-        raise ConfigError(prefix + message, hint=hint, key=e.key) from None
+        raise ConfigError(prefix + message, hint=hint, key=e.key, file=where, line=line) from None
 
 
 @contextlib.contextmanager
