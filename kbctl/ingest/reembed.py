@@ -31,9 +31,10 @@ import psycopg
 
 from ..chunk import embed_text
 from ..config import Profile
-from ..errors import ConfigError, UsageError
+from ..errors import ConfigError, NamespaceNotFound, UsageError
 from ..store import Namespace, cached_vectors
 from ..store import generations as gstore
+from ..store.documents import check_present
 from ..store.generations import Generation, stored_profile
 from ..store.namespaces import ensure_profile, find_profile
 from ..store.roles import as_owner
@@ -132,6 +133,8 @@ def start_shadow(conn, ns: Namespace, profile: Profile, storage: str, active: Pr
     build left (resumed). Refused when it is what the namespace serves, when another shadow is being
     built, or when ``profile`` chunks differently from ``active`` (re-chunking is not built yet)."""
     gens = {g.state: g for g in gstore.generations(conn, ns.id)}
+    if "active" not in gens:  # every namespace has one: it was deleted since the caller read it
+        _present(conn, ns)
     cur = gens["active"]
     if cur.fingerprint == profile.fingerprint and cur.storage == storage:
         raise UsageError(
@@ -155,8 +158,12 @@ def start_shadow(conn, ns: Namespace, profile: Profile, storage: str, active: Pr
         )
     with as_owner(conn):
         pid = ensure_profile(conn, profile)
-    with conn.transaction():
-        gid = gstore.create_generation(conn, ns.id, pid, profile, storage, "shadow", index=False)
+    try:
+        with conn.transaction():
+            gid = gstore.create_generation(conn, ns.id, pid, profile, storage, "shadow", index=False)
+    except psycopg.errors.ForeignKeyViolation:
+        _present(conn, ns)  # the namespace went meanwhile
+        raise
     return next(g for g in gstore.generations(conn, ns.id) if g.id == gid)
 
 
@@ -265,15 +272,26 @@ def build(
                 progress(done, max(total, done))
         if not found:
             break
+    _present(conn, ns)  # a namespace deleted under the build has no chunks left to miss a vector
     left, _ = gstore.missing_count(conn, ns.id, gen.id)
-    if not left:
-        gstore.ensure_index(conn, gen, profile)
+    if not left and gstore.ensure_index(conn, gen, profile):
+        try:
+            _present(conn, ns)  # deleted while the index was built: its delete dropped no index yet
+        except NamespaceNotFound:
+            gstore.drop_generation_indexes(conn, [gen.id])
+            raise
     if discarded:
         log.info("%d vector(s) discarded: their chunk went or got its vector meanwhile", discarded)
     return BuildReport(
         ns.name, gen.id, gen.profile_name, gen.storage, gen.state, done, embedded, reused,
         round(time.perf_counter() - t0, 3), left == 0, left, discarded,
     )  # fmt: skip
+
+
+def _present(conn, ns: Namespace) -> None:
+    """Refuse a build whose namespace was deleted under it (``kbctl namespaces delete``, or its
+    tenant's delete) in one line that says so: a ``NamespaceNotFound`` (or ``TenantNotFound``)."""
+    check_present(conn, ns, "reembed")
 
 
 _WRITE_TRIES = 3
@@ -292,6 +310,7 @@ def _store(conn, ns: Namespace, gen: Generation, rows: list[tuple[int, Any]]) ->
                 return gstore.write_vectors(cur, ns.id, gen, rows)
         except psycopg.errors.ForeignKeyViolation:
             if gen.id not in gstore.generation_ids(conn, ns.id):  # not a chunk: the generation itself went
+                _present(conn, ns)  # with its namespace?
                 raise UsageError(
                     f"the {gen.profile_name} generation of namespace {ns.name!r} was dropped while it was being built",
                     hint=f"start it again: kbctl reembed {ns.name} --profile {gen.profile_name}",
@@ -306,6 +325,8 @@ def swap(conn, ns: Namespace, like: Profile, *, progress: Progress | None = None
     becomes the previous one (an older previous one is deleted)."""
     with namespace_lock(conn, ns):
         gens = {g.state: g for g in gstore.generations(conn, ns.id)}
+        if "active" not in gens:
+            _present(conn, ns)
         shadow = gens.get("shadow")
         if shadow is None:
             raise UsageError(
@@ -330,6 +351,8 @@ def rollback(conn, ns: Namespace, like: Profile, *, progress: Progress | None = 
     after filling in what it lacks (dual writes keep it whole while it is kept)."""
     with namespace_lock(conn, ns):
         gens = {g.state: g for g in gstore.generations(conn, ns.id)}
+        if "active" not in gens:
+            _present(conn, ns)
         prev = gens.get("previous")
         if prev is None:
             raise UsageError(

@@ -115,8 +115,15 @@ def still_active(conn: Conn, ns: Namespace) -> None:
         )
 
 
-def namespace_deleted(ns: Namespace) -> NamespaceNotFound:
-    """The refusal of a writer whose namespace was deleted under it (``kbctl namespaces delete``)."""
+def namespace_deleted(ns: Namespace, work: str = "ingest") -> NamespaceNotFound:
+    """The refusal of a writer whose namespace was deleted under it (``kbctl namespaces delete``):
+    an ingest's run (``work="ingest"``) or the build of a generation (``work="reembed"``)."""
+    if work == "reembed":
+        return NamespaceNotFound(
+            f"namespace {ns.name!r} was deleted while this reembed built its vectors; nothing more was written",
+            hint=f"'kbctl namespaces delete {ns.name}' ran meanwhile and removed it with all its generations;"
+            " there is nothing left to re-embed (ingest its sources again to make it anew)",
+        )
     return NamespaceNotFound(
         f"namespace {ns.name!r} was deleted while this run wrote to it; nothing more was written",
         hint=f"'kbctl namespaces delete {ns.name}' ran meanwhile and removed what the run had written; run the"
@@ -124,12 +131,13 @@ def namespace_deleted(ns: Namespace) -> NamespaceNotFound:
     )
 
 
-def check_present(conn: Conn, ns: Namespace) -> None:
-    """Refuse (``namespace_deleted``) when the namespace a run wrote to is gone (a run's end: a
-    delete after its last write removed what it wrote), or (``TenantNotFound``) went with its tenant."""
+def check_present(conn: Conn, ns: Namespace, work: str = "ingest") -> None:
+    """Refuse (``namespace_deleted``) when the namespace a run wrote to (or a reembed builds for,
+    ``work``) is gone (a run's end: a delete after its last write removed what it wrote), or
+    (``TenantNotFound``) went with its tenant."""
     if conn.execute(query("namespaces/exists_id"), (ns.id,)).fetchone() is None:
         check_registered(conn, ns.tenant)
-        raise namespace_deleted(ns)
+        raise namespace_deleted(ns, work)
 
 
 def write_documents(
