@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
+from ..errors import CheckFailed, UsageError
 from ..store import admin as admin_store
 from ..store import reading
 from ..store import runs as runs_store
@@ -92,8 +92,10 @@ class Admin(Part):
         self.session.db.dsn()
         return self.session.db.pgdata
 
-    def stop_server(self) -> bool:
-        """Stop the embedded server; False when none was running."""
+    def stop_server(self) -> bool | None:
+        """Stop the embedded server; False when none was running, None with a DSN (there is none)."""
+        if not self.session.db.embedded:
+            return None
         return self.session.db.stop()
 
     def dsn(self) -> str:
@@ -117,20 +119,25 @@ class Admin(Part):
 
     def runs(self, namespace: str | None = None, limit: int = 20) -> list[dict]:
         """The latest runs (of ``namespace``, else of every namespace of the tenant), newest first."""
-        count("limit", limit, 1, flag="--limit")  # PostgreSQL refuses a negative LIMIT; 0 showed "(none)"
+        limit = _limit(limit)  # PostgreSQL refuses a negative LIMIT; 0 showed "(none)"
         return runs_store.list_runs(self._conn(), self._ns_ids(namespace), limit)
 
     def errors(self, namespace: str | None = None, run_id: int | None = None, limit: int = 100) -> list[dict]:
         """The items the latest runs (or run ``run_id``) recorded as failed, newest first; a
         ``run_id`` that is no run of those namespaces is a ``UsageError`` (not found)."""
-        count("limit", limit, 1, flag="--limit")
+        limit = _limit(limit)
         ns_ids = self._ns_ids(namespace)
         if run_id is not None:  # an empty list would say "no errors" of a run that does not exist
-            run = run_status(self._conn(), run_id)
-            if run is None or run[0] not in ns_ids:
-                where = f"namespace {namespace!r}" if namespace else f"tenant {self.tenant!r}"
-                raise UsageError(f"no run {run_id} in {where}", hint="see `kbctl runs`")
+            self.check_run(run_id, namespace, ns_ids)
         return runs_store.list_errors(self._conn(), ns_ids, run_id, limit)
+
+    def check_run(self, run_id: int, namespace: str | None, ns_ids: list[int]) -> None:
+        """Refuse (``UsageError``, not found) a ``run_id`` that is no run of the namespaces ``ns_ids``
+        (``namespace``'s, else the tenant's): ``errors --run``, ``progress --run``."""
+        run = run_status(self._conn(), run_id) if abs(run_id) <= _BIGINT else None
+        if run is None or run[0] not in ns_ids:
+            where = f"namespace {namespace!r}" if namespace else f"tenant {self.tenant!r}"
+            raise UsageError(f"no run {run_id} in {where}", hint="see `kbctl runs`")
 
     def stats(self) -> dict:
         """Ingest figures of this tenant from the run ledger (what ``/metrics`` exports, without a server)."""
@@ -138,10 +145,23 @@ class Admin(Part):
         totals = {k: sum(r[k] for r in rows) for k in ("runs", "documents", "chunks", "errors")}
         return {"tenant": self.tenant, "totals": totals, "namespaces": rows}
 
+    def ns_ids(self, namespace: str | None) -> list[int]:
+        """The ids of ``namespace`` (which must exist), else of every namespace of the tenant."""
+        return self._ns_ids(namespace)
+
     def _ns_ids(self, namespace: str | None) -> list[int]:
         if namespace:
             return [self.kb.namespaces.get(namespace).id]
         return namespace_ids(self._conn(), self.tenant)
+
+
+_BIGINT = 2**63 - 1
+
+
+def _limit(limit: int) -> int:
+    """A ``--limit`` of 1 or more; one past PostgreSQL's bigint (``--limit 99999999999999999999``,
+    "everything") is the largest it takes: a ledger never holds more rows."""
+    return min(count("limit", limit, 1, flag="--limit"), _BIGINT)
 
 
 @dataclass(frozen=True)
@@ -160,10 +180,22 @@ class DatabaseStatus:
         """False when an applied migration's file changed since it was applied."""
         return not any(m["checksum_ok"] is False for m in self.migrations)
 
+    def problem(self) -> CheckFailed | None:
+        """The failed check (exit 3) when an applied migration's file changed, naming them; else None."""
+        changed = [f"{m['version']:03d}-{m['name']}" for m in self.migrations if m["checksum_ok"] is False]
+        if not changed:
+            return None
+        return CheckFailed(
+            f"migration {', '.join(changed)} was changed after it was applied",
+            hint="restore the released file; a schema change is a new numbered migration",
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "embedded": self.embedded,
             "home": str(self.home) if self.home else None,
+            "pgdata": str(self.pgdata) if self.pgdata else None,
+            "checksums_ok": self.checksums_ok,
             "server_version": self.server_version,
             "pgvector": self.pgvector,
             "migrations": self.migrations,

@@ -8,7 +8,7 @@ import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 from ..ids import Ids
 from ..store import agents as store
 from ..store import get_namespace, namespace_ids
@@ -39,8 +39,17 @@ class Agents(Part):
         return token
 
     def revoke_tokens(self, agent: str) -> int:
-        """Revoke every token of ``agent``; how many were valid."""
-        return store.revoke_tokens(self._conn(), self.tenant, agent)
+        """Revoke every token of ``agent``; how many were valid. A name that is neither configured
+        nor had a valid token is a ``UsageError`` (a typo in an incident's revoke is not "0 revoked");
+        an agent removed from the config keeps its tokens revocable."""
+        n = store.revoke_tokens(self._conn(), self.tenant, agent)
+        if n == 0 and agent not in self.settings.agents:
+            known = ", ".join(sorted(self.settings.agents)) or "none"
+            raise UsageError(
+                f"no agent {agent!r} is configured, and it has no valid token in tenant {self.tenant!r}",
+                hint=f"configured agents: {known} ([agents.NAME] in kbctl.toml)",
+            )
+        return n
 
     def of_token(self, token: str) -> tuple[str, str] | None:
         """(tenant, agent) of a valid bearer token, of any tenant, else None. Looked up as the login

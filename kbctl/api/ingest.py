@@ -213,7 +213,9 @@ class Ingestion(Part):
         from ..store import queue
 
         conn = self._conn()
-        ids = [self.kb.namespaces.get(namespace).id] if namespace else namespace_ids(conn, self.tenant)
+        ids = self.kb.admin.ns_ids(namespace)
+        if run_id is not None:  # "(none)" would say the run has no queue, where it does not exist
+            self.kb.admin.check_run(run_id, namespace, ids)
         out = []
         for r in queue.latest_runs(conn, ids, 1_000_000 if run_id is not None else limit):
             if run_id is not None and r["run_id"] != run_id:

@@ -147,7 +147,13 @@ class Searching(Part):
         nss = [get_namespace(conn, name, self.tenant) for name in namespaces]
         row = chunk_row(conn, int(chunk_id), [n.id for n in nss]) if nss else None
         if row is None or not self.gate(nss, None, True).allows(row["namespace_id"], row["acl"]):
-            raise unavailable("chunk", chunk_id)
+            refused = unavailable("chunk", chunk_id)  # the operator may know where it is not
+            where = ", ".join(repr(n.name) for n in nss)
+            refused.hint = (
+                f"it is not in namespace {where}: kbctl show takes the chunk_id of a `kbctl search … --json` hit,"
+                " with the namespace it was found in (-n)"
+            )
+            raise refused
         meta = dict(row["metadata"] or {})
         out = {k: row[k] for k in ("chunk_id", "doc_id", "position", "text", "heading_path", "page", "uri", "title")}
         out["boxes"] = meta.get("boxes", [])

@@ -22,17 +22,19 @@ def migrate() -> None:
 
 @app.command("status")
 def status(json_: bool = typer.Option(False, "--json", help="JSON on stdout.")) -> None:
-    """Server, schema version and migration checksums."""
+    """Server, schema version and migration checksums; exit 3 (and one line naming it) when an applied
+    migration's file changed since."""
     st = STATE.kb().db_status()
     if json_:
         print_json(st.to_json())
-        return
-    info(
-        f"{'embedded server in ' + str(st.pgdata) if st.embedded else 'server from DSN'}; PostgreSQL {st.server_version}, pgvector {st.pgvector}"
-    )
-    table(st.migrations, ["version", "name", "applied_at", "checksum_ok"])
-    if not st.checksums_ok:
-        raise typer.Exit(3)
+    else:
+        info(
+            f"{'embedded server in ' + str(st.pgdata) if st.embedded else 'server from DSN'}; PostgreSQL {st.server_version}, pgvector {st.pgvector}"
+        )
+        table(st.migrations, ["version", "name", "applied_at", "checksum_ok"])
+    problem = st.problem()
+    if problem is not None:  # after the report: exit 3 and one line, --json or not
+        raise problem
 
 
 @app.command("optimize")
@@ -78,7 +80,12 @@ def start() -> None:
 @app.command("stop")
 def stop() -> None:
     """Stop the embedded server."""
-    info("stopped" if STATE.kb().stop_server() else "not running")
+    stopped = STATE.kb().stop_server()
+    info(
+        "a DSN is configured: there is no embedded server to stop"
+        if stopped is None
+        else ("stopped" if stopped else "not running")
+    )
 
 
 @app.command("url")

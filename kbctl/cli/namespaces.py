@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from .render import print_json, table
-from .state import STATE, confirm, info
+from .state import STATE, confirm_delete, info
 
 app = typer.Typer(help="List, create, bind and delete namespaces.", no_args_is_help=False, invoke_without_command=True)
 
@@ -68,7 +68,7 @@ def delete(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
 ) -> None:
     """Delete a namespace with all its documents."""
-    if not yes and not confirm(f"delete namespace {name} and all its documents?"):
-        raise typer.Exit(1)
+    if not yes:
+        confirm_delete("namespace", name, f"delete namespace {name} and all its documents?")
     n = STATE.kb().delete_namespace(name)
     info(f"deleted namespace {name} ({n} documents)")

@@ -57,7 +57,8 @@ def token_create(name: str = typer.Argument(..., help="An agent configured as [a
 
 @token_app.command("revoke")
 def token_revoke(name: str = typer.Argument(..., help="The agent whose tokens to revoke.")) -> None:
-    """Revoke every token of an agent."""
+    """Revoke every token of an agent (one no longer configured too); a name that is neither configured nor
+    has a valid token is an error (exit 2)."""
     info(f"revoked {STATE.kb().revoke_agent_tokens(name)} token(s) of {name!r}")
 
 

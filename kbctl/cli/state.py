@@ -105,6 +105,17 @@ def confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+def confirm_delete(kind: str, name: str, question: str) -> None:
+    """Ask ``question`` (``confirm``); an answer that is not yes ends the command with one line and
+    exit 1, where it exited 1 with nothing said."""
+    if not confirm(question):
+        from ..errors import KbctlError
+
+        raise KbctlError(
+            f"{kind} {name!r} was not deleted: the answer was not yes", hint="pass --yes to delete without asking"
+        )
+
+
 def warn(msg: str) -> None:
     """A warning line on stderr; ``msg`` is data (a file name, a stored title): printed inert, no markup read."""
     if not STATE.quiet:

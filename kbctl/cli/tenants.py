@@ -7,7 +7,7 @@ import typer
 
 from ..errors import UsageError
 from .render import print_json, table
-from .state import STATE, confirm, info
+from .state import STATE, confirm_delete, info
 
 app = typer.Typer(
     help="Create, list and delete tenants: each one a role that row-level security holds to its rows.",
@@ -43,8 +43,8 @@ def delete(
     """Delete a tenant with all its namespaces, audit rows, agent tokens and query log, and its role.
 
     It stays deleted: no later use of its name makes it again, only `kbctl tenants create`."""
-    if not yes and not confirm(f"delete tenant {name} and all its data?"):
-        raise typer.Exit(1)
+    if not yes:
+        confirm_delete("tenant", name, f"delete tenant {name} and all its data?")
     gone = STATE.kb().delete_tenant(name)
     if gone is None:  # not found: exit 2, as for a namespace (NamespaceNotFound), never 1 (a failure)
         raise UsageError(f"tenant {name!r} does not exist", hint="`kbctl tenants` lists the registered tenants")

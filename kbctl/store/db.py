@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..config import Settings
-from ..errors import DatabaseError, MigrationError
+from ..errors import ConfigError, DatabaseError, MigrationError
 from .connection import Conn, scalar
 from .queries import load_query, sql_dir
 
@@ -66,6 +66,22 @@ def migrations() -> list[Migration]:
     return out
 
 
+def _checked_dsn(dsn: str) -> str:
+    """``dsn`` if libpq can read it; else a ``ConfigError`` (exit 2): nothing reached a server, so
+    it is neither a database error nor a runtime failure (``--dsn "not a dsn"``)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as e:
+        raise ConfigError(
+            f"the DSN is not a PostgreSQL connection string: {_first_line(e)}",
+            hint="check --dsn / KBCTL_DSN / database.dsn: postgresql://USER@HOST:PORT/DB or 'host=… dbname=…'",
+        ) from None
+    return dsn
+
+
 class Database:
     """Where the store lives: resolves the DSN (starting the embedded server when there is none)."""
 
@@ -86,7 +102,7 @@ class Database:
     def dsn(self) -> str:
         """The connection string; starts the embedded server if needed."""
         if self._dsn is None:
-            self._dsn = self.settings.dsn or self._start_embedded()
+            self._dsn = _checked_dsn(self.settings.dsn) if self.settings.dsn else self._start_embedded()
         return self._dsn
 
     def _start_embedded(self) -> str:

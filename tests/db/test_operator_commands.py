@@ -1,0 +1,130 @@
+"""The operator's commands as a shell user and a cron job meet them (``runs``, ``errors``,
+``progress``, ``db``, ``namespaces``/``tenants delete``, ``agents token``, ``show``): a bad input
+or a name that does not exist is one line and a hint with its documented exit code, ``--json``
+agrees with the exit code, and no database error or silence stands in for an answer."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+import kbctl.store.db
+
+
+def _json(p):
+    assert p.returncode == 0, p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+def _one_line_error(p, code: int) -> list[str]:
+    """Exit ``code``, nothing on stdout, an ``error:`` line and a ``hint:`` line on stderr."""
+    err = p.stderr.decode()
+    assert p.returncode == code, (p.returncode, err)
+    assert p.stdout == b"" and "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), err
+    return lines
+
+
+@pytest.fixture
+def docs(cli, tmp_path):
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "refunds.md").write_text("# Refunds\n\nRefunds are processed within five business days.\n")
+    return _json(cli("-p", "hash-384", "ingest", str(d), "-n", "docs", "--no-verify", "--json"))["run_id"]
+
+
+@pytest.mark.parametrize("command", ["runs", "errors"])
+def test_a_limit_past_any_ledger_is_all_of_it_not_a_database_error(docs, cli, command):
+    """``--limit 99999999999999999999`` (past PostgreSQL's bigint) was "database error: bigint out of
+    range", exit 1: a cron job asking for everything got a runtime failure."""
+    rows = _json(cli(command, "-n", "docs", "--limit", "9" * 20, "--json"))
+    assert rows == _json(cli(command, "-n", "docs", "--json"))
+    assert (command == "errors") or [r["run_id"] for r in rows] == [docs]
+
+
+def test_the_progress_of_a_run_that_does_not_exist_is_a_not_found_error(docs, cli):
+    """``kbctl progress --run 999`` printed "(none)" and exited 0, where ``errors --run`` and
+    ``worker --run`` say the run does not exist (exit 2)."""
+    lines = _one_line_error(cli("progress", "--run", "987654321"), 2)
+    assert "no run 987654321" in lines[0] and "kbctl runs" in lines[1], lines
+    lines = _one_line_error(cli("progress", "--run", "9" * 20, "--json"), 2)
+    assert "no run " + "9" * 20 in lines[0], lines
+    cli("-p", "hash-384", "namespaces", "create", "other", check=True)
+    lines = _one_line_error(cli("progress", "--run", str(docs), "-n", "other"), 2)  # not a run of that namespace
+    assert f"no run {docs}" in lines[0] and "other" in lines[0], lines
+    assert _json(cli("progress", "--run", str(docs), "--json")) == []  # a run without a work queue: still 0
+
+
+def test_db_status_json_says_whether_the_checksums_hold_and_exits_as_the_table_does(cli, monkeypatch):
+    """``kbctl db status`` exits 3 when an applied migration's file changed; with ``--json`` it
+    exited 0 and its JSON had no field saying so (nor the data directory the table names)."""
+    status = _json(cli("db", "status", "--json"))
+    assert status["checksums_ok"] is True and status["pgdata"] and status["pgdata"].endswith("pgdata")
+    shipped = kbctl.store.db.migrations()
+    edited = [dataclasses.replace(m, sql=m.sql + "\n-- edited\n") if m.version == 2 else m for m in shipped]
+    monkeypatch.setattr(kbctl.store.db, "migrations", lambda: edited)
+    for args in (("db", "status"), ("db", "status", "--json")):
+        p = cli(*args)
+        assert p.returncode == 3, p.stderr.decode()
+        assert "migration 002" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
+    status = json.loads(cli("db", "status", "--json").stdout)
+    assert status["checksums_ok"] is False
+    assert [m["checksum_ok"] for m in status["migrations"]][:2] == [True, False]
+
+
+def test_db_stop_with_a_dsn_says_there_is_no_embedded_server(cli):
+    """``kbctl db stop`` with a DSN said "not running", as if an embedded server could be."""
+    p = cli("--dsn", "postgresql://nobody@127.0.0.1:1/x", "db", "stop")
+    assert p.returncode == 0 and p.stdout == b"", p.stderr.decode()
+    assert p.stderr.decode().strip() == "a DSN is configured: there is no embedded server to stop"
+
+
+@pytest.mark.parametrize("dsn", ["not a dsn", "postgresql://x@/db?bogus_option=1"])
+def test_a_dsn_that_is_not_one_is_a_configuration_error(cli, dsn):
+    """``--dsn "not a dsn"`` was "database error: missing "=" after "not" …" with the hint
+    "PostgreSQL error ProgrammingError", exit 1: nothing reached a database."""
+    lines = _one_line_error(cli("--dsn", dsn, "db", "status"), 2)
+    assert lines[0].startswith("error: the DSN is not a PostgreSQL connection string"), lines
+    assert "--dsn" in lines[1] and "KBCTL_DSN" in lines[1], lines
+    assert "ProgrammingError" not in " ".join(lines)
+
+
+@pytest.mark.parametrize("group", ["namespaces", "tenants"])
+def test_a_delete_that_was_not_confirmed_says_so(docs, cli, tenant, group):
+    """Answering no (``echo n | kbctl namespaces delete NS``) exited 1 with nothing on stderr:
+    a cron job's log showed a failure and no reason."""
+    name = "docs" if group == "namespaces" else tenant
+    p = cli(group, "delete", name, input=b"n\n")
+    assert p.returncode == 1 and p.stdout == b"", p.stderr.decode()
+    lines = p.stderr.decode().splitlines()
+    assert lines == [
+        f"error: {group[:-1]} {name!r} was not deleted: the answer was not yes",
+        "hint: pass --yes to delete without asking",
+    ]
+    assert [n["name"] for n in _json(cli("namespaces", "--json"))] == ["docs"]
+
+
+def test_revoking_the_tokens_of_an_agent_that_is_neither_configured_nor_has_tokens_is_an_error(cli, tmp_path):
+    """``kbctl agents token revoke writter`` (a typo) said "revoked 0 token(s)" and exited 0: an
+    incident response believed the agent's tokens gone."""
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text('[agents.writer]\nnamespaces = ["docs"]\n')
+    lines = _one_line_error(cli("--config", str(cfg), "agents", "token", "revoke", "writter"), 2)
+    assert "writter" in lines[0] and "writer" in lines[1], lines  # the configured agents are named
+    assert cli("--config", str(cfg), "agents", "token", "revoke", "writer").returncode == 0  # configured, no token: 0
+    token = cli("--config", str(cfg), "agents", "token", "create", "writer", check=True).stdout.decode().strip()
+    assert token.startswith("kb_")
+    # removed from the config while its token lives: its tokens can still be revoked
+    p = cli("agents", "token", "revoke", "writer")
+    assert p.returncode == 0 and "revoked 1 token(s)" in p.stderr.decode(), p.stderr.decode()
+
+
+def test_show_of_a_chunk_not_in_the_namespaces_says_where_to_find_one(docs, cli):
+    """``kbctl show 999 -n docs`` said "chunk 999 is not available" and nothing else: no hint."""
+    lines = _one_line_error(cli("show", "987654321", "-n", "docs"), 2)
+    assert lines[0] == "error: chunk 987654321 is not available", lines
+    assert "not in namespace 'docs'" in lines[1], lines
+    assert "chunk_id" in lines[1] and "kbctl search" in lines[1], lines
