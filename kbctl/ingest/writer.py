@@ -3,8 +3,9 @@
 ``pipeline`` hands the stream of every run to ``consume``, with the ``IngestRun`` it serves, and so
 to one ``Writer``, whether an item was extracted and chunked in this process (``kbctl ingest``) or
 arrived embedded on stdin (``kbctl store``), so the two write the same rows and count them the same way: a chunk is ``embedded`` when the store held
-no vector for its hash before the batch, ``reused`` when it did; vectors computed upstream only
-spare the model the work. Vectors are found or made by ``embedding.Embedding`` (the embed cache,
+no vector for its hash before the batch, ``reused`` when it did (a kept document's chunks are
+reused: their stored vectors stay, and are not read back); vectors computed upstream only spare
+the model the work. Vectors are found or made by ``embedding.Embedding`` (the embed cache,
 then the model), and the namespace's other generations get theirs from ``embedding.DualWrites``.
 
 Every document given is stored, or recorded as failed (stage ``store``) with its reason, and what
@@ -267,16 +268,26 @@ class Writer:
         owners = {d.uri: i.source_uri for d, _, i in docs}
         all_chunks = [c for _, cs, _ in docs for c in cs]
         attrs = {"kbctl.items": len(items), "kbctl.documents": len(docs), "kbctl.chunks": len(all_chunks)}
-        with telemetry.span("kbctl.ingest.embed", attrs) as span:
-            cache, todo = self._vectors(all_chunks, items, [i.source_uri for _, cs, i in docs for _ in cs])
-            span.set_attribute("kbctl.embedded", todo)
         if self.opts.plan:
+            with telemetry.span("kbctl.ingest.embed", attrs) as span:
+                _, todo = self._vectors(all_chunks, items, [i.source_uri for _, cs, i in docs for _ in cs])
+                span.set_attribute("kbctl.embedded", todo)
             self._count(kinds, owners)
             self._drop_stale(items)  # counted, not deleted
             return
         keep = _unchanged(self.conn, self.ns, docs, set(explicit), kinds, versions)
         sources = {d.uri: (i.source_uri, i.source_hash) for d, _, i in docs}
         written = [x for x in docs if x[0].uri not in keep]
+        with telemetry.span("kbctl.ingest.embed", attrs) as span:
+            # A kept document's chunks keep their stored vectors: counted reused, never read back (an
+            # mbox re-imported after one appended message read 20,000 vectors for nothing).
+            for _, cs, i in (x for x in docs if x[0].uri in keep):
+                self.report.chunks["reused"] += len(cs)
+                self.report.attribute(i.source_uri, "chunks", "reused", len(cs))
+            cache, todo = self._vectors(
+                [c for _, cs, _ in written for c in cs], items, [i.source_uri for _, cs, i in written for _ in cs]
+            )
+            span.set_attribute("kbctl.embedded", todo)
         extra = self.dual.vectors([c for _, cs, _ in written for c in cs])
         with (
             telemetry.span("kbctl.ingest.store", attrs),
@@ -295,6 +306,7 @@ class Writer:
                 lost = _families(docs, keep - kept)
                 kept -= lost
                 written = [x for x in docs if x[0].uri not in kept]
+                self._vectors_of_lost([(c, i.source_uri) for d, cs, i in written if d.uri in keep for c in cs], cache)
                 extra = self.dual.vectors([c for _, cs, _ in written for c in cs])
             payload = [(d, [EmbeddedChunk(c, cache[c.content_hash]) for c in cs]) for d, cs, _ in written]
             stats = write_documents(
@@ -343,6 +355,24 @@ class Writer:
         if missing:
             cache.update(self.embedding.embed(missing))
         return cache, len(todo)
+
+    def _vectors_of_lost(self, chunks: list[tuple[Chunk, str]], cache: dict) -> None:
+        """Into ``cache``, the vectors of the chunks (with their sources) of documents that were to be
+        kept but are written after all (a row written again since it was read): counted reused with
+        the kept ones, they are read from the store's cache now, and a hash it does not hold is made
+        by the model and counted embedded instead (its first chunk, as ``_vectors`` counts)."""
+        need = {c.content_hash: c.embed_text for c, _ in chunks if c.content_hash not in cache}
+        if not need:
+            return
+        cache.update(self.embedding.cached(need))
+        missing = {h: t for h, t in need.items() if h not in cache}
+        if not missing:
+            return
+        cache.update(self.embedding.embed(missing))
+        for c, owner in chunks:
+            if missing.pop(c.content_hash, None) is not None:
+                self.report.add("chunks", "reused", -1, owner)
+                self.report.add("chunks", "embedded", 1, owner)
 
     def add_large(self, item: LargeItem) -> None:
         """Embed and store one large document ``STREAM_CHUNKS`` chunks at a time, in its own

@@ -108,7 +108,9 @@ def cached_vectors(
     if not hashes:
         return {}
     pid, storage = (ns.profile_id, ns.storage) if generation is None else (generation.profile_id, generation.storage)
-    rows = conn.execute(query("documents/cached_vectors"), (hashes, pid, storage))
+    # binary: pgvector's text form is parsed number by number (20,000 vectors of 384 floats took
+    # 3.7-6.4 s as text, 0.8-0.9 s as binary, the same float32 values)
+    rows = conn.execute(query("documents/cached_vectors"), (hashes, pid, storage), binary=True)
     return {h: _as_array(v) for h, v in rows}
 
 

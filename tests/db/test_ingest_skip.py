@@ -279,3 +279,94 @@ def test_kept_documents_take_the_fetch_facts_of_the_latest_fetch_of_their_source
     hits = kb.search("", "news", k=10, filters=[f"size={facts['size']}"]).hits  # a filter on the facts
     assert len(hits) == 4, [h.metadata.get("size") for h in hits]
     assert kb.verify("news").ok
+
+
+def _chunk_versions(kb, name: str) -> dict[int, str]:
+    """Per chunk id, the transaction that wrote its row's current version (``xmin``)."""
+    ns = kb.namespace(name)
+    rows = kb.connection().execute("SELECT id, xmin::text FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,))
+    return {int(cid): x for cid, x in rows}
+
+
+def test_kept_documents_neither_read_their_vectors_back_nor_rewrite_chunks_whose_facts_did_not_change(
+    kb, tmp_path, monkeypatch
+):
+    """A message of an mbox that gained one carries none of the mbox file's facts (its own size
+    only), so keeping it rewrites none of its chunk rows; and its chunks keep their stored vectors,
+    which the writer never reads back from the embed cache (it read every kept chunk's vector, to
+    throw it away: 20,000 for an mbox of 10,000 messages). They are counted reused."""
+    import kbctl.ingest.writer as writer_mod
+
+    box = tmp_path / "mail"
+    box.mkdir()
+    mbox = box / "inbox.mbox"
+    mbox.write_text(_with_attachment(1) + _message(2, message_id=True))
+    first = kb.ingest([str(box)], "mail", verify=False)
+    stored = first.chunks["embedded"] + first.chunks["reused"]
+    before, rows = _ids(kb, "mail"), _chunk_versions(kb, "mail")
+    asked: list[str] = []
+    real = writer_mod.store_lookup
+
+    def recording(conn, ns, generation=None):
+        lookup = real(conn, ns, generation)
+
+        def looked_up(hashes):
+            hashes = list(hashes)
+            asked.extend(hashes)
+            return lookup(hashes)
+
+        return looked_up
+
+    monkeypatch.setattr(writer_mod, "store_lookup", recording)
+    mbox.write_text(_with_attachment(1) + _message(2, message_id=True) + _message(3, message_id=True))
+    again = kb.ingest([str(box)], "mail")
+    assert again.documents == {"new": 1, "changed": 0, "unchanged": 3, "removed": 0, "failed": 0}, again.to_json()
+    assert again.chunks == {"embedded": 1, "reused": stored, "deleted": 0}, again.to_json()
+    assert again.verify is not None and again.verify["ok"], again.verify
+    kept = {
+        h
+        for (h,) in kb.connection().execute(
+            "SELECT content_hash FROM kbctl.chunks WHERE id = ANY(%s)",
+            ([c for _, cids, _ in before.values() for c in cids],),
+        )
+    }
+    assert asked and not kept & set(asked), asked  # only the new message's chunk was looked up
+    after = _chunk_versions(kb, "mail")
+    assert {c: after[c] for c in rows} == rows  # no kept chunk row written again
+
+
+def test_a_document_not_kept_under_the_lock_gets_its_vectors_from_the_model_when_the_store_has_none(
+    kb, tmp_path, monkeypatch
+):
+    """A family the update under the lock did not keep is written after all: its chunks, counted
+    reused with the kept ones, get their vectors then, from the store's cache or, when it holds
+    none (here removed), from the model, and are counted embedded."""
+    import kbctl.ingest.writer as writer_mod
+
+    box = tmp_path / "mail"
+    box.mkdir()
+    mbox = box / "inbox.mbox"
+    mbox.write_text(_with_attachment(1) + _message(2, message_id=True))
+    first = kb.ingest([str(box)], "mail", verify=False)
+    stored = first.chunks["embedded"] + first.chunks["reused"]
+    real = writer_mod.keep_documents
+
+    def lose_the_first_family(conn, ns, rows):
+        kept = real(conn, ns, rows)
+        conn.execute(
+            "DELETE FROM kbctl.vectors v USING kbctl.chunks c, kbctl.documents d"
+            " WHERE v.namespace_id = c.namespace_id AND v.chunk_id = c.id AND d.namespace_id = c.namespace_id"
+            " AND d.id = c.document_id AND d.namespace_id = %s AND d.uri LIKE %s",
+            (ns.id, "%a1@example.org%"),
+        )
+        return {u for u in kept if "a1@example.org" not in u}
+
+    monkeypatch.setattr(writer_mod, "keep_documents", lose_the_first_family)
+    mbox.write_text(_with_attachment(1) + _message(2, message_id=True) + _message(3, message_id=True))
+    rep = kb.ingest([str(box)], "mail")
+    assert rep.documents == {"new": 1, "changed": 0, "unchanged": 3, "removed": 0, "failed": 0}, rep.to_json()
+    # the new message's chunk and the family's two (a message and its attachment) were embedded
+    assert rep.chunks == {"embedded": 3, "reused": stored - 2, "deleted": 0}, rep.to_json()
+    assert rep.verify is not None and rep.verify["ok"], rep.verify
+    monkeypatch.undo()
+    assert any("12, 14 and 19" in h.text for h in kb.search("wumpus1 figures", "mail", k=5).hits)
