@@ -6,8 +6,10 @@ process outlives the tests. Every test gets its own tenant, so namespaces never 
 With ``KBCTL_TEST_DSN`` set (``make test-dsn``), the same fixtures use that server instead: a
 separate PostgreSQL reached by DSN (``tests/pgserver_tcp.py``), as kbctl's login, not a superuser.
 kbctl then takes a DSN's tenants as given (``kbctl tenants create``), so the session creates a
-test's tenant when it is first used, as the embedded server does on its own (and, as there, never
-a deleted one: ``kbctl.store.tenants.role_for_use``). Tests that are about
+test's tenant when it is first used, as the embedded server does on its own for a write (and, as
+there, never a deleted one: ``kbctl.store.tenants.role_for_use``). Embedded, a read never makes a
+tenant; the session still makes a test's own (``t_…``) on its first use, read or write, and
+``cli_process`` registers it before its processes run. Tests that are about
 the embedded server itself (its process, data directory, superuser) are marked ``embedded_only``
 and skipped there.
 
@@ -67,23 +69,27 @@ def kb_home(tmp_path_factory):
 @contextlib.contextmanager
 def _dsn_server():
     """With ``KBCTL_TEST_DSN``: every kbctl of the session (this process and its children, through
-    ``KBCTL_DSN``) uses that server, migrated once, and a tenant is created on first use."""
-    if not TEST_DSN:
-        yield
-        return
+    ``KBCTL_DSN``) uses that server, migrated once, and a tenant is created on first use. Embedded:
+    a test's tenant (``t_…``: the ``tenant`` fixture's, and names made from it) is made on its first
+    use, a read's too, as before reads stopped making tenants; any other name meets kbctl's rule (a
+    read of a name never made is refused: ``kbctl.api.session.Session.writing``)."""
     from kbctl.store import tenants
 
     old = os.environ.get("KBCTL_DSN")
-    os.environ["KBCTL_DSN"] = TEST_DSN
+    if TEST_DSN:
+        os.environ["KBCTL_DSN"] = TEST_DSN
     first_use = tenants.role_for_use
 
-    @functools.wraps(first_use)  # ``__wrapped__``: the rule of a DSN, for the tests about it
+    @functools.wraps(first_use)  # ``__wrapped__``: kbctl's own rule, for the tests about it
     def role_for_use(conn, tenant: str, *, create: bool) -> str:
-        return first_use(conn, tenant, create=True)  # as embedded: made on first use, a deleted one never
+        # as embedded for a write: made on first use, a deleted one never
+        return first_use(conn, tenant, create=create or bool(TEST_DSN) or tenant.startswith("t_"))
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tenants, "role_for_use", role_for_use)
         yield
+    if not TEST_DSN:
+        return
     if old is None:
         os.environ.pop("KBCTL_DSN", None)
     else:
@@ -93,16 +99,18 @@ def _dsn_server():
 _MIGRATED: list[bool] = []
 
 
-def _create_tenant(tenant: str) -> None:
-    """Register ``tenant`` on the DSN server (for the ``kbctl`` processes a test starts)."""
+def _create_tenant(tenant: str, home: Path | None = None) -> None:
+    """Register ``tenant`` on the DSN server, or the embedded server of ``home`` (for the ``kbctl``
+    processes a test starts: in them no first use of a read makes it)."""
     from kbctl.config import load_settings
     from kbctl.store import tenants
     from kbctl.store.db import Database
 
-    db = Database(load_settings(overrides={"database.dsn": TEST_DSN}))
-    if not _MIGRATED:
+    db = Database(load_settings(overrides={"database.dsn": TEST_DSN} if TEST_DSN else {"database.home": str(home)}))
+    if not TEST_DSN or not _MIGRATED:
         db.migrate()
-        _MIGRATED.append(True)
+        if TEST_DSN:
+            _MIGRATED.append(True)
     with db.connect(register=False) as conn:
         tenants.create_tenant(conn, tenant)
 
@@ -211,6 +219,9 @@ def cli(kb_home, tenant):
 @pytest.fixture
 def cli_process(kb_home, tenant):
     """Run ``python -m kbctl`` in a subprocess against the session's server and this test's tenant."""
+
+    if not TEST_DSN:
+        _create_tenant(tenant, kb_home)  # a process of its own: the session's first use does not reach it
 
     def run(*args: str, input: bytes | None = None, tenant_override: str | None = None, env: dict | None = None):
         e = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant_override or tenant, PYTHONWARNINGS="ignore")

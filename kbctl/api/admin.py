@@ -120,7 +120,10 @@ class Admin(Part):
     def runs(self, namespace: str | None = None, limit: int = 20) -> list[dict]:
         """The latest runs (of ``namespace``, else of every namespace of the tenant), newest first."""
         limit = _limit(limit)  # PostgreSQL refuses a negative LIMIT; 0 showed "(none)"
-        return runs_store.list_runs(self._conn(), self._ns_ids(namespace), limit)
+        from ..ingest.items import ordered_counts
+
+        rows = runs_store.list_runs(self._conn(), self._ns_ids(namespace), limit)
+        return [{**r, "counts": ordered_counts(r["counts"])} if r.get("counts") else r for r in rows]
 
     def errors(self, namespace: str | None = None, run_id: int | None = None, limit: int = 100) -> list[dict]:
         """The items the latest runs (or run ``run_id``) recorded as failed, newest first; a

@@ -22,6 +22,40 @@ __all__ = ["Agents"]
 class Agents(Part):
     """Agents' tokens, logged queries and feedback (``kbctl agents``, ``kbctl eval import-feedback``)."""
 
+    def __call__(self) -> list[dict]:
+        """The configured agents (``[agents.NAME]``) by name, each with the tenant it searches (its
+        own ``tenant``, else this one), its namespaces and tools (empty: all) and how many valid
+        tokens it holds there; then the agents no longer configured that still hold a valid token
+        in this tenant (``configured`` false: their tokens still open the store). Read as the login."""
+        agents = self.settings.agents
+        where = {name: a.tenant or self.tenant for name, a in agents.items()}
+        with self.session.admin() as conn:
+            live = store.live_tokens(conn, sorted({self.tenant, *where.values()}))
+        rows = [
+            {
+                "agent": name,
+                "tenant": where[name],
+                "namespaces": list(a.namespaces),
+                "tools": list(a.tools),
+                "tokens": live.get((where[name], name), 0),
+                "configured": True,
+            }
+            for name, a in sorted(agents.items())
+        ]
+        gone = sorted(a for (t, a) in live if t == self.tenant and a not in agents)
+        rows += [
+            {
+                "agent": a,
+                "tenant": self.tenant,
+                "namespaces": [],
+                "tools": [],
+                "tokens": live[(self.tenant, a)],
+                "configured": False,
+            }
+            for a in gone
+        ]
+        return rows
+
     def create_token(self, agent: str) -> str:
         """A new bearer token for ``[agents.AGENT]`` (stored hashed: it is shown only now), of this
         tenant; an agent pinned to another tenant (``[agents.AGENT] tenant``) gets its tokens there

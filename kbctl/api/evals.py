@@ -218,6 +218,7 @@ class Evals(Part):
         they are not failures), the ``_id``s given more than once (the first record is kept), and
         per qrels split the relevant documents it did not store (not in the corpus, or empty): the
         metrics count them as missed, as trec_eval and BEIR do."""
+        self.session.writing()
         from ..evals import beir_relevant_documents, iter_beir_corpus, qrels_file
 
         judged = beir_relevant_documents(Path(path))

@@ -38,6 +38,7 @@ class Generations(Part):
         """Build (or resume) the shadow generation of ``profile`` stored as ``storage`` (default: the
         profile's ``storage``): every chunk gets a vector, from the embed cache or the model. Without
         ``profile``, resumes the shadow being built. ``plan``: what it would embed, and how long."""
+        self.session.writing()
         from ..ingest import reembed as gen
 
         conn = self._conn()

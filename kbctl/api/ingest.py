@@ -69,6 +69,7 @@ class Ingestion(Part):
         processes (0: none, only workers started elsewhere) store them, each item leased for
         ``lease`` seconds (``kbctl.ingest.workers``); this call waits and closes the run.
         """
+        self.session.writing()
         from ..extract.options import ExtractOptions
         from ..ingest.pipeline import IngestOptions, IngestRun
         from ..sources.options import FetchOptions  # a bad [fetch] table fails here, before the run starts
@@ -248,6 +249,7 @@ class Ingestion(Part):
         Each record is a document keyed by its ``id`` and goes through the normal pipeline, so a
         re-import is incremental too.
         """
+        self.session.writing()
         from ..ingest.pipeline import IngestRun
 
         conn = self._conn()
@@ -279,6 +281,7 @@ class Ingestion(Part):
         counted unchanged, an ``ItemError`` is recorded in the ledger. No items for a namespace
         that does not exist create nothing: neither the namespace nor a run (``run_id`` None).
         """
+        self.session.writing()
         import itertools
 
         from ..ingest.pipeline import IngestRun, RunReport

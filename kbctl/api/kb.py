@@ -151,6 +151,7 @@ class KnowledgeBase:
     embed_records = delegate("records", Records.embed)
     store_records = delegate("records", Records.store)
 
+    agent_list = delegate("agents", Agents.__call__)
     create_agent_token = delegate("agents", Agents.create_token)
     revoke_agent_tokens = delegate("agents", Agents.revoke_tokens)
     agent_of_token = delegate("agents", Agents.of_token)

@@ -51,6 +51,7 @@ class Namespaces(Part):
 
     def create(self, name: str, profile: str | None = None, description: str = "") -> Namespace:
         """Create ``name`` pinned to a profile (or return it, when it exists with the same pin)."""
+        self.session.writing()
         return ensure_namespace(self._conn(), name, self.tenant, self.profile_for(name, profile), description)
 
     def bind(self, name: str, profile: str) -> Namespace:

@@ -55,6 +55,7 @@ class Records(Part):
         self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None
     ) -> Iterator[dict]:
         """NDJSON ``document`` records → ``chunked`` records, in the tokens of the namespace's (or the named) profile."""
+        self.session.writing()
         from ..ingest import stages
 
         return stages.chunk_records(stages.read_records(lines), self._stage_profile(namespace, profile))
@@ -63,6 +64,7 @@ class Records(Part):
         self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None
     ) -> Iterator[dict]:
         """NDJSON ``chunked`` records → ``embedded`` records; chunks ``namespace`` stores already keep their vectors."""
+        self.session.writing()
         from ..ingest import stages
 
         prof = self._stage_profile(namespace, profile)
@@ -72,6 +74,7 @@ class Records(Part):
         self, lines: Iterable[str], namespace: str, *, profile: str | None = None, verify: bool = True
     ) -> RunReport:
         """Write NDJSON ``embedded`` (and ``error``) records into ``namespace``: ``kb.store`` over them as items."""
+        self.session.writing()
         from ..ingest import stages
 
         prof = self.kb.namespaces.profile_for(namespace, profile)

@@ -36,6 +36,7 @@ class Session:
         self.sides: dict[str, Any] = {}  # side connections by purpose
         self.role: str | None = None  # this tenant's role, once looked up
         self.owner: Any = None  # the login's connection (``owner_connection``), once open
+        self.writes = False  # a verb that writes was called (``writing``): embedded, it makes the tenant
 
     @property
     def tenant(self) -> str:
@@ -45,10 +46,14 @@ class Session:
         """The open connection (migrations applied when ``database.auto_migrate``)."""
         if self.conn is None or self.conn.closed:
             conn = self.db.connect(register=False)
-            if self.settings.database.auto_migrate:
-                self.db.migrate(conn)  # on the same connection: a cold command opens one, not two
-            register_vector(conn)  # after migrating: the vector type exists from migration 001 on
-            self.enter_tenant(conn)
+            try:
+                if self.settings.database.auto_migrate:
+                    self.db.migrate(conn)  # on the same connection: a cold command opens one, not two
+                register_vector(conn)  # after migrating: the vector type exists from migration 001 on
+                self.enter_tenant(conn)
+            except BaseException:
+                conn.close()
+                raise
             self.conn = conn
         return self.conn
 
@@ -58,6 +63,13 @@ class Session:
         if c is None or c.closed:
             c = self.sides[purpose] = self.tenant_connection()
         return c
+
+    def writing(self) -> None:
+        """Said by a verb that writes the tenant's data (ingest, store, the stages of a pipe,
+        ``namespaces create``, eval import, reembed) before it connects: embedded, a tenant never
+        made is made on this first use. A read (search, stats, runs, verify, a server's request…)
+        never makes one: a name not registered (a typo: ``--tenant acmee``) is a ``TenantNotFound``."""
+        self.writes = True
 
     def tenant_connection(self):
         """A new connection acting as this tenant's role (the ingest lookup's, the search engine's sides)."""
@@ -72,12 +84,12 @@ class Session:
     def enter_tenant(self, conn) -> None:
         """``SET ROLE`` to the tenant's role: row-level security then holds every statement to its rows.
 
-        Embedded, a tenant's role is created on its name's first use; with a DSN it must exist
-        (``kbctl tenants create``). A deleted tenant is never made again here, embedded or not: a
+        Embedded, a tenant's role is created on its name's first use by a verb that writes
+        (``writing``); with a DSN, and for a read, it must exist (``kbctl tenants create``). A deleted tenant is never made again here, embedded or not: a
         ``TenantNotFound`` until ``kbctl tenants create`` (``kbctl.store.tenants.role_for_use``).
         """
         if self.role is None:
-            self.role = tenants.role_for_use(conn, self.tenant, create=self.db.embedded)
+            self.role = tenants.role_for_use(conn, self.tenant, create=self.writes and self.db.embedded)
         tenants.enter(conn, self.role)
 
     def admin_connection(self):

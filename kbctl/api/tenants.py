@@ -7,7 +7,7 @@ from __future__ import annotations
 import hmac
 
 from .. import validate
-from ..errors import UsageError, echo
+from ..errors import TenantNotFound, UsageError, echo
 from ..ids import KINDS, Ids
 from ..store import agents, tenants
 from ._boundary import Part, psycopg_boundary
@@ -29,6 +29,17 @@ class Tenants(Part):
         tenant = validate.name("tenant", self.tenant if name is None else name)  # "" is refused, not "not given"
         with self.session.admin() as conn:
             return {"tenant": tenant, "role": tenants.create_tenant(conn, tenant)}
+
+    def get(self, name: str) -> dict:
+        """Registered tenant ``name`` (name, role, created_at); a ``TenantNotFound`` naming the
+        known tenants when there is none (never made, or deleted)."""
+        with self.session.admin() as conn:
+            found = [t for t in tenants.list_tenants(conn) if t["name"] == validate.name("tenant", name)]
+            if not found:
+                raise TenantNotFound(
+                    f"tenant {name!r} does not exist", hint=f"known tenants: {tenants.known(conn)} (kbctl tenants)"
+                )
+        return found[0]
 
     def delete(self, name: str) -> dict | None:
         """Delete a tenant's namespaces (with everything in them), its audit, tokens and query log,

@@ -67,7 +67,8 @@ def delete(
     name: str = typer.Argument(..., help="Namespace name."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
 ) -> None:
-    """Delete a namespace with all its documents."""
+    """Delete a namespace with all its documents (one that does not exist is an error before any question)."""
+    STATE.kb().namespace(name)  # a typo is exit 2 naming the known ones, not a question first
     if not yes:
         confirm_delete("namespace", name, f"delete namespace {name} and all its documents?")
     n = STATE.kb().delete_namespace(name)

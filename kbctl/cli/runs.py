@@ -68,5 +68,6 @@ def verify(
         )
     for c in report.warnings:
         warn(f"{c.name}: {c.detail}")
-    if not report.ok:
-        raise typer.Exit(3)
+    problem = report.problem()
+    if problem is not None:  # after the report: exit 3 and one line saying which checks failed
+        raise problem

@@ -47,6 +47,27 @@ def serve(
     serve_http(STATE.kb().settings, host=host, port=port)
 
 
+@agents_app.command("list")
+def agents_list(json_: bool = typer.Option(False, "--json", help="A JSON array on stdout.")) -> None:
+    """The configured agents: the tenant each searches, its namespaces and tools ((all): every one)
+    and how many valid tokens it holds; then agents no longer configured that still hold a token."""
+    rows = STATE.kb().agent_list()
+    if json_:
+        print_json(rows)
+        return
+    table(
+        [
+            {
+                **r,
+                "namespaces": " ".join(r["namespaces"]) or "(all)",
+                "tools": " ".join(r["tools"]) or "(all)",
+                "configured": "yes" if r["configured"] else "no",
+            }
+            for r in rows
+        ]
+    )
+
+
 @token_app.command("create")
 def token_create(name: str = typer.Argument(..., help="An agent configured as [agents.NAME].")) -> None:
     """Create a bearer token for an agent and print it (once: only its hash is kept)."""

@@ -42,7 +42,9 @@ def delete(
 ) -> None:
     """Delete a tenant with all its namespaces, audit rows, agent tokens and query log, and its role.
 
-    It stays deleted: no later use of its name makes it again, only `kbctl tenants create`."""
+    It stays deleted: no later use of its name makes it again, only `kbctl tenants create`. One that
+    does not exist is an error (exit 2) before any question."""
+    STATE.kb().tenants.get(name)  # a typo is exit 2 naming the known ones, not a question first
     if not yes:
         confirm_delete("tenant", name, f"delete tenant {name} and all its data?")
     gone = STATE.kb().delete_tenant(name)

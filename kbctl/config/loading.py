@@ -216,11 +216,14 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"\(at line (\d+)", str(e))
+        # "at end of document" (an unterminated string, array or table ran to the end): its last
+        # line with text, where the reader looks, as FILE:LINE like every other error of the file
+        line = int(m.group(1)) if m else max(1, len(text.rstrip().splitlines()))
         raise ConfigError(
-            f"{path}: invalid TOML: {e}",
+            f"{path}:{line}: invalid TOML: {e}",
             hint="see https://toml.io (strings in quotes, one [table] header a line)",
             file=str(path),
-            line=int(m.group(1)) if m else None,
+            line=line,
         ) from None
 
 

@@ -18,6 +18,9 @@ __all__ = [
     "IngestOptions",
     "IngestRun",
     "RunReport",
+    "DOCUMENT_COUNTS",
+    "CHUNK_COUNTS",
+    "ordered_counts",
     "Progress",
     "Item",
     "LargeItem",
@@ -85,14 +88,30 @@ class IngestRun:
         return self.progress or quiet
 
 
+# A run's counts, in the order every output gives them (``ingest``, ``worker``, ``runs``).
+DOCUMENT_COUNTS = ("new", "changed", "unchanged", "removed", "failed")
+CHUNK_COUNTS = ("embedded", "reused", "deleted")
+
+
+def ordered_counts(counts: dict[str, Any]) -> dict[str, Any]:
+    """A run's recorded counts (``{"documents": {...}, "chunks": {...}}``, as the ledger's jsonb
+    keeps them: shortest key first) in ``DOCUMENT_COUNTS``/``CHUNK_COUNTS`` order, others after."""
+    out = dict(counts)
+    for part, order in (("documents", DOCUMENT_COUNTS), ("chunks", CHUNK_COUNTS)):
+        c = counts.get(part)
+        if isinstance(c, dict):
+            out[part] = {k: c[k] for k in order if k in c} | {k: v for k, v in c.items() if k not in order}
+    return out
+
+
 @dataclass
 class RunReport:
     """What one ingest run did (or, with ``plan``, would do)."""
 
     run_id: int | None
     namespace: str
-    documents: dict[str, int] = field(default_factory=lambda: dict(new=0, changed=0, unchanged=0, removed=0, failed=0))
-    chunks: dict[str, int] = field(default_factory=lambda: dict(embedded=0, reused=0, deleted=0))
+    documents: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DOCUMENT_COUNTS, 0))
+    chunks: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHUNK_COUNTS, 0))
     tokens_to_embed: int = 0
     errors: list[ItemError] = field(default_factory=list)
     warnings: list[ItemError] = field(default_factory=list)  # recorded, but the items went in

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Profile
+from ..errors import CheckFailed
 from ..store import checks as store_checks
 from ..store.generations import hnsw_index_name
 from ..store.namespaces import Namespace
@@ -57,6 +58,17 @@ class VerifyReport:
     def warnings(self) -> list[Check]:
         """The warning checks that did not hold (the HNSW recall figure below ``RECALL_WARNING``)."""
         return [c for c in self.checks if c.severity == "warning" and not c.ok]
+
+    def problem(self) -> CheckFailed | None:
+        """The failed check (exit 3) naming the checks that did not hold, for stderr after the
+        report (a cron job's log then says why); None when verify holds."""
+        failed = [c.name for c in self.checks if c.severity == "error" and not c.ok]
+        if not failed:
+            return None
+        return CheckFailed(
+            f"verify of namespace {self.namespace!r} failed: {', '.join(failed)}",
+            hint="each check's detail is in the report on stdout (--json: checks)",
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

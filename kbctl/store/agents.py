@@ -21,6 +21,7 @@ __all__ = [
     "agent_of_token",
     "id_key_with_token",
     "revoke_tokens",
+    "live_tokens",
     "log_query",
     "logged_query",
     "record_feedback",
@@ -63,6 +64,12 @@ def revoke_tokens(conn: Conn, tenant: str, agent: str) -> int:
     """Revoke every token of ``agent``; how many."""
     with conn.transaction():
         return conn.execute(query("agents/revoke"), (tenant, agent)).rowcount
+
+
+def live_tokens(conn: Conn, tenants: Sequence[str]) -> dict[tuple[str, str], int]:
+    """(tenant, agent) -> how many valid tokens it holds, for ``tenants``; read as the login."""
+    cur = conn.execute(query("agents/live_tokens"), (list(tenants),))
+    return {(t, a): int(n) for t, a, n in cur}
 
 
 def log_query(

@@ -8,7 +8,7 @@ runs as the owner; what the owner alone may do inside a tenant's work (record a 
 its HNSW index) runs under ``as_owner``.
 
 A tenant is made by ``create_tenant`` (``kbctl tenants create``) or, where the session allows it
-(embedded), by its name's first use (``role_for_use``). A deleted tenant stays deleted: its name is
+(embedded, a verb that writes), by its name's first use (``role_for_use``); a read never makes one. A deleted tenant stays deleted: its name is
 recorded (migration 020) and no first use makes it again; only ``create_tenant`` does.
 """
 
@@ -31,6 +31,7 @@ __all__ = [
     "tenant_role",
     "tenant_id_key",
     "list_tenants",
+    "known",
     "enter",
     "as_role",
     "as_owner",
@@ -48,19 +49,29 @@ def create_tenant(conn: Conn, tenant: str) -> str:
 
 def role_for_use(conn: Conn, tenant: str, *, create: bool) -> str:
     """The role a connection of ``tenant`` acts as: the registered tenant's. An unregistered one is
-    made on this first use when ``create`` (the embedded server: nothing to set up), unless it was
-    deleted; a deleted tenant, or (without ``create``) one never made, is a ``TenantNotFound``."""
+    made on this first use when ``create`` (the embedded server, for a verb that writes: nothing to
+    set up), unless it was deleted; a deleted tenant, or (without ``create``: a read, or any use by
+    DSN) one never made, is a ``TenantNotFound`` naming the known tenants, and nothing is made."""
     role = tenant_role(conn, tenant)
     if role is not None:
         return role
     if not create:
         if deleted_at(conn, tenant) is not None:
             raise deleted(tenant)
-        raise TenantNotFound(
-            f"tenant {tenant!r} has no role on this server",
-            hint=f"the database owner creates it: kbctl tenants create {tenant}",
-        )
+        raise TenantNotFound(f"tenant {tenant!r} does not exist", hint=_known(conn, tenant))
     return _made(conn, tenant, again=False)
+
+
+def _known(conn: Conn, tenant: str) -> str:
+    """The hint of a tenant never made: the command that makes it, and the registered tenants (a
+    typo's right name is among them)."""
+    return f"create it: kbctl tenants create {tenant}; known tenants: {known(conn)}"
+
+
+def known(conn: Conn) -> str:
+    """The registered tenants' names, for a hint: the first ten by name (and how many there are)."""
+    names = sorted(t["name"] for t in list_tenants(conn))
+    return ", ".join(names[:10]) + (f" … ({len(names)})" if len(names) > 10 else "") or "none"
 
 
 def deleted_at(conn: Conn, tenant: str) -> str | None:

@@ -133,3 +133,96 @@ def test_show_of_a_chunk_not_in_the_namespaces_says_where_to_find_one(docs, cli)
     assert lines[0] == "error: chunk 987654321 is not available", lines
     assert "not in namespace 'docs'" in lines[1], lines
     assert "chunk_id" in lines[1] and "kbctl search" in lines[1], lines
+
+
+def test_agents_list_names_each_agent_with_its_tenant_scopes_and_live_tokens(cli, tenant, tmp_path):
+    """``kbctl agents`` had no ``list``: who may reach the store, and with how many live tokens,
+    was in no output (``config show`` has the agents, not their tokens). An agent removed from the
+    config while a token of it lives is listed too (``configured`` false): its token still opens."""
+    cfg = tmp_path / "kbctl.toml"
+    pinned = tenant + "_p"
+    cfg.write_text(
+        '[agents.writer]\nnamespaces = ["docs"]\ntools = ["search"]\n'
+        f'[agents.reader]\n[agents.elsewhere]\ntenant = "{pinned}"\n'
+    )
+    for _ in range(2):
+        cli("--config", str(cfg), "agents", "token", "create", "writer", check=True)
+    cli("--config", str(cfg), "agents", "token", "create", "reader", check=True)
+    cli("--config", str(cfg), "agents", "token", "revoke", "reader", check=True)
+    cli("--config", str(cfg), "agents", "token", "create", "reader", check=True)
+    (tmp_path / "gone.toml").write_text("[agents.gone]\n")
+    cli("--config", str(tmp_path / "gone.toml"), "agents", "token", "create", "gone", check=True)
+    rows = _json(cli("--config", str(cfg), "agents", "list", "--json"))
+    assert rows == [
+        {"agent": "elsewhere", "tenant": pinned, "namespaces": [], "tools": [], "tokens": 0, "configured": True},
+        {"agent": "reader", "tenant": tenant, "namespaces": [], "tools": [], "tokens": 1, "configured": True},
+        {
+            "agent": "writer",
+            "tenant": tenant,
+            "namespaces": ["docs"],
+            "tools": ["search"],
+            "tokens": 2,
+            "configured": True,
+        },
+        {"agent": "gone", "tenant": tenant, "namespaces": [], "tools": [], "tokens": 1, "configured": False},
+    ]
+    table = cli("--config", str(cfg), "agents", "list")
+    assert table.returncode == 0, table.stderr
+    cells = [
+        [c.strip() for c in ln.strip("┃│ ").replace("┃", "│").split("│")] for ln in table.stdout.decode().splitlines()
+    ]
+    cells = [r for r in cells if len(r) == 6]
+    assert cells[0] == ["agent", "tenant", "namespaces", "tools", "tokens", "configured"]
+    assert cells[1:] == [
+        ["elsewhere", pinned, "(all)", "(all)", "0", "yes"],
+        ["reader", tenant, "(all)", "(all)", "1", "yes"],
+        ["writer", tenant, "docs", "search", "2", "yes"],
+        ["gone", tenant, "(all)", "(all)", "1", "no"],
+    ]
+
+
+@pytest.mark.parametrize("group", ["namespaces", "tenants"])
+def test_deleting_a_name_that_does_not_exist_says_so_before_asking(docs, cli, tenant, group):
+    """``kbctl namespaces delete dcos`` (a typo) asked "delete namespace dcos and all its
+    documents?" and only after a yes said there was none (from a cron job, without --yes: "no
+    answer: stdin is not a terminal"). The name is looked up first: one line, the known names, exit 2."""
+    typo = "dcos" if group == "namespaces" else "x" + tenant
+    for stdin in (b"y\n", b""):
+        lines = _one_line_error(cli(group, "delete", typo, input=stdin), 2)
+        assert lines[0].startswith(f"error: {group[:-1]} {typo!r} does not exist"), lines
+        assert "docs" in lines[1] if group == "namespaces" else tenant in lines[1] or "…" in lines[1], lines
+        assert "?" not in lines[0] + lines[1], lines  # nothing was asked
+    assert [n["name"] for n in _json(cli("namespaces", "--json"))] == ["docs"]
+
+
+def test_a_verify_that_fails_says_why_in_one_line_on_stderr(docs, cli, kb):
+    """A failed ``kbctl verify`` printed its report and exited 3 with nothing on stderr: a cron
+    job's log said it failed, never why. The report stays on stdout as it was (table or JSON); one
+    ``error:`` line names the checks that failed, and a hint where their detail is."""
+    conn = kb.connection()
+    with conn.transaction():  # a document now declares a chunk it does not have
+        conn.execute("UPDATE kbctl.documents SET chunk_count = chunk_count + 1")
+    for json_ in ([], ["--json"]):
+        p = cli("verify", "-n", "docs", *json_)
+        err = p.stderr.decode()
+        assert p.returncode == 3, err
+        assert [ln for ln in err.splitlines() if ln.startswith("error: ")] == [
+            "error: verify of namespace 'docs' failed: counts"
+        ], err
+        assert err.splitlines()[-1].startswith("hint: "), err
+        if json_:
+            assert json.loads(p.stdout)["ok"] is False
+        else:
+            assert "FAIL" in p.stdout.decode() and "error" not in p.stdout.decode()
+
+
+def test_runs_shows_the_counts_in_the_order_every_other_output_has(docs, cli):
+    """``kbctl runs`` printed a run's counts in the order PostgreSQL's jsonb keeps keys (shortest
+    first: ``new failed changed removed unchanged``) where ``ingest`` and ``worker`` say new,
+    changed, unchanged, removed, failed; the table and ``--json`` now keep that order."""
+    table = cli("runs", "-n", "docs").stdout.decode()
+    assert "new=1 changed=0 unchanged=0 removed=0 failed=0" in table, table
+    assert "embedded=1 reused=0 deleted=0" in table, table
+    counts = _json(cli("runs", "-n", "docs", "--json"))[0]["counts"]
+    assert list(counts["documents"]) == ["new", "changed", "unchanged", "removed", "failed"]
+    assert list(counts["chunks"]) == ["embedded", "reused", "deleted"]

@@ -165,11 +165,12 @@ def test_a_tenant_never_made_is_refused_where_first_use_may_not_make_it(kb):
     is made on first use (nothing to set up), a deleted one never."""
     role_for_use = getattr(tenants.role_for_use, "__wrapped__", tenants.role_for_use)  # a DSN run makes them
     name = kb.tenant + "_never"
+    kb.connection()  # migrated (run alone, this test is the server's first)
     conn = kb.db.connect(register=False)
     try:
         with pytest.raises(TenantNotFound) as e:
             role_for_use(conn, name, create=False)
-        assert e.value.message == f"tenant {name!r} has no role on this server"
+        assert e.value.message == f"tenant {name!r} does not exist"
         assert e.value.hint is not None and f"kbctl tenants create {name}" in e.value.hint
         assert name not in _registered(kb)
         role = role_for_use(conn, name, create=True)
@@ -182,9 +183,50 @@ def test_a_tenant_never_made_is_refused_where_first_use_may_not_make_it(kb):
         conn.close()
     assert name not in _registered(kb)
     if not TEST_DSN:
-        with kbctl.open(home=kb.settings.database.home, tenant=name + "_2", profile="hash-384") as fresh:
-            assert fresh.namespaces() == []  # embedded: a new name's first use makes it
+        with kbctl.open(home=kb.settings.database.home, tenant="x" + name, profile="hash-384") as fresh:
+            fresh.create_namespace("docs")  # embedded: a new name's first write makes it
+            assert [n["name"] for n in fresh.namespaces()] == ["docs"]
             fresh.delete_tenant(fresh.tenant)
+
+
+_READS = [
+    ["stats"],
+    ["search", "refund", "-n", "docs"],
+    ["runs"],
+    ["errors"],
+    ["progress"],
+    ["verify", "-n", "docs"],
+    ["show", "1", "-n", "docs"],
+    ["namespaces"],
+    ["namespaces", "--json"],
+]
+
+
+@pytest.mark.embedded_only  # with a DSN no use makes a tenant (and this suite makes every one it uses)
+def test_a_read_of_a_tenant_never_made_is_refused_and_makes_nothing(kb, cli, tenant):
+    """``kbctl --tenant acmee stats`` (a typo of acme) registered tenant acmee, role and all, and
+    answered for an empty store: a read makes no tenant now. Each read command is refused in one
+    line naming the known tenants, exit 2; the library too. A command that writes still makes it."""
+    kb.create_namespace("docs")
+    typo = "x" + tenant  # not ``t_…``: kbctl's own rule, not the suite's (tests/conftest.py)
+    for args in _READS:
+        p = cli(*args, tenant_override=typo)
+        err = p.stderr.decode()
+        assert p.returncode == 2 and p.stdout == b"" and "Traceback" not in err, (args, err)
+        lines = err.splitlines()
+        assert lines[0] == f"error: tenant {typo!r} does not exist", (args, err)
+        assert lines[1].startswith(f"hint: create it: kbctl tenants create {typo}; known tenants: default"), err
+    with kbctl.open(home=kb.settings.database.home, tenant=typo, profile="hash-384") as other:
+        with pytest.raises(TenantNotFound):
+            other.stats()
+        with pytest.raises(TenantNotFound):
+            other.search("refund", "docs")
+    assert typo not in _registered(kb)
+    made = cli("namespaces", "create", "docs", "-p", "hash-384", tenant_override=typo)
+    assert made.returncode == 0, made.stderr
+    assert typo in _registered(kb)
+    assert cli("stats", tenant_override=typo).returncode == 0
+    kb.delete_tenant(typo)
 
 
 def test_a_token_is_looked_up_as_the_login_whatever_became_of_the_tenant_asking(kb_home, tenant):

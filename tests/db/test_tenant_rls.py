@@ -222,7 +222,8 @@ def test_a_long_tenant_name_gets_a_role_within_postgresqls_63_bytes(kb_home):
 @pytest.mark.embedded_only  # embedded only: with a DSN a tenant is not created on first use
 def test_a_new_tenant_first_used_by_several_processes_at_once_gets_one_role(kb_home, tenant):
     """The stages of a pipe (or two cron jobs) may be a tenant's first use at the same moment: each
-    process creates the role if missing, serialized, so none fails on a duplicate role."""
+    process creates the role if missing, serialized, so none fails on a duplicate role. (A write
+    makes a tenant on first use; a read of a name never made is refused.)"""
     import os
     import subprocess
     import sys
@@ -232,7 +233,7 @@ def test_a_new_tenant_first_used_by_several_processes_at_once_gets_one_role(kb_h
     env = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant + "_race", PYTHONWARNINGS="ignore")
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "kbctl", "namespaces", "--json"],
+            [sys.executable, "-m", "kbctl", "-p", "hash-384", "namespaces", "create", "docs"],
             env=env,
             cwd=ROOT,
             stdout=subprocess.PIPE,

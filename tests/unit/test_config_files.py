@@ -35,6 +35,20 @@ def test_a_syntax_error_names_the_file_and_its_line_with_a_hint(tmp_path):
     assert str(p) in e.message and "line 2" in e.message and e.hint
 
 
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [('[server]\nport = 8000\nhost = "127.0.0.1\n', 3), ("a = 1\nb = [1,\n\n\n", 2), ("k = {", 1)],
+)
+def test_a_syntax_error_at_the_end_of_the_file_names_its_last_line(tmp_path, text, line):
+    """An unterminated string or array ran to the end of the file, where tomllib says "at end of
+    document" with no line: the error named the file alone. It names the file's last line (the one
+    with text), as FILE:LINE like every other error of a config file."""
+    p = _user(tmp_path, text)
+    e = _error(p)
+    assert e.message.startswith(f"{p}:{line}: invalid TOML: "), e.message
+    assert e.file == str(p) and e.line == line and e.hint
+
+
 def test_an_unknown_key_names_its_line(tmp_path):
     p = _user(tmp_path, "# team settings\n[profile.chunk]\nszie = 100\n")
     e = _error(p)
