@@ -88,9 +88,9 @@ def _queue(home: Path, items: int, long_transaction: bool, floor: bool = True) -
     kb = kb_mod.open(home=home, tenant="queue", profile="hash-384")
     holder = None
     try:
-        conn = kb.connection()
         name = ("long" if long_transaction else "quiet") + ("" if floor else "_nofloor")
-        ns = kb.create_namespace(name, "hash-384")
+        ns = kb.create_namespace(name, "hash-384")  # a write: makes the tenant on its first use
+        conn = kb.connection()
         run_id = runs.start_run(conn, ns, "ingest", {})
         n = 0
         while n < items:

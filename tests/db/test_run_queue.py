@@ -5,6 +5,8 @@ from the next statement on, so these tests need no clock."""
 
 from __future__ import annotations
 
+import time
+
 from kbctl.store import queue, runs
 from kbctl.types import ItemError
 
@@ -15,6 +17,19 @@ def _run(kb, items: int):
     run_id = runs.start_run(conn, ns, "ingest", {})
     queue.enqueue(conn, ns, run_id, 0, [(f"/corpus/{i}.md", f"{i}.md") for i in range(items)])
     return conn, ns, run_id
+
+
+def _kill(coordinator, conn) -> None:
+    """Close the coordinator's connection and wait until its server process has ended: the run's
+    lock is released when the backend exits, which follows the client's close asynchronously (under
+    load, the next statement could otherwise still see the lock held)."""
+    pid = coordinator.info.backend_pid
+    coordinator.close()
+    for _ in range(500):
+        if not conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the coordinator's server process {pid} did not end")
 
 
 def _coordinated(kb, items: int):
@@ -31,7 +46,7 @@ def test_nothing_is_claimed_once_the_runs_coordinator_is_gone(kb):
     conn, coordinator, ns, run_id = _coordinated(kb, 3)
     assert [c.item for c in queue.claim(conn, ns.id, run_id, "a", 2, 60)] == [0, 1]
     assert queue.open_runs(conn, [ns.id]) == [(ns.id, run_id)]
-    coordinator.close()  # killed
+    _kill(coordinator, conn)
     assert queue.claim(conn, ns.id, run_id, "a", 2, 60) == []
     assert queue.open_runs(conn, [ns.id]) == []
 
@@ -40,7 +55,7 @@ def test_a_dead_runs_items_are_not_claimed_while_a_swap_or_another_run_holds_the
     # The namespace's ingest lock is held by a swap (or a new run's coordinator) after the run's own
     # coordinator was killed: the run's orphaned workers (`kbctl worker --run ID`) must not write.
     conn, coordinator, ns, run_id = _coordinated(kb, 3)
-    coordinator.close()
+    _kill(coordinator, conn)
     other = kb.session.tenant_connection()
     try:
         with runs.namespace_lock(other, ns):
