@@ -218,8 +218,10 @@ class Evals(Part):
         they are not failures), the ``_id``s given more than once (the first record is kept), and
         per qrels split the relevant documents it did not store (not in the corpus, or empty): the
         metrics count them as missed, as trec_eval and BEIR do."""
+        from ..evals import beir_relevant_documents, check_beir_corpus, iter_beir_corpus, qrels_file
+
+        check_beir_corpus(Path(path))  # before the tenant or the namespace is made
         self.session.writing()
-        from ..evals import beir_relevant_documents, iter_beir_corpus, qrels_file
 
         judged = beir_relevant_documents(Path(path))
         wanted = set().union(*judged.values()) if judged else set()
@@ -284,11 +286,21 @@ class Evals(Part):
         says what the dataset held that was not evaluated (a BEIR folder's unjudged queries without
         a text, judged queries missing from its queries file).
         """
-        from ..evals import check_alpha, check_gates, compare, load_dataset, parse_gate, run_eval
+        from ..evals import (
+            check_alpha,
+            check_gates,
+            check_gates_can_be_read,
+            compare,
+            computed_metrics,
+            load_dataset,
+            parse_gate,
+            run_eval,
+        )
 
         _check_run(modes, limit, tolerance)
         ds = load_dataset(Path(dataset), split=split)
         parsed = tuple(parse_gate(g) for g in gates)
+        check_gates_can_be_read(parsed, list(dict.fromkeys(modes)), computed_metrics(k, bool(ds.passage_qrels)))
         base = _read_baseline(baseline) if baseline is not None else None
         check_alpha(alpha)  # before any query runs, as a typo in a gate
         ns = namespace or (ds.queries[0].namespace if ds.queries else None)
@@ -317,12 +329,20 @@ class Evals(Part):
     ) -> SweepResults:
         """Evaluate hybrid search over a grid of fusion settings; (settings, ``metric``) pairs, best
         first. ``results.notes`` says what the dataset held that was not evaluated (as ``run.notes``)."""
-        from ..evals import load_dataset, run_eval
+        from ..evals import computed_metrics, load_dataset, run_eval
+        from ..evals.metrics import is_lower_better
 
         _check_run(["hybrid"], limit, 0.0)
         ds = load_dataset(Path(dataset), split=split)
         grid = grid or {"fusion": ["rrf"], "rrf_k": [10, 30, 60, 100], "candidates": [50, 100, 200]}
         names = list(grid)
+        empty = [n for n in names if isinstance(grid[n], str) or not list(grid[n])]
+        if empty:  # an empty list would leave nothing to try
+            raise UsageError(f"the sweep has no {empty[0]} to try", hint="give it one value or more, comma-separated")
+        computed = computed_metrics(10, bool(ds.passage_qrels))
+        metric = metric.strip().lower() if isinstance(metric, str) else metric
+        if metric not in computed:  # before the first search, not after it as a KeyError
+            raise UsageError(f"the sweep cannot rank by {metric!r}", hint=f"use one of: {', '.join(computed)}")
         results: list[tuple[dict, float]] = []
         for values in itertools.product(*(grid[n] for n in names)):
             opts = dict(zip(names, values))
@@ -337,8 +357,11 @@ class Evals(Part):
             label = ",".join(f"{k}={v}" for k, v in opts.items())
             fn = search_fn(self.kb, ds, namespace, depth, {"lane": "hybrid", **opts})
             rep = run_eval(ds, fn, [label], depth=depth, limit=limit)
+            if metric not in rep.modes[0].metrics:  # a passage metric the hybrid search gave no passages for
+                raise UsageError(f"the sweep cannot rank by {metric!r}: this search gives no passages")
             results.append((opts, rep.modes[0].metrics[metric]))
-        out = SweepResults(sorted(results, key=lambda r: -r[1]))
+        lower = is_lower_better(metric)  # latencies: the fastest first
+        out = SweepResults(sorted(results, key=lambda r: r[1] if lower else -r[1]))
         out.notes = ds.notes
         return out
 

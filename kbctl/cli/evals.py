@@ -257,13 +257,12 @@ def sweep(
     metric: str = typer.Option("ndcg@10", "--metric", help="Metric to rank settings by."),
 ) -> None:
     """Grid search over fusion, RRF k, weights, candidate depth and ef_search; prints the best settings (what the dataset left out: warnings on stderr)."""
-    nums = lambda s, f=int: [f(x) for x in s.split(",") if x.strip()]  # noqa: E731
     grid = {
-        "fusion": [x.strip() for x in fusion.split(",")],
-        "rrf_k": nums(rrf_k),
-        "dense_weight": nums(dense_weight, float),
-        "candidates": nums(candidates),
-        "ef_search": nums(ef_search),
+        "fusion": _values("--fusion", fusion, str),
+        "rrf_k": _values("--rrf-k", rrf_k, int),
+        "dense_weight": _values("--dense-weight", dense_weight, float),
+        "candidates": _values("--candidates", candidates, int),
+        "ef_search": _values("--ef-search", ef_search, int),
     }
     results = STATE.kb().sweep(dataset, namespace=namespace, split=split, limit=limit, grid=grid, metric=metric)
     for note in results.notes:
@@ -274,6 +273,29 @@ def sweep(
     for key in ("fusion", "rrf_k", "dense_weight", "candidates"):
         typer.echo(f"{key} = {json.dumps(best[key])}")
     typer.echo(f"# and [profiles.NAME.hnsw] ef_search = {best['ef_search']}")
+
+
+def _values(flag: str, text: str, kind: type) -> list:
+    """A comma list of values of ``kind``; one it cannot read, or none at all, is a usage error."""
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise UsageError(f"{flag} gives no value to try", hint=f"give {flag} one value or more, comma-separated")
+    try:
+        return [kind(x) for x in items]
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        bad = next(x for x in items if not _reads_as(kind, x))
+        raise UsageError(
+            f"{flag}: {printable(bad)!r} is not {what}", hint=f"give {flag} a comma list, e.g. {flag} 1,2"
+        ) from None
+
+
+def _reads_as(kind: type, text: str) -> bool:
+    try:
+        kind(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _writable(flag: str, path: Path | None) -> None:

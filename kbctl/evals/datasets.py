@@ -52,6 +52,7 @@ __all__ = [
     "iter_beir_corpus",
     "beir_file",
     "beir_relevant_documents",
+    "check_beir_corpus",
     "qrels_file",
 ]
 
@@ -333,6 +334,16 @@ def beir_relevant_documents(dir: Path) -> dict[str, set[str]]:
             continue
         out[split] = {d for rel in qrels.values() for d, g in rel.items() if g > 0}
     return out
+
+
+def check_beir_corpus(dir: Path) -> None:
+    """A ``ConfigError`` unless ``dir`` is a folder holding ``corpus.jsonl`` (or ``.jsonl.gz``)."""
+    dir = Path(dir)
+    if not dir.is_dir():
+        raise _error(dir, None, "no such folder (a BEIR corpus is a folder holding corpus.jsonl)", hint=BEIR_LAYOUT)
+    corpus = beir_file(dir, "corpus")
+    if not corpus.is_file():
+        raise _error(corpus, None, "not found: the folder is not a BEIR corpus", hint=BEIR_LAYOUT)
 
 
 def iter_beir_corpus(dir: Path) -> Iterator[dict[str, Any]]:

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 from kbctl.errors import CheckFailed, ConfigError, UsageError
 
 from .metrics import format_p, is_lower_better, p_clause, paired_randomization, parse_metric
-from .runner import PASSAGE_PREFIX, EvalReport
+from .runner import PASSAGE_METRICS, PASSAGE_PREFIX, EvalReport, metric_names
 
 __all__ = [
     "Gate",
@@ -35,6 +35,8 @@ __all__ = [
     "compare",
     "write_junit",
     "check_alpha",
+    "computed_metrics",
+    "check_gates_can_be_read",
 ]
 
 _GATE_RE = re.compile(r"^\s*(?:([A-Za-z_][\w-]*)\s*:)?\s*([\w@.]+)\s*(>=|<=|=)\s*([-+0-9.eE]+)\s*$")
@@ -108,6 +110,32 @@ def parse_gate(text: str) -> Gate:
     if op == "=":
         op = "<=" if is_lower_better(metric) else ">="
     return Gate(metric, threshold, mode, op)
+
+
+def computed_metrics(k: int = 10, passages: bool = False) -> list[str]:
+    """The metrics a run with cut-off ``k`` computes for every mode (the passage ones when its
+    dataset judges passages), latencies included."""
+    names = metric_names(k)
+    if passages:
+        names += [PASSAGE_PREFIX + m for m in PASSAGE_METRICS]
+    return [*names, *LATENCY_METRICS]
+
+
+def check_gates_can_be_read(gates: Sequence[Gate], modes: Sequence[str], computed: Sequence[str]) -> None:
+    """A ``UsageError`` for a gate no run of ``modes`` computing ``computed`` could check: a mode it
+    does not search, a metric it does not compute. Checked before any query runs: such a gate
+    would otherwise be found only after the whole run."""
+    for gate in gates:
+        if gate.mode is not None and gate.mode not in modes:
+            raise UsageError(
+                f"gate {gate} names mode {gate.mode!r}, which this run does not search",
+                hint=f"add it to --modes (searched: {', '.join(modes)}), or leave the mode out to gate every mode",
+            )
+        if gate.metric not in computed:
+            raise UsageError(
+                f"gate {gate}: {gate.metric} is not computed by this run",
+                hint=f"computed: {', '.join(computed)} (-k sets p@K)",
+            )
 
 
 def gate_results(report: EvalReport, gates: Sequence[Gate]) -> list[GateResult]:

@@ -1,0 +1,86 @@
+"""`kbctl eval` as a CI job runs it: what it is given wrong is refused in one line (exit 2) before
+any query is searched or anything is written, and never as a traceback.
+
+A gate must name a mode the run searches and a metric it computes (a gate that could not be
+checked would otherwise fail only after the whole run, or never); `eval sweep`'s metric and grid
+are read before its first search; `eval import` of a folder without a corpus makes neither the
+tenant nor the namespace.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import ROOT
+
+TINY = ROOT / "tests" / "fixtures" / "eval" / "beir_tiny"
+GOLDEN = ROOT / "sample_corpus" / "eval" / "queries.jsonl"
+
+
+def _one_error(p, *needles: str) -> str:
+    """The error line of a usage error (exit 2): one line, its hint, no traceback."""
+    err = p.stderr.decode()
+    assert p.returncode == 2, err
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, err
+    for needle in needles:
+        assert needle in lines[0], err
+    assert "hint:" in err, err
+    assert p.stdout == b""
+    return lines[0]
+
+
+def test_a_gate_naming_a_mode_the_run_does_not_search_is_refused_before_any_search(cli):
+    # namespace 'nosuch' does not exist: the gate is read first, so its error is the one said
+    p = cli("eval", "run", str(TINY), "-n", "nosuch", "--modes", "lexical", "--fail-under", "dense:ndcg@10=0.5")
+    line = _one_error(p, "dense:ndcg@10>=0.5", "'dense'")
+    assert "nosuch" not in line
+    assert "--modes" in p.stderr.decode()
+    p = cli("eval", "run", str(TINY), "-n", "nosuch", "--modes", "lexical", "--fail-under", "hybird:ndcg@10=0.5")
+    _one_error(p, "'hybird'")
+
+
+def test_a_gate_on_a_metric_the_run_does_not_compute_is_refused_before_any_search(cli):
+    for gate, k in (("p@5=0.1", "10"), ("recall@1000=0.1", "10"), ("precision@10=0.1", "10")):
+        p = cli("eval", "run", str(TINY), "-n", "nosuch", "--modes", "lexical", "-k", k, "--fail-under", gate)
+        line = _one_error(p, gate.split("=")[0])
+        assert "nosuch" not in line
+    # a BEIR folder judges no passages: a passage gate could never be checked
+    p = cli("eval", "run", str(TINY), "-n", "nosuch", "--modes", "lexical", "--fail-under", "passage_mrr@10=0.1")
+    _one_error(p, "passage_mrr@10")
+    # the golden set judges passages, so the same gate is read, and -k changes which p@K is computed
+    p = cli("eval", "run", str(GOLDEN), "-n", "nosuch", "--modes", "lexical", "-k", "5", "--fail-under", "p@5=0.1")
+    _one_error(p, "namespace '", "does not exist")
+
+
+def test_sweep_refuses_a_metric_it_cannot_rank_by_before_any_search(cli):
+    for metric in ("bogus@10", "p@5", "passage_mrr@10"):
+        p = cli("eval", "sweep", str(TINY), "-n", "nosuch", "--metric", metric)
+        line = _one_error(p, metric)
+        assert "nosuch" not in line
+
+
+def test_sweep_refuses_a_grid_it_cannot_read(cli):
+    for option, value, needle in (
+        ("--rrf-k", "abc", "--rrf-k"),
+        ("--candidates", "10,x", "--candidates"),
+        ("--dense-weight", "half", "--dense-weight"),
+        ("--ef-search", "1.5", "--ef-search"),
+        ("--rrf-k", "", "--rrf-k"),
+        ("--fusion", " , ", "--fusion"),
+    ):
+        p = cli("eval", "sweep", str(TINY), "-n", "nosuch", option, value)
+        _one_error(p, needle)
+
+
+def test_import_of_a_folder_without_a_corpus_makes_neither_tenant_nor_namespace(cli, tenant, tmp_path):
+    fresh = f"{tenant}_imp"[:60]
+    (tmp_path / "qrels").mkdir()
+    for missing in (tmp_path / "nowhere", tmp_path):
+        p = cli("eval", "import", str(missing), "-n", "docs", tenant_override=fresh)
+        _one_error(p, "corpus.jsonl")
+    p = cli("tenants", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    names = {row["name"] for row in json.loads(p.stdout)}
+    assert fresh not in names, names
