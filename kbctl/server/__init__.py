@@ -44,8 +44,16 @@ def serve_http(
     host = host or srv.host
     port = port or srv.port
     _check_address(host, port)
+    app = create_app(settings, open_kb, host=host, warm=False)
+    # warmed here, not in the app's lifespan: a tenant that does not exist (or was deleted) is the
+    # error's one line and exit code, where uvicorn printed the lifespan's traceback and exited 3
+    try:
+        app.state.service.warm()
+    except BaseException:
+        app.state.service.close()
+        raise
     config = uvicorn.Config(
-        create_app(settings, open_kb, host=host),
+        app,
         host=host,
         port=port,
         log_level="warning",

@@ -6,10 +6,13 @@ are refused in one line (404) and never make the tenant again with an empty stor
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import anyio
 import pytest
 
+from tests.conftest import ROOT
 from tests.server import test_ids
 from tests.server.test_ids import _client
 
@@ -240,3 +243,54 @@ def test_the_mcp_apps_a_server_keeps_are_bounded(kb_home, tenant, tmp_path, monk
     with kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin:
         admin.delete_tenant(tenant)
         admin.delete_tenant(admin.tenant)
+
+
+def test_a_server_whose_tenant_was_never_made_does_not_start(kb_home, tenant, tmp_path):
+    """``kbctl serve`` of a tenant no one made: a read does not make it (only a verb that writes),
+    so the server refuses at start in one line with its hint, exit 2 (uvicorn printed the
+    warm-up's traceback and exited 3, "a check did not hold"), and the tenant is still not made."""
+    import subprocess
+
+    from tests.server.conftest import env_for, free_port
+
+    never = f"{tenant}_never"[:60]
+    config = tmp_path / "kbctl.toml"
+    config.write_text('[defaults]\nprofile = "hash-384"\n\n[server]\nrequire_token = false\n')
+    p = subprocess.run(
+        [sys.executable, "-m", "kbctl", "serve", "--port", str(free_port())],
+        cwd=ROOT,
+        env=env_for(kb_home, never, config),
+        capture_output=True,
+        timeout=300,
+    )
+    err = p.stderr.decode()
+    assert p.returncode == 2, err
+    assert "Traceback" not in err and "startup failed" not in err, err
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [
+        f"error: tenant {never!r} does not exist"
+    ], err
+    assert f"hint: create it: kbctl tenants create {never}" in err
+    assert never not in _registered(kb_home, tenant)
+
+
+def test_requests_for_a_tenant_never_made_are_refused_and_make_nothing(kb_home, tenant, tmp_path):
+    """An app (``create_app(warm=False)``, as a library caller builds one) of a tenant never made:
+    its requests, over the JSON API and MCP, are 404 with the one line, never 500, and make no
+    tenant (a read)."""
+    from kbctl.config import load_settings
+
+    never = f"x{tenant}"[:60]  # a t_ name is made on first use in this test process (tests/conftest.py)
+    config = tmp_path / "kbctl.toml"
+    config.write_text('[defaults]\nprofile = "hash-384"\n\n[server]\nrequire_token = false\n')
+    dsn = {k: v for k, v in os.environ.items() if k == "KBCTL_DSN"}
+    settings = load_settings(config, overrides={"database.home": str(kb_home), "defaults.tenant": never}, env=dsn)
+    with _client(settings, "") as client:
+        client.headers.pop("Authorization")
+        answers = [client.post("/v1/search", json={"query": "quorvax"}), client.get("/v1/namespaces")]
+        mcp = client.post("/mcp", json=_MCP_CALL, headers=_MCP_HEADERS)
+    for r in answers:
+        assert r.status_code == 404, r.text
+        assert r.json() == {"error": f"tenant {never!r} does not exist"}, r.text
+    assert mcp.status_code in (200, 404), mcp.text
+    assert f"tenant {never!r} does not exist" in mcp.text and "Traceback" not in mcp.text, mcp.text
+    assert never not in _registered(kb_home, tenant)
