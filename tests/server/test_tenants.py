@@ -273,11 +273,14 @@ def test_a_server_whose_tenant_was_never_made_does_not_start(kb_home, tenant, tm
     assert never not in _registered(kb_home, tenant)
 
 
-def test_requests_for_a_tenant_never_made_are_refused_and_make_nothing(kb_home, tenant, tmp_path):
+def test_requests_for_a_tenant_never_made_are_refused_and_make_nothing(kb_home, tenant, tmp_path, monkeypatch):
     """An app (``create_app(warm=False)``, as a library caller builds one) of a tenant never made:
     its requests, over the JSON API and MCP, are 404 with the one line, never 500, and make no
-    tenant (a read)."""
+    tenant (a read). kbctl's own rule, not the test session's (which makes any tenant by DSN)."""
     from kbctl.config import load_settings
+    from kbctl.store import tenants
+
+    monkeypatch.setattr(tenants, "role_for_use", tenants.role_for_use.__wrapped__)
 
     never = f"x{tenant}"[:60]  # a t_ name is made on first use in this test process (tests/conftest.py)
     config = tmp_path / "kbctl.toml"
