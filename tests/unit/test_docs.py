@@ -11,7 +11,9 @@ documentation, so a check that can no longer fail is noticed.
   (a ``[profiles.NAME]`` key in the ``[profile]`` rows);
 - README's Layout names every module under ``kbctl/``: a top-level module as ``name.py``, a
   package as ``name/`` followed by a parenthesis that names each of its modules (and nested
-  packages the same way, inside it).
+  packages the same way, inside it);
+- every relative link of README.md and docs/*.md leads to a file that exists, and its ``#anchor``
+  to a heading of that file (as GitHub makes a heading's anchor).
 """
 
 from __future__ import annotations
@@ -263,3 +265,79 @@ def test_a_module_added_without_a_layout_entry_is_reported(tmp_path, new, report
     (tree / new.removeprefix("kbctl/")).parent.mkdir(parents=True, exist_ok=True)
     (tree / new.removeprefix("kbctl/")).touch()
     assert reported in unlisted_modules(tree, _layout(README.read_text(encoding="utf-8")))
+
+
+# -- links and anchors -----------------------------------------------------------------------------
+
+
+def _prose(text: str) -> str:
+    """``text`` without fenced code blocks and inline code (a link there is not a link)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown ``text``: lower case, punctuation other
+    than ``-`` and ``_`` dropped, spaces as ``-``; a repeated one gets ``-1``, ``-2``…"""
+    seen: dict[str, int] = {}
+    anchors = set()
+    for m in re.finditer(r"^#{1,6} +(.+?) *#*$", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S), re.M):
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return anchors
+
+
+def broken_links(files: dict[Path, str]) -> list[str]:
+    """One line per relative link in ``files`` (path → its text) whose file does not exist, or
+    whose ``#anchor`` is not a heading of the Markdown file it leads to."""
+    problems = []
+    for path, text in files.items():
+        for target in re.findall(r"\]\(([^)\s]+)\)", _prose(text)):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            name, _, anchor = target.partition("#")
+            dest = (path.parent / name).resolve() if name else path
+            if not dest.exists():
+                problems.append(f"{path.name}: {target}: no such file")
+                continue
+            if anchor and dest.suffix == ".md":
+                text_of_dest = files.get(dest) or dest.read_text(encoding="utf-8")
+                if anchor not in heading_anchors(text_of_dest):
+                    problems.append(f"{path.name}: {target}: no such heading")
+    return problems
+
+
+def _doc_files() -> dict[Path, str]:
+    return {p.resolve(): p.read_text(encoding="utf-8") for p in [README, *sorted((ROOT / "docs").glob("*.md"))]}
+
+
+def test_every_relative_link_and_anchor_of_the_docs_resolves():
+    assert broken_links(_doc_files()) == []
+
+
+def test_a_link_to_a_missing_heading_or_file_is_reported():
+    files = _doc_files()
+    readme = README.resolve()
+    files[readme] += (
+        "\n[a](docs/hardening.md#cjk-beyond-the-analyzer-and-kept-documents-session-40)"
+        " [b](#the-databse) [c](docs/nowhere.md) [d](#the-database) [e](https://example.org/#x)"
+        " `[f](#not-a-link)`\n"
+    )
+    assert broken_links(files) == [
+        "README.md: docs/hardening.md#cjk-beyond-the-analyzer-and-kept-documents-session-40: no such heading",
+        "README.md: #the-databse: no such heading",
+        "README.md: docs/nowhere.md: no such file",
+    ]
+
+
+def test_heading_anchors_are_made_as_github_makes_them():
+    text = "# kbctl\n## Changing a namespace's model\n### `make test` on two workers (2026-11-27, session 42)\n## Usage\n## Usage\n"
+    assert heading_anchors(text) == {
+        "kbctl",
+        "changing-a-namespaces-model",
+        "make-test-on-two-workers-2026-11-27-session-42",
+        "usage",
+        "usage-1",
+    }
