@@ -54,6 +54,7 @@ class Generations(Part):
         if store_as not in ("vector", "halfvec"):
             raise UsageError(f"storage must be vector or halfvec, not {store_as!r}")
         if plan:
+            gen.check_shadow(conn, ns, prof, store_as, active)  # refused as the build would be
             return gen.plan(conn, ns, prof, store_as)
         target = gen.start_shadow(conn, ns, prof, store_as, active)
         return gen.build(conn, ns, target, prof, batch=batch, progress=progress)

@@ -130,8 +130,26 @@ def as_generation(ns: Namespace, gen: Generation) -> Namespace:
 
 def start_shadow(conn, ns: Namespace, profile: Profile, storage: str, active: Profile | None) -> Generation:
     """The shadow generation of ``profile`` stored as ``storage``: created, or the one a killed
-    build left (resumed). Refused when it is what the namespace serves, when another shadow is being
-    built, or when ``profile`` chunks differently from ``active`` (re-chunking is not built yet)."""
+    build left (resumed). Refused as ``check_shadow`` says."""
+    shadow = check_shadow(conn, ns, profile, storage, active)
+    if shadow is not None:
+        return shadow
+    with as_owner(conn):
+        pid = ensure_profile(conn, profile)
+    try:
+        with conn.transaction():
+            gid = gstore.create_generation(conn, ns.id, pid, profile, storage, "shadow", index=False)
+    except psycopg.errors.ForeignKeyViolation:
+        _present(conn, ns)  # the namespace went meanwhile
+        raise
+    return next(g for g in gstore.generations(conn, ns.id) if g.id == gid)
+
+
+def check_shadow(conn, ns: Namespace, profile: Profile, storage: str, active: Profile | None) -> Generation | None:
+    """The shadow of ``profile`` stored as ``storage`` a killed build left (None: none yet), or a
+    ``UsageError``: when it is what the namespace serves, when another shadow is being built, or when
+    ``profile`` chunks differently from ``active`` (re-chunking is not built yet). A plan is refused
+    as its build would be."""
     gens = {g.state: g for g in gstore.generations(conn, ns.id)}
     if "active" not in gens:  # every namespace has one: it was deleted since the caller read it
         _present(conn, ns)
@@ -156,15 +174,7 @@ def start_shadow(conn, ns: Namespace, profile: Profile, storage: str, active: Pr
             " re-embedding with re-chunking is not supported yet",
             hint=f"give {profile.name!r} the [chunk] settings of {active.name!r}, or ingest into a new namespace",
         )
-    with as_owner(conn):
-        pid = ensure_profile(conn, profile)
-    try:
-        with conn.transaction():
-            gid = gstore.create_generation(conn, ns.id, pid, profile, storage, "shadow", index=False)
-    except psycopg.errors.ForeignKeyViolation:
-        _present(conn, ns)  # the namespace went meanwhile
-        raise
-    return next(g for g in gstore.generations(conn, ns.id) if g.id == gid)
+    return None
 
 
 def plan(conn, ns: Namespace, gen_profile: Profile, storage: str, *, measure: bool = True) -> ReembedPlan:

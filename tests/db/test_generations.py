@@ -574,3 +574,19 @@ def test_a_swap_fills_what_was_written_without_the_shadows_vectors_before_it_fli
     monkeypatch.undo()
     report = gkb.verify("flip")
     assert report.ok, [c for c in report.checks if not c.ok]
+
+
+def test_a_plan_is_refused_as_the_build_it_plans(gkb):
+    """``kbctl reembed NS --profile P --plan`` says what the build would say: a plan of what the
+    namespace already serves, of a second shadow, or of a profile that chunks differently is the
+    same usage error, not a plan of chunks to embed; the shadow being built is planned (resumed)."""
+    gkb.ingest_records(_records(5), "planref", verify=False)
+    with pytest.raises(UsageError, match="already serves profile 'hash-384'"):
+        gkb.reembed("planref", "hash-384", plan=True)
+    with pytest.raises(UsageError, match="chunks differently"):
+        gkb.reembed("planref", "hash-768-small-chunks", plan=True)
+    gkb.reembed("planref", "hash-768")
+    assert gkb.reembed("planref", "hash-768", plan=True).to_embed == 0
+    with pytest.raises(UsageError, match="has a shadow generation of profile 'hash-768'"):
+        gkb.reembed("planref", "toy-768", plan=True)
+    assert [g["state"] for g in gkb.generations("planref")] == ["active", "shadow"]
