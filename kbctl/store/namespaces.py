@@ -227,7 +227,11 @@ def rebind_namespace(conn: Conn, name: str, tenant: str, profile: Profile) -> Na
         return ns
     n = scalar(conn.execute(query("namespaces/chunk_count"), (ns.id,)))
     if n:
-        check_pin(ns, profile, conn)  # raises with the full explanation
+        try:
+            check_pin(ns, profile, conn)  # raises with the full explanation
+        except ProfileMismatchError as e:  # the way there is a re-embed, not another profile to bind
+            e.hint = f"move its vectors to the profile: kbctl reembed {name} --profile {profile.name} --swap"
+            raise
     with as_owner(conn):
         pid = ensure_profile(conn, profile)
     old = generation_ids(conn, ns.id)

@@ -105,8 +105,10 @@ def test_rebinding_a_namespace_with_vectors_is_refused(kb):
     from kbctl.store import rebind_namespace
 
     _write(kb, "rebind", DOCS[:1])
-    with pytest.raises(ProfileMismatchError):
+    with pytest.raises(ProfileMismatchError) as e:
         rebind_namespace(kb.connection(), "rebind", kb.tenant, kb.settings.profile("minilm"))
+    # the way there is a re-embed, not a bind to the profile it already has ("use --profile hash-384")
+    assert e.value.hint == "move its vectors to the profile: kbctl reembed rebind --profile minilm --swap"
 
 
 def test_replace_document_keeps_one_version(kb):
