@@ -67,13 +67,20 @@ class Generations(Part):
         dataset: str | Path | None = None,
         limit: int | None = None,
         progress: Callable[[int, int], None] | None = None,
+        profile: str | None = None,
+        storage: str | None = None,
+        batch: int = 256,
     ) -> dict:
-        """Make the shadow generation active (one transaction, under the namespace lock). ``require``
-        gates (``hybrid:ndcg@10>=active``, ``dense:recall@10>=0.8``) are checked first on ``dataset``
-        side by side; one failing raises ``CheckFailed`` (exit 3) and nothing is swapped."""
+        """Make the shadow generation active (one transaction, under the namespace lock). With
+        ``profile`` (or ``storage``), its shadow is built (or resumed) first, as ``reembed`` does,
+        and its report is the answer's ``build``. ``require`` gates (``hybrid:ndcg@10>=active``,
+        ``dense:recall@10>=0.8``) are checked first on ``dataset`` side by side; one failing raises
+        ``CheckFailed`` (exit 3) and nothing is swapped."""
         from ..ingest import reembed as gen
 
         out: dict[str, Any] = {}
+        if profile is not None or storage is not None:
+            out["build"] = self.reembed(namespace, profile, storage=storage, batch=batch, progress=progress).to_json()
         if require:
             if dataset is None:
                 raise UsageError("--require needs --eval DATASET", hint="the gates compare the generations on it")

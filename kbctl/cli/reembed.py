@@ -39,13 +39,22 @@ def reembed(
     """Build a shadow generation of another profile (or storage), compare it, swap to it, roll back."""
     actions = [a for a, on in (("swap", swap), ("rollback", rollback), ("drop-old", drop_old),
                                ("drop-shadow", drop_shadow), ("status", status)) if on]  # fmt: skip
-    if len(actions) > 1 or (actions and actions != ["swap"] and (profile or plan or eval_)):
-        raise typer.BadParameter("give one action (--swap, --rollback, --drop-old, --drop-shadow, --status) at a time")
+    if len(actions) > 1 or (actions and (plan or (actions != ["swap"] and (profile or storage or eval_)))):
+        raise typer.BadParameter(
+            "give one action (--swap, --rollback, --drop-old, --drop-shadow, --status) at a time;"
+            " --profile and --storage go with a build or --swap, --plan with a build only"
+        )
     kb = STATE.kb()
     progress, finish = _bar()
     try:
         if swap:
-            out = kb.swap_generation(namespace, require=require, dataset=eval_, limit=limit, progress=progress)
+            out = kb.swap_generation(
+                namespace, require=require, dataset=eval_, limit=limit, progress=progress,
+                profile=profile, storage=storage, batch=batch,
+            )  # fmt: skip
+            finish()
+            if "build" in out and not json_:
+                _summary(out["build"], False, False, then_swap=True)
             _done(out, json_, f"swapped {namespace}: generation {out['active']} is active, {out['previous']} kept")
         elif rollback:
             out = kb.rollback_generation(namespace)
@@ -74,7 +83,7 @@ def _done(out: dict, as_json: bool, line: str) -> None:
         typer.echo(line)
 
 
-def _summary(d: dict, as_json: bool, plan: bool) -> None:
+def _summary(d: dict, as_json: bool, plan: bool, *, then_swap: bool = False) -> None:
     if as_json:
         print_json(d)
     elif plan:
@@ -93,7 +102,7 @@ def _summary(d: dict, as_json: bool, plan: bool) -> None:
             f" {d['chunks']} chunks given a vector, {d['embedded']} texts embedded, {d['reused']} reused{dropped};"
             f" {state}; {d['seconds']:.1f}s"
         )
-        if d["complete"]:
+        if d["complete"] and not then_swap:
             info(f"next: kbctl reembed {d['namespace']} --eval DATASET, then --swap")
 
 

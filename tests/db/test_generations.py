@@ -590,3 +590,29 @@ def test_a_plan_is_refused_as_the_build_it_plans(gkb):
     with pytest.raises(UsageError, match="has a shadow generation of profile 'hash-768'"):
         gkb.reembed("planref", "toy-768", plan=True)
     assert [g["state"] for g in gkb.generations("planref")] == ["active", "shadow"]
+
+
+def test_reembed_with_a_profile_and_swap_builds_then_swaps(gkb, env):
+    """``kbctl reembed NS --profile P --swap`` (what the pin-mismatch hint and README say) builds
+    the shadow of P, then swaps to it; it never swaps a shadow of another profile instead, and a
+    plan swaps nothing."""
+    gkb.ingest_records(_records(4), "onego", verify=False)
+
+    def reembed(*args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "kbctl", "reembed", *args]
+        return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=300)
+
+    p = reembed("onego", "--profile", "hash-768", "--swap", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout)["active"] != json.loads(p.stdout)["previous"]
+    states = {g["state"]: g["profile"] for g in gkb.generations("onego")}
+    assert states == {"active": "hash-768", "previous": "hash-384"}
+
+    gkb.ingest_records(_records(4), "other", verify=False)
+    gkb.reembed("other", "hash-768")  # a shadow of hash-768 being built
+    p = reembed("other", "--profile", "toy-768", "--swap")
+    assert p.returncode == 2 and "has a shadow generation of profile 'hash-768'" in p.stderr.decode()
+    p = reembed("other", "--profile", "hash-768", "--plan", "--swap")
+    assert p.returncode == 2, p.stderr.decode()
+    states = {g["state"]: g["profile"] for g in gkb.generations("other")}
+    assert states == {"active": "hash-384", "shadow": "hash-768"}
