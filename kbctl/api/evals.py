@@ -305,6 +305,9 @@ class Evals(Part):
         check_alpha(alpha)  # before any query runs, as a typo in a gate
         ns = namespace or (ds.queries[0].namespace if ds.queries else None)
         settings = {"namespace": namespace, "profile": self.kb.namespaces.profile_for(ns).name if ns else None}
+        if namespace:  # only NS's queries (a golden set names each query's namespace), once NS is known to exist
+            self.kb.namespaces.get(namespace)
+            ds = ds.of_namespace(namespace)
         if principal is not None:  # the run sees only what this principal may view
             settings["principal"] = str(principal)
         extra: dict[str, Any] = {"principal": principal} if principal is not None else {}
@@ -343,6 +346,9 @@ class Evals(Part):
         metric = metric.strip().lower() if isinstance(metric, str) else metric
         if metric not in computed:  # before the first search, not after it as a KeyError
             raise UsageError(f"the sweep cannot rank by {metric!r}", hint=f"use one of: {', '.join(computed)}")
+        if namespace:  # only NS's queries, as evaluate
+            self.kb.namespaces.get(namespace)
+            ds = ds.of_namespace(namespace)
         results: list[tuple[dict, float]] = []
         for values in itertools.product(*(grid[n] for n in names)):
             opts = dict(zip(names, values))

@@ -125,6 +125,7 @@ class Generations(Part):
         """The eval of ``dataset`` on the active and the shadow generation, side by side: each
         mode's metrics and latency, and each generation's size on disk."""
         sides: dict[str, Any] = {}
+        notes: tuple[str, ...] = ()
         gens = {g["state"]: g for g in self(namespace)}
         if "shadow" not in gens:
             raise UsageError(
@@ -136,8 +137,9 @@ class Generations(Part):
                 dataset, namespace=namespace, modes=modes, k=k, depth=depth, split=split, limit=limit,
                 generation=state,
             )  # fmt: skip
+            notes = run.notes
             sides[state] = {
                 "generation": gens[state],
                 "modes": {m.mode: dict(m.metrics) for m in run.report.modes},
             }
-        return {"namespace": namespace, "dataset": str(dataset), "k": k, **sides}
+        return {"namespace": namespace, "dataset": str(dataset), "k": k, **sides, "notes": list(notes)}

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from .render import print_json, table
-from .state import STATE, err, info
+from .state import STATE, err, info, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -53,6 +53,8 @@ def reembed(
                 profile=profile, storage=storage, batch=batch,
             )  # fmt: skip
             finish()
+            for note in out.get("eval", {}).get("notes", []):
+                warn(note)
             if "build" in out and not json_:
                 _summary(out["build"], False, False, then_swap=True)
             _done(out, json_, f"swapped {namespace}: generation {out['active']} is active, {out['previous']} kept")
@@ -67,7 +69,10 @@ def reembed(
             columns = ["id", "state", "profile", "model", "dimension", "storage", "vectors", "bytes"]
             print_json(rows) if json_ else table(rows, columns)
         elif eval_:
-            _side_by_side(kb.compare_generations(namespace, eval_, limit=limit), json_)
+            side = kb.compare_generations(namespace, eval_, limit=limit)
+            for note in side["notes"]:  # what the dataset held that was not evaluated
+                warn(note)
+            _side_by_side(side, json_)
         else:
             report = kb.reembed(namespace, profile, storage=storage, plan=plan, batch=batch, progress=progress)
             finish()

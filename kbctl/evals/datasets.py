@@ -41,7 +41,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterator, Literal, Mapping
 
-from kbctl.errors import ConfigError
+from kbctl.errors import ConfigError, UsageError
 
 __all__ = [
     "EvalQuery",
@@ -101,6 +101,37 @@ class EvalDataset:
             self.kind,
             MappingProxyType(passages),
             self.notes,
+        )
+
+    def of_namespace(self, namespace: str) -> EvalDataset:
+        """The same dataset with only the queries of ``namespace`` (and those that name none: they
+        search it), and a note of how many other namespaces' queries were left out; a
+        ``UsageError`` when none is left (``kbctl eval run -n NS``, ``kbctl reembed NS --eval``)."""
+        kept = tuple(q for q in self.queries if q.namespace in (None, namespace))
+        if len(kept) == len(self.queries):
+            return self
+        if not kept:
+            named = sorted({q.namespace for q in self.queries if q.namespace})
+            raise UsageError(
+                f"dataset {self.name!r} has no query for namespace {namespace!r}",
+                hint=f"its queries are of: {', '.join(named)}",
+            )
+        others = sorted({q.namespace for q in self.queries if q.namespace not in (None, namespace)})
+        left = len(self.queries) - len(kept)
+        note = (
+            f"left out {left} {'query' if left == 1 else 'queries'} of other namespaces ({', '.join(others)}):"
+            f" evaluated the {len(kept)} of {namespace}"
+        )
+        qrels = {q.id: self.qrels[q.id] for q in kept}
+        passages = {q.id: self.passage_qrels[q.id] for q in kept if q.id in self.passage_qrels}
+        return EvalDataset(
+            self.name,
+            kept,
+            MappingProxyType(qrels),
+            self.corpus_path,
+            self.kind,
+            MappingProxyType(passages),
+            (*self.notes, note),
         )
 
 

@@ -616,3 +616,53 @@ def test_reembed_with_a_profile_and_swap_builds_then_swaps(gkb, env):
     assert p.returncode == 2, p.stderr.decode()
     states = {g["state"]: g["profile"] for g in gkb.generations("other")}
     assert states == {"active": "hash-384", "shadow": "hash-768"}
+
+
+def _mixed_golden(path: Path, mine: str, other: str) -> Path:
+    """A golden set with three queries of ``mine`` and two of ``other`` (as sample_corpus/eval's,
+    which names five namespaces)."""
+    rows = [(f"m{i}", mine, f"doc{i}") for i in range(3)] + [(f"o{i}", other, f"doc{i}") for i in range(2)]
+    path.write_text(
+        "".join(
+            json.dumps({"id": q, "query": TOPICS[i % 5], "namespace": ns, "relevant": {d: 1}}) + "\n"
+            for i, (q, ns, d) in enumerate(rows)
+        )
+    )
+    return path
+
+
+def test_eval_of_a_namespace_scores_only_its_queries_of_a_mixed_golden_set(gkb, env, tmp_path):
+    """``kbctl reembed NS --eval`` (and ``eval run -n NS``) on a golden set that also holds other
+    namespaces' queries evaluates NS's only and says how many it left out; it used to search each
+    query's own namespace and stop at the first without a shadow generation."""
+    gkb.ingest_records(_records(5), "mixmine", verify=False)
+    gkb.ingest_records(_records(5), "mixother", verify=False)
+    qs = _mixed_golden(tmp_path / "mixed.jsonl", "mixmine", "mixother")
+    gkb.reembed("mixmine", "hash-768")
+    side = gkb.compare_generations("mixmine", qs)
+    assert any("left out 2 queries of other namespaces (mixother)" in n for n in side["notes"])
+    run = gkb.evaluate(qs, namespace="mixmine", modes=["lexical"])
+    assert sorted(run.report.queries) == ["m0", "m1", "m2"]
+    assert any("left out 2 queries" in n for n in run.notes)
+    assert sorted(gkb.evaluate(qs, modes=["lexical"]).report.queries) == ["m0", "m1", "m2", "o0", "o1"]
+    swept = gkb.sweep(qs, namespace="mixmine", grid={"fusion": ["rrf"], "rrf_k": [60], "candidates": [50]})
+    assert any("left out 2 queries" in n for n in swept.notes)
+    gkb.ingest_records(_records(2), "mixnone", verify=False)
+    with pytest.raises(UsageError, match="has no query for namespace 'mixnone'"):
+        gkb.evaluate(qs, namespace="mixnone", modes=["lexical"])
+
+    def kbctl_(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "kbctl", *args], env=env, cwd=ROOT, capture_output=True, timeout=300
+        )
+
+    p = kbctl_("reembed", "mixmine", "--eval", str(qs), "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    assert "left out 2 queries" in p.stderr.decode()
+    assert any("left out 2 queries" in n for n in json.loads(p.stdout)["notes"])
+    p = kbctl_("reembed", "mixother", "--eval", str(qs))
+    assert p.returncode == 2 and "has no shadow generation" in p.stderr.decode()
+    p = kbctl_("eval", "run", str(qs), "-n", "mixnone", "--modes", "lexical")
+    assert p.returncode == 2
+    assert "has no query for namespace 'mixnone'" in p.stderr.decode()
+    assert len(p.stderr.decode().strip().splitlines()) <= 2  # one line and its hint, no traceback
