@@ -342,6 +342,11 @@ class Evals(Part):
         empty = [n for n in names if isinstance(grid[n], str) or not list(grid[n])]
         if empty:  # an empty list would leave nothing to try
             raise UsageError(f"the sweep has no {empty[0]} to try", hint="give it one value or more, comma-separated")
+        from ..search.engine import check_option
+
+        for n in names:  # each value as the search would take it (rrf_k 0 meant the profile's), before any search
+            for v in grid[n]:
+                check_option(n, v, "--" + n.replace("_", "-"))
         computed = computed_metrics(10, bool(ds.passage_qrels))
         metric = metric.strip().lower() if isinstance(metric, str) else metric
         if metric not in computed:  # before the first search, not after it as a KeyError

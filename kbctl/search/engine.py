@@ -72,9 +72,8 @@ class SearchOptions:
         for what, flag, lo, hi in _RANGES:
             if getattr(self, what) is not None:
                 count(what, getattr(self, what), lo, hi, flag=flag)
-        w = self.dense_weight
-        if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w <= 1):
-            raise UsageError(f"dense_weight must be a number in 0..1, got {w!r}")
+        if self.dense_weight is not None:
+            check_option("dense_weight", self.dense_weight)
 
 
 MAX_EF_SEARCH = 1000  # pgvector's hnsw.ef_search range is 1..1000; PostgreSQL drops a value outside it
@@ -84,8 +83,21 @@ _RANGES = (
     ("candidates", "--candidates", 1, MAX_EF_SEARCH),
     ("ef_search", "--ef-search", 1, MAX_EF_SEARCH),
     ("exact_threshold", None, 0, None),
-    ("rrf_k", None, 0, None),
+    ("rrf_k", None, 1, None),  # 1/(k + rank); 0 used to mean "the profile's" (``opts.rrf_k or s.rrf_k``)
 )
+
+
+def check_option(what: str, value: Any, flag: str | None = None) -> None:
+    """``value`` checked as the search option ``what`` is (``SearchOptions``), a ``UsageError``
+    naming ``flag`` when it would be refused: ``kbctl eval sweep`` reads its grid this way before
+    its first search."""
+    for name, own_flag, lo, hi in _RANGES:
+        if name == what:
+            count(what, value, lo, hi, flag=flag or own_flag)
+    if what == "dense_weight":
+        label = f"dense_weight ({flag})" if flag else "dense_weight"
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise UsageError(f"{label} must be a number in 0..1, got {value!r}", hint=f"give {flag or what} 0..1")
 
 
 def run_search(

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from kbctl.errors import UsageError
+from kbctl.search.engine import SearchOptions
 from tests.conftest import ROOT
 
 TINY = ROOT / "tests" / "fixtures" / "eval" / "beir_tiny"
@@ -72,6 +76,23 @@ def test_sweep_refuses_a_grid_it_cannot_read(cli):
     ):
         p = cli("eval", "sweep", str(TINY), "-n", "nosuch", option, value)
         _one_error(p, needle)
+
+
+def test_sweep_refuses_a_grid_value_a_search_would_not_take_before_any_search(cli):
+    """``--rrf-k 0`` was swept as if it were a setting (a search option of 0 meant "the profile's
+    rrf_k", so the row labelled 0 was the profile's); each grid value is checked as the search
+    option is (rrf_k at least 1, candidates and ef_search 1..1000, a weight in 0..1), naming the flag."""
+    for option, value, needle in (
+        ("--rrf-k", "0", "at least 1"),
+        ("--rrf-k", "30,0", "at least 1"),
+        ("--candidates", "0", "1..1000"),
+        ("--ef-search", "1001", "1..1000"),
+        ("--dense-weight", "1.5", "0..1"),
+    ):
+        p = cli("eval", "sweep", str(TINY), "-n", "nosuch", option, value)
+        _one_error(p, option, needle)
+    with pytest.raises(UsageError, match="rrf_k must be at least 1"):
+        SearchOptions(rrf_k=0)
 
 
 def test_import_of_a_folder_without_a_corpus_makes_neither_tenant_nor_namespace(cli, tenant, tmp_path):
