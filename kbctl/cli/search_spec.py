@@ -152,14 +152,16 @@ def render(
     notes: Sequence[str] = (),
 ) -> None:
     """Print a search result as ``kbctl search`` does: notes on stderr (the result's, then
-    ``notes``: the command line's own), then ``fmt`` (json and jsonl on stdout without rich; table,
+    ``notes``: the command line's own, which json's ``notes`` also holds), then ``fmt`` (json and jsonl on stdout without rich; table,
     markdown and ``--explain``'s lanes table through it); ``context`` makes the prompt-ready block
     of ``--format context``."""
     _notes(result, quiet)
     for note in () if quiet else notes:
         print(f"note: {printable(note)}", file=sys.stderr)
-    if fmt == "json":
-        _write(result.to_json())
+    if fmt == "json":  # the command line's notes join the result's, as a reader of the JSON sees them
+        doc = result.to_json()
+        doc["notes"] = [*doc.get("notes", []), *notes]
+        _write(doc)
     elif fmt == "jsonl":
         for h in result.hits:
             _write(h.to_json())

@@ -149,15 +149,19 @@ def test_feedback_asked_of_a_one_lane_search_is_noted(billing, mode):
 @pytest.mark.parametrize("fmt", [(), ("--json",), ("--format", "markdown")])
 def test_a_budget_without_the_context_format_is_noted(billing, fmt):
     """``--budget 300`` without ``--format context`` was dropped without a word (as ``--prf`` on one
-    lane was): now a note says it applies to --format context only, and the output is unchanged."""
+    lane was): now a note says it applies to --format context only (on stderr, and in --json's
+    notes as the search's own notes are), and the hits are unchanged."""
     p = billing("search", "refund policy", "-n", "bill", "--budget", "300", *fmt)
     assert p.returncode == 0, p.stderr.decode()
     notes = [ln for ln in p.stderr.decode().splitlines() if "--budget" in ln]
     assert len(notes) == 1 and notes[0].startswith("note: ") and "--format context" in notes[0], notes
     plain = billing("search", "refund policy", "-n", "bill", *fmt)
     assert b"--budget" not in plain.stderr
-    if fmt == ("--json",):  # details hold the search's timings
+    if fmt == ("--json",):  # details hold the search's timings; the note is in notes, as the others are
         assert json.loads(plain.stdout)["hits"] == json.loads(p.stdout)["hits"]
+        said = [n for n in json.loads(p.stdout)["notes"] if "--budget" in n]
+        assert len(said) == 1 and "--format context" in said[0], json.loads(p.stdout)["notes"]
+        assert not [n for n in json.loads(plain.stdout)["notes"] if "--budget" in n]
     else:
         assert plain.stdout == p.stdout
 
