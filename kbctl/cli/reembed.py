@@ -93,7 +93,7 @@ def _summary(d: dict, as_json: bool, plan: bool, *, then_swap: bool = False) -> 
         print_json(d)
     elif plan:
         eta = (
-            f"~{d['seconds']:.0f}s at {d['texts_per_second']} texts/s" if d["seconds"] is not None else "no model calls"
+            f"{_eta(d['seconds'])} at {d['texts_per_second']} texts/s" if d["seconds"] is not None else "no model calls"
         )
         typer.echo(
             f"would re-embed {d['namespace']} with {d['profile']} ({d['storage']}): {d['chunks']} chunks,"
@@ -109,6 +109,13 @@ def _summary(d: dict, as_json: bool, plan: bool, *, then_swap: bool = False) -> 
         )
         if d["complete"] and not then_swap:
             info(f"next: kbctl reembed {d['namespace']} --eval DATASET, then --swap")
+
+
+def _eta(seconds: float) -> str:
+    """An estimate as it reads: ``<1s`` under a second (2 texts said ``~0s``), one decimal under ten."""
+    if seconds < 1:
+        return "<1s"
+    return f"~{seconds:.1f}s" if seconds < 10 else f"~{seconds:.0f}s"
 
 
 def _side_by_side(side: dict, as_json: bool) -> None:
