@@ -288,6 +288,17 @@ def _chunk_versions(kb, name: str) -> dict[int, str]:
     return {int(cid): x for cid, x in rows}
 
 
+def _two_message_mailbox(kb, tmp_path):
+    """An mbox of two messages (the first with an attachment) in a folder, ingested into ``mail``:
+    the folder, the mbox and how many chunks the first ingest stored."""
+    box = tmp_path / "mail"
+    box.mkdir()
+    mbox = box / "inbox.mbox"
+    mbox.write_text(_with_attachment(1) + _message(2, message_id=True))
+    first = kb.ingest([str(box)], "mail", verify=False)
+    return box, mbox, first.chunks["embedded"] + first.chunks["reused"]
+
+
 def test_kept_documents_neither_read_their_vectors_back_nor_rewrite_chunks_whose_facts_did_not_change(
     kb, tmp_path, monkeypatch
 ):
@@ -297,12 +308,7 @@ def test_kept_documents_neither_read_their_vectors_back_nor_rewrite_chunks_whose
     throw it away: 20,000 for an mbox of 10,000 messages). They are counted reused."""
     import kbctl.ingest.writer as writer_mod
 
-    box = tmp_path / "mail"
-    box.mkdir()
-    mbox = box / "inbox.mbox"
-    mbox.write_text(_with_attachment(1) + _message(2, message_id=True))
-    first = kb.ingest([str(box)], "mail", verify=False)
-    stored = first.chunks["embedded"] + first.chunks["reused"]
+    box, mbox, stored = _two_message_mailbox(kb, tmp_path)
     before, rows = _ids(kb, "mail"), _chunk_versions(kb, "mail")
     asked: list[str] = []
     real = writer_mod.store_lookup
@@ -343,12 +349,7 @@ def test_a_document_not_kept_under_the_lock_gets_its_vectors_from_the_model_when
     none (here removed), from the model, and are counted embedded."""
     import kbctl.ingest.writer as writer_mod
 
-    box = tmp_path / "mail"
-    box.mkdir()
-    mbox = box / "inbox.mbox"
-    mbox.write_text(_with_attachment(1) + _message(2, message_id=True))
-    first = kb.ingest([str(box)], "mail", verify=False)
-    stored = first.chunks["embedded"] + first.chunks["reused"]
+    box, mbox, stored = _two_message_mailbox(kb, tmp_path)
     real = writer_mod.keep_documents
 
     def lose_the_first_family(conn, ns, rows):

@@ -44,6 +44,35 @@ class _Steps:
             time.sleep(0.01)
 
 
+def _delete_racing(admin: kbctl.KnowledgeBase, tenant: str, name: str, action) -> dict[str, object]:
+    """Drive ``admin.delete_tenant(tenant)`` against ``action`` step by step: a third connection
+    holds T's lock, the delete waits on it, then ``action`` runs (and either finishes or waits on the
+    lock too), then the lock is let go. The results by name: ``"delete"`` and ``name``."""
+    import threading
+
+    from kbctl.store.queries import query
+
+    holder = psycopg.connect(admin.dsn(), autocommit=True)
+    watcher = psycopg.connect(admin.dsn(), autocommit=True)
+    steps = _Steps(holder, watcher)
+    try:
+        holder.execute("BEGIN")
+        holder.execute(query("tenants/lock"), (tenant,))
+        delete = threading.Thread(target=steps.run, args=("delete", lambda: admin.delete_tenant(tenant)))
+        delete.start()
+        steps.wait_for(lambda: steps.blocked() == 1)  # the delete waits for T's lock
+        other = threading.Thread(target=steps.run, args=(name, action))
+        other.start()
+        steps.wait_for(lambda: not other.is_alive() or steps.blocked() == 2)  # done, or waiting too
+        holder.execute("COMMIT")
+        delete.join(60)
+        other.join(60)
+    finally:
+        holder.close()
+        watcher.close()
+    return steps.results
+
+
 def _registered(k: kbctl.KnowledgeBase) -> set[str]:
     return {t["name"] for t in k.tenants()}
 
@@ -262,10 +291,6 @@ def test_a_token_made_while_its_tenant_is_deleted_does_not_outlive_the_delete(kb
     empty tenant. Driven step by step: a third connection holds T's lock, the delete waits on it,
     then the token is made; the token is made under the lock too now, and the delete removes T's
     tokens under it, so whichever comes first, no token of the deleted T is left."""
-    import threading
-
-    from kbctl.store.queries import query
-
     agents = {"agents.bot": {}}
     with (
         kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k,
@@ -273,28 +298,7 @@ def test_a_token_made_while_its_tenant_is_deleted_does_not_outlive_the_delete(kb
     ):
         k.settings = k.settings.with_overrides(agents)
         k.create_namespace("docs")  # the tenant's connection is open, acting as its role
-        holder = psycopg.connect(admin.dsn(), autocommit=True)
-        watcher = psycopg.connect(
-            admin.dsn(), autocommit=True
-        )  # the holder's transaction would keep one view of the activity
-        steps = _Steps(holder, watcher)
-        results, run, blocked_by_holder, wait_for = steps.results, steps.run, steps.blocked, steps.wait_for
-
-        try:
-            holder.execute("BEGIN")
-            holder.execute(query("tenants/lock"), (tenant,))
-            delete = threading.Thread(target=run, args=("delete", lambda: admin.delete_tenant(tenant)))
-            delete.start()
-            wait_for(lambda: blocked_by_holder() == 1)  # the delete waits for T's lock
-            make = threading.Thread(target=run, args=("token", lambda: k.create_agent_token("bot")))
-            make.start()
-            wait_for(lambda: not make.is_alive() or blocked_by_holder() == 2)  # made, or waiting too
-            holder.execute("COMMIT")
-            delete.join(60)
-            make.join(60)
-        finally:
-            holder.close()
-            watcher.close()
+        results = _delete_racing(admin, tenant, "token", lambda: k.create_agent_token("bot"))
         assert isinstance(results["delete"], dict), results
         token = results["token"]
         if isinstance(token, Exception):  # it waited, and found T deleted
@@ -320,38 +324,13 @@ def test_an_ingest_while_its_tenant_is_deleted_leaves_nothing_of_it(kb_home, ten
     connection holds T's lock, the delete waits on it, then T's ingest runs. The delete is one
     transaction under T's lock now, and a writer takes that lock (shared) before it writes: the
     ingest lands wholly before the delete (and goes with it) or is refused after it."""
-    import threading
-
-    from kbctl.store.queries import query
-
     with (
         kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k,
         kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin,
     ):
         k.ingest_records([{"id": "a", "title": "a", "text": "a refund policy"}], "docs", verify=False)
-        holder = psycopg.connect(admin.dsn(), autocommit=True)
-        watcher = psycopg.connect(admin.dsn(), autocommit=True)
-        steps = _Steps(holder, watcher)
-        results, run, blocked_by_holder, wait_for = steps.results, steps.run, steps.blocked, steps.wait_for
-
         records = [{"id": "b", "title": "b", "text": "a late shipment"}]
-        try:
-            holder.execute("BEGIN")
-            holder.execute(query("tenants/lock"), (tenant,))
-            delete = threading.Thread(target=run, args=("delete", lambda: admin.delete_tenant(tenant)))
-            delete.start()
-            wait_for(lambda: blocked_by_holder() == 1)  # the delete waits for T's lock
-            ingest = threading.Thread(
-                target=run, args=("ingest", lambda: k.ingest_records(records, namespace, verify=False))
-            )
-            ingest.start()
-            wait_for(lambda: not ingest.is_alive() or blocked_by_holder() == 2)  # done, or waiting too
-            holder.execute("COMMIT")
-            delete.join(60)
-            ingest.join(60)
-        finally:
-            holder.close()
-            watcher.close()
+        results = _delete_racing(admin, tenant, "ingest", lambda: k.ingest_records(records, namespace, verify=False))
         assert isinstance(results["delete"], dict), results
         done = results["ingest"]
         if isinstance(done, Exception):  # it waited, and found T deleted
