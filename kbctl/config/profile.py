@@ -161,7 +161,7 @@ class SearchSettings:
         check_range(where, "search.k", self.k, 1)
         check_range(where, "search.candidates", self.candidates, 1)
         one_of(where, "search.fusion", self.fusion, FUSIONS)
-        check_range(where, "search.rrf_k", self.rrf_k, 0)
+        check_range(where, "search.rrf_k", self.rrf_k, 1)  # 1/(k + rank): k = 0 is degenerate, as for --rrf-k
         check_range(where, "search.dense_weight", self.dense_weight, 0, 1)
         check_range(where, "search.per_doc", self.per_doc, 0)
         check_range(where, "search.dedupe_threshold", self.dedupe_threshold, 0, 1)

@@ -63,7 +63,8 @@ BAD_VALUES = [
     ("search", "k", 0, "search.k must be >= 1"),
     ("search", "candidates", 0, "search.candidates must be >= 1"),
     ("search", "fusion", "max", "search.fusion must be one of 'rrf', 'convex'"),
-    ("search", "rrf_k", -1, "search.rrf_k must be >= 0"),
+    ("search", "rrf_k", -1, "search.rrf_k must be >= 1"),
+    ("search", "rrf_k", 0, "search.rrf_k must be >= 1, got 0"),
     ("search", "dense_weight", 1.5, r"search.dense_weight must be in 0..1"),
     ("search", "dense_weight", -0.1, r"search.dense_weight must be in 0..1"),
     ("search", "per_doc", -1, "search.per_doc must be >= 0"),
@@ -256,6 +257,22 @@ def test_cli_reports_a_bad_setting_in_one_line(tmp_path):
     assert len(lines) == 2 and "hnsw.m must be in 2..100, got 1" in lines[0], stderr  # and its hint
     assert lines[1] == "hint: the default is 16 (configs/default.toml documents every key)", stderr
     assert r.stdout == b""
+
+
+def test_a_profiles_rrf_k_of_zero_is_refused_in_one_line_naming_the_file_and_key(tmp_path):
+    """RRF with k = 0 is degenerate (1/rank); a query's ``--rrf-k`` must be at least 1, and so must a
+    profile's: ``config check`` names the file, its line and the key, and the default as the hint."""
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text("[profile.search]\nrrf_k = 0\n")
+    env = {k: None for k in os.environ if k.startswith("KBCTL_")} | {"KBCTL_HOME": str(tmp_path / "home")}
+    r = run_kbctl(["--config", str(cfg), "config", "check"], env=env)
+    stderr = r.stderr.decode()
+    assert r.returncode == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert lines[0] == f"error: {cfg}:2: profile 'minilm': search.rrf_k must be >= 1, got 0", stderr
+    assert lines[1] == "hint: the default is 30 (configs/default.toml documents every key)", stderr
+    assert len(lines) == 2 and r.stdout == b""
+    assert _load(search={"rrf_k": 1}).search.rrf_k == 1
 
 
 def test_a_profile_measured_in_words_has_the_word_counts_revision_in_its_source_hash():
