@@ -37,7 +37,9 @@ class Generations(Part):
     ) -> BuildReport | ReembedPlan:
         """Build (or resume) the shadow generation of ``profile`` stored as ``storage`` (default: the
         profile's ``storage``): every chunk gets a vector, from the embed cache or the model. Without
-        ``profile``, resumes the shadow being built. ``plan``: what it would embed, and how long."""
+        ``profile``, ``storage`` asks for the namespace's own profile (the one its active generation
+        serves) stored so, and neither resumes the shadow being built. ``plan``: what it would embed,
+        and how long."""
         self.session.writing()
         from ..ingest import reembed as gen
 
@@ -45,11 +47,18 @@ class Generations(Part):
         ns = self.kb.namespaces.get(namespace)
         shadow = gen.generation_of(conn, ns, "shadow")
         active = self.kb.namespaces.search_profile(ns, None)
-        if profile is None and shadow is None:
-            raise UsageError(f"namespace {namespace!r} has no shadow generation", hint="pass --profile NAME")
-        prof = (
-            self.settings.profile(profile) if profile else gen.stored_profile(conn, shadow.profile_id, active)  # type: ignore[union-attr]
-        )
+        if profile is None and storage is None and shadow is None:
+            other = "vector" if ns.storage == "halfvec" else "halfvec"
+            raise UsageError(
+                f"namespace {namespace!r} has no shadow generation",
+                hint=f"pass --profile NAME, or --storage {other} to store its profile's vectors as {other}",
+            )
+        if profile:
+            prof = self.settings.profile(profile)
+        elif storage is not None:  # a storage change of the profile the namespace serves
+            prof = active
+        else:
+            prof = gen.stored_profile(conn, shadow.profile_id, active)  # type: ignore[union-attr]
         store_as = storage or (shadow.storage if profile is None and shadow else prof.storage)
         if store_as not in ("vector", "halfvec"):
             raise UsageError(f"storage must be vector or halfvec, not {store_as!r}")

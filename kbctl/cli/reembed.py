@@ -17,9 +17,16 @@ def register(app: typer.Typer) -> None:
 def reembed(
     namespace: str = typer.Argument(..., help="Namespace to move."),
     profile: str = typer.Option(
-        None, "--profile", "-p", help="Profile of the shadow generation to build (omit to resume the shadow)."
+        None,
+        "--profile",
+        "-p",
+        help="Profile of the shadow to build (omitted: with --storage, the namespace's own; else resume the shadow).",
     ),
-    storage: str = typer.Option(None, "--storage", help="vector or halfvec (default: the profile's storage)."),
+    storage: str = typer.Option(
+        None,
+        "--storage",
+        help="vector or halfvec (default: the profile's storage; alone: the namespace's own profile).",
+    ),
     plan: bool = typer.Option(False, "--plan", help="Print the chunks to embed and the time it takes; build nothing."),
     eval_: str = typer.Option(
         None, "--eval", help="Evaluate DATASET on the active and the shadow generation, side by side."

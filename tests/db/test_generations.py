@@ -666,3 +666,38 @@ def test_eval_of_a_namespace_scores_only_its_queries_of_a_mixed_golden_set(gkb, 
     assert p.returncode == 2
     assert "has no query for namespace 'mixnone'" in p.stderr.decode()
     assert len(p.stderr.decode().strip().splitlines()) <= 2  # one line and its hint, no traceback
+
+
+def test_a_storage_change_without_a_profile_builds_a_shadow_of_the_namespaces_own_profile(gkb, env):
+    """``kbctl reembed NS --storage halfvec`` with no ``--profile`` asks for NS's vectors stored as
+    halfvec: a shadow of the profile NS serves, stored so (it used to be read as "resume the shadow"
+    and say NS has none). Run again, it resumes that shadow; the storage NS already has, or a shadow
+    of another profile being built, is refused as a build with ``--profile`` is."""
+    gkb.ingest_records(_records(6), "store", verify=False)
+    plan = gkb.reembed("store", storage="halfvec", plan=True)
+    assert (plan.profile, plan.storage, plan.chunks) == ("hash-384", "halfvec", 6)
+    with pytest.raises(UsageError, match="already serves profile 'hash-384' .* as vector"):
+        gkb.reembed("store", storage="vector")
+    report = gkb.reembed("store", storage="halfvec")
+    assert (report.profile, report.storage, report.embedded, report.reused) == ("hash-384", "halfvec", 0, 6)
+    again = gkb.reembed("store", storage="halfvec")
+    assert again.generation == report.generation and again.complete
+    gens = {g["state"]: g for g in gkb.generations("store")}
+    assert (gens["shadow"]["profile"], gens["shadow"]["storage"]) == ("hash-384", "halfvec")
+
+    gkb.ingest_records(_records(3), "storeother", verify=False)
+    with pytest.raises(UsageError, match="no shadow generation") as e:
+        gkb.reembed("storeother")
+    assert "--storage halfvec" in (e.value.hint or "")
+    gkb.reembed("storeother", "hash-768")
+    with pytest.raises(UsageError, match="has a shadow generation of profile 'hash-768'"):
+        gkb.reembed("storeother", storage="halfvec")
+
+    gkb.ingest_records(_records(3), "storecli", verify=False)
+    cmd = [sys.executable, "-m", "kbctl", "reembed", "storecli", "--storage", "halfvec", "--swap", "--json"]
+    p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout)["build"]["storage"] == "halfvec"
+    gens = {g["state"]: g for g in gkb.generations("storecli")}
+    assert (gens["active"]["profile"], gens["active"]["storage"]) == ("hash-384", "halfvec")
+    assert (gens["previous"]["profile"], gens["previous"]["storage"]) == ("hash-384", "vector")
