@@ -148,6 +148,9 @@ def main() -> int:
                 ids = feed_ids(p)
                 sub_ids[rel] = set(ids)
                 units += len(ids)
+            elif p.suffix == ".eml":  # the message, and each attachment a document of its own (as kbctl ingest stores them)
+                m = email.message_from_bytes(p.read_bytes(), policy=email.policy.default)
+                units += 1 + sum(1 for part in m.walk() if part.get_filename())
             else:
                 units += 1
         doc_units[folder] = units
