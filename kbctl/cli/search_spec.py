@@ -151,13 +151,14 @@ def render(
     context: Callable[[Any], str] | None = None,
     notes: Sequence[str] = (),
 ) -> None:
-    """Print a search result as ``kbctl search`` does: notes on stderr (the result's, then
-    ``notes``: the command line's own, which json's ``notes`` also holds), then ``fmt`` (json and jsonl on stdout without rich; table,
+    """Print a search result as ``kbctl search`` does: notes on stderr, one line each, in every
+    format (the result's, then ``notes``: the command line's own, which json's ``notes`` also
+    holds; jsonl, one hit a line, has no place for them), then ``fmt`` (json and jsonl on stdout without rich; table,
     markdown and ``--explain``'s lanes table through it); ``context`` makes the prompt-ready block
     of ``--format context``."""
     _notes(result, quiet)
     for note in () if quiet else notes:
-        print(f"note: {printable(note)}", file=sys.stderr)
+        print(f"note: {_line(note)}", file=sys.stderr)
     if fmt == "json":  # the command line's notes join the result's, as a reader of the JSON sees them
         doc = result.to_json()
         doc["notes"] = [*doc.get("notes", []), *notes]
@@ -193,9 +194,16 @@ def _notes(result: Any, quiet: bool) -> None:
 
             from .state import err
 
-            err.print(f"[yellow]warning:[/] {escape(printable(note))}", highlight=False)
+            err.print(f"[yellow]warning:[/] {escape(_line(note))}", highlight=False)
         else:
-            print(f"note: {printable(note)}", file=sys.stderr)
+            print(f"note: {_line(note)}", file=sys.stderr)
+
+
+def _line(note: str) -> str:
+    """A note as one line of stderr (a newline in it, as an embedder's error message has, written
+    ``\\x0a``): with ``--jsonl``, which has no envelope for notes, stderr is where a reader takes
+    them, one a line."""
+    return printable(note, keep="")
 
 
 def _table(result: Any, explain: bool) -> None:

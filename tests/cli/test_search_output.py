@@ -146,7 +146,7 @@ def test_feedback_asked_of_a_one_lane_search_is_noted(billing, mode):
     assert "prf" in json.loads(p.stdout)["details"]
 
 
-@pytest.mark.parametrize("fmt", [(), ("--json",), ("--format", "markdown")])
+@pytest.mark.parametrize("fmt", [(), ("--json",), ("--jsonl",), ("--format", "markdown")])
 def test_a_budget_without_the_context_format_is_noted(billing, fmt):
     """``--budget 300`` without ``--format context`` was dropped without a word (as ``--prf`` on one
     lane was): now a note says it applies to --format context only (on stderr, and in --json's
@@ -179,3 +179,40 @@ def test_a_rerank_without_a_reranker_is_said_once(support):
     assert p.returncode == 0, p.stderr.decode()
     said = [ln for ln in p.stderr.decode().splitlines() if "reranker unavailable" in ln]
     assert len(said) == 1 and said[0].startswith("note: "), said
+
+
+def _noted_result(degraded: bool):
+    from kbctl.types import Hit, SearchResult
+
+    hits = tuple(Hit(i, 0.5, i, 10 + i, f"d{i}.md", f"D{i}", "text", "ns", {}, f"d{i}.md") for i in (1, 2))
+    notes = (
+        "dense lane unavailable (could not load the model:\nno such file); answered from the lexical lane",
+        "withheld 2 hit(s) this principal may not view",
+    )
+    return SearchResult("q", ("ns",), "hybrid", "hybrid", hits, degraded=degraded, notes=notes, withheld=2)
+
+
+@pytest.mark.parametrize("degraded", [False, True])
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "table", "markdown"])
+def test_notes_are_one_line_each_on_stderr_and_jsonl_stdout_holds_hits_only(capsys, fmt, degraded):
+    """``--jsonl`` has no envelope for the notes ``--json`` carries (the search's, ``--budget``'s,
+    the withheld count): they go to stderr, one line each, in every format, so stdout stays one hit
+    a line for a JSONL reader and a reader of stderr can take a note a line. A note holding a
+    newline (an embedder's error message) was written over two lines."""
+    from kbctl.cli.search_spec import render
+
+    render(_noted_result(degraded), fmt, quiet=False, notes=["--budget applies to --format context only"])
+    out, err = capsys.readouterr()
+    said = [ln for ln in err.splitlines() if ln.startswith(("note: ", "warning: "))]
+    assert len(said) == 3, err
+    assert any("could not load the model:" in ln and "no such file" in ln for ln in said), err
+    assert not [ln for ln in err.splitlines() if ln.startswith("no such file")], err
+    if fmt == "jsonl":
+        rows = [json.loads(ln) for ln in out.splitlines()]
+        assert [r["chunk_id"] for r in rows] == [11, 12] and all("notes" not in r for r in rows)
+    if fmt == "json":  # the envelope keeps each note as it is
+        doc = json.loads(out)
+        assert doc["notes"][0].count("\n") == 1 and doc["notes"][-1].startswith("--budget") and doc["withheld"] == 2
+    assert capsys.readouterr() == ("", "")
+    render(_noted_result(degraded), fmt, quiet=True, notes=["--budget applies to --format context only"])
+    assert not [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(("note: ", "warning: "))]
