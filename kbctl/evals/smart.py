@@ -28,6 +28,7 @@ BEIR's grade ``5 - code`` (4 … 1) and 0 for 5 and -1 (judged not relevant); th
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from dataclasses import dataclass, field
@@ -79,16 +80,34 @@ def _id(value: str) -> str:
 
 
 def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a file read a line at a time (a collection's documents file can be
+    large), decoded as the whole file decodes: UTF-8, else Latin-1 (``_encoding``); the lines are
+    those of ``str.splitlines`` (CRLF, CR, a form feed… end one)."""
     try:
-        raw = path.read_bytes()
+        encoding = _encoding(path)
+        fh = path.open(encoding=encoding, newline=None)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}", hint="check the path") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.decode("latin-1")  # the collections of the 1960s to 80s predate UTF-8; Latin-1 reads every byte
-    for lineno, line in enumerate(text.lstrip("\ufeff").splitlines(), start=1):
-        yield lineno, line.rstrip()
+    lineno = 0
+    with fh:
+        for n, chunk in enumerate(fh):  # universal newlines: split at \n, \r\n and \r
+            for line in (chunk.lstrip("\ufeff") if n == 0 else chunk).splitlines():
+                lineno += 1
+                yield lineno, line.rstrip()
+
+
+def _encoding(path: Path) -> str:
+    """UTF-8 when every byte of the file decodes as UTF-8, else Latin-1 (the collections of the
+    1960s to 80s predate UTF-8; Latin-1 reads every byte). Read in blocks, never whole."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with path.open("rb") as fh:
+        try:
+            for block in iter(lambda: fh.read(1 << 16), b""):
+                decoder.decode(block)
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            return "latin-1"
+    return "utf-8"
 
 
 def read_smart(path: Path) -> list[tuple[str, dict[str, str]]]:
@@ -209,6 +228,11 @@ def convert_smart(
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} exists and is not an empty folder", hint="name a new folder for the BEIR files")
+    if not out.parent.is_dir():  # as kbctl eval's other outputs: a typo in the path makes no folders
+        raise UsageError(
+            f"{out}: there is no folder {out.parent}",
+            hint="create the folder first, or name a new folder in one that exists",
+        )
     docs = read_smart(Path(documents))
     qs = read_smart(Path(queries))
     used, judged = read_smart_qrels(Path(qrels), qrels_layout, grades)
@@ -261,7 +285,7 @@ def convert_smart(
             f"{qrels}: no judgement names a query and a document of the collection",
             hint="check the files belong together, or try --qrels-layout / --number-queries-by-position",
         )
-    (out / "qrels").mkdir(parents=True, exist_ok=True)
+    (out / "qrels").mkdir(parents=True, exist_ok=True)  # out itself, and qrels/ in it
     with (out / "corpus.jsonl").open("w", encoding="utf-8") as fh:
         for record in corpus:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -8,12 +8,14 @@ research-only and never used by the tests.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from kbctl.errors import ConfigError, UsageError
 from kbctl.evals import load_beir
 from kbctl.evals.smart import convert_smart, read_smart, read_smart_qrels
+from tests.conftest import run_kbctl
 
 DOCS = """.I 1
 .T
@@ -188,3 +190,44 @@ def test_a_code_that_is_not_cleverdons_is_a_one_line_error(tmp_path):
     docs, queries, qrels = _files(tmp_path)
     with pytest.raises(UsageError, match="unknown grades 'cleverdun'"):
         convert_smart(docs, queries, qrels, tmp_path / "o", grades="cleverdun")  # type: ignore[arg-type]
+
+
+def test_an_output_folder_whose_parent_is_missing_is_refused_before_anything_is_read(tmp_path):
+    """``-o a/b/beir`` where ``a/b`` does not exist: the parents were made without a word (a typo in
+    the path left folders behind); as ``kbctl eval`` treats its other output paths, it is a usage
+    error (exit 2, one line and a hint), and nothing is made."""
+    docs, queries, qrels = _files(tmp_path)
+    with pytest.raises(UsageError, match="there is no folder") as info:
+        convert_smart(docs, queries, qrels, tmp_path / "a" / "b" / "beir")
+    assert "\n" not in info.value.message and "create the folder first" in (info.value.hint or "")
+    assert not (tmp_path / "a").exists()
+    env = {k: None for k in os.environ if k.startswith("KBCTL_")} | {"KBCTL_HOME": str(tmp_path / "home")}
+    r = run_kbctl(
+        ["eval", "convert-smart", str(docs), str(queries), str(qrels), "-o", str(tmp_path / "a" / "b")], env=env
+    )
+    lines = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 2, r.stderr.decode()
+    assert lines[0] == f"error: {tmp_path / 'a' / 'b'}: there is no folder {tmp_path / 'a'}", lines
+    assert lines[1].startswith("hint: create the folder first") and r.stdout == b""
+    assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize("late", [b"\xe9", "\u00e9".encode()])
+def test_lines_are_read_as_the_whole_file_was(tmp_path, late):
+    """The files are read a line at a time, decoded as the whole file decodes: UTF-8 unless one
+    byte anywhere (here past the first 64 KiB) is not, then Latin-1 throughout; a BOM is dropped;
+    CRLF, CR, form feed and the other line breaks of ``str.splitlines`` end a line."""
+    from kbctl.evals.smart import _text_lines
+
+    body = "\ufeff.I 1\r\n.T\rCafé\x0cnext\n" + "x\n" * 40_000
+    path = tmp_path / "docs.all"
+    path.write_bytes(body.encode() + b"tail " + late + b"\n")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    expected = [(n, line.rstrip()) for n, line in enumerate(text.lstrip("\ufeff").splitlines(), start=1)]
+    got = list(_text_lines(path))
+    assert got == expected
+    assert got[2][1] == ("Café" if late != b"\xe9" else "CafÃ©") and got[-1][1].startswith("tail ")
