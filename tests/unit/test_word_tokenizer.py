@@ -90,13 +90,16 @@ def test_chinese_paragraphs_are_packed_and_a_long_one_cut_to_the_size():
 
 def test_english_chunk_boundaries_are_unchanged():
     """Every chunk of the sample corpus's Markdown under ``hash-384``, at its size and at a small one
-    (more cuts: sentences, windows, overlaps), has the spans and counts it had before."""
+    (more cuts: sentences, windows, overlaps), has the spans and counts it had before. The corpus
+    includes sample_corpus/README.md: its table was corrected in session 43 (an e-mail's attachment
+    a document of its own), and the pins were taken again with the splitter before and after that
+    session's change (the same under both)."""
     from kbctl.extract import extract
     from kbctl.types import Source
 
     pins = {
-        (200, 32): (242, "766dcb7e6f10f91513bbe677ed23814d1ad1f82fd45a864f2a9259e40a59f66a"),
-        (40, 8): (674, "c744114b4e1b11178e0c28597cd5716f40a26e038ff5a9058155ee78f1e285f6"),
+        (200, 32): (242, "a983ccf764d14b008d0988b0ee1c35c625b7e2a5385e5818512c11eea3a9d226"),
+        (40, 8): (674, "fc9d8ff824d630ca891219121f3da0a04165b6f12d0d0d6051dce5688606a603"),
     }
     for (size, overlap), (n, digest) in pins.items():
         prof = _hash_profile(size, overlap)
