@@ -3,8 +3,9 @@
 Structure first: a chunk never spans two sections (heading paths) or two PDF pages. Inside a
 section, paragraphs are packed greedily up to ``chunk.size`` tokens of the profile's tokenizer; a
 paragraph too long for one chunk is split into sentences, and a sentence too long into token
-windows. A sentence ends at ``.!?`` followed by a space, or at a Chinese or Japanese full stop
-(``UNSPACED_STOPS``) with no space needed; the rule's revision, ``SENTENCE_ENDS``, is part of every
+windows. A sentence ends at ``.!?`` followed by a space, at a Chinese or Japanese full stop
+(``UNSPACED_STOPS``) with no space needed, or at an ASCII ``?``/``!`` between CJK characters
+(``本当?次``); the rule's revision, ``SENTENCE_ENDS``, is part of every
 source's hash (``kbctl.ingest.steps.source_hash``). Consecutive chunks of one section share up to ``chunk.overlap`` tokens of whole sentences.
 
 A Markdown table (a block that starts with a header row and its ``| --- |`` rule: the extractors
@@ -50,12 +51,33 @@ _CHARS_PER_TOKEN = 16
 #: stop, a closing bracket or quote (the mark belongs to a quotation, and the sentence goes on after
 #: it) or a digit (a fullwidth decimal point).
 UNSPACED_STOPS = "。｡！？．"
+#: Han (with 々〆〇〻, the compatibility ideographs and extensions B to H), Hiragana, Katakana,
+#: Hangul syllables and jamo: the ranges of ``kbctl.textutil.analyze``.
+CJK_LETTERS = (
+    "\u1100-\u11ff\u3005-\u3007\u303b\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3131-\u318e"
+    "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97c\uac00-\ud7a3\ud7b0-\ud7fb\uf900-\ufaff"
+    "\U00020000-\U000323af"
+)
+#: An ASCII ``?`` or ``!`` (up to three) written between CJK characters, a space after it or not
+#: (``本当?次の文``): a sentence ends after it (session 43). A CJK character on both sides, so
+#: English, URLs (``a?b``) and a name such as ``Yahoo!ニュース`` are read as before.
+_ASCII_MARK_IN_CJK = (
+    f"(?:(?<=[{CJK_LETTERS}][!?])|(?<=[{CJK_LETTERS}][!?]{{2}})|(?<=[{CJK_LETTERS}][!?]{{3}}))\\s*(?=[{CJK_LETTERS}])"
+)
 #: What the sentence splitter takes for a sentence's end, named in every source's hash
-#: (``kbctl.ingest.steps.source_hash``): "sentences-2", the unspaced stops too (session 42).
-SENTENCE_ENDS = "sentences-2"
+#: (``kbctl.ingest.steps.source_hash``): "sentences-2", the unspaced stops too (session 42);
+#: "sentences-3", an ASCII ``?``/``!`` between CJK characters too (session 43).
+SENTENCE_ENDS = "sentences-3"
+#: What a stored chunk holds when this splitter may cut its source otherwise than an earlier
+#: revision did (a PostgreSQL regular expression, a superset of the new ends), by that revision
+#: ("": before session 42). A source stored under an earlier revision's hash none of whose chunks
+#: holds it comes out alike: it takes the new hash without being read again (``kbctl.ingest.producer``).
+_MARK_BEFORE_CJK = f"[!?]\\s*[{CJK_LETTERS}]"
+MOVED_SINCE = {"sentences-2": _MARK_BEFORE_CJK, "": f"[{UNSPACED_STOPS}]|{_MARK_BEFORE_CJK}"}
 _SENTENCE_END = re.compile(
     r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}"
     rf"|(?<=[{UNSPACED_STOPS}])(?![{UNSPACED_STOPS}」』）〕】〉》”’\"')\]0-9０-９])\s*"
+    f"|{_ASCII_MARK_IN_CJK}"
 )
 
 

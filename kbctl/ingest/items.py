@@ -190,8 +190,8 @@ class LargeItem:
 @dataclass(frozen=True, eq=False)
 class Restamp:
     """Stored sources of a batch that are unchanged but stored under their source hash of an earlier
-    version (``steps.previous_source_hash``), whose chunks this version makes alike (none holds a
-    stop of ``kbctl.chunk.UNSPACED_STOPS``): they are not read again, their documents take the
+    version (``steps.previous_source_hash``), whose chunks this version makes alike (none holds what
+    it ends sentences at since, ``kbctl.chunk.MOVED_SINCE``): they are not read again, their documents take the
     current hash. ``sources``: ``(source URI, previous hash, hash, documents)`` each."""
 
     sources: tuple[tuple[str, str, str, int], ...]

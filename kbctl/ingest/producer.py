@@ -4,8 +4,8 @@
 over (``writer.consume``), so the model is not idle waiting for input and memory does not grow
 with the corpus. Each source becomes one ``Item`` (its documents and their chunks), an
 ``ItemError``, an ("unchanged", n, source URI) marker (its version is stored already), a ``Restamp``
-of a batch's sources stored under their hash of before the sentence splitter's revision whose chunks
-it does not move (``steps.previous_source_hash``; those it moves are read again), or, when it is large:
+of a batch's sources stored under their hash of an earlier revision of the sentence splitter whose
+chunks it does not move (``steps.previous_source_hash``; those it moves are read again), or, when it is large:
 one ``LargeItem`` for a long text (its chunks made by ``steps.chunk_large`` as the writer reads
 them), or one ``Item`` per entry of a large feed and then a ``SourceDone``.
 """
@@ -17,7 +17,7 @@ import threading
 from typing import Iterable, Iterator
 
 from .. import telemetry
-from ..chunk import UNSPACED_STOPS, check_length
+from ..chunk import MOVED_SINCE, check_length
 from ..config import Profile
 from ..embed import get_tokenizer
 from ..errors import KbctlError
@@ -164,18 +164,23 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> I
 
 
 def _restampable(conn, ns, profile: Profile, shas: dict, hashes: dict, known: dict) -> dict[str, str]:
-    """The sources stored under their hash of before the sentence splitter's revision
-    (``steps.previous_source_hash``) none of whose chunks holds a stop it now ends sentences at
-    (``kbctl.chunk.UNSPACED_STOPS``), so their chunks would come out alike: {source URI: that hash}.
-    The others are read and chunked again (what comes out alike is kept, chunk ids and all)."""
-    older = {}
+    """The sources stored under their hash of an earlier revision of the sentence splitter
+    (``steps.previous_source_hash``) none of whose chunks holds what it now ends sentences at since
+    that revision (``kbctl.chunk.MOVED_SINCE``), so their chunks would come out alike: {source URI:
+    that hash}. The others are read and chunked again (what comes out alike is kept, chunk ids and all)."""
+    older: dict[str, dict[str, str]] = {}  # the pattern that may move them -> {uri: their hash}
     for uri, (h, _) in known.items():
-        if h != hashes[uri] and h == previous_source_hash(shas[uri], profile):
-            older[uri] = h
-    if not older:
-        return {}
-    moved = sources_holding(conn, ns, list(older), f"[{UNSPACED_STOPS}]")
-    return {uri: h for uri, h in older.items() if uri not in moved}
+        if h == hashes[uri]:
+            continue
+        for revision, moved_by in MOVED_SINCE.items():
+            if h == previous_source_hash(shas[uri], profile, revision):
+                older.setdefault(moved_by, {})[uri] = h
+                break
+    kept: dict[str, str] = {}
+    for pattern, sources in older.items():  # one statement per earlier revision met in the batch
+        moved = sources_holding(conn, ns, list(sources), pattern)
+        kept.update({uri: h for uri, h in sources.items() if uri not in moved})
+    return kept
 
 
 def _extract_large(s: Source, h: str, profile: Profile, tok, emit) -> Iterator | None:

@@ -42,16 +42,18 @@ def source_hash(sha: str, profile: Profile) -> str:
     counts (``kbctl.embed.tokens.WORD_COUNT``) is one, added only for such a profile (``hash``), so a
     model's profile hashes as it always did (its tokenizer is its pinned model's). What the sentence
     splitter takes for a sentence's end (``kbctl.chunk.SENTENCE_ENDS``) is one for every profile; a
-    source stored under the hash without it (``previous_source_hash``) is read again only when its
-    text holds a stop the splitter now ends sentences at (``kbctl.ingest.producer``).
+    source stored under the hash of an earlier revision (``previous_source_hash``) is read again only
+    when its chunks hold what the splitter now ends sentences at (``kbctl.chunk.MOVED_SINCE``,
+    ``kbctl.ingest.producer``).
     """
     return _hash_of(sha, profile, _chunk.SENTENCE_ENDS)
 
 
-def previous_source_hash(sha: str, profile: Profile) -> str:
-    """``source_hash`` as it was before the sentence splitter's revision (``SENTENCE_ENDS``) was part
-    of it (session 42): a source stored under it was chunked with sentences ending only before a space."""
-    return _hash_of(sha, profile, "")
+def previous_source_hash(sha: str, profile: Profile, revision: str = "") -> str:
+    """``source_hash`` as it was under an earlier revision of the sentence splitter
+    (``kbctl.chunk.MOVED_SINCE`` names them): "sentences-2" (session 42), or "" before the revision
+    was part of it, when sentences ended only before a space."""
+    return _hash_of(sha, profile, revision)
 
 
 def _hash_of(sha: str, profile: Profile, sentence_ends: str) -> str:

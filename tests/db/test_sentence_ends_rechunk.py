@@ -1,7 +1,9 @@
 """A namespace chunked while the sentence splitter wanted a space after a full stop (before session
 42): its next ingest chunks again only the sources whose text holds a Chinese or Japanese full stop
 (``kbctl.chunk.UNSPACED_STOPS``), now cut there; the others keep their rows as they are, chunk ids
-and all, and only take the new source hash; nothing unchanged is embedded again."""
+and all, and only take the new source hash; nothing unchanged is embedded again. The same for a
+namespace chunked by session 42's splitter ("sentences-2"), whose ASCII ``?``/``!`` between CJK
+characters ended no sentence (session 43: ``kbctl.chunk.MOVED_SINCE``)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,15 @@ from kbctl import chunk
 from tests.conftest import write_folder
 
 _SPACED_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}")
+# Session 42's sentence ends ("sentences-2"): those and the unspaced stops, with no space needed.
+_SENTENCES_2 = re.compile(_SPACED_END.pattern + r"|(?<=[。｡！？．])(?![。｡！？．」』）〕】〉》”’\"')\]0-9０-９])\s*")
 # Chinese sentences of 20 to 60 characters, no space anywhere: one paragraph of about 2,400.
 SENTENCES = [
     "".join(chr(0x4E00 + (i * 131 + j * 7919) % 20000) for j in range(20 + (i * 17) % 41)) + "。" for i in range(60)
 ]
 ENGLISH = " ".join(f"Refund rule {i} says invoices are settled within {i + 2} business days." for i in range(40))
+# The same, each ending at an ASCII question or exclamation mark, no space after it.
+ASCII_MARKED = [s[:-1] + "?!"[i % 2] for i, s in enumerate(SENTENCES)]
 DOCS = {
     "zh.md": "# 长文\n\n" + "".join(SENTENCES) + "\n",
     "en.md": "# Refunds\n\n" + ENGLISH + "\n",
@@ -77,3 +83,34 @@ def test_a_plan_restamps_nothing(kb, tmp_path, monkeypatch):
     plan = kb.ingest([folder], "en", plan=True)
     assert plan.documents["unchanged"] == 1, plan.to_json()
     assert _rows(kb, "en") == before  # the old source hash too
+
+
+def test_after_sentences_2_the_next_ingest_cuts_at_ascii_marks_between_cjk_and_restamps_the_rest(
+    kb, tmp_path, monkeypatch
+):
+    docs = {"ask.md": "# 質問\n\n" + "".join(ASCII_MARKED) + "\n", **DOCS}
+    folder = write_folder(tmp_path, "ask", docs)
+    with monkeypatch.context() as m:  # the splitter and the source hash of session 42
+        m.setattr(chunk, "_SENTENCE_END", _SENTENCES_2)
+        m.setattr(chunk, "SENTENCE_ENDS", "sentences-2")
+        first = kb.ingest([folder], "ask", verify=False)
+    assert first.documents["new"] == 3, first.to_json()
+    before = _rows(kb, "ask")
+    assert [t for _, _, _, _, t, _ in before["ask.md"][:-1] if not t.endswith(("?", "!"))]  # cut mid-sentence
+    size = kb.settings.profile("hash-384").chunk.size
+
+    again = kb.ingest([folder], "ask")
+    assert again.verify is not None and again.verify["ok"], again.to_json()
+    assert again.documents["unchanged"] == 3 and again.documents["changed"] == 0, again.to_json()
+    after = _rows(kb, "ask")
+    for name in ("en.md", "zh.md"):  # no ASCII mark between CJK characters: not read again, restamped
+        assert [r[1:] for r in after[name]] == [r[1:] for r in before[name]], name
+        assert {r[0] for r in after[name]} != {r[0] for r in before[name]}, name
+    ask = after["ask.md"]
+    assert all(t.endswith(("?", "!")) and len(t) <= size for _, _, _, _, t, _ in ask)
+    assert [r[1:] for r in ask] != [r[1:] for r in before["ask.md"]]
+    assert 0 < again.chunks["embedded"] <= len(ask), again.to_json()
+
+    third = kb.ingest([folder], "ask", verify=False)
+    assert third.documents["unchanged"] == 3 and third.chunks["embedded"] == 0, third.to_json()
+    assert _rows(kb, "ask") == after

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kbctl.chunk import chunk_document, split_sentences
@@ -160,6 +160,12 @@ def test_japanese_sentences_end_at_fullwidth_marks_with_no_space_after_them():
     assert [v[s:e] for s, e in split_sentences(v)] == ["版本３．５を使う。", "次"]
 
 
+# The sentence ends of session 42 ("sentences-2"): those and the unspaced stops, with no space needed.
+_SENTENCES_2 = _SPACED_END + r"|(?<=[。｡！？．])(?![。｡！？．」』）〕】〉》”’\"')\]0-9０-９])\s*"
+# An ASCII ? or ! before a CJK character, a space between or not: where sentences-3 may cut otherwise.
+_MARK_BEFORE_CJK = r"[!?]\s*[\u3041-\u30ff\u4e00-\u9fff\uac00-\ud7a3]"
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_characters="。！？．｡", max_codepoint=0x3100), max_size=300))
 def test_text_without_a_cjk_sentence_end_is_split_as_before(text):
@@ -167,6 +173,7 @@ def test_text_without_a_cjk_sentence_end_is_split_as_before(text):
 
     import kbctl.chunk as chunk
 
+    assume(not re.search(_MARK_BEFORE_CJK, text))
     new = split_sentences(text)
     old = chunk._SENTENCE_END
     try:
@@ -202,3 +209,48 @@ def test_latin_script_chunks_are_byte_identical_to_the_spaced_rule(monkeypatch):
     monkeypatch.setattr(chunk, "_SENTENCE_END", re.compile(_SPACED_END))
     assert {name: chunks(name) for name in now} == now
     assert all(len(v) > 20 for v in now.values())
+
+
+def test_ascii_question_and_exclamation_marks_end_a_sentence_between_cjk_characters():
+    """``本当?次の文``: an ASCII ``?`` or ``!`` written in Chinese, Japanese or Korean text with no
+    space after it ended no sentence (ASCII marks wanted a space and a capital or digit after them).
+    It ends one where a CJK character follows (a space between or not) and one precedes it, so
+    English, URLs and a name such as ``Yahoo!ニュース`` are read as before."""
+    cases = {
+        "本当?次の文": ["本当?", "次の文"],
+        "すごい!明日も来る?はい": ["すごい!", "明日も来る?", "はい"],
+        "本当?!次の文": ["本当?!", "次の文"],
+        "本当? 次の文": ["本当?", "次の文"],
+        "정말?다음 문장": ["정말?", "다음 문장"],
+        "真的吗?是的!": ["真的吗?", "是的!"],
+    }
+    for text, want in cases.items():
+        assert [text[s:e] for s, e in split_sentences(text)] == want, text
+    for text in (
+        "Use e.g.?x or http://example.com/a?b=1&c!d here",
+        "Is it?ok, wow!great",
+        "Yahoo!ニュースを見た",
+        "What?東京",
+        "本当?」と聞いた",
+        '本当?"次',
+    ):
+        assert [text[s:e] for s, e in split_sentences(text)] == [text], text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from('本当次の文あア한? !.。？」"Ab1 \n'), max_size=80))
+def test_text_without_an_ascii_mark_before_cjk_is_split_as_sentences_2_split_it(text):
+    """What session 43 added ends a sentence only at an ASCII ``?``/``!`` before a CJK character:
+    text without one is split as session 42's splitter split it (so its stored chunks are kept)."""
+    import re
+
+    import kbctl.chunk as chunk
+
+    assume(not re.search(_MARK_BEFORE_CJK, text))
+    new = split_sentences(text)
+    old = chunk._SENTENCE_END
+    try:
+        chunk._SENTENCE_END = re.compile(_SENTENCES_2)
+        assert split_sentences(text) == new
+    finally:
+        chunk._SENTENCE_END = old
