@@ -39,8 +39,9 @@ class Generations(Part):
         profile's ``storage``): every chunk gets a vector, from the embed cache or the model. Without
         ``profile``, ``storage`` asks for the namespace's own profile (the one its active generation
         serves) stored so, and neither resumes the shadow being built. ``plan``: what it would embed,
-        and how long."""
-        self.session.writing()
+        and how long; a read, it makes no tenant (nor anything else)."""
+        if not plan:
+            self.session.writing()
         from ..ingest import reembed as gen
 
         conn = self._conn()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -68,47 +69,59 @@ class Ingestion(Part):
         ``workers``, the items go to the run's work queue and ``workers`` local ``kbctl worker``
         processes (0: none, only workers started elsewhere) store them, each item leased for
         ``lease`` seconds (``kbctl.ingest.workers``); this call waits and closes the run.
-        """
-        self.session.writing()
-        from ..extract.options import ExtractOptions
-        from ..ingest.pipeline import IngestOptions, IngestRun
-        from ..sources.options import FetchOptions  # a bad [fetch] table fails here, before the run starts
 
-        conn = self._conn()
-        prof = self.kb.namespaces.profile_for(namespace, profile)
-        fetch_opts = FetchOptions.from_config(self.settings.fetch, follow_symlinks=follow_symlinks)
-        extract_opts = ExtractOptions.from_config(self.settings.extract)
-        if plan:  # creates nothing, but refuses what the run would refuse: a profile other than the pin
-            ns = get_namespace(conn, namespace, self.tenant, required=False) or self.kb.namespaces.placeholder(
-                namespace, prof
+        A ``plan`` writes nothing and makes nothing, not even the tenant a run would make (embedded,
+        on its first write): it reads such a tenant as one with no rows, and its report's notes say
+        that the run would make it (``Session.planning``).
+        """
+        with contextlib.ExitStack() as stack:
+            if plan:
+                stack.enter_context(self.session.planning())
+            else:
+                self.session.writing()
+            from ..extract.options import ExtractOptions
+            from ..ingest.pipeline import IngestOptions, IngestRun
+            from ..sources.options import FetchOptions  # a bad [fetch] table fails here, before the run starts
+
+            conn = self._conn()
+            prof = self.kb.namespaces.profile_for(namespace, profile)
+            fetch_opts = FetchOptions.from_config(self.settings.fetch, follow_symlinks=follow_symlinks)
+            extract_opts = ExtractOptions.from_config(self.settings.extract)
+            if plan:  # creates nothing, but refuses what the run would refuse: a profile other than the pin
+                ns = get_namespace(conn, namespace, self.tenant, required=False) or self.kb.namespaces.placeholder(
+                    namespace, prof
+                )
+                check_pin(ns, prof, conn)
+            else:
+                made = get_namespace(conn, namespace, self.tenant, required=False) is None
+                ns = ensure_namespace(conn, namespace, self.tenant, prof)
+            opts = IngestOptions(tuple(include), tuple(exclude), sync, plan, no_wait, follow_links)
+            req = IngestRun(
+                ns,
+                prof,
+                targets=tuple(targets),
+                options=opts,
+                fetch_options=fetch_opts,
+                extract_options=extract_opts,
+                stdin=stdin,
+                feed_state=_DbFeedState,
+                retry_failed=retry_failed,
+                verify=verify,
+                progress=progress,
+                acl=self._acl_policy(namespace),
             )
-            check_pin(ns, prof, conn)
-        else:
-            made = get_namespace(conn, namespace, self.tenant, required=False) is None
-            ns = ensure_namespace(conn, namespace, self.tenant, prof)
-        opts = IngestOptions(tuple(include), tuple(exclude), sync, plan, no_wait, follow_links)
-        req = IngestRun(
-            ns,
-            prof,
-            targets=tuple(targets),
-            options=opts,
-            fetch_options=fetch_opts,
-            extract_options=extract_opts,
-            stdin=stdin,
-            feed_state=_DbFeedState,
-            retry_failed=retry_failed,
-            verify=verify,
-            progress=progress,
-            acl=self._acl_policy(namespace),
-        )
-        if workers is not None:
-            req = self._distributed(req, workers, lease, fetch_opts)
-        try:
-            return self._run(conn, req, profile)
-        except BaseException:
-            if not plan and made:
-                _forget_if_untouched(conn, ns)
-            raise
+            if workers is not None:
+                req = self._distributed(req, workers, lease, fetch_opts)
+            try:
+                report = self._run(conn, req, profile)
+            except BaseException:
+                if not plan and made:
+                    _forget_if_untouched(conn, ns)
+                raise
+            if self.session.unmade:  # read as no tenant's (a plan): say what the run would make
+                notes = report.details.setdefault("notes", [])
+                notes.append(f"tenant {self.tenant!r} does not exist yet: the ingest would create it")
+            return report
 
     def _distributed(self, req, workers: int, lease: float, fetch_opts):
         """``req`` stored through the work queue by ``workers`` local worker processes."""

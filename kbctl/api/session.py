@@ -37,6 +37,7 @@ class Session:
         self.role: str | None = None  # this tenant's role, once looked up
         self.owner: Any = None  # the login's connection (``owner_connection``), once open
         self.writes = False  # a verb that writes was called (``writing``): embedded, it makes the tenant
+        self.plans = False  # inside ``planning``: nothing is made, a tenant not made yet is read as none
 
     @property
     def tenant(self) -> str:
@@ -71,6 +72,27 @@ class Session:
         never makes one: a name not registered (a typo: ``--tenant acmee``) is a ``TenantNotFound``."""
         self.writes = True
 
+    @contextlib.contextmanager
+    def planning(self) -> Iterator[None]:
+        """A plan inside the block (``kbctl ingest --plan``): it writes nothing, so it makes no tenant,
+        even where the run would (embedded). A tenant not made yet is read as no tenant's role
+        (``kbctl.store.tenants.role_to_plan``: it sees no rows, as the tenant once made holds none;
+        ``unmade`` says so); a read's refusals hold otherwise (a deleted tenant, one never made by
+        DSN). The connections opened acting as no tenant are closed at the block's end: the
+        session's next verb looks the tenant's role up again (and a run makes it)."""
+        self.plans = True
+        try:
+            yield
+        finally:
+            self.plans = False
+            if self.unmade:
+                self.close()
+
+    @property
+    def unmade(self) -> bool:
+        """Whether a plan reads this tenant as not made yet (``planning``)."""
+        return self.role == tenants.NO_TENANT
+
     def tenant_connection(self):
         """A new connection acting as this tenant's role (the ingest lookup's, the search engine's sides)."""
         conn = self.db.connect()
@@ -88,7 +110,9 @@ class Session:
         (``writing``); with a DSN, and for a read, it must exist (``kbctl tenants create``). A deleted tenant is never made again here, embedded or not: a
         ``TenantNotFound`` until ``kbctl tenants create`` (``kbctl.store.tenants.role_for_use``).
         """
-        if self.role is None:
+        if self.role is None and self.plans:
+            self.role = tenants.role_to_plan(conn, self.tenant, create=self.db.embedded)
+        elif self.role is None:
             self.role = tenants.role_for_use(conn, self.tenant, create=self.writes and self.db.embedded)
         tenants.enter(conn, self.role)
 

@@ -74,6 +74,8 @@ def ingest(
     finally:
         finish()
     _summary(report, json_ or not sys.stdout.isatty())
+    for note in report.details.get("notes", []):  # a plan's: the tenant the run would make
+        warn(note)
     if report.errors and report.plan:  # a plan records nothing: `kbctl errors` would show another run's
         warn(f"{len(report.errors)} item(s) would fail; listed in the plan, not recorded (a plan writes nothing)")
     elif report.errors:

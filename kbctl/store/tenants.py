@@ -26,6 +26,8 @@ from .roles import as_owner, as_role, deleted, enter
 __all__ = [
     "create_tenant",
     "role_for_use",
+    "role_to_plan",
+    "NO_TENANT",
     "deleted_at",
     "deleted",
     "tenant_role",
@@ -60,6 +62,24 @@ def role_for_use(conn: Conn, tenant: str, *, create: bool) -> str:
             raise deleted(tenant)
         raise TenantNotFound(f"tenant {tenant!r} does not exist", hint=_known(conn, tenant))
     return _made(conn, tenant, again=False)
+
+
+# The role every tenant's role is a member of (migration 009: it holds the table privileges) and that
+# is no tenant's: ``kbctl.current_tenant()`` is NULL for it, so every policy shows it no rows.
+NO_TENANT = "kbctl_tenant"
+
+
+def role_to_plan(conn: Conn, tenant: str, *, create: bool) -> str:
+    """The role a plan (``kbctl ingest --plan``) of ``tenant`` reads as, making nothing: the
+    registered tenant's; for one its first use would make (``create``: embedded, never made, not
+    deleted), ``NO_TENANT``, which sees no rows, as the tenant once made holds none. Else refused as
+    ``role_for_use`` refuses a read (``TenantNotFound``)."""
+    role = tenant_role(conn, tenant)
+    if role is not None:
+        return role
+    if create and deleted_at(conn, tenant) is None:
+        return NO_TENANT
+    return role_for_use(conn, tenant, create=False)
 
 
 def _known(conn: Conn, tenant: str) -> str:

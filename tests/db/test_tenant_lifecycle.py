@@ -5,6 +5,7 @@ only ``kbctl tenants create`` does (docs/hardening.md, "A deleted tenant stays d
 
 from __future__ import annotations
 
+import json
 import time
 
 import psycopg
@@ -256,6 +257,42 @@ def test_a_read_of_a_tenant_never_made_is_refused_and_makes_nothing(kb, cli, ten
     assert typo in _registered(kb)
     assert cli("stats", tenant_override=typo).returncode == 0
     kb.delete_tenant(typo)
+
+
+@pytest.mark.embedded_only  # with a DSN no use makes a tenant: a plan of one never made is refused as a read
+def test_a_plan_of_a_tenant_never_made_makes_nothing(kb, cli, tenant, tmp_path):
+    """``kbctl --tenant NEWT ingest --plan FOLDER -n docs`` registered NEWT (role and all): the plan
+    said writing() as the run does. A plan writes nothing: it reads as no tenant (every document
+    new), says the tenant would be made, and leaves no tenant, role, namespace or run behind;
+    ``reembed --plan`` of it is refused as a read is. The run itself still makes the tenant."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name in ("refunds.md", "invoices.md"):
+        (folder / name).write_text(f"# {name}\n\nHow {name[:-3]} are handled, in full.\n")
+    kb.create_namespace("docs")  # the suite's own tenant has a namespace of that name: not read
+    newt = "x" + tenant
+    p = cli("ingest", "--plan", str(folder), "-n", "docs", "-p", "hash-384", "--json", tenant_override=newt)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["plan"] is True and out["run_id"] is None
+    assert out["documents"] == dict(new=2, changed=0, unchanged=0, removed=0, failed=0)
+    assert out["notes"] == [f"tenant {newt!r} does not exist yet: the ingest would create it"]
+    assert f"tenant {newt!r} does not exist yet" in p.stderr.decode()
+    assert newt not in _registered(kb) and _roles(kb, "kbctl_t_" + newt) == 0
+    r = cli("reembed", "docs", "--profile", "hash-384", "--plan", tenant_override=newt)
+    assert r.returncode == 2 and r.stderr.decode().startswith(f"error: tenant {newt!r} does not exist"), r.stderr
+    assert newt not in _registered(kb) and _roles(kb, "kbctl_t_" + newt) == 0
+    with kbctl.open(home=kb.settings.database.home, tenant=newt, profile="hash-384") as k:
+        planned = k.ingest([str(folder)], "docs", plan=True, verify=False)
+        assert planned.documents["new"] == 2 and newt not in _registered(kb)
+        done = k.ingest([str(folder)], "docs", verify=False)  # the same session: now as the tenant made
+        assert done.run_id is not None and done.documents["new"] == 2 and "notes" not in done.to_json()
+        assert newt in _registered(kb)
+        again = k.ingest([str(folder)], "docs", plan=True, verify=False)
+        assert again.documents["unchanged"] == 2 and "notes" not in again.to_json()
+    kb.delete_tenant(newt)
+    gone = cli("ingest", "--plan", str(folder), "-n", "docs", tenant_override=newt)
+    assert gone.returncode == 2 and gone.stderr.decode().startswith(f"error: tenant {newt!r} was deleted"), gone.stderr
 
 
 def test_a_token_is_looked_up_as_the_login_whatever_became_of_the_tenant_asking(kb_home, tenant):
