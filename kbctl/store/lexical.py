@@ -128,13 +128,13 @@ def tail_chunks(conn: Conn, ns_id: int, limit: int) -> int:
     return int(scalar(conn.execute(query("lexical/tail_chunks"), (ns_id, mark, limit))))
 
 
-def maintain(conn: Conn, ns_id: int, *, lacking: bool | None = None, tenant: str | None = None) -> dict | None:
+def maintain(conn: Conn, ns_id: int, *, tenant: str, lacking: bool | None = None) -> dict | None:
     """After an ingest: pack the tail once it holds ``PACK_MIN`` chunks, and merge the segments
     after the first when there are more than ``MAX_SEGMENTS``. A namespace with a segment packed
     before migration 017 (no forward index, so feedback reads its candidates' postings) is packed
     again whole, once, as ``kbctl db optimize`` would (``lacking``: ``lacks_forward``'s answer, when
-    the caller asked it already). None when nothing was due. ``tenant``: the namespace's (see
-    ``pack``)."""
+    the caller asked it already). None when nothing was due. ``tenant``: the namespace's, required
+    (see ``pack``)."""
     with tenant_gone_said(conn, tenant):
         if lacks_forward(conn, ns_id) if lacking is None else lacking:
             return repack(conn, ns_id, tenant=tenant)
@@ -150,10 +150,10 @@ def lacks_forward(conn: Conn, ns_id: int) -> bool:
     return any(s[6] is None for s in forward_segments(conn, [ns_id]))
 
 
-def repack(conn: Conn, ns_id: int, *, tenant: str | None = None) -> dict | None:
+def repack(conn: Conn, ns_id: int, *, tenant: str) -> dict | None:
     """Rewrite the namespace's segments as one, without the chunks deleted since (``kbctl db
     optimize``); a namespace under ``PACK_MIN`` chunks loses its segments. None when it has none
-    and is too small to pack. ``tenant``: the namespace's (see ``pack``)."""
+    and is too small to pack. ``tenant``: the namespace's, required (see ``pack``)."""
     with tenant_gone_said(conn, tenant):
         small = int(scalar(conn.execute(query("lexical/tail_chunks"), (ns_id, _NONE, PACK_MIN)))) < PACK_MIN
         if small:
@@ -163,21 +163,21 @@ def repack(conn: Conn, ns_id: int, *, tenant: str | None = None) -> dict | None:
         return pack(conn, ns_id, keep=0, tenant=tenant)
 
 
-def pack(conn: Conn, ns_id: int, *, keep: int | None = None, tenant: str | None = None) -> dict:
+def pack(conn: Conn, ns_id: int, *, tenant: str, keep: int | None = None) -> dict:
     """Pack the namespace's unpacked chunks into a new segment; with ``keep``, every segment after
     the first ``keep`` (0: all of them) is replaced: their chunks are packed again, into one. The
     arrays hold tf and dl, not scores: any BM25 parameters and statistics score them. One transaction, under the namespace's ingest lock (taken at transaction level:
     an ingest holding it on this session passes, another session's waits). Returns {"segment",
     "chunks", "postings"} (segment None when there was nothing to pack).
 
-    With ``tenant`` (the namespace's), the tenant's lock is taken shared with the write lock, as
-    every writer of its documents takes it, and the tenant must still be registered: a pack is
-    wholly before the tenant's delete or refused after it (``TenantNotFound``)."""
+    ``tenant`` (the namespace's) is required: its lock is taken shared with the write lock, as
+    every writer of its documents takes it, and the tenant must still be registered, so a pack is
+    wholly before the tenant's delete or refused after it (``TenantNotFound``). (Optional once, it
+    was left out by callers that knew no tenant, and their packs ran through a delete unlocked.)"""
     with tenant_gone_said(conn, tenant), conn.transaction():
         conn.execute(query("lexical/lock"), (LOCK_CLASS, ns_id))
         write_lock(conn, ns_id, tenant)  # workers write without the ingest lock: none is mid-write now
-        if tenant is not None:
-            check_registered(conn, tenant)  # a delete that was first took the namespace with it
+        check_registered(conn, tenant)  # a delete that was first took the namespace with it
         have = segments(conn, [ns_id])
         kept = have if keep is None else have[:keep]
         after = kept[-1].segment if kept else 0  # segments numbered above this are replaced

@@ -48,9 +48,9 @@ def corpus(kb_home, tenant, tmp_path):
     kb.ingest_records(_records(range(0, 500), 1), NS, verify=False)
     conn = kb.connection()
     ns = kb.namespace(NS)
-    first = packed.pack(conn, ns.id)
+    first = packed.pack(conn, ns.id, tenant=ns.tenant)
     kb.ingest_records(_records(range(500, 800), 2), NS, verify=False)
-    second = packed.pack(conn, ns.id)
+    second = packed.pack(conn, ns.id, tenant=ns.tenant)
     kb.ingest_records(_records(range(800, 900), 3), NS, verify=False)  # the tail
     kb.ingest_records(_records(range(0, 500, 7), 4), NS, verify=False)  # replaced: dead chunks in segment 1
     assert first["segment"] == 1 and second["segment"] == 2 and first["chunks"] >= 500
@@ -175,7 +175,7 @@ def test_common_terms_rows_are_held_in_memory_and_a_repack_is_noticed(corpus, mo
     second: dict = {}
     _same([(h.chunk_id, h.score) for h in lexical_lane(conn, [ns], terms, 20, (), profile, info=second)], want)
     assert second["packed"]["held"] == 4  # two common terms in two segments
-    packed.pack(conn, ns.id, keep=0)  # one new segment; the held rows are of the two replaced
+    packed.pack(conn, ns.id, tenant=ns.tenant, keep=0)  # one new segment; the held rows are of the two replaced
     third: dict = {}
     got = [(h.chunk_id, h.score) for h in lexical_lane(conn, [ns], terms, 20, (), profile, info=third)]
     assert third["packed"]["held"] == 0 and third["packed"]["reread"] == 2 and third["packed"]["segments"] == 1
@@ -195,7 +195,7 @@ def test_a_full_repack_drops_the_dead_and_keeps_the_ranking(corpus):
     profile = kb.namespaces.profile_for(NS, None)
     terms = {"w002": 1.0, "w010": 1.0, "w040": 1.0}
     before = [(h.chunk_id, h.score) for h in lexical_lane(conn, [ns], terms, 20, (), profile)]
-    out = packed.pack(conn, ns.id, keep=0)
+    out = packed.pack(conn, ns.id, tenant=ns.tenant, keep=0)
     live = conn.execute("SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,)).fetchone()[0]
     assert out["chunks"] == live and [s.segment for s in packed.segments(conn, [ns.id])] == [out["segment"]]
     info: dict = {}
@@ -219,7 +219,7 @@ def test_a_namespace_repacked_while_a_query_ran_is_scored_from_its_postings(corp
     profile = kb.namespaces.profile_for(NS, None)
     terms = {"w001": 1.0, "w007": 1.0, "w030": 0.5}
     stale = packed.plan(conn, [ns.id], list(terms))
-    packed.pack(conn, ns.id, keep=0)
+    packed.pack(conn, ns.id, tenant=ns.tenant, keep=0)
     assert [s.segment for s in packed.segments(conn, [ns.id])] == [3]  # 1 and 2 replaced; numbers are not reused
     monkeypatch.setattr(packed, "plan", lambda *a, **kw: stale)
     termarrays.clear_cache()
@@ -243,7 +243,7 @@ def test_a_pack_plans_with_the_postings_tables_real_size(corpus):
 
     with conn.transaction(), as_owner(conn):
         conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 0 WHERE oid = 'kbctl.lexical_postings'::regclass")
-    packed.pack(conn, ns.id)
+    packed.pack(conn, ns.id, tenant=ns.tenant)
     rows = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'kbctl.lexical_postings'::regclass").fetchone()[0]
     mine = conn.execute("SELECT count(*) FROM kbctl.lexical_postings WHERE namespace_id = %s", (ns.id,)).fetchone()[0]
     assert rows >= 0.5 * mine, (rows, mine)

@@ -62,7 +62,7 @@ def test_with_the_forward_cache_off_feedback_scores_the_same_from_the_statement(
 
     with _banded(kb_home, tenant, tmp_path, 0.0, 1.0) as kb:  # every query takes feedback
         ns = _write(kb, "cache_forward", MANY)
-        packed.pack(kb.connection(), ns.id)
+        packed.pack(kb.connection(), ns.id, tenant=ns.tenant)
         forward.clear_cache()
         q = "refund payment bank"
         on = kb.search(q, "cache_forward", mode="hybrid", k=12)
@@ -88,7 +88,8 @@ def test_segment_limits_keep_one_segment_or_none(kb_home, tenant, tmp_path):
         conn = kb.connection()
         names = ("cache_seg_a", "cache_seg_b")
         for name in names:
-            packed.pack(conn, _write(kb, name, MANY).id)
+            ns = _write(kb, name, MANY)
+            packed.pack(conn, ns.id, tenant=ns.tenant)
         ids = [kb.namespaces.get(name).id for name in names]
         termarrays.clear_cache()
         for name in names:

@@ -253,7 +253,7 @@ def test_forward_index_scores_equal_the_statement_and_leave_the_tail(kb):
 
     ns = _write(kb, "fb_forward", MANY[:8])
     conn = kb.connection()
-    packed.pack(conn, ns.id)
+    packed.pack(conn, ns.id, tenant=ns.tenant)
     _write(kb, "fb_forward", MANY[8:])  # the tail: not packed
     forward.clear_cache()
     prof = kb.settings.profile("hash-384")
@@ -282,7 +282,7 @@ def test_forward_index_gives_the_feedback_postings_the_table_holds(kb):
 
     ns = _write(kb, "fb_forward_rows", MANY[:8])
     conn = kb.connection()
-    packed.pack(conn, ns.id)
+    packed.pack(conn, ns.id, tenant=ns.tenant)
     _write(kb, "fb_forward_rows", MANY[8:])
     forward.clear_cache()
     keys = [
@@ -306,7 +306,7 @@ def test_a_large_forward_index_is_read_in_the_background(kb, monkeypatch):
 
     ns = _write(kb, "fb_forward_bg", MANY)
     conn = kb.connection()
-    packed.pack(conn, ns.id)
+    packed.pack(conn, ns.id, tenant=ns.tenant)
     forward.clear_cache()
     monkeypatch.setattr(forward, "SYNC_BYTES", 0)
     n, total = store.lexical_stats(conn, [ns.id])
@@ -344,7 +344,7 @@ def test_a_segment_packed_before_the_forward_index_gets_one_after_the_next_inges
     monkeypatch.setattr(packed, "PACK_MIN", 1)  # the fixture is small; a namespace this size keeps a segment
     ns = _write(kb, "fb_upgrade", MANY)
     conn = kb.connection()
-    packed.pack(conn, ns.id)
+    packed.pack(conn, ns.id, tenant=ns.tenant)
     conn.execute("DELETE FROM kbctl.lexical_forward WHERE namespace_id = %s", (ns.id,))  # as before 017
     assert [s[6] for s in packed.forward_segments(conn, [ns.id])] == [None]
     doc = tmp_path / "new.md"
@@ -355,7 +355,7 @@ def test_a_segment_packed_before_the_forward_index_gets_one_after_the_next_inges
     assert [d["namespace"] for e, d in events if e == "repacking"] == ["fb_upgrade"]
     segs = packed.forward_segments(conn, [ns.id])
     assert segs and all(s[6] is not None and s[6] > 0 for s in segs)
-    assert packed.maintain(conn, ns.id) is None  # done once: nothing due now
+    assert packed.maintain(conn, ns.id, tenant=ns.tenant) is None  # done once: nothing due now
     events.clear()
     doc.write_text("# New\n\nA refund note written after the upgrade, changed.\n")
     kb.ingest([str(doc)], namespace="fb_upgrade", progress=lambda e, d: events.append((e, d)))
@@ -403,7 +403,7 @@ def test_closing_during_a_background_read_cancels_it_and_exits_cleanly(kb, kb_ho
     from kbctl.store import lexical as packed
 
     ns = _write(kb, "fb_forward_close", MANY)
-    packed.pack(kb.connection(), ns.id)
+    packed.pack(kb.connection(), ns.id, tenant=ns.tenant)
     t0 = time.perf_counter()
     closed = _closed_in(_CLOSE_DURING_READ, "closed in ", str(kb_home), tenant, ns.name)
     assert closed < 3.0, f"close waited for the whole read ({closed} s)"
@@ -472,7 +472,7 @@ def test_closing_a_session_whose_read_waits_for_another_does_not_wait_for_it(kb,
 
     for name in ("fb_forward_wait_a", "fb_forward_wait_b"):
         ns = _write(kb, name, MANY)
-        packed.pack(kb.connection(), ns.id)
+        packed.pack(kb.connection(), ns.id, tenant=ns.tenant)
     closed = _closed_in(
         _CLOSE_WHILE_WAITING, "b closed in ", str(kb_home), tenant, "fb_forward_wait_a", "fb_forward_wait_b"
     )
@@ -490,7 +490,7 @@ def test_cancelling_a_request_leaves_the_background_read_alone(kb, monkeypatch):
 
     ns = _write(kb, "fb_forward_cancel", MANY)
     conn = kb.connection()
-    packed.pack(conn, ns.id)
+    packed.pack(conn, ns.id, tenant=ns.tenant)
     forward.clear_cache()
     monkeypatch.setattr(forward, "SYNC_BYTES", 0)
     read = packed.forward

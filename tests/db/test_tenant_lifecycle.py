@@ -440,6 +440,30 @@ def test_the_lexical_packer_of_a_deleted_tenant_says_the_tenant_was_deleted(kb_h
         admin.delete_tenant(admin.tenant)
 
 
+def test_every_call_of_the_lexical_packer_takes_its_tenants_lock(kb_home, tenant):
+    """``lexical.pack``, ``repack`` and ``maintain`` took the tenant's lock only when given
+    ``tenant=``: called without it (as the tests and a bench did), a pack neither waited for the
+    tenant's delete nor said the tenant was deleted. The tenant is required now; a pack racing the
+    delete waits for it and is refused, as every writer of the tenant's documents is."""
+    from kbctl.store import lexical
+
+    with (
+        kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as k,
+        kbctl.open(home=kb_home, tenant=tenant + "_admin", profile="hash-384") as admin,
+    ):
+        k.ingest_records([{"id": "a", "title": "a", "text": "a refund policy"}], "docs", verify=False)
+        conn = k.connection()
+        ns_id = k.namespace("docs").id
+        for unlocked in (lexical.pack, lexical.repack, lexical.maintain):
+            with pytest.raises(TypeError, match="tenant"):
+                unlocked(conn, ns_id)  # type: ignore[call-arg]
+        results = _delete_racing(admin, tenant, "pack", lambda: lexical.pack(conn, ns_id, tenant=tenant))
+        assert isinstance(results["delete"], dict) and results["delete"]["namespaces"] == 1, results
+        assert isinstance(results["pack"], TenantNotFound), results
+        assert results["pack"].message == f"tenant {tenant!r} was deleted"
+        admin.delete_tenant(admin.tenant)
+
+
 def test_an_ingest_whose_tenant_is_deleted_before_its_lexical_pass_says_the_tenant_was_deleted(
     kb_home, tenant, monkeypatch
 ):

@@ -41,7 +41,7 @@ def _fill(kb: kbctl.KnowledgeBase, tmp_path, tag: str) -> None:
         "INSERT INTO kbctl.run_items (namespace_id, run_id, item, target) VALUES (%s, %s, 0, %s)",
         (ns.id, run_id, str(d / "a.md")),
     )
-    lexical.pack(conn, ns.id)  # packed postings (a real namespace has PACK_MIN chunks)
+    lexical.pack(conn, ns.id, tenant=ns.tenant)  # packed postings (a real namespace has PACK_MIN chunks)
     kb.settings = kb.settings.with_overrides({"audit.enabled": True, "agents.bot": {}})
     result = kb.search("refunds", "docs", principal=Principal.parse("user:u1", ()))
     kb.create_agent_token("bot")
