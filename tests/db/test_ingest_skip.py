@@ -341,6 +341,45 @@ def test_kept_documents_neither_read_their_vectors_back_nor_rewrite_chunks_whose
     assert {c: after[c] for c in rows} == rows  # no kept chunk row written again
 
 
+def _row_versions(kb, name: str) -> dict[str, str]:
+    """Per document URI, the transaction that wrote its row's current version (``xmin``)."""
+    ns = kb.namespace(name)
+    rows = kb.connection().execute("SELECT uri, xmin::text FROM kbctl.documents WHERE namespace_id = %s", (ns.id,))
+    return {uri: x for uri, x in rows}
+
+
+def test_a_polled_feed_rewrites_no_chunk_of_an_entry_whose_feed_facts_did_not_change(kb, tmp_path):
+    """A feed polled by cron: the same bytes write no row at all; bytes that changed while the facts
+    its entries carry (the feed file's size and mtime) did not leave the chunk rows of the unchanged
+    entries as they were (only their document rows take the feed's new hash); facts that changed are
+    written into every kept entry's chunks, where a metadata filter finds them."""
+    import os
+
+    feeds, feed = _feed(tmp_path)
+    kb.ingest([str(feeds)], "news", verify=False)
+    chunks, docs = _chunk_versions(kb, "news"), _row_versions(kb, "news")
+    again = kb.ingest([str(feeds)], "news", verify=False)
+    assert again.documents["unchanged"] == 3, again.to_json()
+    assert (_chunk_versions(kb, "news"), _row_versions(kb, "news")) == (chunks, docs)  # nothing written
+
+    st = feed.stat()  # entry 2's text edited, the file's size and mtime as they were
+    feed.write_text(_rss([1, 2, 3]).replace("quaffle2", "quaffleZ"))
+    os.utime(feed, ns=(st.st_atime_ns, st.st_mtime_ns))
+    edited = kb.ingest([str(feeds)], "news", verify=False)
+    assert edited.documents == {"new": 0, "changed": 1, "unchanged": 2, "removed": 0, "failed": 0}, edited.to_json()
+    ids, after = _ids(kb, "news"), _chunk_versions(kb, "news")
+    kept = {c for uri, (_, cids, _) in ids.items() if not uri.endswith("#entry-2") for c in cids}
+    assert len(kept) == 2 and {c: after[c] for c in kept} == {c: chunks[c] for c in kept}
+
+    feed.write_text(_rss([4, 1, 2, 3]).replace("quaffle2", "quaffleZ"))  # a new entry: every entry has the new size
+    gained = kb.ingest([str(feeds)], "news", verify=False)
+    assert gained.documents["unchanged"] == 3 and gained.documents["new"] == 1, gained.to_json()
+    assert all(_chunk_versions(kb, "news")[c] != after[c] for c in kept)
+    size = feed.stat().st_size
+    hits = kb.search("", "news", k=10, filters=[f"size={size}"]).hits
+    assert len(hits) == 4 and all(h.metadata["size"] == size for h in hits), [h.metadata.get("size") for h in hits]
+
+
 def test_a_document_not_kept_under_the_lock_gets_its_vectors_from_the_model_when_the_store_has_none(
     kb, tmp_path, monkeypatch
 ):
