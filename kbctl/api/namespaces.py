@@ -14,6 +14,7 @@ from ..store import (
     rebind_namespace,
     tenants,
 )
+from ..store.namespaces import find_profile
 from ..store.reading import namespace_names
 from ._boundary import Part, psycopg_boundary
 from .handle import NamespaceHandle
@@ -113,7 +114,19 @@ class Namespaces(Part):
         return gen.as_generation(ns, g)
 
     def placeholder(self, name: str, prof: Profile) -> Namespace:
-        """What an ingest plan reads for a namespace not created yet."""
-        return Namespace(  # its analyzer: the current version, the one it will be created with
-            -1, self.tenant, name, -1, prof.name, prof.fingerprint, prof.model, prof.dimension, prof.distance
+        """What an ingest plan reads for a namespace not created yet: the profile as recorded (the
+        embed cache's vectors are looked up under its id, as the run's are; -1 when it is not), the
+        storage and the analyzer version it will be created with."""
+        pid = find_profile(self._conn(), prof.fingerprint)
+        return Namespace(
+            -1,
+            self.tenant,
+            name,
+            -1 if pid is None else pid,
+            prof.name,
+            prof.fingerprint,
+            prof.model,
+            prof.dimension,
+            prof.distance,
+            storage=prof.storage,
         )

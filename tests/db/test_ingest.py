@@ -368,6 +368,18 @@ def test_incremental_reingest_sync_and_plan(kb, tmp_path):
     assert kept.documents["removed"] == 0 and (corpus / "proration.md").as_uri() in _snapshot(conn, t, "inc")
 
 
+def test_a_plan_into_a_new_namespace_counts_the_vectors_the_embed_cache_holds_as_the_run_does(kb):
+    """A plan for a namespace not created yet looked chunk hashes up under no profile (its
+    placeholder's id -1), so it reported every chunk embedded (tokens to embed and all) while the
+    run itself reuses the vectors the tenant's embed cache holds for the profile."""
+    kb.ingest([str(BILLING)], namespace="first", verify=False)
+    plan = kb.ingest([str(BILLING)], namespace="second", plan=True)
+    assert "second" not in {n["name"] for n in kb.namespaces()}  # a plan creates nothing
+    run = kb.ingest([str(BILLING)], namespace="second", verify=False)
+    assert run.chunks["embedded"] == 0 and run.chunks["reused"] > 0, run.to_json()
+    assert plan.chunks == run.chunks and plan.tokens_to_embed == 0, (plan.to_json(), run.to_json())
+
+
 # -- the NDJSON pipe ----------------------------------------------------------------------------
 
 
