@@ -1,8 +1,9 @@
 """The one way a chunk gets a vector: the store's embed cache first, then the profile's model.
 
 ``Embedding`` serves one profile: ``cached`` looks chunk hashes up in the embed cache (a vector the
-profile made for the same text in any generation of the tenant), ``embed`` runs the model, loaded
-on the first text it has to read. ``vectors`` does both. ``DualWrites`` gives the namespace's other
+profile made for the same text in any generation of the tenant), ``held`` only asks which of them it
+holds (no vector read: a plan, the writer's check before the model runs), ``embed`` runs the model,
+loaded on the first text it has to read. ``vectors`` does both. ``DualWrites`` gives the namespace's other
 generations (a shadow being built, the previous one kept for rollback) their vectors for the
 chunks an ingest writes, each through its own ``Embedding``.
 
@@ -16,22 +17,24 @@ import threading
 from typing import Any, Callable, Iterable, Mapping
 
 from ..config import Profile
-from ..store import Namespace, cached_vectors
+from ..store import Namespace, cached_hashes, cached_vectors
 from ..store import generations as gstore
 from ..store.generations import Generation, stored_profile
 from ..types import Chunk
 
-__all__ = ["Embedding", "DualWrites", "Lookup", "store_lookup"]
+__all__ = ["Embedding", "DualWrites", "Lookup", "Held", "store_lookup", "store_held"]
 
 #: ``lookup(hashes) -> {hash: vector}``: the embed cache's vectors of these chunk hashes.
 Lookup = Callable[[Iterable[str]], Mapping[str, Any]]
+#: ``held(hashes) -> {hash}``: which of these chunk hashes the embed cache holds a vector of.
+Held = Callable[[Iterable[str]], set[str]]
 
 
 class Embedding:
     """The vectors of one profile for chunk texts, from the cache (``lookup``), else from the model."""
 
-    def __init__(self, profile: Profile, lookup: Lookup | None = None) -> None:
-        self.profile, self.lookup = profile, lookup
+    def __init__(self, profile: Profile, lookup: Lookup | None = None, held: Held | None = None) -> None:
+        self.profile, self.lookup, self._held = profile, lookup, held
         self._model: Any = None  # the Embedder, loaded when a text needs a vector
         self.embedded = 0  # texts the model read
         # One call at a time (the writer calls from a thread while it writes): two calls at once
@@ -41,6 +44,13 @@ class Embedding:
     def cached(self, hashes: Iterable[str]) -> dict[str, Any]:
         """``{hash: vector}`` of the hashes the cache holds a vector of this profile for."""
         return dict(self.lookup(hashes)) if self.lookup is not None else {}
+
+    def held(self, hashes: Iterable[str]) -> set[str]:
+        """The hashes ``cached`` would give a vector for, without reading the vectors when the cache
+        can say so (``held``)."""
+        if self._held is not None:
+            return self._held(hashes)
+        return set(self.cached(hashes))
 
     def embed(self, texts: Mapping[str, str]) -> dict[str, Any]:
         """``{hash: vector}`` of ``texts`` (``{hash: text}``), from the model."""
@@ -74,6 +84,11 @@ class Embedding:
 def store_lookup(conn, ns: Namespace, generation: Generation | None = None) -> Lookup:
     """The embed cache of ``ns``'s tenant for the profile of its active generation (or of ``generation``)."""
     return lambda hashes: cached_vectors(conn, ns, hashes, generation=generation)
+
+
+def store_held(conn, ns: Namespace, generation: Generation | None = None) -> Held:
+    """Which hashes ``store_lookup`` would find, asked without reading the vectors."""
+    return lambda hashes: cached_hashes(conn, ns, hashes, generation=generation)
 
 
 class DualWrites:

@@ -32,7 +32,7 @@ import psycopg
 from ..chunk import embed_text
 from ..config import Profile
 from ..errors import ConfigError, NamespaceNotFound, UsageError
-from ..store import Namespace, cached_vectors
+from ..store import Namespace, cached_hashes
 from ..store import generations as gstore
 from ..store.documents import check_present
 from ..store.generations import Generation, stored_profile
@@ -221,7 +221,7 @@ def _cached_count(conn, ns: Namespace, probe: Generation, target: Generation | N
     gid = target.id if target else -1
     hits, after = 0, 0
     while rows := gstore.missing_chunks(conn, ns.id, gid, after, 5000):
-        hits += len(cached_vectors(conn, ns, {r[1] for r in rows}, generation=probe))
+        hits += len(cached_hashes(conn, ns, {r[1] for r in rows}, generation=probe))  # no vector read
         after = rows[-1][0]
     return hits
 

@@ -63,7 +63,7 @@ from ..store.documents import keep_documents, restamp_sources, set_source_hash, 
 from ..store.stored import StoredVersion, stored_chunks, stored_versions
 from ..textutil.analyze import get_analyzer
 from ..types import Chunk, Document, EmbeddedChunk, ItemError
-from .embedding import DualWrites, Embedding, store_lookup
+from .embedding import DualWrites, Embedding, store_held, store_lookup
 from .items import PARTIAL, IngestRun, Item, LargeItem, Restamp, RunReport, SourceDone
 from .steps import ChunkFailed, batches, item_error
 
@@ -178,7 +178,8 @@ class Writer:
         # batches, the model's call (a Future) and the hashes it embeds (``flush``).
         self.staged: tuple[list, Future | None, set[str]] | None = None
         self.analyzer = get_analyzer(self.profile.lexical.language, self.ns.analyzer)  # the version it holds
-        self.embedding = Embedding(self.profile, store_lookup(conn, self.ns))  # the active generation's vectors
+        # the active generation's vectors (and which exist, asked without reading them)
+        self.embedding = Embedding(self.profile, store_lookup(conn, self.ns), store_held(conn, self.ns))
         self.claimed: dict[str, str] = {}  # document URI -> the source that produced it first in this run
         self.acl = run.acl or AclPolicy()  # the namespace's access settings
         self.dual = DualWrites(conn, self.ns, self.profile)  # a shadow's (and the previous generation's) vectors
@@ -243,7 +244,9 @@ class Writer:
         batch). Chunks the staged group's call is making are left out: that group is written
         first, so the store has them by then."""
         chunks = {c.content_hash: c for i in items if i.vectors is None for _, cs in i.docs for c in cs}
-        have = self.embedding.cached(chunks)
+        # which exist is all it needs: the batches read the vectors they write (a re-import of a
+        # changed mbox read every kept message's vectors here to throw them away)
+        have = self.embedding.held(chunks)
         staged = self.staged[2] if self.staged is not None else set()
         missing = {h: c.embed_text for h, c in chunks.items() if h not in have and h not in staged}
         if not missing:
@@ -331,9 +334,14 @@ class Writer:
     def _vectors(self, chunks: list[Chunk], items: Iterable[Item] = (), owners: Sequence[str] = ()) -> tuple[dict, int]:
         """The vector of every chunk (from the store's cache, from upstream, else from the model), and
         how many were not in the store; counted into the report (to each chunk's source, ``owners``,
-        when the report tallies them). In a plan, no vectors: tokens counted."""
-        cache = self.embedding.cached([c.content_hash for c in chunks])
-        todo = {c.content_hash: c for c in chunks if c.content_hash not in cache}
+        when the report tallies them). In a plan, no vectors: which the store holds is asked, tokens counted."""
+        hashes = [c.content_hash for c in chunks]
+        if self.opts.plan:
+            cache, held = {}, self.embedding.held(hashes)
+        else:
+            cache = self.embedding.cached(hashes)
+            held = set(cache)
+        todo = {c.content_hash: c for c in chunks if c.content_hash not in held}
         # one vector made per new hash; every other chunk reuses one (stored, or an identical chunk's)
         self.report.chunks["reused"] += len(chunks) - len(todo)
         self.report.chunks["embedded"] += len(todo)

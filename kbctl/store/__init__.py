@@ -19,6 +19,7 @@ from .namespaces import (
     rebind_namespace,
 )
 from .stored import (
+    cached_hashes,
     cached_vectors,
     chunk_count_of,
     source_versions,
@@ -33,6 +34,7 @@ from .stored import (
 __all__ = [
     "Namespace",
     "WriteStats",
+    "cached_hashes",
     "cached_vectors",
     "check_pin",
     "chunk_count_of",

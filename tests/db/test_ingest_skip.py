@@ -380,6 +380,33 @@ def test_a_polled_feed_rewrites_no_chunk_of_an_entry_whose_feed_facts_did_not_ch
     assert len(hits) == 4 and all(h.metadata["size"] == size for h in hits), [h.metadata.get("size") for h in hits]
 
 
+def test_a_cached_vector_is_read_once_when_several_write_batches_are_embedded_together(kb, monkeypatch):
+    """Before the model runs on several write batches at once (``_embed_ahead``) the writer asks the
+    embed cache which of their hashes it holds; it read their vectors to learn that, and each batch
+    read them again to write them (and a large feed's kept entries, one item each, had theirs read
+    for nothing). Which exist is asked without a vector: each vector is read once, by the batch that
+    writes it."""
+    import kbctl.ingest.writer as writer_mod
+
+    n = 200  # the first write batch (64 documents) goes alone, the other three are embedded together
+    records = [
+        {"id": f"r{i}", "title": f"note {i}", "text": f"entry {i} about the zorblat{i} setting"} for i in range(n)
+    ]
+    assert kb.ingest_records(records, "first", verify=False).chunks["embedded"] == n
+    read: list[str] = []
+    real = writer_mod.store_lookup
+
+    def recording(conn, ns, generation=None):
+        lookup = real(conn, ns, generation)
+        return lambda hashes: lookup(read.extend(hashes := list(hashes)) or hashes)
+
+    monkeypatch.setattr(writer_mod, "store_lookup", recording)
+    again = kb.ingest_records(records, "second", verify=False)  # every vector is in the cache
+    assert again.chunks == {"embedded": 0, "reused": n, "deleted": 0}, again.to_json()
+    assert len(read) == len(set(read)) == n, (len(read), len(set(read)))
+    assert kb.verify("second").ok  # every chunk written with its vector
+
+
 def test_a_document_not_kept_under_the_lock_gets_its_vectors_from_the_model_when_the_store_has_none(
     kb, tmp_path, monkeypatch
 ):

@@ -178,8 +178,10 @@ def test_a_damaged_vector_does_not_spread_through_the_embed_cache(sparse, tmp_pa
     sparse.connection().execute(
         "UPDATE kbctl.vectors SET embedding = array_fill(0, ARRAY[384])::vector WHERE namespace_id = %s", (ns.id,)
     )
+    plan = sparse.ingest([str(corpus)], namespace="cache_dst", plan=True)  # asks which exist, no vector read
     report = sparse.ingest([str(corpus)], namespace="cache_dst", verify=False)
     assert report.chunks["embedded"] > 0 and report.chunks["reused"] == 0
+    assert plan.chunks == report.chunks, (plan.to_json(), report.to_json())
     code, out, _ = run_main("verify", "-n", "cache_dst", "--json")
     assert code == 0, out
 
