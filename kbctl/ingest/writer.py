@@ -55,7 +55,7 @@ from ..store import (
     chunk_count_of,
     delete_documents,
     stored_owners,
-    stored_uris_of_source,
+    stored_uris_of_sources,
     write_documents,
 )
 from ..store.acl import mark_explicit
@@ -529,16 +529,27 @@ class Writer:
 
         Feed entries are the exception: feeds drop old entries routinely, so those go only with --sync.
         """
+        todo = []
         for i in items:
             if not i.part:  # a source in parts: when it is done
                 feed = any(d.source_type == "feed" for d, _ in i.docs)  # a feed file read from disk too
-                self._drop_stale_of(i.source_uri, "feed" if feed else i.kind, {d.uri for d, _ in i.docs})
+                todo.append((i.source_uri, "feed" if feed else i.kind, {d.uri for d, _ in i.docs}))
+        todo = [t for t in todo if t[1] != "feed" or self.opts.sync]
+        # the batch's sources' stored documents in one statement, not one a source (5,000 files, 5,000 round trips)
+        stored = stored_uris_of_sources(self.conn, self.ns, [s for s, _, _ in todo])
+        for source_uri, kind, now in todo:
+            self._drop_stale_of(source_uri, kind, now, stored.get(source_uri, []))
 
-    def _drop_stale_of(self, source_uri: str, kind: str, now: set[str] | frozenset[str]) -> None:
-        """Remove (in a plan: count) the stored documents of ``source_uri`` not among ``now``, and their chunks."""
+    def _drop_stale_of(
+        self, source_uri: str, kind: str, now: set[str] | frozenset[str], stored: list[str] | None = None
+    ) -> None:
+        """Remove (in a plan: count) the stored documents of ``source_uri`` not among ``now``, and their
+        chunks; ``stored``: the URIs of its stored documents, when the caller read them already."""
         if kind == "feed" and not self.opts.sync:
             return
-        stale = [u for u, src in stored_uris_of_source(self.conn, self.ns, source_uri) if u not in now]
+        if stored is None:
+            stored = stored_uris_of_sources(self.conn, self.ns, [source_uri]).get(source_uri, [])
+        stale = [u for u in stored if u not in now]
         if not stale:
             return
         self.report.add("chunks", "deleted", chunk_count_of(self.conn, self.ns, stale), source_uri)

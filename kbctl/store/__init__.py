@@ -27,7 +27,7 @@ from .stored import (
     stored_hashes,
     stored_owners,
     stored_uris,
-    stored_uris_of_source,
+    stored_uris_of_sources,
     stored_versions,
 )
 
@@ -52,6 +52,6 @@ __all__ = [
     "stored_owners",
     "stored_uris",
     "stored_versions",
-    "stored_uris_of_source",
+    "stored_uris_of_sources",
     "write_documents",
 ]

@@ -21,7 +21,7 @@ __all__ = [
     "stored_chunks",
     "StoredVersion",
     "stored_uris",
-    "stored_uris_of_source",
+    "stored_uris_of_sources",
     "source_versions",
     "sources_holding",
     "chunk_count_of",
@@ -82,9 +82,15 @@ def stored_uris(conn: Conn, ns: Namespace) -> dict[str, str]:
     return dict(conn.execute(query("documents/stored_uris"), (ns.id,)).fetchall())
 
 
-def stored_uris_of_source(conn: Conn, ns: Namespace, source_uri: str) -> list[tuple[str, str]]:
-    """(document URI, source URI) of the stored documents that came from one source."""
-    return conn.execute(query("documents/stored_uris_of_source"), (ns.id, source_uri)).fetchall()
+def stored_uris_of_sources(conn: Conn, ns: Namespace, source_uris: Iterable[str]) -> dict[str, list[str]]:
+    """Per source URI, the URIs of the stored documents that came from it (in one statement; a
+    source with none is absent)."""
+    out: dict[str, list[str]] = {}
+    sources = list(set(source_uris))
+    if sources:
+        for uri, source in conn.execute(query("documents/stored_uris_of_sources"), (ns.id, sources)):
+            out.setdefault(source, []).append(uri)
+    return out
 
 
 def source_versions(conn: Conn, ns: Namespace, source_uris: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
