@@ -23,6 +23,7 @@ from typing import Any, AsyncIterator
 import anyio
 from pydantic import ValidationError, validate_call
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -30,7 +31,7 @@ from starlette.types import Receive, Scope, Send
 
 from .. import telemetry
 from ..config import Settings
-from ..errors import KbctlError, TenantNotFound, echo
+from ..errors import KbctlError, TenantNotFound, cut, echo
 from .agents import TOOLS, UNSCOPED, Agent, agent_from_settings, unavailable
 from .faults import error_status, public_fault, validation_message
 from .guard import HostRule, body_problem, replay_body
@@ -411,6 +412,29 @@ def _status_of(send: Send, span) -> Send:
     return noted
 
 
+def _refusals_logged(scope: Scope, send: Send) -> Send:
+    """``send``, logging each refusal (a 4xx answer ``{"error": message}``) as one INFO line: the
+    request and why. A fault (5xx) is logged where it happens, with its traceback; a client that left
+    (499) where it is noticed; MCP's tool errors by ``kbctl.server.mcp``."""
+    status = 0
+
+    async def logged(message) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        elif message["type"] == "http.response.body" and 400 <= status < 499:
+            try:
+                error = json.loads(message.get("body", b"")).get("error")
+            except (ValueError, AttributeError):
+                error = None
+            if isinstance(error, str):
+                log.info("refused %s %s (%d): %s", scope["method"], cut(scope["path"]), status, error)
+            status = 0  # one line per answer
+        await send(message)
+
+    return logged
+
+
 class _Gate:
     """In front of every route: Host and Origin (``HostRule``), authentication, the request body
     (size, deadline, content type, nesting depth) and the /mcp dispatch."""
@@ -429,6 +453,7 @@ class _Gate:
         # is the MCP SDK's to read, which parents its span to this one when it has none).
         headers = dict(scope.get("headers") or [])
         attrs = {"http.request.method": scope["method"], "url.path": scope["path"]}
+        send = _refusals_logged(scope, send)
         try:
             with (
                 telemetry.continued(headers.get(b"traceparent"), headers.get(b"tracestate")),
@@ -444,7 +469,6 @@ class _Gate:
         refusal = self.rule.check(headers)
         if refusal is not None:
             status = 421 if refusal.startswith("Host") else 403
-            log.info("refused %s %s: %s", scope["method"], scope["path"], refusal)
             self.state.metrics.http.labels(route="host", status=str(status), tenant="").inc()
             return await _error(status, refusal)(scope, receive, send)
         length = headers.get(b"content-length", b"0")
@@ -458,7 +482,6 @@ class _Gate:
             return await _error(413, str(e), Connection="close")(scope, receive, send)
         except TimeoutError:
             message = f"the request body did not arrive within {self.body_seconds:g}s"
-            log.info("%s (%s %s)", message, scope["method"], scope["path"])
             return await _error(408, message, Connection="close")(scope, receive, send)
         problem = body_problem(scope["method"], headers, body)
         if problem is not None:
@@ -530,6 +553,13 @@ def _remembered(path: str, body: bytes) -> bool:
     return isinstance(message, dict) and message.get("method") in _BORROWING
 
 
+def _http_error(request: Request, e: Exception) -> Response:
+    """Starlette's own refusals (404 for a path no route has, 405 for a method the route does not
+    take, with its ``Allow``) as the API's other errors are: ``{"error": message}``."""
+    assert isinstance(e, HTTPException)
+    return _error(e.status_code, e.detail, **(e.headers or {}))
+
+
 def create_app(settings: Settings, open_kb=None, *, warm: bool = True, host: str | None = None):
     """The ASGI app of ``kbctl serve`` over knowledge bases ``open_kb(settings)`` makes (``KnowledgeBase``),
     listening on ``host`` (default ``[server] host``: it decides which Host headers are served)."""
@@ -561,7 +591,11 @@ def create_app(settings: Settings, open_kb=None, *, warm: bool = True, host: str
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
-    handlers = {_TooLarge: lambda r, e: _error(413, str(e)), _BadRequest: lambda r, e: _error(400, str(e))}
+    handlers = {
+        _TooLarge: lambda r, e: _error(413, str(e)),
+        _BadRequest: lambda r, e: _error(400, str(e)),
+        HTTPException: _http_error,  # an unknown path, a wrong method: {"error": …} as every error
+    }
     inner = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
     inner.state.kb = state
     return _Gate(inner, state, rule)
