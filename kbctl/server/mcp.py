@@ -74,7 +74,7 @@ class _KbctlMCP(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if name not in self.tool_names:
             return _refused(name, str(unavailable("tool", name)))
-        if self.toolbox is not None and _read_as_json(getattr(self.toolbox, name), arguments):
+        if self.toolbox is not None and _sent_otherwise(getattr(self.toolbox, name), arguments):
             return await self._call_as_sent(name, arguments)
         try:
             return await super().call_tool(name, arguments, context)
@@ -93,7 +93,8 @@ class _KbctlMCP(MCPServer):
 
     async def _call_as_sent(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         """Tool ``name`` called with ``arguments`` as they were sent, as the JSON API calls it
-        (``validate_call``): the SDK would have read a string argument as JSON (``_read_as_json``)."""
+        (``validate_call``): the SDK would have read a string argument as JSON, or dropped an
+        argument the tool does not take (``_sent_otherwise``)."""
         assert self.toolbox is not None
         fn = getattr(self.toolbox, name)
         try:
@@ -148,6 +149,13 @@ class _KbctlMCP(MCPServer):
         if missing:
             raise _refusal("prompt", cut(name), f"invalid arguments: {missing[0]}: Field required")
         return await super().get_prompt(name, arguments, context)
+
+
+def _sent_otherwise(fn: Any, arguments: dict[str, Any]) -> bool:
+    """Whether the SDK would call tool ``fn`` otherwise than with ``arguments`` as sent: it drops an
+    argument the tool does not take (a misspelled ``filter`` would search unfiltered, where the JSON
+    API refuses it), or reads a string as JSON (``_read_as_json``)."""
+    return bool(set(arguments) - set(inspect.signature(fn).parameters)) or _read_as_json(fn, arguments)
 
 
 def _read_as_json(fn: Any, arguments: dict[str, Any]) -> bool:

@@ -254,3 +254,48 @@ def test_an_mcp_string_argument_null_is_that_string(two_tenants, text):
         assert out[key].is_error and out[key].content[0].text == f"invalid cursor {text!r}", key
     assert not out["absent"].is_error and not out["explicit null"].is_error
     assert json.loads(out["absent"].content[0].text) == json.loads(out["explicit null"].content[0].text)
+
+
+# -- MCP: an argument the tool does not take ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("search_knowledge", {"query": "quorvax", "namespace": ["kb"]}),  # a misspelled `namespaces`
+        ("search_knowledge", {"query": "quorvax", "filter": ["title=alpha 0"]}),  # a misspelled `filters`
+        ("verify_claim", {"claim": "quorvax", "bogus": 1}),
+        ("list_namespaces", {"x": 1}),
+        ("search_knowledge", {"query": "quorvax", "labels": {}}),  # the wrapper's own keyword
+    ],
+)
+def test_an_mcp_argument_the_tool_does_not_take_is_refused(two_tenants, tool, args):
+    """The MCP SDK dropped an argument a tool does not take and ran the tool without it: a search
+    with ``filter`` (for ``filters``) answered unfiltered, ``namespace`` (for ``namespaces``) over every
+    namespace, where the JSON API refuses them (``invalid arguments: filter: Unexpected keyword
+    argument``). Over MCP the same line, as a tool error."""
+    from mcp import Client
+
+    from kbctl.server.agents import agent_from_settings
+    from kbctl.server.mcp import mcp_server
+    from kbctl.server.metrics import Metrics
+    from kbctl.server.service import Service
+    from kbctl.server.tools import Toolbox
+
+    settings, token, _, _ = two_tenants
+    service = Service(settings)
+    server = mcp_server(Toolbox(service, agent_from_settings(settings, "ops"), Metrics()))
+
+    async def main():
+        async with Client(server) as client:
+            return await client.call_tool(tool, args)
+
+    try:
+        result = anyio.run(main)
+    finally:
+        service.close()
+    with _client(settings, token) as client:
+        api = client.post(f"/v1/tools/{tool}", json=args)
+    assert api.status_code == 400 and "Unexpected keyword argument" in api.json()["error"], api.text
+    assert result.is_error, result.content[0].text[:200]
+    assert result.content[0].text == api.json()["error"]
