@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|~<>])")
+_MD_ESCAPE_IN_TABLE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!~<>])")  # ``\|`` stays: it is a cell's own bar
+_CELL_BAR = re.compile(r"(?<!\\)\|")
+_BARE_PRE = re.compile(r"(<pre\b[^>]*>)(?!\s*<code\b)(.*?)(</pre\s*>)", re.I | re.S)
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
 _BLOCK_TAGS = (
     "p",
@@ -118,6 +121,8 @@ def _main_markdown(markup: str, url: str | None) -> str | None:
     """The main content as Markdown, or ``None`` when trafilatura finds none."""
     import trafilatura  # heavy; only for HTML
 
+    # a <pre> without <code> comes out unfenced, its "# comment" lines read back as headings
+    markup = _BARE_PRE.sub(r"\1<code>\2</code>\3", markup)
     try:
         return (
             trafilatura.extract(
@@ -166,12 +171,23 @@ def _clean_block(block: Block) -> Block:
     """Undo trafilatura's Markdown escaping and bold markers (code blocks are left alone)."""
     if block.text.lstrip().startswith(("```", "~~~")):
         return block
-    text = _BOLD.sub(r"\1", _MD_ESCAPE.sub(r"\1", block.text))
+    rows = _is_table_rows(block.text)
+    text = _BOLD.sub(r"\1", (_MD_ESCAPE_IN_TABLE if rows else _MD_ESCAPE).sub(r"\1", block.text))
     path = tuple(_MD_ESCAPE.sub(r"\1", h) for h in block.heading_path)
+    if rows and not table_header(text):  # trafilatura writes a table without header cells without the rule
+        lines = [ln.rstrip() for ln in text.split("\n")]
+        columns = len(_CELL_BAR.findall(lines[0])) - 1
+        text = "\n".join([lines[0], "|" + " --- |" * columns, *lines[1:]])
     if table_header(text):  # a table: its caption joins the heading path, its header row names the columns
         caption, text = tidy_table(text)
         path = (*path, caption) if caption else path
     return Block(text, heading_path=path, page=block.page)
+
+
+def _is_table_rows(text: str) -> bool:
+    """Whether a block is a Markdown table's rows (every line between bars)."""
+    lines = text.strip().split("\n")
+    return len(lines) >= 2 and all(ln.startswith("|") and ln.rstrip().endswith("|") for ln in lines)
 
 
 def _body_paragraphs(markup: str) -> tuple[list[str], str | None]:
@@ -233,6 +249,8 @@ def _paragraphs(root, drop: tuple[str, ...]) -> list[str]:
         el.tail = "\n\n" + (el.tail or "")
     for el in root.iter("br"):
         el.tail = "\n" + (el.tail or "")
+    for el in root.iter("td", "th"):  # a row is one line, its cells words apart
+        el.tail = " " + (el.tail or "")
     text = _text_of(root)
     return [p for p in (_tidy(p) for p in re.split(r"\n\s*\n", text)) if p]
 
