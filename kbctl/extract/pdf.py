@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from itertools import pairwise
@@ -51,6 +52,8 @@ _TITLE_MAX = 120
 # position words by gaps rather than space characters ("Thisisversion0.21").
 _X_TOLERANCE = 0.15
 _CID = re.compile(r"\(cid:\d+\)")
+_NUMBER = re.compile(r"(?<!\d)\d{1,5}(?!\d)")
+_HYPHEN_END = re.compile(r"[^\W\d_][-\u00ad\u2010]$")  # a letter, then a hyphen (or a soft one) ending the line
 _PUNCT = frozenset(".,;:!?'\"()[]{}<>-–—/\\|@#$%&*+=_~^`’“”‘«»…°€£§")
 _PDF_DATE = re.compile(r"^(?:D:)?(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?\s*(Z|[+-]\d{2}'?\d{2}'?)?")
 
@@ -289,7 +292,9 @@ def _group(
 
 def _with_boxes(lines: list[tuple[str, float, float, float, float]]) -> tuple[str, tuple[tuple[float, ...], ...]]:
     """Lines (text, x0, top, x1, bottom) as a paragraph (joined by newlines) and each line's
-    ``(offset, length, x0, top, x1, bottom)`` in it, to a tenth of a point."""
+    ``(offset, length, x0, top, x1, bottom)`` in it, to a tenth of a point; a word hyphenated at a
+    line's end is joined (``dehyphenate``)."""
+    lines = dehyphenate(lines)
     boxes, offset = [], 0
     for text, *box in lines:
         boxes.append((offset, len(text), *(round(v, 1) for v in box)))
@@ -297,30 +302,60 @@ def _with_boxes(lines: list[tuple[str, float, float, float, float]]) -> tuple[st
     return "\n".join(t for t, *_ in lines), tuple(boxes)
 
 
+def dehyphenate(lines: list[tuple[str, float, float, float, float]]) -> list[tuple[str, float, float, float, float]]:
+    """Lines (text, box…) with a word broken at a line's end ("proto-" / "col used") whole on the
+    first line ("protocol" / "used"), so that it is found; a compound keeps its hyphen when the rest
+    has one ("state-" / "of-the-art"), and a hyphen before a capital ("Anglo-" / "Saxon") stays."""
+    out = list(lines)
+    for i in range(len(out) - 1):
+        text, nxt = out[i][0], out[i + 1][0]
+        if not (_HYPHEN_END.search(text) and nxt[:1].islower()):
+            continue
+        word, _, rest = nxt.partition(" ")
+        joined = text[:-1] + ("-" if "-" in word else "") + word
+        out[i] = (joined, *out[i][1:])
+        out[i + 1] = (rest.lstrip(), *out[i + 1][1:])
+    return [ln for ln in out if ln[0]]
+
+
 def drop_running_lines(pages: list[list[str]]) -> list[list[str]]:
-    """Drop running headers and footers: a one-line first or last paragraph that recurs at the same
-    place on at least half of the pages (and on two or more), its page number aside."""
+    """Drop running headers and footers: a first or last paragraph of at most three short lines
+    that recurs at the same place on at least half of the pages (and on two or more), a page
+    number in it aside, whether it counts from the first page or from another ("- 12 -" on page 14,
+    seen on three pages or more)."""
     if len(pages) < 2:
         return pages
     running = set()
     for at in (0, -1):
-        keys = [_line_key(p[at], n) for n, p in enumerate(pages, 1) if p]
-        running |= {(at, k) for k in set(keys) if k and keys.count(k) >= max(2, len(pages) / 2)}
+        counts = Counter(k for n, p in enumerate(pages, 1) if p for k in _line_keys(p[at], n))
+        running |= {(at, k) for k, c in counts.items() if c >= max(_least(k), len(pages) / 2)}
     out = []
     for n, page in enumerate(pages, 1):
         page = list(page)
         for at in (0, -1):
-            if page and (at, _line_key(page[at], n)) in running:
+            if page and any((at, k) in running for k in _line_keys(page[at], n)):
                 page.pop(at)
         out.append(page)
     return out
 
 
-def _line_key(paragraph: str, page_number: int) -> str | None:
-    """A one-line paragraph with its page number masked (``None`` for longer paragraphs)."""
-    if "\n" in paragraph or len(paragraph) > _TITLE_MAX:
-        return None
-    return re.sub(rf"(?<!\d){page_number}(?!\d)", "#", paragraph.strip(), count=1)
+def _least(key: str) -> int:
+    """The fewest pages a running line is seen on: three when numbered from another page, so that
+    "Chapter 3" and "Chapter 4" heading pages 1 and 2 of three are not taken for one."""
+    return 2 if key.startswith(("=", "0:")) else 3
+
+
+def _line_keys(paragraph: str, page_number: int) -> set[str]:
+    """What a short paragraph (three lines at most) is compared by: its text, and its text with one
+    of its numbers masked, tagged with that number less the page number (empty for longer paragraphs)."""
+    lines = paragraph.strip().split("\n")
+    if len(lines) > 3 or any(len(ln) > _TITLE_MAX for ln in lines):
+        return set()
+    text = "\n".join(ln.strip() for ln in lines)
+    keys = {"=" + text}
+    for m in list(_NUMBER.finditer(text))[:4]:
+        keys.add(f"{int(m.group()) - page_number}:{text[: m.start()]}#{text[m.end() :]}")
+    return keys
 
 
 def _metadata(info: dict[str, Any], page_count: int) -> dict[str, Any]:

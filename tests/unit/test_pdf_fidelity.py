@@ -134,3 +134,46 @@ def test_a_scanned_page_in_a_pdf_with_text_is_a_warning_when_ocr_is_off_and_read
     (doc,) = extract(_src(data))
     assert doc.metadata["ocr_pages"] == [2] and "Kestrel" in doc.text and not doc.notes
     assert doc.blocks[0].page == 1 and {b.page for b in doc.blocks} == {1, 2}
+
+
+def _report_pages(n_pages: int, header: list[str], footer) -> bytes:
+    """Pages of three paragraphs under a running header (its lines) and over a footer (``footer(n)``)."""
+    pages = []
+    for n in range(1, n_pages + 1):
+        items = [("text", 50, 40 + 14 * i, 9, line) for i, line in enumerate(header)]
+        y = 110
+        for p in range(3):
+            for ln in range(4):
+                items.append(("text", 50, y, 11, f"Page {n} paragraph {p} line {ln} of the quarterly narrative."))
+                y += 14
+            y += 14
+        items.append(("text", 290, 800, 9, footer(n)))
+        pages.append(items)
+    return text_pdf(pages)
+
+
+def test_a_two_line_running_header_and_a_footer_numbered_from_another_page_are_dropped_from_every_page():
+    data = _report_pages(5, ["Annual Report 2024", "Chapter Two: Operations"], lambda n: f"- {n + 10} -")
+    doc = extract(_src(data))[0]
+    assert "Chapter Two" not in doc.text
+    assert "Annual Report" not in doc.title + doc.text
+    assert not any(f"- {n} -" in doc.text for n in range(11, 16))
+    assert {b.page for b in doc.blocks} == {1, 2, 3, 4, 5}
+    assert all(b.text.startswith("Page ") for b in doc.blocks)
+
+
+def test_a_word_hyphenated_across_a_line_end_is_joined_and_a_compound_keeps_its_hyphen():
+    page = [
+        ("text", 50, 100, 11, "The replication proto-"),
+        ("text", 50, 114, 11, "col recovers after a parti-"),
+        ("text", 50, 128, 11, "tion; it is state-"),
+        ("text", 50, 142, 11, "of-the-art and Anglo-"),
+        ("text", 50, 156, 11, "Saxon in style."),
+    ]
+    (block,) = extract(_src(text_pdf([page])))[0].blocks
+    words = block.text.split()
+    assert {"protocol", "partition;", "state-of-the-art", "Anglo-"} <= set(words)
+    assert "proto-" not in words and "col" not in words
+    for offset, length, *_ in block.boxes:  # every line still has its box over its own text
+        assert block.text[offset : offset + length].strip()
+    assert len(block.boxes) == 5
