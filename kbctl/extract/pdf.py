@@ -52,6 +52,7 @@ _TITLE_MAX = 120
 # position words by gaps rather than space characters ("Thisisversion0.21").
 _X_TOLERANCE = 0.15
 _CID = re.compile(r"\(cid:\d+\)")
+_GUTTER = 8.0  # the narrowest gap between two columns of text, in points (words are about 3 apart)
 _NUMBER = re.compile(r"(?<!\d)\d{1,5}(?!\d)")
 _HYPHEN_END = re.compile(r"[^\W\d_][-\u00ad\u2010]$")  # a letter, then a hyphen (or a soft one) ending the line
 _PUNCT = frozenset(".,;:!?'\"()[]{}<>-–—/\\|@#$%&*+=_~^`’“”‘«»…°€£§")
@@ -228,16 +229,71 @@ def _page_paragraphs(page, tables: bool = True) -> list[tuple[str, tuple[tuple[f
     if found:
         boxes = [t.bbox for t in found]
         page = page.filter(lambda o: o.get("object_type") != "char" or not _inside(o, boxes))
-    lines = [
-        ln for ln in page.extract_text_lines(return_chars=False, x_tolerance_ratio=_X_TOLERANCE) if ln["text"].strip()
-    ]
-    placed = [(ln["top"], ln["bottom"], ln["text"].strip(), False, ln["x0"], ln["x1"]) for ln in lines]
+    regions = _regions(page)
+    placed, order = [], []
+    for r, region in enumerate(regions):
+        part = page if len(regions) == 1 else page.within_bbox(region)  # not crop: it cuts lines at its edge
+        for ln in part.extract_text_lines(return_chars=False, x_tolerance_ratio=_X_TOLERANCE):
+            if ln["text"].strip():
+                placed.append((ln["top"], ln["bottom"], ln["text"].strip(), False, ln["x0"], ln["x1"]))
+                order.append(r)
     for t in found:
         md = markdown_table(t.extract())
         if md:
             placed.append((t.bbox[1], t.bbox[3], md, True, t.bbox[0], t.bbox[2]))
-    placed.sort(key=lambda x: x[0])
-    return _group(placed)
+            order.append(next((r for r, g in enumerate(regions) if _inside(_as_obj(t.bbox), [g])), 0))
+    return _group([p for _, p in sorted(zip(order, placed), key=lambda x: (x[0], x[1][0]))])
+
+
+def _as_obj(bbox: tuple[float, float, float, float]) -> dict[str, float]:
+    return {"x0": bbox[0], "top": bbox[1], "x1": bbox[2], "bottom": bbox[3]}
+
+
+def _regions(page) -> list[tuple[float, float, float, float]]:
+    """The parts of a page in reading order: the whole page, or for two columns of text (a gutter
+    near the middle that no word crosses, at least 8 points wide, each column three lines or more
+    reaching it, over a quarter of the page's height or more) the band above them, the
+    left column, the right column and the band below (full-width lines: a title, a running header)."""
+    whole = [(page.bbox[0], page.bbox[1], page.bbox[2], page.bbox[3])]
+    words = page.extract_words(x_tolerance_ratio=_X_TOLERANCE)
+    if len(words) < 20:
+        return whole
+    x0, top, x1, bottom = whole[0]
+    mid = (top + bottom) / 2
+    for gx in sorted(
+        range(int(x0 + 0.4 * (x1 - x0)), int(x0 + 0.6 * (x1 - x0)) + 1, 2), key=lambda g: abs(g - (x0 + x1) / 2)
+    ):
+        crossing = [w for w in words if w["x0"] < gx < w["x1"]]
+        head = max((w["bottom"] for w in crossing if w["bottom"] <= mid), default=top)
+        foot = min((w["top"] for w in crossing if w["top"] > mid), default=bottom)
+        if any(head < w["top"] and w["bottom"] < foot for w in crossing) or head >= foot:
+            continue
+        band = [w for w in words if head < w["top"] and w["bottom"] <= foot]
+        left = [w for w in band if w["x1"] <= gx]
+        right = [w for w in band if w["x0"] >= gx]
+        if (
+            foot - head < 0.25 * (bottom - top)
+            or min(len({round(w["top"]) for w in left}), len({round(w["top"]) for w in right})) < 3
+            or min(len(left), len(right)) < 0.25 * len(band)
+            or min(w["x0"] for w in right) - max(w["x1"] for w in left) < _GUTTER
+            or not _reaches(left, gx, 0.1 * (x1 - x0))
+        ):
+            continue
+        return [
+            r
+            for r in ((x0, top, x1, head), (x0, head, gx, foot), (gx, head, x1, foot), (x0, foot, x1, bottom))
+            if r[3] > r[1]
+        ]
+    return whole
+
+
+def _reaches(words: list[dict[str, Any]], gx: float, within: float) -> bool:
+    """Whether the lines of a column mostly run up to the gutter (text, not a glossary's short terms)."""
+    ends: dict[int, float] = {}
+    for w in words:
+        key = round(w["top"])
+        ends[key] = max(ends.get(key, 0.0), w["x1"])
+    return median(ends.values()) >= gx - within
 
 
 def _tables(page) -> list:

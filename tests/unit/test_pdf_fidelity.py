@@ -177,3 +177,42 @@ def test_a_word_hyphenated_across_a_line_end_is_joined_and_a_compound_keeps_its_
     for offset, length, *_ in block.boxes:  # every line still has its box over its own text
         assert block.text[offset : offset + length].strip()
     assert len(block.boxes) == 5
+
+
+_LEFT = [
+    "Queues hold the writes that the primary has not",
+    "yet applied, and under a sustained burst their",
+    "backlog grows until the flow control engages and",
+    "the clients are told to slow down for a while.",
+]
+_RIGHT = [
+    "Caches keep the hot keys of every tenant in the",
+    "memory of the edge nodes, and their eviction policy",
+    "prefers the keys read least recently when a node",
+    "runs short of memory during the nightly batch.",
+]
+
+
+def test_a_two_column_page_is_read_column_by_column_under_its_full_width_title():
+    page = [("text", 50, 50, 14, "Replication and caching in the storage layer: a field report from ops")]
+    for i, (left, right) in enumerate(zip(_LEFT, _RIGHT)):
+        page += [("text", 50, 100 + 13 * i, 10, left), ("text", 310, 100 + 13 * i, 10, right)]
+    doc = extract(_src(text_pdf([page])))[0]
+    text = " ".join(doc.text.split())
+    assert text.startswith("Replication and caching")
+    assert " ".join(_LEFT) in text
+    assert " ".join(_RIGHT) in text
+    lines = {b.text[o : o + n]: x0 for b in doc.blocks for o, n, x0, *_ in b.boxes}
+    assert lines[_RIGHT[0]] == 310 and lines[_LEFT[-1]] == 50  # each line keeps its own box
+
+
+def test_a_glossary_of_short_terms_beside_their_definitions_stays_row_by_row():
+    terms = ["Primary", "Replica", "Backlog", "Eviction", "Tenant", "Burst"]
+    page = []
+    for i, term in enumerate(terms):
+        page += [
+            ("text", 50, 100 + 13 * i, 10, term),
+            ("text", 310, 100 + 13 * i, 10, f"what {term.lower()} means here"),
+        ]
+    doc = extract(_src(text_pdf([page])))[0]
+    assert "Primary what primary means here" in " ".join(doc.text.split())
