@@ -4,7 +4,9 @@ Keeps the text of every page, split into paragraphs where the vertical gap betwe
 clearly larger than the usual line spacing; every block has its 1-based ``page``. Ruled tables
 (pdfplumber's table finder, run only on pages that draw lines or rectangles) become Markdown tables
 in their place, the caption or short line above one as its heading path. Running headers and
-footers (a one-line paragraph repeated at the top or bottom of most pages) are dropped.
+footers (a paragraph of one to three short lines repeated at the top or bottom of most pages, its
+page number aside) are dropped. A page of two columns is read column by column (``_regions``), and
+a word hyphenated at a line's end is joined (``dehyphenate``).
 
 A page that holds an image but no usable text (no characters, or mostly glyph codes and symbols
 that are not text) is read with OCR (``kbctl.extract.ocr``) when the ``kbctl[ocr]`` extra is
