@@ -20,6 +20,7 @@ from ..types import FETCH_FACTS, Block, Document, Source
 
 __all__ = [
     "decode_text",
+    "NOT_UTF8_HINT",
     "sniff_encoding",
     "file_path",
     "item_name",
@@ -64,6 +65,11 @@ _BLANK_LINES = re.compile(r"\n[ \t]*\n\s*")
 _TAG_KEYS = ("tags", "keywords", "categories")
 
 
+#: The hint of text that is not UTF-8. Such a file is most often Windows-1252 (what Windows editors
+#: and Excel write): ``-f latin1`` would turn its curly quotes and dashes (0x80-0x9F) into C1 control characters.
+NOT_UTF8_HINT = "re-encode the file as UTF-8, e.g. `iconv -f windows-1252 -t utf-8 in.txt > out.txt`"
+
+
 def decode_text(data: bytes, charset: str | None = None) -> str:
     """Bytes → text with ``\\n`` line ends; ``ExtractError`` when they are not text we accept.
 
@@ -81,7 +87,7 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
         return _normalise_newlines(_strict(data, charset, charset))
     raise ExtractError(
         f"not valid UTF-8 text (byte 0x{data[first.start]:02x} at offset {first.start})",
-        hint="re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 in.txt > out.txt`",
+        hint=NOT_UTF8_HINT,
     ) from None
 
 

@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 from ..errors import ExtractError
 from ..textutil.clean import CLEANED, clean_text, removed
 from ..types import Block, Document, LargeDocument, Source, document_hash
-from .base import _BOMS, _known_codec, common_metadata, source_facts, stem_of
+from .base import _BOMS, NOT_UTF8_HINT, _known_codec, common_metadata, source_facts, stem_of
 from .text import _FIRST_LINE, _TITLE_MAX
 
 __all__ = ["STREAM_MIN_BYTES", "read_large"]
@@ -50,7 +50,7 @@ def read_large(source: Source, fmt: str) -> LargeDocument | None:
         if not (charset and _known_codec(charset)):
             raise ExtractError(
                 f"not valid UTF-8 text (byte 0x{data[e.offset]:02x} at offset {e.offset})",
-                hint="re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 in.txt > out.txt`",
+                hint=NOT_UTF8_HINT,
             ) from None
         codec, label = charset, charset
         tally = _Tally()

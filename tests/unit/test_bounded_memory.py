@@ -334,8 +334,9 @@ def test_a_text_read_in_windows_is_the_text_held_whole(monkeypatch):
         assert tuple(large.blocks()) == whole.blocks
         assert list(iter_chunks(large, profile)) == chunk_document(whole, profile)
     bad = Source("file:///d/bad.txt", b"caf\xe9 au lait\n\nok")
-    with pytest.raises(ExtractError, match=r"not valid UTF-8 text \(byte 0xe9 at offset 3\)"):
+    with pytest.raises(ExtractError, match=r"not valid UTF-8 text \(byte 0xe9 at offset 3\)") as e:
         stream.read_large(bad, "text")
+    assert "iconv -f windows-1252 -t utf-8" in e.value.hint  # as extract's (not latin1: C1 controls)
     latin = Source("file:///d/bad.txt", bad.content, metadata={"charset": "latin-1"})
     assert next(stream.read_large(latin, "text").blocks()).text == "café au lait"
 
