@@ -36,10 +36,51 @@ from .detect import SUPPORTED_SUFFIXES, detect_format, guess_media_type
 from .options import ExtractOptions
 from .record import RECORD_MEDIA_TYPE, extract_record
 
-__all__ = ["extract", "extract_large", "ExtractOptions", "SUPPORTED_SUFFIXES", "guess_media_type", "detect_format"]
+__all__ = [
+    "extract",
+    "extract_large",
+    "ExtractOptions",
+    "SUPPORTED_SUFFIXES",
+    "guess_media_type",
+    "detect_format",
+    "REVISIONS",
+    "extractor_revision",
+    "source_revision",
+]
 
 #: Sources smaller than this are always read whole (``extract``).
 LARGE_BYTES = 1 << 20
+
+#: The revision of each format's extractor (by ``detect_format``'s name, "record" for a record): it
+#: moves when a change gives other text for a file it read before. It is part of a source's version
+#: (``kbctl.ingest.steps.source_hash``), so the next ingest reads a stored source of that format again
+#: instead of skipping it; a format not named here hashes as before revisions were counted.
+#: "pdf-2", "html-2": hyphenation, running headers, two columns; bare ``<pre>``, header-less tables,
+#: table cells in a mail's HTML (session 43, docs/hardening.md "Document fidelity QA").
+REVISIONS: dict[str, str] = {"pdf": "pdf-2", "html": "html-2"}
+
+_FORMATS = ("text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "odt", "email", "mbox", "feed")
+#: The formats whose extractors hand text to others': a mail its HTML body (``html.html_paragraphs``)
+#: and its attachments (any format, by ``extract``), a feed its HTML entries. Their text moves with those.
+_READS = {"email": _FORMATS, "mbox": _FORMATS, "feed": ("html",)}
+
+
+def extractor_revision(fmt: str) -> str:
+    """The revision of what ``fmt``'s extractor gives: its own and those of the extractors it hands
+    text to (``REVISIONS``), joined; "" while none of them moved (the hash of before)."""
+    revisions = {REVISIONS.get(f, "") for f in (fmt, *_READS.get(fmt, ()))}
+    return " ".join(sorted(r for r in revisions if r))
+
+
+def source_revision(source: Source) -> str:
+    """``extractor_revision`` of the extractor that reads ``source`` (its format as ``extract``
+    detects it, from its first bytes); "" for one that no extractor reads (extracting it fails)."""
+    if source.media_type == RECORD_MEDIA_TYPE:
+        return extractor_revision("record")
+    try:
+        return extractor_revision(detect_format(source))
+    except Exception:  # binary, generic XML: its extraction fails and says why; nothing is stored
+        return ""
 
 
 def extract(source: Source, options: ExtractOptions | None = None) -> list[Document]:

@@ -3,9 +3,10 @@
 ``start`` runs ``_produce`` in a thread while the calling thread embeds and stores what it hands
 over (``writer.consume``), so the model is not idle waiting for input and memory does not grow
 with the corpus. Each source becomes one ``Item`` (its documents and their chunks), an
-``ItemError``, an ("unchanged", n, source URI) marker (its version is stored already), a ``Restamp``
+``ItemError``, an ("unchanged", n, source URI) marker (its version, which counts its extractor's
+revision, is stored already), a ``Restamp``
 of a batch's sources stored under their hash of an earlier revision of the sentence splitter whose
-chunks it does not move (``steps.previous_source_hash``; those it moves are read again), or, when it is large:
+chunks it does not move (and whose extractor did not move) (``steps.previous_source_hash``; those it moves are read again), or, when it is large:
 one ``LargeItem`` for a long text (its chunks made by ``steps.chunk_large`` as the writer reads
 them), or one ``Item`` per entry of a large feed and then a ``SourceDone``.
 """
@@ -21,6 +22,7 @@ from ..chunk import MOVED_SINCE, check_length
 from ..config import Profile
 from ..embed import get_tokenizer
 from ..errors import KbctlError
+from ..extract import source_revision
 from ..store import source_versions, sources_holding
 from ..types import Document, ItemError, LargeDocument, Source, content_hash
 from .items import PARTIAL, IngestRun, Item, LargeItem, Restamp, SourceDone
@@ -129,9 +131,10 @@ def _count(counts: dict[str, int], out) -> None:
 
 def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> Iterator:
     shas = {s.uri: content_hash(s.content) for s in batch if isinstance(s, Source)}
-    hashes = {uri: source_hash(sha, profile) for uri, sha in shas.items()}
+    extractors = {s.uri: source_revision(s) for s in batch if isinstance(s, Source)}
+    hashes = {uri: source_hash(sha, profile, extractors[uri]) for uri, sha in shas.items()}
     known = source_versions(conn, ns, list(hashes))
-    previous = _restampable(conn, ns, profile, shas, hashes, known)
+    previous = _restampable(conn, ns, profile, shas, extractors, hashes, known)
     if previous:
         yield Restamp(tuple((uri, h, hashes[uri], len(known[uri][1])) for uri, h in previous.items()))
     for s in batch:
@@ -163,17 +166,19 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> I
         yield Item(s.uri, h, s.kind, chunked)
 
 
-def _restampable(conn, ns, profile: Profile, shas: dict, hashes: dict, known: dict) -> dict[str, str]:
+def _restampable(conn, ns, profile: Profile, shas: dict, extractors: dict, hashes: dict, known: dict) -> dict[str, str]:
     """The sources stored under their hash of an earlier revision of the sentence splitter
     (``steps.previous_source_hash``) none of whose chunks holds what it now ends sentences at since
     that revision (``kbctl.chunk.MOVED_SINCE``), so their chunks would come out alike: {source URI:
-    that hash}. The others are read and chunked again (what comes out alike is kept, chunk ids and all)."""
+    that hash}. The others are read and chunked again (what comes out alike is kept, chunk ids and all),
+    among them every source stored before its extractor's revision moved (``extractors``: each
+    source's now, ``kbctl.extract.source_revision``): its text may differ, whatever its chunks hold."""
     older: dict[str, dict[str, str]] = {}  # the pattern that may move them -> {uri: their hash}
     for uri, (h, _) in known.items():
         if h == hashes[uri]:
             continue
         for revision, moved_by in MOVED_SINCE.items():
-            if h == previous_source_hash(shas[uri], profile, revision):
+            if h == previous_source_hash(shas[uri], profile, revision, extractors[uri]):
                 older.setdefault(moved_by, {})[uri] = h
                 break
     kept: dict[str, str] = {}

@@ -75,6 +75,7 @@ class DocumentRecord(TypedDict):
     source_uri: str
     source_sha: NotRequired[str]
     source_kind: NotRequired[str]
+    extract_revision: NotRequired[str]
     document: DocumentShape
 
 

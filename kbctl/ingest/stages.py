@@ -5,7 +5,8 @@
 Every line is one JSON object with a ``type``:
 
 - ``source``: ``{"type": "source", "source": {...Source}}`` (bytes as base64)
-- ``document``: ``{"type": "document", "source_uri", "source_sha", "source_kind", "document": {...}}``
+- ``document``: ``{"type": "document", "source_uri", "source_sha", "source_kind", "extract_revision", "document": {...}}``
+  (``extract_revision``: ``kbctl.extract.source_revision``, part of the source's hash in ``store``)
 - ``chunked``: a document record plus ``"chunks": [...]``
 - ``embedded``: a chunked record plus ``"embeddings": [[...], ...]`` aligned with the chunks
 - ``error``: ``{"type": "error", "error": {...ItemError}}``: passed through to ``store``'s run ledger
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..config import Profile
 from ..errors import UsageError
+from ..extract import source_revision
 from ..types import Chunk, Document, ItemError, Source, content_hash
 from .embedding import Embedding, Lookup
 from .items import Item
@@ -132,13 +134,14 @@ def extract_records(records: Iterable[dict[str, Any]], options: Any = None) -> I
         if isinstance(docs, ItemError):
             yield {"type": "error", "error": docs.to_json()}
             continue
-        sha = content_hash(src.content)
+        sha, revision = content_hash(src.content), source_revision(src)
         for d in docs:
             yield {
                 "type": "document",
                 "source_uri": src.uri,
                 "source_sha": sha,
                 "source_kind": src.kind,
+                "extract_revision": revision,
                 "document": d.to_json(),
             }
 
@@ -246,7 +249,9 @@ def _item(group: list[dict[str, Any]], profile: Profile) -> Iterator[Item | Item
         for c, v in zip(chunks, r["embeddings"]):
             vectors[c.content_hash] = _vector(v)
         docs.append((Document.from_json(r["document"]), chunks))
-    h = source_hash(first["source_sha"], profile)
+    # the revision of the extractor that wrote the records: none (an earlier kbctl's) hashes as before,
+    # and the next `kbctl ingest` of the source reads it again with this one's
+    h = source_hash(first["source_sha"], profile, first.get("extract_revision") or "")
     yield Item(first["source_uri"], h, first.get("source_kind", "file"), tuple(docs), vectors)
 
 

@@ -34,8 +34,9 @@ __all__ = [
 ]
 
 
-def source_hash(sha: str, profile: Profile) -> str:
-    """Version of a source: the hash of its bytes and the settings that decide its chunks.
+def source_hash(sha: str, profile: Profile, extractor: str = "") -> str:
+    """Version of a source: the hash of its bytes, the settings that decide its chunks and the
+    revision of the extractor that reads it (``extractor``: ``kbctl.extract.source_revision``).
 
     ``max_document_chars`` is a limit, not a chunking setting: changing it (or adding it, as an
     upgrade did) must not make every stored source look changed. What a profile measured in words
@@ -44,25 +45,30 @@ def source_hash(sha: str, profile: Profile) -> str:
     splitter takes for a sentence's end (``kbctl.chunk.SENTENCE_ENDS``) is one for every profile; a
     source stored under the hash of an earlier revision (``previous_source_hash``) is read again only
     when its chunks hold what the splitter now ends sentences at (``kbctl.chunk.MOVED_SINCE``,
-    ``kbctl.ingest.producer``).
+    ``kbctl.ingest.producer``). The extractor's revision (``kbctl.extract.REVISIONS``) is added only
+    when it is not "": a format whose extractor never moved hashes as before; a source stored before
+    its extractor moved is read again (its unchanged chunks keep their vectors).
     """
-    return _hash_of(sha, profile, _chunk.SENTENCE_ENDS)
+    return _hash_of(sha, profile, _chunk.SENTENCE_ENDS, extractor)
 
 
-def previous_source_hash(sha: str, profile: Profile, revision: str = "") -> str:
+def previous_source_hash(sha: str, profile: Profile, revision: str = "", extractor: str = "") -> str:
     """``source_hash`` as it was under an earlier revision of the sentence splitter
     (``kbctl.chunk.MOVED_SINCE`` names them): "sentences-2" (session 42), or "" before the revision
-    was part of it, when sentences ended only before a space."""
-    return _hash_of(sha, profile, revision)
+    was part of it, when sentences ended only before a space; with the extractor's revision of now
+    (``extractor``), so a source stored before its extractor moved matches none (it is read again)."""
+    return _hash_of(sha, profile, revision, extractor)
 
 
-def _hash_of(sha: str, profile: Profile, sentence_ends: str) -> str:
+def _hash_of(sha: str, profile: Profile, sentence_ends: str, extractor: str = "") -> str:
     chunk = {k: v for k, v in asdict(profile.chunk).items() if k != "max_document_chars"}
     parts: list[Any] = [chunk, profile.max_tokens, profile.fingerprint]
     if count := chunk_count_revision(profile):
         parts.append(count)
     if sentence_ends:
         parts.append(sentence_ends)
+    if extractor:  # an object: never taken for a sentence splitter's revision
+        parts.append({"extract": extractor})
     settings = json.dumps(parts, sort_keys=True)
     return content_hash(f"{sha}\x00{settings}")
 

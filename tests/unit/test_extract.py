@@ -559,3 +559,22 @@ def test_front_matter_datetimes_with_an_offset_are_stored_in_utc():
     assert err is None
     assert meta["date"] == "2024-05-01T10:00:00Z" and meta["updated"] == "2024-05-02T00:30:00Z"
     assert (meta["day"], meta["note"], meta["bad"]) == ("2024-05-01", "not 2024-05-01 12:00+02:00", "2024-13-01T10:00Z")
+
+
+def test_the_extractor_revision_of_a_source_is_its_formats_and_those_it_hands_text_to(monkeypatch):
+    """``kbctl.extract.source_revision``, part of a source's hash: "" for a format whose extractor
+    never moved (text, Markdown: their stored sources are skipped as before); a mail moves with the
+    HTML of its body and the extractors of its attachments, a feed with the HTML of its entries."""
+    import kbctl.extract as ex
+
+    assert ex.source_revision(fixture_source("plain.txt")) == ""
+    assert ex.source_revision(fixture_source("guide.md")) == ""
+    assert ex.source_revision(fixture_source("report.pdf")) == ex.REVISIONS["pdf"] != ""
+    assert ex.source_revision(fixture_source("page.html")) == ex.REVISIONS["html"] != ""
+    for name in ("message.eml", "thread.mbox"):
+        assert set(ex.source_revision(fixture_source(name)).split()) == {ex.REVISIONS["html"], ex.REVISIONS["pdf"]}
+    assert ex.source_revision(fixture_source("feed.atom")) == ex.REVISIONS["html"]
+    assert ex.source_revision(fixture_source("image.png")) == ""  # read by none: its extraction fails
+    monkeypatch.setattr(ex, "REVISIONS", {"docx": "docx-2"})  # an attachment's extractor moves a mail's text
+    assert ex.source_revision(fixture_source("message.eml")) == "docx-2"
+    assert ex.source_revision(fixture_source("report.pdf")) == ex.extractor_revision("text") == ""

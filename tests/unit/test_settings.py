@@ -221,6 +221,25 @@ def test_source_hash_is_what_the_plain_tables_gave():
     assert source_hash(sha, p) == hashlib.sha256(f"{sha}\x00{now}".encode()).hexdigest()
 
 
+def test_an_extractors_revision_is_in_the_source_hash_only_when_it_moved():
+    """A format whose extractor never moved (revision "") hashes as before revisions were counted;
+    one that moved hashes apart, under every splitter revision the producer may restamp from, so a
+    source stored before its extractor moved matches none of them (it is read again)."""
+    from kbctl.chunk import MOVED_SINCE, SENTENCE_ENDS
+    from kbctl.ingest.steps import previous_source_hash, source_hash
+
+    p = load_settings(env={}).profile("minilm")
+    old_chunk = {"size": 200, "overlap": 32, "strategy": "structure", "semantic_threshold": 0.35}
+    sha = "0" * 64
+    now = json.dumps([old_chunk, p.max_tokens, p.fingerprint, SENTENCE_ENDS, {"extract": "pdf-2"}], sort_keys=True)
+    assert source_hash(sha, p, "pdf-2") == hashlib.sha256(f"{sha}\x00{now}".encode()).hexdigest()
+    assert source_hash(sha, p, "") == source_hash(sha, p)
+    for revision in MOVED_SINCE:
+        assert previous_source_hash(sha, p, revision, "pdf-2") != previous_source_hash(sha, p, revision)
+    # an extractor's revision is never taken for a splitter's
+    assert previous_source_hash(sha, p, "", "pdf-2") != previous_source_hash(sha, p, "pdf-2")
+
+
 def test_replace_keeps_the_parts_typed():
     p = load_settings(env={}).profile("minilm")
     q = dataclasses.replace(p, search=dataclasses.replace(p.search, k=3, fusion="convex"))
