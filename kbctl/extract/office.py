@@ -134,42 +134,293 @@ def _opener(kind: str) -> Callable[[io.BytesIO], Any]:
 
 
 def _docx_blocks(doc) -> Iterator[Block]:
-    """The paragraphs and tables of a Word document in order, under the headings above them."""
+    """The paragraphs, lists and tables of a Word document in order, under the headings above them.
+
+    Consecutive list paragraphs are one block of Markdown list items (``_DocxNumbering``); a
+    footnote or endnote is marked where it is cited (``[^1]``) and its text follows on a line of
+    its own (``[^1]: …``) at the end of the citing paragraph or list, or in a block after a table.
+    """
     from docx.table import Table
 
+    notes = _DocxNotes(doc)
+    numbering = _DocxNumbering(doc)
     headings: list[tuple[int, str]] = []
     pending: Block | None = None  # a caption paragraph that may belong to the next table
     last_table: Block | None = None
+    items: list[str] = []  # the list being read: its item lines, then its notes
+    items_notes: list[str] = []
+    open_levels: list[tuple[int, int]] = []  # (level, indent of its text) of the list's items above
+
+    def end_list() -> Iterator[Block]:
+        if items:
+            yield Block("\n".join(items + items_notes), heading_path=tuple(t for _, t in headings))
+        items.clear()
+        items_notes.clear()
+        open_levels.clear()
+
     for item in doc.iter_inner_content():
-        path = tuple(t for _, t in headings)
         if isinstance(item, Table):
+            yield from end_list()
+            path = tuple(t for _, t in headings)
             caption = pending.text if pending else None
             pending = None
-            text = markdown_table(_docx_rows(item))
+            text = markdown_table(_docx_rows(item, notes))
             last_table = Block(text, heading_path=(*path, caption) if caption else path) if text else None
             if last_table:
                 yield last_table
+            if cited := notes.take():
+                yield Block("\n".join(cited), heading_path=path)
             continue
-        text = item.text.strip()
         level = _heading_level(item)
+        marker = numbering.marker(item) if level is None else None
+        text = _docx_text(item._p, notes).strip()
+        cited = notes.take()
+        if marker is not None:
+            if text:
+                if pending:
+                    yield pending
+                    pending = None
+                depth, mark = marker
+                while open_levels and open_levels[-1][0] >= depth:
+                    open_levels.pop()
+                indent = open_levels[-1][1] if open_levels else 0
+                items.append(" " * indent + mark + text.replace("\n", "\n" + " " * (indent + len(mark))))
+                items_notes.extend(cited)
+                open_levels.append((depth, indent + len(mark)))
+                last_table = None
+            continue
         if not text:
             continue
+        yield from end_list()
         if pending:
             yield pending
             pending = None
+        path = tuple(t for _, t in headings)
         if level is not None:
             headings = [h for h in headings if h[0] < level] + [(level, text)]
+            if cited:
+                yield Block("\n".join(cited), heading_path=tuple(t for _, t in headings))
         elif _is_caption_paragraph(item, text):
             if last_table is not None and len(last_table.heading_path) == len(path):
                 # a caption below the table: said again as the table's own line, not lost
-                yield Block(text, heading_path=path)
+                yield Block("\n".join([text, *cited]), heading_path=path)
             else:
                 pending = Block(text, heading_path=path)
+                if cited:
+                    yield Block("\n".join(cited), heading_path=path)
         else:
-            yield Block(text, heading_path=path)
+            yield Block("\n".join([text, *cited]), heading_path=path)
         last_table = None
+    yield from end_list()
     if pending:
         yield pending
+
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+#: What a run holds that is text: python-docx's ``Run.text``, plus the note references.
+_RUN_TEXT = "w:br | w:cr | w:noBreakHyphen | w:ptab | w:t | w:tab | w:footnoteReference | w:endnoteReference"
+
+
+def _docx_text(p, notes: _DocxNotes) -> str:
+    """A paragraph's text as python-docx reads it, with ``[^N]`` where a note is cited."""
+    if not p.xpath("./w:r/w:footnoteReference | ./w:r/w:endnoteReference | ./w:hyperlink/w:r/w:footnoteReference"):
+        return p.text
+    parts = []
+    for el in p.xpath("w:r | w:hyperlink/w:r"):
+        for child in el.xpath(_RUN_TEXT):
+            if child.tag in (f"{_W}footnoteReference", f"{_W}endnoteReference"):
+                parts.append(notes.cite(child.tag[len(_W) : -len("Reference")], child.get(f"{_W}id")))
+            else:
+                parts.append(str(child))
+    return "".join(parts)
+
+
+def _part_xml(doc, reltype: str):
+    """The parsed XML of the document's part related by ``reltype`` (notes, numbering), or ``None``."""
+    from lxml import etree
+
+    for rel in doc.part.rels.values():
+        if rel.reltype == reltype and not rel.is_external:
+            part = rel.target_part
+            element = getattr(part, "element", None)  # a part python-docx parsed (numbering)
+            if element is not None:
+                return element
+            parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
+            return etree.fromstring(part.blob, parser)
+    return None
+
+
+class _DocxNotes:
+    """A Word document's footnotes and endnotes, labelled as Word shows them by default: footnotes
+    ``1, 2, 3`` and endnotes ``i, ii, iii`` in the order they are cited (the separator "notes" are
+    not notes)."""
+
+    def __init__(self, doc) -> None:
+        from docx.opc.constants import RELATIONSHIP_TYPE as RT
+
+        self.text: dict[tuple[str, str], str] = {}
+        for kind, reltype in (("footnote", RT.FOOTNOTES), ("endnote", RT.ENDNOTES)):
+            root = _part_xml(doc, reltype)
+            if root is None:
+                continue
+            for note in root.iter(f"{_W}{kind}"):
+                if note.get(f"{_W}type") in ("separator", "continuationSeparator", "continuationNotice"):
+                    continue
+                paragraphs = ("".join(t.text or "" for t in p.iter(f"{_W}t")) for p in note.iter(f"{_W}p"))
+                text = " ".join(" ".join(paragraphs).split())
+                if text:
+                    self.text[(kind, note.get(f"{_W}id") or "")] = text
+        self.labels: dict[tuple[str, str], str] = {}
+        self.counts = {"footnote": 0, "endnote": 0}
+        self.cited: list[str] = []
+
+    def cite(self, kind: str, note_id: str | None) -> str:
+        """The marker of a citation (``[^2]``), its note's line kept for ``take``; ``""`` for no note."""
+        key = (kind, note_id or "")
+        if key not in self.text:
+            return ""
+        if key not in self.labels:
+            self.counts[kind] += 1
+            n = self.counts[kind]
+            self.labels[key] = str(n) if kind == "footnote" else _roman(n).lower()
+            self.cited.append(f"[^{self.labels[key]}]: {self.text[key]}")
+        return f"[^{self.labels[key]}]"
+
+    def take(self) -> list[str]:
+        """The lines of the notes cited since the last call."""
+        lines, self.cited = self.cited, []
+        return lines
+
+
+class _DocxNumbering:
+    """The list markers Word shows before numbered and bulleted paragraphs, as Markdown list items.
+
+    A paragraph's ``w:numPr`` (its own or its style's: ``List Number``, ``List Bullet``) names a
+    ``w:num`` and a level; the ``w:num``'s ``w:abstractNum`` gives the level's format. Counters
+    run per abstract list, as in Word (two ``w:num`` over one list continue each other's numbers),
+    unless a ``w:num`` restarts a level (``w:startOverride``, Word's "restart numbering"); a level
+    starts again after an item of a level above it. ``decimal``, letters and roman numerals are
+    numbered (``1.``, ``a)`` as the level's text ends), bullets and any other format are ``- ``.
+    """
+
+    def __init__(self, doc) -> None:
+        from docx.opc.constants import RELATIONSHIP_TYPE as RT
+
+        root = _part_xml(doc, RT.NUMBERING)
+        self.abstract: dict[str, dict[int, Any]] = {}
+        self.nums: dict[str, tuple[str, dict[int, Any], dict[int, int]]] = {}
+        self.styles: dict[str, dict[str, int]] = {}  # abstract list → paragraph style → its level
+        if root is not None:
+            for a in root.iter(f"{_W}abstractNum"):
+                aid = a.get(f"{_W}abstractNumId") or ""
+                self.abstract[aid] = {_int(lvl.get(f"{_W}ilvl")): lvl for lvl in a.iter(f"{_W}lvl")}
+                self.styles[aid] = {
+                    ps.get(f"{_W}val") or "": _int(lvl.get(f"{_W}ilvl"))
+                    for lvl in a.iter(f"{_W}lvl")
+                    if (ps := lvl.find(f"{_W}pStyle")) is not None
+                }
+            for num in root.iter(f"{_W}num"):
+                ref = num.find(f"{_W}abstractNumId")
+                levels, starts = {}, {}
+                for o in num.iter(f"{_W}lvlOverride"):
+                    ilvl = _int(o.get(f"{_W}ilvl"))
+                    if (lvl := o.find(f"{_W}lvl")) is not None:
+                        levels[ilvl] = lvl
+                    if (so := o.find(f"{_W}startOverride")) is not None:
+                        starts[ilvl] = _int(so.get(f"{_W}val"), 1)
+                aid = ref.get(f"{_W}val") or "" if ref is not None else ""
+                self.nums[num.get(f"{_W}numId") or ""] = (aid, levels, starts)
+        self.counters: dict[str, dict[int, int]] = {}
+        self.restarted: set[tuple[str, int]] = set()
+
+    def marker(self, paragraph) -> tuple[int, str] | None:
+        """``(level, "2. ")`` for a list paragraph (its counter moved on), ``None`` for another."""
+        if not self.nums:
+            return None
+        num_id, ilvl, style_id = self._num_pr(paragraph)
+        if num_id is None or num_id not in self.nums:
+            return None  # numId 0 (numbering removed) is in no w:num
+        aid, overrides, starts = self.nums[num_id]
+        if ilvl is None:
+            ilvl = self.styles.get(aid, {}).get(style_id or "", 0)
+        lvl = overrides.get(ilvl) if ilvl in overrides else self.abstract.get(aid, {}).get(ilvl)
+
+        def val(tag: str) -> str:
+            el = lvl.find(f"{_W}{tag}") if lvl is not None else None
+            return (el.get(f"{_W}val") or "") if el is not None else ""
+
+        counts = self.counters.setdefault(aid, {})
+        start = _int(val("start"), 1)
+        if ilvl in starts and (num_id, ilvl) not in self.restarted:
+            self.restarted.add((num_id, ilvl))
+            counts[ilvl] = starts[ilvl] - 1
+        n = counts[ilvl] = counts.get(ilvl, start - 1) + 1
+        for deeper in [k for k in counts if k > ilvl]:
+            del counts[deeper]
+        label = _number_label(val("numFmt"), n)
+        if label is None:
+            return ilvl, "- "
+        return ilvl, label + (")" if val("lvlText").rstrip().endswith(")") else ".") + " "
+
+    def _num_pr(self, paragraph) -> tuple[str | None, int | None, str | None]:
+        """The paragraph's numbering (``numId``, ``ilvl``) as given on it or on its style, and its style's id."""
+        style = paragraph.style
+        style_id = style.style_id if style is not None else None
+        num_id: str | None = None
+        ilvl: int | None = None
+        candidates = [paragraph._p]
+        for _ in range(16):  # a style's base styles, with a bound against a loop
+            if style is None:
+                break
+            candidates.append(style.element)
+            style = style.base_style
+        for el in candidates:
+            pr = el.find(f"{_W}pPr/{_W}numPr")
+            if pr is None:
+                continue
+            nid, lv = pr.find(f"{_W}numId"), pr.find(f"{_W}ilvl")
+            if num_id is None and nid is not None:
+                num_id = nid.get(f"{_W}val")
+            if ilvl is None and lv is not None:
+                ilvl = _int(lv.get(f"{_W}val"))
+            if num_id is not None:
+                break
+        return num_id, ilvl, style_id
+
+
+def _int(text: str | None, default: int = 0) -> int:
+    try:
+        return int(text or "")
+    except ValueError:
+        return default
+
+
+def _number_label(fmt: str, n: int) -> str | None:
+    """``n`` written in a numbering format (``decimal``, letters, roman), ``None`` for a bullet or another."""
+    if fmt == "decimal":
+        return str(n)
+    if fmt == "decimalZero":
+        return f"{n:02d}"
+    if fmt in ("lowerLetter", "upperLetter"):
+        letters = chr(ord("a") + (n - 1) % 26) * ((n - 1) // 26 + 1)  # Word: a … z, aa … zz, aaa
+        return letters if fmt == "lowerLetter" else letters.upper()
+    if fmt in ("lowerRoman", "upperRoman"):
+        return _roman(n).lower() if fmt == "lowerRoman" else _roman(n)
+    return None
+
+
+def _roman(n: int) -> str:
+    if n <= 0 or n >= 4000:
+        return str(n)
+    out = []
+    for value, numeral in (
+        (1000, "M"), (900, "CM"), (500, "D"), (400, "CD"), (100, "C"), (90, "XC"),
+        (50, "L"), (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I"),
+    ):  # fmt: skip
+        while n >= value:
+            out.append(numeral)
+            n -= value
+    return "".join(out)
 
 
 def _heading_level(paragraph) -> int | None:
@@ -188,8 +439,8 @@ def _is_caption_paragraph(paragraph, text: str) -> bool:
     return name == "Caption" or is_caption(text)
 
 
-def _docx_rows(table) -> list[list[str]]:
-    """A Word table's cell texts; a cell merged across columns is given once."""
+def _docx_rows(table, notes: _DocxNotes) -> list[list[str]]:
+    """A Word table's cell texts (``[^N]`` where a note is cited); a cell merged across columns is given once."""
     rows = []
     for row in table.rows:
         cells, seen = [], set()
@@ -197,7 +448,7 @@ def _docx_rows(table) -> list[list[str]]:
             if id(cell._tc) in seen:
                 continue
             seen.add(id(cell._tc))
-            cells.append(cell.text)
+            cells.append("\n".join(_docx_text(p._p, notes) for p in cell.paragraphs))
         rows.append(cells)
     return rows
 
