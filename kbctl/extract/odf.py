@@ -1,8 +1,13 @@
 """OpenDocument text (``.odt``, ``source_type="odt"``), read with the standard library and lxml.
 
-An ``.odt`` file is a zip holding ``content.xml`` and ``meta.xml``. Headings (``text:h``, by their
-outline level) are structure; paragraphs, list items and tables (as Markdown tables, a caption
-paragraph before one joining its heading path) are text, in document order. Metadata from
+An ``.odt`` file is a zip holding ``content.xml``, ``styles.xml`` and ``meta.xml``. Headings
+(``text:h``, by their outline level) are structure; paragraphs, lists and tables (as Markdown
+tables, a caption paragraph before one joining its heading path) are text, in document order. A
+list is one block of Markdown list items, numbered as its list style says (``1.``, ``a)``, ``ii.``;
+bullets and other formats ``- ``), nested lists indented under their item's text. A footnote or
+endnote is marked where it is cited by its citation (``[^1]``) and its text follows on a line of
+its own (``[^1]: …``) at the end of the citing paragraph or list (after a table: a block of its
+own), so a note is read in the section, and the chunk, of the sentence it qualifies. Metadata from
 ``meta.xml``: ``title``, ``author`` (the creator), ``date`` (created), ``modified``, ``subject``,
 ``tags`` (keywords). A password-protected file ("encrypted OpenDocument file") or one that does
 not read ("corrupt or unreadable OpenDocument file") is an ``ExtractError``.
@@ -18,6 +23,7 @@ from ..errors import ExtractError
 from ..textutil.dates import iso_datetime
 from ..types import Block, Document, Source
 from .base import build_document, stem_of
+from .office import number_label
 from .tables import is_caption, markdown_table
 
 __all__ = ["extract_odt"]
@@ -26,20 +32,23 @@ _NS = {
     "office": "urn:oasis:names:tc:opendocument:xmlns:office:1.0",
     "text": "urn:oasis:names:tc:opendocument:xmlns:text:1.0",
     "table": "urn:oasis:names:tc:opendocument:xmlns:table:1.0",
+    "style": "urn:oasis:names:tc:opendocument:xmlns:style:1.0",
     "meta": "urn:oasis:names:tc:opendocument:xmlns:meta:1.0",
     "dc": "http://purl.org/dc/elements/1.1/",
 }
 _T = "{" + _NS["text"] + "}"
 _TB = "{" + _NS["table"] + "}"
+_ST = "{" + _NS["style"] + "}"
+_XML_ID = "{http://www.w3.org/XML/1998/namespace}id"
 
 
 def extract_odt(source: Source) -> list[Document]:
     """An OpenDocument text as one document: headings → heading paths, tables → Markdown tables."""
-    content, meta_xml = _parts(source.content)
+    content, styles, meta_xml = _parts(source.content)
     body = content.find(".//office:body/office:text", _NS)
     if body is None:
         raise ExtractError("corrupt or unreadable OpenDocument file: no text body", hint=_HINT)
-    blocks = list(_blocks(body))
+    blocks = list(_blocks(body, _Lists([content, *([styles] if styles is not None else [])])))
     meta = _metadata(meta_xml) if meta_xml is not None else {}
     first_heading = next((b.heading_path[0] for b in blocks if b.heading_path), "")
     title = meta.get("title") or first_heading or stem_of(source.uri)
@@ -50,7 +59,7 @@ _HINT = "open and save it again in LibreOffice, then ingest it again"
 
 
 def _parts(data: bytes):
-    """The parsed ``content.xml`` and ``meta.xml`` (``None`` when absent)."""
+    """The parsed ``content.xml``, ``styles.xml`` and ``meta.xml`` (the last two ``None`` when absent)."""
     from lxml import etree
 
     try:
@@ -62,8 +71,10 @@ def _parts(data: bytes):
                 )
             parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
             content = etree.fromstring(z.read("content.xml"), parser)
-            meta = etree.fromstring(z.read("meta.xml"), parser) if "meta.xml" in z.namelist() else None
-            return content, meta
+            names = z.namelist()
+            styles = etree.fromstring(z.read("styles.xml"), parser) if "styles.xml" in names else None
+            meta = etree.fromstring(z.read("meta.xml"), parser) if "meta.xml" in names else None
+            return content, styles, meta
     except ExtractError:
         raise
     except Exception as e:  # zipfile, a missing part, lxml
@@ -72,18 +83,27 @@ def _parts(data: bytes):
         ) from e
 
 
-def _blocks(body) -> Iterator[Block]:
+def _blocks(body, lists: _Lists) -> Iterator[Block]:
     headings: list[tuple[int, str]] = []
     pending: str | None = None  # a caption paragraph that may belong to the next table
     for el, kind in _walk(body):
         path = tuple(t for _, t in headings)
+        notes: list[str] = []
         if kind == "table":
-            text = markdown_table(_rows(el))
+            text = markdown_table(_rows(el, notes))
             if text:
                 yield Block(text, heading_path=(*path, pending) if pending else path)
             pending = None
+            if notes:
+                yield Block("\n".join(notes), heading_path=path)
             continue
-        text = " ".join(_text(el).split())
+        if kind == "list":
+            lines = lists.lines(el, notes)
+            if not lines:
+                continue
+            text = "\n".join(lines + notes)
+        else:
+            text = " ".join(_text(el, notes, mark=kind != "h").split())
         if not text:
             continue
         if pending:
@@ -92,16 +112,21 @@ def _blocks(body) -> Iterator[Block]:
         if kind == "h":
             level = int(el.get(f"{_T}outline-level") or 1)
             headings = [h for h in headings if h[0] < level] + [(level, text)]
-        elif is_caption(text):
+            if notes:
+                yield Block("\n".join(notes), heading_path=tuple(t for _, t in headings))
+        elif kind == "p" and is_caption(text):
             pending = text
+            if notes:
+                yield Block("\n".join(notes), heading_path=path)
         else:
-            yield Block(text, heading_path=path)
+            yield Block("\n".join([text, *notes]) if kind == "p" else text, heading_path=path)
     if pending:
         yield Block(pending, heading_path=tuple(t for _, t in headings))
 
 
 def _walk(el) -> Iterator[tuple[Any, str]]:
-    """Headings, paragraphs and tables in document order (lists and sections looked into)."""
+    """Headings, paragraphs, lists and tables in document order (sections looked into; a list
+    holding a heading or a table looked into too, its items read as paragraphs)."""
     for child in el:
         tag = child.tag
         if tag == f"{_T}h":
@@ -110,36 +135,151 @@ def _walk(el) -> Iterator[tuple[Any, str]]:
             yield child, "p"
         elif tag == f"{_TB}table":
             yield child, "table"
-        elif isinstance(tag, str):
+        elif tag == f"{_T}list" and next(child.iter(f"{_T}h", f"{_TB}table"), None) is None:
+            yield child, "list"
+        elif isinstance(tag, str) and tag not in (f"{_T}note", f"{_T}tracked-changes"):
             yield from _walk(child)
 
 
-def _rows(table) -> list[list[str]]:
+class _Lists:
+    """The lists of an OpenDocument text as Markdown list items, numbered as their list styles say.
+
+    A list's style (``text:style-name``, an inner list taking its outer list's) is looked up in
+    ``content.xml``'s automatic styles, then in ``styles.xml``; each level is a number format
+    (``1``, ``a``, ``A``, ``i``, ``I``, with its suffix and start value) or a bullet. A list
+    counts from its start unless it continues another (``text:continue-numbering``, or
+    ``text:continue-list`` naming it); a level starts again after an item of a level above it.
+    """
+
+    def __init__(self, roots: list[Any]) -> None:
+        self.styles: dict[str, dict[int, tuple[str, str, int]]] = {}
+        for root in roots:
+            for style in root.iter(f"{_T}list-style"):
+                name = style.get(f"{_ST}name") or ""
+                if name in self.styles:
+                    continue  # content.xml's automatic styles come first
+                levels: dict[int, tuple[str, str, int]] = {}
+                for lvl in style:
+                    level = _int(lvl.get(f"{_T}level"), 1)
+                    if lvl.tag == f"{_T}list-level-style-number":
+                        suffix = ")" if (lvl.get(f"{_ST}num-suffix") or "").strip().endswith(")") else "."
+                        levels[level] = (
+                            lvl.get(f"{_ST}num-format") or "",
+                            suffix,
+                            _int(lvl.get(f"{_T}start-value"), 1),
+                        )
+                self.styles[name] = levels
+        self.last: dict[str, dict[int, int]] = {}  # the counters of the last list of each style
+        self.by_id: dict[str, dict[int, int]] = {}
+
+    def lines(self, el, notes: list[str]) -> list[str]:
+        """A list's item lines (its notes' lines added to ``notes``)."""
+        style = el.get(f"{_T}style-name") or ""
+        counters: dict[int, int] = {}
+        if el.get(f"{_T}continue-list"):
+            counters = self.by_id.get(el.get(f"{_T}continue-list") or "", self.last.get(style, counters))
+        elif el.get(f"{_T}continue-numbering") == "true":
+            counters = self.last.get(style, counters)
+        self.last[style] = counters
+        if el.get(_XML_ID):
+            self.by_id[el.get(_XML_ID)] = counters
+        out: list[str] = []
+        self._items(el, style, 1, 0, counters, out, notes)
+        return out
+
+    def _items(self, el, style: str, level: int, indent: int, counters, out: list[str], notes: list[str]) -> None:
+        for item in el:
+            if item.tag not in (f"{_T}list-item", f"{_T}list-header"):
+                continue
+            mark = ""
+            if item.tag == f"{_T}list-item":
+                fmt, suffix, start = self.styles.get(style, {}).get(level, ("", ".", 1))
+                if item.get(f"{_T}start-value"):
+                    counters[level] = _int(item.get(f"{_T}start-value"), 1) - 1
+                n = counters[level] = counters.get(level, start - 1) + 1
+                for deeper in [k for k in counters if k > level]:
+                    del counters[deeper]
+                label = number_label(_FORMATS.get(fmt, ""), n)
+                mark = "- " if label is None else f"{label}{suffix} "
+            first = True
+            for child in item:
+                if child.tag == f"{_T}list":
+                    inner = child.get(f"{_T}style-name") or style
+                    self._items(child, inner, level + 1, indent + len(mark), counters, out, notes)
+                elif child.tag in (f"{_T}p", f"{_T}h"):
+                    text = " ".join(_text(child, notes).split())
+                    if text:
+                        out.append(" " * indent + (mark if first else " " * len(mark)) + text)
+                        first = False
+
+
+#: OpenDocument's number formats in Word's names (``kbctl.extract.office.number_label``).
+_FORMATS = {"1": "decimal", "a": "lowerLetter", "A": "upperLetter", "i": "lowerRoman", "I": "upperRoman"}
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text or "")
+    except ValueError:
+        return default
+
+
+def _rows(table, notes: list[str]) -> list[list[str]]:
     rows = []
     for row in table.iter(f"{_TB}table-row"):
         cells = []
         for cell in row:
             if cell.tag != f"{_TB}table-cell":
                 continue
-            text = " ".join(" ".join(_text(p).split()) for p in cell.iter(f"{_T}p"))
+            text = " ".join(" ".join(_text(p, notes).split()) for p in cell.iter(f"{_T}p") if _outside_notes(p, cell))
             repeat = min(int(cell.get(f"{_TB}number-columns-repeated") or 1), 64)
             cells += [text] * (repeat if text else 1)
         rows.append(cells)
     return rows
 
 
-def _text(el) -> str:
-    """An element's text with ``text:s`` (spaces), ``text:tab`` and ``text:line-break`` as whitespace."""
+def _outside_notes(p, cell) -> bool:
+    """Whether a paragraph found in a table cell is not a note's (a note's text is read with its citation)."""
+    for ancestor in p.iterancestors():
+        if ancestor is cell:
+            return True
+        if ancestor.tag == f"{_T}note":
+            return False
+    return True
+
+
+def _text(el, notes: list[str] | None = None, *, mark: bool = True) -> str:
+    """An element's text with ``text:s`` (spaces), ``text:tab`` and ``text:line-break`` as whitespace.
+
+    A note (``text:note``) is left out of the text; given ``notes``, it is marked by its citation
+    (``[^1]``, unless ``mark`` is false: a heading) and its line (``[^1]: its text``) added to ``notes``.
+    """
     parts = [el.text or ""]
     for child in el:
         if child.tag == f"{_T}s":
             parts.append(" " * int(child.get(f"{_T}c") or 1))
         elif child.tag in (f"{_T}tab", f"{_T}line-break"):
             parts.append(" ")
-        elif isinstance(child.tag, str) and child.tag not in (f"{_T}note", f"{_T}tracked-changes"):
-            parts.append(_text(child))
+        elif child.tag == f"{_T}note":
+            if notes is not None:
+                parts.append(_note(child, notes, mark))
+        elif isinstance(child.tag, str) and child.tag != f"{_T}tracked-changes":
+            parts.append(_text(child, notes, mark=mark))
         parts.append(child.tail or "")
     return "".join(parts)
+
+
+def _note(note, notes: list[str], mark: bool) -> str:
+    """The marker of a note (``[^citation]``), its line added to ``notes``; ``""`` for an empty one."""
+    body = note.find(f"{_T}note-body")
+    text = " ".join(" ".join(_text(p).split()) for p in body.iter(f"{_T}p", f"{_T}h")) if body is not None else ""
+    if not text.strip():
+        return ""
+    citation = note.find(f"{_T}note-citation")
+    label = "".join((citation.text or "").split()) if citation is not None else ""
+    label = label or str(len(notes) + 1)
+    notes.append(f"[^{label}]: {text}")
+    return f"[^{label}]" if mark else ""
 
 
 def _metadata(meta_xml) -> dict[str, Any]:

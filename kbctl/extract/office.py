@@ -36,7 +36,7 @@ from ..types import Block, Document, Source
 from .base import build_document, stem_of
 from .tables import is_caption, markdown_table
 
-__all__ = ["extract_docx", "extract_pptx", "extract_xlsx", "OLE_MAGIC"]
+__all__ = ["extract_docx", "extract_pptx", "extract_xlsx", "OLE_MAGIC", "number_label"]
 
 log = logging.getLogger(__name__)
 
@@ -357,7 +357,7 @@ class _DocxNumbering:
         n = counts[ilvl] = counts.get(ilvl, start - 1) + 1
         for deeper in [k for k in counts if k > ilvl]:
             del counts[deeper]
-        label = _number_label(val("numFmt"), n)
+        label = number_label(val("numFmt"), n)
         if label is None:
             return ilvl, "- "
         return ilvl, label + (")" if val("lvlText").rstrip().endswith(")") else ".") + " "
@@ -395,7 +395,7 @@ def _int(text: str | None, default: int = 0) -> int:
         return default
 
 
-def _number_label(fmt: str, n: int) -> str | None:
+def number_label(fmt: str, n: int) -> str | None:
     """``n`` written in a numbering format (``decimal``, letters, roman), ``None`` for a bullet or another."""
     if fmt == "decimal":
         return str(n)

@@ -243,7 +243,7 @@ def test_odt_headings_tables_and_metadata():
     assert [(b.heading_path, b.text) for b in doc.blocks] == [
         (("Field Guide",), "Birds of the marsh, as seen in spring."),
         (("Field Guide", "Counts", "Table 1: Birds counted"), "| Bird | Count |\n| --- | --- |\n| Bittern | 3 |"),
-        (("Field Guide", "Counts"), "Bring boots."),
+        (("Field Guide", "Counts"), "- Bring boots."),  # a list without a style: bullets
     ]
 
 

@@ -198,3 +198,119 @@ def test_docx_list_styles_made_with_python_docx_are_numbered_and_bulleted():
     assert _blocks("checklist.docx", buf.getvalue()) == [
         (("Checklist",), "1. Back up the database\n2. Upgrade the packages\n- a remark"),
     ]
+
+
+_ODF_NS = (
+    'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"'
+)
+
+
+def _odt(body: str, *, automatic_styles: str = "", styles: str = "") -> bytes:
+    """An OpenDocument text with ``body``, its list styles in ``content.xml`` or ``styles.xml``."""
+    content = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {_ODF_NS}>'
+        f"<office:automatic-styles>{automatic_styles}</office:automatic-styles>"
+        f"<office:body><office:text>{body}</office:text></office:body></office:document-content>"
+    )
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(zipfile.ZipInfo("mimetype"), "application/vnd.oasis.opendocument.text")
+        z.writestr("content.xml", content, compress_type=zipfile.ZIP_DEFLATED)
+        if styles:
+            z.writestr(
+                "styles.xml",
+                f'<?xml version="1.0" encoding="UTF-8"?><office:document-styles {_ODF_NS}>'
+                f"<office:styles>{styles}</office:styles></office:document-styles>",
+                compress_type=zipfile.ZIP_DEFLATED,
+            )
+    return buf.getvalue()
+
+
+def _note(kind: str, citation: str, text: str) -> str:
+    return (
+        f'<text:note text:id="n{citation}" text:note-class="{kind}"><text:note-citation>{citation}</text:note-citation>'
+        f"<text:note-body><text:p>{text}</text:p></text:note-body></text:note>"
+    )
+
+
+def test_odt_footnotes_and_endnotes_follow_the_paragraph_that_cites_them():
+    body = (
+        '<text:h text:outline-level="1">Limits</text:h>'
+        f"<text:p>The burst limit was raised{_note('footnote', '1', 'The limit was raised to 40 in 2024.')} after the incident.</text:p>"
+        "<text:p>Nothing to note here.</text:p>"
+        '<text:h text:outline-level="1">History</text:h>'
+        f"<text:p>It was first set in 2019{_note('endnote', 'i', 'See the 2019 capacity plan.')} and reviewed.</text:p>"
+        "<table:table><table:table-row><table:table-cell><text:p>Setting</text:p></table:table-cell>"
+        "<table:table-cell><text:p>Value</text:p></table:table-cell></table:table-row>"
+        f"<table:table-row><table:table-cell><text:p>burst{_note('footnote', '2', 'Raised from 20.')}</text:p></table:table-cell>"
+        "<table:table-cell><text:p>40</text:p></table:table-cell></table:table-row></table:table>"
+    )
+    got = _blocks("limits.odt", _odt(body))
+    assert got[:3] == [
+        (("Limits",), "The burst limit was raised[^1] after the incident.\n[^1]: The limit was raised to 40 in 2024."),
+        (("Limits",), "Nothing to note here."),
+        (("History",), "It was first set in 2019[^i] and reviewed.\n[^i]: See the 2019 capacity plan."),
+    ]
+    assert got[3][1].splitlines()[-1] == "| burst[^2] | 40 |"
+    assert got[4:] == [(("History",), "[^2]: Raised from 20.")]
+
+
+_LIST_STYLES = (
+    '<text:list-style style:name="L1">'
+    '<text:list-level-style-number text:level="1" style:num-suffix="." style:num-format="1"/>'
+    '<text:list-level-style-number text:level="2" style:num-suffix=")" style:num-format="a"/>'
+    "</text:list-style>"
+    '<text:list-style style:name="L2">'
+    '<text:list-level-style-bullet text:level="1" text:bullet-char="•"/>'
+    '<text:list-level-style-bullet text:level="2" text:bullet-char="◦"/>'
+    "</text:list-style>"
+)
+
+
+def test_odt_numbered_and_bulleted_lists_keep_their_numbers_bullets_and_nesting():
+    def items(*texts: str) -> str:
+        return "".join(f"<text:list-item>{t}</text:list-item>" for t in texts)
+
+    body = (
+        '<text:h text:outline-level="1">Failover</text:h>'
+        '<text:list xml:id="list1" text:style-name="L1">'
+        + items(
+            "<text:p>Drain the primary</text:p>",
+            "<text:p>Promote the replica</text:p><text:list>"
+            + items("<text:p>check the lag</text:p>", "<text:p>check the slots</text:p>")
+            + "</text:list>",
+            "<text:p>Repoint the clients</text:p><text:p>(the DNS name first)</text:p>",
+        )
+        + "</text:list>"
+        "<text:p>Keep in mind:</text:p>"
+        '<text:list text:style-name="L2">'
+        + items(
+            "<text:p>the old primary stays fenced</text:p><text:list>"
+            + items("<text:p>until rebuilt</text:p>")
+            + "</text:list>"
+        )
+        + "</text:list>"
+        '<text:list text:style-name="L1" text:continue-numbering="true">'
+        + items("<text:p>Rebuild it</text:p>")
+        + "</text:list>"
+        '<text:list text:style-name="Numbering_20_i">' + items("<text:p>Audit</text:p>") + "</text:list>"
+    )
+    styles = (
+        '<text:list-style style:name="Numbering_20_i">'
+        '<text:list-level-style-number text:level="1" style:num-suffix="." style:num-format="i" text:start-value="2"/>'
+        "</text:list-style>"
+    )
+    assert _blocks("failover.odt", _odt(body, automatic_styles=_LIST_STYLES, styles=styles)) == [
+        (
+            ("Failover",),
+            "1. Drain the primary\n2. Promote the replica\n   a) check the lag\n   b) check the slots\n"
+            "3. Repoint the clients\n   (the DNS name first)",
+        ),
+        (("Failover",), "Keep in mind:"),
+        (("Failover",), "- the old primary stays fenced\n  - until rebuilt"),
+        (("Failover",), "4. Rebuild it"),
+        (("Failover",), "ii. Audit"),
+    ]
