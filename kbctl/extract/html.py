@@ -39,6 +39,13 @@ _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|~<>])")
 _MD_ESCAPE_IN_TABLE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!~<>])")  # ``\|`` stays: it is a cell's own bar
 _CELL_BAR = re.compile(r"(?<!\\)\|")
 _BARE_PRE = re.compile(r"(<pre\b[^>]*>)(?!\s*<code\b)(.*?)(</pre\s*>)", re.I | re.S)
+_PRE = re.compile(r"(<pre\b[^>]*>)(.*?)(</pre\s*>)", re.I | re.S)
+_EMPTY_LINE = re.compile(r"(?<=\n)(?=\r?\n)")
+#: What an empty line of a ``<pre>`` holds while trafilatura reads the page (it drops empty lines
+#: from code blocks), emptied again in its Markdown: a word no page has (trafilatura strips
+#: private-use and control characters, and a line of spaces is no mark).
+_BLANK = "kbctl-empty-line-5e0c1f"
+_BLANK_LINE = re.compile(rf"^[ \t]*{_BLANK}[ \t]*$", re.M)
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
 _BLOCK_TAGS = (
     "p",
@@ -123,8 +130,10 @@ def _main_markdown(markup: str, url: str | None) -> str | None:
 
     # a <pre> without <code> comes out unfenced, its "# comment" lines read back as headings
     markup = _BARE_PRE.sub(r"\1<code>\2</code>\3", markup)
+    # and it drops a code block's empty lines: each holds a mark while it reads, removed after
+    markup = _PRE.sub(lambda m: m.group(1) + _EMPTY_LINE.sub(_BLANK, m.group(2)) + m.group(3), markup)
     try:
-        return (
+        markdown = (
             trafilatura.extract(
                 markup,
                 url=url,
@@ -138,6 +147,7 @@ def _main_markdown(markup: str, url: str | None) -> str | None:
             )
             or None
         )
+        return _BLANK_LINE.sub("", markdown).replace(_BLANK, "") if markdown else None
     except Exception as e:  # trafilatura raises assorted parser errors on broken markup
         log.warning("trafilatura failed on %s: %s", url or "page", e)
         return None

@@ -42,3 +42,17 @@ def test_the_cells_of_a_table_in_an_html_only_mail_are_separate_words():
     doc = extract(Source(uri="file:///d/m.eml", content=eml, media_type="message/rfc822"))[0]
     words = doc.text.split()
     assert {"Host", "State", "db1", "down"} <= set(words)
+
+
+def test_the_blank_lines_of_a_code_block_are_kept():
+    code = "def drain(host):\n    stop(host)\n\n\ndef promote(host):\n    start(host)\n    \n    return host\n"
+    conf = "[server]\nport = 8080\n\n[limits]\nburst = 20\n"
+    doc = extract(
+        _page(f'<pre><code class="language-python">{code}</code></pre><p>And the settings:</p><pre>{conf}</pre>')
+    )[0]
+    blocks = [b.text for b in doc.blocks if b.text.startswith("```")]
+    assert blocks == [
+        "```\ndef drain(host):\n    stop(host)\n\n\ndef promote(host):\n    start(host)\n    \n    return host\n```",
+        "```\n[server]\nport = 8080\n\n[limits]\nburst = 20\n```",
+    ]
+    assert "kbctl" not in doc.text
