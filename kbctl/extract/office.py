@@ -5,7 +5,13 @@ Read with python-docx, python-pptx and openpyxl (imported only when such a file 
 - **Word** (``source_type="docx"``): paragraphs in document order; ``Title`` and ``Heading N``
   paragraphs are structure (the ``heading_path`` of what follows, not text); tables become
   Markdown tables (``kbctl.extract.tables``), a caption paragraph just before or after one
-  ("Table 2: …", or the ``Caption`` style) joining its heading path.
+  ("Table 2: …", or the ``Caption`` style) joining its heading path. Consecutive numbered or
+  bulleted paragraphs are one block of Markdown list items (``1.``, ``a)``, ``iv.``, ``- ``,
+  nested levels indented), numbered from ``word/numbering.xml`` as Word counts. A footnote or
+  endnote (``word/footnotes.xml``, ``word/endnotes.xml``, which python-docx does not read) is
+  marked where it is cited (``[^1]``; endnotes ``[^i]``) and its text follows on a line of its
+  own (``[^1]: …``) at the end of the citing paragraph or list (after a table: a block of its
+  own): a note is read in the section, and the chunk, of the sentence it qualifies.
 - **PowerPoint** (``source_type="pptx"``): one section per slide, its heading path the slide's
   title (``Slide N`` when it has none) and its ``page`` the slide number; text frames, tables
   (as Markdown tables), grouped shapes and the speaker notes (heading path ``… > Notes``).
