@@ -56,8 +56,10 @@ LARGE_BYTES = 1 << 20
 #: (``kbctl.ingest.steps.source_hash``), so the next ingest reads a stored source of that format again
 #: instead of skipping it; a format not named here hashes as before revisions were counted.
 #: "pdf-2", "html-2": hyphenation, running headers, two columns; bare ``<pre>``, header-less tables,
-#: table cells in a mail's HTML (session 43, docs/hardening.md "Document fidelity QA").
-REVISIONS: dict[str, str] = {"pdf": "pdf-2", "html": "html-2"}
+#: table cells in a mail's HTML, a code block's empty lines (session 43, docs/hardening.md "Document
+#: fidelity QA"); "docx-2", "odt-2": footnotes and endnotes, list numbers and bullets (session 43,
+#: "Word and OpenDocument fidelity").
+REVISIONS: dict[str, str] = {"pdf": "pdf-2", "html": "html-2", "docx": "docx-2", "odt": "odt-2"}
 
 _FORMATS = ("text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "odt", "email", "mbox", "feed")
 #: The formats whose extractors hand text to others': a mail its HTML body (``html.html_paragraphs``)
