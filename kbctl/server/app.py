@@ -503,6 +503,10 @@ class _Gate:
             reset = BEARER.set(token or None)  # each borrow of the request checks it (Service.kb)
             try:
                 if scope["path"].rstrip("/") == "/mcp":
+                    if scope["method"] != "POST":
+                        # stateless: no event stream of the server's to open (a GET held its connection
+                        # until the client left) and no session to end (DELETE); MCP allows a 405
+                        return await _error(405, _MCP_POST_ONLY, Allow="POST")(scope, replay, send)
                     async with self.state.mcp_app(agent) as app:
                         return await app(scope, replay, send)
                 return await self.app(scope, replay, send)
@@ -523,6 +527,11 @@ class _Gate:
                     raise _TooLarge(self.limit)
                 if not message.get("more_body", False):
                     return data
+
+
+_MCP_POST_ONLY = (
+    "/mcp takes POST only: this server is stateless, it opens no event stream (GET) and keeps no session (DELETE)"
+)
 
 
 def _bearer(headers: dict) -> str:

@@ -5,8 +5,10 @@ refusals are logged: ``kbctl.server.mcp``)."""
 
 from __future__ import annotations
 
+import json
 import logging
 
+import anyio
 import pytest
 
 from tests.server import test_ids
@@ -69,3 +71,70 @@ def test_each_refusal_is_logged_once_at_info(two_tenants, caplog):
             assert len(said) == 1, (path, [rec.getMessage() for rec in lines])
             assert said[0].levelno == logging.INFO and not said[0].exc_info
             assert f" {path.split('?')[0]} " in said[0].getMessage() and str(status) in said[0].getMessage()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Accept": "text/event-stream"},
+        {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"},
+        {"Accept": "text/event-stream", "MCP-Protocol-Version": "2026-07-28"},
+        {"Accept": "application/json"},
+    ],
+)
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_mcp_takes_only_post_and_opens_no_event_stream(two_tenants, method, headers):
+    """``GET /mcp`` with ``Accept: text/event-stream`` opened the SDK's event stream, on which a
+    stateless server never writes: it held the connection (and a worker) until the client left, so
+    a client with a token could tie up the server's connections. A server that offers no stream
+    answers 405 (the MCP streamable-HTTP transport allows it), with ``Allow: POST``, as JSON."""
+    settings, token, _, _ = two_tenants
+    sent: list[dict] = []
+    asked: list[bool] = []
+
+    async def receive():
+        if not asked:
+            asked.append(True)
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await anyio.sleep_forever()  # a client that stays
+
+    async def collect(message):
+        sent.append(message)
+
+    async def request(app):
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": "/mcp",
+            "raw_path": b"/mcp",
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"host", b"127.0.0.1:8765"), (b"authorization", f"Bearer {token}".encode())]
+            + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+            "client": ("127.0.0.1", 5000),
+            "server": ("127.0.0.1", 8765),
+        }
+        with anyio.move_on_after(5) as waited:
+            await app(scope, receive, collect)
+        return waited.cancelled_caught
+
+    with _client(settings, token) as client:  # the app with its lifespan running (MCP apps need it)
+        held = client.portal.call(request, client.app)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    names = {k.decode().lower(): v.decode() for k, v in start["headers"]}
+    assert not held and start["status"] == 405, (start, body[:200])
+    assert names["allow"] == "POST" and names["content-type"] == "application/json"
+    assert json.loads(body)["error"], body
+
+
+def test_mcp_still_answers_a_post(two_tenants):
+    settings, token, _, _ = two_tenants
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+    with _client(settings, token) as client:
+        r = client.post("/mcp", json=call, headers=headers)
+    assert r.status_code == 200 and r.json()["result"]["tools"], r.text
