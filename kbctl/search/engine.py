@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .. import telemetry
 from ..acl import Gate
-from ..config import PRF_MODES, Profile
+from ..config import FUSIONS, PRF_MODES, Profile
 from ..errors import KbctlError, UsageError, echo
 from ..store import search as store
 from ..store.namespaces import Namespace, check_pin
@@ -74,6 +74,11 @@ class SearchOptions:
                 count(what, getattr(self, what), lo, hi, flag=flag)
         if self.dense_weight is not None:
             check_option("dense_weight", self.dense_weight)
+        # the names too, here and not where they are used: a query with nothing searchable (no_match)
+        # or one lane (no fusion) uses neither, and an unknown one passed without a word
+        for what, value, names in (("fusion", self.fusion, FUSIONS), ("prf", self.prf, PRF_MODES)):
+            if value is not None and value not in names:
+                raise UsageError(f"unknown {what} {echo(value)}", hint=f"use one of: {', '.join(names)}")
 
 
 MAX_EF_SEARCH = 1000  # pgvector's hnsw.ef_search range is 1..1000; PostgreSQL drops a value outside it

@@ -350,11 +350,24 @@ async def tool(request: Request) -> Response:
 
 async def document(request: Request) -> Response:
     q = request.query_params
+    unknown = sorted(set(q) - set(_DOCUMENT_PARAMETERS))
+    if unknown:  # as every other route refuses what it does not take (a misspelled snipets=true)
+        said = ", ".join(echo(key) for key in unknown[:5]) + (", …" if len(unknown) > 5 else "")
+        raise _BadRequest(
+            f"unknown query parameter{'s' if len(unknown) > 1 else ''} {said}"
+            f" (/v1/documents/ID takes {', '.join(_DOCUMENT_PARAMETERS)})"
+        )
     args: dict[str, Any] = {"doc_id": request.path_params["doc_id"]}
-    for key in ("around_chunk", "window", "limit", "cursor", "snippets"):
+    for key in _DOCUMENT_PARAMETERS:
         if key in q:
             args[key] = q[key]
+    if "snippets" in args:  # a query's value is text: the tool takes a boolean only (kbctl.server.tools.Flag)
+        args["snippets"] = _QUERY_BOOLEANS.get(args["snippets"].lower(), args["snippets"])
     return await _call(request, "get_document", args)
+
+
+_DOCUMENT_PARAMETERS = ("around_chunk", "window", "limit", "cursor", "snippets")
+_QUERY_BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
 
 
 async def namespaces(request: Request) -> Response:

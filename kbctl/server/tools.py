@@ -19,7 +19,8 @@ import json
 import time
 from typing import Annotated, Any, Callable, Iterator
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field, Strict
+from pydantic_core import PydanticCustomError
 
 from .. import telemetry
 from ..errors import UsageError
@@ -84,12 +85,28 @@ DESCRIPTIONS = {
     ),
 }
 
+
+def _no_boolean(value: Any) -> Any:
+    """A count as sent, unless it is a boolean: pydantic reads ``true`` as 1 (its lax mode, which
+    is kept for a count sent as a numeric string, ``"5"``), an agent's mistake answered as a count."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("int_type", "Input should be a valid integer, not a boolean")
+    return value
+
+
+# an int parameter: a JSON number (or a numeric string), never a boolean; after its Field (a bound
+# before it would be checked against None too: "Unable to apply constraint 'ge'", a 500)
+Count = BeforeValidator(_no_boolean)
+Flag = Strict()  # a bool parameter: JSON true or false, never "yes" or 1 (the document route reads its query)
+
 Namespaces = Annotated[
     list[str] | None, Field(description="Namespaces to search (default: every one this agent may use).")
 ]
-Limit = Annotated[int | None, Field(description="At most this many items in this answer (paging).", ge=1, le=100)]
+Limit = Annotated[
+    int | None, Field(description="At most this many items in this answer (paging).", ge=1, le=100), Count
+]
 Cursor = Annotated[str | None, Field(description="next_cursor of a previous answer, to get the next page.")]
-Snippets = Annotated[bool, Field(description="Short passages (first sentences only), to see more of them.")]
+Snippets = Annotated[bool, Flag, Field(description="Short passages (first sentences only), to see more of them.")]
 
 
 def tool(fn: Callable) -> Callable:
@@ -147,7 +164,7 @@ class Toolbox:
         query: Annotated[str, Field(description="What to look for, in natural language or keywords.")],
         namespaces: Namespaces = None,
         k: Annotated[
-            int | None, Field(description="How many passages to retrieve (default: the agent's).", ge=1)
+            int | None, Field(description="How many passages to retrieve (default: the agent's).", ge=1), Count
         ] = None,
         filters: Annotated[
             list[str] | None,
@@ -159,6 +176,7 @@ class Toolbox:
         budget: Annotated[
             int | None,
             Field(description="Return one prompt-ready context block within this many tokens instead of a list.", ge=1),
+            Count,
         ] = None,
         mode: Annotated[str, Field(description="auto | hybrid | dense | lexical.")] = "auto",
         limit: Limit = None,
@@ -168,6 +186,7 @@ class Toolbox:
         labels: dict,
     ) -> SearchAnswer:
         if budget is not None:
+            _budget_alone(limit, cursor, snippets)
             self._check_budget(budget)
         cap = min(budget, self._cap()) if budget is not None else 0
         made: dict[str, dict[str, Any]] = {}  # the answer, made once: for the query log and the agent
@@ -203,7 +222,7 @@ class Toolbox:
         self,
         claim: Annotated[str, Field(description="The statement to find evidence for.")],
         namespaces: Namespaces = None,
-        k: Annotated[int, Field(description="Passages to weigh.", ge=1, le=20)] = 5,
+        k: Annotated[int, Field(description="Passages to weigh.", ge=1, le=20), Count] = 5,
         filters: Annotated[
             list[str] | None,
             Field(description="Metadata filters on the evidence (key=value, key!=v, ...), as in search_knowledge."),
@@ -249,6 +268,7 @@ class Toolbox:
         budget: Annotated[
             int | None,
             Field(description="Token budget of the passages returned (default: the agent's, else 4000).", ge=1),
+            Count,
         ] = None,
         *,
         labels: dict,
@@ -286,7 +306,7 @@ class Toolbox:
         around_chunk: Annotated[
             str | None, Field(description="chunk_id to center on (default: the whole document).")
         ] = None,
-        window: Annotated[int, Field(description="Chunks either side of around_chunk.", ge=0, le=50)] = 2,
+        window: Annotated[int, Field(description="Chunks either side of around_chunk.", ge=0, le=50), Count] = 2,
         limit: Limit = None,
         cursor: Cursor = None,
         snippets: Snippets = False,
@@ -321,7 +341,7 @@ class Toolbox:
         self,
         query_id: Annotated[str, Field(description="query_id of the search being judged.")],
         doc_id: Annotated[str, Field(description="doc_id of a document that search returned.")],
-        useful: Annotated[bool, Field(description="Whether the document helped answer the query.")],
+        useful: Annotated[bool, Flag, Field(description="Whether the document helped answer the query.")],
         *,
         labels: dict,
     ) -> FeedbackAnswer:
@@ -420,15 +440,15 @@ class Toolbox:
         self,
         query: str,
         namespaces: list[str] | None = None,
-        k: Annotated[int | None, Field(ge=1)] = None,
+        k: Annotated[int | None, Field(ge=1), Count] = None,
         filters: list[str] | None = None,
         mode: str = "auto",
-        per_doc: int | None = None,  # ranges: checked by the library (SearchOptions), as for the CLI
+        per_doc: Annotated[int | None, Count] = None,  # ranges: checked by the library (SearchOptions), as for the CLI
         fusion: str | None = None,
-        ef_search: int | None = None,
-        rerank: bool | None = None,
+        ef_search: Annotated[int | None, Count] = None,
+        rerank: Annotated[bool | None, Flag] = None,
         prf: str | None = None,
-        explain: bool = False,
+        explain: Annotated[bool, Flag] = False,
     ) -> dict[str, Any]:
         """``/v1/search`` with ``"raw": true``: the ``SearchResult`` as JSON, its arguments typed like the tools'."""
         options = dict(per_doc=per_doc, fusion=fusion, ef_search=ef_search, rerank=rerank, prf=prf, explain=explain)
@@ -662,6 +682,19 @@ class Toolbox:
             return False
         out.update(context=chosen["context"], citations=chosen["citations"])
         return True
+
+
+def _budget_alone(limit: int | None, cursor: str | None, snippets: bool) -> None:
+    """A budgeted search's answer is one context block of whole passages: ``limit``, ``cursor`` and
+    ``snippets`` shape a page of passages, which it has not (they were ignored without a word)."""
+    given = [f"`{name}`" for name, value in (("limit", limit), ("cursor", cursor)) if value is not None]
+    given += ["`snippets`"] if snippets else []
+    if given:
+        raise UsageError(
+            f"budget does not go with {' or '.join(given)}: with a budget the answer is one context block of"
+            " whole passages (`k` says how many are weighed), not a page of passages to limit, resume or"
+            " shorten; leave budget out to page or shorten the passages"
+        )
 
 
 _SOME_QUERY_ID = "q_" + "A" * 22

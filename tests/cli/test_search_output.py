@@ -216,3 +216,17 @@ def test_notes_are_one_line_each_on_stderr_and_jsonl_stdout_holds_hits_only(caps
     assert capsys.readouterr() == ("", "")
     render(_noted_result(degraded), fmt, quiet=True, notes=["--budget applies to --format context only"])
     assert not [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(("note: ", "warning: "))]
+
+
+@pytest.mark.parametrize("query", ["the of and", "refund policy"])
+@pytest.mark.parametrize(
+    "option", [("--fusion", "bogus"), ("--prf", "bogus"), ("--fusion", "bogus", "--mode", "lexical")]
+)
+def test_an_unknown_fusion_or_prf_is_refused_whatever_the_query(billing, query, option):
+    """``--fusion bogus`` passed (exit 0, no note) when the query had nothing searchable (only
+    stopwords) or when one lane ran (``--mode lexical``: nothing to fuse); ``--prf bogus`` too with
+    nothing searchable. Checked before the search now, as the JSON API checks them."""
+    p = billing("search", query, "-n", "bill", *option)
+    assert p.returncode == 2, (p.returncode, p.stdout.decode()[:200], p.stderr.decode())
+    err = p.stderr.decode()
+    assert f"unknown {option[0][2:]} 'bogus'" in err and "Traceback" not in err, err

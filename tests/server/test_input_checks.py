@@ -299,3 +299,155 @@ def test_an_mcp_argument_the_tool_does_not_take_is_refused(two_tenants, tool, ar
     assert api.status_code == 400 and "Unexpected keyword argument" in api.json()["error"], api.text
     assert result.is_error, result.content[0].text[:200]
     assert result.content[0].text == api.json()["error"]
+
+
+# -- the agent server's follow-ups (docs/hardening.md, session 43) --------------------------------
+
+
+def _mcp_calls(settings, calls: list[tuple[str, dict]]) -> list:
+    """Each (tool, arguments) called over MCP (the SDK's in-memory client) by agent ``ops``."""
+    from mcp import Client
+
+    from kbctl.server.agents import agent_from_settings
+    from kbctl.server.mcp import mcp_server
+    from kbctl.server.metrics import Metrics
+    from kbctl.server.service import Service
+    from kbctl.server.tools import Toolbox
+
+    service = Service(settings)
+    server = mcp_server(Toolbox(service, agent_from_settings(settings, "ops"), Metrics()))
+
+    async def main():
+        async with Client(server) as client:
+            return [await client.call_tool(name, args) for name, args in calls]
+
+    try:
+        return anyio.run(main)
+    finally:
+        service.close()
+
+
+COERCED = [  # (tool, arguments, the argument named): each read as something else by pydantic's lax mode
+    ("search_knowledge", {"query": "quorvax", "k": True}, "k"),
+    ("search_knowledge", {"query": "quorvax", "budget": True}, "budget"),
+    ("search_knowledge", {"query": "quorvax", "limit": True}, "limit"),
+    ("search_knowledge", {"query": "quorvax", "snippets": "yes"}, "snippets"),
+    ("search_knowledge", {"query": "quorvax", "snippets": 1}, "snippets"),
+    ("verify_claim", {"claim": "quorvax", "k": True}, "k"),
+    ("research_topic", {"topic": "quorvax", "budget": True}, "budget"),
+    ("get_document", {"doc_id": "d_" + "A" * 22, "window": True}, "window"),
+    ("get_document", {"doc_id": "d_" + "A" * 22, "snippets": "true"}, "snippets"),
+    ("record_feedback", {"query_id": "q_" + "A" * 22, "doc_id": "d_" + "A" * 22, "useful": "yes"}, "useful"),
+]
+
+
+@pytest.mark.parametrize(("tool", "args", "name"), COERCED)
+def test_a_boolean_for_a_count_or_a_string_for_a_boolean_is_refused(two_tenants, tool, args, name):
+    """``k: true`` was read as 1 and ``snippets: "yes"`` as true (pydantic's lax mode): an agent that
+    sent the wrong type got an answer to another question. Now a 400 naming the argument, and over
+    MCP the same line as a tool error."""
+    settings, token, _, _ = two_tenants
+    with _client(settings, token) as client:
+        api = client.post(f"/v1/tools/{tool}", json=args)
+    assert api.status_code == 400, api.text
+    assert api.json()["error"].startswith(f"invalid arguments: {name}: "), api.text
+    [result] = _mcp_calls(settings, [(tool, args)])
+    assert result.is_error and result.content[0].text == api.json()["error"], result.content[0].text[:200]
+
+
+@pytest.mark.parametrize(
+    ("body", "name"),
+    [
+        ({"query": "quorvax", "k": True}, "k"),
+        ({"query": "quorvax", "options": {"per_doc": True}}, "per_doc"),
+        ({"query": "quorvax", "options": {"ef_search": True}}, "ef_search"),
+        ({"query": "quorvax", "options": {"rerank": "yes"}}, "rerank"),
+        ({"query": "quorvax", "options": {"explain": 1}}, "explain"),
+    ],
+)
+def test_the_raw_search_refuses_a_boolean_for_a_count_or_a_string_for_a_boolean(two_tenants, body, name):
+    settings, token, _, _ = two_tenants
+    with _client(settings, token) as client:
+        a, b = _raw_routes(client, body)
+    assert a.status_code == b.status_code == 400, (a.text, b.text)
+    assert a.json() == b.json() and a.json()["error"].startswith(f"invalid arguments: {name}: "), a.text
+
+
+def test_what_real_clients_send_for_counts_and_booleans_is_still_read(two_tenants):
+    """JSON numbers and booleans, a count as a numeric string (as before), and a document's query
+    parameters (strings by nature: ``window=1``, ``snippets=true``) are read as they were."""
+    settings, token, _, _ = two_tenants
+    with _client(settings, token) as client:
+        r = client.post("/v1/search", json={"query": "quorvax ledger", "k": "1", "snippets": True, "limit": 1})
+        assert r.status_code == 200 and len(r.json()["passages"]) == 1, r.text
+        r = client.post("/v1/search", json={"query": "quorvax ledger", "k": 1.0, "budget": 500})
+        assert r.status_code == 200 and r.json()["context"], r.text
+        hit = client.post("/v1/search", json={"query": "quorvax ledger"}).json()["passages"][0]
+        for snippets in ("true", "false", "1", "0"):
+            params = {"around_chunk": hit["chunk_id"], "window": "1", "limit": "5", "snippets": snippets}
+            r = client.get(f"/v1/documents/{hit['doc_id']}", params=params)
+            assert r.status_code == 200, (snippets, r.text)
+        r = client.get(f"/v1/documents/{hit['doc_id']}", params={"snippets": "yes"})
+        assert r.status_code == 400 and r.json()["error"].startswith("invalid arguments: snippets: "), r.text
+        r = client.post("/v1/search", json={"query": "quorvax ledger", "raw": True, "options": {"rerank": False}})
+        assert r.status_code == 200, r.text
+        nulls = {"k": None, "budget": None, "limit": None, "cursor": None}  # as `kbctl search` forwards them
+        r = client.post("/v1/search", json={"query": "quorvax ledger", **nulls})
+        assert r.status_code == 200, r.text
+        raw = {"k": None, "filters": None, "options": {"per_doc": None, "ef_search": None, "rerank": None}}
+        r = client.post("/v1/search", json={"query": "quorvax ledger", "raw": True, **raw})
+        assert r.status_code == 200, r.text
+        r = client.post("/v1/tools/verify_claim", json={"claim": "quorvax ledger", "k": 2})
+        assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("extra", [{"limit": 2}, {"cursor": "1"}, {"snippets": True}, {"limit": 1, "cursor": "1"}])
+def test_a_budget_with_paging_or_snippets_is_refused_naming_them(two_tenants, extra):
+    """With ``budget`` the answer is one context block: ``limit``, ``cursor`` and ``snippets`` (of
+    the list of passages) were ignored without a word, as if they had applied."""
+    settings, token, _, _ = two_tenants
+    args = {"query": "quorvax ledger", "budget": 500, **extra}
+    with _client(settings, token) as client:
+        api = client.post("/v1/search", json=args)
+        alone = client.post("/v1/search", json={"query": "quorvax ledger", "budget": 500, "snippets": False})
+    assert api.status_code == 400, api.text
+    message = api.json()["error"]
+    assert message.startswith("budget does not go with ") and all(f"`{key}`" in message for key in extra), message
+    assert alone.status_code == 200 and alone.json()["context"], alone.text  # the defaults are no conflict
+    [result] = _mcp_calls(settings, [("search_knowledge", args)])
+    assert result.is_error and result.content[0].text == message
+
+
+@pytest.mark.parametrize("query", ["the of and", "", "quorvax ledger"])
+@pytest.mark.parametrize("option", [{"fusion": "bogus"}, {"prf": "bogus"}, {"fusion": "bogus", "mode": "lexical"}])
+def test_an_unknown_fusion_or_prf_is_refused_whatever_the_query(two_tenants, query, option):
+    """An unknown ``fusion`` or ``prf`` passed when the query had nothing searchable (``no_match``
+    answered before the options were read), and an unknown fusion on a one-lane search (no fusion
+    ran): the options are checked before the search."""
+    settings, token, _, _ = two_tenants
+    with _client(settings, token) as client:
+        a, b = _raw_routes(client, {"query": query, "options": option})
+    name = "fusion" if "fusion" in option else "prf"
+    assert a.status_code == b.status_code == 400, (a.text, b.text)
+    assert a.json()["error"] == b.json()["error"] == f"unknown {name} 'bogus'", a.text
+
+
+@pytest.mark.parametrize(
+    ("params", "named"),
+    [
+        ({"foo": "1"}, "'foo'"),
+        ({"window": "1", "snipets": "true"}, "'snipets'"),
+        ({"doc_id": "d_x", "b": "2"}, "'b', 'doc_id'"),
+    ],
+)
+def test_a_document_query_parameter_the_route_does_not_take_is_refused(two_tenants, params, named):
+    """``GET /v1/documents/ID?foo=1`` answered as if ``foo`` was not there, where every other route
+    refuses what it does not take: a misspelled ``snipets=true`` read the whole chunks."""
+    settings, token, _, _ = two_tenants
+    with _client(settings, token) as client:
+        hit = client.post("/v1/search", json={"query": "quorvax ledger"}).json()["passages"][0]
+        r = client.get(f"/v1/documents/{hit['doc_id']}", params=params)
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]
+    assert message.startswith(f"unknown query parameter{'s' if ',' in named else ''} {named}"), message
+    assert "around_chunk, window, limit, cursor, snippets" in message
