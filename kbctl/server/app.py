@@ -1,6 +1,6 @@
 """``kbctl serve``: one ASGI app (Starlette, served by uvicorn) with
 
-- ``/mcp``: MCP over streamable HTTP (the official SDK), one ``MCPServer`` per agent;
+- ``/mcp``: MCP over streamable HTTP (the official SDK; POST only, stateless), one ``MCPServer`` per agent;
 - ``/v1/search``, ``/v1/tools/{name}``, ``/v1/documents/{id}``, ``/v1/namespaces``, ``/v1/feedback``:
   the same tools as plain JSON (errors: ``{"error": message}`` with a 4xx or 5xx status);
 - ``/healthz`` (without a token) and ``/metrics`` (Prometheus; a token unless ``[server] metrics_open``).
