@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from .search_spec import SEARCH_OPTIONS, render, search_arguments, unused_options
-from .terminal import fit_stdout
+from .terminal import fit_stdout, flush_stdout
 
 __all__ = ["main", "parse_search"]
 
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     fit_stdout()
     code = _fast(args)
     if code is not None:
+        flush_stdout()
         sys.exit(code)
     from .main import main as full
 

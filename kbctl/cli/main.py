@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 from . import config_cmd, evals, ingest, namespaces, reembed, runs, search, serve, show, stages, tenants, workers
 from . import db as db_cmd
 from .state import STATE, err, setup_logging
+from .terminal import flush_stdout
 
 
 class _PipeClosed(Exception):
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         code = kb_error.exit_code
     finally:
         STATE.close()
+        flush_stdout()  # a reader that left before the last flush: not an error either
     sys.exit(code)
 
 

@@ -74,6 +74,23 @@ def json_line(obj: Any) -> str:
     return inert_json(json.dumps(obj, ensure_ascii=not _stdout_is_unicode(), default=str)) + "\n"
 
 
+def flush_stdout() -> None:
+    """Flush stdout before the process exits; a reader that left (``kbctl fetch … | head -1``) is
+    not an error: what is left goes nowhere. Without this, Python's own flush at shutdown meets the
+    closed pipe, prints "Exception ignored … BrokenPipeError" and exits 120, when the reader left
+    after kbctl's last write into its buffer but before that buffer was flushed."""
+    import os
+
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):  # ValueError: stdout closed already
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+
+
 def fit_stdout() -> None:
     """On a stdout that is not Unicode, write what it cannot encode as a backslash escape: text
     for people stays readable where it would have raised ``UnicodeEncodeError``."""

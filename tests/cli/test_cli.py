@@ -252,6 +252,28 @@ def test_a_reader_that_leaves_early_is_not_an_error(tmp_path):
     assert p.stderr == b""
 
 
+def test_a_reader_gone_before_the_last_flush_is_not_an_error(tmp_path):
+    """The reader left before kbctl flushed its buffered stdout at exit (output under one buffer,
+    so no write saw the closed pipe during the run): Python's own flush at shutdown failed,
+    printed "Exception ignored ... BrokenPipeError" and exited 120 (seen in CI as a flaky
+    ``kbctl fetch … | head -1``). Made certain here: the pipe's reading end is closed first."""
+    small = tmp_path / "small.txt"
+    small.write_text("hello\n")
+    env = dict(os.environ, KBCTL_HOME=str(tmp_path / "home"), PYTHONWARNINGS="ignore")
+    env.pop("PYTHONUNBUFFERED", None)
+    for args in (["fetch", str(small)], ["config", "check", "--json"]):
+        r, w = os.pipe()
+        os.close(r)  # the reader is gone before kbctl writes a byte
+        try:
+            p = subprocess.run(
+                [sys.executable, "-m", "kbctl", *args], stdout=w, stderr=subprocess.PIPE, env=env, cwd=ROOT, timeout=120
+            )
+        finally:
+            os.close(w)
+        assert p.returncode == 0, (args, p.returncode, p.stderr.decode())
+        assert p.stderr == b"", args
+
+
 def test_a_delete_without_yes_and_no_one_to_ask_is_a_usage_error(cli, tenant):
     """``kbctl namespaces delete NS`` in a cron job (stdin at its end): click's prompt reads EOF and
     aborts, which the CLI printed as "aborted" with exit 130, Ctrl-C's code, and no word of --yes.
