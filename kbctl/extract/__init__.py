@@ -58,7 +58,8 @@ LARGE_BYTES = 1 << 20
 #: "pdf-2", "html-2": hyphenation, running headers, two columns; bare ``<pre>``, header-less tables,
 #: table cells in a mail's HTML, a code block's empty lines (session 43, docs/hardening.md "Document
 #: fidelity QA"); "docx-2", "odt-2": footnotes and endnotes, list numbers and bullets (session 43,
-#: "Word and OpenDocument fidelity").
+#: "Word and OpenDocument fidelity"). The ``[extract]`` settings that change a PDF's text join them
+#: where they are not the defaults (``ExtractOptions.revision``).
 REVISIONS: dict[str, str] = {"pdf": "pdf-2", "html": "html-2", "docx": "docx-2", "odt": "odt-2"}
 
 _FORMATS = ("text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "odt", "email", "mbox", "feed")
@@ -67,22 +68,29 @@ _FORMATS = ("text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "odt", "e
 _READS = {"email": _FORMATS, "mbox": _FORMATS, "feed": ("html",)}
 
 
-def extractor_revision(fmt: str) -> str:
+def extractor_revision(fmt: str, options: ExtractOptions | None = None) -> str:
     """The revision of what ``fmt``'s extractor gives: its own and those of the extractors it hands
-    text to (``REVISIONS``), joined; "" while none of them moved (the hash of before)."""
-    revisions = {REVISIONS.get(f, "") for f in (fmt, *_READS.get(fmt, ()))}
+    text to (``REVISIONS``), with what of the ``[extract]`` settings (``options``) changes their text
+    (``ExtractOptions.revision``: a PDF's ``tables`` and OCR, where not the defaults), joined; ""
+    while none of them moved (the hash of before)."""
+    options = options or ExtractOptions()
+    revisions: set[str] = set()
+    for f in (fmt, *_READS.get(fmt, ())):
+        revisions.update((REVISIONS.get(f, ""), *options.revision(f)))
     return " ".join(sorted(r for r in revisions if r))
 
 
-def source_revision(source: Source) -> str:
+def source_revision(source: Source, options: ExtractOptions | None = None) -> str:
     """``extractor_revision`` of the extractor that reads ``source`` (its format as ``extract``
-    detects it, from its first bytes); "" for one that no extractor reads (extracting it fails)."""
+    detects it, from its first bytes) under ``options`` (the ``[extract]`` settings, the defaults
+    when None); "" for one that no extractor reads (extracting it fails)."""
     if source.media_type == RECORD_MEDIA_TYPE:
-        return extractor_revision("record")
+        return extractor_revision("record", options)
     try:
-        return extractor_revision(detect_format(source))
+        fmt = detect_format(source)
     except Exception:  # binary, generic XML: its extraction fails and says why; nothing is stored
         return ""
+    return extractor_revision(fmt, options)
 
 
 def extract(source: Source, options: ExtractOptions | None = None) -> list[Document]:

@@ -19,12 +19,34 @@ class ExtractOptions:
     ``ocr_min_confidence`` is stored with an ``OcrWarning`` in the run ledger. ``ocr_dpi`` is the
     resolution the page is rendered at for OCR. ``tables``: PDF tables (ruled ones, found by
     pdfplumber) become Markdown tables; off, their text is read as lines like the rest.
+
+    Those that change a PDF's text (``tables``, ``ocr``, ``ocr_dpi``) are part of the version of
+    every source a PDF's extractor reads (``revision``), so changing one reads them again.
     """
 
     ocr: str = "auto"
     ocr_min_confidence: float = 0.8
     ocr_dpi: int = 200
     tables: bool = True
+
+    def revision(self, fmt: str) -> tuple[str, ...]:
+        """What of these settings changes the text of ``fmt``'s own extractor (a name of
+        ``detect_format``), as words of its revision (``kbctl.extract.extractor_revision``): one per
+        setting off its default, so at the defaults ``()`` and a source hashes as it did before
+        settings counted. Only the PDF extractor reads them: HTML, Word, ODT and PowerPoint tables
+        are Markdown tables whatever ``tables`` says. ``ocr_dpi`` counts only while OCR may run
+        (``ocr = "auto"``); ``ocr_min_confidence`` never: it decides a warning, not the text. Whether
+        OCR is installed does not count (docs/hardening.md "Extract settings in the source hash")."""
+        if fmt != "pdf":
+            return ()
+        words = []
+        if self.ocr == "off":
+            words.append("pdf-ocr-off")
+        elif self.ocr_dpi != ExtractOptions.ocr_dpi:
+            words.append(f"pdf-ocr-dpi-{self.ocr_dpi}")
+        if not self.tables:
+            words.append("pdf-tables-off")
+        return tuple(words)
 
     @classmethod
     def from_config(cls, table: Mapping[str, Any] | Any) -> ExtractOptions:

@@ -131,7 +131,7 @@ def _count(counts: dict[str, int], out) -> None:
 
 def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> Iterator:
     shas = {s.uri: content_hash(s.content) for s in batch if isinstance(s, Source)}
-    extractors = {s.uri: source_revision(s) for s in batch if isinstance(s, Source)}
+    extractors = {s.uri: source_revision(s, options) for s in batch if isinstance(s, Source)}
     hashes = {uri: source_hash(sha, profile, extractors[uri]) for uri, sha in shas.items()}
     known = source_versions(conn, ns, list(hashes))
     previous = _restampable(conn, ns, profile, shas, extractors, hashes, known)

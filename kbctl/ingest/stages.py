@@ -6,7 +6,8 @@ Every line is one JSON object with a ``type``:
 
 - ``source``: ``{"type": "source", "source": {...Source}}`` (bytes as base64)
 - ``document``: ``{"type": "document", "source_uri", "source_sha", "source_kind", "extract_revision", "document": {...}}``
-  (``extract_revision``: ``kbctl.extract.source_revision``, part of the source's hash in ``store``)
+  (``extract_revision``: ``kbctl.extract.source_revision`` under the ``[extract]`` settings, part of
+  the source's hash in ``store``)
 - ``chunked``: a document record plus ``"chunks": [...]``
 - ``embedded``: a chunked record plus ``"embeddings": [[...], ...]`` aligned with the chunks
 - ``error``: ``{"type": "error", "error": {...ItemError}}``: passed through to ``store``'s run ledger
@@ -134,7 +135,7 @@ def extract_records(records: Iterable[dict[str, Any]], options: Any = None) -> I
         if isinstance(docs, ItemError):
             yield {"type": "error", "error": docs.to_json()}
             continue
-        sha, revision = content_hash(src.content), source_revision(src)
+        sha, revision = content_hash(src.content), source_revision(src, options)
         for d in docs:
             yield {
                 "type": "document",

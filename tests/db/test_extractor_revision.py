@@ -7,15 +7,18 @@ its extractor did not change either."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
 
+import kbctl
 from kbctl import chunk
 from kbctl import extract as extract_pkg
 from kbctl.extract import html
 from kbctl.ingest import producer
 from tests.conftest import write_folder
+from tests.pdfmake import table_items, text_pdf
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "extract"
 PROSE = " ".join(
@@ -167,3 +170,110 @@ def test_records_of_this_extractor_are_stored_under_its_revision_and_older_ones_
     again = kb.ingest([folder], "older", verify=False)
     assert sorted(read) == ["hosts.eml", "page.html", "report.pdf"], read
     assert again.chunks["embedded"] == 0, again.to_json()
+
+
+ROWS = [["Cluster", "Region", "Terabytes"], ["ORION-7", "eu-west", "412"], ["VEGA-2", "us-east", "1,208"]]
+TABLE_PDF = text_pdf(
+    [
+        [
+            ("text", 50, 60, 11, "Storage by cluster"),
+            ("text", 50, 80, 10, "The clusters grew in every region this quarter, the western ones most."),
+            ("text", 50, 108, 10, "Table 2: Capacity per cluster"),
+            *table_items(ROWS, y=115),
+            ("text", 50, 200, 10, "Numbers are end-of-quarter values."),
+        ]
+    ]
+)
+DEFAULTS = '[extract]\nocr = "auto"\nocr_min_confidence = 0.8\nocr_dpi = 200\ntables = true\n'
+
+
+def _settings_folder(tmp_path: Path, name: str) -> str:
+    folder = write_folder(tmp_path, name, {"notes.txt": PROSE + "\n", "page.html": PAGE, "hosts.eml": MAIL})
+    (Path(folder) / "table.pdf").write_bytes(TABLE_PDF)
+    return folder
+
+
+def _kb_with(kb, tmp_path: Path, extract: str) -> kbctl.KnowledgeBase:
+    """The test's knowledge base under ``extract`` (a TOML ``[extract]`` table), in a config file."""
+    config = tmp_path / f"kbctl-{len(list(tmp_path.glob('kbctl-*.toml')))}.toml"
+    config.write_text(extract)
+    return kbctl.open(config=config, home=kb.settings.database.home, tenant=kb.tenant, profile="hash-384")
+
+
+def _pdf_text(kb, name: str) -> str:
+    ns = kb.namespace(name)
+    return (
+        kb.connection()
+        .execute(
+            "SELECT string_agg(c.text, ' ' ORDER BY c.position) FROM kbctl.chunks c JOIN kbctl.documents d"
+            " ON d.id = c.document_id WHERE d.namespace_id = %s AND d.uri LIKE '%%table.pdf'",
+            (ns.id,),
+        )
+        .fetchone()[0]
+    )
+
+
+def test_a_pdf_is_read_again_when_its_extract_settings_change_and_skipped_while_they_do_not(kb, tmp_path, monkeypatch):
+    """``[extract] tables = false`` (or OCR's settings) change a PDF's text: the next ingest reads the
+    stored PDFs again (and the mails, whose attachments the PDF extractor reads), not the other
+    sources; at the defaults, written out or not, the hash is what it was before settings counted."""
+    from kbctl.ingest.steps import content_hash, source_hash
+
+    folder = _settings_folder(tmp_path, "settings")
+    first = kb.ingest([folder], "settings", verify=False)
+    assert first.documents["new"] == 4, first.to_json()
+    prof = kb.settings.profile("hash-384")
+    assert _hashes(kb, "settings")["table.pdf"] == source_hash(content_hash(TABLE_PDF), prof, "pdf-2")
+    assert "| --- |" in _pdf_text(kb, "settings")
+
+    read = _read(monkeypatch)
+    for extract, reread in [
+        (DEFAULTS, []),  # the defaults written out: nobody on them reads anything again
+        ("[extract]\nocr_min_confidence = 0.5\n", []),  # a warning's threshold: the text is the same
+        ("[extract]\ntables = false\n", ["hosts.eml", "table.pdf"]),
+        ("[extract]\ntables = false\n", []),
+        ("", ["hosts.eml", "table.pdf"]),  # back to the defaults
+        ('[extract]\nocr = "off"\n', ["hosts.eml", "table.pdf"]),
+        ('[extract]\nocr = "off"\nocr_dpi = 300\n', []),  # no OCR: its resolution changes nothing
+        ("[extract]\nocr_dpi = 300\n", ["hosts.eml", "table.pdf"]),
+    ]:
+        read.clear()
+        with _kb_with(kb, tmp_path, extract) as k:
+            report = k.ingest([folder], "settings", verify=False)
+        assert sorted(read) == reread, (extract, read)
+        assert report.documents["failed"] == 0 and report.documents["new"] == 0, report.to_json()
+        if extract.startswith("[extract]\ntables = false") and reread:
+            assert "| --- |" not in _pdf_text(kb, "settings") and "ORION-7" in _pdf_text(kb, "settings")
+            assert report.documents["changed"] == 1, report.to_json()
+        elif extract == "" and reread:
+            assert "| --- |" in _pdf_text(kb, "settings") and report.documents["changed"] == 1, report.to_json()
+    assert kb.verify("settings").ok
+
+
+def test_records_extracted_under_settings_are_stored_under_them_as_an_ingest_under_them_would(
+    kb, tmp_path, monkeypatch
+):
+    """``kbctl extract`` under ``tables = false`` writes that into ``extract_revision``: ``kbctl store``
+    of its records stores what a direct ingest under the same settings would, and the next ingest
+    under them skips the PDF; under other settings it reads it again."""
+    from kbctl.ingest.fetch import fetch
+    from kbctl.ingest.stages import chunk_records, embed_records, source_records, store_items
+
+    folder = _settings_folder(tmp_path, "pipe")
+    with _kb_with(kb, tmp_path, "[extract]\ntables = false\n") as k:
+        prof = k.settings.profile("hash-384")
+        records = list(k.records.extract(json.dumps(r) for r in source_records(fetch([folder]))))
+        pdf = next(r for r in records if r.get("source_uri", "").endswith("table.pdf"))
+        assert pdf["extract_revision"] == "pdf-2 pdf-tables-off", pdf["extract_revision"]
+        stored = k.store(store_items(embed_records(chunk_records(records, prof), prof), prof), "pipe", verify=False)
+        assert stored.documents["new"] == 4, stored.to_json()
+        k.ingest([folder], "direct", verify=False)
+    assert _hashes(kb, "pipe") == _hashes(kb, "direct")
+    assert "| --- |" not in _pdf_text(kb, "pipe")
+
+    read = _read(monkeypatch)
+    with _kb_with(kb, tmp_path, "[extract]\ntables = false\n") as k:
+        same = k.ingest([folder], "pipe", verify=False)
+    assert read == [] and same.documents["unchanged"] == 4, same.to_json()
+    again = kb.ingest([folder], "pipe", verify=False)  # the defaults: the tables come back
+    assert sorted(read) == ["hosts.eml", "table.pdf"] and again.documents["changed"] == 1, again.to_json()

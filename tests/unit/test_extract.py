@@ -578,3 +578,30 @@ def test_the_extractor_revision_of_a_source_is_its_formats_and_those_it_hands_te
     monkeypatch.setattr(ex, "REVISIONS", {"docx": "docx-2"})  # an attachment's extractor moves a mail's text
     assert ex.source_revision(fixture_source("message.eml")) == "docx-2"
     assert ex.source_revision(fixture_source("report.pdf")) == ex.extractor_revision("text") == ""
+
+
+def test_the_extract_settings_that_change_a_pdfs_text_are_part_of_the_revision_of_the_formats_reading_pdfs():
+    """``[extract]`` ``tables`` and OCR change what the PDF extractor gives: a setting off its default
+    is a word of the revision of PDF and of the formats that read PDFs (a mail's attachments), none
+    else's (HTML and office tables are Markdown whatever ``tables`` says). At the defaults the
+    revision is what it was before settings counted: nobody on the defaults reads a source again."""
+    import kbctl.extract as ex
+    from kbctl.extract import ExtractOptions
+
+    names = ("plain.txt", "guide.md", "report.pdf", "page.html", "message.eml", "thread.mbox", "feed.atom")
+    pinned = {n: ex.source_revision(fixture_source(n)) for n in names}
+    assert pinned["report.pdf"] == "pdf-2" and pinned["message.eml"] == "docx-2 html-2 odt-2 pdf-2"
+    defaults = ExtractOptions.from_config({"ocr": "auto", "ocr_min_confidence": 0.8, "ocr_dpi": 200, "tables": True})
+    for opts in (ExtractOptions(), defaults, ExtractOptions(ocr_min_confidence=0.95)):  # a warning's threshold
+        assert {n: ex.source_revision(fixture_source(n), opts) for n in names} == pinned, opts
+
+    for opts in (ExtractOptions(tables=False), ExtractOptions(ocr="off"), ExtractOptions(ocr_dpi=300)):
+        moved = {n for n in names if ex.source_revision(fixture_source(n), opts) != pinned[n]}
+        assert moved == {"report.pdf", "message.eml", "thread.mbox"}, (opts, moved)
+        assert ex.source_revision(fixture_source("report.pdf"), opts).startswith("pdf-2 pdf-")
+    revision = ex.source_revision(fixture_source("report.pdf"), ExtractOptions(tables=False, ocr_dpi=300))
+    assert revision == "pdf-2 pdf-ocr-dpi-300 pdf-tables-off"
+    # with OCR off, its resolution changes nothing: no OCR runs
+    off = ex.source_revision(fixture_source("report.pdf"), ExtractOptions(ocr="off"))
+    assert ex.source_revision(fixture_source("report.pdf"), ExtractOptions(ocr="off", ocr_dpi=300)) == off
+    assert len({off, revision, ex.source_revision(fixture_source("report.pdf"), ExtractOptions(tables=False))}) == 3
