@@ -54,21 +54,26 @@ class Records(Part):
     def chunk(
         self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None
     ) -> Iterator[dict]:
-        """NDJSON ``document`` records → ``chunked`` records, in the tokens of the namespace's (or the named) profile."""
-        self.session.writing()
+        """NDJSON ``document`` records → ``chunked`` records, in the tokens of the namespace's (or the named) profile.
+
+        It writes nothing, so it makes no tenant (``_reading``)."""
         from ..ingest import stages
 
-        return stages.chunk_records(stages.read_records(lines), self._stage_profile(namespace, profile))
+        with self._reading():
+            prof = self._stage_profile(namespace, profile)
+        return stages.chunk_records(stages.read_records(lines), prof)
 
     def embed(
         self, lines: Iterable[str], *, namespace: str | None = None, profile: str | None = None
     ) -> Iterator[dict]:
-        """NDJSON ``chunked`` records → ``embedded`` records; chunks ``namespace`` stores already keep their vectors."""
-        self.session.writing()
+        """NDJSON ``chunked`` records → ``embedded`` records; chunks ``namespace`` stores already keep their vectors.
+
+        It writes nothing, so it makes no tenant (``_reading``)."""
         from ..ingest import stages
 
-        prof = self._stage_profile(namespace, profile)
-        return stages.embed_records(stages.read_records(lines), prof, cache=self._stored_vectors(namespace))
+        with self._reading():
+            prof, cache = self._stage_profile(namespace, profile), self._stored_vectors(namespace)
+        return stages.embed_records(stages.read_records(lines), prof, cache=cache)
 
     def store(
         self, lines: Iterable[str], namespace: str, *, profile: str | None = None, verify: bool = True
@@ -81,6 +86,14 @@ class Records(Part):
         return self.kb.ingestion.store(
             stages.store_items(stages.read_records(lines), prof), namespace, profile=prof.name, verify=verify
         )
+
+    def _reading(self):
+        """What ``chunk`` and ``embed`` read (a namespace's profile, its stored vectors) is read as a
+        plan reads (``Session.planning``): only ``store`` writes, so only it makes a tenant (embedded, on
+        its first use). A tenant not made yet is one with no namespace: the settings' profile, no
+        vectors to reuse, which is what ``store`` will make it, so the first pipe into a new tenant
+        works; a deleted one, or one never made by DSN, is a ``TenantNotFound`` as for any read."""
+        return self.session.planning()
 
     def _stage_profile(self, namespace: str | None, profile: str | None) -> Profile:
         return self.kb.namespaces.profile_for(namespace, profile) if namespace else self.settings.profile(profile)

@@ -66,7 +66,7 @@ class Session:
         return c
 
     def writing(self) -> None:
-        """Said by a verb that writes the tenant's data (ingest, store, the stages of a pipe,
+        """Said by a verb that writes the tenant's data (ingest, ``kbctl store``,
         ``namespaces create``, eval import, reembed) before it connects: embedded, a tenant never
         made is made on this first use. A read (search, stats, runs, verify, a server's request…)
         never makes one: a name not registered (a typo: ``--tenant acmee``) is a ``TenantNotFound``."""
@@ -74,8 +74,9 @@ class Session:
 
     @contextlib.contextmanager
     def planning(self) -> Iterator[None]:
-        """A plan inside the block (``kbctl ingest --plan``): it writes nothing, so it makes no tenant,
-        even where the run would (embedded). A tenant not made yet is read as no tenant's role
+        """A plan inside the block (``kbctl ingest --plan``; what the ``chunk`` and ``embed`` stages
+        read, ``kbctl.api.records``): it writes nothing, so it makes no tenant, even where the run
+        would (embedded). A tenant not made yet is read as no tenant's role
         (``kbctl.store.tenants.role_to_plan``: it sees no rows, as the tenant once made holds none;
         ``unmade`` says so); a read's refusals hold otherwise (a deleted tenant, one never made by
         DSN). The connections opened acting as no tenant are closed at the block's end: the

@@ -295,6 +295,41 @@ def test_a_plan_of_a_tenant_never_made_makes_nothing(kb, cli, tenant, tmp_path):
     assert gone.returncode == 2 and gone.stderr.decode().startswith(f"error: tenant {newt!r} was deleted"), gone.stderr
 
 
+@pytest.mark.embedded_only  # with a DSN no use makes a tenant: a stage of one never made is refused as a read
+def test_the_chunk_and_embed_stages_of_a_tenant_never_made_make_nothing(kb, cli, tenant, tmp_path):
+    """``kbctl --tenant NEWT chunk -n docs`` (and ``embed -n docs``) registered NEWT, role and all: they
+    said ``writing()`` as ``kbctl store`` does, though they only read (the namespace's profile, its
+    stored vectors). They read a tenant not made yet as one with no namespace (the profile of the
+    settings, no vectors to reuse), so the first pipe into a new tenant works and only its ``store``
+    makes it; a deleted tenant is refused as any read refuses it."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "refunds.md").write_text("# Refunds\n\nHow refunds are handled, in full.\n")
+    kb.create_namespace("docs")  # the suite's own tenant has a namespace of that name: not read
+    newt = "x" + tenant
+    env = {"KBCTL_PROFILE": "hash-384"}  # the settings' profile: no -p, so the namespace's is looked up
+    documents = cli("extract", input=cli("fetch", str(folder), check=True).stdout, check=True).stdout
+    chunked = cli("chunk", "-n", "docs", input=documents, env=env, tenant_override=newt)
+    assert chunked.returncode == 0, chunked.stderr
+    assert [json.loads(ln)["type"] for ln in chunked.stdout.splitlines()] == ["chunked"]
+    embedded = cli("embed", "-n", "docs", input=chunked.stdout, env=env, tenant_override=newt)
+    assert embedded.returncode == 0, embedded.stderr
+    assert [json.loads(ln)["type"] for ln in embedded.stdout.splitlines()] == ["embedded"]
+    assert newt not in _registered(kb) and _roles(kb, "kbctl_t_" + newt) == 0
+    stored = cli("store", "-n", "docs", input=embedded.stdout, env=env, tenant_override=newt)
+    assert stored.returncode == 0 and json.loads(stored.stdout)["documents"]["new"] == 1, stored.stderr
+    assert newt in _registered(kb)
+    again = cli("embed", "-n", "docs", input=chunked.stdout, env=env, tenant_override=newt)
+    assert again.stdout == embedded.stdout, again.stderr  # the tenant made: read as itself
+    kb.delete_tenant(newt)
+    for stage, records in (("chunk", documents), ("embed", chunked.stdout)):
+        gone = cli(stage, "-n", "docs", input=records, env=env, tenant_override=newt)
+        assert gone.returncode == 2 and gone.stderr.decode().startswith(f"error: tenant {newt!r} was deleted"), (
+            gone.stderr
+        )
+    assert newt not in _registered(kb)
+
+
 def test_a_token_is_looked_up_as_the_login_whatever_became_of_the_tenant_asking(kb_home, tenant):
     """``kb.agent_of_token`` (what a server looks every bearer token up with, on its own tenant's
     knowledge base) ran as that tenant's role, so it failed once that tenant was deleted, for every
