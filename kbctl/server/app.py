@@ -357,6 +357,12 @@ async def document(request: Request) -> Response:
             f"unknown query parameter{'s' if len(unknown) > 1 else ''} {said}"
             f" (/v1/documents/ID takes {', '.join(_DOCUMENT_PARAMETERS)})"
         )
+    repeated = sorted(key for key in set(q) if len(q.getlist(key)) > 1)
+    if repeated:  # ?window=1&window=9: which one was meant is the caller's to say, not the last's
+        raise _BadRequest(
+            f"query parameter{'s' if len(repeated) > 1 else ''} {', '.join(echo(key) for key in repeated)}"
+            " given more than once: give each once"
+        )
     args: dict[str, Any] = {"doc_id": request.path_params["doc_id"]}
     for key in _DOCUMENT_PARAMETERS:
         if key in q:

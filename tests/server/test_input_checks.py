@@ -451,3 +451,25 @@ def test_a_document_query_parameter_the_route_does_not_take_is_refused(two_tenan
     message = r.json()["error"]
     assert message.startswith(f"unknown query parameter{'s' if ',' in named else ''} {named}"), message
     assert "around_chunk, window, limit, cursor, snippets" in message
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("window=1&window=9", "'window'"),
+        ("limit=2&snippets=true&limit=3", "'limit'"),
+        ("snippets=true&snippets=false&window=1&window=1", "'snippets', 'window'"),
+    ],
+)
+def test_a_document_query_parameter_given_twice_is_refused(two_tenants, query, named):
+    """``GET /v1/documents/ID?window=1&window=9`` answered with one of the two (the last), as if the
+    other was not there: which one the caller meant is theirs to say."""
+    settings, token, _, _ = two_tenants
+    with _client(settings, token) as client:
+        hit = client.post("/v1/search", json={"query": "quorvax ledger"}).json()["passages"][0]
+        r = client.get(f"/v1/documents/{hit['doc_id']}?{query}")
+        once = client.get(f"/v1/documents/{hit['doc_id']}?window=1")
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]
+    assert message.startswith(f"query parameter{'s' if ',' in named else ''} {named} given more than once"), message
+    assert once.status_code == 200, once.text
