@@ -25,6 +25,12 @@ class _Group(TyperGroup):
     typer's own boundary catches every ``EPIPE`` and exits 1 before ``main`` sees it, even with
     ``standalone_mode=False``; for kbctl a reader that has read what it wanted is not an error."""
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:  # the root's own help (kbctl -h | head -1) is printed while its context is made
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except BrokenPipeError as e:
+            raise _PipeClosed from e
+
     def invoke(self, ctx):
         words = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # the command's words, before typer takes them
         try:

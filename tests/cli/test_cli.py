@@ -261,7 +261,7 @@ def test_a_reader_gone_before_the_last_flush_is_not_an_error(tmp_path):
     small.write_text("hello\n")
     env = dict(os.environ, KBCTL_HOME=str(tmp_path / "home"), PYTHONWARNINGS="ignore")
     env.pop("PYTHONUNBUFFERED", None)
-    for args in (["fetch", str(small)], ["config", "check", "--json"]):
+    for args in (["fetch", str(small)], ["config", "check", "--json"], ["-h"], ["search", "-h"]):
         r, w = os.pipe()
         os.close(r)  # the reader is gone before kbctl writes a byte
         try:
