@@ -265,14 +265,21 @@ def test_a_registered_reranker_kind_is_accepted():
         RERANK_KINDS.discard("test-kind")
 
 
-def test_cli_reports_a_bad_setting_in_one_line(tmp_path):
+def _refused(tmp_path, toml: str, command: str):
+    """``kbctl --config FILE config COMMAND`` of a config holding ``toml``, refused (exit 2):
+    the run, its config file and its stderr's lines."""
     cfg = tmp_path / "kbctl.toml"
-    cfg.write_text("[profile.hnsw]\nm = 1\n")
+    cfg.write_text(toml)
     env = {k: None for k in os.environ if k.startswith("KBCTL_")} | {"KBCTL_HOME": str(tmp_path / "home")}
-    r = run_kbctl(["--config", str(cfg), "config", "show"], env=env)
+    r = run_kbctl(["--config", str(cfg), "config", command], env=env)
     stderr = r.stderr.decode()
     assert r.returncode == 2, stderr
-    lines = stderr.strip().splitlines()
+    return r, cfg, stderr.strip().splitlines()
+
+
+def test_cli_reports_a_bad_setting_in_one_line(tmp_path):
+    r, _, lines = _refused(tmp_path, "[profile.hnsw]\nm = 1\n", "show")
+    stderr = r.stderr.decode()
     assert len(lines) == 2 and "hnsw.m must be in 2..100, got 1" in lines[0], stderr  # and its hint
     assert lines[1] == "hint: the default is 16 (configs/default.toml documents every key)", stderr
     assert r.stdout == b""
@@ -281,13 +288,8 @@ def test_cli_reports_a_bad_setting_in_one_line(tmp_path):
 def test_a_profiles_rrf_k_of_zero_is_refused_in_one_line_naming_the_file_and_key(tmp_path):
     """RRF with k = 0 is degenerate (1/rank); a query's ``--rrf-k`` must be at least 1, and so must a
     profile's: ``config check`` names the file, its line and the key, and the default as the hint."""
-    cfg = tmp_path / "kbctl.toml"
-    cfg.write_text("[profile.search]\nrrf_k = 0\n")
-    env = {k: None for k in os.environ if k.startswith("KBCTL_")} | {"KBCTL_HOME": str(tmp_path / "home")}
-    r = run_kbctl(["--config", str(cfg), "config", "check"], env=env)
+    r, cfg, lines = _refused(tmp_path, "[profile.search]\nrrf_k = 0\n", "check")
     stderr = r.stderr.decode()
-    assert r.returncode == 2, stderr
-    lines = stderr.strip().splitlines()
     assert lines[0] == f"error: {cfg}:2: profile 'minilm': search.rrf_k must be >= 1, got 0", stderr
     assert lines[1] == "hint: the default is 30 (configs/default.toml documents every key)", stderr
     assert len(lines) == 2 and r.stdout == b""
