@@ -154,18 +154,21 @@ def _ledgered(conn, req: IngestRun, retried: list[str], connect) -> RunReport:
     options = {"targets": [escape_undecodable(t) for t in req.targets], "sync": req.options.sync}
     if req.distribute is not None and telemetry.traceparent():  # workers' batches join the run's trace
         options["traceparent"] = telemetry.traceparent()
-    run_id = None if plan else runs_store.start_run(conn, ns, req.command, options)
-    report = RunReport(run_id=run_id, namespace=ns.name, plan=plan)
-    t0 = time.perf_counter()
     stop = Interrupts()
-    try:
-        with stop.deferred():
+    t0 = time.perf_counter()
+    # Signals are held from before the run row is written: one that came between that statement and
+    # the stream raised there, leaving the run 'running' (and its connection mid-command).
+    with stop.deferred():
+        run_id = None if plan else runs_store.start_run(conn, ns, req.command, options)
+        report = RunReport(run_id=run_id, namespace=ns.name, plan=plan)
+        try:
             _stream(conn, req, report, connect, stop.interruptible)
-    except BaseException as e:
-        report.seconds = time.perf_counter() - t0
-        if run_id is not None:
-            _close_quietly(conn, ns, report, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
-        raise
+            stop.checkpoint()  # one held back until the stream ended is raised here, inside the try
+        except BaseException as e:
+            report.seconds = time.perf_counter() - t0
+            if run_id is not None:
+                _close_quietly(conn, ns, report, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+            raise
     report.seconds = time.perf_counter() - t0
     if run_id is not None:
         if retried:  # the ledger names sources by URI (file://…), not by the target given

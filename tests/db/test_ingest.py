@@ -512,6 +512,29 @@ def test_killed_ingest_converges_on_rerun(kb, kb_home, tenant, tmp_path):
     assert statuses == ["ok", "interrupted"]  # newest first: the killed run is marked when the next one starts
 
 
+def test_a_signal_while_the_run_is_opened_is_held_to_the_first_safe_point(kb, monkeypatch):
+    """Ctrl-C (or SIGTERM) arriving just after the run row is written, before the stream defers
+    signals, raised there: the run stayed 'running' with its lock until the next run marked it. It is
+    now held back like one during the stream, and the run is closed as interrupted on the way out."""
+    from kbctl.ingest import pipeline
+
+    opened = pipeline.runs_store.start_run
+
+    def start_then_signal(*args, **kwargs):
+        run_id = opened(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # delivered at once, to this (the main) thread
+        return run_id
+
+    monkeypatch.setattr(pipeline.runs_store, "start_run", start_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        kb.ingest([str(BILLING)], namespace="opened")
+    (run,) = kb.runs("opened")
+    assert run["status"] == "interrupted"
+    monkeypatch.undo()
+    again = kb.ingest([str(BILLING)], namespace="opened")
+    assert again.errors == [] and [r["status"] for r in kb.runs("opened")] == ["ok", "interrupted"]
+
+
 # -- bad input -----------------------------------------------------------------------------------
 
 
