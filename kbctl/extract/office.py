@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import zipfile
 from datetime import UTC, date, datetime
 from typing import Any, Callable, Iterable, Iterator
@@ -170,7 +171,7 @@ def _docx_blocks(doc) -> Iterator[Block]:
             path = tuple(t for _, t in headings)
             caption = pending.text if pending else None
             pending = None
-            text = markdown_table(_docx_rows(item, notes))
+            text = markdown_table(_docx_rows(item, notes, numbering))
             last_table = Block(text, heading_path=(*path, caption) if caption else path) if text else None
             if last_table:
                 yield last_table
@@ -179,7 +180,10 @@ def _docx_blocks(doc) -> Iterator[Block]:
             continue
         level = _heading_level(item)
         marker = numbering.marker(item) if level is None else None
+        label = numbering.label(item) if level is not None else None  # Word's "1.2" of a numbered heading
         text = _docx_text(item._p, notes).strip()
+        if label and text:
+            text = f"{label} {text}"
         cited = notes.take()
         if marker is not None:
             if text:
@@ -301,12 +305,16 @@ class _DocxNotes:
 class _DocxNumbering:
     """The list markers Word shows before numbered and bulleted paragraphs, as Markdown list items.
 
-    A paragraph's ``w:numPr`` (its own or its style's: ``List Number``, ``List Bullet``) names a
-    ``w:num`` and a level; the ``w:num``'s ``w:abstractNum`` gives the level's format. Counters
+    A paragraph's ``w:numPr`` (its own or its style's: ``List Number``, ``List Bullet``, a
+    ``Heading N`` of an outline-numbered document) names a ``w:num`` and a level; the ``w:num``'s
+    ``w:abstractNum`` gives the level's format (an abstract list that only links to a numbering
+    style, ``w:numStyleLink``, takes the levels of the one defining it, ``w:styleLink``). Counters
     run per abstract list, as in Word (two ``w:num`` over one list continue each other's numbers),
     unless a ``w:num`` restarts a level (``w:startOverride``, Word's "restart numbering"); a level
     starts again after an item of a level above it. ``decimal``, letters and roman numerals are
-    numbered (``1.``, ``a)`` as the level's text ends), bullets and any other format are ``- ``.
+    numbered (``1.``, ``a)`` as the level's text ends; a level whose text names others, ``%1.%2.``,
+    as that text says: ``1.2.``), bullets and any other format are ``- ``. A heading keeps its
+    level's text as Word shows it (``1.2``, ``Chapter 1``).
     """
 
     def __init__(self, doc) -> None:
@@ -317,6 +325,8 @@ class _DocxNumbering:
         self.nums: dict[str, tuple[str, dict[int, Any], dict[int, int]]] = {}
         self.styles: dict[str, dict[str, int]] = {}  # abstract list → paragraph style → its level
         if root is not None:
+            defines: dict[str, str] = {}  # numbering style → the abstract list defining it
+            links: dict[str, str] = {}  # abstract list → the numbering style it takes its levels from
             for a in root.iter(f"{_W}abstractNum"):
                 aid = a.get(f"{_W}abstractNumId") or ""
                 self.abstract[aid] = {_int(lvl.get(f"{_W}ilvl")): lvl for lvl in a.iter(f"{_W}lvl")}
@@ -325,6 +335,10 @@ class _DocxNumbering:
                     for lvl in a.iter(f"{_W}lvl")
                     if (ps := lvl.find(f"{_W}pStyle")) is not None
                 }
+                if (el := a.find(f"{_W}styleLink")) is not None:
+                    defines.setdefault(el.get(f"{_W}val") or "", aid)
+                if (el := a.find(f"{_W}numStyleLink")) is not None:
+                    links[aid] = el.get(f"{_W}val") or ""
             for num in root.iter(f"{_W}num"):
                 ref = num.find(f"{_W}abstractNumId")
                 levels, starts = {}, {}
@@ -335,12 +349,34 @@ class _DocxNumbering:
                     if (so := o.find(f"{_W}startOverride")) is not None:
                         starts[ilvl] = _int(so.get(f"{_W}val"), 1)
                 aid = ref.get(f"{_W}val") or "" if ref is not None else ""
+                # a list linked to a numbering style is that style's list: its levels and its counters
+                aid = defines.get(links[aid], aid) if aid in links else aid
                 self.nums[num.get(f"{_W}numId") or ""] = (aid, levels, starts)
         self.counters: dict[str, dict[int, int]] = {}
         self.restarted: set[tuple[str, int]] = set()
 
     def marker(self, paragraph) -> tuple[int, str] | None:
         """``(level, "2. ")`` for a list paragraph (its counter moved on), ``None`` for another."""
+        numbered = self._count(paragraph)
+        if numbered is None:
+            return None
+        ilvl, own, full, single = numbered
+        if own is None:
+            return ilvl, "- "
+        if single:
+            return ilvl, own + (")" if full.endswith(")") else ".") + " "
+        return ilvl, full + " "
+
+    def label(self, paragraph) -> str | None:
+        """A numbered heading's label as Word shows it (``1.2``; its counter moved on), else ``None``."""
+        numbered = self._count(paragraph)
+        if numbered is None or numbered[1] is None:
+            return None
+        return numbered[2] or None
+
+    def _count(self, paragraph) -> tuple[int, str | None, str, bool] | None:
+        """A numbered paragraph's level, its own number (``None``: a bullet), its level's text filled
+        in and whether that text names its own level only; ``None`` for a paragraph not numbered."""
         if not self.nums:
             return None
         num_id, ilvl, style_id = self._num_pr(paragraph)
@@ -349,24 +385,31 @@ class _DocxNumbering:
         aid, overrides, starts = self.nums[num_id]
         if ilvl is None:
             ilvl = self.styles.get(aid, {}).get(style_id or "", 0)
-        lvl = overrides.get(ilvl) if ilvl in overrides else self.abstract.get(aid, {}).get(ilvl)
+        abstract = self.abstract.get(aid, {})
 
-        def val(tag: str) -> str:
-            el = lvl.find(f"{_W}{tag}") if lvl is not None else None
-            return (el.get(f"{_W}val") or "") if el is not None else ""
+        def level(k: int):
+            return overrides.get(k) if k in overrides else abstract.get(k)
 
+        lvl = level(ilvl)
         counts = self.counters.setdefault(aid, {})
-        start = _int(val("start"), 1)
         if ilvl in starts and (num_id, ilvl) not in self.restarted:
             self.restarted.add((num_id, ilvl))
             counts[ilvl] = starts[ilvl] - 1
-        n = counts[ilvl] = counts.get(ilvl, start - 1) + 1
+        counts[ilvl] = counts.get(ilvl, _int(_val(lvl, "start"), 1) - 1) + 1
         for deeper in [k for k in counts if k > ilvl]:
             del counts[deeper]
-        label = number_label(val("numFmt"), n)
-        if label is None:
-            return ilvl, "- "
-        return ilvl, label + (")" if val("lvlText").rstrip().endswith(")") else ".") + " "
+        legal = lvl is not None and lvl.find(f"{_W}isLgl") is not None  # every level in decimal
+
+        def number(k: int) -> str:
+            other = level(k)
+            n = counts.get(k, _int(_val(other, "start"), 1))  # a level not reached yet shows its start
+            return number_label("decimal" if legal else _val(other, "numFmt"), n) or str(n)
+
+        own = number_label("decimal" if legal else _val(lvl, "numFmt"), counts[ilvl])
+        text = _val(lvl, "lvlText")
+        named = {int(k) - 1 for k in _LEVEL_REF.findall(text)}
+        full = _LEVEL_REF.sub(lambda m: number(int(m.group(1)) - 1), text).strip()
+        return ilvl, own, full, named <= {ilvl}
 
     def _num_pr(self, paragraph) -> tuple[str | None, int | None, str | None]:
         """The paragraph's numbering (``numId``, ``ilvl``) as given on it or on its style, and its style's id."""
@@ -392,6 +435,16 @@ class _DocxNumbering:
             if num_id is not None:
                 break
         return num_id, ilvl, style_id
+
+
+#: A level named in a level's text (``%1`` … ``%9``).
+_LEVEL_REF = re.compile(r"%([1-9])")
+
+
+def _val(el, tag: str) -> str:
+    """The ``w:val`` of ``el``'s child ``tag``, ``""`` when either is missing."""
+    child = el.find(f"{_W}{tag}") if el is not None else None
+    return (child.get(f"{_W}val") or "") if child is not None else ""
 
 
 def _int(text: str | None, default: int = 0) -> int:
@@ -445,8 +498,9 @@ def _is_caption_paragraph(paragraph, text: str) -> bool:
     return name == "Caption" or is_caption(text)
 
 
-def _docx_rows(table, notes: _DocxNotes) -> list[list[str]]:
-    """A Word table's cell texts (``[^N]`` where a note is cited); a cell merged across columns is given once."""
+def _docx_rows(table, notes: _DocxNotes, numbering: _DocxNumbering) -> list[list[str]]:
+    """A Word table's cell texts (``[^N]`` where a note is cited, a list paragraph's marker before its
+    text: ``1. drain 2. promote``, counted with its list); a cell merged across columns is given once."""
     rows = []
     for row in table.rows:
         cells, seen = [], set()
@@ -454,7 +508,11 @@ def _docx_rows(table, notes: _DocxNotes) -> list[list[str]]:
             if id(cell._tc) in seen:
                 continue
             seen.add(id(cell._tc))
-            cells.append("\n".join(_docx_text(p._p, notes) for p in cell.paragraphs))
+            texts = []
+            for p in cell.paragraphs:
+                marker, text = numbering.marker(p), _docx_text(p._p, notes)
+                texts.append(marker[1] + text.strip() if marker and text.strip() else text)
+            cells.append("\n".join(texts))
         rows.append(cells)
     return rows
 

@@ -49,9 +49,15 @@ def _notes(kind: str, notes: dict[int, str]) -> str:
 
 
 def _docx(
-    body: str, *, footnotes: dict[int, str] | None = None, endnotes: dict[int, str] | None = None, numbering: str = ""
+    body: str,
+    *,
+    footnotes: dict[int, str] | None = None,
+    endnotes: dict[int, str] | None = None,
+    numbering: str = "",
+    style_numbering: dict[str, str] | None = None,
 ) -> bytes:
-    """python-docx's template with ``body`` as its document, and the notes or numbering given."""
+    """python-docx's template with ``body`` as its document, and the notes or numbering given
+    (``style_numbering``: a style's id → the ``w:numPr`` put in its ``w:pPr``, as Word numbers headings)."""
     import docx
 
     buf = io.BytesIO()
@@ -65,6 +71,11 @@ def _docx(
         f"<w:body>{body}<w:sectPr/></w:body></w:document>"
     ).encode()
     rels, types = parts["word/_rels/document.xml.rels"].decode(), parts["[Content_Types].xml"].decode()
+    styles = parts["word/styles.xml"].decode()
+    for style_id, num_pr in (style_numbering or {}).items():
+        at = styles.index("<w:pPr>", styles.index(f'w:styleId="{style_id}"')) + len("<w:pPr>")
+        styles = styles[:at] + num_pr + styles[at:]
+    parts["word/styles.xml"] = styles.encode()
     for kind, notes in (("footnote", footnotes), ("endnote", endnotes)):
         if notes is None:
             continue
@@ -313,4 +324,125 @@ def test_odt_numbered_and_bulleted_lists_keep_their_numbers_bullets_and_nesting(
         (("Failover",), "- the old primary stays fenced\n  - until rebuilt"),
         (("Failover",), "4. Rebuild it"),
         (("Failover",), "ii. Audit"),
+    ]
+
+
+_HEADING_NUMBERING = (
+    # Word's outline numbering of headings: each level tied to its heading style (w:pStyle)
+    '<w:abstractNum w:abstractNumId="10">'
+    '<w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:pStyle w:val="Heading1"/>'
+    '<w:lvlText w:val="%1"/><w:suff w:val="tab"/></w:lvl>'
+    '<w:lvl w:ilvl="1"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:pStyle w:val="Heading2"/>'
+    '<w:lvlText w:val="%1.%2"/></w:lvl>'
+    '<w:lvl w:ilvl="2"><w:start w:val="1"/><w:numFmt w:val="lowerLetter"/><w:lvlText w:val="%1.%2.%3"/></w:lvl>'
+    "</w:abstractNum>"
+    '<w:num w:numId="10"><w:abstractNumId w:val="10"/></w:num>'
+)
+
+
+def test_docx_headings_numbered_by_a_list_keep_their_numbers():
+    body = (
+        _p("Introduction", style="Heading1")
+        + _p("Scope", style="Heading2")
+        + _p("What this covers.")
+        + _p("Terms", style="Heading2")
+        + _p("Design", style="Heading1")
+        + _p("Storage", style="Heading2")
+        + _p("Tables", style="Heading3", num=(10, 2))  # numbered on the paragraph itself
+        + _p("Rows are kept.")
+        + _p("Unnumbered", style="Heading1", num=(0, 0))  # numId 0: the style's numbering taken off
+        + _p("Not counted.")
+        + _p("Security", style="Heading1")
+        + _p("Keys rotate.")
+    )
+    data = _docx(
+        body,
+        numbering=_HEADING_NUMBERING,
+        style_numbering={
+            "Heading1": '<w:numPr><w:numId w:val="10"/></w:numPr>',
+            "Heading2": '<w:numPr><w:numId w:val="10"/></w:numPr>',
+        },
+    )
+    assert _blocks("design.docx", data) == [
+        (("1 Introduction", "1.1 Scope"), "What this covers."),
+        (("2 Design", "2.1 Storage", "2.1.a Tables"), "Rows are kept."),
+        (("Unnumbered",), "Not counted."),
+        (("3 Security",), "Keys rotate."),
+    ]
+    (doc,) = extract(Source(uri="file:///d/design.docx", content=data))
+    assert doc.title == "1 Introduction"
+
+
+def test_docx_multi_level_labels_show_every_level_they_name_in_its_format():
+    numbering = (
+        '<w:abstractNum w:abstractNumId="20">'
+        '<w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="upperRoman"/><w:lvlText w:val="%1."/></w:lvl>'
+        '<w:lvl w:ilvl="1"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:lvlText w:val="%1.%2."/></w:lvl>'
+        '<w:lvl w:ilvl="2"><w:start w:val="1"/><w:numFmt w:val="lowerLetter"/><w:lvlText w:val="%1.%2.%3)"/></w:lvl>'
+        "</w:abstractNum>"
+        '<w:abstractNum w:abstractNumId="21">'
+        '<w:lvl w:ilvl="0"><w:start w:val="3"/><w:numFmt w:val="upperRoman"/><w:lvlText w:val="%1."/></w:lvl>'
+        # "legal" numbering: every level named is written in decimal
+        '<w:lvl w:ilvl="1"><w:start w:val="1"/><w:isLgl/><w:numFmt w:val="decimal"/><w:lvlText w:val="%1.%2"/></w:lvl>'
+        "</w:abstractNum>"
+        '<w:num w:numId="20"><w:abstractNumId w:val="20"/></w:num>'
+        '<w:num w:numId="21"><w:abstractNumId w:val="21"/></w:num>'
+    )
+    body = (
+        _p("Plan", style="Heading1")
+        + _p("Scope", num=(20, 0))
+        + _p("Goals", num=(20, 1))
+        + _p("speed", num=(20, 2))
+        + _p("cost", num=(20, 2))
+        + _p("Design", num=(20, 0))
+        + _p("Storage", num=(20, 1))
+        + _p("Legal")
+        + _p("Articles", num=(21, 0))
+        + _p("the first", num=(21, 1))
+    )
+    assert _blocks("plan.docx", _docx(body, numbering=numbering)) == [
+        (
+            ("Plan",),
+            "I. Scope\n   I.1. Goals\n        I.1.a) speed\n        I.1.b) cost\nII. Design\n    II.1. Storage",
+        ),
+        (("Plan",), "Legal"),
+        (("Plan",), "III. Articles\n     3.1 the first"),
+    ]
+
+
+def test_a_docx_list_linked_to_a_numbering_style_takes_that_styles_levels():
+    numbering = (
+        # the list style "StepList" is defined by abstractNum 30 (w:styleLink); a list made with it
+        # (abstractNum 31) only links to it (w:numStyleLink) and has no levels of its own
+        '<w:abstractNum w:abstractNumId="30"><w:styleLink w:val="StepList"/>'
+        '<w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:lvlText w:val="%1."/></w:lvl>'
+        '<w:lvl w:ilvl="1"><w:start w:val="1"/><w:numFmt w:val="lowerLetter"/><w:lvlText w:val="%2)"/></w:lvl>'
+        "</w:abstractNum>"
+        '<w:abstractNum w:abstractNumId="31"><w:numStyleLink w:val="StepList"/></w:abstractNum>'
+        '<w:num w:numId="30"><w:abstractNumId w:val="30"/></w:num>'
+        '<w:num w:numId="31"><w:abstractNumId w:val="31"/></w:num>'
+    )
+    body = _p("Stop the writers", num=(31, 0)) + _p("check the backups", num=(31, 1)) + _p("Restore", num=(31, 0))
+    assert _blocks("steps.docx", _docx(body, numbering=numbering)) == [
+        ((), "1. Stop the writers\n   a) check the backups\n2. Restore"),
+    ]
+
+
+def test_numbered_and_bulleted_paragraphs_in_a_docx_table_cell_keep_their_labels_in_the_row():
+    table = (
+        "<w:tbl><w:tr><w:tc>" + _p("Task") + "</w:tc><w:tc>" + _p("Steps") + "</w:tc></w:tr>"
+        "<w:tr><w:tc>"
+        + _p("failover")
+        + "</w:tc><w:tc>"
+        + _p("drain", num=(1, 0))
+        + _p("promote", num=(1, 0))
+        + _p("check the lag", num=(1, 1))
+        + _p("fenced", num=(2, 0))
+        + "</w:tc></w:tr></w:tbl>"
+    )
+    body = _p("Runbook", style="Heading1") + table + _p("Then", num=(1, 0))
+    got = _blocks("runbook.docx", _docx(body, numbering=_NUMBERING))
+    assert got == [
+        (("Runbook",), "| Task | Steps |\n| --- | --- |\n| failover | 1. drain 2. promote a) check the lag - fenced |"),
+        (("Runbook",), "3. Then"),  # the cell's items counted with their list
     ]
