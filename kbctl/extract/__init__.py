@@ -59,10 +59,11 @@ LARGE_BYTES = 1 << 20
 #: table cells in a mail's HTML, a code block's empty lines (session 43, docs/hardening.md "Document
 #: fidelity QA"); "docx-2", "odt-2": footnotes and endnotes, list numbers and bullets (session 43,
 #: "Word and OpenDocument fidelity"); "docx-3": numbered headings, multi-level labels, lists linked to
-#: a numbering style, list labels in table cells (session 44, "Word and OpenDocument numbering,
-#: continued"). The ``[extract]`` settings that change a PDF's text join them
-#: where they are not the defaults (``ExtractOptions.revision``).
-REVISIONS: dict[str, str] = {"pdf": "pdf-2", "html": "html-2", "docx": "docx-3", "odt": "odt-2"}
+#: a numbering style, list labels in table cells; "odt-3": headings held in list items keep their
+#: labels, multi-level labels (``text:display-levels``) (session 44, "Word and OpenDocument
+#: numbering, continued"). The ``[extract]`` settings that change a PDF's text join them where they
+#: are not the defaults (``ExtractOptions.revision``).
+REVISIONS: dict[str, str] = {"pdf": "pdf-2", "html": "html-2", "docx": "docx-3", "odt": "odt-3"}
 
 _FORMATS = ("text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "odt", "email", "mbox", "feed")
 #: The formats whose extractors hand text to others': a mail its HTML body (``html.html_paragraphs``)

@@ -4,7 +4,9 @@ An ``.odt`` file is a zip holding ``content.xml``, ``styles.xml`` and ``meta.xml
 (``text:h``, by their outline level) are structure; paragraphs, lists and tables (as Markdown
 tables, a caption paragraph before one joining its heading path) are text, in document order. A
 list is one block of Markdown list items, numbered as its list style says (``1.``, ``a)``, ``ii.``;
-bullets and other formats ``- ``), nested lists indented under their item's text. A footnote or
+bullets and other formats ``- ``; ``2.1.`` for a level showing the levels above it), nested lists
+indented under their item's text; a heading held in a list item (a numbered heading, as writers
+save them) keeps its item's label in its text (``1. Introduction``). A footnote or
 endnote is marked where it is cited by its citation (``[^1]``) and its text follows on a line of
 its own (``[^1]: …``) at the end of the citing paragraph or list (after a table: a block of its
 own), so a note is read in the section, and the chunk, of the sentence it qualifies. Metadata from
@@ -86,7 +88,7 @@ def _parts(data: bytes):
 def _blocks(body, lists: _Lists) -> Iterator[Block]:
     headings: list[tuple[int, str]] = []
     pending: str | None = None  # a caption paragraph that may belong to the next table
-    for el, kind in _walk(body):
+    for el, kind, within in _walk(body, lists):
         path = tuple(t for _, t in headings)
         notes: list[str] = []
         if kind == "table":
@@ -98,12 +100,14 @@ def _blocks(body, lists: _Lists) -> Iterator[Block]:
                 yield Block("\n".join(notes), heading_path=path)
             continue
         if kind == "list":
-            lines = lists.lines(el, notes)
+            lines = lists.lines(el, notes, within)
             if not lines:
                 continue
             text = "\n".join(lines + notes)
         else:
             text = " ".join(_text(el, notes, mark=kind != "h").split())
+            if text and within and el.find(f"{_T}number") is None:  # an item's label; not when the writer gave it
+                text = f"{within} {text}"
         if not text:
             continue
         if pending:
@@ -124,21 +128,26 @@ def _blocks(body, lists: _Lists) -> Iterator[Block]:
         yield Block(pending, heading_path=tuple(t for _, t in headings))
 
 
-def _walk(el) -> Iterator[tuple[Any, str]]:
-    """Headings, paragraphs, lists and tables in document order (sections looked into; a list
-    holding a heading or a table looked into too, its items read as paragraphs)."""
+def _walk(el, lists: _Lists) -> Iterator[tuple[Any, str, Any]]:
+    """Headings, paragraphs, lists and tables in document order, each with what it is read within
+    (sections looked into; a list holding a heading or a table looked into too: ``_Lists.walk``)."""
     for child in el:
         tag = child.tag
         if tag == f"{_T}h":
-            yield child, "h"
+            yield child, "h", None
         elif tag == f"{_T}p":
-            yield child, "p"
+            yield child, "p", None
         elif tag == f"{_TB}table":
-            yield child, "table"
-        elif tag == f"{_T}list" and next(child.iter(f"{_T}h", f"{_TB}table"), None) is None:
-            yield child, "list"
+            yield child, "table", None
+        elif tag == f"{_T}list":
+            yield from lists.walk(child) if _holds_blocks(child) else [(child, "list", None)]
         elif isinstance(tag, str) and tag not in (f"{_T}note", f"{_T}tracked-changes"):
-            yield from _walk(child)
+            yield from _walk(child, lists)
+
+
+def _holds_blocks(el) -> bool:
+    """Whether a list holds a heading or a table (read as blocks of their own, not as list items)."""
+    return next(el.iter(f"{_T}h", f"{_TB}table"), None) is not None
 
 
 class _Lists:
@@ -148,32 +157,73 @@ class _Lists:
     ``content.xml``'s automatic styles, then in ``styles.xml``; each level is a number format
     (``1``, ``a``, ``A``, ``i``, ``I``, with its suffix and start value) or a bullet. A list
     counts from its start unless it continues another (``text:continue-numbering``, or
-    ``text:continue-list`` naming it); a level starts again after an item of a level above it.
+    ``text:continue-list`` naming it); a level starts again after an item of a level above it. A
+    level showing the numbers of the levels above it (``text:display-levels``) is labelled with
+    them all (``2.1.``). A list holding headings (numbered headings, as writers save them) is read
+    as blocks: each heading keeps its item's label in its text (``1. Introduction``).
     """
 
     def __init__(self, roots: list[Any]) -> None:
-        self.styles: dict[str, dict[int, tuple[str, str, int]]] = {}
+        self.styles: dict[str, dict[int, tuple[str, str, str, int, int]]] = {}
         for root in roots:
             for style in root.iter(f"{_T}list-style"):
                 name = style.get(f"{_ST}name") or ""
                 if name in self.styles:
                     continue  # content.xml's automatic styles come first
-                levels: dict[int, tuple[str, str, int]] = {}
+                levels: dict[int, tuple[str, str, str, int, int]] = {}  # format, prefix, suffix, start, shown
                 for lvl in style:
                     level = _int(lvl.get(f"{_T}level"), 1)
                     if lvl.tag == f"{_T}list-level-style-number":
-                        suffix = ")" if (lvl.get(f"{_ST}num-suffix") or "").strip().endswith(")") else "."
                         levels[level] = (
                             lvl.get(f"{_ST}num-format") or "",
-                            suffix,
+                            lvl.get(f"{_ST}num-prefix") or "",
+                            lvl.get(f"{_ST}num-suffix") or "",
                             _int(lvl.get(f"{_T}start-value"), 1),
+                            _int(lvl.get(f"{_T}display-levels"), 1),
                         )
                 self.styles[name] = levels
         self.last: dict[str, dict[int, int]] = {}  # the counters of the last list of each style
         self.by_id: dict[str, dict[int, int]] = {}
 
-    def lines(self, el, notes: list[str]) -> list[str]:
-        """A list's item lines (its notes' lines added to ``notes``)."""
+    def lines(self, el, notes: list[str], within: tuple[str, int, dict[int, int]] | None = None) -> list[str]:
+        """A list's item lines (its notes' lines added to ``notes``); ``within``: the style, level and
+        counters of the list it is nested in, when that one is read as blocks (``walk``)."""
+        out: list[str] = []
+        if within is not None:
+            style, level, counters = within
+            self._items(el, style, level, 0, counters, out, notes)
+            return out
+        style, counters = self._begin(el)
+        self._items(el, style, 1, 0, counters, out, notes)
+        return out
+
+    def walk(self, el) -> Iterator[tuple[Any, str, Any]]:
+        """A list holding headings or tables as ``_walk`` gives blocks: a heading or paragraph with
+        its item's label (``""`` when none), a table, an inner list of plain items with what it is in."""
+        style, counters = self._begin(el)
+        yield from self._blocks(el, style, 1, counters)
+
+    def _blocks(self, el, style: str, level: int, counters: dict[int, int]) -> Iterator[tuple[Any, str, Any]]:
+        for item in el:
+            if item.tag not in (f"{_T}list-item", f"{_T}list-header"):
+                continue
+            label = self._label(item, style, level, counters)[1] if item.tag == f"{_T}list-item" else ""
+            for child in item:
+                if child.tag == f"{_T}list":
+                    inner = child.get(f"{_T}style-name") or style
+                    if _holds_blocks(child):
+                        yield from self._blocks(child, inner, level + 1, counters)
+                    else:
+                        yield child, "list", (inner, level + 1, counters)
+                elif child.tag in (f"{_T}h", f"{_T}p"):
+                    yield child, "h" if child.tag == f"{_T}h" else "p", label
+                    if "".join(_text(child).split()):
+                        label = ""  # an item's later paragraphs are not numbered
+                elif child.tag == f"{_TB}table":
+                    yield child, "table", None
+
+    def _begin(self, el) -> tuple[str, dict[int, int]]:
+        """A top-level list's style and counters (those of the list it continues)."""
         style = el.get(f"{_T}style-name") or ""
         counters: dict[int, int] = {}
         if el.get(f"{_T}continue-list"):
@@ -183,24 +233,37 @@ class _Lists:
         self.last[style] = counters
         if el.get(_XML_ID):
             self.by_id[el.get(_XML_ID)] = counters
-        out: list[str] = []
-        self._items(el, style, 1, 0, counters, out, notes)
-        return out
+        return style, counters
+
+    def _label(self, item, style: str, level: int, counters: dict[int, int]) -> tuple[str, str]:
+        """An item's Markdown marker (``2. ``, ``- ``) and its label as shown (``1.2.``, ``""`` for a
+        bullet); its level's counter moved on."""
+        levels = self.styles.get(style, {})
+        fmt, prefix, suffix, start, shown = levels.get(level, ("", "", ".", 1, 1))
+        if item.get(f"{_T}start-value"):
+            counters[level] = _int(item.get(f"{_T}start-value"), 1) - 1
+        n = counters[level] = counters.get(level, start - 1) + 1
+        for deeper in [k for k in counters if k > level]:
+            del counters[deeper]
+        own = number_label(_FORMATS.get(fmt, ""), n)
+        if own is None:
+            return "- ", ""
+
+        def number(k: int) -> str:
+            f, _, _, first, _ = levels.get(k, ("1", "", "", 1, 1))
+            m = counters.get(k, first)
+            return number_label(_FORMATS.get(f, ""), m) or str(m)
+
+        label = (prefix + ".".join(number(k) for k in range(max(1, level - shown + 1), level + 1)) + suffix).strip()
+        if shown > 1:
+            return label + " ", label
+        return own + (")" if suffix.strip().endswith(")") else ".") + " ", label
 
     def _items(self, el, style: str, level: int, indent: int, counters, out: list[str], notes: list[str]) -> None:
         for item in el:
             if item.tag not in (f"{_T}list-item", f"{_T}list-header"):
                 continue
-            mark = ""
-            if item.tag == f"{_T}list-item":
-                fmt, suffix, start = self.styles.get(style, {}).get(level, ("", ".", 1))
-                if item.get(f"{_T}start-value"):
-                    counters[level] = _int(item.get(f"{_T}start-value"), 1) - 1
-                n = counters[level] = counters.get(level, start - 1) + 1
-                for deeper in [k for k in counters if k > level]:
-                    del counters[deeper]
-                label = number_label(_FORMATS.get(fmt, ""), n)
-                mark = "- " if label is None else f"{label}{suffix} "
+            mark = self._label(item, style, level, counters)[0] if item.tag == f"{_T}list-item" else ""
             first = True
             for child in item:
                 if child.tag == f"{_T}list":

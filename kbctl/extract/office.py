@@ -7,7 +7,9 @@ Read with python-docx, python-pptx and openpyxl (imported only when such a file 
   Markdown tables (``kbctl.extract.tables``), a caption paragraph just before or after one
   ("Table 2: …", or the ``Caption`` style) joining its heading path. Consecutive numbered or
   bulleted paragraphs are one block of Markdown list items (``1.``, ``a)``, ``iv.``, ``- ``,
-  nested levels indented), numbered from ``word/numbering.xml`` as Word counts. A footnote or
+  nested levels indented; ``1.2.`` where a level's text names several levels), numbered from
+  ``word/numbering.xml`` as Word counts; a numbered heading keeps its label in its text (``1.2
+  Scope``) and a list paragraph in a table cell its marker (``1. drain 2. promote``). A footnote or
   endnote (``word/footnotes.xml``, ``word/endnotes.xml``, which python-docx does not read) is
   marked where it is cited (``[^1]``; endnotes ``[^i]``) and its text follows on a line of its
   own (``[^1]: …``) at the end of the citing paragraph or list (after a table: a block of its

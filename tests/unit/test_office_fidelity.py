@@ -446,3 +446,34 @@ def test_numbered_and_bulleted_paragraphs_in_a_docx_table_cell_keep_their_labels
         (("Runbook",), "| Task | Steps |\n| --- | --- |\n| failover | 1. drain 2. promote a) check the lag - fenced |"),
         (("Runbook",), "3. Then"),  # the cell's items counted with their list
     ]
+
+
+def test_odt_headings_held_in_list_items_keep_their_numbers():
+    styles = (
+        '<text:list-style style:name="Outline">'
+        '<text:list-level-style-number text:level="1" style:num-suffix="." style:num-format="1"/>'
+        '<text:list-level-style-number text:level="2" style:num-suffix="." style:num-format="1" text:display-levels="2"/>'
+        "</text:list-style>"
+    )
+    body = (
+        '<text:list text:style-name="Outline">'
+        '<text:list-item><text:h text:outline-level="1">Introduction</text:h>'
+        "<text:p>Why this exists.</text:p>"
+        '<text:list><text:list-item><text:h text:outline-level="2">Scope</text:h><text:p>In scope.</text:p></text:list-item>'
+        '<text:list-item><text:h text:outline-level="2">Terms</text:h><text:p>Terms used.</text:p></text:list-item>'
+        "</text:list>"
+        "</text:list-item>"
+        '<text:list-item><text:h text:outline-level="1">Design</text:h>'
+        "<text:list><text:list-item><text:p>storage</text:p></text:list-item>"
+        "<text:list-item><text:p>indexes</text:p></text:list-item></text:list>"
+        "</text:list-item>"
+        "<text:list-item><text:p>A closing remark</text:p></text:list-item>"
+        "</text:list>"
+    )
+    assert _blocks("design.odt", _odt(body, automatic_styles=styles)) == [
+        (("1. Introduction",), "Why this exists."),
+        (("1. Introduction", "1.1. Scope"), "In scope."),
+        (("1. Introduction", "1.2. Terms"), "Terms used."),
+        (("2. Design",), "2.1. storage\n2.2. indexes"),
+        (("2. Design",), "3. A closing remark"),
+    ]
