@@ -198,8 +198,9 @@ class _Lists:
         return out
 
     def walk(self, el) -> Iterator[tuple[Any, str, Any]]:
-        """A list holding headings or tables as ``_walk`` gives blocks: a heading or paragraph with
-        its item's label (``""`` when none), a table, an inner list of plain items with what it is in."""
+        """A list holding headings or tables as ``_walk`` gives blocks: a heading with its item's label,
+        a paragraph with its item's marker (``""`` when none), a table, an inner list of plain items
+        with what it is in."""
         style, counters = self._begin(el)
         yield from self._blocks(el, style, 1, counters)
 
@@ -207,7 +208,7 @@ class _Lists:
         for item in el:
             if item.tag not in (f"{_T}list-item", f"{_T}list-header"):
                 continue
-            label = self._label(item, style, level, counters)[1] if item.tag == f"{_T}list-item" else ""
+            mark, label = self._label(item, style, level, counters) if item.tag == f"{_T}list-item" else ("", "")
             for child in item:
                 if child.tag == f"{_T}list":
                     inner = child.get(f"{_T}style-name") or style
@@ -216,9 +217,10 @@ class _Lists:
                     else:
                         yield child, "list", (inner, level + 1, counters)
                 elif child.tag in (f"{_T}h", f"{_T}p"):
-                    yield child, "h" if child.tag == f"{_T}h" else "p", label
+                    # a heading with its label as shown, a paragraph as a list item (``3. …``, ``- …``)
+                    yield (child, "h", label) if child.tag == f"{_T}h" else (child, "p", mark.rstrip())
                     if "".join(_text(child).split()):
-                        label = ""  # an item's later paragraphs are not numbered
+                        mark = label = ""  # an item's later paragraphs are not numbered
                 elif child.tag == f"{_TB}table":
                     yield child, "table", None
 
