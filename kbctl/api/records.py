@@ -72,7 +72,8 @@ class Records(Part):
         from ..ingest import stages
 
         with self._reading():
-            prof, cache = self._stage_profile(namespace, profile), self._stored_vectors(namespace)
+            prof = self._stage_profile(namespace, profile)
+            cache = self._stored_vectors(namespace, prof)
         return stages.embed_records(stages.read_records(lines), prof, cache=cache)
 
     def store(
@@ -98,9 +99,18 @@ class Records(Part):
     def _stage_profile(self, namespace: str | None, profile: str | None) -> Profile:
         return self.kb.namespaces.profile_for(namespace, profile) if namespace else self.settings.profile(profile)
 
-    def _stored_vectors(self, namespace: str | None):
-        """``lookup(hashes) -> {hash: vector}`` over the namespace's stored chunks; None without one."""
-        ns = get_namespace(self._conn(), namespace, self.tenant, required=False) if namespace else None
-        if ns is None:
+    def _stored_vectors(self, namespace: str | None, prof: Profile):
+        """``lookup(hashes) -> {hash: vector}``: the tenant's embed cache for ``prof``, as the store
+        that follows reuses it (the namespace's own generation when it serves ``prof``; else, a
+        namespace not created yet or another profile named, ``prof`` as recorded, as an ingest plan
+        reads it: ``kb.namespaces.placeholder``). None without a namespace, or for a tenant not made
+        yet (it holds no vectors)."""
+        if not namespace:
             return None
+        conn = self._conn()
+        if self.session.unmade:
+            return None
+        ns = get_namespace(conn, namespace, self.tenant, required=False)
+        if ns is None or ns.fingerprint != prof.fingerprint:
+            ns = self.kb.namespaces.placeholder(namespace, prof)
         return lambda hashes: cached_vectors(self._conn(), ns, hashes)

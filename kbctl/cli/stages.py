@@ -56,7 +56,10 @@ def chunk(
 
 def embed(
     namespace: str = typer.Option(
-        None, "--namespace", "-n", help="Use this namespace's profile (and reuse its stored vectors)."
+        None,
+        "--namespace",
+        "-n",
+        help="Use this namespace's profile (and reuse the tenant's stored vectors of the profile used).",
     ),
     profile: str = typer.Option(None, "--profile", "-p", help="Use this profile."),
 ) -> None:
