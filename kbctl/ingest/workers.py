@@ -22,7 +22,8 @@ What makes a run converge whoever dies:
 - a worker stopped by SIGTERM or Ctrl-C settles the batch at hand and hands nothing back half done;
 - a coordinator killed leaves its run ``running`` and releases its run's lock (its session is
   gone): workers claim nothing more from that run (``claim`` checks that lock, not the namespace's,
-  which a swap or the next run may hold by then), and the next run of the namespace marks it
+  which a swap or the next run may hold by then; a worker given that run stops, the
+  coordinator's own orphaned local workers included), and the next run of the namespace marks it
   ``interrupted`` and reads what is stored as unchanged. A batch in flight meanwhile whose
   namespace a swap moved to another generation is refused as it is written, whole
   (``store.documents.still_active``), and left to its lease; the worker goes on.
@@ -227,7 +228,7 @@ def work(
     try:
         with stop.deferred():
             for _ in stop.interruptible(_ticks(0)):
-                runs = _runs(conn, run_id, namespaces)
+                runs = _runs(conn, run_id, namespaces, options.poll)
                 if runs is None:
                     break
                 claimed = None
@@ -292,13 +293,31 @@ def current_context(
     return ctx
 
 
-def _runs(conn, run_id: int | None, namespaces: Callable[[], Sequence[int]]) -> list[tuple[int, int]] | None:
-    """The runs to claim from now; None: the run given is over (or unknown), stop."""
+def _runs(
+    conn, run_id: int | None, namespaces: Callable[[], Sequence[int]], poll: float = 0.5
+) -> list[tuple[int, int]] | None:
+    """The runs to claim from now; None: the run given is over (or unknown), stop. A run whose
+    coordinator is gone (killed: it stays ``running`` until the namespace's next run) is over too,
+    for nothing is claimed from it again; it is looked at twice, a poll apart, so a run seen between
+    its row's commit and its lock is not taken for a dead one."""
     if run_id is None:
         return q.open_runs(conn, namespaces())
     st = q.run_status(conn, run_id)
     if st is None or st[2] != "running":
         return None
+    if not q.coordinated(conn, run_id):
+        time.sleep(poll)
+        st = q.run_status(conn, run_id)
+        if st is None or st[2] != "running":
+            return None
+        if not q.coordinated(conn, run_id):
+            log.warning(
+                "run %d has no coordinator (its kbctl ingest was killed): nothing more is claimed from it;"
+                " the next `kbctl ingest -n %s` marks it interrupted and stores what it lacks",
+                run_id,
+                st[1],
+            )
+            return None
     return [(st[0], run_id)]
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "abandon",
     "open_runs",
     "run_status",
+    "coordinated",
     "namespace_name",
     "latest_runs",
 ]
@@ -160,6 +161,12 @@ def run_status(conn: Conn, run_id: int) -> tuple[int, str, str] | None:
     """(namespace id, namespace name, status) of a run the tenant can see, or None."""
     row = conn.execute(query("queue/run_status"), (run_id,)).fetchone()
     return (int(row[0]), str(row[1]), str(row[2])) if row else None
+
+
+def coordinated(conn: Conn, run_id: int) -> bool:
+    """Whether the run's coordinator is alive (it holds the run's lock): a running run without one
+    was killed, and nothing is claimed from it again (``claim``)."""
+    return bool(one(conn.execute(query("queue/run_coordinated"), (RUN_CLASS, run_id)))[0])
 
 
 def run_traceparent(conn: Conn, run_id: int) -> str | None:

@@ -5,6 +5,7 @@ from the next statement on, so these tests need no clock."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from kbctl.store import queue, runs
@@ -148,3 +149,28 @@ def test_a_polling_worker_sees_only_runs_with_items_to_claim_and_their_coordinat
         assert queue.open_runs(conn, [ns.id]) == []  # nothing left to claim
     finally:
         coordinator.close()
+
+
+def test_a_worker_of_a_run_whose_coordinator_was_killed_stops_instead_of_waiting_for_ever(kb, kb_home, tenant):
+    """``kbctl worker --run ID`` stops when its run is over; a run whose ``kbctl ingest`` was killed
+    (SIGKILL, a lost machine) stays ``running`` until the namespace's next run, so its workers,
+    the coordinator's own local ones included (orphaned), polled for ever, holding their
+    connections, though nothing could be claimed from that run again. A run without a live
+    coordinator is over for its workers: they say so and stop."""
+    import subprocess
+
+    from tests.db.test_ingest_workers import _kbctl
+
+    conn, coordinator, _, run_id = _coordinated(kb, 3)
+    _kill(coordinator, conn)
+    p = _kbctl(kb_home, tenant, "worker", "--run", str(run_id), "--poll", "0.1", "--json")
+    try:
+        out, err = p.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError(f"kbctl worker --run {run_id} went on polling a run whose coordinator is gone") from None
+    assert p.returncode == 0, err.decode()
+    assert json.loads(out)["items"] == 0
+    assert f"run {run_id}" in err.decode() and "coordinator" in err.decode(), err.decode()
+    assert [r["status"] for r in kb.runs("docs")] == ["running"]  # the next run marks it interrupted
