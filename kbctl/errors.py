@@ -195,9 +195,14 @@ class LockTimeout(KbctlError):
 
 
 class CheckFailed(KbctlError):
-    """A check (verify, an eval gate) ran and did not hold."""
+    """A check (verify, an eval gate) ran and did not hold. ``report``, when given, is what the
+    check found (a swap's side-by-side eval), for the caller to show before the error."""
 
     exit_code = 3
+
+    def __init__(self, message: str, *, hint: str | None = None, report: dict | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.report = report
 
 
 # -- psycopg errors --------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ class Generations(Part):
         ``profile``, ``storage`` asks for the namespace's own profile (the one its active generation
         serves) stored so, and neither resumes the shadow being built. ``plan``: what it would embed,
         and how long; a read, it makes no tenant (nor anything else)."""
+        _check_batch(batch)
         if not plan:
             self.session.writing()
         from ..ingest import reembed as gen
@@ -85,22 +86,28 @@ class Generations(Part):
         ``profile`` (or ``storage``), its shadow is built (or resumed) first, as ``reembed`` does,
         and its report is the answer's ``build``. ``require`` gates (``hybrid:ndcg@10>=active``,
         ``dense:recall@10>=0.8``) are checked first on ``dataset`` side by side; one failing raises
-        ``CheckFailed`` (exit 3) and nothing is swapped."""
+        ``CheckFailed`` (exit 3) whose ``report`` is the answer so far (``eval`` with its ``gates``,
+        ``swapped`` false), and nothing is swapped."""
         from ..ingest import reembed as gen
 
-        out: dict[str, Any] = {}
+        _check_batch(batch)
+        if require and dataset is None:
+            raise UsageError("--require needs --eval DATASET", hint="the gates compare the generations on it")
+        out: dict[str, Any] = {"namespace": namespace}
         if profile is not None or storage is not None:
             out["build"] = self.reembed(namespace, profile, storage=storage, batch=batch, progress=progress).to_json()
         if require:
-            if dataset is None:
-                raise UsageError("--require needs --eval DATASET", hint="the gates compare the generations on it")
-            side = self.compare(namespace, dataset, limit=limit)
-            failures = gen.check_gates(side, require)
+            side = self.compare(namespace, dataset, limit=limit, require=require)  # type: ignore[arg-type]
             out["eval"] = side
-            if failures:
-                raise CheckFailed("swap refused: " + "; ".join(failures), hint="nothing was swapped")
+            if side["gates"]["failures"]:
+                raise CheckFailed(
+                    "swap refused: " + "; ".join(side["gates"]["failures"]),
+                    hint="nothing was swapped",
+                    report={**out, "swapped": False},
+                )
         ns = self.kb.namespaces.get(namespace)
         out.update(gen.swap(self._conn(), ns, self.kb.namespaces.search_profile(ns, None), progress=progress))
+        out["swapped"] = True
         return out
 
     def rollback(self, namespace: str) -> dict:
@@ -131,9 +138,16 @@ class Generations(Part):
         depth: int = 100,
         split: str = "test",
         limit: int | None = None,
+        require: Sequence[str] = (),
     ) -> dict:
         """The eval of ``dataset`` on the active and the shadow generation, side by side: each
-        mode's metrics and latency, and each generation's size on disk."""
+        mode's metrics and latency, and each generation's size on disk. With ``require`` (the gates
+        of ``swap``), ``gates``: ``{"require": [...], "failures": [...]}``, the gates that failed
+        (a gate that cannot be read is refused before the eval runs)."""
+        from ..ingest import reembed as gen
+
+        for gate in require:  # refused before the eval runs, not after it
+            gen.read_gate(gate)
         sides: dict[str, Any] = {}
         notes: tuple[str, ...] = ()
         gens = {g["state"]: g for g in self(namespace)}
@@ -152,4 +166,13 @@ class Generations(Part):
                 "generation": gens[state],
                 "modes": {m.mode: dict(m.metrics) for m in run.report.modes},
             }
-        return {"namespace": namespace, "dataset": str(dataset), "k": k, **sides, "notes": list(notes)}
+        out = {"namespace": namespace, "dataset": str(dataset), "k": k, **sides, "notes": list(notes)}
+        if require:
+            out["gates"] = {"require": list(require), "failures": gen.check_gates(out, require)}
+        return out
+
+
+def _check_batch(batch: int) -> None:
+    """``--batch`` refused before anything is made (0 built a shadow and gave it nothing)."""
+    if batch < 1:
+        raise UsageError(f"--batch must be at least 1, not {batch}", hint="chunks embedded and committed at a time")

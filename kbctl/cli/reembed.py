@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from ..errors import CheckFailed
 from .render import print_json, table
 from .state import STATE, err, info, warn
 
@@ -51,14 +52,22 @@ def reembed(
             "give one action (--swap, --rollback, --drop-old, --drop-shadow, --status) at a time;"
             " --profile and --storage go with a build or --swap, --plan with a build only"
         )
+    if (limit is not None or require) and not eval_:
+        raise typer.BadParameter("--limit and --require go with --eval DATASET")
     kb = STATE.kb()
     progress, finish = _bar()
     try:
         if swap:
-            out = kb.swap_generation(
-                namespace, require=require, dataset=eval_, limit=limit, progress=progress,
-                profile=profile, storage=storage, batch=batch,
-            )  # fmt: skip
+            try:
+                out = kb.swap_generation(
+                    namespace, require=require, dataset=eval_, limit=limit, progress=progress,
+                    profile=profile, storage=storage, batch=batch,
+                )  # fmt: skip
+            except CheckFailed as e:  # a gate failed: what it was checked on, then the error
+                finish()
+                if e.report is not None:
+                    print_json(e.report) if json_ else _side_by_side(e.report["eval"], False)
+                raise
             finish()
             for note in out.get("eval", {}).get("notes", []):
                 warn(note)
@@ -76,10 +85,13 @@ def reembed(
             columns = ["id", "state", "profile", "model", "dimension", "storage", "vectors", "bytes"]
             print_json(rows) if json_ else table(rows, columns)
         elif eval_:
-            side = kb.compare_generations(namespace, eval_, limit=limit)
+            side = kb.compare_generations(namespace, eval_, limit=limit, require=require)
             for note in side["notes"]:  # what the dataset held that was not evaluated
                 warn(note)
             _side_by_side(side, json_)
+            failures = side.get("gates", {}).get("failures")
+            if failures:
+                raise CheckFailed("gate failed: " + "; ".join(failures), hint="see the comparison above")
         else:
             report = kb.reembed(namespace, profile, storage=storage, plan=plan, batch=batch, progress=progress)
             finish()

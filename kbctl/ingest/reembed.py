@@ -464,15 +464,22 @@ _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _GATE = re.compile(rf"^(?:(\w+):)?([\w@.]+)\s*>=\s*(active|{_NUMBER})(?:\s*-\s*({_NUMBER}))?$")
 
 
+def read_gate(gate: str) -> re.Match[str]:
+    """A gate as ``check_gates`` reads it; one it cannot read is a ``UsageError`` (asked before
+    the eval it is checked on runs)."""
+    m = _GATE.match(gate.strip())
+    if not m:
+        raise UsageError(f"cannot read the gate {gate!r}", hint="write MODE:METRIC>=active or MODE:METRIC>=0.5")
+    return m
+
+
 def check_gates(side: dict[str, Any], gates: Iterable[str]) -> list[str]:
     """The gates of a swap that fail on a side-by-side eval (``compare_generations``): each reads
     ``[MODE:]METRIC>=active`` (the shadow at least as good as the active generation, optionally
     ``>=active-0.01``) or ``[MODE:]METRIC>=NUMBER``; the mode defaults to hybrid."""
     failed = []
     for g in gates:
-        m = _GATE.match(g.strip())
-        if not m:
-            raise UsageError(f"cannot read the gate {g!r}", hint="write MODE:METRIC>=active or MODE:METRIC>=0.5")
+        m = read_gate(g)
         mode, metric, bound, slack = m.group(1) or "hybrid", m.group(2), m.group(3), float(m.group(4) or 0)
         try:
             new = side["shadow"]["modes"][mode][metric]

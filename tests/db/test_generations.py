@@ -701,3 +701,48 @@ def test_a_storage_change_without_a_profile_builds_a_shadow_of_the_namespaces_ow
     gens = {g["state"]: g for g in gkb.generations("storecli")}
     assert (gens["active"]["profile"], gens["active"]["storage"]) == ("hash-384", "halfvec")
     assert (gens["previous"]["profile"], gens["previous"]["storage"]) == ("hash-384", "vector")
+
+
+def test_a_gate_is_shown_and_checked_with_or_without_a_swap_and_bad_options_touch_nothing(cli, kb, tmp_path):
+    """``kbctl reembed NS --swap --eval D --require G`` whose gate failed exited 3 with nothing on
+    stdout (table or ``--json``): the comparison it had run was lost; ``--eval D --require G``
+    without ``--swap`` ignored the gate (exit 0 whatever the metrics); ``--batch 0`` made a shadow
+    and gave it nothing (exit 0), ``--batch -1`` made one and failed with a database error (exit 1);
+    ``--limit``/``--require`` without ``--eval`` were ignored."""
+    kb.ingest_records(_records(10), "gate", verify=False)
+    qs = tmp_path / "golden.jsonl"
+    qs.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "query": TOPICS[i % 5], "namespace": "gate", "relevant": {f"doc{i}": 1}}) + "\n"
+            for i in range(5)
+        )
+    )
+
+    def states() -> list[str]:
+        return [g["state"] for g in kb.generations("gate")]
+
+    for args in (["--batch", "0"], ["--batch", "-1"], ["--limit", "3"], ["--require", "dense:ndcg@10>=active"]):
+        p = cli("reembed", "gate", "--storage", "halfvec", *args)
+        assert p.returncode == 2 and p.stderr.decode().startswith("error: "), (args, p.stderr.decode())
+        assert states() == ["active"], args  # refused before anything was made
+    assert cli("reembed", "gate", "--storage", "halfvec").returncode == 0
+    failing = ["--eval", str(qs), "--require", "dense:ndcg@10>=1.01"]
+    p = cli("reembed", "gate", *failing, "--json")
+    assert p.returncode == 3, p.stderr.decode()
+    side = json.loads(p.stdout)
+    assert side["shadow"]["modes"]["dense"]["ndcg@10"] <= 1 and side["gates"]["failures"], side.get("gates")
+    assert "dense:ndcg@10>=1.01" in p.stderr.decode()
+    p = cli("reembed", "gate", "--swap", *failing, "--json")
+    assert p.returncode == 3, p.stderr.decode()
+    out = json.loads(p.stdout)
+    assert out["swapped"] is False and out["eval"]["gates"]["failures"] and out["eval"]["active"]["modes"]
+    p = cli("reembed", "gate", "--swap", *failing)
+    assert p.returncode == 3 and "shadow" in p.stdout.decode() and "ndcg@10" in p.stdout.decode()
+    assert "swap refused" in p.stderr.decode()
+    assert sorted(states()) == ["active", "shadow"]  # nothing swapped
+    passing = ["--eval", str(qs), "--require", "hybrid:ndcg@10>=active-1"]
+    p = cli("reembed", "gate", *passing, "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["gates"]["failures"] == [], p.stderr.decode()
+    p = cli("reembed", "gate", "--swap", *passing, "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["swapped"] is True, p.stderr.decode()
+    assert sorted(states()) == ["active", "previous"]
