@@ -139,11 +139,12 @@ class Ingestion(Part):
         if workers < 0 or not 0 < lease <= MAX_LEASE:
             raise UsageError(f"--workers must be 0 or more and --lease in (0, {MAX_LEASE:g}] seconds")
 
-        def spawn(run_id: int) -> list[subprocess.Popen]:
+        def spawn(run_id: int, items: int) -> list[subprocess.Popen]:
+            """At most one worker a queued item: more would start with nothing to claim."""
             argv = [sys.executable, "-m", "kbctl", "worker", "--run", str(run_id), "--lease", str(lease)]
             # stdout is the coordinator's results (--json): a worker's messages go to stderr only
             env, quiet = self._worker_env(), subprocess.DEVNULL
-            return [subprocess.Popen(argv, env=env, stdin=quiet, stdout=quiet) for _ in range(workers)]
+            return [subprocess.Popen(argv, env=env, stdin=quiet, stdout=quiet) for _ in range(min(workers, items))]
 
         return replace(req, distribute=Coordinator(spawn=spawn if workers else None, fetch_options=fetch_opts))
 

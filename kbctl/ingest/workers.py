@@ -96,12 +96,12 @@ class WorkerContext:
 
 class Coordinator:
     """A run's stream handed to workers (``IngestRun.distribute``): list the items into the queue,
-    start local workers (``spawn(run_id)`` returns their processes), wait, sum their counts."""
+    start local workers (``spawn(run_id, items queued)`` returns their processes), wait, sum their counts."""
 
     def __init__(
         self,
         *,
-        spawn: Callable[[int], list[subprocess.Popen]] | None = None,
+        spawn: Callable[[int, int], list[subprocess.Popen]] | None = None,
         fetch_options: Any = None,
         poll: float = 0.5,
     ) -> None:
@@ -113,7 +113,7 @@ class Coordinator:
         with telemetry.span("kbctl.ingest.enqueue", {"kbctl.namespace": ns.name, "kbctl.run_id": run_id}) as span:
             seen = self._enqueue(conn, req, report)
             span.set_attributes({"kbctl.items": report.details["items"], "kbctl.failed": report.documents["failed"]})
-        procs = self.spawn(run_id) if self.spawn else []
+        procs = self.spawn(run_id, report.details["items"]) if self.spawn else []
         waited = False
         try:
             with telemetry.span("kbctl.ingest.wait", {"kbctl.run_id": run_id, "kbctl.workers": len(procs)}):

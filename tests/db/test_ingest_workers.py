@@ -388,3 +388,30 @@ def test_a_distributed_run_that_ends_in_an_interrupt_records_what_its_workers_st
     (run,) = kb.runs("docs")
     assert run["status"] == "interrupted"
     assert run["counts"]["documents"]["new"] == FILES and run["counts"]["chunks"]["embedded"] > 0, run["counts"]
+
+
+def test_no_more_local_workers_start_than_the_run_has_items(kb, tmp_path, monkeypatch):
+    """``kbctl ingest FOLDER --workers N`` started N processes whatever the run held: ``--workers
+    1000`` for 5 files started a thousand ``kbctl worker`` processes (a load average past 200 on
+    two cores, and two or three connections each against the server's limit), 995 of them with
+    nothing to claim. It starts at most one a queued item."""
+    import kbctl.api.ingest as api_ingest
+
+    started: list[list[str]] = []
+    real = subprocess.Popen
+
+    def counted(argv, *args, **kwargs):
+        if "worker" in argv:  # not the embedded server's own commands
+            started.append(list(argv))
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr(api_ingest.subprocess, "Popen", counted)
+    folder = tmp_path / "two"
+    folder.mkdir()
+    for i in range(2):
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\nThe zorblat{i} setting.\n")
+    report = kb.ingest([str(folder)], "few", workers=6, lease=5, verify=False)
+    assert report.documents["new"] == 2, report.to_json()
+    assert len(started) == 2, started
+    report = kb.ingest([str(folder)], "few", workers=6, lease=5, verify=False)
+    assert report.documents["unchanged"] == 2 and len(started) == 4
