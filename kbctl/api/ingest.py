@@ -24,6 +24,11 @@ from ._boundary import Part, psycopg_boundary
 # day is past any need; ``inf`` or ``1e300`` passed a mere "positive" check (``nan`` any check) and
 # reached PostgreSQL as an interval out of range, failing the run.
 MAX_LEASE = 86400.0
+#: The connections a local worker may hold at once (its own, its producer thread's, one reopened
+#: after a lost one) and those the coordinator keeps in hand beside its own, when the server's
+#: free connections bound how many workers start.
+WORKER_CONNECTIONS = 3
+SPARE_CONNECTIONS = 2
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +115,9 @@ class Ingestion(Part):
                 progress=progress,
                 acl=self._acl_policy(namespace),
             )
-            if workers is not None:
-                req = self._distributed(req, workers, lease, fetch_opts)
-            try:
+            try:  # a refusal of the workers' options leaves no namespace made for the run behind either
+                if workers is not None:
+                    req = self._distributed(conn, req, workers, lease, fetch_opts)
                 report = self._run(conn, req, profile)
             except BaseException:
                 if not plan and made:
@@ -123,11 +128,12 @@ class Ingestion(Part):
                 notes.append(f"tenant {self.tenant!r} does not exist yet: the ingest would create it")
             return report
 
-    def _distributed(self, req, workers: int, lease: float, fetch_opts):
+    def _distributed(self, conn, req, workers: int, lease: float, fetch_opts):
         """``req`` stored through the work queue by ``workers`` local worker processes."""
         from dataclasses import replace
 
         from ..ingest.workers import Coordinator
+        from ..store.admin import free_connections
 
         if req.options.plan:
             raise UsageError(
@@ -139,12 +145,36 @@ class Ingestion(Part):
         if workers < 0 or not 0 < lease <= MAX_LEASE:
             raise UsageError(f"--workers must be 0 or more and --lease in (0, {MAX_LEASE:g}] seconds")
 
+        if workers:  # refused before the run opens when not even one fits
+            free, limit = free_connections(conn)
+            if free < WORKER_CONNECTIONS + SPARE_CONNECTIONS:
+                raise UsageError(
+                    f"the server can take {free} more connection(s) (max_connections {limit}): "
+                    f"no room for a local worker, which opens up to {WORKER_CONNECTIONS}",
+                    hint="close idle sessions, raise max_connections, or ingest without --workers",
+                )
+
         def spawn(run_id: int, items: int) -> list[subprocess.Popen]:
-            """At most one worker a queued item: more would start with nothing to claim."""
+            """At most one worker a queued item (more would start with nothing to claim), and no more
+            than the server's free connections can hold (the rest would fail to connect)."""
+            n = min(workers, items)
+            free, limit = free_connections(conn)
+            room = max((free - SPARE_CONNECTIONS) // WORKER_CONNECTIONS, 1)
+            if n > room:
+                log.warning(
+                    "starting %d of the %d workers asked: the server can take %d more connections "
+                    "(max_connections %d) and a worker opens up to %d",
+                    room,
+                    n,
+                    free,
+                    limit,
+                    WORKER_CONNECTIONS,
+                )
+                n = room
             argv = [sys.executable, "-m", "kbctl", "worker", "--run", str(run_id), "--lease", str(lease)]
             # stdout is the coordinator's results (--json): a worker's messages go to stderr only
             env, quiet = self._worker_env(), subprocess.DEVNULL
-            return [subprocess.Popen(argv, env=env, stdin=quiet, stdout=quiet) for _ in range(min(workers, items))]
+            return [subprocess.Popen(argv, env=env, stdin=quiet, stdout=quiet) for _ in range(n)]
 
         return replace(req, distribute=Coordinator(spawn=spawn if workers else None, fetch_options=fetch_opts))
 

@@ -9,7 +9,16 @@ from .connection import Conn, scalar
 from .db import _first_line
 from .queries import query
 
-__all__ = ["optimize", "server_versions", "tables", "table_size", "btree_indexes", "reindex_index", "vacuum"]
+__all__ = [
+    "free_connections",
+    "optimize",
+    "server_versions",
+    "tables",
+    "table_size",
+    "btree_indexes",
+    "reindex_index",
+    "vacuum",
+]
 
 
 def optimize(conn: Conn, *, reindex: bool = False, full: bool = False) -> list[dict]:
@@ -51,6 +60,12 @@ def server_versions(conn: Conn) -> tuple[str, str | None]:
     version = scalar(conn.execute(query("admin/server_version")))
     ext = conn.execute(query("admin/pgvector_version")).fetchone()
     return version, ext[0] if ext else None
+
+
+def free_connections(conn: Conn) -> tuple[int, int]:
+    """How many more connections an ordinary role can open now, and the server's ``max_connections``."""
+    free, limit = conn.execute(query("admin/free_connections")).fetchone() or (0, 0)
+    return max(int(free), 0), int(limit)
 
 
 def tables(conn: Conn) -> list[str]:

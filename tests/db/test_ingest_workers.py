@@ -415,3 +415,70 @@ def test_no_more_local_workers_start_than_the_run_has_items(kb, tmp_path, monkey
     assert len(started) == 2, started
     report = kb.ingest([str(folder)], "few", workers=6, lease=5, verify=False)
     assert report.documents["unchanged"] == 2 and len(started) == 4
+
+
+def test_the_servers_free_connections_are_counted_as_the_server_counts_them(kb):
+    from kbctl.store.admin import free_connections
+
+    conn = kb.connection()
+    free, limit = free_connections(conn)
+    assert limit == int(conn.execute("SHOW max_connections").fetchone()[0])
+    reserved = int(conn.execute("SHOW superuser_reserved_connections").fetchone()[0])
+    assert 0 < free <= limit - reserved - 1  # this session is one of those open
+    other = kb.db.connect()  # one more session: one fewer free
+    try:
+        assert free_connections(conn)[0] == free - 1
+    finally:
+        other.close()
+
+
+def test_no_more_local_workers_start_than_the_servers_free_connections_hold(kb, tmp_path, monkeypatch, caplog):
+    """``--workers N`` past what the server's ``max_connections`` leaves: the workers beyond it
+    failed to connect. As many start as fit (a worker opens up to three), with one warning."""
+    import logging
+
+    import kbctl.api.ingest as api_ingest
+    import kbctl.store.admin as admin
+
+    started: list[list[str]] = []
+    real = subprocess.Popen
+
+    def counted(argv, *args, **kwargs):
+        if "worker" in argv:
+            started.append(list(argv))
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr(api_ingest.subprocess, "Popen", counted)
+    free = api_ingest.SPARE_CONNECTIONS + 2 * api_ingest.WORKER_CONNECTIONS + 1  # room for two
+    monkeypatch.setattr(admin, "free_connections", lambda conn: (free, 100))
+    folder = tmp_path / "six"
+    folder.mkdir()
+    for i in range(6):
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\nThe quillet{i} setting.\n")
+    with caplog.at_level(logging.WARNING, logger="kbctl"):
+        report = kb.ingest([str(folder)], "room", workers=5, lease=5, verify=False)
+    assert report.documents["new"] == 6, report.to_json()
+    assert len(started) == 2, started
+    assert any("starting 2 of the 5 workers asked" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_workers_with_no_free_connection_are_refused_before_the_run_and_make_nothing(kb, tmp_path, monkeypatch):
+    import kbctl.store.admin as admin
+    from kbctl.errors import UsageError
+
+    monkeypatch.setattr(admin, "free_connections", lambda conn: (2, 100))
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "n.md").write_text("# Note\n\nThe quillet setting.\n")
+    with pytest.raises(UsageError, match="no room for a local worker"):
+        kb.ingest([str(folder)], "full", workers=2, lease=5, verify=False)
+    assert "full" not in [n["name"] for n in kb.namespaces()]
+    assert kb.runs() == [] or all(r["namespace"] != "full" for r in kb.runs())
+
+
+def test_a_refused_workers_option_leaves_no_namespace_made_for_the_run(kb, tmp_path):
+    from kbctl.errors import UsageError
+
+    with pytest.raises(UsageError, match="stdin cannot be shared"):
+        kb.ingest(["-"], "stdin_ns", workers=2, lease=5, verify=False)
+    assert "stdin_ns" not in [n["name"] for n in kb.namespaces()]
