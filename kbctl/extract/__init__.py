@@ -61,9 +61,11 @@ LARGE_BYTES = 1 << 20
 #: "Word and OpenDocument fidelity"); "docx-3": numbered headings, multi-level labels, lists linked to
 #: a numbering style, list labels in table cells; "odt-3": headings held in list items keep their
 #: labels, multi-level labels (``text:display-levels``) (session 44, "Word and OpenDocument
-#: numbering, continued"). The ``[extract]`` settings that change a PDF's text join them where they
-#: are not the defaults (``ExtractOptions.revision``).
-REVISIONS: dict[str, str] = {"pdf": "pdf-2", "html": "html-2", "docx": "docx-3", "odt": "odt-3"}
+#: numbering, continued"); "pdf-3": a two-column page's bands around a full-width block read column
+#: by column, a listing beside a few notes line by line, a URL or path broken at its own hyphen keeps
+#: it (session 44, "PDF reading order and broken URLs"). The ``[extract]`` settings that change a
+#: PDF's text join them where they are not the defaults (``ExtractOptions.revision``).
+REVISIONS: dict[str, str] = {"pdf": "pdf-3", "html": "html-2", "docx": "docx-3", "odt": "odt-3"}
 
 _FORMATS = ("text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "odt", "email", "mbox", "feed")
 #: The formats whose extractors hand text to others': a mail its HTML body (``html.html_paragraphs``)

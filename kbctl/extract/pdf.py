@@ -5,8 +5,9 @@ clearly larger than the usual line spacing; every block has its 1-based ``page``
 (pdfplumber's table finder, run only on pages that draw lines or rectangles) become Markdown tables
 in their place, the caption or short line above one as its heading path. Running headers and
 footers (a paragraph of one to three short lines repeated at the top or bottom of most pages, its
-page number aside) are dropped. A page of two columns is read column by column (``_regions``), and
-a word hyphenated at a line's end is joined (``dehyphenate``).
+page number aside) are dropped. A page of two columns is read column by column, band by band around
+its full-width lines (a title, a caption, a paragraph across the page: ``_regions``), and a word
+hyphenated at a line's end is joined (``dehyphenate``).
 
 A page that holds an image but no usable text (no characters, or mostly glyph codes and symbols
 that are not text) is read with OCR (``kbctl.extract.ocr``) when the ``kbctl[ocr]`` extra is
@@ -29,6 +30,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
@@ -233,8 +235,11 @@ def _page_paragraphs(page, tables: bool = True) -> list[tuple[str, tuple[tuple[f
         page = page.filter(lambda o: o.get("object_type") != "char" or not _inside(o, boxes))
     regions = _regions(page)
     placed, order = [], []
-    for r, region in enumerate(regions):
-        part = page if len(regions) == 1 else page.within_bbox(region)  # not crop: it cuts lines at its edge
+    # each character in the one region holding its centre: a crop cuts the lines at its edge, and
+    # within_bbox drops a character reaching over it (a caption's larger label beside its line)
+    where = {id(c): _region(c, regions) for c in page.chars} if len(regions) > 1 else {}
+    for r in range(len(regions)):
+        part = page if len(regions) == 1 else page.filter(lambda o, r=r: where.get(id(o), r) == r)
         for ln in part.extract_text_lines(return_chars=False, x_tolerance_ratio=_X_TOLERANCE):
             if ln["text"].strip():
                 placed.append((ln["top"], ln["bottom"], ln["text"].strip(), False, ln["x0"], ln["x1"]))
@@ -247,46 +252,89 @@ def _page_paragraphs(page, tables: bool = True) -> list[tuple[str, tuple[tuple[f
     return _group([p for _, p in sorted(zip(order, placed), key=lambda x: (x[0], x[1][0]))])
 
 
+def _region(char: dict[str, Any], regions: list[tuple[float, float, float, float]]) -> int:
+    """The first of ``regions`` holding a character's centre (-1 for none: it is read in none)."""
+    return next((r for r, g in enumerate(regions) if _inside(char, [g])), -1)
+
+
 def _as_obj(bbox: tuple[float, float, float, float]) -> dict[str, float]:
     return {"x0": bbox[0], "top": bbox[1], "x1": bbox[2], "bottom": bbox[3]}
 
 
 def _regions(page) -> list[tuple[float, float, float, float]]:
-    """The parts of a page in reading order: the whole page, or for two columns of text (a gutter
-    near the middle that no word crosses, at least 8 points wide, each column three lines or more
-    reaching it, over a quarter of the page's height or more) the band above them, the
-    left column, the right column and the band below (full-width lines: a title, a running header)."""
+    """The parts of a page in reading order: the whole page, or for a page of two columns of text
+    its full-width bands (a title, a running header, a figure's caption or a paragraph across the
+    page) in their place and each two-column band as its left column, then its right column.
+
+    A two-column band lies between the lines that cross a gutter near the middle of the page (the
+    middle fifth), and holds three lines or more on each side of it, 8 points apart or more, the
+    left column's lines reaching it (``_two_columns``); the page is read so when such bands make a
+    quarter of its height or more."""
     whole = [(page.bbox[0], page.bbox[1], page.bbox[2], page.bbox[3])]
     words = page.extract_words(x_tolerance_ratio=_X_TOLERANCE)
     if len(words) < 20:
         return whole
     x0, top, x1, bottom = whole[0]
-    mid = (top + bottom) / 2
+    words.sort(key=lambda w: w["top"])
+    tops = [w["top"] for w in words]
     for gx in sorted(
         range(int(x0 + 0.4 * (x1 - x0)), int(x0 + 0.6 * (x1 - x0)) + 1, 2), key=lambda g: abs(g - (x0 + x1) / 2)
     ):
-        crossing = [w for w in words if w["x0"] < gx < w["x1"]]
-        head = max((w["bottom"] for w in crossing if w["bottom"] <= mid), default=top)
-        foot = min((w["top"] for w in crossing if w["top"] > mid), default=bottom)
-        if any(head < w["top"] and w["bottom"] < foot for w in crossing) or head >= foot:
+        bands = []
+        for head, foot in _bands(words, gx, top, bottom):
+            # the band's words: below its head, above its foot (a word reaching past it is in neither)
+            inside = [w for w in words[bisect_right(tops, head) : bisect_right(tops, foot)] if w["bottom"] <= foot]
+            if _two_columns(inside, gx, 0.1 * (x1 - x0)):
+                bands.append((head, foot))
+        if sum(foot - head for head, foot in bands) < 0.25 * (bottom - top):
             continue
-        band = [w for w in words if head < w["top"] and w["bottom"] <= foot]
-        left = [w for w in band if w["x1"] <= gx]
-        right = [w for w in band if w["x0"] >= gx]
-        if (
-            foot - head < 0.25 * (bottom - top)
-            or min(len({round(w["top"]) for w in left}), len({round(w["top"]) for w in right})) < 3
-            or min(len(left), len(right)) < 0.25 * len(band)
-            or min(w["x0"] for w in right) - max(w["x1"] for w in left) < _GUTTER
-            or not _reaches(left, gx, 0.1 * (x1 - x0))
-        ):
-            continue
-        return [
-            r
-            for r in ((x0, top, x1, head), (x0, head, gx, foot), (gx, head, x1, foot), (x0, foot, x1, bottom))
-            if r[3] > r[1]
-        ]
+        regions, above = [], top
+        for head, foot in bands:
+            regions += [(x0, above, x1, head), (x0, head, gx, foot), (gx, head, x1, foot)]
+            above = foot
+        regions.append((x0, above, x1, bottom))
+        return [r for r in regions if r[3] > r[1]]
     return whole
+
+
+def _bands(words: list[dict[str, Any]], gx: float, top: float, bottom: float) -> list[tuple[float, float]]:
+    """The vertical spans of a page that no word crosses at ``gx`` (``words`` sorted by their top):
+    between the words that do (the lines across the page) and from the page's edges to them."""
+    bands, above = [], top
+    for w in words:
+        if w["x0"] < gx < w["x1"]:
+            if w["top"] > above:
+                bands.append((above, w["top"]))
+            above = max(above, w["bottom"])
+    if bottom > above:
+        bands.append((above, bottom))
+    return bands
+
+
+def _two_columns(words: list[dict[str, Any]], gx: float, within: float) -> bool:
+    """Whether ``words`` (none crossing ``gx``) are two columns of text either side of it: three lines
+    or more each, side by side (three or more, and half the shorter column's, beside a line of the
+    other: not a listing's lines above or below a few notes), neither under a quarter of the words,
+    8 points apart or more, the left column's lines running up to within ``within`` of the gutter."""
+    left = [w for w in words if w["x1"] <= gx]
+    right = [w for w in words if w["x0"] >= gx]
+    rows = sorted({round(w["top"]) for w in left}), sorted({round(w["top"]) for w in right})
+    if min(len(rows[0]), len(rows[1])) < 3 or min(len(left), len(right)) < 0.25 * len(words):
+        return False
+    shorter, longer = sorted(rows, key=len)
+    height = median(w["bottom"] - w["top"] for w in words)
+    beside = sum(1 for y in shorter if _near(longer, y, height))
+    return (
+        beside >= max(3, len(shorter) / 2)
+        and min(w["x0"] for w in right) - max(w["x1"] for w in left) >= _GUTTER
+        and _reaches(left, gx, within)
+    )
+
+
+def _near(ys: list[int], y: float, within: float) -> bool:
+    """Whether one of ``ys`` (sorted) is within ``within`` of ``y``."""
+    i = bisect_left(ys, y - within)
+    return i < len(ys) and ys[i] <= y + within
 
 
 def _reaches(words: list[dict[str, Any]], gx: float, within: float) -> bool:

@@ -216,3 +216,79 @@ def test_a_glossary_of_short_terms_beside_their_definitions_stays_row_by_row():
         ]
     doc = extract(_src(text_pdf([page])))[0]
     assert "Primary what primary means here" in " ".join(doc.text.split())
+
+
+_LOWER_LEFT = [
+    "Snapshots are taken of every volume each night and",
+    "kept for a week, then thinned to one a week for the",
+    "rest of the quarter, so that a restore can reach back",
+    "far enough to undo a mistake nobody noticed at once.",
+]
+_LOWER_RIGHT = [
+    "Restores are rehearsed on the first Monday of every",
+    "month on a spare cluster, and the time each one takes",
+    "is written to the runbook next to the volume's size",
+    "so that the next outage starts from a known estimate.",
+]
+_FULL = [
+    "Figure 3: the write path from the client through the queues and caches to the volumes and back,",
+    "drawn across the whole width of the page between the two halves of the report's second section.",
+]
+
+
+def _columns(y: float, left: list[str], right: list[str]) -> list:
+    items = []
+    for i, (a, b) in enumerate(zip(left, right)):
+        items += [("text", 50, y + 13 * i, 10, a), ("text", 310, y + 13 * i, 10, b)]
+    return items
+
+
+@pytest.mark.parametrize(
+    "top, full",
+    [(100, 180), (300, 410), (400, 470)],
+    ids=["the block above the page's middle", "the block across the middle", "the block below the middle"],
+)
+def test_two_column_bands_around_a_full_width_block_are_each_read_column_by_column(top, full):
+    page = [("text", 50, 50, 14, "Replication and caching in the storage layer: a field report from ops")]
+    page += _columns(top, _LEFT, _RIGHT)
+    # the caption's label is set larger than its line: it reaches below the line's words that cross the gutter
+    page += [
+        ("text", 50, full, 14, "Figure 3:"),
+        ("text", 125, full, 10, _FULL[0].removeprefix("Figure 3: ")),
+        ("text", 50, full + 13, 10, _FULL[1]),
+    ]
+    page += _columns(full + 60, _LOWER_LEFT, _LOWER_RIGHT)
+    doc = extract(_src(text_pdf([page])))[0]
+    text = " ".join(doc.text.split())
+    parts = [
+        "Replication and caching",
+        " ".join(_LEFT),
+        " ".join(_RIGHT),
+        " ".join(_FULL),
+        " ".join(_LOWER_LEFT),
+        " ".join(_LOWER_RIGHT),
+    ]
+    at = [text.find(p) for p in parts]
+    assert -1 not in at, [p for p, i in zip(parts, at) if i == -1]
+    assert at == sorted(at)  # each full-width band in its place, each two-column band left then right
+    lines = {b.text[o : o + n]: x0 for b in doc.blocks for o, n, x0, *_ in b.boxes}
+    assert lines[_LOWER_RIGHT[0]] == 310 and lines[_LEFT[-1]] == 50 and lines[_FULL[1]] == 50
+
+
+def test_a_listing_under_notes_set_to_its_right_stays_line_by_line():
+    """A record layout as the real fixture's page 12 sets one: a note to the right of the lines above
+    it, the listing below it, the page number at the foot; no two columns side by side."""
+    page = [
+        ("text", 50, 80 + 13 * i, 10, f"Paragraph line {i} runs across the whole width of this page, as prose does.")
+        for i in range(6)
+    ]
+    page += [("text", 120, 160 + 13 * i, 10, f"4 CARD32 FIELD_{i}_OFFSET") for i in range(3)]
+    page += [
+        ("text", 335, 210, 10, "FLAGS in the rest of it:"),
+        ("text", 335, 223, 10, "0x100 = a case-sensitive match"),
+    ]
+    page += [("text", 120, 250 + 13 * i, 10, f"4 CARD32 MATCH_{i}_OFFSET") for i in range(6)]
+    page += [("text", 530, 800, 10, "12")]
+    doc = extract(_src(text_pdf([page])))[0]
+    text = " ".join(doc.text.split())
+    assert "FIELD_2_OFFSET FLAGS in the rest of it: 0x100 = a case-sensitive match 4 CARD32 MATCH_0" in text
