@@ -7,7 +7,7 @@ in their place, the caption or short line above one as its heading path. Running
 footers (a paragraph of one to three short lines repeated at the top or bottom of most pages, its
 page number aside) are dropped. A page of two columns is read column by column, band by band around
 its full-width lines (a title, a caption, a paragraph across the page: ``_regions``), and a word
-hyphenated at a line's end is joined (``dehyphenate``).
+hyphenated at a line's end is joined, a URL's or a path's hyphen kept (``dehyphenate``).
 
 A page that holds an image but no usable text (no characters, or mostly glyph codes and symbols
 that are not text) is read with OCR (``kbctl.extract.ocr``) when the ``kbctl[ocr]`` extra is
@@ -59,6 +59,7 @@ _CID = re.compile(r"\(cid:\d+\)")
 _GUTTER = 8.0  # the narrowest gap between two columns of text, in points (words are about 3 apart)
 _NUMBER = re.compile(r"(?<!\d)\d{1,5}(?!\d)")
 _HYPHEN_END = re.compile(r"[^\W\d_][-\u00ad\u2010]$")  # a letter, then a hyphen (or a soft one) ending the line
+_TRAILING = ".,;:!?)]}'\"»”’"  # what ends a sentence or a bracket after a URL or a path
 _PUNCT = frozenset(".,;:!?'\"()[]{}<>-–—/\\|@#$%&*+=_~^`’“”‘«»…°€£§")
 _PDF_DATE = re.compile(r"^(?:D:)?(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?\s*(Z|[+-]\d{2}'?\d{2}'?)?")
 
@@ -411,17 +412,38 @@ def _with_boxes(lines: list[tuple[str, float, float, float, float]]) -> tuple[st
 def dehyphenate(lines: list[tuple[str, float, float, float, float]]) -> list[tuple[str, float, float, float, float]]:
     """Lines (text, box…) with a word broken at a line's end ("proto-" / "col used") whole on the
     first line ("protocol" / "used"), so that it is found; a compound keeps its hyphen when the rest
-    has one ("state-" / "of-the-art"), and a hyphen before a capital ("Anglo-" / "Saxon") stays."""
+    has one ("state-" / "of-the-art"), and a hyphen before a capital ("Anglo-" / "Saxon") stays. A
+    URL, an address or a path broken at a hyphen of its own ("https://my-" / "site.org") is joined
+    with it (``_address``)."""
     out = list(lines)
     for i in range(len(out) - 1):
         text, nxt = out[i][0], out[i + 1][0]
-        if not (_HYPHEN_END.search(text) and nxt[:1].islower()):
+        if not nxt[:1].islower():
             continue
         word, _, rest = nxt.partition(" ")
-        joined = text[:-1] + ("-" if "-" in word else "") + word
+        token = text.rsplit(None, 1)[-1] if text.strip() else ""
+        if token[-1:] in ("-", "\u2010") and _address(token[:-1], word):
+            joined = text + word
+        elif _HYPHEN_END.search(text):
+            joined = text[:-1] + ("-" if "-" in word else "") + word
+        else:
+            continue
         out[i] = (joined, *out[i][1:])
         out[i + 1] = (rest.lstrip(), *out[i + 1][1:])
     return [ln for ln in out if ln[0]]
+
+
+def _address(head: str, rest: str) -> bool:
+    """Whether a token broken after a hyphen (``head``, then ``rest`` on the next line) is a URL, an
+    e-mail address or a path, whose hyphen is its own: "://", "www." or "@" before the hyphen, or a
+    "/" in a path ("/etc/kb-" / "ctl", "docs/my-" / "file.md"; not a pair of words, "input/out-" /
+    "put")."""
+    if any(m in head for m in ("://", "www.", "@")):
+        return True
+    if "/" not in head:
+        return False
+    whole = (head + rest).rstrip(_TRAILING)
+    return whole.startswith(("/", "~", ".")) or whole.count("/") > 1 or "." in whole
 
 
 def drop_running_lines(pages: list[list[str]]) -> list[list[str]]:

@@ -292,3 +292,23 @@ def test_a_listing_under_notes_set_to_its_right_stays_line_by_line():
     doc = extract(_src(text_pdf([page])))[0]
     text = " ".join(doc.text.split())
     assert "FIELD_2_OFFSET FLAGS in the rest of it: 0x100 = a case-sensitive match 4 CARD32 MATCH_0" in text
+
+
+def test_a_url_an_address_or_a_path_broken_at_its_own_hyphen_keeps_it_and_words_are_still_joined():
+    page = [
+        ("text", 50, 100, 11, "The notes are at https://my-"),
+        ("text", 50, 114, 11, "site.org/a and www.kb-"),
+        ("text", 50, 128, 11, "tools.example, mail ops@my-"),
+        ("text", 50, 142, 11, "company.example or read /etc/kb-"),
+        ("text", 50, 156, 11, "ctl/config.toml; the proto-"),
+        ("text", 50, 170, 11, "col of the input/out-"),
+        ("text", 50, 184, 11, "put stage is described there."),
+    ]
+    (block,) = extract(_src(text_pdf([page])))[0].blocks
+    words = block.text.split()
+    assert {"https://my-site.org/a", "www.kb-tools.example,", "ops@my-company.example"} <= set(words)
+    assert "/etc/kb-ctl/config.toml;" in words
+    assert {"protocol", "input/output"} <= set(words)  # ordinary words (a pair of them too) as before
+    assert "https://mysite.org/a" not in words and "ops@mycompany.example" not in words
+    for offset, length, *_ in block.boxes:
+        assert block.text[offset : offset + length].strip()
