@@ -278,35 +278,45 @@ def _regions(page) -> list[tuple[float, float, float, float]]:
     x0, top, x1, bottom = whole[0]
     words.sort(key=lambda w: w["top"])
     tops = [w["top"] for w in words]
+    boxes = [(w["top"], w["bottom"], w["x0"], w["x1"]) for w in words]
     for gx in sorted(
         range(int(x0 + 0.4 * (x1 - x0)), int(x0 + 0.6 * (x1 - x0)) + 1, 2), key=lambda g: abs(g - (x0 + x1) / 2)
     ):
-        bands = []
-        for head, foot in _bands(words, gx, top, bottom):
-            # the band's words: below its head, above its foot (a word reaching past it is in neither)
-            inside = [w for w in words[bisect_right(tops, head) : bisect_right(tops, foot)] if w["bottom"] <= foot]
-            if _two_columns(inside, gx, 0.1 * (x1 - x0)):
-                bands.append((head, foot))
-        if sum(foot - head for head, foot in bands) < 0.25 * (bottom - top):
+        # the bands' words: below the head, above the foot (a word reaching past it is in neither);
+        # six at least (three lines a side), and those bands a quarter of the page, before looking closer
+        spans = [(h, f, bisect_right(tops, h), bisect_right(tops, f)) for h, f in _bands(boxes, gx, top, bottom)]
+        spans = [s for s in spans if s[3] - s[2] >= 6]
+        if sum(f - h for h, f, *_ in spans) < 0.25 * (bottom - top):
+            continue
+        bands = [
+            (h, f)
+            for h, f, lo, hi in spans
+            if _two_columns([w for w in words[lo:hi] if w["bottom"] <= f], gx, 0.1 * (x1 - x0))
+        ]
+        if sum(f - h for h, f in bands) < 0.25 * (bottom - top):
             continue
         regions, above = [], top
-        for head, foot in bands:
-            regions += [(x0, above, x1, head), (x0, head, gx, foot), (gx, head, x1, foot)]
-            above = foot
+        for h, f in bands:
+            regions += [(x0, above, x1, h), (x0, h, gx, f), (gx, h, x1, f)]
+            above = f
         regions.append((x0, above, x1, bottom))
         return [r for r in regions if r[3] > r[1]]
     return whole
 
 
-def _bands(words: list[dict[str, Any]], gx: float, top: float, bottom: float) -> list[tuple[float, float]]:
-    """The vertical spans of a page that no word crosses at ``gx`` (``words`` sorted by their top):
-    between the words that do (the lines across the page) and from the page's edges to them."""
+def _bands(
+    boxes: list[tuple[float, float, float, float]], gx: float, top: float, bottom: float
+) -> list[tuple[float, float]]:
+    """The vertical spans of a page that no word crosses at ``gx`` (``boxes``: the words' top, bottom,
+    x0 and x1, by their top): between the words that do (the lines across the page) and from the
+    page's edges to them."""
     bands, above = [], top
-    for w in words:
-        if w["x0"] < gx < w["x1"]:
-            if w["top"] > above:
-                bands.append((above, w["top"]))
-            above = max(above, w["bottom"])
+    for w_top, w_bottom, w_x0, w_x1 in boxes:
+        if w_x0 < gx < w_x1:
+            if w_top > above:
+                bands.append((above, w_top))
+            if w_bottom > above:
+                above = w_bottom
     if bottom > above:
         bands.append((above, bottom))
     return bands
@@ -317,8 +327,10 @@ def _two_columns(words: list[dict[str, Any]], gx: float, within: float) -> bool:
     or more each, side by side (three or more, and half the shorter column's, beside a line of the
     other: not a listing's lines above or below a few notes), neither under a quarter of the words,
     8 points apart or more, the left column's lines running up to within ``within`` of the gutter."""
-    left = [w for w in words if w["x1"] <= gx]
     right = [w for w in words if w["x0"] >= gx]
+    if len(right) < max(3, 0.25 * len(words)):  # most pages: nothing right of the gutter
+        return False
+    left = [w for w in words if w["x1"] <= gx]
     rows = sorted({round(w["top"]) for w in left}), sorted({round(w["top"]) for w in right})
     if min(len(rows[0]), len(rows[1])) < 3 or min(len(left), len(right)) < 0.25 * len(words):
         return False
