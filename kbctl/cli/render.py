@@ -44,6 +44,22 @@ def table(rows: list[dict], columns: list[str] | None = None, title: str | None 
     out.print(t)
 
 
+def dead_runs(rows: list[dict]) -> list[str]:
+    """For a table of runs (``kbctl runs``, ``kbctl progress``): a ``running`` run no process runs
+    (``alive`` false: killed) reads ``running (no process)``; the lines that say what that means,
+    for stderr. The rows' ``status`` is the stored one, as ``--json`` gives it."""
+    notes = []
+    for r in rows:
+        if r.get("status") == "running" and r.get("alive") is False:
+            r["status"] = "running (no process)"
+            notes.append(
+                f"run {r['run_id']} of {r['namespace']} is recorded running, but no process runs it (killed:"
+                f" SIGKILL, out of memory, a lost machine); the namespace's next run"
+                f" (kbctl ingest -n {r['namespace']} ...) marks it interrupted"
+            )
+    return notes
+
+
 def _cell(v: Any) -> Text:
     if v is None:
         return Text("")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .render import print_json, table
+from .render import dead_runs, print_json, table
 from .state import STATE, warn
 
 
@@ -28,7 +28,10 @@ def runs(
         c = r.get("counts") or {}
         r["documents"] = " ".join(f"{k}={v}" for k, v in (c.get("documents") or {}).items())
         r["chunks"] = " ".join(f"{k}={v}" for k, v in (c.get("chunks") or {}).items())
+    notes = dead_runs(rows)
     table(rows, ["run_id", "namespace", "status", "started_at", "documents", "chunks", "errors"])
+    for note in notes:
+        warn(note)
 
 
 def errors(

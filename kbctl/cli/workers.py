@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from .render import print_json, table
-from .state import STATE, info
+from .render import dead_runs, print_json, table
+from .state import STATE, info, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -59,6 +59,9 @@ def progress(
         return
     for r in rows:
         r["documents"] = " ".join(f"{k}={v}" for k, v in r["documents"].items())
+    notes = dead_runs(rows)
     table(
         rows, ["run_id", "namespace", "status", "items", "queued", "claimed", "done", "failed", "workers", "documents"]
     )
+    for note in notes:
+        warn(note)

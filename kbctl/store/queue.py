@@ -183,7 +183,8 @@ def namespace_name(conn: Conn, ns_id: int) -> str | None:
 
 def latest_runs(conn: Conn, ns_ids: Sequence[int], limit: int = 5) -> list[dict[str, Any]]:
     """The latest runs of these namespaces that had a work queue (namespace_id, namespace, run_id,
-    status, started_at, and the ``counts`` the run recorded when it ended, else None), newest first."""
-    rows = conn.execute(query("queue/latest_runs"), (list(ns_ids), limit))
-    keys = ("namespace_id", "namespace", "run_id", "status", "started_at", "counts")
-    return [dict(zip(keys, (*r[:4], r[4].isoformat(), r[5]))) for r in rows]
+    status, started_at, the ``counts`` the run recorded when it ended, else None, and ``alive``: whether
+    a process runs it now, its coordinator holding the run's lock), newest first."""
+    rows = conn.execute(query("queue/latest_runs"), (RUN_CLASS, list(ns_ids), limit))
+    keys = ("namespace_id", "namespace", "run_id", "status", "started_at", "counts", "alive")
+    return [dict(zip(keys, (*r[:4], r[4].isoformat(), r[5], bool(r[6])))) for r in rows]

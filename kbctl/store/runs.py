@@ -54,8 +54,11 @@ def start_run(conn: Conn, ns: Namespace, command: str, options: dict) -> int:
     The connection is the run's coordinator: it holds the run's lock (``RUN_CLASS``) until
     ``finish_run``, or until it closes (killed), and the run's workers claim only meanwhile."""
     conn.execute(query("runs/interrupt_runs"), (ns.id,))
-    run_id = int(scalar(conn.execute(query("runs/start_run"), (ns.id, command, json.dumps(options, default=str)))))
-    conn.execute(query("runs/lock_run"), (RUN_CLASS, run_id))
+    # the row and its lock in one transaction: no one sees the run 'running' before it is held, as
+    # a killed run's would be (``list_runs``' alive, the workers' ``queue.coordinated``)
+    with conn.transaction():
+        run_id = int(scalar(conn.execute(query("runs/start_run"), (ns.id, command, json.dumps(options, default=str)))))
+        conn.execute(query("runs/lock_run"), (RUN_CLASS, run_id))
     return run_id
 
 
@@ -86,7 +89,10 @@ def mark_retried(conn: Conn, ns: Namespace, sources: Sequence[str]) -> None:
 
 
 def list_runs(conn: Conn, ns_ids: Sequence[int], limit: int = 20) -> list[dict]:
-    cur = conn.execute(query("runs/list_runs"), (list(ns_ids), limit))
+    """The latest runs, newest first, each with ``alive``: whether a process runs it now (its
+    coordinator holds the run's lock). A ``running`` run that is not alive was killed; the
+    namespace's next run marks it ``interrupted``. One statement, whatever the number of runs."""
+    cur = conn.execute(query("runs/list_runs"), (RUN_CLASS, list(ns_ids), limit))
     cols = columns(cur)
     return [_jsonable(dict(zip(cols, r))) for r in cur]
 

@@ -174,3 +174,69 @@ def test_a_worker_of_a_run_whose_coordinator_was_killed_stops_instead_of_waiting
     assert json.loads(out)["items"] == 0
     assert f"run {run_id}" in err.decode() and "coordinator" in err.decode(), err.decode()
     assert [r["status"] for r in kb.runs("docs")] == ["running"]  # the next run marks it interrupted
+
+
+def _started(kb, name: str, items: int):
+    """A run of namespace ``name`` with ``items`` queued, started by a coordinator on a connection
+    of its own (closing it kills the coordinator)."""
+    ns = kb.create_namespace(name, "hash-384")
+    coordinator = kb.session.tenant_connection()
+    run_id = runs.start_run(coordinator, ns, "ingest", {})
+    queue.enqueue(coordinator, ns, run_id, 0, [(f"/corpus/{i}.md", f"{i}.md") for i in range(items)])
+    return coordinator, ns, run_id
+
+
+def test_runs_and_progress_tell_a_killed_run_from_a_live_one(kb, cli):
+    """A run whose process was killed (SIGKILL, out of memory, a lost machine) stays ``running`` in
+    the ledger until the namespace's next run marks it ``interrupted``: ``kbctl runs`` and ``kbctl
+    progress`` (table and ``--json``, and ``kb.runs``/``kb.run_progress``) showed it as a live run.
+    Each row now says whether a process runs it (``alive``: its coordinator holds the run's lock),
+    the stored status unchanged, and the table says ``no process`` of a dead one."""
+    conn = kb.connection()
+    dead, _, dead_id = _started(kb, "killed", 2)
+    _kill(dead, conn)
+    live, _, live_id = _started(kb, "live", 2)
+    done, done_ns, done_id = _started(kb, "ended", 1)
+    runs.finish_run(done, done_ns, done_id, "ok", {})
+    try:
+        want = {dead_id: ("running", False), live_id: ("running", True), done_id: ("ok", False)}
+        for rows in (kb.runs(), kb.run_progress(), kb["killed"].runs() + kb["live"].runs()):
+            shown = {r["run_id"]: (r["status"], r["alive"]) for r in rows if r["run_id"] in want}
+            assert shown == {k: v for k, v in want.items() if k in shown} and dead_id in shown, rows
+        for command in ("runs", "progress"):
+            rows = json.loads(cli(command, "--json", check=True).stdout)
+            assert {r["run_id"]: (r["status"], r["alive"]) for r in rows} == want, (command, rows)
+            p = cli(command, check=True)
+            cells = [[c.strip() for c in line.split("│")[1:]] for line in p.stdout.decode().splitlines()]
+            lines = {r: [" ".join(c) for c in cells if c and c[0] == str(r)] for r in want}
+            assert "no process" in lines[dead_id][0], (command, p.stdout.decode())
+            assert "no process" not in lines[live_id][0] + lines[done_id][0], (command, p.stdout.decode())
+            err = p.stderr.decode()
+            assert f"run {dead_id}" in err and "interrupted" in err and f"run {live_id}" not in err, (command, err)
+    finally:
+        live.close()
+        done.close()
+
+
+def test_a_run_is_never_seen_running_before_its_coordinator_holds_its_lock(kb, monkeypatch):
+    """``start_run`` wrote the run's row (committed at once) and then took the run's lock: a look in
+    between saw a ``running`` run that no process held, as a killed one (``kbctl runs`` would call
+    a run that had just started dead). The row is seen only with its lock held."""
+    ns = kb.create_namespace("starting", "hash-384")
+    coordinator = kb.session.tenant_connection()
+    seen: list[list[dict]] = []
+    scalar = runs.scalar
+
+    def look_from_elsewhere(cur):
+        value = scalar(cur)
+        seen.append([r for r in kb.runs("starting") if r["status"] == "running"])
+        return value
+
+    monkeypatch.setattr(runs, "scalar", look_from_elsewhere)
+    try:
+        run_id = runs.start_run(coordinator, ns, "ingest", {})
+        monkeypatch.undo()
+        assert seen and all(r["alive"] for rows in seen for r in rows), seen
+        assert [(r["run_id"], r["alive"]) for r in kb.runs("starting")] == [(run_id, True)]
+    finally:
+        coordinator.close()
