@@ -6,6 +6,9 @@ streams, ``Interrupts.deferred()`` holds both signals back and lets them through
 run waits for input (``interruptible``: the next record on stdin, the next item from the producer
 thread); one that arrives elsewhere (while a batch is embedded or written) is raised at the next
 such wait, or when the stream ends. Either way it is a ``KeyboardInterrupt``, as Ctrl-C is.
+
+Work with nothing of its own to close (a reembed: each batch commits alone, and the next run goes
+on from what is committed) takes SIGTERM as Ctrl-C where it arrives: ``sigterm_as_ctrl_c()``.
 """
 
 from __future__ import annotations
@@ -15,9 +18,32 @@ import threading
 from contextlib import contextmanager
 from typing import Iterable, Iterator, TypeVar
 
-__all__ = ["Interrupts"]
+__all__ = ["Interrupts", "sigterm_as_ctrl_c"]
 
 T = TypeVar("T")
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """For the block (or the function it decorates), SIGTERM raises ``KeyboardInterrupt`` where it
+    arrives, as Ctrl-C does, so the CLI answers it as Ctrl-C (``interrupted``, exit 130) where the
+    default handler ended the process at once (exit 143, not a word). A statement it cuts short is
+    cancelled by psycopg, a transaction rolled back. Main thread only, and only while SIGTERM has
+    its default handler (an application's own, or an enclosing block's, stays)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not (
+        signal.SIG_DFL
+    ):
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 class Interrupts:

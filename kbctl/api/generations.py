@@ -1,5 +1,9 @@
 """``kb.generations``: a namespace's embedding generations (docs/lifecycle.md): build a shadow,
-compare, swap, roll back, drop. Calling it lists them: ``kb.generations("billing_kb")``."""
+compare, swap, roll back, drop. Calling it lists them: ``kb.generations("billing_kb")``.
+
+A build, a swap, a rollback and a drop take SIGTERM as Ctrl-C (a ``KeyboardInterrupt``, in the main
+thread while SIGTERM has its default handler): what was committed stays, and the next call goes on
+from there."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import CheckFailed, UsageError
+from ..interrupts import sigterm_as_ctrl_c
 from ._boundary import Part, psycopg_boundary
 
 if TYPE_CHECKING:
@@ -25,6 +30,7 @@ class Generations(Part):
 
         return gen.describe(self._conn(), self.kb.namespaces.get(namespace))
 
+    @sigterm_as_ctrl_c()
     def reembed(
         self,
         namespace: str,
@@ -70,6 +76,7 @@ class Generations(Part):
         target = gen.start_shadow(conn, ns, prof, store_as, active)
         return gen.build(conn, ns, target, prof, batch=batch, progress=progress)
 
+    @sigterm_as_ctrl_c()
     def swap(
         self,
         namespace: str,
@@ -110,6 +117,7 @@ class Generations(Part):
         out["swapped"] = True
         return out
 
+    @sigterm_as_ctrl_c()
     def rollback(self, namespace: str) -> dict:
         """Make the previous generation active again (one transaction, under the namespace lock)."""
         from ..ingest import reembed as gen
@@ -117,6 +125,7 @@ class Generations(Part):
         ns = self.kb.namespaces.get(namespace)
         return gen.rollback(self._conn(), ns, self.kb.namespaces.search_profile(ns, None))
 
+    @sigterm_as_ctrl_c()
     def drop(self, namespace: str, state: str = "previous") -> dict:
         """Delete the ``previous`` generation (no rollback after it) or the ``shadow`` being built."""
         from ..ingest import reembed as gen

@@ -220,6 +220,69 @@ def test_a_killed_build_resumes_and_embeds_only_what_is_missing(gkb, env, tmp_pa
     assert report2.embedded == 0 and report2.reused == n and _model_texts(log) == before
 
 
+def _terminated(cmd: list[str], env: dict[str, str], ready) -> tuple[int, str]:
+    """Run ``cmd``, send it SIGTERM once ``ready()``; its exit code and stderr."""
+    p = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready():
+            assert p.poll() is None, (p.returncode, p.stderr.read().decode() if p.stderr else "")
+            assert time.monotonic() < deadline, "the command never reached the point to signal"
+            time.sleep(0.01)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p.returncode, err.decode()
+
+
+def test_sigterm_stops_a_build_and_a_swap_as_ctrl_c_does_and_the_next_run_finishes(gkb, env):
+    """SIGTERM ended ``kbctl reembed`` with the default handler: exit 143 and nothing on stderr,
+    where ``kbctl ingest`` (and Ctrl-C) says ``interrupted`` on one line and exits 130. A build and
+    a swap's fill now answer SIGTERM as Ctrl-C: one line, exit 130, and what was committed kept, so
+    the next run goes on from there and finishes."""
+    n = 40
+    gkb.ingest_records(_records(n), "term", verify=False)
+    log = Path(env["TOY_PLUGIN_LOG"])
+    slow = {**env, "TOY_PLUGIN_DELAY": "0.3"}
+    code, err = _terminated(
+        [sys.executable, "-m", "kbctl", "reembed", "term", "-p", "toy-768", "--batch", "4"],
+        slow,
+        lambda: _model_texts(log) >= 12,
+    )
+    assert (code, [line for line in err.splitlines() if line.strip()]) == (130, ["interrupted"]), (code, err)
+    gens = {g["state"]: g for g in gkb.generations("term")}
+    assert 0 < gens["shadow"]["vectors"] < n, gens  # stopped half way, its committed batches kept
+    active = gens["active"]["id"]
+
+    # a swap fills what the shadow lacks under the namespace lock: SIGTERM while it embeds
+    calls = log.read_text().count(" documents ")
+    code, err = _terminated(
+        [sys.executable, "-m", "kbctl", "reembed", "term", "--swap"],
+        {**env, "TOY_PLUGIN_DELAY": "60"},
+        lambda: log.read_text().count(" documents ") > calls,
+    )
+    assert (code, [line for line in err.splitlines() if line.strip()]) == (130, ["interrupted"]), (code, err)
+    gens = {g["state"]: g for g in gkb.generations("term")}
+    assert gens["active"]["id"] == active and "shadow" in gens, gens  # nothing swapped
+
+    missing = n - gens["shadow"]["vectors"]
+    before = _model_texts(log)
+    p = subprocess.run(
+        [sys.executable, "-m", "kbctl", "reembed", "term", "--swap", "--json"],
+        env=env, cwd=ROOT, capture_output=True, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr.decode()
+    out = json.loads(p.stdout)
+    assert out["swapped"] and out["filled"] == missing, out
+    assert _model_texts(log) - before == missing  # only what the stopped runs had not committed
+    gens = {g["state"]: g for g in gkb.generations("term")}
+    assert gens["active"]["profile"] == "toy-768" and gens["active"]["vectors"] == n, gens
+    assert gens["previous"]["id"] == active, gens
+
+
 def test_going_back_to_a_profile_used_before_costs_no_model_call(gkb):
     gkb.ingest_records(_records(10), "back", verify=False)
     gkb.reembed("back", "hash-768")
