@@ -100,6 +100,8 @@ class Generations(Part):
         _check_batch(batch)
         if require and dataset is None:
             raise UsageError("--require needs --eval DATASET", hint="the gates compare the generations on it")
+        for gate in require:  # before the build: a typo in a gate cost a whole build
+            gen.read_gate(gate)
         out: dict[str, Any] = {"namespace": namespace}
         if profile is not None or storage is not None:
             out["build"] = self.reembed(namespace, profile, storage=storage, batch=batch, progress=progress).to_json()

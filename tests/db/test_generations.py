@@ -681,6 +681,16 @@ def test_reembed_with_a_profile_and_swap_builds_then_swaps(gkb, env):
     assert states == {"active": "hash-384", "shadow": "hash-768"}
 
 
+def test_a_gate_that_cannot_be_read_is_refused_before_a_swap_builds_its_shadow(gkb, tmp_path):
+    """``kbctl reembed NS --profile P --swap --eval D --require G`` with a gate that cannot be read
+    built P's whole shadow first (every chunk embedded), then refused the gate (exit 2): a typo cost
+    the build. The gates are read before anything is made."""
+    gkb.ingest_records(_records(4), "typo", verify=False)
+    with pytest.raises(UsageError):
+        gkb.swap_generation("typo", profile="hash-768", dataset=tmp_path / "golden.jsonl", require=["ndcg@10>=."])
+    assert [g["state"] for g in gkb.generations("typo")] == ["active"]
+
+
 def _mixed_golden(path: Path, mine: str, other: str) -> Path:
     """A golden set with three queries of ``mine`` and two of ``other`` (as sample_corpus/eval's,
     which names five namespaces)."""
