@@ -1,7 +1,7 @@
 """``kb.generations``: a namespace's embedding generations (docs/lifecycle.md): build a shadow,
 compare, swap, roll back, drop. Calling it lists them: ``kb.generations("billing_kb")``.
 
-A build, a swap, a rollback and a drop take SIGTERM as Ctrl-C (a ``KeyboardInterrupt``, in the main
+A build, a swap, a rollback, a drop and a side-by-side eval take SIGTERM as Ctrl-C (a ``KeyboardInterrupt``, in the main
 thread while SIGTERM has its default handler): what was committed stays, and the next call goes on
 from there."""
 
@@ -139,6 +139,7 @@ class Generations(Part):
             return gen.drop_shadow(self._conn(), ns)
         raise UsageError(f"cannot drop the {state} generation", hint="drop previous or shadow")
 
+    @sigterm_as_ctrl_c()
     def compare(
         self,
         namespace: str,
