@@ -145,7 +145,7 @@ class Admin(Part):
     def stats(self) -> dict:
         """Ingest figures of this tenant from the run ledger (what ``/metrics`` exports, without a server)."""
         rows = reading.ledger_stats(self._conn(), self.tenant)
-        totals = {k: sum(r[k] for r in rows) for k in ("runs", "documents", "chunks", "errors")}
+        totals = {k: sum(r[k] for r in rows) for k in ("runs", "dead_runs", "documents", "chunks", "errors")}
         return {"tenant": self.tenant, "totals": totals, "namespaces": rows}
 
     def ns_ids(self, namespace: str | None) -> list[int]:

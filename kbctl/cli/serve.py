@@ -94,6 +94,7 @@ def stats(json_: bool = typer.Option(False, "--json", help="One JSON object on s
             {
                 "namespace": r["name"],
                 "runs": r["runs"],
+                "dead runs": r["dead_runs"],
                 "documents": r["documents"],
                 "chunks": r["chunks"],
                 "errors": r["errors"],

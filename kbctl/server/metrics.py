@@ -85,13 +85,19 @@ class _Ledger:
         runs = GaugeMetricFamily(
             "kbctl_ingest_runs", "Ingest runs in the ledger by status", labels=["namespace", "status"]
         )
+        dead = GaugeMetricFamily(
+            "kbctl_ingest_dead_runs",
+            "Runs the ledger says are running whose process is gone (the namespace's next run marks them interrupted)",
+            labels=["namespace"],
+        )
         docs = GaugeMetricFamily("kbctl_documents", "Documents stored", labels=["namespace"])
         chunks = GaugeMetricFamily("kbctl_chunks", "Chunks stored", labels=["namespace"])
         errors = GaugeMetricFamily("kbctl_ingest_errors", "Item errors recorded in the ledger", labels=["namespace"])
         for r in stats["namespaces"]:
             for status, n in (r["runs_by_status"] or {}).items():
                 runs.add_metric([r["name"], status], n)
+            dead.add_metric([r["name"]], r["dead_runs"])
             docs.add_metric([r["name"]], r["documents"])
             chunks.add_metric([r["name"]], r["chunks"])
             errors.add_metric([r["name"]], r["errors"])
-        yield from (runs, docs, chunks, errors)
+        yield from (runs, dead, docs, chunks, errors)

@@ -7,6 +7,7 @@ from typing import Sequence
 
 from .connection import Conn, columns
 from .queries import query
+from .runs import RUN_CLASS
 
 __all__ = ["document_row", "document_chunks", "chunk_position", "chunk_row", "ledger_stats", "namespace_names"]
 
@@ -56,8 +57,9 @@ def chunk_row(conn: Conn, chunk_id: int, ns_ids: Sequence[int]) -> dict | None:
 
 
 def ledger_stats(conn: Conn, tenant: str) -> list[dict]:
-    """Per namespace of ``tenant``: runs (and by status), documents, chunks, recorded item errors."""
-    cur = conn.execute(query("reading/ledger_stats"), (tenant,))
+    """Per namespace of ``tenant``: runs (and by status), ``dead_runs`` (left 'running' by a process
+    that is gone), documents, chunks, recorded item errors."""
+    cur = conn.execute(query("reading/ledger_stats"), (RUN_CLASS, tenant))
     cols = columns(cur)
     rows = [dict(zip(cols, r)) for r in cur.fetchall()]
     return rows

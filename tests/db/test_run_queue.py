@@ -240,3 +240,27 @@ def test_a_run_is_never_seen_running_before_its_coordinator_holds_its_lock(kb, m
         assert [(r["run_id"], r["alive"]) for r in kb.runs("starting")] == [(run_id, True)]
     finally:
         coordinator.close()
+
+
+def test_stats_and_metrics_count_a_killed_run_apart_from_live_ones(kb):
+    """``kbctl stats`` and ``/metrics``' ``kbctl_ingest_runs`` counted a killed run as ``running``,
+    as a live one: an alert on runs left running could not tell them apart. Each namespace's figures
+    now have ``dead_runs`` (a ``running`` run whose coordinator holds no lock), and the metrics a
+    gauge ``kbctl_ingest_dead_runs``; ``runs_by_status`` stays the ledger's."""
+    from kbctl.server.metrics import _Ledger
+
+    conn = kb.connection()
+    dead, _, _ = _started(kb, "killed_s", 1)
+    _kill(dead, conn)
+    live, _, _ = _started(kb, "live_s", 1)
+    try:
+        stats = kb.stats()
+        rows = {r["name"]: r for r in stats["namespaces"]}
+        assert rows["killed_s"]["runs_by_status"] == rows["live_s"]["runs_by_status"] == {"running": 1}
+        assert (rows["killed_s"]["dead_runs"], rows["live_s"]["dead_runs"]) == (1, 0)
+        assert stats["totals"]["dead_runs"] == 1
+        families = {f.name: f for f in _Ledger(kb.stats).collect()}
+        dead_runs = {s.labels["namespace"]: s.value for s in families["kbctl_ingest_dead_runs"].samples}
+        assert dead_runs == {"killed_s": 1, "live_s": 0}, dead_runs
+    finally:
+        live.close()
