@@ -9,8 +9,9 @@ that extract cannot read, and both name a file's type the same way. Our own tabl
 from __future__ import annotations
 
 import mimetypes
+import re
 
-__all__ = ["MEDIA_TYPES", "SUFFIXES", "OFFICE_SUFFIXES", "guess_media_type"]
+__all__ = ["MEDIA_TYPES", "SUFFIXES", "OFFICE_SUFFIXES", "guess_media_type", "is_feed_xml", "HTML_TYPES"]
 
 #: Suffix (lower case, with the dot) → media type, for every suffix an extractor reads.
 MEDIA_TYPES: dict[str, str] = {
@@ -48,3 +49,17 @@ def guess_media_type(name: str) -> str | None:
     if suffix in MEDIA_TYPES:
         return MEDIA_TYPES[suffix]
     return mimetypes.guess_type("x" + suffix, strict=False)[0] if suffix else None
+
+
+#: The media types of HTML pages (servers send feeds under them too: ``is_feed_xml`` tells).
+HTML_TYPES: frozenset[str] = frozenset({"text/html", "application/xhtml+xml"})
+
+_XML_PROLOG = re.compile(r"^\s*(?:<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>]*>|\s+)*", re.S | re.I)
+_ROOT = re.compile(r"<([A-Za-z_][\w.:-]*)")
+
+
+def is_feed_xml(text: str) -> bool:
+    """Whether the XML's root element is ``rss``, ``feed`` (Atom) or ``rdf:RDF`` (RSS 1.0)."""
+    rest = _XML_PROLOG.sub("", text.lstrip("\ufeff"), count=1)  # anchored, matches at least ""
+    m = _ROOT.match(rest)
+    return m is not None and m.group(1).rsplit(":", 1)[-1] in ("rss", "feed", "RDF")

@@ -14,8 +14,10 @@ import re
 
 from ..errors import ExtractError
 from ..mediatypes import (
+    HTML_TYPES,
     MEDIA_TYPES,  # suffix → media type: one table, shared with fetch
     OFFICE_SUFFIXES,
+    is_feed_xml,
 )
 from ..types import Source
 from .base import item_name, sniff_encoding
@@ -105,8 +107,6 @@ _MAIL_HEADERS = (
     b"references:",
     b"cc:",
 )
-_XML_PROLOG = re.compile(r"^\s*(?:<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>]*>|\s+)*", re.S | re.I)
-_ROOT = re.compile(r"<([A-Za-z_][\w.:-]*)")
 _HTML_START = re.compile(r"^\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)\b", re.S | re.I)
 _MD_START = re.compile(r"^(?:---|\+\+\+)[ \t]*\n|^#{1,6}[ \t]+\S")
 
@@ -136,6 +136,8 @@ def detect_format(source: Source) -> str:
         raise
     if fmt is None and media_type in ("application/xml", "text/xml"):
         fmt = "xml"
+    if fmt == "html" and media_type in HTML_TYPES and is_feed_xml(_head_text(head)):
+        fmt = "feed"  # a feed sent as text/html (a server's mislabel; feed validators warn of it)
     if fmt is None and media_type and media_type not in _GENERIC and not media_type.startswith("text/"):
         raise ExtractError(f"no text extractor for {media_type}", hint=_HINT)
     if fmt is None:
@@ -189,13 +191,6 @@ def _refuse_binary(head: bytes, media_type: str | None) -> None:
 def _head_text(head: bytes) -> str:
     """The first bytes as text, for sniffing only (lenient): UTF-8, or what a BOM or an XML declaration's start says."""
     return head.decode(sniff_encoding(head) or "utf-8", errors="replace").lstrip("\ufeff")
-
-
-def is_feed_xml(text: str) -> bool:
-    """Whether the XML's root element is ``rss``, ``feed`` (Atom) or ``rdf:RDF`` (RSS 1.0)."""
-    rest = _XML_PROLOG.sub("", text, count=1)  # the pattern is anchored and matches at least ""
-    m = _ROOT.match(rest)
-    return m is not None and m.group(1).rsplit(":", 1)[-1] in ("rss", "feed", "RDF")
 
 
 def _xml_kind(text: str) -> str:

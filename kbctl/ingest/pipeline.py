@@ -267,6 +267,7 @@ def _sources(lookup, req: IngestRun) -> tuple[Iterable[Source | ItemError], Any]
     """The stream's input and the feed state to commit: the sources given, or the targets fetched."""
     if req.sources is not None:
         return req.sources, None
+    from ..sources.state import FullFetch
     from .fetch import fetch
 
     o = req.options
@@ -276,7 +277,9 @@ def _sources(lookup, req: IngestRun) -> tuple[Iterable[Source | ItemError], Any]
         include=o.include,
         exclude=o.exclude,
         follow_links=o.follow_links,
-        state=state,
+        # --sync reads every feed whole: a 304 shows no entries, so one that left the feed in a
+        # run without --sync (kept, as it should be) stayed after every --sync run that followed
+        state=FullFetch(state) if state is not None and o.sync else state,
         stdin=req.stdin,
         options=req.fetch_options,
     )

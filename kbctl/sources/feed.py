@@ -11,6 +11,8 @@ import logging
 from typing import Any, Iterator
 from urllib.parse import urldefrag, urljoin, urlsplit
 
+from ..mediatypes import HTML_TYPES, is_feed_xml
+
 __all__ = ["FEED_MEDIA_TYPES", "may_be_feed", "parse_feed", "summary_only_links"]
 
 log = logging.getLogger(__name__)
@@ -29,13 +31,18 @@ FEED_MEDIA_TYPES = frozenset(
 _FEED_SUFFIXES = (".rss", ".atom", ".xml", ".rdf")
 
 
-def may_be_feed(media_type: str | None, url: str) -> bool:
-    """Whether a response is worth parsing as a feed: a feed or XML Content-Type, or none at all
-    (or a generic ``application/octet-stream``) on a URL ending in ``.rss``/``.atom``/``.xml``."""
+def may_be_feed(media_type: str | None, url: str, body: bytes = b"") -> bool:
+    """Whether a response is worth parsing as a feed: a feed or XML Content-Type; none at all, a
+    generic one (``application/octet-stream``, ``text/plain``) on a URL ending in
+    ``.rss``/``.atom``/``.xml``; or an HTML or generic one on a body whose root element is a
+    feed's (servers label feeds ``text/html`` often enough: it was stored as one page)."""
     if media_type in FEED_MEDIA_TYPES:
         return True
+    generic = media_type in (None, "application/octet-stream", "text/plain")
     path = urldefrag(url)[0].split("?", 1)[0].lower()
-    return media_type in (None, "application/octet-stream", "text/plain") and path.endswith(_FEED_SUFFIXES)
+    if generic and path.endswith(_FEED_SUFFIXES):
+        return True
+    return (generic or media_type in HTML_TYPES) and is_feed_xml(body[:4096].decode("utf-8", "replace"))
 
 
 def parse_feed(body: bytes, url: str, content_type: str | None) -> Any | None:

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-__all__ = ["FeedState", "MemoryFeedState", "FileFeedState"]
+__all__ = ["FeedState", "MemoryFeedState", "FileFeedState", "FullFetch"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,27 @@ class MemoryFeedState:
 
     def set(self, url: str, etag: str | None, last_modified: str | None) -> None:
         self._data[url] = (etag, last_modified)
+
+
+class FullFetch:
+    """A ``FeedState`` that knows no validators, so every feed is asked for in full, and records the
+    new ones in ``inner`` (``commit`` passed on). ``kbctl ingest --sync`` fetches through it: a 304
+    carries no entries, so an entry that left the feed while runs without ``--sync`` kept it was
+    never seen to be gone."""
+
+    def __init__(self, inner: FeedState) -> None:
+        self.inner = inner
+
+    def get(self, url: str) -> tuple[str | None, str | None] | None:
+        return None
+
+    def set(self, url: str, etag: str | None, last_modified: str | None) -> None:
+        self.inner.set(url, etag, last_modified)
+
+    def commit(self) -> None:
+        commit = getattr(self.inner, "commit", None)
+        if commit is not None:
+            commit()
 
 
 class FileFeedState:

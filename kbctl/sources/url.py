@@ -90,7 +90,7 @@ def fetch_url(
         log.info("%s: not modified since the last fetch (304), nothing to do", url)
         return
     parsed = None
-    if feed.may_be_feed(resp.media_type, resp.url):
+    if feed.may_be_feed(resp.media_type, resp.url, resp.body):
         parsed = feed.parse_feed(resp.body, resp.url, resp.headers.get("Content-Type"))
     if parsed is None:
         yield _url_source(url, resp, "url")

@@ -1,0 +1,126 @@
+"""Ingest from a web server that behaves as real ones do: feeds polled with ETags, feeds served
+with the wrong media type, pages that answer 404 or 410 once stored. A local server, allowed
+through ``[fetch] allow_hosts``."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import pytest
+
+import kbctl
+
+
+class _Server(BaseHTTPRequestHandler):
+    """``pages``: path → (status, Content-Type, body); a 200 carries an ETag of its body and
+    answers a matching If-None-Match with 304."""
+
+    pages: ClassVar[dict[str, tuple[int, str, str]]] = {}
+    asked: ClassVar[list[tuple[str, str | None]]] = []
+
+    def do_GET(self):
+        status, ctype, text = self.pages.get(self.path, (404, "text/plain", "not here"))
+        body = text.encode()
+        etag = f'"{hash(body) & 0xFFFFFFFF:x}"'
+        self.asked.append((self.path, self.headers.get("If-None-Match")))
+        if status == 200 and self.headers.get("If-None-Match") == etag:
+            self.send_response(304)
+            self.send_header("ETag", etag)
+            self.end_headers()
+            return
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        if status == 200:
+            self.send_header("ETag", etag)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def site():
+    _Server.pages, _Server.asked = {}, []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def web_kb(kb_home, tenant, tmp_path):
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text('[fetch]\nallow_hosts = ["127.0.0.1"]\nretries = 0\n')
+    with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as k:
+        yield k
+
+
+def _rss(items: list[int]) -> str:
+    entries = "".join(
+        f"<item><guid>entry-{n}</guid><title>Release {n}</title>"
+        f"<description>Release {n} brings the quaffle{n} switch.</description></item>"
+        for n in items
+    )
+    return f'<?xml version="1.0"?><rss version="2.0"><channel><title>Releases</title>{entries}</channel></rss>'
+
+
+def _uris(k, name: str) -> set[str]:
+    ns = k.namespace(name)
+    rows = k.connection().execute("SELECT uri FROM kbctl.documents WHERE namespace_id = %s", (ns.id,))
+    return {u for (u,) in rows}
+
+
+def test_sync_removes_the_entries_that_left_a_feed_that_answers_304(web_kb, site):
+    """A cron job polls a feed without --sync (an entry left it: kept, as documented) and runs
+    --sync later: the feed has not changed since, answers 304, and the entry that left it stayed
+    for ever, whatever the number of --sync runs."""
+    feed = f"{site}/feed.rss"
+    _Server.pages["/feed.rss"] = (200, "application/rss+xml", _rss([1, 2, 3]))
+    assert web_kb.ingest([feed], "news", verify=False).documents["new"] == 3
+    _Server.pages["/feed.rss"] = (200, "application/rss+xml", _rss([2, 3, 4]))
+    polled = web_kb.ingest([feed], "news", verify=False)
+    assert polled.documents == {"new": 1, "changed": 0, "unchanged": 2, "removed": 0, "failed": 0}
+    assert f"{feed}#entry-1" in _uris(web_kb, "news")  # kept until --sync
+
+    plan = web_kb.ingest([feed], "news", sync=True, plan=True, verify=False)
+    synced = web_kb.ingest([feed], "news", sync=True, verify=False)
+    assert synced.documents["removed"] == plan.documents["removed"] == 1, (synced.to_json(), plan.to_json())
+    assert _uris(web_kb, "news") == {f"{feed}#entry-{n}" for n in (2, 3, 4)}
+    assert synced.documents["unchanged"] == 3 and synced.chunks["embedded"] == 0, synced.to_json()
+
+    # once in step, a poll is one conditional request again, and --sync removes nothing more
+    _Server.asked.clear()
+    again = web_kb.ingest([feed], "news", verify=False)
+    assert again.documents["removed"] == 0 and _Server.asked[0][1] is not None, _Server.asked
+    assert web_kb.ingest([feed], "news", sync=True, verify=False).documents["removed"] == 0
+
+
+@pytest.mark.parametrize("ctype", ["text/html", "text/html; charset=utf-8", "application/xhtml+xml", "text/plain"])
+def test_a_feed_served_as_html_is_read_as_a_feed(web_kb, site, ctype):
+    """Servers label feeds text/html often enough (feed validators warn of it): the feed was read as
+    one HTML page, its entries' text run together ("Releases entry-1 Release 1 …"), no entry of its
+    own, no ETag kept (so no 304), no link followed."""
+    feed = f"{site}/news"
+    _Server.pages["/news"] = (200, ctype, _rss([1, 2]))
+    report = web_kb.ingest([feed], "news", verify=False)
+    assert report.documents["new"] == 2 and not report.errors, report.to_json()
+    assert _uris(web_kb, "news") == {f"{feed}#entry-1", f"{feed}#entry-2"}
+    _Server.asked.clear()
+    again = web_kb.ingest([feed], "news", verify=False)
+    assert again.documents["new"] == 0 and _Server.asked[0][1] is not None, _Server.asked  # a conditional poll
+
+
+def test_an_html_page_that_starts_like_xml_is_still_a_page(web_kb, site):
+    _Server.pages["/page"] = (
+        200,
+        "text/html",
+        '<?xml version="1.0" encoding="utf-8"?><!DOCTYPE html><html xmlns="http://www.w3.org/1999/xhtml">'
+        "<head><title>Xhtml</title></head><body><p>An XHTML page about the zorbulator.</p></body></html>",
+    )
+    report = web_kb.ingest([f"{site}/page"], "pages", verify=False)
+    assert report.documents["new"] == 1 and _uris(web_kb, "pages") == {f"{site}/page"}, report.to_json()
