@@ -37,8 +37,8 @@ class FetchOptions:
     URLs: ``timeout`` per request in seconds, ``max_bytes`` caps one response body. A request that
     fails with a connection error, a timeout, 429 or 5xx is retried ``retries`` times (so at most
     ``retries + 1`` tries), waiting ``backoff_base * backoff_factor ** n`` seconds plus up to
-    ``backoff_jitter`` of that at random, or the server's ``Retry-After`` capped at
-    ``retry_after_cap``. Feeds: entries whose content is shorter than ``summary_chars`` count as
+    ``backoff_jitter`` of that at random, or the server's ``Retry-After``; one longer than
+    ``retry_after_cap`` fails the URL at once (a retry before then would be refused again). Feeds: entries whose content is shorter than ``summary_chars`` count as
     summary-only for ``follow_links``.
 
     Policy (see ``kbctl.sources.policy``): one try of a request (its redirects included) may take

@@ -14,14 +14,16 @@ feed link. ``get`` raises ``SourceError`` with a readable message when the URL c
     could not reach http://host/: host not found
     could not fetch http://host/x: HTTP 404 Not Found
     could not fetch http://host/x: HTTP 503 Service Unavailable after 4 tries
+    could not fetch http://host/x: HTTP 503 Service Unavailable; the server asks to be asked again in 3600 s (Retry-After), past the 60 s kbctl waits
     could not fetch http://host/x: took longer than the 60 s limit (deadline)
     could not fetch http://host/x: sent 12 bytes/s, slower than the 1024 bytes/s minimum (min_rate)
     http://host/big is 31 MB, larger than the 20 MB limit (max_bytes)
     http://host/big is larger than the 20 MB limit (max_bytes); stopped reading
     http://host/big is larger than the 20 MB limit (max_bytes) once decompressed
 
-Connection errors, timeouts, 429 and 5xx are retried; other 4xx, refusals, a missed deadline or
-rate, TLS certificate errors and unknown hosts are not. A 304 is an answer, not an error: ``get``
+Connection errors, timeouts, 429 and 5xx are retried (after the server's Retry-After when it
+gives one; one longer than ``retry_after_cap`` fails at once, saying so); other 4xx, refusals, a
+missed deadline or rate, TLS certificate errors and unknown hosts are not. A 304 is an answer, not an error: ``get``
 returns it with an empty body. The ``*_proxy`` environment variables are not used: through a proxy
 the address policy could not see the address connected to.
 """
@@ -225,6 +227,14 @@ def get(
         try:
             return _get_once(url, options, rules, dict(headers or {}))
         except _Retry as e:
+            if e.retry_after is not None and e.retry_after > options.retry_after_cap:
+                # the server's word: a retry before then is refused again (sleeping the cap before
+                # each of them cost a batch minutes a URL, to fail all the same)
+                raise SourceError(
+                    f"could not {e.verb} {url}: {e.reason}; the server asks to be asked again in"
+                    f" {e.retry_after:.0f} s (Retry-After), past the {options.retry_after_cap:g} s kbctl waits",
+                    hint="run the ingest again later: `kbctl ingest -n NS --retry-failed` fetches what failed",
+                ) from None
             if tries > options.retries:
                 plural = "try" if tries == 1 else "tries"
                 raise SourceError(f"could not {e.verb} {url}: {e.reason} after {tries} {plural}") from None

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from kbctl.errors import SourceError
 from kbctl.ingest.fetch import FetchOptions, FileFeedState, MemoryFeedState, fetch, iter_files, list_uris
 from kbctl.sources import folder as folder_mod
 from kbctl.sources.globs import compile_glob, parse_ignore
 from kbctl.sources.options import guess_media_type
-from kbctl.sources.url import _retry_after, backoff_delay
+from kbctl.sources.url import _retry_after, backoff_delay, get
 from kbctl.types import ItemError, Source
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fetch"
@@ -511,6 +512,31 @@ def test_backoff_is_exponential_and_honours_retry_after_up_to_the_cap():
         < _retry_after({"Retry-After": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 60))})
         <= 61
     )
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_retry_after_longer_than_kbctl_waits_is_not_slept_through_for_nothing(server, status):
+    """A server down for maintenance says when to come back (Retry-After: 3600). kbctl slept the
+    cap (60 s) before each of its retries, against the server's word, and failed anyway: three
+    minutes per URL of a cron job's batch. It fails at once, saying when the server asked to be
+    asked again and how."""
+    server.routes["/down"] = (status, {"Content-Length": "0", "Retry-After": "3600"}, b"")
+    slept: list[float] = []
+    opts = FetchOptions(retries=3, retry_after_cap=60, allow_private=True)
+    with pytest.raises(SourceError) as e:
+        get(server.url("/down"), opts, sleep=slept.append)
+    assert slept == [] and server.hits["/down"] == 1
+    assert e.value.message.startswith(f"could not fetch {server.url('/down')}: HTTP {status} ")
+    assert e.value.message.endswith(
+        "; the server asks to be asked again in 3600 s (Retry-After), past the 60 s kbctl waits"
+    )
+    assert e.value.hint and "--retry-failed" in e.value.hint
+    (err,) = fetch([server.url("/down")], options=opts)  # the ledger's line carries the hint
+    assert err.message == f"{e.value.message}; {e.value.hint}"
+    # within the cap: waited as asked, then tried again
+    answers = iter([(status, {"Content-Length": "0", "Retry-After": "7"}, b""), page("back")])
+    server.routes["/soon"] = lambda handler: next(answers)
+    assert get(server.url("/soon"), opts, sleep=slept.append).body == b"back" and slept == [7]
 
 
 # -- feeds ---------------------------------------------------------------------------------------
