@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import io
 import logging
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 from ..mediatypes import HTML_TYPES, is_feed_xml
 
-__all__ = ["FEED_MEDIA_TYPES", "may_be_feed", "parse_feed", "summary_only_links"]
+__all__ = ["FEED_MEDIA_TYPES", "may_be_feed", "parse_feed", "summary_only_links", "written_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +63,33 @@ def parse_feed(body: bytes, url: str, content_type: str | None) -> Any | None:
     return None
 
 
-def summary_only_links(parsed: Any, base_url: str, min_chars: int) -> Iterator[tuple[str, str]]:
+def written_ids(body: bytes, content_type: str | None) -> list[str | None]:
+    """Each entry's id as the feed writes it: ``parse_feed`` resolves ids against the feed's URL
+    (``12345`` → ``http://host/12345``), which makes an RSS GUID that is no URL look like a link."""
+    import feedparser
+
+    headers = {"content-type": content_type} if content_type else {}
+    parsed = feedparser.parse(io.BytesIO(body), response_headers=headers)
+    return [e.get("id") for e in parsed.get("entries", ())]
+
+
+def summary_only_links(
+    parsed: Any, base_url: str, min_chars: int, written: Callable[[], list[str | None]] | None = None
+) -> Iterator[tuple[str, str]]:
     """``(entry_id, absolute link)`` of entries with no content, or content under ``min_chars``.
 
     Each link is given once, in feed order, whatever its scheme: the follower refuses (and
     records) any that is not http(s). ``entry_id`` is the entry's id (GUID), else its link. An entry
     without a link of its own gets its id as ``link`` from feedparser (``guidislink``): such an id
     that is no http(s) URL (``urn:uuid:…``, ``tag:…``) is no link to follow, and was once recorded
-    as a refused one for every such entry.
+    as a refused one for every such entry. One that is no URL at all as written (``12345``:
+    feeds leave out isPermaLink="false"), resolved against the feed's URL by feedparser, was
+    fetched as a page of its host, a 404 on every poll; ``written`` gives the ids as written
+    (``written_ids``), asked for only when such an entry is met.
     """
     seen: set[str] = set()
-    for entry in parsed.get("entries", ()):
+    as_written: list[str | None] | None = None
+    for n, entry in enumerate(parsed.get("entries", ())):
         link = entry.get("link")
         if not link or _content_chars(entry) >= min_chars:
             continue
@@ -81,6 +97,11 @@ def summary_only_links(parsed: Any, base_url: str, min_chars: int) -> Iterator[t
         made_of_id = entry.get("guidislink") and not entry.get("links")
         if made_of_id and urlsplit(link).scheme.lower() not in ("http", "https"):
             continue
+        if made_of_id and written is not None:
+            as_written = written() if as_written is None else as_written
+            raw = as_written[n] if n < len(as_written) else None
+            if urlsplit((raw or "").strip()).scheme.lower() not in ("http", "https"):
+                continue  # a permalink GUID is a URL as written
         if link in seen:
             continue
         seen.add(link)

@@ -103,7 +103,8 @@ def fetch_url(
     if state is not None and (etag or last_modified):
         state.set(url, etag, last_modified)
     if follow_links:
-        yield from _follow(feed.summary_only_links(parsed, resp.url, opts.summary_chars), resp.url, opts)
+        written = lambda: feed.written_ids(resp.body, resp.headers.get("Content-Type"))  # noqa: E731
+        yield from _follow(feed.summary_only_links(parsed, resp.url, opts.summary_chars, written), resp.url, opts)
 
 
 def _follow(links: Iterable[tuple[str, str]], feed_uri: str, opts: FetchOptions) -> Iterator[Fetched]:

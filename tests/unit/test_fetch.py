@@ -622,6 +622,27 @@ def test_follow_links_leaves_an_entry_whose_only_link_is_its_urn_id(server):
     assert got[1].uri == server.url("/post/3.html")  # an http(s) id is the entry's permalink: followed
 
 
+def test_follow_links_leaves_an_entry_whose_only_link_is_a_guid_that_is_no_url(server):
+    """RSS GUIDs are permalinks unless isPermaLink="false" says otherwise, and many feeds leave that
+    out of GUIDs that are no URL (``<guid>12345</guid>``). feedparser resolved such a GUID against
+    the feed's URL (``http://host/12345``) and --follow-links fetched that: a 404 recorded for
+    each entry on every poll, the run "partial" (and failing under --strict) for good. A permalink
+    is a URL as written; a relative <link> the feed gives is still followed, resolved."""
+    rss = (
+        '<?xml version="1.0"?><rss version="2.0"><channel><title>R</title>'
+        "<item><guid>12345</guid><title>N</title><description>s</description></item>"
+        "<item><guid>posts/7</guid><title>P</title><description>s</description></item>"
+        "<item><guid>g8</guid><link>pages/8.html</link><title>L</title><description>s</description></item>"
+        "</channel></rss>"
+    )
+    server.routes["/feeds/news.rss"] = page(rss, "application/rss+xml")
+    server.routes["/feeds/pages/8.html"] = page("<p>eight</p>")
+    got = list(fetch([server.url("/feeds/news.rss")], options=FAST, follow_links=True))
+    assert [type(x).__name__ for x in got] == ["Source", "Source"], got
+    assert got[1].uri == server.url("/feeds/pages/8.html")
+    assert server.hits["/feeds/12345"] == server.hits["/feeds/posts/7"] == 0
+
+
 def test_xml_that_is_not_a_feed_is_a_plain_url(server):
     server.routes["/data.xml"] = page("<?xml version='1.0'?><root><a>1</a></root>", "application/xml")
     (src,) = fetch([server.url("/data.xml")], options=FAST, state=MemoryFeedState())
