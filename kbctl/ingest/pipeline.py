@@ -268,6 +268,7 @@ def _sources(lookup, req: IngestRun) -> tuple[Iterable[Source | ItemError], Any]
     if req.sources is not None:
         return req.sources, None
     from ..sources.state import FullFetch
+    from ..store import source_version_count
     from .fetch import fetch
 
     o = req.options
@@ -277,9 +278,14 @@ def _sources(lookup, req: IngestRun) -> tuple[Iterable[Source | ItemError], Any]
         include=o.include,
         exclude=o.exclude,
         follow_links=o.follow_links,
-        # --sync reads every feed whole: a 304 shows no entries, so one that left the feed in a
-        # run without --sync (kept, as it should be) stayed after every --sync run that followed
-        state=FullFetch(state) if state is not None and o.sync else state,
+        # --sync reads a feed whole when its stored entries are not all of one fetch: a 304 shows
+        # no entries, so one that left the feed in a run without --sync (kept, as it should be,
+        # with its old version) stayed after every --sync run that followed. A feed whose stored
+        # entries are all of one version is asked conditionally, as without --sync; one with none
+        # stored under the URL asked (a feed behind a redirect) in full.
+        state=FullFetch(state, lambda url: source_version_count(lookup, req.namespace, url) != 1)
+        if state is not None and o.sync
+        else state,
         stdin=req.stdin,
         options=req.fetch_options,
     )

@@ -13,7 +13,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 __all__ = ["FeedState", "MemoryFeedState", "FileFeedState", "FullFetch"]
 
@@ -47,16 +47,19 @@ class MemoryFeedState:
 
 
 class FullFetch:
-    """A ``FeedState`` that knows no validators, so every feed is asked for in full, and records the
-    new ones in ``inner`` (``commit`` passed on). ``kbctl ingest --sync`` fetches through it: a 304
-    carries no entries, so an entry that left the feed while runs without ``--sync`` kept it was
-    never seen to be gone."""
+    """A ``FeedState`` that hides the validators of the feeds ``full(url)`` names, so those are
+    asked for in full (all of them without ``full``), and records the new ones in ``inner``
+    (``commit`` passed on). ``kbctl ingest --sync`` fetches through it: a 304 carries no entries,
+    so an entry that left a feed while runs without ``--sync`` kept it was never seen to be gone;
+    ``full`` names the feeds whose stored entries are not all of one fetch."""
 
-    def __init__(self, inner: FeedState) -> None:
-        self.inner = inner
+    def __init__(self, inner: FeedState, full: Callable[[str], bool] | None = None) -> None:
+        self.inner, self.full = inner, full
 
     def get(self, url: str) -> tuple[str | None, str | None] | None:
-        return None
+        if self.full is None or self.full(url):
+            return None
+        return self.inner.get(url)
 
     def set(self, url: str, etag: str | None, last_modified: str | None) -> None:
         self.inner.set(url, etag, last_modified)

@@ -27,6 +27,7 @@ __all__ = [
     "chunk_count_of",
     "cached_vectors",
     "cached_hashes",
+    "source_version_count",
 ]
 
 
@@ -97,6 +98,11 @@ def source_versions(conn: Conn, ns: Namespace, source_uris: Sequence[str]) -> di
     """For each stored source URI: its source hash and the URIs of the documents it produced."""
     rows = conn.execute(query("documents/source_versions"), (ns.id, list(source_uris)))
     return {s: (h, list(u)) for s, h, u in rows}
+
+
+def source_version_count(conn: Conn, ns: Namespace, source_uri: str) -> int:
+    """How many versions of ``source_uri`` its stored documents come from (0 when none is stored)."""
+    return int(scalar(conn.execute(query("documents/source_version_count"), (ns.id, source_uri))))
 
 
 def sources_holding(conn: Conn, ns: Namespace, source_uris: Sequence[str], pattern: str) -> set[str]:
