@@ -219,6 +219,28 @@ def test_html_declared_charset_is_honoured():
     assert doc.title == "Café"
 
 
+def test_html_that_declares_no_charset_falls_back_to_windows_1252_as_browsers_do():
+    """A page with no charset anywhere (no header parameter, no <meta>, no BOM) whose bytes are not
+    UTF-8 was refused ('not valid UTF-8 text', with a hint to iconv a file, no help for a URL); the
+    HTML standard's fallback for such a page is windows-1252, what old pages and Windows tools
+    wrote. A page mostly UTF-8 with a damaged byte is still refused (a guess would garble it)."""
+    page = "<html><head><title>Caf\xe9 menu</title></head><body><p>\u201ccr\xe8me br\xfbl\xe9e\u201d \u2014 4 \u20ac</p></body></html>"
+    for uri, ctype in (("https://example.com/old", "text/html"), ("file:///d/old.html", None)):
+        doc = only(extract(mem(uri, page.encode("cp1252"), ctype)))
+        assert doc.title == "Café menu" and "“crème brûlée” — 4 €" in doc.text, doc.text
+    damaged = ("<html><head><title>Caf\xe9</title></head><body><p>cr\xe8me br\xfbl\xe9e</p></body></html>").encode()
+    with pytest.raises(ExtractError, match="not valid UTF-8"):
+        extract(mem("https://example.com/damaged", damaged.replace(b"cr\xc3\xa8me", b"cr\xe8me"), "text/html"))
+
+
+def test_html_whose_header_charset_is_wrong_is_read_by_its_meta_charset():
+    """The server says UTF-8 and the page's <meta> says windows-1252, which its bytes are: the
+    transport's charset was the only one tried, and the page refused."""
+    page = "<html><head><meta charset='windows-1252'><title>Caf\xe9</title></head><body><p>\u2018quoted\u2019</p></body></html>"
+    doc = only(extract(mem("https://example.com/p", page.encode("cp1252"), "text/html", charset="utf-8")))
+    assert doc.title == "Café" and "‘quoted’" in doc.text
+
+
 # --- pdf ------------------------------------------------------------------------------------------
 
 
