@@ -63,7 +63,7 @@ class Searching(Part):
         prof = self.kb.namespaces.search_profile(nss[0], profile)
         opts = search_options(mode=mode, k=k, filters=filters, **options)
         gate = self.gate(nss, principal, unrestricted)
-        side = self.session.side_connection
+        side = self.session.sides_of_caller()  # the worker threads open this thread's side connections
         result = read_retried(lambda: run_search(conn, nss, prof, query, opts, side=side, gate=gate))
         audit = self.settings.audit
         if principal is not None and audit.enabled:

@@ -19,6 +19,7 @@ the read and a long-lived process (``kbctl serve``, a library, an eval) has it f
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -73,6 +74,19 @@ _READER = threading.Lock()  # one background read at a time (they share the side
 _SIDES: dict[tuple, Any] = {}  # the side callable each background read was started with
 _READING: dict[tuple, Any] = {}  # the connection a background read is running on
 _STOPPED: set[tuple] = set()  # reads whose session is closing: not started, or cancelled
+
+
+def _forget_reads() -> None:
+    """In a forked process no background read runs (its thread is the parent's), and a lock a
+    parent's thread held at the fork would never be released: the child starts with none."""
+    global _LOCK, _READER
+    _LOCK, _READER = threading.Lock(), threading.Lock()
+    for d in (_LOADING, _SIDES, _READING):
+        d.clear()
+    _STOPPED.clear()
+
+
+os.register_at_fork(after_in_child=_forget_reads)
 
 
 def clear_cache() -> None:

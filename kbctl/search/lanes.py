@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import os
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -239,6 +240,15 @@ def search_pool():
         _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbctl-search")
     return _POOL
 
+
+def _forget_pool() -> None:
+    """In a forked process the pool's threads are not there: a job submitted to it never ran, and
+    the search waited for it for ever. The child makes its own pool on its first search."""
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 _JOBS: contextvars.ContextVar[list[Future] | None] = contextvars.ContextVar("kbctl_search_jobs", default=None)
 

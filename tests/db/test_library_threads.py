@@ -1,0 +1,147 @@
+"""One ``kbctl.open()`` handle shared by an application's threads (an agent backend serving many
+users): searches of every mode at once, an ingest meanwhile, retrievers of several namespaces;
+each thread's answer is the one the same search gives alone, no connection is left behind, and a
+process forked after the handle was used searches on its own connections."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+import pytest
+
+from tests.conftest import write_folder
+
+BILLING = {
+    "refunds.md": "---\ntopic: money\n---\n# Refunds\n\nRefunds take five business days and go back to the original payment method.\n",
+    "invoices.md": "# Invoices\n\nAn invoice is sent on the first day of the billing cycle.\n",
+    "plans.md": "# Plans\n\nChange your plan at any time; the billing cycle stays the same.\n",
+}
+TECH = {
+    "gateway.md": "# Gateway errors\n\nA 502 gateway error means the upstream did not answer in time.\n",
+    "password.md": "# Passwords\n\nReset your password from the sign-in page; the link expires in one hour.\n",
+    "refund-api.md": "---\ntopic: money\n---\n# Refund API\n\nThe refund endpoint returns the refund id and its state.\n",
+}
+QUERIES = [
+    ("how long do refunds take", {}),
+    ("refund", {"mode": "lexical"}),
+    ("gateway error upstream", {"mode": "dense"}),
+    ("billing cycle", {"mode": "hybrid", "k": 2}),
+    ("refund", {"filters": ["topic=money"]}),
+]
+
+
+def _key(result):
+    return [(h.namespace, h.chunk_id, round(h.score, 9)) for h in result.hits]
+
+
+def _client_backends(kb) -> int:
+    """Client connections open on the server now, this count's own excepted."""
+    with psycopg.connect(kb.db.dsn(), autocommit=True) as c:
+        row = c.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'").fetchone()
+        return row[0] - 1
+
+
+@pytest.fixture
+def two_namespaces(kb, tmp_path):
+    kb.ingest([write_folder(tmp_path, "billing", BILLING)], "billing", verify=False)
+    kb.ingest([write_folder(tmp_path, "tech", TECH)], "tech", verify=False)
+    return kb
+
+
+def test_threads_sharing_one_handle_get_the_answers_each_search_gives_alone(two_namespaces, tmp_path):
+    kb = two_namespaces
+    alone = {(ns, q, i): _key(kb.search(q, ns, **o)) for ns in ("billing", "tech") for i, (q, o) in enumerate(QUERIES)}
+    assert all(alone.values())  # every search finds something: a wrong answer cannot hide as none
+    before = _client_backends(kb)
+    jobs = [(ns, i) for _ in range(6) for ns in ("billing", "tech") for i in range(len(QUERIES))]
+    failures: list[str] = []
+    barrier = threading.Barrier(9)
+
+    def one(job):
+        ns, i = job
+        q, o = QUERIES[i]
+        try:
+            got = _key(kb.search(q, ns, **o))
+        except Exception as e:  # every failure is the finding
+            failures.append(f"{ns} {q!r} {o}: {type(e).__name__}: {e}")
+            return
+        if got != alone[(ns, q, i)]:
+            failures.append(f"{ns} {q!r} {o}: {got} != {alone[(ns, q, i)]}")
+
+    def ingesting():
+        barrier.wait(timeout=30)
+        for n in range(3):  # the same handle writes meanwhile: another namespace, then the searched one's neighbour
+            folder = write_folder(tmp_path, f"notes{n}", {f"n{n}.md": f"# Note {n}\n\nA refund note, number {n}.\n"})
+            try:
+                kb.ingest([folder], "notes", verify=False)
+            except Exception as e:
+                failures.append(f"ingest: {type(e).__name__}: {e}")
+
+    def searching(chunk):
+        barrier.wait(timeout=30)
+        for job in chunk:
+            one(job)
+
+    threads = [threading.Thread(target=searching, args=(jobs[n::8],)) for n in range(8)]
+    threads.append(threading.Thread(target=ingesting))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not [t for t in threads if t.is_alive()], "a thread never finished (deadlock)"
+    assert failures == []
+    assert kb.search("refund note", "notes", mode="lexical").hits  # the ingest landed
+    assert _client_backends(kb) <= before + 9 * 3  # each thread's own connections at most
+    kb.close()
+    assert kb.session.open_connections() == [] and _client_backends(kb) == 0
+
+
+def test_retrievers_of_several_namespaces_in_parallel_never_cross(two_namespaces):
+    kb = two_namespaces
+    retrievers = {ns: kb.retriever(ns, k=3) for ns in ("billing", "tech")}
+    alone = {ns: _key(r("refund")) for ns, r in retrievers.items()}
+
+    def ask(ns):
+        return ns, _key(retrievers[ns]("refund"))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(ask, ["billing", "tech"] * 20, timeout=120))
+    assert all(got == alone[ns] and {h[0] for h in got} == {ns} for ns, got in answers)
+
+
+def test_the_connections_of_threads_that_ended_are_closed(two_namespaces):
+    kb = two_namespaces
+    kb.search("refund", "billing")
+    for _ in range(6):  # a thread per request, as a simple server makes them
+        t = threading.Thread(target=kb.search, args=("refund", "billing"))
+        t.start()
+        t.join(timeout=60)
+    kb.search("refund", "tech")
+    # the main thread's and the last request's; those of the threads that ended before were closed
+    assert len(kb.session.open_connections()) <= 2 * 3
+
+
+def _search_in_child(kb, out):
+    try:
+        out.put(("ok", _key(kb.search("refund", "billing"))))
+    except BaseException as e:
+        out.put(("error", f"{type(e).__name__}: {e}"))
+
+
+def test_a_process_forked_after_the_handle_searched_searches_on_its_own(two_namespaces):
+    kb = two_namespaces
+    alone = _key(kb.search("refund", "billing"))  # the handle's connections and the search pool exist
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_search_in_child, args=(kb, out))
+    child.start()
+    child.join(timeout=60)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        pytest.fail("the forked process hung on the handle it inherited")
+    assert out.get(timeout=10) == ("ok", alone)
+    assert _key(kb.search("refund", "billing")) == alone  # the parent's connections are whole
