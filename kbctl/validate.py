@@ -8,12 +8,13 @@ bad value is a ``UsageError`` (exit 2) that names the input, its allowed range a
 from __future__ import annotations
 
 import math
+import os
 import re
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from .errors import UsageError, echo
 
-__all__ = ["NAME_PATTERN", "count", "name", "vector_problem"]
+__all__ = ["NAME_PATTERN", "count", "name", "targets", "text", "vector_problem"]
 
 # The namespaces table's own CHECK; tenants follow it too.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
@@ -39,6 +40,30 @@ def name(kind: str, value: Any) -> str:
             f"{kind} name: {what}",
             hint=f"a {kind} name starts with a letter or digit, then letters, digits, _ . : - (at most 128)",
         )
+    return value
+
+
+def targets(value: Any) -> list[str]:
+    """What an ingest or a fetch reads: one target (a path, URL or ``-`` as a string or a path
+    object) or a list of them, each as a string. A string is one target, never its characters (one
+    of an absolute path's is ``/``, the root). Anything else is a UsageError."""
+    many = [value] if isinstance(value, (str, os.PathLike)) else value
+    if isinstance(many, (bytes, bytearray, Mapping)) or not isinstance(many, Iterable):
+        many = None
+    many = None if many is None else list(many)
+    if many is None or not all(isinstance(t, (str, os.PathLike)) for t in many):
+        bad = value if many is None else next(t for t in many if not isinstance(t, (str, os.PathLike)))
+        raise UsageError(
+            f"a target must be a path, URL or '-' as a string, got {echo(bad)}",
+            hint="pass one target as a string, or a list of them: kb.ingest(['docs/', 'https://…'], 'ns')",
+        )
+    return [os.fsdecode(t) for t in many]
+
+
+def text(what: str, value: Any) -> str:
+    """``value`` if it is a string (a query, a claim, a topic); anything else is a UsageError."""
+    if not isinstance(value, str):
+        raise UsageError(f"{what} must be a string, got {echo(value)}", hint=f"pass the {what} as text")
     return value
 
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Sequence
 
-from .. import telemetry
+from .. import telemetry, validate
 from ..acl import AclPolicy
 from ..errors import GenerationMoved, UsageError
 from ..extract.record import RECORD_MEDIA_TYPE
@@ -79,6 +79,7 @@ class Ingestion(Part):
         on its first write): it reads such a tenant as one with no rows, and its report's notes say
         that the run would make it (``Session.planning``).
         """
+        targets = validate.targets(targets)  # before anything is made: a string is one target
         with contextlib.ExitStack() as stack:
             if plan:
                 stack.enter_context(self.session.planning())

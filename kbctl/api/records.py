@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Sequence
 
+from .. import validate
 from ..config import Profile
 from ..store import cached_vectors, get_namespace
 from ._boundary import Part, psycopg_boundary
@@ -32,6 +33,7 @@ class Records(Part):
         from ..ingest.fetch import FetchOptions, fetch
         from ..ingest.stages import source_records
 
+        targets = validate.targets(targets)
         opts = FetchOptions.from_config(self.settings.fetch, follow_symlinks=follow_symlinks)
         return source_records(
             fetch(

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .. import validate
 from ..acl import Gate
 from ..config import Profile
-from ..errors import UsageError
+from ..errors import UsageError, echo
 from ..search import SearchOptions, check_text, parse_filters, run_search
 from ..search.context import format_context
 from ..store import Namespace, get_namespace
@@ -48,11 +48,10 @@ class Searching(Part):
         anonymous: ``public`` documents, and documents without an ACL in namespaces whose
         ``acl_default`` is ``public``. ``unrestricted=True`` (library only) skips the gate.
         """
-        names = [namespace] if isinstance(namespace, str) else list(namespace)
+        names = _names(namespace)
         if not names:
             raise UsageError("no namespace given", hint="pass --namespace NAME (repeat it to search several)")
-        if isinstance(query, str):
-            check_text("query", query)
+        check_text("query", validate.text("query", query))
         conn = self._conn()
         nss = [get_namespace(conn, n, self.tenant) for n in names]
         generation = options.pop("generation", None)
@@ -118,9 +117,11 @@ class Searching(Part):
         document) is the same ``UsageError`` ("… is not available"), so a caller learns nothing of it.
         """
         validate.count("window", window, 0, 50)
+        doc_id = _id("document", doc_id)
         conn = self._conn()
-        nss = {n.id: n for n in (get_namespace(conn, name, self.tenant, required=False) for name in namespaces) if n}
-        row = document_row(conn, int(doc_id), list(nss)) if nss else None
+        found = (get_namespace(conn, name, self.tenant, required=False) for name in _names(namespaces))
+        nss = {n.id: n for n in found if n}
+        row = document_row(conn, doc_id, list(nss)) if nss else None
         if row is None or not self.gate(list(nss.values()), principal, False).allows(row["namespace_id"], row["acl"]):
             raise unavailable("document", doc_id)
         lo, hi = 0, max(row["chunk_count"], 1)
@@ -143,9 +144,10 @@ class Searching(Part):
         UsageError ("… is not available")."""
         from ..extract.base import file_path
 
+        chunk_id = _id("chunk", chunk_id)
         conn = self._conn()
-        nss = [get_namespace(conn, name, self.tenant) for name in namespaces]
-        row = chunk_row(conn, int(chunk_id), [n.id for n in nss]) if nss else None
+        nss = [get_namespace(conn, name, self.tenant) for name in _names(namespaces)]
+        row = chunk_row(conn, chunk_id, [n.id for n in nss]) if nss else None
         if row is None or not self.gate(nss, None, True).allows(row["namespace_id"], row["acl"]):
             refused = unavailable("chunk", chunk_id)  # the operator may know where it is not
             where = ", ".join(repr(n.name) for n in nss)
@@ -203,6 +205,31 @@ class Retriever:
         return self.kb.search(query, self.namespace, **{**self.defaults, **options})
 
     __call__ = search
+
+
+def _names(namespaces: Any) -> list[str]:
+    """One namespace's name, or a list of them; anything else is a UsageError (a string is one name)."""
+    names = [namespaces] if isinstance(namespaces, str) else namespaces
+    if isinstance(names, (bytes, bytearray, Mapping)) or not isinstance(names, Iterable):
+        names = None
+    names = None if names is None else list(names)
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise UsageError(
+            f"a namespace is given by its name (a string, or a list of them), got {echo(namespaces)}",
+            hint="pass namespace='billing_kb' or ['billing_kb', 'tech_kb']",
+        )
+    return names
+
+
+def _id(kind: str, value: Any) -> int:
+    """A document's or chunk's id: a whole number (its digits as a string too, as a URL gives them)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(
+            f"a {kind} id is a whole number, got {echo(value)}", hint=f"pass the {kind}_id of a search hit"
+        )
+    return value
 
 
 def search_options(*, filters: Sequence[str] = (), **options: Any) -> SearchOptions:
