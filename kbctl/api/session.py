@@ -102,6 +102,25 @@ class Session:
             t.close()
         return found
 
+    def hand_over(self) -> None:
+        """For a pool that lends the session to one borrower at a time, on whichever of its threads
+        (``kbctl serve``): the calling thread takes over the connections the session has, rather
+        than opening its own beside those of the threads that borrowed it before (one set a thread
+        of the pool, each held open). Never while another thread runs a verb of the session."""
+        me = threading.current_thread()
+        if os.getpid() != self.pid:
+            self._forked()
+        with self.lock:
+            sets = list(self.threads.values())
+            if not sets:
+                return
+            keep = next((t for t in sets if t.thread is me), sets[0])
+            keep.thread = me
+            self.threads = {me.ident or 0: keep}
+        for t in sets:
+            if t is not keep:
+                t.close()
+
     def _forked(self) -> None:
         """In a process forked since: forget the parent's connections, unclosed (psycopg never
         finishes a connection another process opened), and its lock (a parent's thread may have held

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from ..api import KnowledgeBase
+from ..api import KnowledgeBase, Session
 from ..config import Settings
 from ..errors import (
     DatabaseError,
@@ -154,6 +154,8 @@ class Service:
         except queue.Empty:
             kb = self._make(tenant) or pool.get()
         cancel = CANCEL.get()
+        if isinstance(getattr(kb, "session", None), Session):
+            kb.session.hand_over()  # its connections serve this request's thread: one set per pooled kb
         try:
             if cancel is not None:
                 cancel.attach(kb)

@@ -145,3 +145,38 @@ def test_a_process_forked_after_the_handle_searched_searches_on_its_own(two_name
         pytest.fail("the forked process hung on the handle it inherited")
     assert out.get(timeout=10) == ("ok", alone)
     assert _key(kb.search("refund", "billing")) == alone  # the parent's connections are whole
+
+
+def test_a_pooled_knowledge_base_lent_to_threads_in_turn_keeps_one_set_of_connections(kb_home, tenant, two_namespaces):
+    from kbctl.config import load_settings
+    from kbctl.server.service import Service
+
+    settings = load_settings(overrides={"database.home": str(kb_home), "defaults.tenant": tenant})
+    service = Service(settings.with_overrides({"server.workers": 1}))
+
+    answers: list = []
+    finish = threading.Event()
+
+    def request(turn, done):
+        turn.wait(timeout=60)
+        with service.kb() as pooled:
+            answers.append((pooled, _key(pooled.search("refund", "billing"))))
+        done.set()
+        finish.wait(timeout=60)  # alive meanwhile, as a server's worker threads are
+
+    turns = [(threading.Event(), threading.Event()) for _ in range(6)]
+    threads = [threading.Thread(target=request, args=t) for t in turns]
+    for t in threads:
+        t.start()
+    for turn, done in turns:  # one request at a time, each on another thread
+        turn.set()
+        assert done.wait(timeout=60)
+    pooled = answers[0][0]
+    try:
+        assert all(a[0] is pooled and a[1] == answers[0][1] for a in answers) and len(answers) == 6
+        assert len(pooled.session.threads) == 1 and len(pooled.session.open_connections()) <= 3
+    finally:
+        finish.set()
+        for t in threads:
+            t.join(timeout=60)
+        pooled.close()
