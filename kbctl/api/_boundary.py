@@ -10,7 +10,7 @@ from typing import Any, Callable, Concatenate, ParamSpec, TypeVar
 
 import psycopg
 
-from ..errors import UsageError, echo, from_psycopg
+from ..errors import DatabaseUnavailable, UsageError, echo, from_psycopg
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,11 @@ def _converting(fn):
             return fn(*args, **kwargs)
         except psycopg.Error as e:
             err = from_psycopg(e)  # keep psycopg's error as the cause of a new one, for debugging
+            session = getattr(args[0], "session", None) if args else None
+            if isinstance(err, DatabaseUnavailable) and session is not None:
+                # the server went away (stopped, restarted): this thread's other connections are
+                # gone too, each to fail its next call; the next call opens new ones instead
+                session.mine().close()
             raise err from (e if err.__traceback__ is None else err.__cause__)
 
     return method

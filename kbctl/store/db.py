@@ -122,6 +122,10 @@ class Database:
             with warnings.catch_warnings(), _quiet_pgserver():
                 warnings.simplefilter("ignore")
                 self._server = pgserver.get_server(self.pgdata, cleanup_mode=None if keep else "stop")
+                if self._postmaster(strict=False) is None:
+                    # pgserver keeps one handle per data directory and process: after a stop
+                    # (``kbctl db stop``, ``kb.admin.stop_server()``) it gives that one back, stopped
+                    self._server.start()
                 return self._server.get_uri()
         except Exception as e:  # the server's own errors are many and untyped
             raise DatabaseError(
@@ -202,16 +206,31 @@ class Database:
 
         timeout = self.settings.database.connect_timeout
         try:
-            conn = psycopg.connect(self.dsn(), autocommit=True, connect_timeout=timeout)
+            try:
+                conn = psycopg.connect(self.dsn(), autocommit=True, connect_timeout=timeout)
+            except psycopg.OperationalError:
+                if not self._stopped_under_us():
+                    raise
+                self._dsn = None  # started again, as opening a knowledge base starts it
+                conn = psycopg.connect(self.dsn(), autocommit=True, connect_timeout=timeout)
         except psycopg.OperationalError as e:
             raise DatabaseError(
                 f"cannot connect to PostgreSQL: {_first_line(e)}",
-                hint="check --dsn / KBCTL_DSN, or unset it to use the embedded server",
+                hint=f"see {self.pgdata / 'log'}; `kbctl db status`"
+                if self.embedded
+                else "check --dsn / KBCTL_DSN, or unset it to use the embedded server",
             ) from None
         if register:
             _register_vector(conn)
         self._note_capabilities(conn)
         return conn
+
+    def _stopped_under_us(self) -> bool:
+        """Whether the embedded server this process connected to was stopped since (``kbctl db
+        stop``, ``kb.admin.stop_server()`` of another handle): an open knowledge base's next
+        connection starts it again, as a new one's first would, instead of failing until the process
+        ends."""
+        return self.embedded and self._dsn is not None and self._postmaster(strict=False) is None
 
     def capabilities(self, conn: Conn | None = None) -> Any:
         """What the server offers (``kbctl.store.capabilities.Capabilities``), probed once; None

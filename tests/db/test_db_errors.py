@@ -204,6 +204,33 @@ def test_server_gone_mid_ingest(own_home, tmp_path):
     assert [r["status"] for r in json.loads(out)][:3] == ["ok", "interrupted", "ok"]
 
 
+@pytest.mark.embedded_only  # stops the embedded server under an open handle
+def test_an_open_handle_outlives_the_embedded_server_stopped_under_it(own_home, tmp_path):
+    import kbctl
+    from kbctl.config import load_settings
+    from kbctl.store.db import Database
+
+    kb = kbctl.open(home=own_home, tenant="handle", profile="hash-384")
+    try:
+        kb.ingest([str(_corpus(tmp_path / "c"))], "docs", verify=False)
+        hits = kb.search("refunds", "docs").hits
+        assert hits
+        assert kb.admin.stop_server() is True
+        with pytest.raises(E.DatabaseUnavailable, match="went away"):  # the connection the server ended
+            kb.search("refunds", "docs")
+        # the next call starts the embedded server again, as opening the knowledge base would
+        assert kb.search("refunds", "docs").hits == hits
+        # and stopped and started again in one process, it runs (pgserver keeps one handle per
+        # data directory: given back stopped, it was never started again)
+        assert kb.admin.stop_server() is True and kb.admin.start_server() == own_home / "pgdata"
+        assert Database(load_settings(overrides={"database.home": str(own_home)}))._postmaster(strict=False)
+        with pytest.raises(E.DatabaseUnavailable):
+            kb.search("refunds", "docs")
+        assert kb.search("refunds", "docs").hits == hits
+    finally:
+        kb.close()
+
+
 # -- injected and real errors on the session's server ---------------------------------------------
 
 
