@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import signal
+import threading
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -90,6 +91,7 @@ class Database:
         self._server: Any = None  # a pgserver.PostgresServer once started
         self._dsn: str | None = None
         self._caps: Any = None  # capabilities.Capabilities, probed with the first connection
+        self._starting = threading.Lock()  # threads sharing a knowledge base start its server once
 
     @property
     def embedded(self) -> bool:
@@ -101,9 +103,10 @@ class Database:
 
     def dsn(self) -> str:
         """The connection string; starts the embedded server if needed."""
-        if self._dsn is None:
-            self._dsn = _checked_dsn(self.settings.dsn) if self.settings.dsn else self._start_embedded()
-        return self._dsn
+        with self._starting:
+            if self._dsn is None:
+                self._dsn = _checked_dsn(self.settings.dsn) if self.settings.dsn else self._start_embedded()
+            return self._dsn
 
     def _start_embedded(self) -> str:
         try:
@@ -211,7 +214,8 @@ class Database:
             except psycopg.OperationalError:
                 if not self._stopped_under_us():
                     raise
-                self._dsn = None  # started again, as opening a knowledge base starts it
+                with self._starting:
+                    self._dsn = None  # started again, as opening a knowledge base starts it
                 conn = psycopg.connect(self.dsn(), autocommit=True, connect_timeout=timeout)
         except psycopg.OperationalError as e:
             raise DatabaseError(

@@ -180,3 +180,41 @@ def test_a_pooled_knowledge_base_lent_to_threads_in_turn_keeps_one_set_of_connec
         for t in threads:
             t.join(timeout=60)
         pooled.close()
+
+
+_FIRST_USE = """
+import sys, threading
+from concurrent.futures import ThreadPoolExecutor
+import kbctl
+
+kb = kbctl.open(home=sys.argv[1], tenant=sys.argv[2], profile="hash-384")  # nothing resolved yet
+barrier = threading.Barrier(8)
+
+def first():
+    barrier.wait(timeout=30)
+    try:
+        return [(h.namespace, h.chunk_id) for h in kb.search("refund", "billing").hits]
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+with ThreadPoolExecutor(max_workers=8) as pool:
+    print(repr([f.result(timeout=120) for f in [pool.submit(first) for _ in range(8)]]))
+kb.close()
+"""
+
+
+def test_a_new_process_whose_threads_first_use_one_handle_at_once_starts_one_server(kb_home, tenant, two_namespaces):
+    import ast
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    alone = [(h.namespace, h.chunk_id) for h in two_namespaces.search("refund", "billing").hits]
+    env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=str(ROOT))
+    p = subprocess.run(
+        [sys.executable, "-c", _FIRST_USE, str(kb_home), tenant], capture_output=True, env=env, timeout=300
+    )
+    assert p.returncode == 0, p.stderr.decode()
+    assert ast.literal_eval(p.stdout.decode().strip()) == [alone] * 8
