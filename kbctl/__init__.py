@@ -15,6 +15,7 @@ Imports are lazy so that ``kbctl --help`` stays fast.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ._version import __version__
@@ -61,6 +62,7 @@ _LAZY = {
 }
 
 _default = None
+_DEFAULT_LOCK = threading.Lock()
 
 
 def open(**kwargs: Any):  # shadows the builtin on purpose: sqlite3.connect / llm's module-level opener
@@ -71,9 +73,13 @@ def open(**kwargs: Any):  # shadows the builtin on purpose: sqlite3.connect / ll
 
 
 def _kb():
+    """The default knowledge base, made once however many threads call first (each made is a set
+    of connections: two made at once left one never closed)."""
     global _default
     if _default is None:
-        _default = open()
+        with _DEFAULT_LOCK:
+            if _default is None:
+                _default = open()
     return _default
 
 

@@ -192,4 +192,7 @@ def open_kb(
         "defaults.tenant": tenant,
         "defaults.profile": profile,
     }
-    return KnowledgeBase(load_settings(config, overrides))
+    settings = load_settings(config, overrides)
+    if profile:  # a profile named here must exist: a search of a pinned namespace would not say so
+        settings.profile(profile, embedder=False)
+    return KnowledgeBase(settings)

@@ -68,6 +68,8 @@ def _fast(argv: list[str]) -> int | None:
         from ..config import load_settings
 
         settings = load_settings(parsed["config"], parsed["overrides"])
+        if parsed["overrides"]["defaults.profile"]:  # an unknown -p: the normal CLI refuses it
+            settings.profile(parsed["overrides"]["defaults.profile"], embedder=False)
         if not settings.server.url.strip():
             return None
         from ..errors import KbctlError

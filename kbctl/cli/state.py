@@ -43,7 +43,10 @@ class State:
     def settings(self):
         from ..config import load_settings
 
-        return load_settings(self.config, self.overrides())
+        settings = load_settings(self.config, self.overrides())
+        if self.profile:  # -p names a profile that must exist: a search of a pinned namespace would not say so
+            settings.profile(self.profile, embedder=False)
+        return settings
 
     def overrides(self) -> dict:
         """The settings the global flags give (dotted key -> value; ``None``: not given)."""

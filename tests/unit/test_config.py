@@ -66,3 +66,18 @@ def test_chunk_size_over_model_limit_is_refused(tmp_path):
 def test_unknown_profile(tmp_path):
     with pytest.raises(ConfigError, match="unknown profile"):
         load_settings(env={}).profile("minilmm")
+
+
+def test_a_profile_named_when_opening_must_exist(tmp_path):
+    """``kbctl.open(profile="e5-smal")`` (or ``kbctl -p e5-smal search …``) was accepted: a search of
+    a pinned namespace answered with the pin, so the typo went unseen until an ingest into a new
+    namespace. Naming a profile that no configuration defines is a ConfigError at once."""
+    import kbctl
+    from tests.conftest import run_kbctl
+
+    with pytest.raises(ConfigError, match="unknown profile 'e5-smal'") as e:
+        kbctl.open(home=tmp_path / "home", profile="e5-smal")
+    assert "e5-small" in (e.value.hint or "")
+    r = run_kbctl(["--home", str(tmp_path / "home"), "-p", "e5-smal", "namespaces"])
+    assert r.returncode == 2 and b"unknown profile 'e5-smal'" in r.stderr, r.stderr
+    assert not (tmp_path / "home").exists()  # refused before any server was started
