@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
         rv = app(args=argv, standalone_mode=False, prog_name="kbctl")
         code = rv if isinstance(rv, int) else 0
         if code == 130:  # typer answers Ctrl-C (and SIGTERM, kbctl.interrupts) with a silent exit 130
-            err.print("interrupted")
+            _interrupted(argv)
     except click.exceptions.Exit as e:
         code = e.exit_code
     except click.exceptions.Abort:
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
         _report(e)
         code = e.exit_code
     except KeyboardInterrupt:
-        err.print("interrupted")
+        _interrupted(argv)
         code = 130
     except (BrokenPipeError, _PipeClosed):
         code = 0
@@ -214,6 +214,26 @@ def _is_psycopg_error(e: BaseException) -> bool:
     """Without importing psycopg (``kbctl --help`` stays fast): if it is not loaded, ``e`` is not its error."""
     psycopg = sys.modules.get("psycopg")
     return psycopg is not None and isinstance(e, psycopg.Error)
+
+
+#: The commands whose stopped run the same command goes on with: what they stored is kept whole
+#: (documents, a shadow's vectors, a worker's settled batches), and the next run does the rest.
+_RESUMABLE = ("ingest", "store", "reembed", "worker")
+
+
+def _interrupted(argv: list[str] | None) -> None:
+    """Say that the command was interrupted, and for one that stores, that running it again goes on."""
+    err.print("interrupted")
+    args = sys.argv[1:] if argv is None else argv
+    command = next((a for a in args if a in app_commands()), None)
+    if command in _RESUMABLE:
+        err.print("hint: run the same command again: it goes on from what was stored (nothing is stored twice)")
+
+
+def app_commands() -> set[str]:
+    """The names of the top-level commands and groups."""
+    names = {c.name for c in app.registered_commands if c.name} | {g.name for g in app.registered_groups if g.name}
+    return names | {c.callback.__name__.replace("_", "-") for c in app.registered_commands if c.callback and not c.name}
 
 
 def _report(e) -> None:

@@ -476,6 +476,7 @@ def test_ctrl_c_or_sigterm_mid_run_says_interrupted_on_one_line(kb, kb_home, ten
         lines = err.decode().splitlines()
         assert p.returncode == 130, (p.returncode, lines)
         assert lines and lines[0].startswith("interrupted") and "Traceback" not in err.decode(), lines
+        assert len(lines) == 2 and lines[1].startswith("hint:") and "again" in lines[1], lines
         assert [r["status"] for r in _runs_of(kb, ns)] == ["interrupted"]
 
 
