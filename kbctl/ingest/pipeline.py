@@ -295,8 +295,15 @@ def _sources(lookup, req: IngestRun) -> tuple[Iterable[Source | ItemError], Any]
 def _produce_and_consume(conn, lookup, req: IngestRun, sources, covered, report: RunReport, interruptible) -> None:
     """Fetch, extract and chunk in a producer thread; embed and store here; then ``--sync``."""
     items, seen_sources, thread = producer.start(lookup, req, sources)
-    # between the write batches of one call of the model, a signal stops the run too (a safe point)
-    consume(conn, req, interruptible(items), report, checkpoint=getattr(interruptible, "__self__", None))
+    try:
+        # between the write batches of one call of the model, a signal stops the run too (a safe point)
+        consume(conn, req, interruptible(items), report, checkpoint=getattr(interruptible, "__self__", None))
+    except BaseException:
+        # the producer may be running a statement on ``lookup``, which the caller closes next:
+        # closing it under that statement crashed the process (libpq) instead of ending the run
+        if not thread.halt():
+            log.warning("the extract thread did not stop within 30 s of the run's end")
+        raise
     thread.join()
     if req.options.sync and covered is not None:
         _sync(conn, req.namespace, report, seen_sources, covered, req.options.plan, req.emit)

@@ -13,6 +13,7 @@ them), or one ``Item`` per entry of a large feed and then a ``SourceDone``.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from typing import Iterable, Iterator
@@ -48,21 +49,47 @@ BATCH_BYTES = 64 << 20
 LARGE_IN_FLIGHT = 2
 
 
-def start(lookup, run: IngestRun, sources: Iterable[Source | ItemError]) -> tuple[Iterator, set[str], threading.Thread]:
+def start(lookup, run: IngestRun, sources: Iterable[Source | ItemError]) -> tuple[Iterator, set[str], Producer]:
     """Start producing ``run``'s items from ``sources`` (``lookup``: the thread's own connection, for
     the stored source versions): the items to consume, the source URIs seen (filled as it goes, for
     --sync), and the thread, to join once the items are consumed."""
     seen: set[str] = set()
     q: queue.Queue = queue.Queue(maxsize=run.options.queue_size)
     large = threading.BoundedSemaphore(LARGE_IN_FLIGHT)
-    thread = threading.Thread(
+    stop = threading.Event()
+    thread = Producer(
+        stop,
+        lookup,
         target=telemetry.bound(_produce),  # its spans are the run's children
-        args=(lookup, run.namespace, run.profile, sources, q, seen, run.emit, large, run.extract_options),
+        args=(lookup, run.namespace, run.profile, sources, q, seen, run.emit, large, run.extract_options, stop),
         daemon=True,
         name="kbctl-extract",
     )
     thread.start()
     return _drain(q, large), seen, thread
+
+
+class Producer(threading.Thread):
+    """The producer thread, which a consumer that stops early (Ctrl-C, an error) halts before the
+    thread's connection is closed: closing a connection another thread is running a statement on
+    crashes libpq (a segmentation fault, not an exception)."""
+
+    def __init__(self, stop: threading.Event, lookup, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.stop, self.lookup = stop, lookup
+
+    def halt(self, timeout: float = 30.0) -> bool:
+        """Stop producing: no more items, the statement running on its connection cancelled, the
+        thread waited for. False when it did not end within ``timeout`` (its connection must then
+        be left open)."""
+        self.stop.set()
+        cancel = getattr(self.lookup, "cancel_safe", None)
+        if cancel is not None and self.is_alive():
+            # nothing running, or the server gone: the join says whether it ended
+            with contextlib.suppress(Exception):
+                cancel(timeout=2.0)
+        self.join(timeout)
+        return not self.is_alive()
 
 
 def _drain(q: queue.Queue, large: threading.BoundedSemaphore | None = None) -> Iterator:
@@ -77,13 +104,16 @@ def _drain(q: queue.Queue, large: threading.BoundedSemaphore | None = None) -> I
             large.release()
 
 
-def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, large=None, options=None) -> None:
+def _produce(
+    conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, large=None, options=None, stop=None
+) -> None:
     """Fetch, extract and chunk in a background thread; put items on the queue, then None.
 
     Sources are looked up ``BATCH_SOURCES`` (32) at a time, or fewer when their bytes reach ``BATCH_BYTES``; at most
     ``LARGE_IN_FLIGHT`` large documents (each holding its source's bytes until it is stored) wait
     for the consumer at once, so many large files do not all sit in memory together.
     """
+    stop = stop or threading.Event()
     try:
         tok = get_tokenizer(profile)
         for batch in _fetched(batches(once(sources), BATCH_SOURCES, BATCH_BYTES)):
@@ -91,14 +121,31 @@ def _produce(conn, ns, profile, sources, q: queue.Queue, seen: set[str], emit, l
                 counts = dict.fromkeys(("documents", "chunks", "unchanged", "failed"), 0)
                 for out in _extract_batch(conn, batch, ns, profile, seen, tok, emit, options):
                     if large is not None and isinstance(out, LargeItem):
-                        large.acquire()
+                        while not large.acquire(timeout=0.1):
+                            if stop.is_set():
+                                return
                     _count(counts, out)
-                    q.put(out)
+                    if not _put(q, out, stop):
+                        return
                 span.set_attributes({f"kbctl.{k}": v for k, v in counts.items()})
+            if stop.is_set():
+                return
     except BaseException as e:  # hand anything unexpected to the consumer thread
-        q.put(e)
+        if not stop.is_set():
+            _put(q, e, stop)
     finally:
-        q.put(None)
+        _put(q, None, stop)
+
+
+def _put(q: queue.Queue, item, stop: threading.Event) -> bool:
+    """Put ``item`` on the queue, unless the consumer stopped meanwhile (False: it reads no more)."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
 
 
 def _fetched(batches: Iterable[list]) -> Iterator[list]:

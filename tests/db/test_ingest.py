@@ -535,6 +535,55 @@ def test_a_signal_while_the_run_is_opened_is_held_to_the_first_safe_point(kb, mo
     assert again.errors == [] and [r["status"] for r in kb.runs("opened")] == ["ok", "interrupted"]
 
 
+def test_an_interrupted_run_stops_its_extract_thread_before_closing_its_connection(kb, monkeypatch):
+    """Ctrl-C while the producer thread ran a statement on its own connection: the run's end closed
+    that connection under the statement, and the process died of a segmentation fault in libpq
+    (seen once in CI, on the test above) instead of closing the run ``interrupted``. The thread is
+    stopped (its statement cancelled) and waited for first."""
+    import threading
+
+    from kbctl.ingest import pipeline, producer
+
+    looked_up = producer.source_versions
+    in_statement = threading.Event()
+
+    def slow_lookup(conn, *args, **kwargs):
+        in_statement.set()
+        conn.execute("SELECT pg_sleep(20)")  # a statement still running when the run stops
+        return looked_up(conn, *args, **kwargs)
+
+    def consume_then_interrupt(conn, req, items, report, **kwargs):
+        assert in_statement.wait(30)  # the producer is inside its statement
+        raise KeyboardInterrupt("interrupted")
+
+    made = kb.session.tenant_connection
+    closed_while_producing: list[bool] = []
+
+    def tracked():  # the run's lookup connection: is the extract thread alive when it is closed?
+        c = made()
+        close = c.close
+
+        def closing():
+            closed_while_producing.append(any(t.name == "kbctl-extract" for t in threading.enumerate()))
+            close()
+
+        c.close = closing
+        return c
+
+    monkeypatch.setattr(kb.session, "tenant_connection", tracked)
+    monkeypatch.setattr(producer, "source_versions", slow_lookup)
+    monkeypatch.setattr(pipeline, "consume", consume_then_interrupt)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        kb.ingest([str(BILLING)], namespace="halted")
+    assert closed_while_producing == [False], "the connection was closed under the extract thread"
+    assert not [t for t in threading.enumerate() if t.name == "kbctl-extract"], "the extract thread outlived its run"
+    assert time.monotonic() - started < 15  # its statement was cancelled, not waited out
+    monkeypatch.undo()
+    assert [r["status"] for r in kb.runs("halted")] == ["interrupted"]
+    assert kb.ingest([str(BILLING)], namespace="halted").errors == []
+
+
 # -- bad input -----------------------------------------------------------------------------------
 
 
