@@ -88,6 +88,17 @@ def gkb(env, monkeypatch):
     k.close()
 
 
+def _said_interrupted(code: int, err: str) -> None:
+    """Exit 130, and on stderr 'interrupted' and the hint that running it again goes on."""
+    assert (code, [line.split(":")[0] for line in err.splitlines() if line.strip()]) == (
+        130,
+        ["interrupted", "hint"],
+    ), (
+        code,
+        err,
+    )
+
+
 def _model_texts(log: Path) -> int:
     """Texts the toy model embedded as documents, from its call log."""
     if not log.exists():
@@ -252,13 +263,7 @@ def test_sigterm_stops_a_build_and_a_swap_as_ctrl_c_does_and_the_next_run_finish
         slow,
         lambda: _model_texts(log) >= 12,
     )
-    assert (code, [line.split(":")[0] for line in err.splitlines() if line.strip()]) == (
-        130,
-        ["interrupted", "hint"],
-    ), (
-        code,
-        err,
-    )
+    _said_interrupted(code, err)
     gens = {g["state"]: g for g in gkb.generations("term")}
     assert 0 < gens["shadow"]["vectors"] < n, gens  # stopped half way, its committed batches kept
     active = gens["active"]["id"]
@@ -270,13 +275,7 @@ def test_sigterm_stops_a_build_and_a_swap_as_ctrl_c_does_and_the_next_run_finish
         {**env, "TOY_PLUGIN_DELAY": "60"},
         lambda: log.read_text().count(" documents ") > calls,
     )
-    assert (code, [line.split(":")[0] for line in err.splitlines() if line.strip()]) == (
-        130,
-        ["interrupted", "hint"],
-    ), (
-        code,
-        err,
-    )
+    _said_interrupted(code, err)
     gens = {g["state"]: g for g in gkb.generations("term")}
     assert gens["active"]["id"] == active and "shadow" in gens, gens  # nothing swapped
 
