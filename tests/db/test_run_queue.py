@@ -9,6 +9,8 @@ import json
 import time
 
 from kbctl.store import queue, runs
+from kbctl.store.connection import scalar
+from kbctl.store.queries import query
 from kbctl.types import ItemError
 
 
@@ -264,3 +266,22 @@ def test_stats_and_metrics_count_a_killed_run_apart_from_live_ones(kb):
         assert dead_runs == {"killed_s": 1, "live_s": 0}, dead_runs
     finally:
         live.close()
+
+
+def test_a_run_lock_is_seen_held_by_the_same_functions_that_take_it_even_past_the_integer_range(kb):
+    # One spelling of a run's lock (migration 022): ``kbctl.run_lock_key`` folds a run id into the
+    # lock's integer key, ``run_coordinated`` and ``held_run_keys`` read pg_locks. A run id past
+    # 2**31 (a bigint sequence gets there) must fold, not overflow, on both sides.
+    conn = kb.connection()
+    holder = kb.session.tenant_connection()
+    big = 2**31 + 7
+    holder.execute(query("runs/lock_run"), (runs.RUN_CLASS, big))
+    try:
+        assert scalar(conn.execute("SELECT kbctl.run_coordinated(%s, %s)", (runs.RUN_CLASS, big)))
+        keys = {k for (k,) in conn.execute("SELECT * FROM kbctl.held_run_keys(%s)", (runs.RUN_CLASS,))}
+        assert 7 in keys
+        assert not scalar(conn.execute("SELECT kbctl.run_coordinated(%s, %s)", (runs.RUN_CLASS, big + 1)))
+        assert not scalar(conn.execute("SELECT kbctl.run_coordinated(%s, %s)", (runs.LOCK_CLASS, big)))
+    finally:
+        holder.execute(query("runs/unlock_run"), (runs.RUN_CLASS, big))
+    assert not scalar(conn.execute("SELECT kbctl.run_coordinated(%s, %s)", (runs.RUN_CLASS, big)))

@@ -7,9 +7,7 @@ WITH c AS (
   SELECT q.namespace_id, q.run_id, q.item FROM kbctl.run_items q
   WHERE q.namespace_id = %s AND q.run_id = %s AND q.item >= %s AND q.state = 'queued'
     AND EXISTS (SELECT 1 FROM kbctl.runs r WHERE r.namespace_id = %s AND r.id = %s AND r.status = 'running')
-    AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-                  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                  AND l.classid = %s AND l.objid::bigint = mod(%s, 2147483648))
+    AND kbctl.run_coordinated(%s, %s)
   ORDER BY q.item
   LIMIT %s
   FOR UPDATE SKIP LOCKED

@@ -4,7 +4,5 @@ SELECT r.namespace_id, r.id FROM kbctl.runs r
 WHERE r.namespace_id = ANY(%s) AND r.status = 'running'
   AND EXISTS (SELECT 1 FROM kbctl.run_items q WHERE q.namespace_id = r.namespace_id AND q.run_id = r.id
                 AND q.state IN ('queued', 'claimed'))
-  AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                AND l.classid = %s AND l.objid::bigint = mod(r.id, 2147483648))
+  AND kbctl.run_coordinated(%s, r.id)
 ORDER BY r.started_at, r.id
