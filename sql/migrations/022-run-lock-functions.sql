@@ -2,7 +2,7 @@
 --
 -- A run's coordinator holds a session-level advisory lock on the run while the run is open
 -- (``runs/lock_run``): workers claim items only while it is held, and the run lists tell a live run
--- from a killed one by it. Seven queries read or take that lock, and each spelled out how a run id
+-- from a killed one by it. Nine queries read or take that lock, and each spelled out how a run id
 -- folds into the lock's integer key and how pg_locks shows a lock held in this database. These
 -- functions are that one spelling; the queries call them.
 
