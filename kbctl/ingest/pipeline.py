@@ -267,7 +267,7 @@ def _sources(lookup, req: IngestRun) -> tuple[Iterable[Source | ItemError], Any]
     """The stream's input and the feed state to commit: the sources given, or the targets fetched."""
     if req.sources is not None:
         return req.sources, None
-    from ..sources.state import FullFetch
+    from ..sources.state import SyncFeedState
     from ..store import source_version_count
     from .fetch import fetch
 
@@ -283,7 +283,7 @@ def _sources(lookup, req: IngestRun) -> tuple[Iterable[Source | ItemError], Any]
         # with its old version) stayed after every --sync run that followed. A feed whose stored
         # entries are all of one version is asked conditionally, as without --sync; one with none
         # stored under the URL asked (a feed behind a redirect) in full.
-        state=FullFetch(state, lambda url: source_version_count(lookup, req.namespace, url) != 1)
+        state=SyncFeedState(state, lambda url: source_version_count(lookup, req.namespace, url) != 1)
         if state is not None and o.sync
         else state,
         stdin=req.stdin,

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Protocol, runtime_checkable
 
-__all__ = ["FeedState", "MemoryFeedState", "FileFeedState", "FullFetch"]
+__all__ = ["FeedState", "MemoryFeedState", "FileFeedState", "SyncFeedState"]
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +46,13 @@ class MemoryFeedState:
         self._data[url] = (etag, last_modified)
 
 
-class FullFetch:
-    """A ``FeedState`` that hides the validators of the feeds ``full(url)`` names, so those are
-    asked for in full (all of them without ``full``), and records the new ones in ``inner``
-    (``commit`` passed on). ``kbctl ingest --sync`` fetches through it: a 304 carries no entries,
-    so an entry that left a feed while runs without ``--sync`` kept it was never seen to be gone;
-    ``full`` names the feeds whose stored entries are not all of one fetch."""
+class SyncFeedState:
+    """The ``FeedState`` a ``kbctl ingest --sync`` run fetches feeds through: it hides the validators
+    of the feeds ``full(url)`` names, so those are asked for in full (all of them without ``full``),
+    asks the others conditionally as ``inner`` would, and records the new validators in ``inner``
+    (``commit`` passed on). A 304 carries no entries, so an entry that left a feed while runs without
+    ``--sync`` kept it was never seen to be gone; ``full`` names the feeds whose stored entries are
+    not all of one fetch (one statement a feed, by the documents' (namespace, source URI) index)."""
 
     def __init__(self, inner: FeedState, full: Callable[[str], bool] | None = None) -> None:
         self.inner, self.full = inner, full
