@@ -43,7 +43,7 @@ from ..errors import SourceError
 from ..sources.folder import file_path, file_uri, iter_files, read_file, read_stdin
 from ..sources.options import DEFAULT_SUFFIXES, FetchOptions
 from ..sources.state import FeedState, FileFeedState, MemoryFeedState
-from ..sources.url import fetch_url, is_http_url
+from ..sources.url import fetch_url, is_http_url, item_error
 from ..types import ItemError, Source
 
 __all__ = [
@@ -212,7 +212,7 @@ def _fetch_stdin(stream: BinaryIO, opts: FetchOptions, already_read: bool) -> Fe
     try:
         return read_stdin(stream, opts)
     except SourceError as e:
-        return ItemError("fetch", "stdin:", "SourceError", e.message)
+        return item_error("stdin:", e)
     except OSError as e:
         return ItemError("fetch", "stdin:", "SourceError", f"cannot read stdin: {e.strerror or e}")
 
@@ -240,4 +240,4 @@ def _read(path: Path, rel: str, opts: FetchOptions, *, regular_only: bool = True
     try:
         return read_file(path, rel, opts, regular_only=regular_only)
     except SourceError as e:
-        return ItemError("fetch", file_uri(path), "SourceError", e.message)
+        return item_error(file_uri(path), e)

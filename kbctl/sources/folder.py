@@ -38,9 +38,21 @@ from ..types import ItemError, Source, content_hash
 from .globs import Pattern, any_match, compile_glob, ignored, load_ignore
 from .options import FetchOptions, guess_media_type, normalise_suffixes
 
-__all__ = ["iter_files", "file_uri", "file_path", "display_path", "read_file", "read_stdin", "human_bytes"]
+__all__ = [
+    "iter_files",
+    "file_uri",
+    "file_path",
+    "display_path",
+    "read_file",
+    "read_stdin",
+    "human_bytes",
+    "MAX_FILE_BYTES_HINT",
+]
 
 log = logging.getLogger(__name__)
+
+#: How to let kbctl read a larger file (or stdin).
+MAX_FILE_BYTES_HINT = "raise max_file_bytes (in bytes) in the [fetch] table of kbctl.toml"
 
 RuleSets = list[tuple[str, tuple[Pattern, ...]]]
 
@@ -239,7 +251,7 @@ def read_file(path: Path, rel: str, options: FetchOptions, *, regular_only: bool
         if stat.S_ISDIR(st.st_mode) or (regular_only and not stat.S_ISREG(st.st_mode)):
             raise SourceError(f"cannot read {shown}: not a regular file")
         if st.st_size > limit:
-            raise SourceError(_too_large(shown, st.st_size, limit))
+            raise _too_large(shown, st.st_size, limit)
         with open(abs_path, "rb", opener=_nonblocking if regular_only else None) as f:
             if regular_only and not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped since the stat
                 raise SourceError(f"cannot read {shown}: not a regular file")
@@ -247,7 +259,7 @@ def read_file(path: Path, rel: str, options: FetchOptions, *, regular_only: bool
     except OSError as e:
         raise SourceError(_os_message(abs_path, e)) from None
     if len(data) > limit:
-        raise SourceError(_too_large(shown, len(data), limit))
+        raise _too_large(shown, len(data), limit)
     meta = {"path": display_path(rel), "abs_path": shown, "size": len(data), "mtime": iso_utc(st.st_mtime)}
     if shown != abs_path:
         meta["name_not_utf8"] = True
@@ -261,9 +273,10 @@ def _nonblocking(path: str, flags: int) -> int:
     return os.open(path, flags | os.O_NONBLOCK)
 
 
-def _too_large(what: str, size: int, limit: int) -> str:
+def _too_large(what: str, size: int, limit: int) -> SourceError:
     more = "more than " if size == limit + 1 else ""
-    return f"{what} is {more}{human_bytes(size)}, larger than the {human_bytes(limit)} limit (max_file_bytes)"
+    message = f"{what} is {more}{human_bytes(size)}, larger than the {human_bytes(limit)} limit (max_file_bytes)"
+    return SourceError(message, hint=MAX_FILE_BYTES_HINT)
 
 
 def read_stdin(stream: BinaryIO, options: FetchOptions) -> Source:
@@ -275,7 +288,7 @@ def read_stdin(stream: BinaryIO, options: FetchOptions) -> Source:
     limit = options.max_file_bytes
     data = stream.read(limit + 1)
     if len(data) > limit:
-        raise SourceError(_too_large("stdin", len(data), limit))
+        raise _too_large("stdin", len(data), limit)
     digest = content_hash(data)
     name = options.stdin_name
     meta = {"size": len(data), "sha256": digest, "fetched_at": iso_utc()}

@@ -17,11 +17,19 @@ feed link. ``get`` raises ``SourceError`` with a readable message when the URL c
     could not fetch http://host/x: HTTP 503 Service Unavailable; the server asks to be asked again in 3600 s (Retry-After), past the 60 s kbctl waits
     could not fetch http://host/x: took longer than the 60 s limit (deadline)
     could not fetch http://host/x: sent 12 bytes/s, slower than the 1024 bytes/s minimum (min_rate)
-    http://host/big is 31 MB, larger than the 20 MB limit (max_bytes)
+    could not fetch http://host/x: the connection closed before the body ended after 4 tries
+    http://host/big is 31 MB, larger than the 20 MB limit (max_bytes)      (hint: raise max_bytes…)
     http://host/big is larger than the 20 MB limit (max_bytes); stopped reading
     http://host/big is larger than the 20 MB limit (max_bytes) once decompressed
+    could not fetch http://host/x.gz: corrupt gzip body (cut short)
 
-Connection errors, timeouts, 429 and 5xx are retried (after the server's Retry-After when it
+A body is read without its Content-Encoding (gzip, deflate); a body that is gzip data all the same
+(its magic bytes: a ``.gz`` file, or a feed gzipped by a misconfigured server, sent without
+Content-Encoding) is decompressed too, and a Content-Type that only said so (``application/gzip``,
+octet-stream) dropped, so that the inner type is found as for any body (the URL without its
+``.gz``, then the bytes). Decompressed, a body keeps to ``max_bytes`` like any other.
+
+Connection errors, a body cut short (the connection closed before it ended), timeouts, 429 and 5xx are retried (after the server's Retry-After when it
 gives one; one longer than ``retry_after_cap`` fails at once, saying so); other 4xx, refusals, a
 missed deadline or rate, TLS certificate errors and unknown hosts are not. A 304 is an answer, not an error: ``get``
 returns it with an empty body. The ``*_proxy`` environment variables are not used: through a proxy
@@ -54,20 +62,47 @@ from .folder import human_bytes
 from .options import FetchOptions, guess_media_type
 from .state import FeedState
 
-__all__ = ["Response", "fetch_url", "get", "backoff_delay", "is_http_url", "canonical_url", "MAX_REDIRECTS"]
+__all__ = [
+    "Response",
+    "fetch_url",
+    "get",
+    "backoff_delay",
+    "is_http_url",
+    "canonical_url",
+    "item_error",
+    "MAX_REDIRECTS",
+    "MAX_BYTES_HINT",
+]
 
 log = logging.getLogger(__name__)
 
 _CHUNK = 64 * 1024
 _REDIRECTS = (301, 302, 303, 307, 308)
+_GZIP = 16 + zlib.MAX_WBITS  # zlib's window bits for gzip data
 # the Content-Encodings read (zlib window bits to try: "deflate" is zlib data, or raw from some servers)
 _CODINGS = {
-    "gzip": (16 + zlib.MAX_WBITS,),
-    "x-gzip": (16 + zlib.MAX_WBITS,),
+    "gzip": (_GZIP,),
+    "x-gzip": (_GZIP,),
     "deflate": (zlib.MAX_WBITS, -zlib.MAX_WBITS),
 }
+_GZIP_MAGIC = b"\x1f\x8b"
+#: Content-Types that say no more than "compressed" or "bytes": once such a body is decompressed,
+#: its type is found anew (from the URL without ``.gz``, then from its bytes).
+_CONTAINER_TYPES = frozenset(
+    {
+        "application/gzip",
+        "application/x-gzip",
+        "application/gzip-compressed",
+        "application/x-gzip-compressed",
+        "application/x-compressed",
+        "application/octet-stream",
+        "binary/octet-stream",
+    }
+)
 #: Redirects followed in one try before giving up.
 MAX_REDIRECTS = 10
+#: How to let kbctl read a larger response body.
+MAX_BYTES_HINT = "raise max_bytes (in bytes) in the [fetch] table of kbctl.toml"
 
 Fetched = Source | ItemError
 
@@ -124,7 +159,9 @@ def _follow(links: Iterable[tuple[str, str]], feed_uri: str, opts: FetchOptions)
 
 
 def item_error(source: str, e: SourceError) -> ItemError:
-    """The ledger record of a failed fetch: one line, the hint (if any) after the message."""
+    """The ledger record of a failed fetch (a URL, a file, stdin): one line, the hint (if any)
+    after the message (an ``ItemError`` has no hint of its own: ``kbctl errors`` and the report
+    show the message)."""
     message = f"{e.message}; {e.hint}" if e.hint else e.message
     return ItemError("fetch", source, "SourceError", message)
 
@@ -151,7 +188,10 @@ def _url_source(requested: str, resp: Response, kind: str, extra: dict[str, Any]
         "fetched_at": iso_utc(),
         **(extra or {}),
     }
-    media_type = resp.media_type or guess_media_type(resp.url.split("?", 1)[0])
+    path = resp.url.split("?", 1)[0]
+    if resp.gunzipped and path.lower().endswith(".gz"):
+        path = path[:-3]  # "feed.xml.gz": the type of what it held
+    media_type = resp.media_type or guess_media_type(path)
     return Source(uri=canonical_url(resp.url), content=resp.body, media_type=media_type, kind=kind, metadata=meta)
 
 
@@ -181,18 +221,22 @@ def canonical_url(url: str) -> str:
 
 @dataclass(frozen=True)
 class Response:
-    """What a GET answered: the final URL (after redirects, without fragment), status, headers, body."""
+    """What a GET answered: the final URL (after redirects, without fragment), status, headers, body
+    (without its Content-Encoding; ``gunzipped`` when it was gzip data without one, decompressed)."""
 
     url: str
     status: int
     headers: email.message.Message
     body: bytes
+    gunzipped: bool = False
 
     @property
     def media_type(self) -> str | None:
-        """The Content-Type without its parameters, lower-cased (``None`` when absent)."""
+        """The Content-Type without its parameters, lower-cased (``None`` when absent, or when it
+        only said "gzip" or "bytes" of a body since decompressed)."""
         ct = self.headers.get("Content-Type")
-        return ct.split(";", 1)[0].strip().lower() or None if ct else None
+        media_type = ct.split(";", 1)[0].strip().lower() or None if ct else None
+        return None if self.gunzipped and media_type in _CONTAINER_TYPES else media_type
 
     @property
     def charset(self) -> str | None:
@@ -328,9 +372,10 @@ def _answer(url: str, current: str, resp: http.client.HTTPResponse, options: Fet
         return Response(final, 304, resp.msg, b"")
     if 200 <= resp.status < 300:
         body = _read_capped(resp, final, options.max_bytes)
-        return Response(
-            final, resp.status, resp.msg, _decoded(body, resp.getheader("Content-Encoding"), final, options.max_bytes)
-        )
+        body = _decoded(body, resp.getheader("Content-Encoding"), final, options.max_bytes)
+        if body.startswith(_GZIP_MAGIC):  # gzip data sent as such (a .gz file), or a misconfigured server
+            return Response(final, resp.status, resp.msg, _inflated(body, "gzip", final, options.max_bytes), True)
+        return Response(final, resp.status, resp.msg, body)
     status = f"HTTP {resp.status} {resp.reason}".rstrip()
     if resp.status == 429 or 500 <= resp.status < 600:
         raise _Retry(status, verb="fetch", retry_after=_retry_after(resp.msg))
@@ -384,17 +429,28 @@ def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int) -> bytes:
     length = (resp.getheader("Content-Length") or "").strip()
     if length.isascii() and length.isdigit() and int(length) > limit:
         raise SourceError(
-            f"{url} is {human_bytes(int(length))}, larger than the {human_bytes(limit)} limit (max_bytes)"
+            f"{url} is {human_bytes(int(length))}, larger than the {human_bytes(limit)} limit (max_bytes)",
+            hint=MAX_BYTES_HINT,
         )
     chunks, total = [], 0
-    while chunk := resp.read(_CHUNK):
-        total += len(chunk)
-        if total > limit:
-            raise SourceError(f"{url} is larger than the {human_bytes(limit)} limit (max_bytes); stopped reading")
-        chunks.append(chunk)
+    try:
+        while chunk := resp.read(_CHUNK):
+            total += len(chunk)
+            if total > limit:
+                raise SourceError(
+                    f"{url} is larger than the {human_bytes(limit)} limit (max_bytes); stopped reading",
+                    hint=MAX_BYTES_HINT,
+                )
+            chunks.append(chunk)
+    except http.client.IncompleteRead:  # a chunked body whose connection closed before its last chunk
+        raise _Retry(_CUT_SHORT, verb="fetch") from None
     if resp.length:  # bytes the Content-Length promised that never came (None without one)
-        raise _Retry(f"connection broken (body cut short: {total} of {total + resp.length} bytes)", verb="fetch")
+        raise _Retry(f"{_CUT_SHORT} ({total} of {total + resp.length} bytes)", verb="fetch")
     return b"".join(chunks)
+
+
+# the server was reached and answered: "could not reach … connection broken (IncompleteRead)" misled
+_CUT_SHORT = "the connection closed before the body ended"
 
 
 def _decoded(body: bytes, coding: str | None, url: str, limit: int) -> bytes:
@@ -410,19 +466,45 @@ def _decoded(body: bytes, coding: str | None, url: str, limit: int) -> bytes:
         return body
     if coding not in _CODINGS:
         raise SourceError(f"could not fetch {url}: the body is compressed as {coding!r}, which kbctl does not read")
+    return _inflated(body, coding, url, limit)
+
+
+def _inflated(body: bytes, coding: str, url: str, limit: int) -> bytes:
+    """``body`` decompressed (``coding`` a key of ``_CODINGS``), refused past ``limit`` bytes: the
+    output is never let grow past ``limit + 1``, so a bomb costs no more memory than the limit."""
     reason = "cut short"
     for wbits in _CODINGS[coding]:
-        d = zlib.decompressobj(wbits)
         try:
-            out = d.decompress(body, limit + 1)
+            out = _members(body, wbits, limit)
         except zlib.error as e:
             reason = str(e)
             continue
-        if len(out) > limit:
-            raise SourceError(f"{url} is larger than the {human_bytes(limit)} limit (max_bytes) once decompressed")
-        if d.eof:
+        if out is not None and len(out) > limit:
+            raise SourceError(
+                f"{url} is larger than the {human_bytes(limit)} limit (max_bytes) once decompressed",
+                hint=MAX_BYTES_HINT,
+            )
+        if out is not None:
             return out
     raise SourceError(f"could not fetch {url}: corrupt {coding} body ({reason})")
+
+
+def _members(body: bytes, wbits: int, limit: int) -> bytes | None:
+    """The data of ``body``'s compressed stream, and for gzip of each member after it (a gzip file
+    may hold several, one after another: ``cat a.gz b.gz``), stopping once past ``limit``;
+    ``None`` when the data is cut short."""
+    out = bytearray()
+    rest = body
+    while True:
+        d = zlib.decompressobj(wbits)
+        out += d.decompress(rest, limit + 1 - len(out))
+        if len(out) > limit:
+            return bytes(out)
+        if not d.eof:
+            return None
+        rest = d.unused_data
+        if wbits != _GZIP or not rest.startswith(_GZIP_MAGIC):
+            return bytes(out)
 
 
 # -- the connection ---------------------------------------------------------------------------------

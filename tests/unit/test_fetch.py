@@ -209,7 +209,7 @@ def test_files_over_the_size_limit_are_item_errors(tmp_path):
     make_tree(tmp_path, {"big.md": "x" * 2048, "small.md": "ok"})
     got = list(fetch([str(tmp_path)], options=FetchOptions(max_file_bytes=1024)))
     assert isinstance(got[0], ItemError) and isinstance(got[1], Source)
-    assert got[0].message == f"{tmp_path}/big.md is 2 KB, larger than the 1 KB limit (max_file_bytes)"
+    assert got[0].message.startswith(f"{tmp_path}/big.md is 2 KB, larger than the 1 KB limit (max_file_bytes); ")
     assert got[1].content == b"ok"
 
 
@@ -447,8 +447,10 @@ def test_oversize_bodies_are_item_errors(server):
     server.routes["/stream"] = (200, {"Content-Type": "text/plain"}, b"y" * 200_000)  # no Content-Length
     opts = FetchOptions(max_bytes=1000, retries=0, allow_private=True)
     big, stream = fetch([server.url("/big"), server.url("/stream")], options=opts)
-    assert big.message == f"{server.url('/big')} is 4.88 KB, larger than the 1000 bytes limit (max_bytes)"
-    assert stream.message == f"{server.url('/stream')} is larger than the 1000 bytes limit (max_bytes); stopped reading"
+    assert big.message.startswith(f"{server.url('/big')} is 4.88 KB, larger than the 1000 bytes limit (max_bytes); ")
+    assert stream.message.startswith(
+        f"{server.url('/stream')} is larger than the 1000 bytes limit (max_bytes); stopped reading; "
+    )
 
 
 def test_a_body_cut_short_of_its_content_length_is_retried_not_stored(server):
@@ -465,7 +467,8 @@ def test_a_body_cut_short_of_its_content_length_is_retried_not_stored(server):
     (err,) = fetch([server.url("/always-cut")], options=FAST)
     assert isinstance(err, ItemError)
     assert err.message == (
-        f"could not fetch {server.url('/always-cut')}: connection broken (body cut short: 11 of 5000 bytes) after 3 tries"
+        f"could not fetch {server.url('/always-cut')}: the connection closed before the body ended (11 of 5000 bytes)"
+        " after 3 tries"
     )
 
 
@@ -490,13 +493,117 @@ def test_a_compressed_body_is_decoded_within_the_size_limit(server):
         [server.url(p) for p in ("/gz", "/xgz", "/deflate", "/bomb", "/br")], options=opts
     )
     assert gz.content == xgz.content == deflate.content == html, (gz, xgz, deflate)
-    assert isinstance(bomb, ItemError) and bomb.message == (
-        f"{server.url('/bomb')} is larger than the 97.7 KB limit (max_bytes) once decompressed"
+    assert isinstance(bomb, ItemError) and bomb.message.startswith(
+        f"{server.url('/bomb')} is larger than the 97.7 KB limit (max_bytes) once decompressed; "
     )
     assert isinstance(br, ItemError) and br.message == (
         f"could not fetch {server.url('/br')}: the body is compressed as 'br', which kbctl does not read"
     )
     assert server.headers["/gz"][0]["Accept-Encoding"] == "gzip, deflate"
+
+
+_RSS = (
+    b'<?xml version="1.0"?><rss version="2.0"><channel><title>Zipped</title>'
+    b"<item><guid>z1</guid><title>One</title><description>The quaffle switch.</description></item>"
+    b"</channel></rss>"
+)
+
+
+def test_a_gzipped_body_without_content_encoding_is_decompressed(server):
+    """A .gz file, or a feed gzipped by a misconfigured server, comes without Content-Encoding
+    (``application/gzip``, ``application/x-gzip``, octet-stream, or its own type): it was kept as
+    its compressed bytes and refused by extract as "binary file (… application/gzip)". Its magic
+    bytes say gzip: it is decompressed and its inner type found as usual (the URL without its
+    ``.gz``, then the bytes)."""
+    import gzip
+
+    from kbctl.extract import detect_format
+
+    html = b"<html><head><title>Packed</title></head><body><p>" + b"packed words " * 50 + b"</p></body></html>"
+    server.routes["/feed.xml.gz"] = page(gzip.compress(_RSS), "application/gzip")
+    server.routes["/download"] = page(gzip.compress(html), "application/x-gzip")
+    server.routes["/notes.txt.gz"] = page(gzip.compress(b"plain notes\n"), "application/octet-stream")
+    server.routes["/sitemap.rss"] = page(gzip.compress(_RSS), "application/rss+xml")  # its own type, gzipped
+    server.routes["/twice"] = page(gzip.compress(gzip.compress(html)), "text/html", **{"Content-Encoding": "gzip"})
+    server.routes["/members.gz"] = page(
+        gzip.compress(b"first half, ") + gzip.compress(b"second half"), "application/gzip"
+    )
+    feed, download, notes, rss, twice, members = fetch(
+        [
+            server.url(p)
+            for p in ("/feed.xml.gz", "/download", "/notes.txt.gz", "/sitemap.rss", "/twice", "/members.gz")
+        ],
+        options=FAST,
+    )
+    assert isinstance(feed, Source) and feed.kind == "feed" and feed.content == _RSS, feed
+    assert feed.media_type == "application/xml" and detect_format(feed) == "feed"
+    assert download.content == html and download.kind == "url" and detect_format(download) == "html"
+    assert notes.content == b"plain notes\n" and notes.media_type == "text/plain" and detect_format(notes) == "text"
+    assert rss.kind == "feed" and rss.content == _RSS and rss.media_type == "application/rss+xml"
+    assert twice.content == html and twice.media_type == "text/html"
+    assert members.content == b"first half, second half"
+    assert feed.metadata["content_type"] == "application/gzip"  # what the server said stays on record
+
+
+def test_a_gzipped_body_without_content_encoding_keeps_to_the_size_limit(server):
+    """The decompressed size keeps to max_bytes (a bomb stops at the limit, never held whole); a
+    gzip body that does not decompress is refused in one line, not stored as its bytes."""
+    import gzip
+
+    server.routes["/bomb.gz"] = page(gzip.compress(b"a" * 5_000_000), "application/gzip")
+    server.routes["/members.gz"] = page(gzip.compress(b"b" * 60_000) * 2, "application/gzip")
+    server.routes["/cut.gz"] = page(gzip.compress(b"some text " * 100)[:30], "application/gzip")
+    opts = FetchOptions(max_bytes=100_000, retries=0, allow_private=True)
+    bomb, members, cut = fetch([server.url(p) for p in ("/bomb.gz", "/members.gz", "/cut.gz")], options=opts)
+    for err, path in ((bomb, "/bomb.gz"), (members, "/members.gz")):
+        assert isinstance(err, ItemError), err
+        assert err.message.startswith(
+            f"{server.url(path)} is larger than the 97.7 KB limit (max_bytes) once decompressed; "
+        )
+    assert isinstance(cut, ItemError) and cut.message == (
+        f"could not fetch {server.url('/cut.gz')}: corrupt gzip body (cut short)"
+    )
+
+
+def test_an_oversize_body_names_the_setting_that_raises_the_limit_in_its_hint(server, tmp_path):
+    """The error said "(max_bytes)" and no more: the hint says where to raise it, and the ledger's
+    line carries it after a ';' as every fetch error's does."""
+    server.routes["/big"] = page("x" * 5000)
+    server.routes["/stream"] = (200, {"Content-Type": "text/plain"}, b"y" * 200_000)
+    opts = FetchOptions(max_bytes=1000, retries=0, allow_private=True)
+    for path in ("/big", "/stream"):
+        with pytest.raises(SourceError) as e:
+            get(server.url(path), opts)
+        assert e.value.hint == "raise max_bytes (in bytes) in the [fetch] table of kbctl.toml"
+        (err,) = fetch([server.url(path)], options=opts)
+        assert err.message == f"{e.value.message}; {e.value.hint}"
+    make_tree(tmp_path, {"big.md": "x" * 2048})
+    small = FetchOptions(max_file_bytes=1024)
+    file_hint = "raise max_file_bytes (in bytes) in the [fetch] table of kbctl.toml"
+    (walked,) = fetch([str(tmp_path)], options=small)
+    (named,) = fetch([str(tmp_path / "big.md")], options=small)
+    (piped,) = fetch(["-"], stdin=io.BytesIO(b"x" * 2048), options=small)
+    for err in (walked, named, piped):
+        assert isinstance(err, ItemError) and err.message.endswith(f"(max_file_bytes); {file_hint}"), err
+
+
+def test_a_chunked_body_cut_short_says_the_connection_closed_before_it_ended(server):
+    """A chunked body whose connection closes mid-body said "could not reach URL: connection broken
+    (IncompleteRead)": the server was reached and answered. It says what happened, and (by "after N
+    tries") that it was retried; never stored short."""
+    chunked = {"Content-Type": "text/html", "Transfer-Encoding": "chunked"}
+    server.routes["/cut"] = (200, chunked, b"10\r\n<p>0123456789abc\r\n100\r\nonly part of the ")
+    (err,) = fetch([server.url("/cut")], options=FAST)
+    assert isinstance(err, ItemError)
+    assert err.message == (
+        f"could not fetch {server.url('/cut')}: the connection closed before the body ended after 3 tries"
+    )
+    assert server.hits["/cut"] == 3
+    whole = b"<p>all of it</p>"
+    answers = iter([(200, chunked, b"10\r\n<p>0123456789abc\r\n")])
+    server.routes["/once"] = lambda handler: next(answers, page(whole))
+    (src,) = fetch([server.url("/once")], options=FAST)
+    assert isinstance(src, Source) and src.content == whole and server.hits["/once"] == 2
 
 
 def test_backoff_is_exponential_and_honours_retry_after_up_to_the_cap():
