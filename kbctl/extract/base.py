@@ -3,7 +3,11 @@
 Text is accepted as UTF-8 (with or without a BOM), UTF-16 or UTF-32 with a BOM, or in the
 charset a transport declared (an HTTP ``Content-Type``, kept by fetch as ``metadata["charset"]``)
 when the bytes are not UTF-8. Anything else is an ``ExtractError``: guessing an encoding would
-index mojibake silently.
+index mojibake silently. Two exceptions fall back to windows-1252 (``decode_web_text``): an HTML
+page (the HTML standard's fallback) and text fetched from a URL (what HTTP/1.1 long said text
+without a charset is, as browsers read it), each only when it declares no charset Python knows
+and its bytes are not mostly UTF-8. A local text file is not guessed at: its user can re-encode
+it (``NOT_UTF8_HINT`` says how), and nothing declared it to be anything.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from ..types import FETCH_FACTS, Block, Document, Source
 __all__ = [
     "decode_text",
     "NOT_UTF8_HINT",
+    "URL_NOT_UTF8_HINT",
+    "decode_web_text",
+    "windows_1252",
+    "is_url",
     "sniff_encoding",
     "file_path",
     "item_name",
@@ -68,6 +76,11 @@ _TAG_KEYS = ("tags", "keywords", "categories")
 #: The hint of text that is not UTF-8. Such a file is most often Windows-1252 (what Windows editors
 #: and Excel write): ``-f latin1`` would turn its curly quotes and dashes (0x80-0x9F) into C1 control characters.
 NOT_UTF8_HINT = "re-encode the file as UTF-8, e.g. `iconv -f windows-1252 -t utf-8 in.txt > out.txt`"
+#: The hint of text fetched from a URL that no charset reads: there is no file to re-encode.
+URL_NOT_UTF8_HINT = (
+    "the server names no charset that reads it and kbctl does not guess one: ask the site to serve UTF-8"
+    " or to name its charset in the Content-Type, or save it, re-encode it as UTF-8 and ingest the file"
+)
 
 
 def decode_text(data: bytes, charset: str | None = None) -> str:
@@ -89,6 +102,49 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
         f"not valid UTF-8 text (byte 0x{data[first.start]:02x} at offset {first.start})",
         hint=NOT_UTF8_HINT,
     ) from None
+
+
+def decode_web_text(data: bytes, charsets: Iterable[str | None], *, url: bool) -> str:
+    """Text fetched from a URL, or an HTML page: a BOM, else UTF-8, else each declared charset
+    in turn (``charsets``: the transport's first, then a page's own ``<meta>``), else, when none
+    names a codec Python knows, windows-1252 (``windows_1252``). ``ExtractError`` otherwise, with
+    ``URL_NOT_UTF8_HINT`` for a ``url`` (the first refusal's message)."""
+    declared: list[str] = [c for c in dict.fromkeys(charsets) if c]
+    refused: ExtractError | None = None
+    for c in declared or (None,):
+        try:
+            return decode_text(data, c)
+        except ExtractError as e:
+            refused = refused or e
+    assert refused is not None
+    if not any(_known_codec(c) for c in declared) and windows_1252(data):
+        return _normalise_newlines(data.decode("cp1252"))
+    if url:
+        refused.hint = URL_NOT_UTF8_HINT
+    raise refused
+
+
+#: A UTF-8 sequence of two to four bytes (its lead byte and continuation bytes).
+_UTF8_SEQUENCE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+_HIGH_BYTES = bytes(range(0x80, 0x100))
+#: The five bytes windows-1252 leaves undefined (Python's codec refuses them).
+_CP1252_UNDEFINED = (b"\x81", b"\x8d", b"\x8f", b"\x90", b"\x9d")
+
+
+def windows_1252(data: bytes) -> bool:
+    """Whether bytes that are not UTF-8 may be read as windows-1252: none of the five bytes it
+    leaves undefined, and their bytes of 0x80 or more not mostly in UTF-8 sequences (UTF-8 with a
+    damaged byte, which windows-1252 would garble throughout, is refused, not guessed at)."""
+    if any(b in data for b in _CP1252_UNDEFINED):
+        return False
+    high = len(data) - len(data.translate(None, _HIGH_BYTES))
+    in_sequences = sum(len(m.group()) for m in _UTF8_SEQUENCE.finditer(data))
+    return in_sequences * 2 <= high
+
+
+def is_url(uri: str) -> bool:
+    """Whether a source's uri is an http(s) URL (what it was fetched from)."""
+    return uri[:8].lower().startswith(("http://", "https://"))
 
 
 def sniff_encoding(head: bytes) -> str | None:

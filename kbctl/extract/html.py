@@ -25,9 +25,8 @@ import logging
 import re
 from typing import Any
 
-from ..errors import ExtractError
 from ..types import Block, Document, Source
-from .base import _known_codec, _normalise_newlines, build_document, decode_text, stem_of
+from .base import build_document, decode_web_text, is_url, stem_of
 from .tables import table_header, tidy_table
 from .text import markdown_blocks
 
@@ -92,8 +91,8 @@ _META_KEYS = ("author", "date", "description", "tags", "categories", "sitename",
 
 def extract_html(source: Source) -> list[Document]:
     """One HTML page as one document of its main content."""
-    markup = decode_html(source.content, source.metadata.get("charset"))
-    url = source.uri if source.uri.startswith(("http://", "https://")) else None
+    url = source.uri if is_url(source.uri) else None
+    markup = decode_html(source.content, source.metadata.get("charset"), url=url is not None)
     large = len(markup) > _LARGE_PAGE_CHARS
     meta = _page_metadata(markup[:_LARGE_PAGE_CHARS] if large else markup, url)
     parts = markdown_blocks((None if large else _main_markdown(markup, url)) or "")
@@ -116,39 +115,15 @@ def extract_html(source: Source) -> list[Document]:
     return [build_document(source, title=title, blocks=blocks, source_type="html", metadata=meta)]
 
 
-def decode_html(data: bytes, charset: str | None = None) -> str:
+def decode_html(data: bytes, charset: str | None = None, *, url: bool = False) -> str:
     """HTML bytes as text: a BOM, else UTF-8, else the transport's charset, else the ``<meta>`` one
     (a server's header is wrong more often than the page's own word), else, for a page that
     declares none Python knows, windows-1252: the HTML standard's fallback, what old pages and
-    Windows tools wrote. Bytes mostly UTF-8 with a damaged one are refused, not guessed at."""
+    Windows tools wrote. Bytes mostly UTF-8 with a damaged one are refused, not guessed at
+    (``base.decode_web_text``; the hint is for a URL when the page was fetched from one)."""
     m = _META_CHARSET.search(data[:4096])
     meta = m.group(1).decode("ascii", "replace") if m else None
-    declared = [c for c in dict.fromkeys((charset, meta)) if c]
-    refused: ExtractError | None = None
-    for c in declared or [None]:
-        try:
-            return decode_text(data, c)
-        except ExtractError as e:
-            refused = refused or e
-    assert refused is not None
-    if not any(_known_codec(c) for c in declared) and not _mostly_utf8(data):
-        try:
-            return _normalise_newlines(data.decode("cp1252"))
-        except UnicodeDecodeError:  # one of the five bytes windows-1252 leaves undefined
-            pass
-    raise refused
-
-
-#: A UTF-8 sequence of two to four bytes (its lead byte and continuation bytes).
-_UTF8_SEQUENCE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
-
-
-def _mostly_utf8(data: bytes) -> bool:
-    """Whether most bytes of 0x80 or more stand in UTF-8 sequences: UTF-8 with a damaged byte,
-    which windows-1252 would garble throughout."""
-    high = sum(1 for b in data if b >= 0x80)
-    in_sequences = sum(len(m.group()) for m in _UTF8_SEQUENCE.finditer(data))
-    return in_sequences * 2 > high
+    return decode_web_text(data, (charset, meta), url=url)
 
 
 def _main_markdown(markup: str, url: str | None) -> str | None:

@@ -23,7 +23,17 @@ from typing import Callable, Iterator
 from ..errors import ExtractError
 from ..textutil.clean import CLEANED, clean_text, removed
 from ..types import Block, Document, LargeDocument, Source, document_hash
-from .base import _BOMS, NOT_UTF8_HINT, _known_codec, common_metadata, source_facts, stem_of
+from .base import (
+    _BOMS,
+    NOT_UTF8_HINT,
+    URL_NOT_UTF8_HINT,
+    _known_codec,
+    common_metadata,
+    is_url,
+    source_facts,
+    stem_of,
+    windows_1252,
+)
 from .text import _FIRST_LINE, _TITLE_MAX
 
 __all__ = ["STREAM_MIN_BYTES", "read_large"]
@@ -47,12 +57,15 @@ def read_large(source: Source, fmt: str) -> LargeDocument | None:
     try:
         tally.run(_blocks(data, codec, label, tally.removed))
     except _NotUtf8 as e:
-        if not (charset and _known_codec(charset)):
+        if charset and _known_codec(charset):
+            codec, label = charset, charset
+        elif is_url(source.uri) and windows_1252(data):  # as decode_source_text reads it
+            codec, label = "cp1252", "windows-1252"
+        else:
             raise ExtractError(
                 f"not valid UTF-8 text (byte 0x{data[e.offset]:02x} at offset {e.offset})",
-                hint=NOT_UTF8_HINT,
+                hint=URL_NOT_UTF8_HINT if is_url(source.uri) else NOT_UTF8_HINT,
             ) from None
-        codec, label = charset, charset
         tally = _Tally()
         tally.run(_blocks(data, codec, label, tally.removed))
     if not tally.blocks:

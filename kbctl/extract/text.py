@@ -14,6 +14,10 @@ Markdown (``source_type="markdown"``) keeps:
 
 and drops thematic breaks (``---``, ``***``). Title: front matter ``title``, else the first H1,
 else the file's stem.
+
+Both are UTF-8 (or UTF-16/32 with a BOM, or the charset a transport declared); fetched from a URL
+that names no charset, bytes that are not UTF-8 are read as windows-1252 unless they are mostly
+UTF-8 (``decode_source_text``).
 """
 
 from __future__ import annotations
@@ -22,10 +26,10 @@ import re
 from typing import Iterator, NamedTuple
 
 from ..types import Block, Document, Source
-from .base import build_document, decode_text, split_paragraphs, stem_of
+from .base import build_document, decode_text, decode_web_text, is_url, split_paragraphs, stem_of
 from .frontmatter import split_front_matter
 
-__all__ = ["extract_text", "extract_markdown", "markdown_blocks", "MarkdownParts"]
+__all__ = ["extract_text", "extract_markdown", "markdown_blocks", "MarkdownParts", "decode_source_text"]
 
 _TITLE_MAX = 120
 _FIRST_LINE = re.compile(r"\S[^\n]*")
@@ -38,7 +42,7 @@ _NOT_SETEXT_TEXT = re.compile(r"^\s*(?:[-*+>|]|\d+[.)])\s")
 
 def extract_text(source: Source) -> list[Document]:
     """A plain-text file as one document of paragraphs."""
-    text = decode_text(source.content, source.metadata.get("charset"))
+    text = decode_source_text(source)
     m = _FIRST_LINE.search(text)  # not text.split("\n"): a second copy of a long file
     first = m.group(0).strip() if m else ""
     title = first if 0 < len(first) < _TITLE_MAX else stem_of(source.uri)
@@ -49,7 +53,7 @@ def extract_text(source: Source) -> list[Document]:
 
 def extract_markdown(source: Source) -> list[Document]:
     """A Markdown file as one document: front matter → metadata, headings → heading paths."""
-    text = decode_text(source.content, source.metadata.get("charset"))
+    text = decode_source_text(source)
     meta, body, error = split_front_matter(text)
     parts = markdown_blocks(body)
     if error:
@@ -60,6 +64,16 @@ def extract_markdown(source: Source) -> list[Document]:
     return [
         build_document(source, title=title, blocks=parts.blocks, source_type="markdown", metadata=meta, notes=notes)
     ]
+
+
+def decode_source_text(source: Source) -> str:
+    """The text of a plain-text or Markdown source: fetched from a URL, read as ``decode_web_text``
+    reads it (windows-1252 when it names no charset and is not UTF-8); a file or stdin, as
+    ``decode_text`` (refused when not UTF-8 and no charset was declared: see ``base``)."""
+    charset = source.metadata.get("charset")
+    if is_url(source.uri):
+        return decode_web_text(source.content, (charset,), url=True)
+    return decode_text(source.content, charset)
 
 
 class MarkdownParts(NamedTuple):

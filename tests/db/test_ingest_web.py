@@ -14,15 +14,15 @@ import kbctl
 
 
 class _Server(BaseHTTPRequestHandler):
-    """``pages``: path → (status, Content-Type, body); a 200 carries an ETag of its body and
-    answers a matching If-None-Match with 304."""
+    """``pages``: path → (status, Content-Type, body: text, or bytes as they are); a 200 carries an
+    ETag of its body and answers a matching If-None-Match with 304."""
 
-    pages: ClassVar[dict[str, tuple[int, str, str]]] = {}
+    pages: ClassVar[dict[str, tuple[int, str, str | bytes]]] = {}
     asked: ClassVar[list[tuple[str, str | None]]] = []
 
     def do_GET(self):
         status, ctype, text = self.pages.get(self.path, (404, "text/plain", "not here"))
-        body = text.encode()
+        body = text if isinstance(text, bytes) else text.encode()
         etag = f'"{hash(body) & 0xFFFFFFFF:x}"'
         self.asked.append((self.path, self.headers.get("If-None-Match")))
         if status == 200 and self.headers.get("If-None-Match") == etag:
@@ -128,3 +128,36 @@ def test_an_html_page_that_starts_like_xml_is_still_a_page(web_kb, site):
     )
     report = web_kb.ingest([f"{site}/page"], "pages", verify=False)
     assert report.documents["new"] == 1 and _uris(web_kb, "pages") == {f"{site}/page"}, report.to_json()
+
+
+def test_a_gzipped_feed_a_windows_1252_text_and_an_oversize_page_by_url(web_kb, site, kb_home, tenant, tmp_path):
+    """A feed gzipped without Content-Encoding (application/gzip, a .gz URL) was refused as a binary
+    file; plain text in windows-1252 without a charset was refused with a hint to iconv a file; a
+    page over max_bytes failed without saying how to raise it."""
+    import gzip
+
+    _Server.pages["/feed.xml.gz"] = (200, "application/gzip", gzip.compress(_rss([1, 2]).encode()))
+    _Server.pages["/menu.txt"] = (
+        200,
+        "text/plain",
+        "Menu\n\n\u201cCr\xe8me br\xfbl\xe9e\u201d \u2014 4 \u20ac".encode("cp1252"),
+    )
+    report = web_kb.ingest([f"{site}/feed.xml.gz", f"{site}/menu.txt"], "web", verify=False)
+    assert report.documents["new"] == 3 and not report.errors, report.to_json()
+    feed = f"{site}/feed.xml.gz"
+    assert _uris(web_kb, "web") == {f"{feed}#entry-1", f"{feed}#entry-2", f"{site}/menu.txt"}
+    hit = web_kb.search("crème brûlée", "web", mode="lexical").hits[0]
+    assert hit.source == f"{site}/menu.txt" and "“Crème brûlée” — 4 €" in hit.text, hit
+
+    cfg = tmp_path / "small.toml"
+    cfg.write_text('[fetch]\nallow_hosts = ["127.0.0.1"]\nretries = 0\nmax_bytes = 1024\n')
+    _Server.pages["/big"] = (200, "text/html", "<p>" + "words " * 1000 + "</p>")
+    with kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384") as small:
+        failed = small.ingest([f"{site}/big"], "web", verify=False)
+        (err,) = failed.errors
+        assert err.message == (
+            f"{site}/big is 5.87 KB, larger than the 1 KB limit (max_bytes);"
+            " raise max_bytes (in bytes) in the [fetch] table of kbctl.toml"
+        ), err
+        assert failed.to_json()["errors"][0]["message"] == err.message
+        assert [e["message"] for e in small.admin.errors("web")] == [err.message]

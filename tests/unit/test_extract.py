@@ -241,6 +241,57 @@ def test_html_whose_header_charset_is_wrong_is_read_by_its_meta_charset():
     assert doc.title == "Café" and "‘quoted’" in doc.text
 
 
+def test_text_from_a_url_that_declares_no_charset_falls_back_to_windows_1252():
+    """Plain text fetched from a URL, not UTF-8 and with no charset in its Content-Type, was
+    refused with a hint to iconv a file, no help for a URL (the user has no file). It is read as
+    HTML is: windows-1252 (what HTTP/1.1 long said text/* without a charset is, as browsers read it),
+    unless its non-ASCII bytes stand mostly in UTF-8 sequences (damaged UTF-8: refused, with a hint
+    for a URL); a charset in the header is honoured."""
+    from kbctl.extract import stream
+    from kbctl.extract.text import extract_text
+
+    text = "Caf\xe9 menu\n\n\u201ccr\xe8me br\xfbl\xe9e\u201d \u2014 4 \u20ac\n"
+    for uri, ctype in (("https://example.com/menu.txt", "text/plain"), ("http://example.com/menu", None)):
+        doc = only(extract(mem(uri, text.encode("cp1252"), ctype)))
+        assert doc.source_type == "text" and doc.title == "Café menu" and "“crème brûlée” — 4 €" in doc.text, doc.text
+    md = only(extract(mem("https://example.com/notes.md", ("# Caf\xe9\n\n" + text).encode("cp1252"), "text/markdown")))
+    assert md.title == "Café" and "“crème brûlée”" in md.text
+    # a charset in the header wins over the fallback (0xa4 is € in ISO-8859-15, ¤ in windows-1252)
+    declared = only(extract(mem("https://example.com/p.txt", b"Price\n\n5 \xa4", "text/plain", charset="iso-8859-15")))
+    assert declared.text.endswith("5 €")
+    # large text (read in windows) reads the same
+    big = ("\n\n".join(f"Paragraph {n}: cr\xe8me \u2014 {n} \u20ac" for n in range(40_000))).encode("cp1252")
+    assert len(big) > stream.STREAM_MIN_BYTES
+    src = mem("https://example.com/big.txt", big, "text/plain")
+    (whole,) = extract_text(src)
+    large = stream.read_large(src, "text")
+    assert tuple(large.blocks()) == whole.blocks and whole.blocks[1].text == "Paragraph 1: crème — 1 €"
+    # damaged UTF-8 from a URL is refused, its hint for a URL (no file to iconv)
+    damaged = "Caf\xe9 cr\xe8me br\xfbl\xe9e d\xe9j\xe0 vu".encode().replace(b"cr\xc3\xa8me", b"cr\xe8me")
+    big_damaged = mem("https://example.com/damaged.txt", damaged * 60_000, "text/plain")  # read in windows too
+    for read in (extract, lambda s: stream.read_large(s, "text")):
+        with pytest.raises(ExtractError, match="not valid UTF-8") as e:
+            read(big_damaged)
+        assert "iconv" not in e.value.hint and "charset" in e.value.hint, e.value.hint
+    with pytest.raises(ExtractError, match="not valid UTF-8") as e:
+        extract(mem("https://example.com/damaged.txt", damaged, "text/plain"))
+    assert "iconv" not in e.value.hint
+    with pytest.raises(ExtractError, match="not valid UTF-8") as e:  # an HTML page's refusal too
+        extract(mem("https://example.com/damaged", b"<html><body><p>" + damaged + b"</p></body></html>", "text/html"))
+    assert "iconv" not in e.value.hint
+
+
+def test_a_local_text_file_that_is_not_utf8_is_still_refused_with_the_iconv_hint():
+    """Files keep the refusal: nothing sent them with a charset to fall back from, the user can
+    re-encode them (the hint says how), and a guess would index a latin-2 or Shift-JIS file as
+    mojibake without a word. A local HTML file keeps the HTML standard's fallback."""
+    text = "Caf\xe9 menu\n\n\u201ccr\xe8me\u201d".encode("cp1252")
+    for uri in ("file:///d/menu.txt", "stdin:menu"):
+        with pytest.raises(ExtractError, match="not valid UTF-8") as e:
+            extract(mem(uri, text, "text/plain"))
+        assert "iconv -f windows-1252" in e.value.hint
+
+
 # --- pdf ------------------------------------------------------------------------------------------
 
 
