@@ -18,7 +18,8 @@
 (see ``detect`` for the exact order). Every document carries ``source_type``, ``path`` (for
 ``file://`` uris) and the source's own metadata (``size``, ``mtime``…); each module's docstring
 lists what else it keeps. Text must be UTF-8 (a BOM is fine), UTF-16/32 with a BOM, or in the
-charset a transport declared.
+charset a transport declared; an HTML page, and text fetched from a URL, that declare none Python
+knows fall back to windows-1252 unless mostly UTF-8 (``base.decode_web_text``).
 
 ``extract`` raises ``kbctl.errors.ExtractError`` (one line, with a hint) for: binary or unknown
 files, undecodable text, corrupt or encrypted PDFs and office documents, PDFs without text, malformed or empty feeds,

@@ -34,8 +34,9 @@ class FetchOptions:
     unless ``include_hidden``. ``stdin_name`` names what comes on stdin (its uri becomes
     ``stdin:<name>`` and its media type is guessed from the name).
 
-    URLs: ``timeout`` per request in seconds, ``max_bytes`` caps one response body. A request that
-    fails with a connection error, a timeout, 429 or 5xx is retried ``retries`` times (so at most
+    URLs: ``timeout`` per request in seconds, ``max_bytes`` caps one response body (as sent, and
+    once decompressed). A request that fails with a connection error, a body cut short, a timeout,
+    429 or 5xx is retried ``retries`` times (so at most
     ``retries + 1`` tries), waiting ``backoff_base * backoff_factor ** n`` seconds plus up to
     ``backoff_jitter`` of that at random, or the server's ``Retry-After``; one longer than
     ``retry_after_cap`` fails the URL at once (a retry before then would be refused again). Feeds: entries whose content is shorter than ``summary_chars`` count as
