@@ -65,8 +65,13 @@ LARGE_BYTES = 1 << 20
 #: numbering, continued"); "pdf-3": a two-column page's bands around a full-width block read column
 #: by column, a listing beside a few notes line by line, a URL or path broken at its own hyphen keeps
 #: it (session 44, "PDF reading order and broken URLs"). The ``[extract]`` settings that change a
-#: PDF's text join them where they are not the defaults (``ExtractOptions.revision``).
-REVISIONS: dict[str, str] = {"pdf": "pdf-3", "html": "html-2", "docx": "docx-3", "odt": "odt-3"}
+#: PDF's text join them where they are not the defaults (``ExtractOptions.revision``). "docx-4":
+#: a level's suffix, ``w:lvlRestart``, a label with other text than its number after a ``- ``, a
+#: numbering style found through ``styles.xml``, nested levels in a table cell marked (U+203A);
+#: "odt-4": headings numbered by the outline style, a label with a prefix or of several levels
+#: after a ``- ``; "pdf-4": a URL or path broken after ``/`` or ``.`` joined, the hyphen after an
+#: upper-case token kept (``TCP/IP-based``) (session 45, "Document fidelity, continued").
+REVISIONS: dict[str, str] = {"pdf": "pdf-4", "html": "html-2", "docx": "docx-4", "odt": "odt-4"}
 
 _FORMATS = ("text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "odt", "email", "mbox", "feed")
 #: The formats whose extractors hand text to others': a mail its HTML body (``html.html_paragraphs``)

@@ -4,9 +4,11 @@ An ``.odt`` file is a zip holding ``content.xml``, ``styles.xml`` and ``meta.xml
 (``text:h``, by their outline level) are structure; paragraphs, lists and tables (as Markdown
 tables, a caption paragraph before one joining its heading path) are text, in document order. A
 list is one block of Markdown list items, numbered as its list style says (``1.``, ``a)``, ``ii.``;
-bullets and other formats ``- ``; ``2.1.`` for a level showing the levels above it), nested lists
-indented under their item's text; a heading held in a list item (a numbered heading, as writers
-save them) keeps its item's label in its text (``1. Introduction``). A footnote or
+bullets and other formats ``- ``; a label that is not its number alone, ``2.1.`` for a level
+showing the levels above it or ``Step 1:`` with a prefix, written as shown after a ``- ``), nested
+lists indented under their item's text; a heading held in a list item (a numbered heading, as
+writers save them) keeps its item's label in its text (``1. Introduction``), and so does a heading
+numbered by the outline style (``text:outline-style``: ``1.2 Scope``, as Word headings). A footnote or
 endnote is marked where it is cited by its citation (``[^1]``) and its text follows on a line of
 its own (``[^1]: …``) at the end of the citing paragraph or list (after a table: a block of its
 own), so a note is read in the section, and the chunk, of the sentence it qualifies. Metadata from
@@ -50,7 +52,8 @@ def extract_odt(source: Source) -> list[Document]:
     body = content.find(".//office:body/office:text", _NS)
     if body is None:
         raise ExtractError("corrupt or unreadable OpenDocument file: no text body", hint=_HINT)
-    blocks = list(_blocks(body, _Lists([content, *([styles] if styles is not None else [])])))
+    roots = [content, *([styles] if styles is not None else [])]
+    blocks = list(_blocks(body, _Lists(roots), _Outline(roots)))
     meta = _metadata(meta_xml) if meta_xml is not None else {}
     first_heading = next((b.heading_path[0] for b in blocks if b.heading_path), "")
     title = meta.get("title") or first_heading or stem_of(source.uri)
@@ -85,7 +88,7 @@ def _parts(data: bytes):
         ) from e
 
 
-def _blocks(body, lists: _Lists) -> Iterator[Block]:
+def _blocks(body, lists: _Lists, outline: _Outline) -> Iterator[Block]:
     headings: list[tuple[int, str]] = []
     pending: str | None = None  # a caption paragraph that may belong to the next table
     for el, kind, within in _walk(body, lists):
@@ -106,8 +109,9 @@ def _blocks(body, lists: _Lists) -> Iterator[Block]:
             text = "\n".join(lines + notes)
         else:
             text = " ".join(_text(el, notes, mark=kind != "h").split())
-            if text and within and el.find(f"{_T}number") is None:  # an item's label; not when the writer gave it
-                text = f"{within} {text}"
+            label = within if within is not None or kind != "h" else outline.label(el)
+            if text and label and el.find(f"{_T}number") is None:  # an item's label; not when the writer gave it
+                text = f"{label} {text}"
         if not text:
             continue
         if pending:
@@ -170,18 +174,7 @@ class _Lists:
                 name = style.get(f"{_ST}name") or ""
                 if name in self.styles:
                     continue  # content.xml's automatic styles come first
-                levels: dict[int, tuple[str, str, str, int, int]] = {}  # format, prefix, suffix, start, shown
-                for lvl in style:
-                    level = _int(lvl.get(f"{_T}level"), 1)
-                    if lvl.tag == f"{_T}list-level-style-number":
-                        levels[level] = (
-                            lvl.get(f"{_ST}num-format") or "",
-                            lvl.get(f"{_ST}num-prefix") or "",
-                            lvl.get(f"{_ST}num-suffix") or "",
-                            _int(lvl.get(f"{_T}start-value"), 1),
-                            _int(lvl.get(f"{_T}display-levels"), 1),
-                        )
-                self.styles[name] = levels
+                self.styles[name] = _number_levels(style, f"{_T}list-level-style-number")
         self.last: dict[str, dict[int, int]] = {}  # the counters of the last list of each style
         self.by_id: dict[str, dict[int, int]] = {}
 
@@ -257,25 +250,81 @@ class _Lists:
             return number_label(_FORMATS.get(f, ""), m) or str(m)
 
         label = (prefix + ".".join(number(k) for k in range(max(1, level - shown + 1), level + 1)) + suffix).strip()
-        if shown > 1:
-            return label + " ", label
-        return own + (")" if suffix.strip().endswith(")") else ".") + " ", label
+        if shown > 1 or prefix.strip() or suffix.strip() not in ("", ".", ")"):
+            return "- " + label + " ", label  # not a Markdown marker: written as shown, after one
+        return own + (")" if suffix.strip() == ")" else ".") + " ", label
 
     def _items(self, el, style: str, level: int, indent: int, counters, out: list[str], notes: list[str]) -> None:
         for item in el:
             if item.tag not in (f"{_T}list-item", f"{_T}list-header"):
                 continue
             mark = self._label(item, style, level, counters)[0] if item.tag == f"{_T}list-item" else ""
+            width = 2 if mark.startswith("- ") else len(mark)  # where the item's text starts for Markdown
             first = True
             for child in item:
                 if child.tag == f"{_T}list":
                     inner = child.get(f"{_T}style-name") or style
-                    self._items(child, inner, level + 1, indent + len(mark), counters, out, notes)
+                    self._items(child, inner, level + 1, indent + width, counters, out, notes)
                 elif child.tag in (f"{_T}p", f"{_T}h"):
                     text = " ".join(_text(child, notes).split())
                     if text:
-                        out.append(" " * indent + (mark if first else " " * len(mark)) + text)
+                        out.append(" " * indent + (mark if first else " " * width) + text)
                         first = False
+
+
+def _number_levels(style, tag: str) -> dict[int, tuple[str, str, str, int, int]]:
+    """A list or outline style's numbered levels (its children ``tag``): format, prefix, suffix,
+    start value and how many levels a label shows, by level."""
+    levels: dict[int, tuple[str, str, str, int, int]] = {}
+    for lvl in style:
+        if lvl.tag == tag:
+            levels[_int(lvl.get(f"{_T}level"), 1)] = (
+                lvl.get(f"{_ST}num-format") or "",
+                lvl.get(f"{_ST}num-prefix") or "",
+                lvl.get(f"{_ST}num-suffix") or "",
+                _int(lvl.get(f"{_T}start-value"), 1),
+                _int(lvl.get(f"{_T}display-levels"), 1),
+            )
+    return levels
+
+
+class _Outline:
+    """The numbers the outline style (``text:outline-style``, in ``styles.xml``) gives headings
+    that are not in a list: each level's format, prefix, suffix, start and the levels it shows
+    (``text:display-levels``), counted over the document's headings; a level starts again after a
+    heading of a level above it. A heading kept out of the numbering (``text:is-list-header``) is
+    not counted; one restarting it (``text:restart-numbering``) starts at its ``text:start-value``.
+    A level without a number format (LibreOffice's default) gives no label."""
+
+    def __init__(self, roots: list[Any]) -> None:
+        self.levels: dict[int, tuple[str, str, str, int, int]] = {}
+        for root in roots:
+            style = next(root.iter(f"{_T}outline-style"), None)
+            if style is not None:
+                self.levels = _number_levels(style, f"{_T}outline-level-style")
+                break
+        self.counters: dict[int, int] = {}
+
+    def label(self, heading) -> str:
+        """A heading's label as shown (``1.2``; its level's counter moved on), ``""`` for none."""
+        level = _int(heading.get(f"{_T}outline-level"), 1)
+        if not self.levels or heading.get(f"{_T}is-list-header") == "true":
+            return ""
+        fmt, prefix, suffix, start, shown = self.levels.get(level, ("", "", "", 1, 1))
+        if heading.get(f"{_T}restart-numbering") == "true":
+            self.counters[level] = _int(heading.get(f"{_T}start-value"), start) - 1
+        n = self.counters[level] = self.counters.get(level, start - 1) + 1
+        for deeper in [k for k in self.counters if k > level]:
+            del self.counters[deeper]
+        if number_label(_FORMATS.get(fmt, ""), n) is None:
+            return ""
+        numbers = []
+        for k in range(max(1, level - shown + 1), level + 1):
+            f, _, _, first, _ = self.levels.get(k, ("", "", "", 1, 1))
+            m = self.counters.get(k, first)
+            if (shown_k := number_label(_FORMATS.get(f, ""), m)) is not None:
+                numbers.append(shown_k)
+        return (prefix + ".".join(numbers) + suffix).strip()
 
 
 #: OpenDocument's number formats in Word's names (``kbctl.extract.office.number_label``).

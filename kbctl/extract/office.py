@@ -8,8 +8,10 @@ Read with python-docx, python-pptx and openpyxl (imported only when such a file 
   ("Table 2: …", or the ``Caption`` style) joining its heading path. Consecutive numbered or
   bulleted paragraphs are one block of Markdown list items (``1.``, ``a)``, ``iv.``, ``- ``,
   nested levels indented; ``1.2.`` where a level's text names several levels), numbered from
-  ``word/numbering.xml`` as Word counts; a numbered heading keeps its label in its text (``1.2
-  Scope``) and a list paragraph in a table cell its marker (``1. drain 2. promote``). A footnote or
+  ``word/numbering.xml`` as Word counts; a label with other text than its number (``Step 1:``)
+  follows a ``- `` marker, as Word shows it. A numbered heading keeps its label in its text (``1.2
+  Scope``) and a list paragraph in a table cell its marker (``1. drain 2. promote › a) check``, a
+  ``›`` for each level it is nested below the cell's first). A footnote or
   endnote (``word/footnotes.xml``, ``word/endnotes.xml``, which python-docx does not read) is
   marked where it is cited (``[^1]``; endnotes ``[^i]``) and its text follows on a line of its
   own (``[^1]: …``) at the end of the citing paragraph or list (after a table: a block of its
@@ -182,21 +184,22 @@ def _docx_blocks(doc) -> Iterator[Block]:
             continue
         level = _heading_level(item)
         marker = numbering.marker(item) if level is None else None
-        label = numbering.label(item) if level is not None else None  # Word's "1.2" of a numbered heading
+        label = numbering.label(item) if level is not None else None  # Word's "1.2 " of a numbered heading
         text = _docx_text(item._p, notes).strip()
         if label and text:
-            text = f"{label} {text}"
+            text = label + text
         cited = notes.take()
         if marker is not None:
             if text:
                 if pending:
                     yield pending
                     pending = None
-                depth, mark = marker
+                depth, mark, shown = marker
                 while open_levels and open_levels[-1][0] >= depth:
                     open_levels.pop()
                 indent = open_levels[-1][1] if open_levels else 0
-                items.append(" " * indent + mark + text.replace("\n", "\n" + " " * (indent + len(mark))))
+                line = mark + shown + text.replace("\n", "\n" + " " * (indent + len(mark)))
+                items.append(" " * indent + line)
                 items_notes.extend(cited)
                 open_levels.append((depth, indent + len(mark)))
                 last_table = None
@@ -310,13 +313,19 @@ class _DocxNumbering:
     A paragraph's ``w:numPr`` (its own or its style's: ``List Number``, ``List Bullet``, a
     ``Heading N`` of an outline-numbered document) names a ``w:num`` and a level; the ``w:num``'s
     ``w:abstractNum`` gives the level's format (an abstract list that only links to a numbering
-    style, ``w:numStyleLink``, takes the levels of the one defining it, ``w:styleLink``). Counters
-    run per abstract list, as in Word (two ``w:num`` over one list continue each other's numbers),
-    unless a ``w:num`` restarts a level (``w:startOverride``, Word's "restart numbering"); a level
-    starts again after an item of a level above it. ``decimal``, letters and roman numerals are
-    numbered (``1.``, ``a)`` as the level's text ends; a level whose text names others, ``%1.%2.``,
-    as that text says: ``1.2.``), bullets and any other format are ``- ``. A heading keeps its
-    level's text as Word shows it (``1.2``, ``Chapter 1``).
+    style, ``w:numStyleLink``, takes the levels of the one defining it, ``w:styleLink``, or of the
+    list that style's own ``w:numPr`` in ``styles.xml`` names). Counters run per abstract list, as
+    in Word (two ``w:num`` over one list continue each other's numbers), unless a ``w:num``
+    restarts a level (``w:startOverride``, Word's "restart numbering"); a level starts again after
+    an item of a level above it, or as its ``w:lvlRestart`` says (after an item of that level or
+    one above it; ``0``: never). ``decimal``, letters and roman numerals are numbered; a level
+    whose text is its own number alone (``%1``, ``%1.``, ``%1)``) is a Markdown marker (``1.``,
+    ``a)``), bullets and any other format are ``- ``, and any other text (``Step %1:``, ``(%1)``,
+    ``%1.%2.``) is written as Word shows it after a ``- `` marker (``- Step 1: …``), so that
+    Markdown still reads one list item per paragraph. The level's suffix (``w:suff``) is a space
+    after such a label (a tab too: Markdown keeps no tabs), nothing when it is ``nothing``. A
+    heading keeps its level's text as Word shows it, and its suffix (``1.2 Scope``, ``Chapter 1
+    Results``).
     """
 
     def __init__(self, doc) -> None:
@@ -351,34 +360,49 @@ class _DocxNumbering:
                     if (so := o.find(f"{_W}startOverride")) is not None:
                         starts[ilvl] = _int(so.get(f"{_W}val"), 1)
                 aid = ref.get(f"{_W}val") or "" if ref is not None else ""
-                # a list linked to a numbering style is that style's list: its levels and its counters
-                aid = defines.get(links[aid], aid) if aid in links else aid
                 self.nums[num.get(f"{_W}numId") or ""] = (aid, levels, starts)
+            # a list linked to a numbering style is that style's list: its levels and its counters;
+            # the style is defined by the abstract list naming it (w:styleLink), else by the list its
+            # own w:numPr in styles.xml names
+            style_nums = _numbering_styles(doc) if any(style not in defines for style in links.values()) else {}
+            for num_id, (aid, levels, starts) in self.nums.items():
+                if aid in links:
+                    style = links[aid]
+                    target = defines.get(style)
+                    if target is None and style_nums.get(style) in self.nums:
+                        target = self.nums[style_nums[style]][0]
+                    if target is not None and target not in links:
+                        self.nums[num_id] = (target, levels, starts)
         self.counters: dict[str, dict[int, int]] = {}
         self.restarted: set[tuple[str, int]] = set()
 
-    def marker(self, paragraph) -> tuple[int, str] | None:
-        """``(level, "2. ")`` for a list paragraph (its counter moved on), ``None`` for another."""
+    def marker(self, paragraph) -> tuple[int, str, str] | None:
+        """``(level, "2. ", "")`` for a list paragraph (its counter moved on), ``None`` for another:
+        the Markdown marker, then the label written after it as Word shows it with its suffix
+        (``(level, "- ", "Step 2: ")`` for a level's text that is not its number alone)."""
         numbered = self._count(paragraph)
         if numbered is None:
             return None
-        ilvl, own, full, single = numbered
+        ilvl, own, full, plain, suffix = numbered
         if own is None:
-            return ilvl, "- "
-        if single:
-            return ilvl, own + (")" if full.endswith(")") else ".") + " "
-        return ilvl, full + " "
+            return ilvl, "- ", ""
+        if plain is not None:
+            return ilvl, own + plain + " ", ""
+        return ilvl, "- ", full + suffix if full else ""
 
     def label(self, paragraph) -> str | None:
-        """A numbered heading's label as Word shows it (``1.2``; its counter moved on), else ``None``."""
+        """A numbered heading's label as Word shows it with its suffix (``1.2 ``; its counter moved
+        on), else ``None``."""
         numbered = self._count(paragraph)
-        if numbered is None or numbered[1] is None:
+        if numbered is None or numbered[1] is None or not numbered[2]:
             return None
-        return numbered[2] or None
+        return numbered[2] + numbered[4]
 
-    def _count(self, paragraph) -> tuple[int, str | None, str, bool] | None:
+    def _count(self, paragraph) -> tuple[int, str | None, str, str | None, str] | None:
         """A numbered paragraph's level, its own number (``None``: a bullet), its level's text filled
-        in and whether that text names its own level only; ``None`` for a paragraph not numbered."""
+        in, the Markdown marker's end (``.``, ``)``) when that text is its own number alone (else
+        ``None``) and what follows the label (its ``w:suff``: a space, or nothing); ``None`` for a
+        paragraph not numbered."""
         if not self.nums:
             return None
         num_id, ilvl, style_id = self._num_pr(paragraph)
@@ -399,7 +423,10 @@ class _DocxNumbering:
             counts[ilvl] = starts[ilvl] - 1
         counts[ilvl] = counts.get(ilvl, _int(_val(lvl, "start"), 1) - 1) + 1
         for deeper in [k for k in counts if k > ilvl]:
-            del counts[deeper]
+            # w:lvlRestart: the (1-based) level after whose items this one restarts; 0: never
+            restart = _val(level(deeper), "lvlRestart")
+            if ilvl < (_int(restart, deeper) if restart else deeper):
+                del counts[deeper]
         legal = lvl is not None and lvl.find(f"{_W}isLgl") is not None  # every level in decimal
 
         def number(k: int) -> str:
@@ -409,9 +436,12 @@ class _DocxNumbering:
 
         own = number_label("decimal" if legal else _val(lvl, "numFmt"), counts[ilvl])
         text = _val(lvl, "lvlText")
-        named = {int(k) - 1 for k in _LEVEL_REF.findall(text)}
-        full = _LEVEL_REF.sub(lambda m: number(int(m.group(1)) - 1), text).strip()
-        return ilvl, own, full, named <= {ilvl}
+        alone = re.fullmatch(rf"\s*%{ilvl + 1}([.)]?)\s*", text)
+        plain = (")" if alone.group(1) == ")" else ".") if alone else None
+        filled = _LEVEL_REF.sub(lambda m: number(int(m.group(1)) - 1), text)
+        # Word's default suffix is a tab: a space in Markdown; "nothing" joins the label to the text
+        joined = _val(lvl, "suff") == "nothing" and not filled[-1:].isspace()
+        return ilvl, own, filled.strip(), plain, "" if joined else " "
 
     def _num_pr(self, paragraph) -> tuple[str | None, int | None, str | None]:
         """The paragraph's numbering (``numId``, ``ilvl``) as given on it or on its style, and its style's id."""
@@ -437,6 +467,24 @@ class _DocxNumbering:
             if num_id is not None:
                 break
         return num_id, ilvl, style_id
+
+
+def _numbering_styles(doc) -> dict[str, str]:
+    """The numbering styles of ``styles.xml`` (``w:type="numbering"``) by id → the ``w:numId`` of
+    their ``w:pPr/w:numPr``: the list a ``w:numStyleLink`` to them means when no abstract list
+    defines them (``w:styleLink``)."""
+    out: dict[str, str] = {}
+    try:
+        root = doc.styles.element
+    except Exception:  # no styles part: nothing to follow
+        return out
+    for style in root.iter(f"{_W}style"):
+        if style.get(f"{_W}type") != "numbering":
+            continue
+        nid = style.find(f"{_W}pPr/{_W}numPr/{_W}numId")
+        if nid is not None and nid.get(f"{_W}val"):
+            out[style.get(f"{_W}styleId") or ""] = nid.get(f"{_W}val") or ""
+    return out
 
 
 #: A level named in a level's text (``%1`` … ``%9``).
@@ -502,7 +550,9 @@ def _is_caption_paragraph(paragraph, text: str) -> bool:
 
 def _docx_rows(table, notes: _DocxNotes, numbering: _DocxNumbering) -> list[list[str]]:
     """A Word table's cell texts (``[^N]`` where a note is cited, a list paragraph's marker before its
-    text: ``1. drain 2. promote``, counted with its list); a cell merged across columns is given once."""
+    text: ``1. drain 2. promote``, counted with its list; an item nested below the cell's first level
+    marked by one ``›`` a level: ``2. promote › a) check the lag``, as a row is one line); a cell
+    merged across columns is given once."""
     rows = []
     for row in table.rows:
         cells, seen = [], set()
@@ -511,9 +561,18 @@ def _docx_rows(table, notes: _DocxNotes, numbering: _DocxNumbering) -> list[list
                 continue
             seen.add(id(cell._tc))
             texts = []
+            open_levels: list[int] = []
             for p in cell.paragraphs:
                 marker, text = numbering.marker(p), _docx_text(p._p, notes)
-                texts.append(marker[1] + text.strip() if marker and text.strip() else text)
+                if marker is None or not text.strip():
+                    texts.append(text)
+                    continue
+                depth, mark, shown = marker
+                while open_levels and open_levels[-1] >= depth:
+                    open_levels.pop()
+                nested = "›" * len(open_levels) + " " if open_levels else ""
+                open_levels.append(depth)
+                texts.append(nested + mark + shown + text.strip())
             cells.append("\n".join(texts))
         rows.append(cells)
     return rows

@@ -7,7 +7,9 @@ in their place, the caption or short line above one as its heading path. Running
 footers (a paragraph of one to three short lines repeated at the top or bottom of most pages, its
 page number aside) are dropped. A page of two columns is read column by column, band by band around
 its full-width lines (a title, a caption, a paragraph across the page: ``_regions``), and a word
-hyphenated at a line's end is joined, a URL's or a path's hyphen kept (``dehyphenate``).
+hyphenated at a line's end is joined, a URL's or a path's hyphen kept, and so is a hyphen after a
+word in capitals (``TCP/IP-based``); a URL or a path broken after a ``/`` or a ``.`` is joined when
+the next line goes on with it (``dehyphenate``).
 
 A page that holds an image but no usable text (no characters, or mostly glyph codes and symbols
 that are not text) is read with OCR (``kbctl.extract.ocr``) when the ``kbctl[ocr]`` extra is
@@ -60,6 +62,9 @@ _GUTTER = 8.0  # the narrowest gap between two columns of text, in points (words
 _NUMBER = re.compile(r"(?<!\d)\d{1,5}(?!\d)")
 _HYPHEN_END = re.compile(r"[^\W\d_][-\u00ad\u2010]$")  # a letter, then a hyphen (or a soft one) ending the line
 _TRAILING = ".,;:!?)]}'\"»”’"  # what ends a sentence or a bracket after a URL or a path
+# what makes the first word of a line the rest of an address broken after a "/": a path of its own,
+# a query, or a file's extension (not "and", not "e.g.")
+_GOES_ON = re.compile(r"/|[?#=&_%~]|\.[A-Za-z]{2,}")
 _PUNCT = frozenset(".,;:!?'\"()[]{}<>-–—/\\|@#$%&*+=_~^`’“”‘«»…°€£§")
 _PDF_DATE = re.compile(r"^(?:D:)?(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?\s*(Z|[+-]\d{2}'?\d{2}'?)?")
 
@@ -426,23 +431,49 @@ def dehyphenate(lines: list[tuple[str, float, float, float, float]]) -> list[tup
     first line ("protocol" / "used"), so that it is found; a compound keeps its hyphen when the rest
     has one ("state-" / "of-the-art"), and a hyphen before a capital ("Anglo-" / "Saxon") stays. A
     URL, an address or a path broken at a hyphen of its own ("https://my-" / "site.org") is joined
-    with it (``_address``)."""
+    with it (``_address``), and so is one broken after a "/" or a "." when the next line goes on
+    with it (``_broken_address``); a hyphen after a word in capitals is the text's ("TCP/IP-" /
+    "based" is "TCP/IP-based")."""
     out = list(lines)
     for i in range(len(out) - 1):
         text, nxt = out[i][0], out[i + 1][0]
-        if not nxt[:1].islower():
-            continue
         word, _, rest = nxt.partition(" ")
         token = text.rsplit(None, 1)[-1] if text.strip() else ""
-        if token[-1:] in ("-", "\u2010") and _address(token[:-1], word):
+        if _broken_address(token, word):
+            joined = text + word
+        elif not nxt[:1].islower():
+            continue
+        elif token[-1:] in ("-", "\u2010") and _address(token[:-1], word):
             joined = text + word
         elif _HYPHEN_END.search(text):
-            joined = text[:-1] + ("-" if "-" in word else "") + word
+            keep = "-" in word or _CAPITALS_END.search(token)  # a compound's hyphen; "IP-" / "based"
+            joined = text[:-1] + ("-" if keep else "") + word
         else:
             continue
         out[i] = (joined, *out[i][1:])
         out[i + 1] = (rest.lstrip(), *out[i + 1][1:])
     return [ln for ln in out if ln[0]]
+
+
+#: The word before a hyphen ending a token, in capitals ("TCP/IP-", "API-", "X-"): no typesetter
+#: breaks such a word, so the hyphen is the text's.
+_CAPITALS_END = re.compile(r"(?<![^\W\d_])[A-Z0-9]*[A-Z][A-Z0-9]*[-\u2010]$")
+
+
+def _broken_address(token: str, word: str) -> bool:
+    """Whether a line's last token, ending in "/" or ".", is a URL or an absolute path broken there
+    and ``word`` (the next line's first) its rest: the token holds "://" or starts with "www." (a
+    path: starts with "/" or "~/" and holds another "/"); after a "." the rest holds a "/"
+    ("https://www.example." / "org/docs"), after a "/" a "/", a query's or a file name's mark
+    (``_GOES_ON``: "docs.example.org/" / "guide/intro.html"). A sentence ending with an address
+    ("https://example.org." / "then …", "https://example.org/" / "and …") is not joined."""
+    if token[-1:] not in ("/", ".") or not word[:1].isalnum():
+        return False
+    head = token.lstrip("(<[\"'«“‘")
+    if not ("://" in head or head.startswith("www.") or (head.startswith(("/", "~/")) and head.count("/") > 1)):
+        return False
+    rest = word.rstrip(_TRAILING)
+    return "/" in rest if token.endswith(".") else bool(_GOES_ON.search(rest))
 
 
 def _address(head: str, rest: str) -> bool:

@@ -55,9 +55,11 @@ def _docx(
     endnotes: dict[int, str] | None = None,
     numbering: str = "",
     style_numbering: dict[str, str] | None = None,
+    more_styles: str = "",
 ) -> bytes:
     """python-docx's template with ``body`` as its document, and the notes or numbering given
-    (``style_numbering``: a style's id → the ``w:numPr`` put in its ``w:pPr``, as Word numbers headings)."""
+    (``style_numbering``: a style's id → the ``w:numPr`` put in its ``w:pPr``, as Word numbers headings;
+    ``more_styles``: ``w:style`` elements added to ``styles.xml``)."""
     import docx
 
     buf = io.BytesIO()
@@ -75,7 +77,7 @@ def _docx(
     for style_id, num_pr in (style_numbering or {}).items():
         at = styles.index("<w:pPr>", styles.index(f'w:styleId="{style_id}"')) + len("<w:pPr>")
         styles = styles[:at] + num_pr + styles[at:]
-    parts["word/styles.xml"] = styles.encode()
+    parts["word/styles.xml"] = styles.replace("</w:styles>", more_styles + "</w:styles>").encode()
     for kind, notes in (("footnote", footnotes), ("endnote", endnotes)):
         if notes is None:
             continue
@@ -403,10 +405,11 @@ def test_docx_multi_level_labels_show_every_level_they_name_in_its_format():
     assert _blocks("plan.docx", _docx(body, numbering=numbering)) == [
         (
             ("Plan",),
-            "I. Scope\n   I.1. Goals\n        I.1.a) speed\n        I.1.b) cost\nII. Design\n    II.1. Storage",
+            # a label naming several levels is not a Markdown marker: it follows one ("- ")
+            "I. Scope\n   - I.1. Goals\n     - I.1.a) speed\n     - I.1.b) cost\nII. Design\n    - II.1. Storage",
         ),
         (("Plan",), "Legal"),
-        (("Plan",), "III. Articles\n     3.1 the first"),
+        (("Plan",), "III. Articles\n     - 3.1 the first"),
     ]
 
 
@@ -443,7 +446,11 @@ def test_numbered_and_bulleted_paragraphs_in_a_docx_table_cell_keep_their_labels
     body = _p("Runbook", style="Heading1") + table + _p("Then", num=(1, 0))
     got = _blocks("runbook.docx", _docx(body, numbering=_NUMBERING))
     assert got == [
-        (("Runbook",), "| Task | Steps |\n| --- | --- |\n| failover | 1. drain 2. promote a) check the lag - fenced |"),
+        # a nested level is marked by one U+203A a level below the cell's first (the row stays one line)
+        (
+            ("Runbook",),
+            "| Task | Steps |\n| --- | --- |\n| failover | 1. drain 2. promote › a) check the lag - fenced |",
+        ),
         (("Runbook",), "3. Then"),  # the cell's items counted with their list
     ]
 
@@ -474,6 +481,202 @@ def test_odt_headings_held_in_list_items_keep_their_numbers():
         (("1. Introduction",), "Why this exists."),
         (("1. Introduction", "1.1. Scope"), "In scope."),
         (("1. Introduction", "1.2. Terms"), "Terms used."),
-        (("2. Design",), "2.1. storage\n2.2. indexes"),
+        (("2. Design",), "- 2.1. storage\n- 2.2. indexes"),  # labels of two levels follow a marker, as in Word
         (("2. Design",), "3. A closing remark"),
+    ]
+
+
+def test_a_docx_levels_suffix_nothing_joins_its_label_to_the_text_where_the_label_is_text():
+    numbering = (
+        '<w:abstractNum w:abstractNumId="50">'
+        '<w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:pStyle w:val="Heading1"/>'
+        '<w:lvlText w:val="%1."/><w:suff w:val="nothing"/></w:lvl>'
+        '<w:lvl w:ilvl="1"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:pStyle w:val="Heading2"/>'
+        '<w:lvlText w:val="%1.%2"/><w:suff w:val="space"/></w:lvl>'
+        "</w:abstractNum>"
+        '<w:abstractNum w:abstractNumId="51">'
+        '<w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:lvlText w:val="§%1"/>'
+        '<w:suff w:val="nothing"/></w:lvl>'
+        '<w:lvl w:ilvl="1"><w:start w:val="1"/><w:numFmt w:val="lowerLetter"/><w:lvlText w:val="(%2)"/>'
+        '<w:suff w:val="tab"/></w:lvl>'
+        # a plain number stays a Markdown list marker, its space Markdown's own
+        '<w:lvl w:ilvl="2"><w:start w:val="1"/><w:numFmt w:val="lowerRoman"/><w:lvlText w:val="%3."/>'
+        '<w:suff w:val="nothing"/></w:lvl>'
+        "</w:abstractNum>"
+        '<w:num w:numId="50"><w:abstractNumId w:val="50"/></w:num>'
+        '<w:num w:numId="51"><w:abstractNumId w:val="51"/></w:num>'
+    )
+    body = (
+        _p("Introduction", style="Heading1")
+        + _p("Scope", style="Heading2")
+        + _p("12 applies", num=(51, 0))
+        + _p("to tenants", num=(51, 1))
+        + _p("on every host", num=(51, 2))
+    )
+    data = _docx(
+        body,
+        numbering=numbering,
+        style_numbering={
+            "Heading1": '<w:numPr><w:numId w:val="50"/></w:numPr>',
+            "Heading2": '<w:numPr><w:numId w:val="50"/></w:numPr>',
+        },
+    )
+    assert _blocks("rules.docx", data) == [
+        (("1.Introduction", "1.1 Scope"), "- §112 applies\n  - (a) to tenants\n    i. on every host"),
+    ]
+
+
+def test_a_docx_levels_restart_follows_lvlrestart_and_zero_never_restarts():
+    numbering = (
+        '<w:abstractNum w:abstractNumId="52">'
+        '<w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:lvlText w:val="%1."/></w:lvl>'
+        # never restarted: counts on across the items of level 1
+        '<w:lvl w:ilvl="1"><w:start w:val="1"/><w:lvlRestart w:val="0"/><w:numFmt w:val="lowerLetter"/>'
+        '<w:lvlText w:val="%2)"/></w:lvl>'
+        # restarted after level 1 only, not after an item of level 2
+        '<w:lvl w:ilvl="2"><w:start w:val="1"/><w:lvlRestart w:val="1"/><w:numFmt w:val="lowerRoman"/>'
+        '<w:lvlText w:val="%3."/></w:lvl>'
+        "</w:abstractNum>"
+        '<w:num w:numId="52"><w:abstractNumId w:val="52"/></w:num>'
+    )
+    body = (
+        _p("Drain", num=(52, 0))
+        + _p("check the lag", num=(52, 1))
+        + _p("on the primary", num=(52, 2))
+        + _p("check the slots", num=(52, 1))
+        + _p("on the replica", num=(52, 2))
+        + _p("Promote", num=(52, 0))
+        + _p("check the clients", num=(52, 1))
+        + _p("on every host", num=(52, 2))
+    )
+    assert _blocks("restart.docx", _docx(body, numbering=numbering)) == [
+        (
+            (),
+            "1. Drain\n   a) check the lag\n      i. on the primary\n   b) check the slots\n      ii. on the replica\n"
+            "2. Promote\n   c) check the clients\n      i. on every host",
+        ),
+    ]
+
+
+def test_a_docx_label_with_words_around_its_number_is_written_as_word_shows_it_after_a_bullet():
+    numbering = (
+        '<w:abstractNum w:abstractNumId="53">'
+        '<w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:lvlText w:val="Step %1:"/></w:lvl>'
+        '<w:lvl w:ilvl="1"><w:start w:val="1"/><w:numFmt w:val="lowerLetter"/><w:lvlText w:val="%2)"/></w:lvl>'
+        "</w:abstractNum>"
+        '<w:num w:numId="53"><w:abstractNumId w:val="53"/></w:num>'
+    )
+    body = (
+        _p("Failover", style="Heading1")
+        + _p("Drain the primary", num=(53, 0))
+        + _p("check the lag", num=(53, 1))
+        + _p("Promote the replica", num=(53, 0))
+    )
+    assert _blocks("steps.docx", _docx(body, numbering=numbering)) == [
+        (("Failover",), "- Step 1: Drain the primary\n  a) check the lag\n- Step 2: Promote the replica"),
+    ]
+
+
+def test_a_docx_numbering_style_defined_only_in_styles_xml_is_followed():
+    numbering = (
+        # abstractNum 40 links to the numbering style "StepList"; no abstractNum names it (w:styleLink):
+        # the style itself, in styles.xml, gives the list (its w:numPr)
+        '<w:abstractNum w:abstractNumId="40"><w:numStyleLink w:val="StepList"/></w:abstractNum>'
+        '<w:abstractNum w:abstractNumId="41">'
+        '<w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="upperLetter"/><w:lvlText w:val="%1."/></w:lvl>'
+        '<w:lvl w:ilvl="1"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:lvlText w:val="%2)"/></w:lvl>'
+        "</w:abstractNum>"
+        '<w:num w:numId="40"><w:abstractNumId w:val="40"/></w:num>'
+        '<w:num w:numId="41"><w:abstractNumId w:val="41"/></w:num>'
+    )
+    style = (
+        '<w:style w:type="numbering" w:customStyle="1" w:styleId="StepList"><w:name w:val="StepList"/>'
+        '<w:pPr><w:numPr><w:numId w:val="41"/></w:numPr></w:pPr></w:style>'
+    )
+    body = _p("Stop the writers", num=(40, 0)) + _p("check the backups", num=(40, 1)) + _p("Restore", num=(40, 0))
+    assert _blocks("steps.docx", _docx(body, numbering=numbering, more_styles=style)) == [
+        ((), "A. Stop the writers\n   1) check the backups\nB. Restore"),
+    ]
+
+
+def test_nested_levels_in_a_docx_table_cell_are_marked_by_their_depth():
+    table = (
+        "<w:tbl><w:tr><w:tc>" + _p("Task") + "</w:tc><w:tc>" + _p("Steps") + "</w:tc></w:tr>"
+        "<w:tr><w:tc>"
+        + _p("failover")
+        + "</w:tc><w:tc>"
+        + _p("drain", num=(1, 0))
+        + _p("check the lag", num=(1, 1))
+        + _p("on every host", num=(1, 2))
+        + _p("check the slots", num=(1, 1))
+        + _p("promote", num=(1, 0))
+        + "</w:tc></w:tr></w:tbl>"
+    )
+    got = _blocks("runbook.docx", _docx(table, numbering=_NUMBERING))
+    assert got[0][1].splitlines()[-1] == (
+        "| failover | 1. drain › a) check the lag ›› i. on every host › b) check the slots 2. promote |"
+    )
+
+
+_OUTLINE = (
+    '<text:outline-style style:name="Outline">'
+    '<text:outline-level-style text:level="1" style:num-format="1"/>'
+    '<text:outline-level-style text:level="2" style:num-format="1" text:display-levels="2"/>'
+    '<text:outline-level-style text:level="3" style:num-format="a" text:display-levels="3"/>'
+    "</text:outline-style>"
+)
+
+
+def test_odt_headings_numbered_by_the_outline_style_keep_their_numbers_as_word_headings_do():
+    body = (
+        '<text:h text:outline-level="1">Introduction</text:h>'
+        '<text:h text:outline-level="2">Scope</text:h>'
+        "<text:p>What this covers.</text:p>"
+        '<text:h text:outline-level="2">Terms</text:h>'
+        '<text:h text:outline-level="1">Design</text:h>'
+        '<text:h text:outline-level="2">Storage</text:h>'
+        '<text:h text:outline-level="3">Tables</text:h>'
+        "<text:p>Rows are kept.</text:p>"
+        '<text:h text:outline-level="1" text:is-list-header="true">Unnumbered</text:h>'
+        "<text:p>Not counted.</text:p>"
+        # a label the writer saved in the heading is kept, not doubled
+        '<text:h text:outline-level="1"><text:number>3</text:number> Security</text:h>'
+        "<text:p>Keys rotate.</text:p>"
+        '<text:h text:outline-level="1">Operations</text:h>'
+        "<text:p>Run it.</text:p>"
+    )
+    assert _blocks("design.odt", _odt(body, styles=_OUTLINE)) == [
+        (("1 Introduction", "1.1 Scope"), "What this covers."),
+        (("2 Design", "2.1 Storage", "2.1.a Tables"), "Rows are kept."),
+        (("Unnumbered",), "Not counted."),
+        (("3 Security",), "Keys rotate."),
+        (("4 Operations",), "Run it."),
+    ]
+
+
+def test_odt_headings_of_an_outline_style_without_numbers_stay_unnumbered():
+    outline = (  # LibreOffice's default: every level without a number format
+        '<text:outline-style style:name="Outline">'
+        '<text:outline-level-style text:level="1" style:num-format=""/>'
+        '<text:outline-level-style text:level="2" style:num-format=""/>'
+        "</text:outline-style>"
+    )
+    body = '<text:h text:outline-level="1">Introduction</text:h><text:p>Why.</text:p>'
+    assert _blocks("plain.odt", _odt(body, styles=outline)) == [(("Introduction",), "Why.")]
+
+
+def test_an_odt_label_with_words_around_its_number_is_written_as_shown_after_a_bullet():
+    styles = (
+        '<text:list-style style:name="Steps">'
+        '<text:list-level-style-number text:level="1" style:num-prefix="Step " style:num-suffix=":" style:num-format="1"/>'
+        '<text:list-level-style-number text:level="2" style:num-suffix=")" style:num-format="a"/>'
+        "</text:list-style>"
+    )
+    body = (
+        '<text:list text:style-name="Steps"><text:list-item><text:p>Drain the primary</text:p>'
+        "<text:list><text:list-item><text:p>check the lag</text:p></text:list-item></text:list></text:list-item>"
+        "<text:list-item><text:p>Promote the replica</text:p></text:list-item></text:list>"
+    )
+    assert _blocks("steps.odt", _odt(body, automatic_styles=styles)) == [
+        ((), "- Step 1: Drain the primary\n  a) check the lag\n- Step 2: Promote the replica"),
     ]

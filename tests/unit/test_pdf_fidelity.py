@@ -312,3 +312,43 @@ def test_a_url_an_address_or_a_path_broken_at_its_own_hyphen_keeps_it_and_words_
     assert "https://mysite.org/a" not in words and "ops@mycompany.example" not in words
     for offset, length, *_ in block.boxes:
         assert block.text[offset : offset + length].strip()
+
+
+def test_a_url_or_path_broken_after_a_slash_or_a_dot_is_joined_when_the_next_line_goes_on_with_it():
+    page = [
+        ("text", 50, 100, 11, "The guide is at https://docs.example.org/"),
+        ("text", 50, 114, 11, "guides/getting-started.html and the mirror at https://www.example."),
+        ("text", 50, 128, 11, "org/mirror/ while the schema lives in /usr/share/mime/"),
+        ("text", 50, 142, 11, "packages/freedesktop.org.xml for now. Read https://example.org."),
+        ("text", 50, 156, 11, "then write to https://example.org/"),
+        ("text", 50, 170, 11, "and wait. The file /etc/hosts."),
+        ("text", 50, 184, 11, "lists them; see www.example.org/"),
+        ("text", 50, 198, 11, "e.g. the index."),
+    ]
+    (block,) = extract(_src(text_pdf([page])))[0].blocks
+    words = block.text.split()
+    assert "https://docs.example.org/guides/getting-started.html" in words
+    assert "https://www.example.org/mirror/" in words
+    assert "/usr/share/mime/packages/freedesktop.org.xml" in words
+    # ordinary sentences after an address that ends a line are not joined to it
+    assert {"https://example.org.", "then", "https://example.org/", "and", "/etc/hosts.", "lists"} <= set(words)
+    assert {"www.example.org/", "e.g."} <= set(words)
+    for offset, length, *_ in block.boxes:
+        assert block.text[offset : offset + length].strip()
+
+
+def test_a_hyphen_after_an_upper_case_token_at_a_line_end_is_kept():
+    page = [
+        ("text", 50, 100, 11, "The service speaks TCP/IP-"),
+        ("text", 50, 114, 11, "based protocols and an API-"),
+        ("text", 50, 128, 11, "driven schema; its proto-"),
+        ("text", 50, 142, 11, "col wraps an X-"),
+        ("text", 50, 156, 11, "ray of Hyper-"),
+        ("text", 50, 170, 11, "text and input/out-"),
+        ("text", 50, 184, 11, "put."),
+    ]
+    (block,) = extract(_src(text_pdf([page])))[0].blocks
+    words = block.text.split()
+    # a word in capitals is not hyphenated by the typesetter: its hyphen is the text's
+    assert {"TCP/IP-based", "API-driven", "X-ray"} <= set(words)
+    assert {"protocol", "Hypertext", "input/output."} <= set(words)  # words broken by the typesetter as before
