@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any, Sequence, TypeVar
 
 REPO = Path(__file__).resolve().parent.parent
+#: Where the research collections are (beside the repository, never in it); parts and scripts take
+#: ``--evaldata`` to read them elsewhere.
+EVALDATA = REPO.parent / "shared" / "evaldata"
 BIN = Path(sys.executable).parent
 KBCTL = str(BIN / "kbctl")
 T = TypeVar("T")
@@ -164,7 +167,7 @@ def script_args(description: str | None, limit_help: str) -> argparse.ArgumentPa
     """The options of a part run as a script of its own: ``--home``, ``--evaldata``, ``--limit``, ``--no-write``."""
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--home", type=Path, default=Path("/tmp/kbctl-bench"))
-    ap.add_argument("--evaldata", type=Path, default=REPO.parent / "shared" / "evaldata")
+    ap.add_argument("--evaldata", type=Path, default=EVALDATA)
     ap.add_argument("--limit", type=int, default=None, help=limit_help)
     ap.add_argument("--no-write", action="store_true")
     return ap

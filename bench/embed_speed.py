@@ -3,7 +3,7 @@
     python bench/embed_speed.py [--limit 1000] [--precisions fp32,bf16,onnx-int8,onnx-fp32] [--write docs/embedding-speed.md]
 
 Passages: the first ``--limit`` SciFact documents ("title text") from
-/work/shared/evaldata/scifact/corpus.jsonl when present, else the sample corpus files. Each
+../shared/evaldata/scifact/corpus.jsonl when present, else the sample corpus files. Each
 precision embeds the same passages once after a warm-up batch; cosine is per passage against fp32.
 """
 
@@ -28,7 +28,7 @@ from kbctl.config import load_settings  # noqa: E402
 from kbctl.embed import get_embedder  # noqa: E402
 from kbctl.embed.precision import cpu_features, decide_precision  # noqa: E402
 
-SCIFACT = Path("/work/shared/evaldata/scifact/corpus.jsonl")
+SCIFACT = ROOT.parent / "shared" / "evaldata" / "scifact" / "corpus.jsonl"  # as bench/common.EVALDATA
 MARK = "<!-- bench:table -->"
 
 

@@ -21,6 +21,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import EVALDATA
+
 import kbctl
 from kbctl.evals.metrics import percentile
 
@@ -34,7 +38,7 @@ def main() -> None:
     a = ap.parse_args()
     ns = a.namespace
     home = os.environ.get("KBCTL_HOME", "/tmp/kbctl-bench")
-    qfile = Path(__file__).resolve().parent.parent.parent / "shared/evaldata/scifact/queries.jsonl"
+    qfile = EVALDATA / "scifact" / "queries.jsonl"
     queries = [json.loads(line)["text"] for line in qfile.read_text().splitlines() if line.strip()]
     kb = kbctl.open(home=home, profile="minilm", config=a.config)
     from kbctl.search import access

@@ -25,6 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import EVALDATA
+
 import kbctl
 from kbctl.embed import get_embedder
 from kbctl.search import parse_filters
@@ -32,7 +34,7 @@ from kbctl.search.lanes import dense_statement
 from kbctl.store.generations import hnsw_index_name
 
 NAME = "lc-100k"
-QUERIES = "/work/shared/evaldata/scifact/queries.jsonl"
+QUERIES = EVALDATA / "scifact" / "queries.jsonl"
 
 
 def _config(home: Path) -> Path:
@@ -106,7 +108,7 @@ def main() -> None:
     admin.execute(f"REINDEX INDEX kbctl.{hnsw_index_name(ns.generation_id)}")
     results["vector_index_build_s"] = {"seconds": round(time.perf_counter() - t0, 1), "load": _load()}
     emb = get_embedder(prof, purpose="query")
-    qs = [json.loads(line)["text"] for line in Path(QUERIES).read_text().splitlines()][:100]
+    qs = [json.loads(line)["text"] for line in QUERIES.read_text().splitlines()][:100]
     qvecs = [emb.embed_query(q) for q in qs]
     results["vector"], truth = _measure(kb, ns, prof, qvecs)
     t0 = time.perf_counter()

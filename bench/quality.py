@@ -2,7 +2,7 @@
 
 For each collection: ``kbctl eval import DIR -n NAME`` (incremental: a no-op once imported), then
 ``kbctl eval run DIR -n NAME --modes lexical,dense,plain,hybrid,prf --json FILE`` on the test qrels. The table
-puts each mode next to the published / reference nDCG@10 (see /work/shared/evaldata/README.md),
+puts each mode next to the published / reference nDCG@10 (see ../shared/evaldata/README.md),
 and each collection's default against plain hybrid with a paired randomisation test. SciFact's train
 queries, never used to choose a setting, are run too (plain, hybrid, prf) as a confirmation.
 
@@ -25,7 +25,7 @@ COLLECTIONS = ("scifact", "cranfield", "cisi", "adi")
 MODES = ("lexical", "dense", "plain", "hybrid", "prf")
 
 # nDCG@10 references on the same files: published figures and the reference tools measured on this
-# machine (bm25s, exact MiniLM, RRF k=60 over each lane's top 100; /work/shared/evaldata/README.md).
+# machine (bm25s, exact MiniLM, RRF k=60 over each lane's top 100; ../shared/evaldata/README.md).
 REFERENCE = {
     "scifact": {
         "lexical": "0.665 (BEIR) / 0.679 (Anserini) / 0.676 (bm25s)",

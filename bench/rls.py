@@ -53,7 +53,7 @@ def main() -> None:
             kb.ingest([str(REPO / "sample_corpus")], ns, verify=False)
         pairs = [(e["query"], e["namespace"]) for e in evals]
         out += [{"corpus": "sample", **measure(kb, pairs, m)} for m in ("lexical", "hybrid")]
-    qfile = Path("/work/shared/evaldata/scifact/queries.jsonl")
+    qfile = REPO.parent / "shared" / "evaldata" / "scifact" / "queries.jsonl"  # as bench/common.EVALDATA
     queries = [json.loads(x)["text"] for x in qfile.read_text().splitlines() if x.strip()][:300]
     with kbctl.open(home=bench_home, profile="minilm") as kb:
         pairs = [(q, "scifact") for q in queries]
