@@ -29,14 +29,66 @@ MAX_LEASE = 86400.0
 #: free connections bound how many workers start.
 WORKER_CONNECTIONS = 3
 SPARE_CONNECTIONS = 2
+#: The memory a local worker adds to the machine, when the machine's available memory bounds how
+#: many workers start: each is a process that loads the profile's model. Measured (VmHWM) with the
+#: default profile, all-MiniLM-L6-v2, embedding batches of 64 chunks of 256 tokens: torch fp32 470 MB
+#: loaded, 890 MB at the peak; onnx-int8 210 MB loaded, 890 MB at the peak (activations, not
+#: weights, make the peak); bf16 (what ``auto`` chose on a 2-core VM) 580 MB and 750 MB. Rounded up.
+WORKER_MEMORY = 1 << 30
+#: The same for a profile of the ``hash`` embedder, which loads no model: kbctl's modules (55 MB)
+#: and a batch of documents in the making.
+WORKER_MEMORY_NO_MODEL = 128 << 20
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from ..config import Profile
     from ..ingest.pipeline import Item, Progress, RunReport
     from ..ingest.verify import VerifyReport
 
 __all__ = ["Ingestion"]
+
+
+def worker_memory(profile: Profile) -> int:
+    """The memory a local worker of ``profile`` is taken to add (``WORKER_MEMORY``)."""
+    return WORKER_MEMORY_NO_MODEL if profile.embedder == "hash" else WORKER_MEMORY
+
+
+def local_workers(
+    asked: int, *, free: int, limit: int, memory: int | None, cpus: int, profile: Profile
+) -> tuple[int, list[str]]:
+    """How many of ``asked`` local workers start, and a warning for each bound that took some away:
+    the server's ``free`` connections (of ``max_connections`` ``limit``; the rest would fail to
+    connect), the machine's available ``memory`` in bytes (None: unknown; the rest would swap or be
+    killed), and, when the profile loads a model, the ``cpus`` (each worker's model already embeds
+    on all of them: more workers would only share them, a model's memory each). At least one starts:
+    the run was refused before it opened when none fitted."""
+    n, warnings = asked, []
+
+    def bound(room: int, why: str) -> None:
+        nonlocal n
+        room = max(room, 1)
+        if n > room:
+            warnings.append(f"starting {room} of the {n} workers asked: {why}")
+            n = room
+
+    bound(
+        (free - SPARE_CONNECTIONS) // WORKER_CONNECTIONS,
+        f"the server can take {free} more connections (max_connections {limit}) "
+        f"and a worker opens up to {WORKER_CONNECTIONS}",
+    )
+    need = worker_memory(profile)
+    if memory is not None:
+        bound(
+            memory // need, f"this machine has {_mb(memory)} of memory available and a worker takes about {_mb(need)}"
+        )
+    if profile.embedder != "hash":
+        bound(cpus, f"this machine has {cpus} CPU(s) for this process and each worker's model embeds on all of them")
+    return n, warnings
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:,.0f} MB"
 
 
 # the statuses of a run whose coordinator summed its workers' batches into the counts it recorded
@@ -133,6 +185,7 @@ class Ingestion(Part):
         """``req`` stored through the work queue by ``workers`` local worker processes."""
         from dataclasses import replace
 
+        from .. import machine
         from ..ingest.workers import Coordinator
         from ..store.admin import free_connections
 
@@ -154,24 +207,30 @@ class Ingestion(Part):
                     f"no room for a local worker, which opens up to {WORKER_CONNECTIONS}",
                     hint="close idle sessions, raise max_connections, or ingest without --workers",
                 )
+            memory, need = machine.available_memory(), worker_memory(req.profile)
+            if memory is not None and memory < need:
+                raise UsageError(
+                    f"this machine has {_mb(memory)} of memory available: "
+                    f"no room for a local worker, which takes about {_mb(need)}",
+                    hint="free some memory, ingest without --workers, or run `kbctl worker` on other "
+                    "machines (with --workers 0 here)",
+                )
 
         def spawn(run_id: int, items: int) -> list[subprocess.Popen]:
             """At most one worker a queued item (more would start with nothing to claim), and no more
-            than the server's free connections can hold (the rest would fail to connect)."""
-            n = min(workers, items)
+            than the server's free connections, the machine's available memory and, for a model,
+            its CPUs hold (``local_workers``)."""
             free, limit = free_connections(conn)
-            room = max((free - SPARE_CONNECTIONS) // WORKER_CONNECTIONS, 1)
-            if n > room:
-                log.warning(
-                    "starting %d of the %d workers asked: the server can take %d more connections "
-                    "(max_connections %d) and a worker opens up to %d",
-                    room,
-                    n,
-                    free,
-                    limit,
-                    WORKER_CONNECTIONS,
-                )
-                n = room
+            n, warnings = local_workers(
+                min(workers, items),
+                free=free,
+                limit=limit,
+                memory=machine.available_memory(),
+                cpus=machine.cpu_count(),
+                profile=req.profile,
+            )
+            for warning in warnings:
+                log.warning("%s", warning)
             argv = [sys.executable, "-m", "kbctl", "worker", "--run", str(run_id), "--lease", str(lease)]
             # stdout is the coordinator's results (--json): a worker's messages go to stderr only
             env, quiet = self._worker_env(), subprocess.DEVNULL

@@ -476,6 +476,53 @@ def test_workers_with_no_free_connection_are_refused_before_the_run_and_make_not
     assert kb.runs() == [] or all(r["namespace"] != "full" for r in kb.runs())
 
 
+def test_no_more_local_workers_start_than_the_machines_available_memory_holds(kb, tmp_path, monkeypatch, caplog):
+    """``--workers 64`` on a small machine: each worker loads the model, so the machine swapped or
+    the OOM killer took workers. As many start as its available memory holds, with one warning."""
+    import logging
+
+    import kbctl.api.ingest as api_ingest
+    from kbctl import machine
+
+    started: list[list[str]] = []
+    real = subprocess.Popen
+
+    def counted(argv, *args, **kwargs):
+        if "worker" in argv:
+            started.append(list(argv))
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr(api_ingest.subprocess, "Popen", counted)
+    need = api_ingest.worker_memory(kb.settings.profile("hash-384"))
+    monkeypatch.setattr(machine, "available_memory", lambda: need + need // 2)  # room for one
+    monkeypatch.setattr(machine, "cpu_count", lambda: 64)
+    folder = tmp_path / "three"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\nThe wimble{i} setting.\n")
+    with caplog.at_level(logging.WARNING, logger="kbctl"):
+        report = kb.ingest([str(folder)], "mem", profile="hash-384", workers=64, lease=5, verify=False)
+    assert report.documents["new"] == 3, report.to_json()
+    assert len(started) == 1, started
+    said = [r.getMessage() for r in caplog.records if "workers asked" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("starting 1 of the 3 workers asked: this machine has"), said
+
+
+def test_workers_with_no_room_in_memory_are_refused_before_the_run_and_make_nothing(kb, tmp_path, monkeypatch):
+    from kbctl import machine
+    from kbctl.errors import UsageError
+
+    monkeypatch.setattr(machine, "available_memory", lambda: 10 << 20)
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "n.md").write_text("# Note\n\nThe wimble setting.\n")
+    with pytest.raises(UsageError, match="10 MB of memory available: no room for a local worker") as e:
+        kb.ingest([str(folder)], "small", profile="hash-384", workers=2, lease=5, verify=False)
+    assert e.value.hint and "--workers 0" in e.value.hint
+    assert "small" not in [n["name"] for n in kb.namespaces()]
+    assert all(r["namespace"] != "small" for r in kb.runs())
+
+
 def test_a_refused_workers_option_leaves_no_namespace_made_for_the_run(kb, tmp_path):
     from kbctl.errors import UsageError
 
