@@ -19,7 +19,7 @@ from ..errors import ConfigError, UsageError
 from ._boundary import Part, psycopg_boundary
 
 if TYPE_CHECKING:
-    from ..evals import CompareRow, EvalReport, Gate
+    from ..evals import CompareRow, EvalDataset, EvalReport, Gate
     from ..ingest.pipeline import Progress, RunReport
     from ..types import Principal
 
@@ -256,9 +256,25 @@ class Evals(Part):
         report.details["notes"] = notes
         return report
 
+    def dataset(
+        self, dataset: str | Path, *, namespace: str | None = None, split: str = "test", limit: int | None = None
+    ) -> EvalDataset:
+        """The dataset ``evaluate`` would read with these arguments, read now, so that what it would
+        refuse (no such file, not a dataset, a line that cannot be read, no query of ``namespace``,
+        a ``limit`` below 1) is refused before work that comes first: the shadow a
+        ``kbctl reembed --swap --eval`` builds. ``evaluate`` takes what it returns as its ``dataset``."""
+        from ..evals import load_dataset
+
+        _check_limit(limit)
+        ds = load_dataset(Path(dataset), split=split)
+        if namespace:  # only NS's queries, once NS is known to exist
+            self.kb.namespaces.get(namespace)
+            ds = ds.of_namespace(namespace)
+        return ds
+
     def evaluate(
         self,
-        dataset: str | Path,
+        dataset: str | Path | EvalDataset,
         *,
         namespace: str | None = None,
         modes: Sequence[str] = ("lexical", "dense", "hybrid"),
@@ -275,7 +291,7 @@ class Evals(Part):
     ) -> EvalRun:
         """Score each search mode on a dataset's queries, then check ``gates`` and a ``baseline``.
 
-        ``dataset`` is a BEIR folder or a golden JSONL file; a gate reads ``ndcg@10=0.65`` or
+        ``dataset`` is a BEIR folder or a golden JSONL file (or one read by ``dataset()``); a gate reads ``ndcg@10=0.65`` or
         ``hybrid:recall@10=0.8``; ``baseline`` is an earlier report (its JSON, or the file), and a
         quality metric more than ``tolerance`` below it is a regression (with ``alpha``, only if a paired
         randomisation test over the queries also finds the drop significant, p < alpha). ``run.ok`` is False when a
@@ -287,6 +303,7 @@ class Evals(Part):
         a text, judged queries missing from its queries file).
         """
         from ..evals import (
+            EvalDataset,
             check_alpha,
             check_gates,
             check_gates_can_be_read,
@@ -298,7 +315,7 @@ class Evals(Part):
         )
 
         _check_run(modes, limit, tolerance)
-        ds = load_dataset(Path(dataset), split=split)
+        ds = dataset if isinstance(dataset, EvalDataset) else load_dataset(Path(dataset), split=split)
         parsed = tuple(parse_gate(g) for g in gates)
         check_gates_can_be_read(parsed, list(dict.fromkeys(modes)), computed_metrics(k, bool(ds.passage_qrels)))
         base = _read_baseline(baseline) if baseline is not None else None
@@ -420,10 +437,16 @@ def _check_run(modes: Sequence[str], limit: int | None, tolerance: float) -> Non
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise UsageError(f"unknown eval mode {unknown[0]!r}", hint="use any of: " + ", ".join(MODES))
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise UsageError(f"limit must be a whole number of queries, 1 or more, got {limit!r}")
+    _check_limit(limit)
     if not tolerance >= 0:
         raise UsageError(f"tolerance must be 0 or more, got {tolerance!r}", hint="e.g. --tolerance 0.01")
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise UsageError(
+            f"limit must be a whole number of queries, 1 or more, got {limit!r}", hint="e.g. --limit 50, or none: all"
+        )
 
 
 def _read_baseline(baseline: str | Path | Mapping[str, Any], what: str = "baseline") -> Mapping[str, Any]:

@@ -15,6 +15,7 @@ from ..interrupts import sigterm_as_ctrl_c
 from ._boundary import Part, psycopg_boundary
 
 if TYPE_CHECKING:
+    from ..evals import EvalDataset
     from ..ingest.reembed import BuildReport, ReembedPlan
 
 __all__ = ["Generations"]
@@ -94,7 +95,9 @@ class Generations(Part):
         and its report is the answer's ``build``. ``require`` gates (``hybrid:ndcg@10>=active``,
         ``dense:recall@10>=0.8``) are checked first on ``dataset`` side by side; one failing raises
         ``CheckFailed`` (exit 3) whose ``report`` is the answer so far (``eval`` with its ``gates``,
-        ``swapped`` false), and nothing is swapped."""
+        ``swapped`` false), and nothing is swapped. A ``dataset`` without gates is compared all the
+        same (the answer's ``eval``) before the swap. The gates and the dataset (its ``limit``) are
+        read before the build: one that cannot be read cost a whole build."""
         from ..ingest import reembed as gen
 
         _check_batch(batch)
@@ -102,13 +105,14 @@ class Generations(Part):
             raise UsageError("--require needs --eval DATASET", hint="the gates compare the generations on it")
         for gate in require:  # before the build: a typo in a gate cost a whole build
             gen.read_gate(gate)
+        ds = self.kb.evals.dataset(dataset, namespace=namespace, limit=limit) if dataset is not None else None
         out: dict[str, Any] = {"namespace": namespace}
         if profile is not None or storage is not None:
             out["build"] = self.reembed(namespace, profile, storage=storage, batch=batch, progress=progress).to_json()
-        if require:
-            side = self.compare(namespace, dataset, limit=limit, require=require)  # type: ignore[arg-type]
+        if ds is not None:
+            side = self._side_by_side(namespace, str(dataset), ds, limit=limit, require=require)
             out["eval"] = side
-            if side["gates"]["failures"]:
+            if require and side["gates"]["failures"]:
                 raise CheckFailed(
                     "swap refused: " + "; ".join(side["gates"]["failures"]),
                     hint="nothing was swapped",
@@ -160,6 +164,27 @@ class Generations(Part):
 
         for gate in require:  # refused before the eval runs, not after it
             gen.read_gate(gate)
+        ds = self.kb.evals.dataset(dataset, namespace=namespace, split=split, limit=limit)
+        return self._side_by_side(
+            namespace, str(dataset), ds, modes=modes, k=k, depth=depth, split=split, limit=limit, require=require
+        )
+
+    def _side_by_side(
+        self,
+        namespace: str,
+        name: str,
+        ds: EvalDataset,
+        *,
+        modes: Sequence[str] = ("lexical", "dense", "hybrid"),
+        k: int = 10,
+        depth: int = 100,
+        split: str = "test",
+        limit: int | None = None,
+        require: Sequence[str] = (),
+    ) -> dict:
+        """``compare`` of a dataset read already (``name``: where it was read from)."""
+        from ..ingest import reembed as gen
+
         sides: dict[str, Any] = {}
         notes: tuple[str, ...] = ()
         gens = {g["state"]: g for g in self(namespace)}
@@ -170,7 +195,7 @@ class Generations(Part):
             )
         for state in ("active", "shadow"):
             run = self.kb.evals.evaluate(
-                dataset, namespace=namespace, modes=modes, k=k, depth=depth, split=split, limit=limit,
+                ds, namespace=namespace, modes=modes, k=k, depth=depth, split=split, limit=limit,
                 generation=state,
             )  # fmt: skip
             notes = run.notes
@@ -178,7 +203,7 @@ class Generations(Part):
                 "generation": gens[state],
                 "modes": {m.mode: dict(m.metrics) for m in run.report.modes},
             }
-        out = {"namespace": namespace, "dataset": str(dataset), "k": k, **sides, "notes": list(notes)}
+        out = {"namespace": namespace, "dataset": name, "k": k, **sides, "notes": list(notes)}
         if require:
             out["gates"] = {"require": list(require), "failures": gen.check_gates(out, require)}
         return out

@@ -33,7 +33,11 @@ def reembed(
         None, "--eval", help="Evaluate DATASET on the active and the shadow generation, side by side."
     ),
     limit: int = typer.Option(None, "--limit", help="With --eval: only the first N queries."),
-    swap: bool = typer.Option(False, "--swap", help="Make the shadow generation active (one transaction)."),
+    swap: bool = typer.Option(
+        False,
+        "--swap",
+        help="Make the shadow generation active (one transaction); with --eval, compared first (the dataset read before any build).",
+    ),
     require: list[str] = typer.Option(
         [], "--require", help="With --swap --eval: a gate such as hybrid:ndcg@10>=active (exit 3 and no swap)."
     ),
@@ -54,6 +58,11 @@ def reembed(
         )
     if (limit is not None or require) and not eval_:
         raise typer.BadParameter("--limit and --require go with --eval DATASET")
+    if eval_ and not swap and (profile or storage or plan):  # it compared the shadow there was, built nothing
+        raise typer.BadParameter(
+            "--eval without --swap compares the shadow already built: it takes no --profile, --storage or --plan"
+            " (build first, or build, compare and swap at once with --swap)"
+        )
     kb = STATE.kb()
     progress, finish = _bar()
     try:
@@ -73,6 +82,8 @@ def reembed(
                 warn(note)
             if "build" in out and not json_:
                 _summary(out["build"], False, False, then_swap=True)
+            if "eval" in out and not json_:  # what the swap was checked on
+                _side_by_side(out["eval"], False)
             _done(out, json_, f"swapped {namespace}: generation {out['active']} is active, {out['previous']} kept")
         elif rollback:
             out = kb.rollback_generation(namespace)

@@ -147,7 +147,9 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
         fh = gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")  # noqa: SIM115 (closed below)
     except OSError as exc:
-        raise _error(path, None, f"cannot read: {exc.strerror or exc}") from exc
+        raise _error(
+            path, None, f"cannot read: {exc.strerror or exc}", hint="check the path and its permissions"
+        ) from exc
     with fh:
         lineno = 0
         try:
@@ -472,4 +474,9 @@ def load_dataset(path: Path, split: str = "test") -> EvalDataset:
         raise _error(path, None, "folder is not a BEIR collection (no corpus.jsonl or qrels/)", hint=BEIR_LAYOUT)
     if path.suffix == ".jsonl" and path.is_file():
         return load_golden(path)
-    raise _error(path, None, "not found, or neither a BEIR folder nor a .jsonl golden set")
+    raise _error(
+        path,
+        None,
+        "not found, or neither a BEIR folder nor a .jsonl golden set",
+        hint="give a golden .jsonl file (query, namespace, relevant) or a BEIR folder (corpus.jsonl, queries.jsonl, qrels/)",
+    )

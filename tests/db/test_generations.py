@@ -830,3 +830,94 @@ def test_a_gate_is_shown_and_checked_with_or_without_a_swap_and_bad_options_touc
     p = cli("reembed", "gate", "--swap", *passing, "--json")
     assert p.returncode == 0 and json.loads(p.stdout)["swapped"] is True, p.stderr.decode()
     assert sorted(states()) == ["active", "previous"]
+
+
+def _golden(path: Path, namespace: str, n: int = 5) -> Path:
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "query": TOPICS[i % 5], "namespace": namespace, "relevant": {f"doc{i}": 1}})
+            + "\n"
+            for i in range(n)
+        )
+    )
+    return path
+
+
+def test_an_eval_dataset_that_cannot_be_read_is_refused_before_a_swap_builds_its_shadow(gkb, tmp_path):
+    """``kbctl reembed NS --profile P --swap --eval D`` found a missing or unreadable D only after
+    the build (hours, on a real corpus); without ``--require`` it swapped and never read D. Every
+    variant now reads D (and its ``--limit``) before anything is made."""
+    from kbctl.errors import ConfigError
+
+    gkb.ingest_records(_records(4), "early", verify=False)
+    not_beir = tmp_path / "not-beir"
+    not_beir.mkdir()
+    bad_json = tmp_path / "bad.jsonl"
+    bad_json.write_text('{"id": "q0", "query": "boat", "namespace": "early", "relevant": {"doc1": 1}}\n{not json\n')
+    others = _golden(tmp_path / "others.jsonl", "someone_else")
+    good = _golden(tmp_path / "good.jsonl", "early")
+    gate = ["hybrid:ndcg@10>=active-1"]
+    cases = [
+        (ConfigError, dict(dataset=tmp_path / "missing.jsonl", require=gate)),
+        (ConfigError, dict(dataset=tmp_path / "missing.jsonl")),
+        (ConfigError, dict(dataset=not_beir)),
+        (ConfigError, dict(dataset=bad_json, require=gate)),
+        (UsageError, dict(dataset=others)),  # none of NS's queries
+        (UsageError, dict(dataset=good, limit=0)),
+    ]
+    for build in (dict(profile="hash-768"), dict(storage="halfvec")):
+        for error, kwargs in cases:
+            with pytest.raises(error):
+                gkb.swap_generation("early", **build, **kwargs)
+            assert [g["state"] for g in gkb.generations("early")] == ["active"], (build, kwargs)
+    gkb.reembed("early", "hash-768")  # a shadow built before: the swap alone refuses as early
+    with pytest.raises(ConfigError):
+        gkb.swap_generation("early", dataset=tmp_path / "missing.jsonl")
+    assert sorted(g["state"] for g in gkb.generations("early")) == ["active", "shadow"]
+
+
+def test_a_swap_with_an_eval_and_no_gate_shows_the_comparison_before_it_swaps(gkb, tmp_path):
+    """``--swap --eval D`` without ``--require`` ignored D: no comparison, nothing read."""
+    gkb.ingest_records(_records(5), "shown", verify=False)
+    out = gkb.swap_generation("shown", profile="hash-768", dataset=_golden(tmp_path / "g.jsonl", "shown"))
+    assert out["swapped"] is True and "gates" not in out["eval"]
+    assert out["eval"]["shadow"]["generation"]["profile"] == "hash-768", out["eval"]
+    assert set(out["eval"]["active"]["modes"]) == {"lexical", "dense", "hybrid"}
+
+
+def test_every_reembed_eval_variant_refuses_a_bad_dataset_at_once_on_one_line(cli, kb, tmp_path):
+    """The CLI's paths that take ``--eval``: with ``--swap`` and a build (``--storage``), with
+    ``--swap`` alone, with ``--require``, and the side-by-side alone; and a build option given
+    with ``--eval`` but no ``--swap``, which compared whatever shadow there was and built nothing."""
+    kb.ingest_records(_records(5), "cliev", verify=False)
+    missing = str(tmp_path / "missing.jsonl")
+    gate = ["--require", "hybrid:ndcg@10>=active-1"]
+
+    def states() -> list[str]:
+        return sorted(g["state"] for g in kb.generations("cliev"))
+
+    for args in (
+        ["--storage", "halfvec", "--swap", "--eval", missing],
+        ["--storage", "halfvec", "--swap", "--eval", missing, *gate],
+        ["--storage", "halfvec", "--swap", "--eval", missing, "--limit", "2", "--json"],
+    ):
+        p = cli("reembed", "cliev", *args)
+        err = p.stderr.decode()
+        assert p.returncode == 2 and err.startswith("error: ") and "missing.jsonl" in err, (args, err)
+        assert [line.split(":")[0] for line in err.splitlines()] == ["error", "hint"], err
+        assert "Traceback" not in err and p.stdout == b"", (args, err)
+        assert states() == ["active"], args  # nothing built
+    good = str(_golden(tmp_path / "good.jsonl", "cliev"))
+    p = cli("reembed", "cliev", "--storage", "halfvec", "--eval", good)
+    assert p.returncode == 2 and "--swap" in p.stderr.decode(), p.stderr.decode()
+    assert states() == ["active"]
+    assert cli("reembed", "cliev", "--storage", "halfvec").returncode == 0
+    for args in (["--swap", "--eval", missing], ["--swap", "--eval", missing, *gate], ["--eval", missing, *gate]):
+        p = cli("reembed", "cliev", *args)
+        assert p.returncode == 2 and p.stderr.decode().startswith("error: "), (args, p.stderr.decode())
+        assert states() == ["active", "shadow"], args  # nothing swapped
+    p = cli("reembed", "cliev", "--profile", "hash-384", "--eval", good)  # a shadow there: not what it compared
+    assert p.returncode == 2 and "--swap" in p.stderr.decode(), p.stderr.decode()
+    p = cli("reembed", "cliev", "--swap", "--eval", good)
+    assert p.returncode == 0 and "shadow" in p.stdout.decode() and "ndcg@10" in p.stdout.decode(), p.stderr.decode()
+    assert states() == ["active", "previous"]
