@@ -5,6 +5,7 @@ CLI uses and an optional hint, so the CLI's single error boundary can print one 
 
     KbctlError (1)                      runtime failure
     ├── UsageError (2)                  bad arguments on the command line
+    │   └── KnowledgeBaseClosed (2)     a verb of a ``kbctl.open()`` handle after (or during) ``close()``
     ├── ConfigError (2)                 bad or unknown configuration keys, unknown profile
     │   ├── ProfileMismatchError (2)    namespace pinned to another model / dimension; a model
     │   │                               making vectors of another dimension than its profile says
@@ -36,6 +37,7 @@ from __future__ import annotations
 __all__ = [
     "KbctlError",
     "UsageError",
+    "KnowledgeBaseClosed",
     "ConfigError",
     "ProfileMismatchError",
     "GenerationMoved",
@@ -96,6 +98,11 @@ class UsageError(KbctlError):
     """The command line asked for something that cannot be done as asked."""
 
     exit_code = 2
+
+
+class KnowledgeBaseClosed(UsageError):
+    """A verb of a knowledge base (``kbctl.open()``) called after its ``close()``, or one that was still
+    running when ``close()`` stopped waiting for it (its statement cancelled)."""
 
 
 class ConfigError(KbctlError):

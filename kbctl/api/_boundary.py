@@ -23,28 +23,39 @@ _SEARCH_RETRIES = 2  # a search only reads: after a serialization failure or dea
 
 def psycopg_boundary(cls: C) -> C:
     """The library's error boundary: a psycopg error leaving a public method of ``cls`` (or calling
-    it: ``kb.namespaces()``) leaves as a kbctl error."""
+    it: ``kb.namespaces()``) leaves as a kbctl error. Each such method but ``close`` runs as a verb
+    of its session (``Session.call``): refused once the knowledge base is closed, and counted, so
+    its thread's connections are neither lent nor closed under it."""
     for name, fn in list(vars(cls).items()):
         if callable(fn) and (name == "__call__" or not name.startswith("_")) and not isinstance(fn, type):
-            setattr(cls, name, _converting(fn))
+            setattr(cls, name, _converting(fn, verb=name != "close"))
     return cls
 
 
-def _converting(fn):
+def _converting(fn, verb: bool = True):
     @functools.wraps(fn)
     def method(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except psycopg.Error as e:
-            err = from_psycopg(e)  # keep psycopg's error as the cause of a new one, for debugging
-            session = getattr(args[0], "session", None) if args else None
-            if isinstance(err, DatabaseUnavailable) and session is not None:
-                # the server went away (stopped, restarted): this thread's other connections are
-                # gone too, each to fail its next call; the next call opens new ones instead
-                session.mine().close()
-            raise err from (e if err.__traceback__ is None else err.__cause__)
+        session = getattr(args[0], "session", None) if args else None
+        call = getattr(session, "call", None) if verb else None
+        if call is None:
+            return _converted(fn, args, kwargs)
+        with call():
+            return _converted(fn, args, kwargs)
 
     return method
+
+
+def _converted(fn, args, kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except psycopg.Error as e:
+        err = from_psycopg(e)  # keep psycopg's error as the cause of a new one, for debugging
+        session = getattr(args[0], "session", None) if args else None
+        if isinstance(err, DatabaseUnavailable) and session is not None:
+            # the server went away (stopped, restarted): this thread's other connections are
+            # gone too, each to fail its next call; the next call opens new ones instead
+            session.mine().close()
+        raise err from (e if err.__traceback__ is None else err.__cause__)
 
 
 def read_retried(read: Callable[[], R]) -> R:

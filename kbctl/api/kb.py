@@ -86,9 +86,14 @@ class KnowledgeBase:
         """The open connection (migrations applied when ``database.auto_migrate``)."""
         return self.session.connection()
 
-    def close(self) -> None:
-        """Close every connection (the next call opens new ones)."""
-        self.session.close()
+    def close(self, timeout: float = 10.0) -> None:
+        """Close the knowledge base for good: a verb called afterwards, in any thread, raises
+        ``KnowledgeBaseClosed`` (open another with ``kbctl.open()``). Verbs already running in other
+        threads are waited for, up to ``timeout`` seconds; those still running then have their
+        statements cancelled and end with ``KnowledgeBaseClosed`` (what a run stored stays stored).
+        No connection is closed under a running statement: one still in use when the waits end is
+        closed by its thread when its verb ends. Calling it again is harmless."""
+        self.session.shut(timeout)
 
     def __enter__(self) -> KnowledgeBase:
         return self

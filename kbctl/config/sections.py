@@ -44,9 +44,11 @@ class DatabaseSettings:
     keep_running: bool
     auto_migrate: bool
     connect_timeout: int
+    handle_threads: int  # threads one handle serves at once (``kbctl.api.session``)
 
     def _check(self, where: str) -> None:
         check_range(where, "database.connect_timeout", self.connect_timeout, 0)  # 0: wait as long as it takes (libpq)
+        check_range(where, "database.handle_threads", self.handle_threads, 1)
 
 
 @dataclass(frozen=True)

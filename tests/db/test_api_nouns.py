@@ -10,6 +10,7 @@ import pytest
 
 import kbctl
 from kbctl.api import KnowledgeBase, NamespaceHandle, Session
+from kbctl.errors import KnowledgeBaseClosed
 from tests.conftest import ROOT, SAMPLE
 
 # Every public method of KnowledgeBase before it was split into sub-APIs (kbctl/api.py at f9966c7),
@@ -76,9 +77,11 @@ def test_sub_apis_list_when_called_and_hold_the_verbs(kb):
     assert kb.admin.stats()["tenant"] == kb.tenant
     assert isinstance(kb.session, Session) and kb.session.tenant == kb.tenant
     assert kb.session.open_connections()  # the facade's calls went through it
+    assert kb.namespaces.delete("one_kb") == 0 and kb.namespaces() == []
     kb.close()
     assert kb.session.open_connections() == []
-    assert kb.namespaces.delete("one_kb") == 0 and kb.namespaces() == []
+    with pytest.raises(KnowledgeBaseClosed):  # the sub-APIs are the handle's verbs: closed with it
+        kb.namespaces()
 
 
 def test_verify_claim_and_research_are_library_calls(kb):

@@ -236,3 +236,183 @@ def test_a_new_process_whose_threads_first_use_one_handle_at_once_starts_one_ser
     )
     assert p.returncode == 0, p.stderr.decode()
     assert ast.literal_eval(p.stdout.decode().strip()) == [alone] * 8
+
+
+# -- close() while other threads are inside a verb; more threads than the handle serves at once -----
+
+
+def _held_search(monkeypatch, inside: threading.Event, release: threading.Event):
+    """Searches of this process wait inside the verb, connected, until ``release`` (``inside`` says one does)."""
+    import kbctl.api.search as api_search
+
+    run = api_search.run_search
+
+    def held(conn, *args, **kwargs):
+        inside.set()
+        assert release.wait(timeout=60), "never released"
+        return run(conn, *args, **kwargs)
+
+    monkeypatch.setattr(api_search, "run_search", held)
+
+
+def test_close_waits_for_a_verb_under_way_and_refuses_new_ones(two_namespaces, monkeypatch):
+    import kbctl.errors as E
+
+    kb = two_namespaces
+    alone = _key(kb.search("refund", "billing"))
+    inside, release = threading.Event(), threading.Event()
+    _held_search(monkeypatch, inside, release)
+    answers: list = []
+
+    def searching():
+        try:
+            answers.append(_key(kb.search("refund", "billing")))
+        except Exception as e:
+            answers.append(e)
+
+    searcher = threading.Thread(target=searching)
+    searcher.start()
+    try:
+        assert inside.wait(timeout=60)
+        pids = {c.info.backend_pid for c in kb.session.open_connections()}
+        closer = threading.Thread(target=kb.close, kwargs={"timeout": 60})
+        closer.start()
+        deadline = time.monotonic() + 30
+        while not getattr(kb.session, "closing", False) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(E.KnowledgeBaseClosed) as refused:  # no new verb once close() began
+            kb.search("refund", "billing")
+        assert refused.value.hint and "kbctl.open()" in refused.value.hint
+        assert closer.is_alive()  # still waiting for the search under way, its connections open
+        assert {c.info.backend_pid for c in kb.session.open_connections()} == pids
+    finally:
+        release.set()
+    searcher.join(timeout=60)
+    closer.join(timeout=60)
+    assert not closer.is_alive() and answers == [alone]  # the search ended as it would have
+    assert kb.session.open_connections() == [] and _backends_gone(kb, pids)
+    with pytest.raises(E.KnowledgeBaseClosed):  # a closed handle stays closed: it opens nothing again
+        kb.namespaces()
+    kb.close()  # twice is fine
+
+
+_CLOSE_UNDER_A_STATEMENT = """
+import sys, threading
+import kbctl
+import kbctl.api.search as api_search
+from kbctl.errors import KnowledgeBaseClosed
+
+kb = kbctl.open(home=sys.argv[1], tenant=sys.argv[2], profile="hash-384")
+kb.search("refund", "billing")
+run, inside = api_search.run_search, threading.Event()
+
+def slow(conn, *args, **kwargs):
+    inside.set()
+    conn.execute("SELECT pg_sleep(60)")  # a long statement under way when close() is called
+    return run(conn, *args, **kwargs)
+
+api_search.run_search = slow
+out = []
+
+def searching():
+    try:
+        out.append(kb.search("refund", "billing"))
+    except BaseException as e:
+        out.append(e)
+
+t = threading.Thread(target=searching)
+t.start()
+assert inside.wait(60)
+kb.close(timeout=0.2)
+t.join(60)
+e = out[0]
+print(type(e).__name__, "|", e, "|", getattr(e, "hint", None), "|", type(e.__cause__).__name__)
+print("open", len(kb.session.open_connections()), "alive", t.is_alive())
+"""
+
+
+def test_close_cancels_a_statement_still_running_after_its_wait_and_the_verb_says_why(kb_home, tenant, two_namespaces):
+    """In a process of its own: closing a connection under a running statement has crashed libpq."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=str(ROOT))
+    p = subprocess.run(
+        [sys.executable, "-c", _CLOSE_UNDER_A_STATEMENT, str(kb_home), tenant],
+        capture_output=True,
+        env=env,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr.decode()
+    said, left = p.stdout.decode().strip().splitlines()
+    kind, message, hint, cause = said.split(" | ")
+    assert kind == "KnowledgeBaseClosed" and "closed" in message and "kbctl.open()" in hint
+    assert cause != "NoneType"  # what the close cut short stays visible, for debugging
+    assert left == "open 0 alive False"
+
+
+def _open_limited(kb_home, tenant, tmp_path, threads: int, wait: int):
+    import kbctl
+
+    cfg = tmp_path / "limited.toml"
+    cfg.write_text(f"[database]\nhandle_threads = {threads}\nconnect_timeout = {wait}\n")
+    return kbctl.open(config=cfg, home=kb_home, tenant=tenant, profile="hash-384")
+
+
+def test_a_handle_serves_at_most_its_limit_of_threads_at_once_and_the_others_wait(
+    kb_home, tenant, two_namespaces, tmp_path, monkeypatch
+):
+    alone = _key(two_namespaces.search("refund gateway", "billing", mode="hybrid"))
+    kb = _open_limited(kb_home, tenant, tmp_path, threads=2, wait=120)
+    import kbctl.api.search as api_search
+
+    run, seen = api_search.run_search, []
+
+    def counted(conn, *args, **kwargs):
+        seen.append((len(kb.session.threads), len(kb.session.open_connections())))
+        time.sleep(0.05)  # inside the verb a while: the threads overlap
+        return run(conn, *args, **kwargs)
+
+    monkeypatch.setattr(api_search, "run_search", counted)
+    try:
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            answers = list(pool.map(lambda _: _key(kb.search("refund gateway", "billing", mode="hybrid")), range(18)))
+        assert answers == [alone] * 18  # every thread was served, none failed
+        assert len(seen) == 18 and max(s[0] for s in seen) <= 2 and max(s[1] for s in seen) <= 2 * 3
+        assert len(kb.session.threads) <= 2 and len(kb.session.open_connections()) <= 2 * 3
+    finally:
+        kb.close()
+
+
+def test_a_thread_that_waits_too_long_for_a_free_set_of_connections_is_told_what_to_raise(
+    kb_home, tenant, two_namespaces, tmp_path, monkeypatch
+):
+    import kbctl.errors as E
+
+    kb = _open_limited(kb_home, tenant, tmp_path, threads=1, wait=1)
+    inside, release = threading.Event(), threading.Event()
+    _held_search(monkeypatch, inside, release)
+    holder = threading.Thread(target=kb.search, args=("refund", "billing"))
+    holder.start()
+    try:
+        assert inside.wait(timeout=60)
+        got: list = []
+        waiter = threading.Thread(target=lambda: got.append(_caught(lambda: kb.namespaces())))
+        waiter.start()
+        waiter.join(timeout=60)
+        assert len(got) == 1 and isinstance(got[0], E.DatabaseError), got
+        assert "handle_threads" in str(got[0]) and "handle_threads" in (got[0].hint or "")
+    finally:
+        release.set()
+        holder.join(timeout=60)
+        kb.close()
+
+
+def _caught(call):
+    try:
+        return call()
+    except Exception as e:
+        return e
