@@ -176,9 +176,7 @@ class Session:
             yield
         except Exception as e:
             if self.closing and not isinstance(e, KnowledgeBaseClosed):
-                raise KnowledgeBaseClosed(
-                    f"this knowledge base was closed while the call ran ({type(e).__name__})", hint=_CLOSED_HINT
-                ) from e
+                raise KnowledgeBaseClosed("this knowledge base was closed while the call ran", hint=_CLOSED_HINT) from e
             raise
         finally:
             with self.lock:
