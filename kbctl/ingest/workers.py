@@ -233,20 +233,23 @@ def work(
                     break
                 claimed = None
                 for ns_id, rid in runs:
+                    # the namespace's context first: a worker that cannot serve it (a profile or ACL
+                    # its configuration lacks) fails before it claims, leaving the items' attempts
+                    # to workers that can, not spent by each restart of this one
+                    ctx = current_context(conn, contexts, ns_id, context)
                     got = q.claim(
                         conn, ns_id, rid, options.name, options.batch, options.lease, floors.get((ns_id, rid), 0)
                     )
                     if got:
-                        claimed = (ns_id, rid, got)
+                        claimed = (ns_id, rid, got, ctx)
                         break
                 if claimed is None:
                     if options.exit_idle and run_id is None and not runs:
                         break
                     time.sleep(options.poll)  # signals are let through here too: the next tick waits
                     continue
-                ns_id, rid, got = claimed
+                ns_id, rid, got, ctx = claimed
                 floors[(ns_id, rid)] = max(floors.get((ns_id, rid), 0), got[-1].item + 1)
-                ctx = current_context(conn, contexts, ns_id, context)
                 if rid not in traces:
                     traces[rid] = q.run_traceparent(conn, rid) if telemetry.enabled() else None
                 try:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from kbctl.store import queue, runs
 from kbctl.store.connection import scalar
 from kbctl.store.queries import query
@@ -285,3 +287,35 @@ def test_a_run_lock_is_seen_held_by_the_same_functions_that_take_it_even_past_th
     finally:
         holder.execute(query("runs/unlock_run"), (runs.RUN_CLASS, big))
     assert not scalar(conn.execute("SELECT kbctl.run_coordinated(%s, %s)", (runs.RUN_CLASS, big)))
+
+
+def test_a_worker_that_cannot_make_its_namespaces_context_claims_nothing(kb):
+    # A worker whose configuration lacks the profile the namespace is pinned to (or whose ACLs do not
+    # read) failed after claiming a batch: the batch waited for its lease, and a worker restarted
+    # by its supervisor spent the items' attempts until they ended as WorkerLost. The context is
+    # made before anything is claimed.
+    from kbctl.errors import ConfigError
+    from kbctl.ingest import workers
+
+    conn, coordinator, ns, run_id = _coordinated(kb, 3)
+    try:
+
+        def context(ns_id: int):
+            raise ConfigError("profile 'elsewhere' is not defined in this configuration")
+
+        for _ in range(2):  # a worker started again by its supervisor
+            with pytest.raises(ConfigError):
+                workers.work(
+                    conn,
+                    connect=kb.session.tenant_connection,
+                    context=context,
+                    namespaces=lambda: [ns.id],
+                    run_id=run_id,
+                    options=workers.WorkerOptions(poll=0.05, lease=60),
+                )
+        p = queue.progress(conn, ns.id, run_id)
+        assert (p["queued"], p["claimed"], p["expired"]) == (3, 0, 0), p
+        attempts = [a for (a,) in conn.execute("SELECT attempts FROM kbctl.run_items WHERE run_id = %s", (run_id,))]
+        assert attempts == [0, 0, 0]
+    finally:
+        coordinator.close()
