@@ -305,6 +305,7 @@ class Evals(Part):
         from ..evals import (
             EvalDataset,
             check_alpha,
+            check_comparable,
             check_gates,
             check_gates_can_be_read,
             compare,
@@ -321,10 +322,17 @@ class Evals(Part):
         base = _read_baseline(baseline) if baseline is not None else None
         check_alpha(alpha)  # before any query runs, as a typo in a gate
         ns = namespace or (ds.queries[0].namespace if ds.queries else None)
-        settings = {"namespace": namespace, "profile": self.kb.namespaces.profile_for(ns).name if ns else None}
         if namespace:  # only NS's queries (a golden set names each query's namespace), once NS is known to exist
             self.kb.namespaces.get(namespace)
             ds = ds.of_namespace(namespace)
+        settings = {"namespace": namespace, "profile": self._searched_profile(ns, generation) if ns else None}
+        if ds.kind == "beir":
+            settings["split"] = split
+        self._check_searchable(namespace, ds)
+        notes = list(ds.notes)
+        if base is not None:  # the same dataset, depth and queries, a mode in common: before any query runs
+            scored = [q.id for q in ds.limited(limit).queries]
+            notes += check_comparable(base, ds.name, depth, scored, list(dict.fromkeys(modes)))
         if principal is not None:  # the run sees only what this principal may view
             settings["principal"] = str(principal)
         extra: dict[str, Any] = {"principal": principal} if principal is not None else {}
@@ -334,7 +342,34 @@ class Evals(Part):
         fn = search_fn(self.kb, ds, namespace, depth, extra)
         rep = run_eval(ds, fn, list(modes), k=k, depth=depth, limit=limit, settings=settings)
         rows, regressions = compare(rep, base, tolerance, alpha) if base is not None else ([], [])
-        return EvalRun(rep, parsed, tuple(check_gates(rep, parsed)), tuple(rows), tuple(regressions), ds.notes)
+        return EvalRun(rep, parsed, tuple(check_gates(rep, parsed)), tuple(rows), tuple(regressions), tuple(notes))
+
+    def _searched_profile(self, name: str, generation: str | None) -> str:
+        """The name of the profile a search of namespace ``name`` (its ``generation``) embeds with,
+        as a run's settings record it: a shadow's, not the active generation's."""
+        from ..store import get_namespace
+
+        ns = get_namespace(self._conn(), name, self.tenant, required=False)
+        if ns is None:  # the search says it does not exist
+            return self.kb.namespaces.profile_for(name).name
+        if generation in ("shadow", "previous"):
+            ns = self.kb.namespaces.at_generation(ns, generation)
+        return self.kb.namespaces.search_profile(ns).name
+
+    def _check_searchable(self, namespace: str | None, ds) -> None:
+        """A ``UsageError`` for a namespace the run would search that holds no document: every
+        query would score 0, and a gate would fail as if quality had dropped."""
+        from ..store import get_namespace
+        from ..store.namespaces import document_count
+
+        names = [namespace] if namespace else sorted({q.namespace for q in ds.queries if q.namespace})
+        for name in names:
+            ns = get_namespace(self._conn(), name, self.tenant, required=False)
+            if ns is not None and document_count(self._conn(), ns.id) == 0:
+                raise UsageError(
+                    f"namespace {name!r} holds no documents: there is nothing to evaluate",
+                    hint=f"ingest it first (kbctl eval import FOLDER -n {name}, or kbctl ingest PATH -n {name})",
+                )
 
     def sweep(
         self,
@@ -405,11 +440,19 @@ def compare_reports(
     each mode both hold, each metric's delta and paired randomisation p-value, and the regressions
     (a quality metric more than ``tolerance`` below the baseline; with ``alpha``, only if p < alpha).
     Needs no database: an A/B of two configurations, or of two commits, from their saved runs."""
-    from ..evals import check_alpha, compare, report_from_json
+    from ..evals import check_alpha, check_comparable, compare, report_from_json
 
     check_alpha(alpha)
     base, cur = _read_baseline(baseline), _read_baseline(current, "result")
     report = report_from_json(cur)
+    check_comparable(
+        base,
+        report.dataset,
+        report.settings.get("depth"),
+        list(report.queries) or list(report.modes[0].per_query if report.modes else ()),
+        list(report.mode_names),
+        this="the result",
+    )
     rows, regressions = compare(report, base, tolerance, alpha)
     if not rows:
         raise UsageError(

@@ -167,7 +167,7 @@ def run(
         print_json(result.to_json())
     else:
         _table(result.report, k)
-    if baseline:
+    if baseline and not print_json_:  # the JSON holds the comparison: stdout stays one document
         _comparison(result)
     if not result.ok:
         for f in result.failures:

@@ -190,6 +190,8 @@ def _as_id(value: Any, path: Path, lineno: int, field: str) -> str:
 def _as_text(value: Any, path: Path, lineno: int, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise _error(path, lineno, f"{field!r} must be a non-empty string")
+    if "\x00" in value:  # the search refuses it: said here, with its line, not when the run gets there
+        raise _error(path, lineno, f"{field!r} holds a NUL character", hint="remove it from the text")
     return value
 
 
@@ -309,13 +311,24 @@ def load_beir(dir: Path, split: str = "test") -> EvalDataset:
     qrels = read_qrels_tsv(qrels_path)
     queries_path = beir_file(dir, "queries")
     texts: dict[str, str] = {}
+    first_line: dict[str, int] = {}
     untexted: list[str] = []
     for lineno, obj in _read_jsonl(queries_path):
         qid = _as_id(obj.get("_id"), queries_path, lineno, "_id")
         text = obj.get("text")
         if isinstance(text, str) and text.strip():
             if qid in qrels:
+                if qid in texts and texts[qid] != text:  # which one would be searched?
+                    raise _error(
+                        queries_path,
+                        lineno,
+                        f"query {qid!r} is given again (first on line {first_line[qid]}) with another text",
+                        hint="give each query one line, or a new _id (and its rows in " + qrels_name + ")",
+                    )
+                if "\x00" in text:  # the search refuses it: said here, with its line
+                    raise _error(queries_path, lineno, f"query {qid!r} holds a NUL character", hint="remove it")
                 texts[qid] = text
+                first_line.setdefault(qid, lineno)
         elif qid in qrels:
             raise _error(
                 queries_path,

@@ -17,7 +17,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from kbctl.errors import CheckFailed, ConfigError, UsageError
 
@@ -37,6 +37,7 @@ __all__ = [
     "check_alpha",
     "computed_metrics",
     "check_gates_can_be_read",
+    "check_comparable",
 ]
 
 _GATE_RE = re.compile(r"^\s*(?:([A-Za-z_][\w-]*)\s*:)?\s*([\w@.]+)\s*(>=|<=|=)\s*([-+0-9.eE]+)\s*$")
@@ -169,6 +170,48 @@ def check_alpha(alpha: float | None) -> None:
     """A significance level for ``compare`` is in (0, 1]; anything else is a ``UsageError``."""
     if alpha is not None and not 0.0 < alpha <= 1.0:
         raise UsageError(f"alpha {alpha:g} is not a significance level", hint="pass a value in (0, 1], e.g. 0.05")
+
+
+def check_comparable(
+    baseline: Mapping[str, Any],
+    dataset: str,
+    depth: Any,
+    queries: Collection[str],
+    modes: Sequence[str],
+    what: str = "baseline",
+    this: str = "this run",
+) -> list[str]:
+    """A ``UsageError`` unless ``baseline`` (a saved report's JSON) can be set against a run of
+    ``dataset`` to ``depth`` scoring ``queries`` in ``modes``: the same dataset, depth and queries
+    (a mean over other queries, ``--limit`` or ``--split`` another, says nothing of a regression),
+    and a mode in common. What a saved report does not record is not checked. Returns a note for
+    each mode of the run the baseline does not hold (it is not compared)."""
+    hint = f"compare runs of the same dataset, --split, --limit and --depth, or save a new {what} with --json"
+    base_name = baseline.get("dataset")
+    if isinstance(base_name, str) and base_name and base_name != dataset:
+        raise UsageError(f"the {what} is of dataset {base_name!r}, {this} of {dataset!r}", hint=hint)
+    recorded = baseline.get("settings")
+    settings: Mapping[str, Any] = recorded if isinstance(recorded, Mapping) else {}
+    base_depth = settings.get("depth")
+    if base_depth is not None and depth is not None and base_depth != depth:
+        raise UsageError(f"the {what} searched to depth {base_depth}, {this} to depth {depth}", hint=hint)
+    base_queries = baseline.get("queries")
+    if isinstance(base_queries, Mapping) and base_queries and set(base_queries) != set(queries):
+        shared = len(set(base_queries) & set(queries))
+        others = len(set(queries) - set(base_queries))
+        was = ", ".join(f"{k} {settings[k]}" for k in ("split", "limit") if settings.get(k) is not None)
+        raise UsageError(
+            f"the {what} scored other queries: {this} scores {shared} of its {len(base_queries)}"
+            + (f" and {others} it did not" if others else ""),
+            hint=hint + (f" (the {what}'s: {was})" if was else ""),
+        )
+    base_modes = list(baseline.get("modes") or {})
+    if not any(m in base_modes for m in modes):
+        raise UsageError(
+            f"the {what} and {this} share no mode ({this}: {', '.join(modes)})",
+            hint=f"the {what}'s modes: {', '.join(base_modes) or 'none'}",
+        )
+    return [f"mode {m} is not in the {what}: not compared" for m in modes if m not in base_modes]
 
 
 def compare(

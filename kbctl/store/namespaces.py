@@ -256,6 +256,11 @@ def namespace_ids(conn: Conn, tenant: str) -> list[int]:
     return [r[0] for r in conn.execute(query("namespaces/ids_of_tenant"), (tenant,))]
 
 
+def document_count(conn: Conn, ns_id: int) -> int:
+    """How many documents a namespace holds."""
+    return int(scalar(conn.execute(query("namespaces/document_count"), (ns_id,))) or 0)
+
+
 def untouched(conn: Conn, ns_id: int) -> bool:
     """Whether a namespace holds no document and no run in the ledger (nothing was ever written to it)."""
     return bool(scalar(conn.execute(query("namespaces/untouched"), (ns_id, ns_id))))

@@ -159,3 +159,29 @@ def test_gzipped_qrels_are_read_by_import_and_run(cli, tmp_path):
     assert p.returncode == 0, p.stderr.decode()
     assert json.loads(p.stdout)["modes"]["lexical"]["num_queries"] == 3
     assert "queries not judged in qrels/test.tsv.gz have no text" in p.stderr.decode()
+
+
+def test_an_empty_namespace_is_refused_not_scored_zero(cli):
+    """It scored 0 on every query with exit 0 (and exit 3 under a gate, as if quality had dropped)."""
+    assert cli("-p", "hash-384", "namespaces", "create", "empty").returncode == 0
+    for extra in ((), ("--fail-under", "ndcg@10=0.5")):
+        p = cli("eval", "run", str(MESSY), "-n", "empty", "--modes", "lexical", *extra)
+        assert p.returncode == 2, p.stderr.decode()
+        assert p.stdout == b"" and "Traceback" not in p.stderr.decode()
+        assert "error: namespace 'empty' holds no documents" in p.stderr.decode()
+
+
+def test_the_settings_record_the_split_and_the_profile_the_search_reads(cli, tmp_path):
+    """`--generation shadow` recorded the active generation's profile: a run of the shadow and
+    one of the active namespace said the same profile."""
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text('[profiles.h256]\nembedder = "hash"\nmodel = "hash"\ndimension = 256\nrevision = "2"\n')
+    env = {"KBCTL_CONFIG": str(cfg)}
+    assert _import(cli, "messy").returncode == 0
+    p = cli("reembed", "messy", "-p", "h256", env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    run = ("eval", "run", str(MESSY), "-n", "messy", "--modes", "dense", "--print-json")
+    active = json.loads(cli(*run, env=env).stdout)["settings"]
+    shadow = json.loads(cli(*run, "--generation", "shadow", env=env).stdout)["settings"]
+    assert (active["profile"], active["split"]) == ("hash-384", "test")
+    assert (shadow["profile"], shadow["split"], shadow["generation"]) == ("h256", "test", "shadow")

@@ -332,3 +332,40 @@ def test_a_broken_gzipped_qrels_file_is_one_line(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_beir(col)
     assert str(info.value).startswith(f"{col / 'qrels' / 'test.tsv.gz'}: not a readable gzip file")
+
+
+def test_a_judged_query_given_twice_with_another_text_is_one_line_naming_both_lines(tmp_path):
+    """queries.jsonl naming a judged query twice: which text was searched? The last one was,
+    in the first one's place, without a word."""
+    col = _beir_copy(tmp_path)
+    queries = col / "queries.jsonl"
+    with queries.open("a") as fh:
+        fh.write('{"_id": "q1", "text": "another text"}\n')
+    with pytest.raises(ConfigError) as info:
+        load_beir(col)
+    assert str(info.value) == f"{queries}:5: query 'q1' is given again (first on line 1) with another text"
+    assert "\n" not in str(info.value) and info.value.hint
+    # the same line twice, or an unjudged query twice, changes nothing that is searched
+    queries.write_text(queries.read_text().replace('"another text"', '"how long do refunds take"'))
+    assert load_beir(col).queries[0].text == "how long do refunds take"
+    with queries.open("a") as fh:
+        fh.write('{"_id": "q3", "text": "one"}\n{"_id": "q3", "text": "two"}\n')
+    assert [q.id for q in load_beir(col).queries] == ["q1", "q2", "4"]
+
+
+def test_a_judged_query_holding_a_nul_is_one_line_naming_file_and_line(tmp_path):
+    """A NUL in a query's text was refused by the search only once the run reached that query,
+    naming neither its id nor its line."""
+    col = _beir_copy(tmp_path)
+    queries = col / "queries.jsonl"
+    queries.write_text(queries.read_text().replace("change my annual plan", "change my\\u0000plan"))
+    with pytest.raises(ConfigError) as info:
+        load_beir(col)
+    assert str(info.value) == f"{queries}:2: query 'q2' holds a NUL character"
+    golden = tmp_path / "g.jsonl"
+    golden.write_text(
+        '{"id": "a", "query": "ok", "relevant": ["x"]}\n{"id": "b", "query": "x\\u0000", "relevant": ["x"]}\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        load_golden(golden)
+    assert str(info.value) == f"{golden}:2: 'query' holds a NUL character"
