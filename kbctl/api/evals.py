@@ -315,7 +315,7 @@ class Evals(Part):
             run_eval,
         )
 
-        _check_run(modes, limit, tolerance)
+        _check_run(modes, limit, tolerance, k, depth)
         ds = dataset if isinstance(dataset, EvalDataset) else load_dataset(Path(dataset), split=split)
         parsed = tuple(parse_gate(g) for g in gates)
         check_gates_can_be_read(parsed, list(dict.fromkeys(modes)), computed_metrics(k, bool(ds.passage_qrels)))
@@ -387,7 +387,7 @@ class Evals(Part):
         from ..evals import computed_metrics, load_dataset, run_eval
         from ..evals.metrics import is_lower_better
 
-        _check_run(["hybrid"], limit, 0.0)
+        _check_run(["hybrid"], limit, 0.0, 10, depth)
         ds = load_dataset(Path(dataset), split=split)
         grid = grid or {"fusion": ["rrf"], "rrf_k": [10, 30, 60, 100], "candidates": [50, 100, 200]}
         names = list(grid)
@@ -472,14 +472,19 @@ def _ids(items: Sequence[str], shown: int = 5) -> str:
     return out + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
-def _check_run(modes: Sequence[str], limit: int | None, tolerance: float) -> None:
+def _check_run(modes: Sequence[str], limit: int | None, tolerance: float, k: int = 10, depth: int = 100) -> None:
     """A run's own options, before the dataset is read or any query runs: each mode one kbctl knows
-    (an unknown one used to run as hybrid under its name), a limit of one query or more."""
+    (an unknown one used to run as hybrid under its name), ``k`` and ``depth`` in the search's
+    1..1000 (``--depth 100000`` was refused at the first query as the search's ``-k``), a limit of
+    one query or more."""
     if isinstance(modes, str) or not modes:
         raise UsageError("no modes given", hint="pass --modes, a comma list of: " + ", ".join(MODES))
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise UsageError(f"unknown eval mode {unknown[0]!r}", hint="use any of: " + ", ".join(MODES))
+    for flag, value in (("-k", k), ("--depth", depth)):  # the search's range, named by the eval's flag
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+            raise UsageError(f"{flag} must be in 1..1000, got {value!r}", hint="a whole number of results")
     _check_limit(limit)
     if not tolerance >= 0:
         raise UsageError(f"tolerance must be 0 or more, got {tolerance!r}", hint="e.g. --tolerance 0.01")

@@ -105,3 +105,11 @@ def test_import_of_a_folder_without_a_corpus_makes_neither_tenant_nor_namespace(
     assert p.returncode == 0, p.stderr.decode()
     names = {row["name"] for row in json.loads(p.stdout)}
     assert fresh not in names, names
+
+
+def test_k_and_depth_out_of_range_are_refused_naming_their_flag_before_any_search(cli):
+    """`--depth 100000` said `k (-k) must be in 1..1000` (the search's -k, at the first query)."""
+    for args, needle in ((("--depth", "100000"), "--depth"), (("--depth", "0"), "--depth"), (("-k", "0"), "-k")):
+        p = cli("eval", "run", str(TINY), "-n", "nosuch", "--modes", "lexical", *args)
+        line = _one_error(p, f"{needle} must be", "1..1000")
+        assert "nosuch" not in line
