@@ -12,7 +12,8 @@ message starts with ``file:line``):
   only the queries that appear in the qrels file are evaluated, and only those are checked: a query
   the split does not judge is skipped even without a text (``EvalDataset.notes`` counts it). A
   judged query missing from ``queries.jsonl`` is not evaluated (a note, as pytrec_eval leaves out
-  a query its run lacks). The corpus is not loaded; ``iter_beir_corpus`` streams it.
+  a query its run lacks). A judged query given twice with another text, or holding a NUL, is an
+  error naming its line. The corpus is not loaded; ``iter_beir_corpus`` streams it.
 * **golden** (one ``.jsonl`` file), one query per line::
 
       {"id": "q01", "query": "how long do refunds take", "namespace": "billing_kb",
