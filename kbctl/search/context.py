@@ -3,8 +3,11 @@
 Tokens are counted with a simple, model-independent estimate (words and punctuation marks, about
 what LLM tokenizers produce for English text, rounded up by 1/3 for sub-word splits), so the block
 fits the budget of any common chat model. Passages are added best-first; one that does not fit is
-cut at a sentence boundary if at least half of it fits (the best passage is always cut to fit
-rather than left out), else left out.
+cut at a line's or a sentence's end if at least half of it fits (the best passage is always cut to
+fit rather than left out), else left out. A cut keeps the passage's own text, line breaks included
+(a table is cut between rows, a code block between lines, never inside a table's row), and a code
+fence a passage leaves open (cut, or stored so) is closed after it, so the next citation is not read
+as code.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import re
 from ..types import Hit, SearchResult
 from ..validate import count
 
-__all__ = ["context_blocks", "estimate_tokens", "format_context", "prefix_within"]
+__all__ = ["closed_fences", "context_blocks", "estimate_tokens", "format_context", "prefix_within"]
 
 # Scripts written without spaces (CJK ideographs, kana, hangul, Thai): a tokenizer spends about one
 # token a character, so each is counted as a word.
@@ -60,15 +63,16 @@ def context_blocks(result: SearchResult, budget: int) -> list[tuple[Hit, str]]:
     for h in result.hits:
         link = h.metadata.get("link") if isinstance(h.metadata, dict) else None
         head = f"[{h.rank}] {h.citation}" + (f" <{link}>" if link else "") + "\n"  # a web page: opens at the passage
-        block = head + h.text.strip() + "\n"
+        text = h.text.strip()
+        block = head + closed_fences(text) + "\n"
         cost = estimate_tokens(block)
         if used + cost <= budget:
             parts.append((h, block))
             used += cost
             continue
         room = budget - used - estimate_tokens(head + _MORE)  # the marker of a cut counts too
-        cut = _cut(h.text.strip(), room)
-        if cut and (not parts or estimate_tokens(cut) * 2 >= estimate_tokens(h.text)):
+        cut = _cut(text, room)
+        if cut and (not parts or estimate_tokens(cut) * 2 >= estimate_tokens(text)):
             parts.append((h, head + cut + _MORE))
             used += estimate_tokens(head + cut + _MORE)
         break
@@ -76,20 +80,75 @@ def context_blocks(result: SearchResult, budget: int) -> list[tuple[Hit, str]]:
 
 
 _MORE = " […]\n"  # ends a passage cut to fit
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_SPACE = re.compile(r"\s+")
+
+
+def closed_fences(text: str) -> str:
+    """``text`` with a code fence it leaves open closed at its end (a chunk may hold a code block's
+    first lines only, or be cut inside one): else the passages after it, and their citations,
+    would read as code."""
+    fence = None
+    for line in text.split("\n"):
+        fence = _fence_after(line, fence)
+    return text if fence is None else text + "\n" + fence
+
+
+def _fence_after(line: str, fence: str | None) -> str | None:
+    """The code fence open after ``line`` (None: none), given the one open before it: a fence
+    closes with a line of at least as many of its characters and nothing after them (CommonMark)."""
+    m = _FENCE.match(line)
+    if not m:
+        return fence
+    mark = m.group(1)
+    if fence is None:
+        return mark
+    closes = mark[0] == fence[0] and len(mark) >= len(fence) and not line.strip()[len(mark) :].strip()
+    return None if closes else fence
+
+
+def _ends(text: str) -> tuple[list[int], list[int]]:
+    """Where a cut of ``text`` may end: the ends of its lines and of its sentences (a table's rows
+    and a code block's lines are cut between lines only), and the ends of its words."""
+    lines: list[int] = []
+    sentences: list[int] = []
+    fence = None
+    start = 0
+    for line in text.split("\n"):
+        end = start + len(line)
+        before, fence = fence, _fence_after(line, fence)
+        if before is None and fence is None and not line.lstrip().startswith("|"):  # prose: its sentences too
+            sentences += [start + s.start() for s in _SENT.finditer(line)]
+        lines.append(end)
+        start = end + 1
+    words = [m.start() for m in _SPACE.finditer(text)]
+    return sorted(set(lines + sentences)), words
 
 
 def _cut(text: str, room: int) -> str:
-    out = ""
-    for s in _SENT.split(text):
-        nxt = (out + " " + s).strip()
-        if estimate_tokens(nxt) > room:
-            break
-        out = nxt
-    if not out and room > 0:  # one long sentence: cut at a word
-        for w in text.split():
-            if estimate_tokens(out + " " + w) > room:
-                break
-            out = (out + " " + w).strip()
-    if not out and room > 0:  # not even a word fits: an unspaced script, or one long run
-        out = prefix_within(text, room)
-    return out
+    """The longest prefix of ``text`` within ``room`` tokens (a code fence it opens closed and
+    counted) that ends at a line's or a sentence's end; else at a word's; else anywhere. The
+    text's own characters, line breaks included: a table keeps its rows, code its lines."""
+    if room <= 0:
+        return ""
+    ends, words = _ends(text)
+    for candidates in (ends, words):
+        out = _longest(text, room, candidates)
+        if out:
+            return out
+    return prefix_within(text, room)
+
+
+def _longest(text: str, room: int, ends: list[int]) -> str:
+    lo, hi = 0, len(ends)  # the estimate grows with the prefix: the last end within room, found by halves
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if estimate_tokens(text[: ends[mid]]) <= room:
+            lo = mid + 1
+        else:
+            hi = mid
+    for i in range(lo - 1, -1, -1):  # a fence closed costs a few tokens more: step back while over
+        out = closed_fences(text[: ends[i]].rstrip())
+        if out and estimate_tokens(out) <= room:
+            return out
+    return ""
