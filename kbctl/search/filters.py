@@ -5,8 +5,9 @@ Syntax (one filter per ``--filter``):
 =============  ================================================================
 ``key=value``  equal; for a list value (tags) the list contains ``value``
 ``key!=value`` not equal (and not contained); a chunk without the key is "not equal"
-``key>=value`` ``>``, ``<=``, ``<`` compare numbers as numbers, ISO dates and
-               datetimes as dates (below), and anything else as text
+``key>=value`` ``>``, ``<=``, ``<`` compare numbers as numbers (a JSON number, or a
+               text that is a decimal number: front matter's ``year: "2024"``),
+               ISO dates and datetimes as dates (below), and anything else as text
 ``key~prefix`` starts with ``prefix``; for a list, an item of it does
 ``key in a,b`` equal to (or contains) any of the values
 ``key``        the key has a value: it is there and not null (the empty text is a value)
@@ -18,7 +19,10 @@ at the same quote, which is doubled inside it, and the text between is the value
 ends included (``author="Priya Raman"``, ``title='say "hi"'``, ``title="say ""hi"" twice"``,
 ``author in "Raman, Priya",Bob``). A quote that opens a value and does not close it (or closes it
 before its end) is a usage error, never text: to match a value that begins with a quote, quote it
-(``title='"Quoted"'``). Quotes elsewhere in a value are text (``author=O'Brien``). Quotes only
+(``title='"Quoted"'``). Quotes elsewhere in a value are text (``author=O'Brien``). A value that
+begins with ``=``, ``<`` or ``>`` is quoted too (``expr="=a"``): unquoted it is a usage error, as
+``title==x``, ``title<>x`` and ``year=>2024`` (operators of other languages) read as a value
+``=x`` or a text comparison with ``> x`` and matched nothing without a word. Quotes only
 delimit: ``year>="2024"`` compares as ``year>=2024``. ``str(filter)`` writes a filter back this way
 (``quote_value``), so it reads back as the same filter.
 
@@ -113,6 +117,8 @@ def parse_filter(text: str) -> Filter:
             f"filter {echo(text)} has no value",
             hint=f'write {key}{op}"" for the empty value (in a shell: \'{key}{op}""\'), !{key} for no value at all',
         )
+    if value[0] in "=<>":
+        raise _operator_typo(text, key, op, value)
     value = _unquoted(text, value)
     if op in ("<", "<=", ">", ">="):
         value = _ascii_number(value)
@@ -156,6 +162,21 @@ def _items(text: str, value: str) -> list[str | None]:
         if i >= n:
             return items
         i += 1  # the comma
+
+
+# Operators of other languages, as kbctl writes them: ``title==x`` read as ``title = "=x"``
+# matched nothing, ``title<>x`` compared titles with the text "> x".
+_OTHER_OPERATORS = {"==": "=", "===": "=", "<>": "!=", "!==": "!=", "=>": ">=", "=<": "<=", ">==": ">=", "<==": "<="}
+
+
+def _operator_typo(text: str, key: str, op: str, value: str) -> UsageError:
+    typed = op + value[: len(value) - len(value.lstrip("=<>!"))]
+    meant = _OTHER_OPERATORS.get(typed.replace(" ", ""))
+    said = f"write {key}{meant}VALUE for {typed!r}; " if meant else ""
+    return UsageError(
+        f"filter {echo(text)}: its value begins with {value[0]!r}, an operator's character",
+        hint=f"{said}a value that begins with = < or > is quoted ({key}{op}{quote_value(value)[:80]})",
+    )
 
 
 def _unclosed(text: str, q: str) -> UsageError:

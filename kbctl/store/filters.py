@@ -21,6 +21,10 @@ __all__ = ["filter_sql"]
 # ASCII digits only: PostgreSQL's numeric reads no others (kbctl.search.filters turns full-width
 # digits into ASCII ones; digits of other scripts are compared as text).
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$", re.ASCII)  # finite (kbctl.search.filters)
+# A text that a comparison reads as a number, in PostgreSQL's regular expressions: ASCII digits, no
+# spaces, and no more than numeric holds (255 digits a part at most: the most a PostgreSQL repetition
+# counts; an exponent of three digits at most).
+_NUMERIC_TEXT = r"^[+-]?([0-9]{1,255}(\.[0-9]{0,255})?|\.[0-9]{1,255})([eE][+-]?[0-9]{1,3})?$"
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?P<time>[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?$", re.ASCII)
 
 
@@ -90,11 +94,15 @@ def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
         )
     op = sql.SQL(f.op)
     if _NUMBER.match(value):
+        # a JSON number, or a text that is a decimal number (front matter's `year: "2024"`, an HTML
+        # meta, a document property): `=` matched it, and `>=` read it as no number at all
         return (
             sql.SQL(
-                "(CASE WHEN jsonb_typeof({c} -> %s) = 'number' THEN ({c} ->> %s)::numeric END) {op} %s::numeric"
+                "(CASE jsonb_typeof({c} -> %s) WHEN 'number' THEN ({c} ->> %s)::numeric"
+                " WHEN 'string' THEN CASE WHEN ({c} ->> %s) ~ %s THEN ({c} ->> %s)::numeric END END)"
+                " {op} %s::numeric"
             ).format(c=col, op=op),
-            [f.key, f.key, value],
+            [f.key, f.key, f.key, _NUMERIC_TEXT, f.key, value],
         )
     cmp, bound = _date_bound(f, value)
     return sql.SQL("({c} ->> %s) {op} %s").format(c=col, op=sql.SQL(cmp)), [f.key, bound]

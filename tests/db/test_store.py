@@ -287,6 +287,36 @@ def test_a_list_matches_null_as_it_matches_its_other_items(kb, flt, expected):
     assert {h.source for h in kb.search("", "lists", filters=[flt], k=10).hits} == expected, ("metadata", flt)
 
 
+NUMBERS = [
+    # front matter `year: "2024"`, an HTML meta or a document property: numbers written as text
+    _doc("mem://text", "Text", ["Notes on refunds, numbers as text."], year="2024", price="9.50", v=" 7"),
+    _doc("mem://json", "Json", ["Notes on refunds, numbers as numbers."], year=2023, price=12, v=8),
+    _doc("mem://word", "Word", ["Notes on refunds, words."], year="last year", price="1e999999", v="0x10"),
+]
+
+
+@pytest.mark.parametrize(
+    "flt, expected",
+    [
+        # a comparison with a number reads a text that is a number as that number (`=` always matched it)
+        ("year>=2024", {"mem://text"}),
+        ("year<2024.5", {"mem://text", "mem://json"}),
+        ("year=2024", {"mem://text"}),
+        ("price<10", {"mem://text"}),
+        ("price>=9.5", {"mem://text", "mem://json"}),
+        # a text that is not a decimal number (spaces, hex, an exponent numeric cannot hold) is not one
+        ("v>=0", {"mem://json"}),
+        ("price>1e6", set()),
+    ],
+)
+def test_a_number_written_as_text_compares_as_a_number(kb, flt, expected):
+    _write(kb, "numtext", NUMBERS)
+    for mode in ("lexical", "dense", "hybrid"):
+        r = kb.search("notes refunds", "numtext", mode=mode, filters=[flt], k=10)
+        assert {h.source for h in r.hits} == expected, (mode, flt)
+    assert {h.source for h in kb.search("", "numtext", filters=[flt], k=10).hits} == expected, ("metadata", flt)
+
+
 def test_an_impossible_date_in_a_filter_is_a_usage_error(kb):
     from kbctl.errors import UsageError
 

@@ -75,6 +75,38 @@ def test_a_malformed_filter_says_how_to_write_it(text, hint):
     assert hint in (e.value.hint or ""), (text, e.value.message, e.value.hint)
 
 
+@pytest.mark.parametrize(
+    "text, meant",
+    [
+        ("title==Refunds", "="),  # read as title = "=Refunds": no hit, no word why
+        ("title<>Refunds", "!="),  # read as title < "> Refunds", compared as text
+        ("year=>2024", ">="),
+        ("year=<2024", "<="),
+        ("year>=>2024", ">="),
+        ("title!==Refunds", "!="),
+        ("title <> Refunds", "!="),
+    ],
+)
+def test_an_operator_of_another_language_is_a_usage_error_not_a_value(text, meant):
+    with pytest.raises(UsageError) as e:
+        parse_filter(text)
+    assert "quote" in (e.value.hint or "") and meant in (e.value.hint or ""), (e.value.message, e.value.hint)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('title="=Refunds"', Filter("title", "=", "=Refunds")),  # quoted, a value may begin with one
+        ("title='<> x'", Filter("title", "=", "<> x")),
+        ('expr in "=a",b', Filter("expr", "in", ("=a", "b"))),
+        ("title=a=b", Filter("title", "=", "a=b")),  # inside a value, as before
+    ],
+)
+def test_a_value_that_begins_with_an_operator_character_is_written_quoted(text, expected):
+    assert parse_filter(text) == expected
+    assert parse_filter(str(expected)) == expected
+
+
 def test_str_of_a_filter_is_how_it_is_written():
     assert str(parse_filter('author="Priya Raman"')) == "author=Priya Raman"
     assert str(parse_filter('author=""')) == 'author=""'
