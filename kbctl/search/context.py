@@ -2,7 +2,9 @@
 
 Tokens are counted with a simple, model-independent estimate (words and punctuation marks, about
 what LLM tokenizers produce for English text, rounded up by 1/3 for sub-word splits), so the block
-fits the budget of any common chat model. Passages are added best-first; one that does not fit is
+fits the budget of any common chat model for English and other Latin text; a word of Greek, Cyrillic
+or Arabic letters counts as one token a word as English does, and a tokenizer splits it into more
+(docs/hardening.md, session 45). Passages are added best-first; one that does not fit is
 cut at a line's or a sentence's end if at least half of it fits (the best passage is always cut to
 fit rather than left out), else left out. A cut keeps the passage's own text, line breaks included
 (a table is cut between rows, a code block between lines, never inside a table's row), and a code

@@ -43,7 +43,8 @@ the same way, and a bare date means the whole day: ``date<=2024-05-01`` includes
 (``>= 2024-05-02``). An impossible date (``2024-02-30``), and one that leaves years 1..9999 in
 UTC (``0001-01-01T00:00+14:00``, ``date<=9999-12-31``), is a usage error.
 
-Keys are any metadata key; ``source_type``, ``path``, ``uri``, ``title``, ``author``, ``date`` and
+Keys are any top-level metadata key (a dot is part of a key's name: ``a.b`` is the key ``"a.b"``,
+never a path into an object, which no filter reaches); ``source_type``, ``path``, ``uri``, ``title``, ``author``, ``date`` and
 ``tags`` are set by extraction. Values are always bound as parameters, never spliced into SQL.
 """
 

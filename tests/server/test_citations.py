@@ -38,3 +38,38 @@ def test_location_fields_of_their_shape_are_kept():
         [[3.0, 1.0, 2.0, 3.0, 4.0]],
         "https://x.org/a#:~:text=b",
     )
+
+
+QUERIES = [
+    ("how long do refunds take", []),
+    ("invoice", ["source_type=markdown"]),
+    ("card payment failed", ["title~P"]),
+]
+
+
+@pytest.mark.parametrize("query, filters", QUERIES)
+def test_the_json_api_gives_the_librarys_hits_and_citations(served, query, filters):
+    """The same search from Python (``kbctl.open().search``) and over ``POST /v1/search``: the same
+    passages, in the same order, with the same citation text, document and chunk (sealed), and the
+    same context block under a budget."""
+    import httpx
+
+    import kbctl
+    from kbctl.search.context import estimate_tokens
+
+    with kbctl.open(config=served.config, home=served.home, tenant=served.tenant) as kb:
+        local = kb.search(query, "billing_kb", k=8, filters=filters)
+        ids = kb.tenants.ids()
+        context = kb.context(local, 300)
+    body = {"query": query, "namespaces": ["billing_kb"], "k": 8, "filters": filters}
+    r = httpx.post(served.url + "/v1/search", json=body, headers=served.headers("ops"), timeout=30)
+    assert r.status_code == 200, r.text
+    passages = r.json()["passages"]
+    assert local.hits and len(passages) == len(local.hits)
+    for h, p in zip(local.hits, passages):
+        assert (p["rank"], p["citation"], p["text"]) == (h.rank, h.citation, h.text)
+        assert (ids.open("d", p["doc_id"]), ids.open("c", p["chunk_id"])) == (h.doc_id, h.chunk_id)
+    r = httpx.post(served.url + "/v1/search", json=body | {"budget": 300}, headers=served.headers("ops"), timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.json()["context"] == context
+    assert estimate_tokens(r.json()["context"]) <= 300
