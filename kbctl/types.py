@@ -36,6 +36,7 @@ __all__ = [
     "content_hash",
     "document_hash",
     "FETCH_FACTS",
+    "REFRESHED_FACTS",
     "LargeDocument",
 ]
 
@@ -56,10 +57,19 @@ def content_hash(data: str | bytes) -> str:
 #: A document carries them but they are not part of its ``content_hash``: a source whose bytes
 #: changed while a document of it did not (a feed that gained an entry, an mbox that gained a
 #: message, a file rewritten with the same text) leaves that document unchanged, not rewritten.
-#: They are stored as they were when the version stored was written. Only the source's are left
-#: out (``Document.fetch_facts``): front matter or a record's metadata of the same names is the
-#: document's own, and part of its version.
+#: They are stored as they were at the latest fetch that changed the source's bytes, on the
+#: document's row only (``documents.fact_keys`` names them; its chunks carry none, so a feed that
+#: gained an entry writes no chunk row of a kept entry; hits show them and filters read them from
+#: the row). Only the source's are left out (``Document.fetch_facts``): front matter or a record's
+#: metadata of the same names is the document's own, and part of its version.
 FETCH_FACTS = frozenset({"size", "mtime", "sha256", "fetched_at", "etag", "last_modified", "entries"})
+
+#: The fetch facts that can change while the source's bytes do not (a file touched, a response with
+#: a new ETag or Last-Modified for the same body): a source skipped as unchanged gives them to its
+#: documents' rows (``store.refresh_facts``). Not ``fetched_at``: it is when the bytes stored were
+#: fetched, so a poll that finds the same bytes writes nothing; ``size``, ``sha256`` and a feed's
+#: ``entries`` are of the bytes, the same.
+REFRESHED_FACTS = frozenset({"mtime", "etag", "last_modified"})
 
 
 def document_hash(

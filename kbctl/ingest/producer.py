@@ -3,8 +3,9 @@
 ``start`` runs ``_produce`` in a thread while the calling thread embeds and stores what it hands
 over (``writer.consume``), so the model is not idle waiting for input and memory does not grow
 with the corpus. Each source becomes one ``Item`` (its documents and their chunks), an
-``ItemError``, an ("unchanged", n, source URI) marker (its version, which counts its extractor's
-revision, is stored already), a ``Restamp``
+``ItemError``, an ("unchanged", n, source URI, source hash, facts) marker (its version, which counts
+its extractor's revision, is stored already; the facts that can change without its bytes, for its
+documents' rows: ``kbctl.types.REFRESHED_FACTS``), a ``Restamp``
 of a batch's sources stored under their hash of an earlier revision of the sentence splitter whose
 chunks it does not move (and whose extractor did not move) (``steps.previous_source_hash``; those it moves are read again), or, when it is large:
 one ``LargeItem`` for a long text (its chunks made by ``steps.chunk_large`` as the writer reads
@@ -25,7 +26,7 @@ from ..embed import get_tokenizer
 from ..errors import KbctlError
 from ..extract import source_revision
 from ..store import source_versions, sources_holding
-from ..types import Document, ItemError, LargeDocument, Source, content_hash
+from ..types import REFRESHED_FACTS, Document, ItemError, LargeDocument, Source, content_hash
 from .items import PARTIAL, IngestRun, Item, LargeItem, Restamp, SourceDone
 from .steps import (
     batches,
@@ -195,7 +196,7 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> I
             seen.update(known[s.uri][1])
             if s.uri in previous:
                 continue  # counted with its Restamp
-            yield ("unchanged", len(known[s.uri][1]), s.uri)
+            yield ("unchanged", len(known[s.uri][1]), s.uri, h, _refreshed(s))
             continue
         large = _extract_large(s, h, profile, tok, emit)
         if large is not None:
@@ -211,6 +212,11 @@ def _extract_batch(conn, batch, ns, profile, seen, tok, emit, options=None) -> I
             continue
         emit("extracted", {"source": s.uri, "documents": len(docs)})
         yield Item(s.uri, h, s.kind, chunked)
+
+
+def _refreshed(s: Source) -> dict:
+    """The facts of a source skipped unchanged that its documents' rows take (``REFRESHED_FACTS``)."""
+    return {k: v for k, v in s.metadata.items() if k in REFRESHED_FACTS}
 
 
 def _restampable(conn, ns, profile: Profile, shas: dict, extractors: dict, hashes: dict, known: dict) -> dict[str, str]:

@@ -18,7 +18,10 @@ hash (``store.keep_documents``), in the batch's transaction. Besides:
 - a document URI produced twice in one run is kept from the first item, in stream order, and
   the later one recorded (``UriCollision``), in a plan as in a run;
 - a document the database refuses fails alone (``store.write_documents`` isolates it);
-- a document's notes (values cleaned, an id repeated) become warnings of the run.
+- a document's notes (values cleaned, an id repeated) become warnings of the run;
+- a source skipped because its bytes did not change gives its documents' rows the facts that can
+  change without them (a touched file's ``mtime``: ``kbctl.types.REFRESHED_FACTS``), many sources
+  in one statement (``Writer.refresh``, ``store.refresh_facts``); no chunk row is written.
 
 Documents are written ``batch_documents`` at a time (each batch of whole items in its own
 transaction), but the model reads the chunks of several batches in one call, about
@@ -59,7 +62,13 @@ from ..store import (
     write_documents,
 )
 from ..store.acl import mark_explicit
-from ..store.documents import keep_documents, restamp_sources, set_source_hash, write_document_stream
+from ..store.documents import (
+    keep_documents,
+    refresh_facts,
+    restamp_sources,
+    set_source_hash,
+    write_document_stream,
+)
 from ..store.stored import StoredVersion, stored_chunks, stored_versions
 from ..textutil.analyze import get_analyzer
 from ..types import Chunk, Document, EmbeddedChunk, ItemError
@@ -73,6 +82,10 @@ __all__ = ["Writer", "consume", "STREAM_CHUNKS"]
 
 #: Chunks of a large document embedded and stored at a time.
 STREAM_CHUNKS = 128
+
+
+#: Sources skipped unchanged whose documents' rows take their facts in one statement, at most.
+REFRESH_SOURCES = 512
 
 
 def consume(conn, run: IngestRun, items: Iterable, report: RunReport, checkpoint: Any = None) -> None:
@@ -126,9 +139,11 @@ def _consume(conn, run: IngestRun, items: Iterable, report: RunReport, checkpoin
             report.errors.append(item)
             report.add("documents", "failed", 1, item.source)
             emit("error", item.to_json())
-        elif isinstance(item, tuple) and item[0] == "unchanged":  # ("unchanged", n, source URI)
+        elif isinstance(item, tuple) and item[0] == "unchanged":  # ("unchanged", n, source URI[, hash, facts])
             report.add("documents", "unchanged", item[1], item[2])
             emit("unchanged", {"documents": item[1]})
+            if len(item) == 5 and item[4]:
+                writer.refresh(item[2], item[3], item[4])
         elif isinstance(item, Restamp):
             for uri, _, _, n in item.sources:
                 report.add("documents", "unchanged", n, uri)
@@ -165,6 +180,7 @@ class Writer:
         self.conn, self.ns, self.profile, self.report, self.opts = conn, run.namespace, run.profile, report, run.options
         self.run_id, self.emit = report.run_id, run.emit
         self.pending: list[Item] = []
+        self.refreshing: list[tuple[str, str, dict]] = []  # skipped sources whose rows take their facts
         self.pending_docs = self.pending_chunks = 0  # documents pending, and their chunks the model may read
         self.open_docs = 0  # documents of the last pending write batch, not yet closed
         self.flushed = False  # whether a batch was flushed yet
@@ -222,6 +238,7 @@ class Writer:
             self.staged = (batches, ahead, hashes)
         if not stage:
             self._write_staged()
+            self._refresh()
 
     def _write_staged(self) -> None:
         """Write the staged group batch by batch, its model call finished first."""
@@ -456,6 +473,19 @@ class Writer:
         """Unchanged sources stored under their previous source hash take the current one (in a plan: nothing)."""
         if not self.opts.plan:
             restamp_sources(self.conn, self.ns, [(uri, old, new) for uri, old, new, _ in item.sources])
+
+    def refresh(self, source_uri: str, source_hash: str, facts: dict) -> None:
+        """A source skipped unchanged: its documents' rows take ``facts`` (a touched file's mtime),
+        ``REFRESH_SOURCES`` sources in one statement (in a plan: nothing)."""
+        if self.opts.plan:
+            return
+        self.refreshing.append((source_uri, source_hash, facts))
+        if len(self.refreshing) >= REFRESH_SOURCES:
+            self._refresh()
+
+    def _refresh(self) -> None:
+        sources, self.refreshing = self.refreshing, []
+        refresh_facts(self.conn, self.ns, sources)
 
     def done(self, done: SourceDone) -> None:
         """A source given in parts is whole: what it no longer produces goes, and its documents take its hash."""

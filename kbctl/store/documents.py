@@ -48,6 +48,7 @@ __all__ = [
     "set_source_hash",
     "restamp_sources",
     "keep_documents",
+    "refresh_facts",
     "delete_documents",
     "drop_unused_vocabulary",
     "check_present",
@@ -344,8 +345,15 @@ def _copy_documents(
                     nchunks,
                     run_id,
                     None if d.acl is None else list(d.acl),
+                    fact_keys(d),
                 )
             )
+
+
+def fact_keys(d: Document) -> list[str]:
+    """The keys of ``d``'s metadata that are its source's fetch facts (``Document.fetch_facts``):
+    kept on its row (``documents.fact_keys``, ``documents.metadata``), never in its chunks'."""
+    return sorted(k for k in d.fetch_facts if k in d.metadata)
 
 
 def write_chunks(
@@ -460,8 +468,9 @@ def restamp_sources(conn: Conn, ns: Namespace, sources: Sequence[tuple[str, str,
 def keep_documents(conn: Conn, ns: Namespace, rows: Sequence[tuple[int, str, Document, bool]]) -> set[str]:
     """Documents of a changed source that would be written again unchanged keep their rows (chunks,
     postings, vectors, statistics) and take the source's new hash and the fetch facts of its new
-    fetch (``Document.fetch_facts``: on the document and in its chunks' metadata, only where they
-    changed), inside the caller's transaction, under the write lock: ``rows`` are (stored id, new
+    fetch (``Document.fetch_facts``: on the document's row only; its chunks carry none, so none is
+    written, but those of a row stored before migration 023, which lose theirs once), inside the
+    caller's transaction, under the write lock: ``rows`` are (stored id, new
     source hash, the document as read again, whether its stored ACL is explicit, as the writer read
     it). A row written again since it was read (a new id) or whose ACL changed is not kept. Returns
     the URIs kept; the caller writes the others."""
@@ -475,13 +484,29 @@ def keep_documents(conn: Conn, ns: Namespace, rows: Sequence[tuple[int, str, Doc
             "source_hash": sh,
             "acl": None if d.acl is None else list(d.acl),
             "explicit": explicit,
-            "facts": {k: d.metadata[k] for k in sorted(d.fetch_facts) if k in d.metadata},
+            "facts": {k: d.metadata[k] for k in fact_keys(d)},
             "drop": sorted(FETCH_FACTS - set(d.metadata)),  # a fact the old fetch gave and this one did not
         }
         for did, sh, d, explicit in rows
     ]
     params = (json.dumps(payload, default=str), ns.id, ns.id, ns.id)
     return {r[0] for r in conn.execute(query("documents/keep_documents"), params)}
+
+
+def refresh_facts(conn: Conn, ns: Namespace, sources: Sequence[tuple[str, str, Mapping[str, Any]]]) -> int:
+    """Each ``(source URI, source hash, facts)`` of a source skipped because its bytes did not change:
+    its documents stored under that hash take ``facts`` (``kbctl.types.REFRESHED_FACTS``, a touched
+    file's ``mtime``…) on the keys that are their source's (``documents.fact_keys``), in one
+    statement under the write lock; a row whose facts are the same is not written, and no chunk is.
+    Returns how many rows were written."""
+    if not sources:
+        return 0
+    payload = [{"uri": u, "source_hash": h, "facts": dict(f)} for u, h, f in sources]
+    with conn.transaction():
+        write_lock(conn, ns.id, ns.tenant)
+        still_active(conn, ns)
+        params = (json.dumps(payload, default=str), ns.id, ns.id)
+        return conn.execute(query("documents/refresh_facts"), params).rowcount
 
 
 def delete_documents(conn: Conn, ns: Namespace, uris: Sequence[str]) -> int:
@@ -494,7 +519,10 @@ def delete_documents(conn: Conn, ns: Namespace, uris: Sequence[str]) -> int:
 
 
 def _chunk_meta_base(d: Document) -> dict:
-    meta = dict(d.metadata)
+    """What each chunk of ``d`` carries: the document's metadata but its source's fetch facts (they
+    change with every changed fetch of a feed, and stay on the document's row, where hits and
+    filters read them: ``search/hits``, ``store.filters``), and its uri, title and source type."""
+    meta = {k: v for k, v in d.metadata.items() if k not in d.fetch_facts}
     meta.setdefault("source_type", d.source_type)
     meta.setdefault("title", d.title)
     meta["uri"] = d.uri

@@ -1,4 +1,5 @@
-"""Metadata filters (``kbctl.types.Filter``) compiled to SQL conditions on ``chunks.metadata``.
+"""Metadata filters (``kbctl.types.Filter``) compiled to SQL conditions on ``chunks.metadata``
+(and, for a fetch fact, on its document's ``documents.metadata``).
 
 What each operator means (numbers compared as numbers, ISO dates as the whole day) is documented
 with the syntax in ``kbctl.search.filters``. Values are always bound as parameters, never spliced
@@ -14,7 +15,7 @@ import re
 from psycopg import sql
 
 from ..errors import UsageError
-from ..types import Filter
+from ..types import FETCH_FACTS, Filter
 
 __all__ = ["filter_sql"]
 
@@ -28,13 +29,26 @@ _NUMERIC_TEXT = r"^[+-]?([0-9]{1,255}(\.[0-9]{0,255})?|\.[0-9]{1,255})([eE][+-]?
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?P<time>[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?$", re.ASCII)
 
 
+# A condition on the metadata of the chunk's document (one row by its key: a chunk has one document).
+_OF_DOCUMENT = sql.SQL(
+    "EXISTS (SELECT FROM kbctl.documents fd WHERE fd.namespace_id = {a}.namespace_id AND fd.id = {a}.document_id AND {f})"
+)
+
+
 def filter_sql(filters: tuple[Filter, ...], alias: str = "c") -> tuple[sql.Composable, list]:
-    """``AND``-joined SQL conditions on ``<alias>.metadata`` and their parameters (``TRUE`` for none)."""
+    """``AND``-joined SQL conditions on the metadata of the chunks ``<alias>`` and their parameters
+    (``TRUE`` for none). A fetch fact (``kbctl.types.FETCH_FACTS``: ``size``, ``mtime``,
+    ``fetched_at``…) is read from the chunk's document's row, where it is kept (a chunk carries
+    none of its source's), and any other key from the chunk's own metadata."""
     parts: list[sql.Composable] = []
     params: list = []
     col = sql.SQL("{}.metadata").format(sql.Identifier(alias))
     for f in filters:
-        cond, p = _one(col, f)
+        if f.key in FETCH_FACTS:
+            cond, p = _one(sql.SQL("fd.metadata"), f)
+            cond = _OF_DOCUMENT.format(a=sql.Identifier(alias), f=cond)
+        else:
+            cond, p = _one(col, f)
         parts.append(cond)
         params.extend(p)
     if not parts:

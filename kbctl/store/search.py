@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 from psycopg import sql
 
-from ..types import Filter
+from ..types import FETCH_FACTS, Filter
 from . import capabilities
 from .connection import Conn, one, scalar
 from .filters import filter_sql
@@ -239,11 +239,14 @@ def dense_rows(conn: Conn, statement: tuple[sql.Composed, list, list[sql.Compose
 
 
 def hit_rows(conn: Conn, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
-    """What each hit (namespace_id, chunk_id) shows, keyed by it: ids, text, metadata, heading path,
-    page, position, document URI and title, namespace name."""
+    """What each hit (namespace_id, chunk_id) shows, keyed by it: ids, text, metadata (the chunk's,
+    with its document's fetch facts), heading path, page, position, document URI and title,
+    namespace name."""
     if not keys:
         return {}
-    rows = conn.execute(query("search/hits"), ([a for a, _ in keys], [b for _, b in keys])).fetchall()
+    rows = conn.execute(
+        query("search/hits"), (sorted(FETCH_FACTS), [a for a, _ in keys], [b for _, b in keys])
+    ).fetchall()
     return {(r[0], r[1]): r for r in rows}
 
 

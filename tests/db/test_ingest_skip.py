@@ -255,8 +255,9 @@ def _facts(kb, name: str) -> tuple[dict[str, dict], dict[str, list[dict]]]:
 def test_kept_documents_take_the_fetch_facts_of_the_latest_fetch_of_their_source(kb, tmp_path):
     """A kept entry of a feed that gained one showed the facts of the fetch that first stored it
     (the feed file's old size and mtime) though its row held the feed's new hash,
-    beside the new entry showing the new ones. Its document and its chunks now take the new fetch's
-    facts; its chunks, postings and vectors are not written again."""
+    beside the new entry showing the new ones. Its document now takes the new fetch's facts, which
+    its hits show and filters read (from the row: since migration 023 a chunk carries none of its
+    source's facts); its chunks, postings and vectors are not written again."""
     feeds = tmp_path / "feeds"
     feeds.mkdir()
     feed = feeds / "releases.rss"
@@ -275,7 +276,9 @@ def test_kept_documents_take_the_fetch_facts_of_the_latest_fetch_of_their_source
     facts = next(iter(docs.values()))
     assert facts["size"] == feed.stat().st_size != next(iter(first.values()))["size"]
     for uri, per_chunk in chunks.items():
-        assert per_chunk and all(c == docs[uri] for c in per_chunk), uri  # what a hit's metadata says
+        assert per_chunk and all(c == {} for c in per_chunk), uri  # kept on the row only (migration 023)
+    hits = kb.search("quaffle switch", "news", k=10, mode="lexical").hits  # what a hit's metadata says
+    assert len(hits) == 4 and all({k: h.metadata[k] for k in facts} == facts for h in hits), hits
     hits = kb.search("", "news", k=10, filters=[f"size={facts['size']}"]).hits  # a filter on the facts
     assert len(hits) == 4, [h.metadata.get("size") for h in hits]
     assert kb.verify("news").ok
@@ -351,8 +354,9 @@ def _row_versions(kb, name: str) -> dict[str, str]:
 def test_a_polled_feed_rewrites_no_chunk_of_an_entry_whose_feed_facts_did_not_change(kb, tmp_path):
     """A feed polled by cron: the same bytes write no row at all; bytes that changed while the facts
     its entries carry (the feed file's size and mtime) did not leave the chunk rows of the unchanged
-    entries as they were (only their document rows take the feed's new hash); facts that changed are
-    written into every kept entry's chunks, where a metadata filter finds them."""
+    entries as they were (only their document rows take the feed's new hash); facts that changed go
+    onto every kept entry's document row only (they were written into every kept entry's chunks
+    until migration 023), where hits and a metadata filter find them."""
     import os
 
     feeds, feed = _feed(tmp_path)
@@ -374,7 +378,7 @@ def test_a_polled_feed_rewrites_no_chunk_of_an_entry_whose_feed_facts_did_not_ch
     feed.write_text(_rss([4, 1, 2, 3]).replace("quaffle2", "quaffleZ"))  # a new entry: every entry has the new size
     gained = kb.ingest([str(feeds)], "news", verify=False)
     assert gained.documents["unchanged"] == 3 and gained.documents["new"] == 1, gained.to_json()
-    assert all(_chunk_versions(kb, "news")[c] != after[c] for c in kept)
+    assert {c: _chunk_versions(kb, "news")[c] for c in kept} == {c: after[c] for c in kept}  # no chunk row of them
     size = feed.stat().st_size
     hits = kb.search("", "news", k=10, filters=[f"size={size}"]).hits
     assert len(hits) == 4 and all(h.metadata["size"] == size for h in hits), [h.metadata.get("size") for h in hits]
@@ -437,3 +441,90 @@ def test_a_document_not_kept_under_the_lock_gets_its_vectors_from_the_model_when
     assert rep.verify is not None and rep.verify["ok"], rep.verify
     monkeypatch.undo()
     assert any("12, 14 and 19" in h.text for h in kb.search("wumpus1 figures", "mail", k=5).hits)
+
+
+def test_a_touched_file_takes_its_new_mtime_on_its_document_row_and_writes_no_chunk(kb, tmp_path):
+    """A file touched (its mtime changed, its bytes the same) is skipped before extraction, and its
+    document kept the ``mtime`` of the fetch that stored it: ``kbctl show``, a hit and a filter
+    ``mtime=…`` gave the old one. A skipped source's fetch facts (but ``fetched_at``) now go onto its
+    documents' rows, in one statement a write batch; no chunk row is written, a document whose facts
+    did not change is not written, and a front matter's own ``mtime`` stays the document's."""
+    import os
+
+    from kbctl.textutil.dates import iso_utc
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page, own = docs / "page.md", docs / "own.md"
+    page.write_text("# Page\n\nThe frobnitz dial turns left.\n")
+    own.write_text("---\nmtime: 2001-02-03\n---\n# Own\n\nThe frobnitz lever turns right.\n")
+    assert kb.ingest([str(docs)], "pages", verify=False).documents["new"] == 2
+    chunks, rows = _chunk_versions(kb, "pages"), _row_versions(kb, "pages")
+    page_uri = next(u for u in rows if u.endswith("/page.md"))
+    own_uri = next(u for u in rows if u.endswith("/own.md"))
+
+    later = int(page.stat().st_mtime) + 3 * 86400
+    for path in (page, own):
+        os.utime(path, (later, later))
+    again = kb.ingest([str(docs)], "pages", verify=False)
+    assert again.documents == {"new": 0, "changed": 0, "unchanged": 2, "removed": 0, "failed": 0}, again.to_json()
+    assert again.chunks == {"embedded": 0, "reused": 0, "deleted": 0}, again.to_json()
+    assert _chunk_versions(kb, "pages") == chunks  # no chunk row written
+    after = _row_versions(kb, "pages")
+    assert after[page_uri] != rows[page_uri] and after[own_uri] == rows[own_uri]
+
+    touched = iso_utc(later)
+    ids = _ids(kb, "pages")
+    assert kb.searching.document(ids[page_uri][0], ["pages"])["metadata"]["mtime"] == touched  # kbctl show
+    (hit,) = kb.search("frobnitz dial", "pages", k=1, mode="lexical").hits
+    assert hit.metadata["uri"] == page_uri and hit.metadata["mtime"] == touched, hit.metadata
+    assert [h.metadata["uri"] for h in kb.search("", "pages", k=5, filters=[f"mtime={touched}"]).hits] == [page_uri]
+    (mine,) = kb.search("frobnitz lever", "pages", k=1, mode="lexical").hits
+    assert mine.metadata["mtime"] == "2001-02-03" and mine.metadata["size"] == own.stat().st_size, mine.metadata
+    assert [h.metadata["uri"] for h in kb.search("", "pages", k=5, filters=["mtime=2001-02-03"]).hits] == [own_uri]
+
+    third = kb.ingest([str(docs)], "pages", verify=False)  # not touched since: nothing written
+    assert third.documents["unchanged"] == 2, third.to_json()
+    assert (_chunk_versions(kb, "pages"), _row_versions(kb, "pages")) == (chunks, after)
+
+
+def test_chunks_stored_with_their_fetch_facts_before_migration_023_lose_them_once(kb, tmp_path):
+    """Rows written before the fetch facts moved to the document row: chunks that carry the facts and
+    a document whose ``fact_keys`` are not known (NULL). The first time the document is kept its
+    chunks lose the facts (written once) and it learns its keys; from then on a kept entry writes no
+    chunk row. Hits show the row's facts meanwhile, never the chunks' stale ones."""
+    import os
+
+    feeds, feed = _feed(tmp_path)
+    kb.ingest([str(feeds)], "news", verify=False)
+    ns = kb.namespace("news")
+    conn = kb.connection()
+    conn.execute(  # as a release before migration 023 wrote them
+        "UPDATE kbctl.chunks c SET metadata = c.metadata || jsonb_build_object('size', 1, 'mtime', 'then')"
+        " WHERE namespace_id = %s",
+        (ns.id,),
+    )
+    conn.execute("UPDATE kbctl.documents SET fact_keys = NULL WHERE namespace_id = %s", (ns.id,))
+    hits = kb.search("quaffle switch", "news", k=10, mode="lexical").hits
+    assert len(hits) == 3 and {h.metadata["size"] for h in hits} == {feed.stat().st_size}, hits
+    touched = feed.stat().st_mtime + 3600
+    os.utime(feed, (touched, touched))
+    rows = _row_versions(kb, "news")
+    assert kb.ingest([str(feeds)], "news", verify=False).documents["unchanged"] == 3
+    assert _row_versions(kb, "news") == rows  # keys not known: a skipped source's facts are not given
+
+    chunks = _chunk_versions(kb, "news")
+    feed.write_text(_rss([4, 1, 2, 3]))
+    assert kb.ingest([str(feeds)], "news", verify=False).documents["new"] == 1
+    after = _chunk_versions(kb, "news")
+    assert all(after[c] != x for c, x in chunks.items())  # the kept entries' chunks lost the facts, once
+    stale = conn.execute(
+        "SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s AND metadata ?| array['size', 'mtime']", (ns.id,)
+    ).fetchone()[0]
+    assert stale == 0
+    hits = kb.search("quaffle switch", "news", k=10, mode="lexical").hits
+    assert len(hits) == 4 and {h.metadata["size"] for h in hits} == {feed.stat().st_size}, hits
+    feed.write_text(_rss([5, 4, 1, 2, 3]))
+    kb.ingest([str(feeds)], "news", verify=False)
+    final = _chunk_versions(kb, "news")
+    assert {c: final[c] for c in after} == after  # no kept chunk row written any more

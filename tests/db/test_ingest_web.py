@@ -161,3 +161,70 @@ def test_a_gzipped_feed_a_windows_1252_text_and_an_oversize_page_by_url(web_kb, 
         ), err
         assert failed.to_json()["errors"][0]["message"] == err.message
         assert [e["message"] for e in small.admin.errors("web")] == [err.message]
+
+
+def _row_versions(k, name: str) -> tuple[dict[int, str], dict[int, str]]:
+    """The namespace's chunk rows and document rows: per row id, the transaction that wrote its
+    current version (``xmin``)."""
+    ns = k.namespace(name)
+    conn = k.connection()
+    chunks = conn.execute("SELECT id, xmin::text FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,)).fetchall()
+    docs = conn.execute("SELECT id, xmin::text FROM kbctl.documents WHERE namespace_id = %s", (ns.id,)).fetchall()
+    return {int(i): x for i, x in chunks}, {int(i): x for i, x in docs}
+
+
+def _written(now: dict[int, str], before: dict[int, str]) -> int:
+    """Rows written since ``before``: new ones and those whose version changed."""
+    return sum(1 for i, x in now.items() if before.get(i) != x)
+
+
+def _etag(text: str) -> str:
+    return f'"{hash(text.encode()) & 0xFFFFFFFF:x}"'  # as _Server sends it
+
+
+def test_a_polled_feed_that_gained_an_entry_writes_the_chunk_rows_of_that_entry_only(web_kb, site):
+    """A feed polled by cron gains one entry. Every entry carries its feed's fetch facts (the
+    response's ``fetched_at``, ``etag``, ``sha256``, ``size``, the feed's count of ``entries``), all of
+    which change with the feed's bytes, and they were copied into every chunk's metadata: each such
+    poll rewrote every chunk row of every kept entry (no embedding, but N entries' chunk rows written
+    to add one). The facts now live on the document row, which a kept entry writes anyway (the
+    feed's new hash); hits show and filters read them from there. An entry whose text changed is
+    written again as before."""
+    n = 12
+    feed = f"{site}/feed.rss"
+    _Server.pages["/feed.rss"] = (200, "application/rss+xml", _rss(list(range(1, n + 1))))
+    assert web_kb.ingest([feed], "news", verify=False).documents["new"] == n
+    chunks, docs = _row_versions(web_kb, "news")
+    assert len(chunks) == n  # one chunk an entry
+
+    body = _rss(list(range(1, n + 2)))
+    _Server.pages["/feed.rss"] = (200, "application/rss+xml", body)
+    polled = web_kb.ingest([feed], "news", verify=False)
+    assert polled.documents == {"new": 1, "changed": 0, "unchanged": n, "removed": 0, "failed": 0}, polled.to_json()
+    assert polled.chunks == {"embedded": 1, "reused": n, "deleted": 0}, polled.to_json()
+    chunks2, docs2 = _row_versions(web_kb, "news")
+    assert (len(chunks2), _written(chunks2, chunks)) == (n + 1, 1)  # the new entry's chunk row, no other
+    assert _written(docs2, docs) == n + 1  # one row a document: the kept ones take the feed's new hash
+
+    # what a hit carries and a filter reads: the facts of the latest fetch, for kept entries too
+    hits = web_kb.search("quaffle switch", "news", k=50, mode="lexical").hits
+    assert len(hits) == n + 1, [h.source for h in hits]
+    assert {(h.metadata["entries"], h.metadata["etag"]) for h in hits} == {(n + 1, _etag(body))}
+    assert len({h.metadata["fetched_at"] for h in hits}) == 1
+    assert all(h.metadata["source_type"] == "feed" and h.metadata["feed_title"] == "Releases" for h in hits)
+    assert len(web_kb.search("", "news", k=50, filters=[f"entries={n + 1}"]).hits) == n + 1
+    assert not web_kb.search("", "news", k=50, filters=[f"entries={n}"]).hits
+    assert len(web_kb.search("quaffle5", "news", k=50, mode="lexical", filters=[f"etag='{_etag(body)}'"]).hits) == 1
+    assert len(web_kb.search("", "news", k=50, filters=["!fetched_at"]).hits) == 0
+    assert len(web_kb.search("", "news", k=50, filters=["entries>=13", "title~Release 1"]).hits) == 5
+
+    # an entry whose text changed is written again, its chunk with it, and no other chunk row
+    edited = body.replace("quaffle3 switch", "quaffleZ switch")
+    _Server.pages["/feed.rss"] = (200, "application/rss+xml", edited)
+    again = web_kb.ingest([feed], "news", verify=False)
+    assert again.documents == {"new": 0, "changed": 1, "unchanged": n, "removed": 0, "failed": 0}, again.to_json()
+    chunks3, _ = _row_versions(web_kb, "news")
+    assert _written(chunks3, chunks2) == 1 and len(chunks3) == n + 1
+    (hit,) = web_kb.search("quaffleZ", "news", k=5, mode="lexical").hits
+    assert hit.source == f"{feed}#entry-3" and hit.metadata["etag"] == _etag(edited), hit.metadata
+    assert web_kb.verify("news").ok

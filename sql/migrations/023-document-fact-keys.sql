@@ -1,0 +1,12 @@
+-- Which keys of a document's metadata are its source's fetch facts (kbctl.types.FETCH_FACTS that
+-- its source gave and its own metadata, front matter or a record's, did not set).
+--
+-- The fetch facts of a feed (its fetched_at, etag, size, count of entries…) change with every
+-- changed poll, and every entry carries them. They are kept on the document row only, no longer
+-- copied into its chunks' metadata (hits show them, and filters read them, from the row), so a
+-- poll that gained one entry writes one row per kept entry and no chunk row of it. A source skipped
+-- because its bytes did not change (a touched file) takes the facts that can change without its
+-- bytes (mtime, etag, last_modified) on these keys of its documents' rows: a key not listed is the
+-- document's own and is left. NULL: a row written before this migration (not known, so not
+-- refreshed on a skip; set the next time the document is written or kept).
+ALTER TABLE kbctl.documents ADD COLUMN fact_keys text[];
