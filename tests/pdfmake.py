@@ -10,7 +10,8 @@ from __future__ import annotations
 import io
 from typing import Sequence
 
-# A page item: ("text", x, y, size, string) or ("line", x0, y0, x1, y1); y from the page's top, in points.
+# A page item: ("text", x, y, size, string), ("text", x, y, size, string, "Courier") for a line in the
+# monospaced standard font, or ("line", x0, y0, x1, y1); y from the page's top, in points.
 Item = tuple
 
 A4 = (595.0, 842.0)
@@ -22,14 +23,18 @@ def text_pdf(pages: Sequence[Sequence[Item]], size: tuple[float, float] = A4) ->
     objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b""]
     font_id = 3
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
+    fonts = f"/F1 {font_id} 0 R"
+    if any(it[0] == "text" and len(it) > 5 for items in pages for it in items):  # only then: other PDFs unchanged
+        objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier /Encoding /WinAnsiEncoding >>")
+        fonts += f" /F2 {len(objects)} 0 R"
     kids = []
     for items in pages:
         ops = []
         for it in items:
             if it[0] == "text":
-                _, x, y, pt, s = it
+                _, x, y, pt, s, *font = it
                 esc = s.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-                ops.append(f"BT /F1 {pt} Tf {x} {h - y} Td ({esc}) Tj ET")
+                ops.append(f"BT /{'F2' if font else 'F1'} {pt} Tf {x} {h - y} Td ({esc}) Tj ET")
             else:
                 _, x0, y0, x1, y1 = it
                 ops.append(f"0.8 w {x0} {h - y0} m {x1} {h - y1} l S")
@@ -38,7 +43,7 @@ def text_pdf(pages: Sequence[Sequence[Item]], size: tuple[float, float] = A4) ->
         content_id = len(objects)
         objects.append(
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {w} {h}] /Contents {content_id} 0 R "
-            f"/Resources << /Font << /F1 {font_id} 0 R >> >> >>".encode()
+            f"/Resources << /Font << {fonts} >> >> >>".encode()
         )
         kids.append(len(objects))
     objects[1] = f"<< /Type /Pages /Kids [{' '.join(f'{k} 0 R' for k in kids)}] /Count {len(kids)} >>".encode()

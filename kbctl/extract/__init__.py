@@ -70,8 +70,11 @@ LARGE_BYTES = 1 << 20
 #: numbering style found through ``styles.xml``, nested levels in a table cell marked (U+203A);
 #: "odt-4": headings numbered by the outline style, a label with a prefix or of several levels
 #: after a ``- ``; "pdf-4": a URL or path broken after ``/`` or ``.`` joined, the hyphen after an
-#: upper-case token kept (``TCP/IP-based``) (session 45, "Document fidelity, continued").
-REVISIONS: dict[str, str] = {"pdf": "pdf-4", "html": "html-2", "docx": "docx-4", "odt": "odt-4"}
+#: upper-case token kept (``TCP/IP-based``) (session 45, "Document fidelity, continued"); "pdf-5":
+#: pages of three columns, and bands of columns whose gutters lie apart, read column by column; an
+#: unruled table of short cells and a monospaced listing with its comments aligned beside it line by
+#: line (session 45, "PDF columns: several gutters a page").
+REVISIONS: dict[str, str] = {"pdf": "pdf-5", "html": "html-2", "docx": "docx-4", "odt": "odt-4"}
 
 _FORMATS = ("text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "odt", "email", "mbox", "feed")
 #: The formats whose extractors hand text to others': a mail its HTML body (``html.html_paragraphs``)

@@ -34,6 +34,7 @@ import logging
 import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from itertools import pairwise
@@ -268,100 +269,245 @@ def _as_obj(bbox: tuple[float, float, float, float]) -> dict[str, float]:
 
 
 def _regions(page) -> list[tuple[float, float, float, float]]:
-    """The parts of a page in reading order: the whole page, or for a page of two columns of text
-    its full-width bands (a title, a running header, a figure's caption or a paragraph across the
-    page) in their place and each two-column band as its left column, then its right column.
+    """The parts of a page in reading order: the whole page, or for a page in columns its full-width
+    bands (a title, a running header, a figure's caption or a paragraph across the page) in their
+    place and each band of columns as its columns from left to right (``_split``).
 
-    A two-column band lies between the lines that cross a gutter near the middle of the page (the
-    middle fifth), and holds three lines or more on each side of it, 8 points apart or more, the
-    left column's lines reaching it (``_two_columns``); the page is read so when such bands make a
-    quarter of its height or more."""
-    whole = [(page.bbox[0], page.bbox[1], page.bbox[2], page.bbox[3])]
+    A band of columns lies between the lines that cross a gutter, and holds three lines or more of
+    text on each side of it, 8 points apart or more (``_columns``). The gutter nearest the page's
+    middle is taken first; each part is then looked at again in the same way, so a page of three
+    columns is split twice, and a band of three columns above or below one of two is split in its
+    turn. The page is read so when its bands of columns make a quarter of its height or more."""
+    whole = (page.bbox[0], page.bbox[1], page.bbox[2], page.bbox[3])
     words = page.extract_words(x_tolerance_ratio=_X_TOLERANCE)
     if len(words) < 20:
-        return whole
-    x0, top, x1, bottom = whole[0]
-    words.sort(key=lambda w: w["top"])
+        return [whole]
+    x0, top, x1, bottom = whole
+    # the lattice of gutters tried: every 2 points from the start of the page's middle fifth, which
+    # is always tried (a two-column page is split where it was before gutters were looked for further out)
+    page = _Page(int(x0 + 0.4 * (x1 - x0)), int(x0 + 0.6 * (x1 - x0)), x1 - x0)
+    regions, covered = _split(page, words, whole, (x0 + x1) / 2, 0.0, 0)
+    return regions if covered >= 0.25 * (bottom - top) else [whole]
+
+
+@dataclass(frozen=True)
+class _Page:
+    """What every part of a page is split by: the page's middle fifth (``lo``, ``hi``: the first and
+    last gutter tried there, on the lattice of 2 points from ``lo``) and its width."""
+
+    lo: int
+    hi: int
+    width: float
+
+
+_Box = tuple[float, float, float, float]
+_DEPTH = 4  # how many times a part of a part is split at most (three columns under two: three)
+_SIDE = 0.15  # the narrowest column, as a fraction of the page's width
+
+
+def _split(
+    page: _Page, words: list[dict[str, Any]], box: _Box, centre: float, least: float, depth: int
+) -> tuple[list[_Box], float]:
+    """``box`` (holding ``words``) in reading order, and how high its bands of columns are (those of
+    its full-width pieces with them, not those inside its columns): whole, or cut at the gutter
+    nearest ``centre`` whose bands of columns make ``least`` of its height, each piece split again."""
+    if len(words) < 20 or depth > _DEPTH:
+        return [box], 0.0
+    x0, top, x1, bottom = box
+    words = sorted(words, key=lambda w: w["top"])
     tops = [w["top"] for w in words]
-    boxes = [(w["top"], w["bottom"], w["x0"], w["x1"]) for w in words]
-    for gx in sorted(
-        range(int(x0 + 0.4 * (x1 - x0)), int(x0 + 0.6 * (x1 - x0)) + 1, 2), key=lambda g: abs(g - (x0 + x1) / 2)
-    ):
-        # the bands' words: below the head, above the foot (a word reaching past it is in neither);
-        # six at least (three lines a side), and those bands a quarter of the page, before looking closer
-        spans = [(h, f, bisect_right(tops, h), bisect_right(tops, f)) for h, f in _bands(boxes, gx, top, bottom)]
-        spans = [s for s in spans if s[3] - s[2] >= 6]
-        if sum(f - h for h, f, *_ in spans) < 0.25 * (bottom - top):
-            continue
-        bands = [
-            (h, f)
-            for h, f, lo, hi in spans
-            if _two_columns([w for w in words[lo:hi] if w["bottom"] <= f], gx, 0.1 * (x1 - x0))
-        ]
-        if sum(f - h for h, f in bands) < 0.25 * (bottom - top):
-            continue
-        regions, above = [], top
-        for h, f in bands:
-            regions += [(x0, above, x1, h), (x0, h, gx, f), (gx, h, x1, f)]
-            above = f
-        regions.append((x0, above, x1, bottom))
-        return [r for r in regions if r[3] > r[1]]
-    return whole
+    # a gutter leaves a column of a sixth of the page or so on each side; the page's middle fifth is
+    # always tried
+    lo = max(x0, min(w["x0"] for w in words) + _SIDE * page.width)
+    hi = min(x1, max(w["x1"] for w in words) - _SIDE * page.width)
+    if depth == 0:
+        lo, hi = min(lo, page.lo), max(hi, page.hi)
+    first = page.lo - 2 * int((page.lo - lo) // 2)  # the lattice point at lo or after it
+    grid = list(range(first, int(hi) + 1, 2))
+    if not grid:
+        return [box], 0.0
+    crossing: list[list[int]] = [[] for _ in grid]  # by gutter, the words across it, by their top
+    for i, w in enumerate(words):
+        for k in range(bisect_right(grid, w["x0"]), bisect_left(grid, w["x1"])):
+            crossing[k].append(i)
+    spans: dict[int, list[tuple[float, float, int, int]]] = {}
+
+    def spans_at(k: int) -> list[tuple[float, float, int, int]]:
+        # a gutter's bands of six words or more (three lines a side); a band's words: below its
+        # head or touching it, above its foot (a word reaching past either is in neither)
+        if k not in spans:
+            across = [(words[i]["top"], words[i]["bottom"]) for i in crossing[k]]
+            found = [(h, f, bisect_left(tops, h), bisect_right(tops, f)) for h, f in _bands(across, top, bottom)]
+            spans[k] = [s for s in found if s[3] - s[2] >= 6]
+        return spans[k]
+
+    inside: dict[tuple[int, int], list[dict[str, Any]]] = {}
+
+    def columns_at(k: int) -> list[tuple[float, float]]:
+        out = []
+        for h, f, a, b in spans_at(k):
+            if (a, b) not in inside:
+                inside[(a, b)] = [w for w in words[a:b] if w["bottom"] <= f]
+            if _columns(inside[(a, b)], grid[k], page.width):
+                out.append((h, f))
+        return out
+
+    def height(bands) -> float:
+        return sum(b[1] - b[0] for b in bands)
+
+    # the nearest gutter whose bands of columns are high enough; then, along the gutters next to it
+    # that still have bands, the one whose bands are the highest and the same (most of them the
+    # first one's): not one through a column's ragged edge, crossed by its longer lines, nor another
+    # band's gutter further on
+    order = sorted(range(len(grid)), key=lambda k: abs(grid[k] - centre))
+    best: tuple[float, int, list[tuple[float, float]]] | None = None
+    for k in order:
+        if height(spans_at(k)) >= max(least, 1e-9):
+            bands = columns_at(k)
+            if bands and height(bands) >= least:
+                best = (height(bands), k, bands)
+                break
+    if best is None:
+        return [box], 0.0
+    start, found = best[1], best[2]
+    for step in (-1, 1):
+        k = start + step
+        # along the gutter: while most of the first one's bands have bands here (not inside a column)
+        while 0 <= k < len(grid) and _overlap(spans_at(k), found) >= 0.5 * height(found):
+            if height(spans_at(k)) > best[0]:
+                bands = columns_at(k)
+                if height(bands) > best[0] and _overlap(bands, found) >= 0.5 * height(found):
+                    best = (height(bands), k, bands)
+            k += step
+    covered, k, bands = best
+    gx = grid[k]
+    bands = [_trimmed(inside[(a, b)], gx, h, f) for h, f, a, b in spans_at(k) if (h, f) in bands]
+    regions: list[_Box] = []
+    above = top
+    for h, f in bands:
+        piece, more = _part(page, words, (x0, above, x1, h), depth)
+        regions += piece + _part(page, words, (x0, h, gx, f), depth)[0] + _part(page, words, (gx, h, x1, f), depth)[0]
+        covered += more
+        above = f
+    piece, more = _part(page, words, (x0, above, x1, bottom), depth)
+    return regions + piece, covered + more
 
 
-def _bands(
-    boxes: list[tuple[float, float, float, float]], gx: float, top: float, bottom: float
-) -> list[tuple[float, float]]:
-    """The vertical spans of a page that no word crosses at ``gx`` (``boxes``: the words' top, bottom,
-    x0 and x1, by their top): between the words that do (the lines across the page) and from the
-    page's edges to them."""
+def _trimmed(words: list[dict[str, Any]], gx: float, head: float, foot: float) -> tuple[float, float]:
+    """A band of columns without the few lines (three at most) above a gap wider than its usual
+    line spacing at its head, or below one at its foot, when none of them has text where the band's
+    right column starts: the last lines of longer columns of the band above, or the first of the
+    band below, that do not cross its gutter where nothing runs across the page between them."""
+    rows: dict[float, list[dict[str, Any]]] = {}
+    for w in words:
+        rows.setdefault(round(w["top"], 1), []).append(w)
+    lines = sorted(rows)
+    if len(lines) < 8:
+        return head, foot
+    starts = {y: min((w["x0"] for w in rows[y] if w["x0"] >= gx), default=None) for y in lines}
+    edge = median(x for x in starts.values() if x is not None)
+    spacing = median(b - a for a, b in pairwise(lines))
+    gaps = [i for i, (a, b) in enumerate(pairwise(lines), 1) if b - a > 1.5 * spacing]
+
+    def strays(few: list[float]) -> bool:
+        return not any(starts[y] is not None and abs(starts[y] - edge) <= 2 for y in few)
+
+    first = next((i for i in gaps if i <= 3), None)
+    last = next((i for i in reversed(gaps) if len(lines) - i <= 3), None)
+    if first is not None and strays(lines[:first]):
+        head = max(w["bottom"] for y in lines[:first] for w in rows[y])
+    if last is not None and last > (first or 0) and strays(lines[last:]):
+        foot = lines[last]
+    return head, foot
+
+
+def _overlap(bands: Sequence[tuple[float, ...]], others: list[tuple[float, float]]) -> float:
+    """How much of ``bands`` (vertical spans from the top: their head and foot first) lies within ``others``."""
+    return sum(max(0.0, min(b[1], g) - max(b[0], e)) for b in bands for e, g in others)
+
+
+def _part(page: _Page, words: list[dict[str, Any]], box: _Box, depth: int) -> tuple[list[_Box], float]:
+    """A piece of a split part (none when it has no height), split again by the words whose centre
+    it holds: its gutters nearest its words' middle first, its bands a quarter of its height."""
+    if box[3] <= box[1]:
+        return [], 0.0
+    inside = [w for w in words if _inside(w, [box])]
+    if len(inside) < 20:
+        return [box], 0.0
+    centre = (min(w["x0"] for w in inside) + max(w["x1"] for w in inside)) / 2
+    return _split(page, inside, box, centre, 0.25 * (box[3] - box[1]), depth + 1)
+
+
+def _bands(across: list[tuple[float, float]], top: float, bottom: float) -> list[tuple[float, float]]:
+    """The vertical spans of a part of a page that no word crosses at a gutter (``across``: the top
+    and bottom of the words that do, by their top): between those words (the lines across the part)
+    and from the part's edges to them."""
     bands, above = [], top
-    for w_top, w_bottom, w_x0, w_x1 in boxes:
-        if w_x0 < gx < w_x1:
-            if w_top > above:
-                bands.append((above, w_top))
-            if w_bottom > above:
-                above = w_bottom
+    for w_top, w_bottom in across:
+        if w_top > above:
+            bands.append((above, w_top))
+        if w_bottom > above:
+            above = w_bottom
     if bottom > above:
         bands.append((above, bottom))
     return bands
 
 
-def _two_columns(words: list[dict[str, Any]], gx: float, within: float) -> bool:
-    """Whether ``words`` (none crossing ``gx``) are two columns of text either side of it: three lines
-    or more each, side by side (three or more, and half the shorter column's, beside a line of the
-    other: not a listing's lines above or below a few notes), neither under a quarter of the words,
-    8 points apart or more, the left column's lines running up to within ``within`` of the gutter."""
+def _columns(words: list[dict[str, Any]], gx: float, width: float) -> bool:
+    """Whether ``words`` (none crossing ``gx``) are columns of text either side of it: three lines or
+    more each, side by side (three or more, and half the shorter side's, beside a line of the other:
+    not a listing's lines above or below a few notes), neither under a quarter of the words, 8 points
+    apart or more, the left side's lines running up to the gutter (within a tenth of the page's
+    width and a quarter of the side's), three words or more on the usual line of each side (not a
+    table's cells, a list of terms or of page numbers), and not in a monospaced font (a listing, its
+    comments aligned beside its lines)."""
     right = [w for w in words if w["x0"] >= gx]
     if len(right) < max(3, 0.25 * len(words)):  # most pages: nothing right of the gutter
         return False
     left = [w for w in words if w["x1"] <= gx]
-    rows = sorted({round(w["top"]) for w in left}), sorted({round(w["top"]) for w in right})
+    sides = _rows(left), _rows(right)
+    rows = sorted(sides[0]), sorted(sides[1])
     if min(len(rows[0]), len(rows[1])) < 3 or min(len(left), len(right)) < 0.25 * len(words):
         return False
     shorter, longer = sorted(rows, key=len)
     height = median(w["bottom"] - w["top"] for w in words)
     beside = sum(1 for y in shorter if _near(longer, y, height))
+    within = min(0.1 * width, 0.25 * (gx - min(w["x0"] for w in left)))
     return (
         beside >= max(3, len(shorter) / 2)
         and min(w["x0"] for w in right) - max(w["x1"] for w in left) >= _GUTTER
-        and _reaches(left, gx, within)
+        and median(max(w["x1"] for w in row) for row in sides[0].values()) >= gx - within
+        and all(median(len(row) for row in side.values()) >= 3 for side in sides)
+        and not _monospaced(words)
     )
+
+
+def _rows(words: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Words by their line (their top, to the point)."""
+    rows: dict[int, list[dict[str, Any]]] = {}
+    for w in words:
+        rows.setdefault(round(w["top"]), []).append(w)
+    return rows
+
+
+def _monospaced(words: list[dict[str, Any]]) -> bool:
+    """Whether most words (of three characters or more) are as wide for their length and height as
+    the usual one: every character of a monospaced font is (a listing, a terminal session)."""
+    ratios = [
+        (w["x1"] - w["x0"]) / len(w["text"]) / (w["bottom"] - w["top"])
+        for w in words
+        if len(w["text"]) >= 3 and w["bottom"] > w["top"]
+    ]
+    if len(ratios) < 6:
+        return False
+    usual = median(ratios)
+    return sum(1 for r in ratios if abs(r - usual) <= 0.02 * usual) >= 0.8 * len(ratios)
 
 
 def _near(ys: list[int], y: float, within: float) -> bool:
     """Whether one of ``ys`` (sorted) is within ``within`` of ``y``."""
     i = bisect_left(ys, y - within)
     return i < len(ys) and ys[i] <= y + within
-
-
-def _reaches(words: list[dict[str, Any]], gx: float, within: float) -> bool:
-    """Whether the lines of a column mostly run up to the gutter (text, not a glossary's short terms)."""
-    ends: dict[int, float] = {}
-    for w in words:
-        key = round(w["top"])
-        ends[key] = max(ends.get(key, 0.0), w["x1"])
-    return median(ends.values()) >= gx - within
 
 
 def _tables(page) -> list:

@@ -223,7 +223,7 @@ def test_a_pdf_is_read_again_when_its_extract_settings_change_and_skipped_while_
     first = kb.ingest([folder], "settings", verify=False)
     assert first.documents["new"] == 4, first.to_json()
     prof = kb.settings.profile("hash-384")
-    assert _hashes(kb, "settings")["table.pdf"] == source_hash(content_hash(TABLE_PDF), prof, "pdf-4")
+    assert _hashes(kb, "settings")["table.pdf"] == source_hash(content_hash(TABLE_PDF), prof, "pdf-5")
     assert "| --- |" in _pdf_text(kb, "settings")
 
     read = _read(monkeypatch)
@@ -264,7 +264,7 @@ def test_records_extracted_under_settings_are_stored_under_them_as_an_ingest_und
         prof = k.settings.profile("hash-384")
         records = list(k.records.extract(json.dumps(r) for r in source_records(fetch([folder]))))
         pdf = next(r for r in records if r.get("source_uri", "").endswith("table.pdf"))
-        assert pdf["extract_revision"] == "pdf-4 pdf-tables-off", pdf["extract_revision"]
+        assert pdf["extract_revision"] == "pdf-5 pdf-tables-off", pdf["extract_revision"]
         stored = k.store(store_items(embed_records(chunk_records(records, prof), prof), prof), "pipe", verify=False)
         assert stored.documents["new"] == 4, stored.to_json()
         k.ingest([folder], "direct", verify=False)

@@ -663,7 +663,7 @@ def test_the_extract_settings_that_change_a_pdfs_text_are_part_of_the_revision_o
 
     names = ("plain.txt", "guide.md", "report.pdf", "page.html", "message.eml", "thread.mbox", "feed.atom")
     pinned = {n: ex.source_revision(fixture_source(n)) for n in names}
-    assert pinned["report.pdf"] == "pdf-4" and pinned["message.eml"] == "docx-4 html-2 odt-4 pdf-4"
+    assert pinned["report.pdf"] == "pdf-5" and pinned["message.eml"] == "docx-4 html-2 odt-4 pdf-5"
     defaults = ExtractOptions.from_config({"ocr": "auto", "ocr_min_confidence": 0.8, "ocr_dpi": 200, "tables": True})
     for opts in (ExtractOptions(), defaults, ExtractOptions(ocr_min_confidence=0.95)):  # a warning's threshold
         assert {n: ex.source_revision(fixture_source(n), opts) for n in names} == pinned, opts
@@ -671,9 +671,9 @@ def test_the_extract_settings_that_change_a_pdfs_text_are_part_of_the_revision_o
     for opts in (ExtractOptions(tables=False), ExtractOptions(ocr="off"), ExtractOptions(ocr_dpi=300)):
         moved = {n for n in names if ex.source_revision(fixture_source(n), opts) != pinned[n]}
         assert moved == {"report.pdf", "message.eml", "thread.mbox"}, (opts, moved)
-        assert ex.source_revision(fixture_source("report.pdf"), opts).startswith("pdf-4 pdf-")
+        assert ex.source_revision(fixture_source("report.pdf"), opts).startswith("pdf-5 pdf-")
     revision = ex.source_revision(fixture_source("report.pdf"), ExtractOptions(tables=False, ocr_dpi=300))
-    assert revision == "pdf-4 pdf-ocr-dpi-300 pdf-tables-off"
+    assert revision == "pdf-5 pdf-ocr-dpi-300 pdf-tables-off"
     # with OCR off, its resolution changes nothing: no OCR runs
     off = ex.source_revision(fixture_source("report.pdf"), ExtractOptions(ocr="off"))
     assert ex.source_revision(fixture_source("report.pdf"), ExtractOptions(ocr="off", ocr_dpi=300)) == off

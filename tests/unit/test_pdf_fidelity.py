@@ -352,3 +352,174 @@ def test_a_hyphen_after_an_upper_case_token_at_a_line_end_is_kept():
     # a word in capitals is not hyphenated by the typesetter: its hyphen is the text's
     assert {"TCP/IP-based", "API-driven", "X-ray"} <= set(words)
     assert {"protocol", "Hypertext", "input/output."} <= set(words)  # words broken by the typesetter as before
+
+
+# Three articles of a newsletter, each wrapped to a column of about 150 points at 9 points, and two
+# more wrapped to the columns of a two-column band (about 220 points): each band a quarter of the page.
+_ARTICLES = [
+    "Volunteers from the harbour association repainted the old lighthouse over three weekends in May, "
+    "and the council has promised to light its lamp again for the summer festival if the wiring passes "
+    "its inspection in June. The paint was donated by the chandlery on Quay Street, whose owner climbed "
+    "the tower herself to check the colour against the photographs of the keepers' cottage from before "
+    "the war, and the scaffolding came on loan from the builders who are restoring the old customs house.",
+    "The ferry timetable changes on the first of July: the early boat leaves twenty minutes sooner, the "
+    "last one an hour later on Fridays, and bicycles travel free of charge on every crossing until the "
+    "end of September. Season tickets bought before the change remain valid, and the booking office on "
+    "the pier now opens at half past six, so that commuters can buy a return without queueing behind "
+    "the coaches of tourists who arrive for the morning sailing to the island and its bird reserve.",
+    "Our quiz night raised enough money for a new roof on the scout hut, and the winning team, four "
+    "retired teachers calling themselves the Late Arrivals, has already challenged the fire brigade to "
+    "a rematch in autumn. The questions were set by the vicar, whose round on local history defeated "
+    "almost everyone, and the raffle prizes, from a hamper of cheese to a flight over the bay in a small "
+    "aircraft, were given by shops and farms from every corner of the parish and the next valley.",
+]
+_TWO = [
+    "The spring market moves from the car park to the village green this year, with stalls for local "
+    "cheese, honey and plants, and a covered corner for the brass band when it rains as it did last time. "
+    "Traders who booked a pitch last year keep it if they confirm by the end of March; new traders are "
+    "asked to write to the market committee with a short description of what they sell and how much "
+    "room they need, and the committee will answer every letter before the first market day in April.",
+    "Roadworks on the coast road start after Easter and last six weeks; the bus to town takes the hill "
+    "route meanwhile, so allow ten minutes more, and the stop by the church moves to the school gate. "
+    "The works replace the drains under the road, which flooded twice last winter, and widen the "
+    "pavement by the bakery, where parents with prams have had to step into the traffic; the contractor "
+    "promises to keep one lane open at all times and to finish before the summer visitors arrive.",
+]
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width)
+
+
+def _band(y: float, xs: list[float], texts: list[str], width: int) -> tuple[list, list[list[str]], float]:
+    """Columns of ``texts`` wrapped to ``width`` characters, set at ``xs`` from ``y`` down: the items,
+    each column's lines and the band's bottom."""
+    cols = [_wrap(t, width) for t in texts]
+    items = [("text", x, y + 12 * i, 9, line) for x, lines in zip(xs, cols) for i, line in enumerate(lines)]
+    return items, cols, y + 12 * max(map(len, cols))
+
+
+def _in_order(text: str, parts: list[str]) -> None:
+    flat = " ".join(text.split())
+    at = [flat.find(" ".join(p.split())) for p in parts]
+    assert -1 not in at, [p for p, i in zip(parts, at) if i == -1]
+    assert at == sorted(at), at
+
+
+def test_a_three_column_page_is_read_column_by_column_under_its_full_width_title():
+    title = ("text", 50, 50, 16, "Harbour News: the village newsletter for the summer months of this year")
+    items, cols, _ = _band(100, [50, 215, 380], _ARTICLES, 34)
+    doc = extract(_src(text_pdf([[title, *items]])))[0]
+    _in_order(doc.text, ["Harbour News", *(" ".join(c) for c in cols)])
+    lines = {b.text[o : o + n]: x0 for b in doc.blocks for o, n, x0, *_ in b.boxes}
+    assert lines[cols[2][0]] == 380 and lines[cols[0][-1]] == 50
+
+
+@pytest.mark.parametrize("heading", [True, False], ids=["a heading between the bands", "nothing between them"])
+@pytest.mark.parametrize("two_first", [True, False], ids=["two columns above three", "three columns above two"])
+def test_a_two_column_band_and_a_three_column_band_are_each_read_column_by_column(heading, two_first):
+    bands = [("two", [50, 280], _TWO, 52), ("three", [50, 215, 380], _ARTICLES, 34)]
+    if not two_first:
+        bands.reverse()
+    page, parts, y = [("text", 50, 50, 16, "Harbour News: the village newsletter, summer edition")], [], 100.0
+    for n, (_, xs, texts, width) in enumerate(bands):
+        if n and heading:
+            page.append(("text", 50, y + 14, 12, "Around the village: notes from the parish council meeting"))
+            parts.append("Around the village")
+            y += 40
+        items, cols, y = _band(y + 10, xs, texts, width)
+        page += items
+        parts += [" ".join(c) for c in cols]
+    doc = extract(_src(text_pdf([page])))[0]
+    _in_order(doc.text, ["Harbour News", *parts])
+
+
+def test_two_column_bands_whose_gutters_lie_apart_are_each_read_column_by_column():
+    """A two-column band split at the middle above one split at a third (a narrow column beside a wide one)."""
+    page = [("text", 50, 50, 16, "Harbour News: the village newsletter, summer edition")]
+    upper, up_cols, y = _band(100, [50, 280], _TWO, 52)
+    narrow = _wrap(_ARTICLES[0], 22)
+    wide = _wrap(_ARTICLES[1] + " " + _ARTICLES[2], 58)
+    lower = [("text", 50, y + 30 + 12 * i, 9, line) for i, line in enumerate(narrow)]
+    lower += [("text", 200, y + 30 + 12 * i, 9, line) for i, line in enumerate(wide)]
+    doc = extract(_src(text_pdf([page + upper + lower])))[0]
+    _in_order(doc.text, ["Harbour News", *(" ".join(c) for c in up_cols), " ".join(narrow), " ".join(wide)])
+
+
+def test_an_unruled_table_of_short_cells_stays_row_by_row():
+    rows = [(f"NODE-{i:02d}", ["eu-west", "us-east", "ap-south"][i % 3], f"{100 + 37 * i}") for i in range(30)]
+    page = [("text", 50, 50, 14, "Capacity per node at the end of the quarter")]
+    for i, (node, region, tb) in enumerate(rows):
+        page += [("text", x, 90 + 13 * i, 10, cell) for x, cell in zip((50, 230, 410), (node, region, tb))]
+    doc = extract(_src(text_pdf([page])), ExtractOptions(tables=False))[0]
+    flat = " ".join(doc.text.split())
+    assert all(" ".join(r) in flat for r in rows), flat[:300]
+
+
+def test_a_table_of_contents_stays_line_by_line_with_or_without_dot_leaders():
+    entries = [
+        f"{c}.{s} {t}"
+        for c in range(1, 6)
+        for s, t in enumerate(
+            ("Scope of the work", "How the pieces fit", "What is left to do", "Notes for operators", "Further reading"),
+            1,
+        )
+    ]
+    for leaders in (True, False):
+        page = [("text", 50, 50, 14, "Contents")]
+        for i, entry in enumerate(entries):
+            y = 90 + 14 * i
+            page.append(("text", 50 + 15 * (i % 5 != 0), y, 10, entry))
+            if leaders:
+                page.append(("text", 250, y, 10, "." * 60))
+            page.append(("text", 530, y, 10, str(3 + 2 * i)))
+        doc = extract(_src(text_pdf([page])))[0]
+        flat = " ".join(doc.text.split())
+        for i, entry in enumerate(entries):
+            assert f"{entry} {'.' * 60 + ' ' if leaders else ''}{3 + 2 * i}" in flat, (leaders, entry)
+
+
+_CONFIG = [
+    ("max_connections = 200", "# the pool's upper bound on every node"),
+    ("shared_buffers = 4GB", "# a quarter of the machine's memory here"),
+    ("work_mem = 64MB", "# per sort, so mind the parallel workers"),
+    ("wal_level = replica", "# enough for the standby and the backups"),
+    ("checkpoint_timeout = 15min", "# fewer checkpoints, a longer recovery"),
+    ("max_wal_size = 8GB", "# the disk has room for a full day of it"),
+    ("effective_cache_size = 12GB", "# what the planner may count on cached"),
+    ("random_page_cost = 1.1", "# the volumes are solid-state disks now"),
+]
+
+
+@pytest.mark.parametrize("x_comment", [300, 230], ids=["comments at the middle", "comments at a third"])
+def test_a_listing_with_comments_aligned_beside_its_lines_stays_line_by_line(x_comment):
+    """A configuration listing in a monospaced font, its comments in a column of their own: without
+    a look at the font, it passes for two columns of text (each setting read away from its comment)."""
+    page = [("text", 50, 50, 14, "Settings of the primary after the migration, as deployed in production")]
+    for i in range(4):
+        for j, (setting, comment) in enumerate(_CONFIG):
+            y = 90 + 13 * (8 * i + j)
+            page += [("text", 50, y, 9, setting, "Courier"), ("text", x_comment, y, 9, comment, "Courier")]
+    doc = extract(_src(text_pdf([page])))[0]
+    flat = " ".join(doc.text.split())
+    assert all(f"{s} {c}" in flat for s, c in _CONFIG), flat[:400]
+
+
+def test_a_single_column_page_of_prose_is_read_whole():
+    text = " ".join(_ARTICLES * 6)
+    page = [("text", 50, 80 + 12 * i, 9, line) for i, line in enumerate(_wrap(text, 95))]
+    doc = extract(_src(text_pdf([page])))[0]
+    assert " ".join(doc.text.split()) == " ".join(text.split())
+
+
+def test_the_subheadings_heading_two_columns_stay_in_their_columns():
+    """A gap under each column's first line is the columns' own, not the end of a band above."""
+    page = [("text", 50, 50, 16, "Harbour News: the village newsletter, summer edition")]
+    cols = [_wrap(t, 52) for t in _TWO]
+    for x, head, lines in ((50, "Market news", cols[0]), (280, "Road news", cols[1])):
+        page.append(("text", x, 100, 11, head))
+        page += [("text", x, 122 + 12 * i, 9, line) for i, line in enumerate(lines * 2)]
+    doc = extract(_src(text_pdf([page])))[0]
+    _in_order(doc.text, ["Harbour News", "Market news", " ".join(cols[0] * 2), "Road news", " ".join(cols[1] * 2)])
