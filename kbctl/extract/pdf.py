@@ -5,11 +5,12 @@ clearly larger than the usual line spacing; every block has its 1-based ``page``
 (pdfplumber's table finder, run only on pages that draw lines or rectangles) become Markdown tables
 in their place, the caption or short line above one as its heading path. Running headers and
 footers (a paragraph of one to three short lines repeated at the top or bottom of most pages, its
-page number aside) are dropped. A page of two columns is read column by column, band by band around
-its full-width lines (a title, a caption, a paragraph across the page: ``_regions``), and a word
-hyphenated at a line's end is joined, a URL's or a path's hyphen kept, and so is a hyphen after a
-word in capitals (``TCP/IP-based``); a URL or a path broken after a ``/`` or a ``.`` is joined when
-the next line goes on with it (``dehyphenate``).
+page number aside) are dropped. A page of two or three columns is read column by column, band by
+band around its full-width lines (a title, a caption, a paragraph across the page), each band at its
+own gutters (``_regions``); an unruled table of short cells or a monospaced listing stays line by
+line. A word hyphenated at a line's end is joined, a URL's or a path's hyphen kept, and so is a
+hyphen after a word in capitals (``TCP/IP-based``); a URL or a path broken after a ``/`` or a ``.``
+is joined when the next line goes on with it (``dehyphenate``).
 
 A page that holds an image but no usable text (no characters, or mostly glyph codes and symbols
 that are not text) is read with OCR (``kbctl.extract.ocr``) when the ``kbctl[ocr]`` extra is
