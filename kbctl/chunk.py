@@ -12,8 +12,15 @@ A Markdown table (a block that starts with a header row and its ``| --- |`` rule
 write tables so, ``kbctl.extract.tables``) is a section of its own, cut only between rows; every
 piece after the first starts with the table's header lines, so it reads alone.
 
+A fenced code block (a block that opens with three or more backticks or tildes: the Markdown
+extractor keeps one whole, fences included) that fits in a chunk is packed like any paragraph; a
+longer one is cut on its own, only at line ends, and every piece is a fenced block: it opens with
+the block's opening line (the info string, its language, too) and ends with its fence. A line
+longer than a piece is cut where a name ends (a space, else the edge of a run of letters, digits
+and ``_``), a name longer than half a piece at the tokenizer's token boundaries.
+
 Every chunk is an exact span of its document's text (``char_start:char_end``), but for those
-repeated header lines, and carries its heading path, page, a content hash and, for a PDF, the
+repeated header lines and fences, and carries its heading path, page, a content hash and, for a PDF, the
 boxes of its lines on the page (``boxes``: one ``(page, x0, top, x1, bottom)`` per line). Its ``header`` (title and headings) is read by the model
 too, and the whole (header + text + special tokens) never exceeds ``max_tokens``: nothing is
 silently truncated.
@@ -64,21 +71,34 @@ CJK_LETTERS = (
 #: The first look-behind, one character, is cheap and fails at almost every position of English
 #: text before the three that need a CJK letter are tried (English splits 1.6x faster than without).
 _ASCII_MARK_IN_CJK = f"(?<=[!?])(?:(?<=[{CJK_LETTERS}][!?])|(?<=[{CJK_LETTERS}][!?]{{2}})|(?<=[{CJK_LETTERS}][!?]{{3}}))\\s*(?=[{CJK_LETTERS}])"
-#: What the sentence splitter takes for a sentence's end, named in every source's hash
-#: (``kbctl.ingest.steps.source_hash``): "sentences-2", the unspaced stops too (session 42);
-#: "sentences-3", an ASCII ``?``/``!`` between CJK characters too (session 43).
-SENTENCE_ENDS = "sentences-3"
+#: Where the chunker cuts, named in every source's hash (``kbctl.ingest.steps.source_hash``); the
+#: name is the sentence splitter's, whose revisions came first: "sentences-2", the unspaced stops
+#: too (session 42); "sentences-3", an ASCII ``?``/``!`` between CJK characters too (session 43);
+#: "cuts-4", a fenced code block longer than a chunk cut between lines, each piece fenced (session 45).
+SENTENCE_ENDS = "cuts-4"
 #: What a stored chunk holds when this splitter may cut its source otherwise than an earlier
 #: revision did (a PostgreSQL regular expression, a superset of the new ends), by that revision
 #: ("": before session 42). A source stored under an earlier revision's hash none of whose chunks
 #: holds it comes out alike: it takes the new hash without being read again (``kbctl.ingest.producer``).
 _MARK_BEFORE_CJK = f"[!?]\\s*[{CJK_LETTERS}]"
-MOVED_SINCE = {"sentences-2": _MARK_BEFORE_CJK, "": f"[{UNSPACED_STOPS}]|{_MARK_BEFORE_CJK}"}
+#: A fenced code block's opening (a block starts a chunk or follows a blank line in it): since
+#: "cuts-4" a long one is cut otherwise; a chunk of one that fits comes out alike (kept as it is).
+_CODE_FENCE = "(^|\n)(```|~~~)"
+MOVED_SINCE = {
+    "sentences-3": _CODE_FENCE,
+    "sentences-2": f"{_MARK_BEFORE_CJK}|{_CODE_FENCE}",
+    "": f"[{UNSPACED_STOPS}]|{_MARK_BEFORE_CJK}|{_CODE_FENCE}",
+}
 _SENTENCE_END = re.compile(
     r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}"
     rf"|(?<=[{UNSPACED_STOPS}])(?![{UNSPACED_STOPS}」』）〕】〉》”’\"')\]0-9０-９])\s*"
     f"|{_ASCII_MARK_IN_CJK}"
 )
+
+
+#: A fenced code block's opening: its fence (three or more backticks or tildes) and info string.
+_FENCE_OPEN = re.compile(r"(`{3,}|~{3,})[^\n]*")
+_NAME_CHAR = re.compile(r"\w")
 
 
 @dataclass(frozen=True)
@@ -139,8 +159,8 @@ class _WholeText:
     def __init__(self, text: str) -> None:
         self.text = text
 
-    def units(self, block: Block, limit: int, tok: Tokenizer, rows: bool = False) -> Iterator[_Unit]:
-        return (_row_units if rows else _units)(self.text, block, limit, tok)
+    def units(self, block: Block, limit: int, tok: Tokenizer, cut=None) -> Iterator[_Unit]:
+        return (cut or _units)(self.text, block, limit, tok)
 
     def span(self, start: int, end: int) -> str:
         return self.text[start:end]
@@ -155,9 +175,9 @@ class _WindowText:
     def __init__(self) -> None:
         self.blocks: deque[Block] = deque()
 
-    def units(self, block: Block, limit: int, tok: Tokenizer, rows: bool = False) -> Iterator[_Unit]:
+    def units(self, block: Block, limit: int, tok: Tokenizer, cut=None) -> Iterator[_Unit]:
         self.blocks.append(block)
-        for u in (_row_units if rows else _units)(block.text, Block(block.text), limit, tok):
+        for u in (cut or _units)(block.text, Block(block.text), limit, tok):
             yield _Unit(block.start + u.start, block.start + u.end, u.tokens, u.paragraph_start)
 
     def span(self, start: int, end: int) -> str:
@@ -201,8 +221,7 @@ def _fixed(uri: str, title: str, blocks: Iterable[Block], text, profile: Profile
             pieces = _table_pieces(first, text, limit, tok)
         else:
             section = iter(placed) if placed else chain([first], section)
-            units = (u for b in section for u in text.units(b, limit, tok))
-            pieces = ((s, e, text.span(s, e)) for s, e in _pack(units, limit, min(overlap, limit // 2)))
+            pieces = _prose_and_code(section, text, limit, min(overlap, limit // 2), tok)
         for start, end, chunk_text in pieces:
             yield Chunk(
                 document_uri=uri,
@@ -246,9 +265,126 @@ def _table_pieces(block: Block, text, limit: int, tok: Tokenizer) -> Iterator[tu
         units = text.units(block, limit, tok)
         yield from ((s, e, text.span(s, e)) for s, e in _pack(units, limit, 0))
         return
-    for s, e in _pack(text.units(block, room, tok, rows=True), room, 0):
+    for s, e in _pack(text.units(block, room, tok, _row_units), room, 0):
         body = text.span(s, e)
         yield s, e, (body if s == block.start else f"{head}\n{body}")
+
+
+def _prose_and_code(
+    blocks: Iterable[Block], text, limit: int, overlap: int, tok: Tokenizer
+) -> Iterator[tuple[int, int, str]]:
+    """A section's blocks packed to ``limit`` tokens with ``overlap``, but for a fenced code block
+    too long for one chunk: that one is cut on its own, between lines (``_code_pieces``)."""
+    for long_code, run in groupby(blocks, key=lambda b: _is_long_code(b.text, limit, tok)):
+        if long_code:
+            for b in run:
+                yield from _code_pieces(b, text, limit, tok)
+        else:
+            units = (u for b in run for u in text.units(b, limit, tok))
+            yield from ((s, e, text.span(s, e)) for s, e in _pack(units, limit, overlap))
+
+
+def _fence(text: str) -> tuple[str, str] | None:
+    """``(opening line, fence)`` of a block that is a fenced code block (it starts with three or more
+    backticks or tildes, as ``kbctl.extract.text`` keeps one: whole, fences included), else ``None``."""
+    if not text.startswith(("```", "~~~")):
+        return None
+    m = _FENCE_OPEN.match(text)
+    return (m.group(0), m.group(1)) if m else None
+
+
+def _closing_start(text: str, start: int, end: int, fence: str) -> int:
+    """Where the line that closes a code block (``text[start:end]``, opened by ``fence``) starts;
+    ``end`` when it is not closed (the document ended inside it)."""
+    last = text.rfind("\n", start, end) + 1
+    line = text[last:end].strip()
+    if last > start and line.startswith(fence) and not line.strip(fence[0]):
+        return last
+    return end
+
+
+def _is_long_code(block_text: str, limit: int, tok: Tokenizer) -> bool:
+    return _fence(block_text) is not None and _count_within(tok, block_text, limit) is None
+
+
+def _code_pieces(block: Block, text, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, str]]:
+    """A fenced code block cut between lines into pieces of at most ``limit`` tokens, each a fenced
+    block of its own: a piece after the first opens with the block's opening line (its info string,
+    the language, too), a piece before the last (or of a block left open) ends with its fence, so no
+    piece reads as prose. A line longer than a piece is cut between names (``_code_windows``)."""
+    opening, fence = _fence(block.text) or ("", "")
+    room = limit - tok.count(opening) - tok.count(fence) - 2
+    if room < limit // 2:  # an opening line too long to repeat: cut the block like any paragraph
+        yield from ((s, e, text.span(s, e)) for s, e in _pack(text.units(block, limit, tok), limit, 0))
+        return
+    end = block.start + len(block.text)
+    closed = _closing_start(block.text, 0, len(block.text), fence) < len(block.text)
+    for s, e in _pack(text.units(block, room, tok, _line_units), room, 0):
+        head = "" if s == block.start else f"{opening}\n"
+        tail = "" if e == end and closed else f"\n{fence}"
+        yield s, e, f"{head}{text.span(s, e)}{tail}"
+
+
+def _line_units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:
+    """A code block's lines as units, its opening fence line joined to the first line and its
+    closing one to the last (a line longer than ``limit`` is cut by ``_code_windows``)."""
+    start, end = block.start, block.start + len(block.text)
+    fence = (_fence(block.text) or ("", "```"))[1]
+    tail = _closing_start(text, start, end, fence)
+    head_end = text.find("\n", start, end)
+    unit_start, pos, first = start, (end if head_end < 0 else head_end + 1), True
+    while unit_start < end:
+        stop = text.find("\n", pos, end)
+        if stop < 0 or stop + 1 >= tail:  # the last line takes the closing fence with it
+            stop = end
+        n = _count_within(tok, text[unit_start:stop], limit)
+        if n is not None:
+            yield _Unit(unit_start, stop, n, first)
+        else:
+            for ws, we, wm in _code_windows(text, unit_start, stop, limit, tok):
+                yield _Unit(ws, we, wm, first)
+                first = False
+        unit_start, pos, first = stop + 1, stop + 1, False
+
+
+def _code_windows(text: str, start: int, end: int, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, int]]:
+    """Windows of a line of code of at most ``limit`` tokens that end between names: a window of
+    ``_windows`` that ends inside a name (letters, digits, ``_``) is cut back to its last space, else
+    to the last edge of a name, in its second half; a name longer than that is cut at token boundaries."""
+    pos = start
+    while pos < end:
+        w = next(_windows(text, pos, end, limit, tok), None)
+        if w is None:
+            return
+        ws, we, n = w
+        if we < end and _inside_name(text, we):
+            cut = _name_edge(text, ws + (we - ws) // 2, we)
+            if cut is not None:
+                m = tok.count(text[ws:cut])
+                if m <= limit:
+                    we, n = cut, m
+        yield ws, we, n
+        pos = we
+
+
+def _inside_name(text: str, i: int) -> bool:
+    return _NAME_CHAR.match(text, i - 1) is not None and _NAME_CHAR.match(text, i) is not None
+
+
+def _name_edge(text: str, lo: int, hi: int) -> int | None:
+    """The last place in ``text[lo:hi]`` not inside a name: the end of the text before a space, else
+    between a name's character and another; ``None`` when there is none."""
+    space = max(text.rfind(" ", lo, hi), text.rfind("\t", lo, hi))
+    if space > lo:
+        end = space
+        while end > lo and text[end - 1] in " \t":
+            end -= 1
+        if end > lo:
+            return end
+    for i in range(hi - 1, lo, -1):
+        if not _inside_name(text, i):
+            return i
+    return None
 
 
 def _check_length(doc: Document, limit: int) -> None:

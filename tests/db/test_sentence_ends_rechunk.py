@@ -114,3 +114,43 @@ def test_after_sentences_2_the_next_ingest_cuts_at_ascii_marks_between_cjk_and_r
     third = kb.ingest([folder], "ask", verify=False)
     assert third.documents["unchanged"] == 3 and third.chunks["embedded"] == 0, third.to_json()
     assert _rows(kb, "ask") == after
+
+
+_CODE = "\n".join(f"result_{i} = compute_checksum(data[{i}], seed={i * 7})" for i in range(120))
+
+
+def test_after_sentences_3_the_next_ingest_fences_every_piece_of_a_long_code_block_and_restamps_the_rest(
+    kb, tmp_path, monkeypatch
+):
+    """Session 45 ("cuts-4"): a fenced code block longer than a chunk is cut between lines, each
+    piece a fenced block. A namespace chunked by session 43's chunker ("sentences-3") reads again
+    only the sources a chunk of which opens a code block; the others are restamped."""
+    docs = {
+        "code.md": "# Code\n\nIntro paragraph.\n\n```python\n" + _CODE + "\n```\n\nAfter the code.\n",
+        "short.md": "# Short\n\nRun it:\n\n```sh\nkbctl ingest docs/\n```\n",
+        "en.md": DOCS["en.md"],
+    }
+    folder = write_folder(tmp_path, "code", docs)
+    with monkeypatch.context() as m:  # the chunker and the source hash of session 43
+        m.setattr(chunk, "_is_long_code", lambda *a: False)
+        m.setattr(chunk, "SENTENCE_ENDS", "sentences-3")
+        first = kb.ingest([folder], "code", verify=False)
+    assert first.documents["new"] == 3, first.to_json()
+    before = _rows(kb, "code")
+    assert any(not t.startswith("```") and "compute_checksum" in t for _, _, _, _, t, _ in before["code.md"])
+
+    again = kb.ingest([folder], "code")
+    assert again.verify is not None and again.verify["ok"], again.to_json()
+    assert again.documents["unchanged"] == 3 and again.documents["changed"] == 0, again.to_json()
+    after = _rows(kb, "code")
+    for name in ("en.md", "short.md"):  # the short block comes out alike: its rows kept, chunk ids and all
+        assert [r[1:] for r in after[name]] == [r[1:] for r in before[name]], name
+        assert {r[0] for r in after[name]} != {r[0] for r in before[name]}, name
+    code = [t for _, _, _, _, t, _ in after["code.md"] if "compute_checksum" in t]
+    assert len(code) > 3 and all(t.startswith("```python\n") and t.endswith("\n```") for t in code)
+    assert after["code.md"][0][4:] == before["code.md"][0][4:] == ("Intro paragraph.", before["code.md"][0][5])
+    assert 0 < again.chunks["embedded"] <= len(code) + 1, again.to_json()  # the prose's vectors reused
+
+    third = kb.ingest([folder], "code", verify=False)
+    assert third.documents["unchanged"] == 3 and third.chunks["embedded"] == 0, third.to_json()
+    assert _rows(kb, "code") == after

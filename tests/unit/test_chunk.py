@@ -254,3 +254,111 @@ def test_text_without_an_ascii_mark_before_cjk_is_split_as_sentences_2_split_it(
         assert split_sentences(text) == new
     finally:
         chunk._SENTENCE_END = old
+
+
+# A code block of 120 lines, each one statement: far longer than a chunk of any profile.
+_CODE_LINES = [f"result_{i} = compute_checksum(data[{i}], seed={i * 7})" for i in range(120)]
+
+
+def _markdown_chunks(markdown: str, name: str = "minilm"):
+    from kbctl.extract import extract
+    from kbctl.types import Source
+
+    (doc,) = extract(Source("file:///c/code.md", markdown.encode(), "text/markdown"))
+    return doc, chunk_document(doc, _profile(name))
+
+
+def _fenced_pieces(chunks, opening: str, closing: str) -> list[list[str]]:
+    """The code lines of every chunk that holds code, each checked to be a whole fenced block."""
+    pieces = []
+    for c in chunks:
+        if "compute_checksum" not in c.text:
+            continue
+        lines = c.text.split("\n")
+        assert lines[0] == opening and lines[-1] == closing, (c.position, c.text[:60], c.text[-60:])
+        pieces.append(lines[1:-1])
+    return pieces
+
+
+def test_a_long_code_block_is_cut_between_lines_and_every_piece_is_a_fenced_block():
+    """A fenced code block longer than a chunk was cut like prose: mid-line, even mid-name
+    (``result_110 = compute`` | ``_checksum(…)``), and the pieces after the first had no fence, so
+    they read as prose. It is cut only at line ends; every piece opens with the block's fence line
+    (its info string too) and closes it, and holds the block's lines once, in order."""
+    for opening, closing in (("```python", "```"), ("~~~~ js", "~~~~")):
+        md = f"# Code\n\nIntro paragraph.\n\n{opening}\n" + "\n".join(_CODE_LINES) + f"\n{closing}\n\nAfter the code.\n"
+        for name in ("minilm", "hash-384"):
+            prof = _profile(name)
+            tok = get_tokenizer(prof)
+            doc, chunks = _markdown_chunks(md, name)
+            pieces = _fenced_pieces(chunks, opening, closing)
+            assert len(pieces) > 3, name
+            assert [line for piece in pieces for line in piece] == _CODE_LINES, name
+            for c in chunks:
+                assert doc.text[c.char_start : c.char_end] in c.text  # the span it cites is in it
+                assert c.token_count <= prof.chunk.size
+                assert tok.count(c.embed_text) + tok.special_tokens <= prof.max_tokens  # nothing truncated
+            assert chunks[0].text == "Intro paragraph." and chunks[-1].text == "After the code."
+
+
+def test_a_short_code_block_is_packed_with_its_paragraphs_as_before():
+    md = "# Code\n\nIntro paragraph.\n\n```sh\nkbctl ingest docs/\n```\n\nAfter the code.\n"
+    _, chunks = _markdown_chunks(md)
+    assert [c.text for c in chunks] == ["Intro paragraph.\n\n```sh\nkbctl ingest docs/\n```\n\nAfter the code."]
+
+
+def test_an_unclosed_code_block_is_closed_on_every_piece():
+    md = "```python\n" + "\n".join(_CODE_LINES) + "\n"
+    _, chunks = _markdown_chunks(md)
+    pieces = _fenced_pieces(chunks, "```python", "```")
+    assert len(pieces) == len(chunks) > 3
+    assert [line for piece in pieces for line in piece] == _CODE_LINES
+
+
+def test_a_code_line_longer_than_a_chunk_is_cut_between_names_not_inside_one():
+    """One line over the budget is cut where a name ends: at a space, else between a name's
+    character and another (``.``, ``(``, ``,``), never inside a name; only a line with no such place
+    (one giant name) is cut at the tokenizer's token boundaries."""
+    call = "x = f(" + ", ".join(f"argument_number_{i}=value_{i}" for i in range(300)) + ")"
+    chain_ = "y=" + ".".join(f"attribute_{i}" for i in range(400))
+    md = "```python\n" + call + "\n" + chain_ + "\n```\n"
+    prof = _profile()
+    _, chunks = _markdown_chunks(md)
+    bodies = []
+    for c in chunks:
+        lines = c.text.split("\n")
+        assert lines[0] == "```python" and lines[-1] == "```", c.text[:80]
+        assert c.token_count <= prof.chunk.size
+        bodies.append("\n".join(lines[1:-1]))
+    import re
+
+    names = set(re.findall(r"\w+", call + " " + chain_))
+    for body in bodies:
+        assert set(re.findall(r"\w+", body)) <= names, body[:80]  # every name whole
+    assert len(bodies) > 4
+    # one name of 99 characters, about 40 word pieces (at 100 the model reads one unknown token),
+    # in chunks of 16 tokens: no place to cut between names, so cut between word pieces
+    import dataclasses
+
+    blob = ("qwertyuiopasdfghjklzxcvbnm" * 4)[:99]
+    small = dataclasses.replace(prof, chunk=dataclasses.replace(prof.chunk, size=16, overlap=0))
+    doc = Document.from_blocks("mem://n", "", [Block("```\n" + blob + "\n```")], "markdown")
+    chunks = chunk_document(doc, small)
+    assert len(chunks) > 1 and "".join(c.text.split("\n")[1] for c in chunks) == blob
+    assert all(c.token_count <= 16 for c in chunks)
+
+
+def test_a_streamed_document_cuts_its_code_blocks_the_same_way():
+    from kbctl.chunk import iter_chunks
+    from kbctl.types import LargeDocument
+
+    code = "```python\n" + "\n".join(_CODE_LINES) + "\n```"
+    blocks = [Block("Intro text."), Block(code), Block("Between."), Block("~~~\n" + "\n".join(_CODE_LINES))]
+    doc = Document.from_blocks("mem://w", "W", blocks, "markdown")
+    large = LargeDocument(head=doc, chars=len(doc.text), blocks=lambda: iter(doc.blocks))
+    prof = _profile()
+    whole = chunk_document(doc, prof)
+    assert [(c.text, c.char_start, c.char_end) for c in iter_chunks(large, prof)] == [
+        (c.text, c.char_start, c.char_end) for c in whole
+    ]
+    assert sum(c.text.startswith("~~~\n") and c.text.endswith("\n~~~") for c in whole) > 3
