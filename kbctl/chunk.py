@@ -8,8 +8,9 @@ windows. A sentence ends at ``.!?`` followed by a space, at a Chinese or Japanes
 (``本当?次``); the rule's revision, ``SENTENCE_ENDS``, is part of every
 source's hash (``kbctl.ingest.steps.source_hash``). Consecutive chunks of one section share up to ``chunk.overlap`` tokens of whole sentences.
 
-A Markdown table (a block that starts with a header row and its ``| --- |`` rule: the extractors
-write tables so, ``kbctl.extract.tables``) is a section of its own, cut only between rows; every
+A Markdown table (a block that starts with a header row and its ``| --- |`` rule, as the extractors
+write tables, or as GitHub reads them: without the outer bars, or under a caption line of the same
+block: ``kbctl.extract.tables.table_start``) is a section of its own, cut only between rows; every
 piece after the first starts with the table's header lines, so it reads alone.
 
 A fenced code block (a block that opens with three or more backticks or tildes: the Markdown
@@ -42,7 +43,7 @@ from typing import Iterable, Iterator
 from .config import Profile
 from .embed.tokens import Tokenizer, get_tokenizer
 from .errors import ExtractError
-from .extract.tables import table_header
+from .extract.tables import table_start
 from .types import Block, Chunk, Document, LargeDocument
 from .types import content_hash as _hash
 
@@ -74,20 +75,23 @@ _ASCII_MARK_IN_CJK = f"(?<=[!?])(?:(?<=[{CJK_LETTERS}][!?])|(?<=[{CJK_LETTERS}][
 #: Where the chunker cuts, named in every source's hash (``kbctl.ingest.steps.source_hash``); the
 #: name is the sentence splitter's, whose revisions came first: "sentences-2", the unspaced stops
 #: too (session 42); "sentences-3", an ASCII ``?``/``!`` between CJK characters too (session 43);
-#: "cuts-4", a fenced code block longer than a chunk cut between lines, each piece fenced (session 45).
+#: "cuts-4", a fenced code block longer than a chunk cut between lines, each piece fenced, and a
+#: table under a caption line or without outer bars cut as a table (session 45).
 SENTENCE_ENDS = "cuts-4"
 #: What a stored chunk holds when this splitter may cut its source otherwise than an earlier
 #: revision did (a PostgreSQL regular expression, a superset of the new ends), by that revision
 #: ("": before session 42). A source stored under an earlier revision's hash none of whose chunks
 #: holds it comes out alike: it takes the new hash without being read again (``kbctl.ingest.producer``).
 _MARK_BEFORE_CJK = f"[!?]\\s*[{CJK_LETTERS}]"
-#: A fenced code block's opening (a block starts a chunk or follows a blank line in it): since
-#: "cuts-4" a long one is cut otherwise; a chunk of one that fits comes out alike (kept as it is).
-_CODE_FENCE = "(^|\n)(```|~~~)"
+#: Since "cuts-4": a fenced code block's opening (a block starts a chunk or follows a blank line in
+#: it), a long block being cut otherwise; a ``|``, a table under a caption line or without outer
+#: bars being a table now. A chunk of a code block that fits, or of a table read as one before,
+#: comes out alike (its vector is kept).
+_CODE_OR_TABLE = "(^|\n)(```|~~~)|\\|"
 MOVED_SINCE = {
-    "sentences-3": _CODE_FENCE,
-    "sentences-2": f"{_MARK_BEFORE_CJK}|{_CODE_FENCE}",
-    "": f"[{UNSPACED_STOPS}]|{_MARK_BEFORE_CJK}|{_CODE_FENCE}",
+    "sentences-3": _CODE_OR_TABLE,
+    "sentences-2": f"{_MARK_BEFORE_CJK}|{_CODE_OR_TABLE}",
+    "": f"[{UNSPACED_STOPS}]|{_MARK_BEFORE_CJK}|{_CODE_OR_TABLE}",
 }
 _SENTENCE_END = re.compile(
     r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}"
@@ -253,13 +257,13 @@ def _boxes(blocks: list[Block], start: int, end: int) -> tuple[tuple[float, ...]
 
 def _section_key(b: Block) -> tuple[tuple[str, ...], int | None, int | None]:
     """Blocks group by heading path and page; a table block (keyed by its start) stands alone."""
-    return b.heading_path, b.page, (b.start if table_header(b.text) else None)
+    return b.heading_path, b.page, (b.start if table_start(b.text) else None)
 
 
 def _table_pieces(block: Block, text, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, str]]:
     """A Markdown table cut between rows into pieces of at most ``limit`` tokens, each piece after
     the first preceded by the table's header lines (so it reads alone), with its span in the text."""
-    head = table_header(block.text) or ""
+    head = (table_start(block.text) or (0, ""))[1]
     room = limit - tok.count(head) - 1
     if room < limit // 2:  # a header too long to repeat: cut the table like any paragraph
         units = text.units(block, limit, tok)
@@ -495,10 +499,11 @@ def _units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Uni
 
 
 def _row_units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:
-    """A table block's rows as units, its header lines joined to the first row (a row longer than
-    ``limit`` is cut into token windows)."""
+    """A table block's rows as units, its header lines (and a caption line above them) joined to the
+    first row (a row longer than ``limit`` is cut into token windows)."""
     start, end = block.start, block.start + len(block.text)
-    body = start + len(table_header(block.text) or "")
+    offset, head = table_start(block.text) or (0, "")
+    body = start + offset + len(head)
     unit_start, first = start, True
     while body < end:
         stop = text.find("\n", body + 1, end)

@@ -5,17 +5,20 @@ then one line per row. Cells keep all their text: line breaks inside a cell beco
 ``|`` is escaped, so a row is always one line (the chunker splits a long table between rows and
 repeats the header on every piece: ``kbctl.chunk``). Rows are padded to the widest row; empty
 rows and columns are dropped. ``table_header`` tells whether a block is such a table and gives
-its header lines.
+its header lines; ``table_start`` also finds a table as people write them in Markdown (under a
+caption line, or without the outer bars).
 """
 
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from typing import Any, Iterable, Sequence
 
-__all__ = ["markdown_table", "table_header", "is_caption", "tidy_table"]
+__all__ = ["markdown_table", "table_header", "table_start", "is_caption", "tidy_table"]
 
 _SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_CELL_BAR = re.compile(r"(?<!\\)\|")
 _CAPTION = re.compile(r"^(?:table|tab\.|tabelle|tableau|tabla)\s*[\dIVXivx]+[\s.:—–-]", re.I)
 
 
@@ -54,6 +57,34 @@ def table_header(text: str) -> str | None:
     if not _SEPARATOR.match(sep):
         return None
     return text[: second if second >= 0 else len(text)]
+
+
+def table_start(text: str) -> tuple[int, str] | None:
+    """Where a block's Markdown table starts and its header lines, ``(offset, header)``, else ``None``:
+    a ``table_header`` table (at 0), or, as GitHub reads them, one whose rows are written without
+    the outer bars (``City | Land`` over ``--- | ---``) or that is under up to two lines of text of
+    the same block (a caption: ``Table 1: Cities``). The header row and the rule have as many cells,
+    the rule at least one ``|`` (so a Setext heading's ``---`` is no table)."""
+    head = table_header(text)
+    if head is not None:
+        return 0, head
+    starts = [0]  # of the first four lines: the header row is one of the first three
+    while len(starts) < 4 and (nl := text.find("\n", starts[-1])) >= 0:
+        starts.append(nl + 1)
+    for row_start, rule_start in pairwise(starts):
+        rule_end = text.find("\n", rule_start)
+        rule = text[rule_start : rule_end if rule_end >= 0 else len(text)]
+        row = text[row_start : rule_start - 1]
+        if "|" in rule and "|" in row and _SEPARATOR.match(rule) and _cell_count(row) == _cell_count(rule):
+            return row_start, text[row_start : rule_start + len(rule)]
+    return None
+
+
+def _cell_count(line: str) -> int:
+    """The cells of a table's line: its ``|`` not escaped, less the outer bars."""
+    line = line.strip()
+    bars = len(_CELL_BAR.findall(line))
+    return bars + 1 - line.startswith("|") - (len(line) > 1 and line.endswith("|") and not line.endswith("\\|"))
 
 
 def tidy_table(text: str) -> tuple[str | None, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from kbctl import chunk
+from kbctl.extract.tables import table_header
 from tests.conftest import write_folder
 
 _SPACED_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}")
@@ -124,24 +125,27 @@ def test_after_sentences_3_the_next_ingest_fences_every_piece_of_a_long_code_blo
 ):
     """Session 45 ("cuts-4"): a fenced code block longer than a chunk is cut between lines, each
     piece a fenced block. A namespace chunked by session 43's chunker ("sentences-3") reads again
-    only the sources a chunk of which opens a code block; the others are restamped."""
+    only the sources a chunk of which opens a code block or holds a ``|`` (a table written without
+    outer bars is a table now, its header on every piece); the others are restamped."""
     docs = {
         "code.md": "# Code\n\nIntro paragraph.\n\n```python\n" + _CODE + "\n```\n\nAfter the code.\n",
         "short.md": "# Short\n\nRun it:\n\n```sh\nkbctl ingest docs/\n```\n",
+        "table.md": "# Cities\n\nCity | Rank\n--- | ---\n" + "\n".join(f"City{i:03d} | {i}" for i in range(150)) + "\n",
         "en.md": DOCS["en.md"],
     }
     folder = write_folder(tmp_path, "code", docs)
     with monkeypatch.context() as m:  # the chunker and the source hash of session 43
         m.setattr(chunk, "_is_long_code", lambda *a: False)
+        m.setattr(chunk, "table_start", lambda t: (0, head) if (head := table_header(t)) else None)
         m.setattr(chunk, "SENTENCE_ENDS", "sentences-3")
         first = kb.ingest([folder], "code", verify=False)
-    assert first.documents["new"] == 3, first.to_json()
+    assert first.documents["new"] == 4, first.to_json()
     before = _rows(kb, "code")
     assert any(not t.startswith("```") and "compute_checksum" in t for _, _, _, _, t, _ in before["code.md"])
 
     again = kb.ingest([folder], "code")
     assert again.verify is not None and again.verify["ok"], again.to_json()
-    assert again.documents["unchanged"] == 3 and again.documents["changed"] == 0, again.to_json()
+    assert again.documents["unchanged"] == 4 and again.documents["changed"] == 0, again.to_json()
     after = _rows(kb, "code")
     for name in ("en.md", "short.md"):  # the short block comes out alike: its rows kept, chunk ids and all
         assert [r[1:] for r in after[name]] == [r[1:] for r in before[name]], name
@@ -149,8 +153,11 @@ def test_after_sentences_3_the_next_ingest_fences_every_piece_of_a_long_code_blo
     code = [t for _, _, _, _, t, _ in after["code.md"] if "compute_checksum" in t]
     assert len(code) > 3 and all(t.startswith("```python\n") and t.endswith("\n```") for t in code)
     assert after["code.md"][0][4:] == before["code.md"][0][4:] == ("Intro paragraph.", before["code.md"][0][5])
-    assert 0 < again.chunks["embedded"] <= len(code) + 1, again.to_json()  # the prose's vectors reused
+    table = [t for _, _, _, _, t, _ in after["table.md"]]
+    assert len(table) > 1 and all(t.startswith("City | Rank\n--- | ---\n") for t in table)
+    assert not all(t.startswith("City | Rank\n") for _, _, _, _, t, _ in before["table.md"])
+    assert 0 < again.chunks["embedded"] <= len(code) + len(table) + 1, again.to_json()  # the prose's vectors reused
 
     third = kb.ingest([folder], "code", verify=False)
-    assert third.documents["unchanged"] == 3 and third.chunks["embedded"] == 0, third.to_json()
+    assert third.documents["unchanged"] == 4 and third.chunks["embedded"] == 0, third.to_json()
     assert _rows(kb, "code") == after

@@ -104,3 +104,31 @@ def test_an_html_table_keeps_its_column_names_as_header_and_its_caption_in_the_h
     chunks = [c for c in chunk_document(doc, _profile()) if c.heading_path == table.heading_path]
     assert len(chunks) > 2 and all(c.text.startswith("| City | Population |\n|---|---|\n") for c in chunks)
     assert sum(c.text.count("| City") for c in chunks) - len(chunks) == 150  # every row once
+
+
+def test_a_long_markdown_table_under_a_caption_line_or_without_outer_bars_repeats_its_header():
+    """A table in a Markdown file was cut as a table (between rows, its header repeated) only when
+    its block began with ``|``: under a caption line with no blank line between (``Table 1:
+    cities``), or written without the outer bars as GitHub allows (``City | Land``), it was cut as
+    prose, mid-row, and the pieces after the first had no header. Both are tables now."""
+    from kbctl.extract import extract
+    from kbctl.types import Source
+
+    rows = _rows(150)
+    barred = markdown_table(rows).split("\n")
+    bare = [line.strip("| ") for line in barred]
+    prof = _profile()
+    for lines, lead in ((barred, "Table 1: cities\n"), (bare, ""), (bare, "Table 2: cities\n")):
+        md = f"# Cities\n\nIntro text.\n\n{lead}" + "\n".join(lines) + "\n\nAfter the table.\n"
+        (doc,) = extract(Source("file:///c/cities.md", md.encode(), "text/markdown"))
+        chunks = [c for c in chunk_document(doc, prof) if "City" in c.text]
+        assert len(chunks) > 3
+        head = "\n".join(lines[:2])
+        seen: list[list[str]] = []
+        for i, c in enumerate(chunks):
+            assert c.text.startswith((lead if i == 0 else "") + head + "\n"), c.text[:80]
+            assert doc.text[c.char_start : c.char_end] in c.text
+            got = _cells(c.text[len(lead) :] if i == 0 else c.text)
+            assert got[0] == COLUMNS
+            seen += got[1:]
+        assert seen == rows[1:], lead  # every row whole, once, in order
