@@ -53,6 +53,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from decimal import Decimal
 
 from ..errors import UsageError, echo
 from ..types import Filter, quote_value
@@ -127,6 +128,11 @@ def parse_filter(text: str) -> Filter:
         raise UsageError(
             f"filter {echo(text)}: {echo(value)} is not a finite number",
             hint="compare with a number such as 10, -2.5 or 1e6",
+        )
+    if op in ("<", "<=", ">", ">=") and _NUMERIC.match(value) and float(value) == 0 and Decimal(value) != 0:
+        raise UsageError(
+            f"filter {echo(text)}: {echo(value)} is too small a number (a 64-bit float holds it as 0)",
+            hint="compare with a number such as 10, -2.5 or 1e-6 (at least 1e-300 unless 0)",
         )
     return Filter(key, op, value)
 

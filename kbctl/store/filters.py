@@ -64,34 +64,17 @@ def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
             ),
             [f.key],
         )
-    if isinstance(f.value, tuple):  # "in": the only operator with several values
-        vals = list(f.value)
+    if f.op in ("=", "!=", "in"):
+        vals = list(f.value) if isinstance(f.value, tuple) else [f.value]
+        equal, ep = _equals(col, f.key, vals)
+        if f.op == "!=":
+            return sql.SQL("NOT coalesce({e}, false)").format(e=equal), ep
+        if any(_numeric(v) for v in vals):  # a numeric text of any form matches: no superset the index holds
+            return equal, ep
         has, hp = _contains_any(col, f.key, vals)
-        null, np = _null(col, f.key, vals)
-        null, np = _and_items(col, f.key, vals, null, np)
-        return (
-            sql.SQL("({h} AND ({c} -> %s ?| %s::text[] OR {c} ->> %s = ANY(%s::text[]){n}))").format(
-                h=has, c=col, n=null
-            ),
-            [*hp, f.key, vals, f.key, vals, *np],
-        )
+        return sql.SQL("({h} AND {e})").format(h=has, e=equal), [*hp, *ep]
     value = f.value
-    null, np = _and_items(col, f.key, [value], *_null(col, f.key, [value]))
-    if f.op == "=":
-        has, hp = _contains_any(col, f.key, [value])
-        return sql.SQL("({h} AND ({c} -> %s ? %s OR {c} ->> %s = %s{n}))").format(h=has, c=col, n=null), [
-            *hp,
-            f.key,
-            value,
-            f.key,
-            value,
-            *np,
-        ]
-    if f.op == "!=":
-        return (
-            sql.SQL("NOT coalesce({c} -> %s ? %s OR {c} ->> %s = %s{n}, false)").format(c=col, n=null),
-            [f.key, value, f.key, value, *np],
-        )
+    assert isinstance(value, str)
     if f.op == "~":
         # A string or number that starts with the prefix, or a list (tags, heading_path) with such an
         # item: never the JSON text of a list or an object (``tags~[`` matched every tagged chunk).
@@ -106,44 +89,99 @@ def _one(col: sql.Composable, f: Filter) -> tuple[sql.Composable, list]:
             ).format(c=col),
             [f.key, f.key, prefix, f.key, prefix, f.key, prefix],
         )
-    op = sql.SQL(f.op)
+    # > >= < <=: the key's value, or an item of its list (as = matches one); never a list's or an
+    # object's JSON text (``tags<a`` matched every list: '["' sorts first)
     if _NUMBER.match(value):
         # a JSON number, or a text that is a decimal number (front matter's `year: "2024"`, an HTML
         # meta, a document property): `=` matched it, and `>=` read it as no number at all
-        return (
-            sql.SQL(
-                "(CASE jsonb_typeof({c} -> %s) WHEN 'number' THEN ({c} ->> %s)::numeric"
-                " WHEN 'string' THEN CASE WHEN ({c} ->> %s) ~ %s THEN ({c} ->> %s)::numeric END END)"
-                " {op} %s::numeric"
-            ).format(c=col, op=op),
-            [f.key, f.key, f.key, _NUMERIC_TEXT, f.key, value],
-        )
+        return _any_item(col, f.key, _NUMBER_OF + f" {f.op} %s::numeric", [_NUMERIC_TEXT, value])
     cmp, bound = _date_bound(f, value)
-    return sql.SQL("({c} ->> %s) {op} %s").format(c=col, op=sql.SQL(cmp)), [f.key, bound]
+    return _any_item(
+        col,
+        f.key,
+        "(CASE WHEN jsonb_typeof({x}) IN ('string', 'number', 'boolean') THEN {x} #>> '{}' END) " + cmp + " %s",
+        [bound],
+    )
 
 
-def _null(col: sql.Composable, key: str, values: list[str]) -> tuple[sql.Composable, list]:
-    """`` OR <key is JSON null>`` when ``null`` is among the values (``key=null``), else nothing:
-    null is read as JSON null, as ``true`` and ``false`` are read as booleans."""
-    if "null" not in values:
-        return sql.SQL(""), []
-    return sql.SQL(" OR jsonb_typeof({c} -> %s) = 'null'").format(c=col), [key]
+# A jsonb value's number: a JSON number's, or a string's that is a decimal number (``_NUMERIC_TEXT``,
+# bound to its %s); else NULL.
+_NUMBER_OF = (
+    "(CASE jsonb_typeof({x}) WHEN 'number' THEN ({x} #>> '{}')::numeric"
+    " WHEN 'string' THEN CASE WHEN ({x} #>> '{}') ~ %s THEN ({x} #>> '{}')::numeric END END)"
+)
 
 
-def _and_items(
-    col: sql.Composable, key: str, values: list[str], null: sql.Composable, params: list
-) -> tuple[sql.Composable, list]:
-    """``null`` (``_null``'s condition) followed by `` OR <an item of the key's list matches>``: an item
-    matches a value as the key's own value would (its text, a number's or a boolean's digits or
-    word, null for ``null``), so ``flags=true``, ``n=1`` and ``k=null`` match ``[true]``, ``[1]``
-    and ``[null]`` as ``tags=billing`` matches ``["billing"]``; an item that is a list or an object
-    matches nothing."""
-    cond = sql.SQL(
-        "{n} OR (jsonb_typeof({c} -> %s) = 'array' AND EXISTS (SELECT 1 FROM jsonb_array_elements({c} -> %s) AS item(v)"
-        " WHERE CASE jsonb_typeof(item.v) WHEN 'null' THEN %s WHEN 'array' THEN false WHEN 'object' THEN false"
-        " ELSE item.v #>> '{{}}' = ANY(%s::text[]) END))"
-    ).format(n=null, c=col)
-    return cond, [*params, key, key, "null" in values, values]
+def _fill(text: str, x: sql.Composable, xp: list, args: list) -> tuple[sql.Composable, list]:
+    """``text`` with each ``{x}`` the jsonb expression ``x`` (its parameters ``xp``) and each ``%s``
+    the next of ``args``: the parameters in the order the statement holds them."""
+    parts: list[sql.Composable] = []
+    params: list = []
+    rest = list(args)
+    for token in re.split(r"(\{x\}|%s)", text):
+        if token == "{x}":
+            parts.append(x)
+            params += xp
+        elif token == "%s":
+            parts.append(sql.SQL("%s"))
+            params.append(rest.pop(0))
+        elif token:
+            parts.append(sql.SQL(token))
+    assert not rest, "more arguments than %s"
+    return sql.Composed(parts), params
+
+
+def _any_item(col: sql.Composable, key: str, cond: str, args: list) -> tuple[sql.Composable, list]:
+    """``cond`` (a condition on a jsonb value ``{x}``, its ``%s`` bound to ``args``) holds for the
+    key's value, or, when that is a list, for an item of it (an item that is itself a list or an
+    object is tested as a value, so ``cond`` decides); false for a missing key or NULL."""
+    value = sql.SQL("({c} -> %s)").format(c=col)
+    on_value, vp = _fill(cond, value, [key], args)
+    on_item, ip = _fill(cond, sql.SQL("item.x"), [], args)
+    return (
+        sql.SQL(
+            "coalesce(CASE jsonb_typeof({v}) WHEN 'array' THEN EXISTS (SELECT 1 FROM jsonb_array_elements({v})"
+            " AS item(x) WHERE {i}) ELSE {s} END, false)"
+        ).format(v=value, i=on_item, s=on_value),
+        [key, key, *ip, *vp],
+    )
+
+
+def _equals(col: sql.Composable, key: str, values: list[str]) -> tuple[sql.Composable, list]:
+    """The key's value, or an item of its list, equals one of ``values``: a string or a number
+    whose text is one of them; a number, or a text that is a decimal number, numerically equal to
+    one that reads as a number (``rating=4.50``: 4.5 and "4.5"); a boolean written as one of them
+    in any case (``active=True``); JSON null for ``null``. An object, and an item that is a list or
+    an object, equals nothing."""
+    numbers = [n for n in (_numeric(v) for v in values) if n is not None]
+    words = sorted({v.lower() for v in values if v.lower() in ("true", "false")})
+    text = "({x} #>> '{}') = ANY(%s::text[])"
+    on_string, on_number = text, text
+    args: list = [values]
+    if numbers:
+        on_string += (
+            " OR coalesce(CASE WHEN ({x} #>> '{}') ~ %s THEN ({x} #>> '{}')::numeric = ANY(%s::numeric[]) END, false)"
+        )
+        on_number += " OR ({x} #>> '{}')::numeric = ANY(%s::numeric[])"
+        args += [_NUMERIC_TEXT, numbers, values, numbers]
+    else:
+        args += [values]
+    cond = (
+        f"CASE jsonb_typeof({{x}}) WHEN 'string' THEN {on_string} WHEN 'number' THEN {on_number}"
+        " WHEN 'boolean' THEN ({x} #>> '{}') = ANY(%s::text[]) WHEN 'null' THEN %s ELSE false END"
+    )
+    return _any_item(col, key, cond, [*args, words, "null" in values])
+
+
+def _numeric(value: str) -> str | None:
+    """``value`` when it reads as a number PostgreSQL's numeric holds (ASCII digits, finite, not so
+    small that it underflows: ``1e-999999``), else None: an equality with it is then text only."""
+    if not _NUMBER.match(value):
+        return None
+    x = float(value)
+    if not math.isfinite(x) or (x == 0 and any(d in "123456789" for d in value.lower().split("e")[0])):
+        return None
+    return value
 
 
 def _contains_any(col: sql.Composable, key: str, values: list[str]) -> tuple[sql.Composable, list]:
@@ -159,8 +197,8 @@ def _contains_any(col: sql.Composable, key: str, values: list[str]) -> tuple[sql
         scalars: list = [v]
         if _NUMBER.match(v) and math.isfinite(float(v)):  # "x=1e999" can only match the text
             scalars.append(int(v) if v.lstrip("+-").isdigit() else float(v))
-        elif v in ("true", "false"):
-            scalars.append(v == "true")
+        elif v.lower() in ("true", "false"):  # True, TRUE: the booleans too (``_equals``)
+            scalars.append(v.lower() == "true")
         elif v == "null":
             scalars.append(None)
         for x in scalars:

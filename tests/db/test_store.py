@@ -317,6 +317,69 @@ def test_a_number_written_as_text_compares_as_a_number(kb, flt, expected):
     assert {h.source for h in kb.search("", "numtext", filters=[flt], k=10).hits} == expected, ("metadata", flt)
 
 
+EQUALS = [
+    _doc(
+        "mem://a",
+        "A",
+        ["Notes on refunds, the first."],
+        rating=4.5,
+        year=2024,
+        reviewers=[1, 2],
+        tags=["beta", "zeta"],
+        active=True,
+        label="True",
+    ),
+    # front matter, an HTML meta or a document property: numbers written as text, and a float year
+    _doc("mem://b", "B", ["Notes on refunds, the second."], rating="4.50", year=2024.0, reviewers=["3"], active=False),
+    _doc("mem://c", "C", ["Notes on refunds, the third."], rating=4.25, year="2023", reviewers=[], active="True"),
+    _doc("mem://d", "D", ["Notes on refunds, the fourth."], rating="4.5 stars", year="MMXXIV", reviewers="two"),
+]
+_EQUALS = {"mem://a", "mem://b", "mem://c", "mem://d"}
+
+
+@pytest.mark.parametrize(
+    "flt, expected",
+    [
+        # a value that reads as a number equals numerically equal numbers and numeric texts
+        ("rating=4.50", {"mem://a", "mem://b"}),
+        ("rating=4.5", {"mem://a", "mem://b"}),
+        ("rating=+4.500", {"mem://a", "mem://b"}),
+        ("rating!=4.5", {"mem://c", "mem://d"}),
+        ("rating in 1,4.50", {"mem://a", "mem://b"}),
+        ("rating=4.5 stars", {"mem://d"}),  # a text still equals its text
+        ("year=2024.0", {"mem://a", "mem://b"}),
+        ("year=2024", {"mem://a", "mem://b"}),
+        ("year in 2023.0,1999", {"mem://c"}),
+        ("year!=2024.0", {"mem://c", "mem://d"}),
+        ("reviewers=3.0", {"mem://b"}),
+        ("reviewers!=1.0", {"mem://b", "mem://c", "mem://d"}),
+        # a comparison matches a list when an item of it does, as = does
+        ("reviewers>0", {"mem://a", "mem://b"}),
+        ("reviewers>=3", {"mem://b"}),
+        ("reviewers<2", {"mem://a"}),
+        ("reviewers<0", set()),
+        ("tags>y", {"mem://a"}),
+        ("tags<c", {"mem://a"}),
+        ("tags<a", set()),  # never the list's JSON text ('["beta", …' sorts before "a")
+        # True, TRUE and False are the booleans as true and false are; a text still equals its text
+        ("active=True", {"mem://a", "mem://c"}),
+        ("active=TRUE", {"mem://a"}),
+        ("active=true", {"mem://a"}),
+        ("active=False", {"mem://b"}),
+        ("active!=True", {"mem://b", "mem://d"}),
+        ("active in FALSE,yes", {"mem://b"}),
+        ("label=True", {"mem://a"}),
+        ("label=true", set()),
+    ],
+)
+def test_equality_reads_numbers_and_booleans_and_comparisons_read_lists(kb, flt, expected):
+    _write(kb, "equals", EQUALS)
+    for mode in ("lexical", "dense", "hybrid"):
+        r = kb.search("notes refunds", "equals", mode=mode, filters=[flt], k=10)
+        assert {h.source for h in r.hits} == expected, (mode, flt)
+    assert {h.source for h in kb.search("", "equals", filters=[flt], k=10).hits} == expected, ("metadata", flt)
+
+
 def test_an_impossible_date_in_a_filter_is_a_usage_error(kb):
     from kbctl.errors import UsageError
 

@@ -73,3 +73,19 @@ def test_the_json_api_gives_the_librarys_hits_and_citations(served, query, filte
     assert r.status_code == 200, r.text
     assert r.json()["context"] == context
     assert estimate_tokens(r.json()["context"]) <= 300
+
+
+def test_the_json_api_reads_a_number_in_a_filter_as_the_library_does(served):
+    """``size=1234.0`` equals a stored 1234, over ``POST /v1/search`` as in Python (it compared texts)."""
+    import httpx
+
+    import kbctl
+
+    with kbctl.open(config=served.config, home=served.home, tenant=served.tenant) as kb:
+        top = kb.search("invoice", "billing_kb", k=1).hits[0]
+    size = top.metadata["size"]
+    assert isinstance(size, int)
+    body = {"query": "invoice", "namespaces": ["billing_kb"], "k": 8, "filters": [f"size={size}.0"]}
+    r = httpx.post(served.url + "/v1/search", json=body, headers=served.headers("ops"), timeout=30)
+    assert r.status_code == 200, r.text
+    assert top.citation in {p["citation"] for p in r.json()["passages"]}

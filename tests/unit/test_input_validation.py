@@ -176,6 +176,9 @@ def test_empty_tenant(kb_home, run_main):
         "price>=nan",
         "price<inf",
         "price<=-Infinity",
+        # so small a 64-bit float holds it as 0 (PostgreSQL's numeric refused 1e-999999 as a database error)
+        "price>1e-999999",
+        "price<=-0.5e-400",
     ],
 )
 def test_bad_filters(two, run_main, text):
