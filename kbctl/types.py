@@ -38,6 +38,7 @@ __all__ = [
     "FETCH_FACTS",
     "REFRESHED_FACTS",
     "LargeDocument",
+    "place",
 ]
 
 
@@ -393,6 +394,17 @@ def quote_value(value: str, in_list: bool = False) -> str:
     operator's character, first; a comma, in an ``in`` list)."""
     plain = value and value == value.strip() and value[0] not in "\"'=<>!~" and not (in_list and "," in value)
     return value if plain else '"' + value.replace('"', '""') + '"'
+
+
+def place(page: int | None, heading: Iterable[str] | None) -> str:
+    """Where a passage is in its document, as citations and ``kbctl show`` write it: ``p. 3``,
+    ``§ Guide › Setup`` (the heading path joined by ``›``), both, or the empty text. JSON output
+    carries ``page`` and the ``heading_path`` list instead, never this text."""
+    parts = [f"p. {page}"] if page else []
+    path = [h for h in heading or () if h]
+    if path:
+        parts.append("§ " + " › ".join(path))
+    return " ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from ..types import place
 from .render import print_json
 from .state import STATE, info
 
@@ -29,7 +30,7 @@ def show(
     if json_:
         print_json(c)
         return
-    where = f"p. {c['page']}" if c["page"] else " > ".join(c["heading_path"] or [])
+    where = place(c["page"], c["heading_path"])  # as the hit's citation writes it (kbctl.types.place)
     typer.echo(f"{c['title']} — {c['uri']}" + (f" ({where})" if where else ""))
     typer.echo("")
     typer.echo(c["text"])

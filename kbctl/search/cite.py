@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
-from ..types import Hit
+from ..types import Hit, place
 from .lanes import LaneHit
 
 __all__ = ["relevance_scale", "cited_hit", "citation"]
@@ -84,8 +84,7 @@ def citation(title: str, source: str, page: int | None, heading: Sequence[str] |
     parts = [title or source]
     if source and source != title:
         parts.append(f"({source})")
-    if page:
-        parts.append(f"p. {page}")
-    if heading:
-        parts.append("§ " + " › ".join(heading))
+    where = place(page, heading)
+    if where:
+        parts.append(where)
     return " ".join(parts)

@@ -122,3 +122,21 @@ def test_show_highlight_writes_the_page_with_the_passage_boxed(cli, tmp_path):
     # a chunk that is not in the namespace is the usual one-line error
     p = cli("show", "999999", "-n", "cite")
     assert p.returncode == 2 and b"is not available" in p.stderr
+
+
+def test_show_writes_a_section_path_as_the_citation_does(cli, tmp_path):
+    import json
+
+    (tmp_path / "guide.md").write_text(
+        "# Guide\n\nIntro.\n\n## Setup\n\n### Keys\n\nRotate the ZX-7781 signing key every quarter.\n", encoding="utf-8"
+    )
+    cli("-p", "hash-384", "ingest", str(tmp_path / "guide.md"), "-n", "sect", check=True)
+    found = json.loads(cli("search", "ZX-7781", "-n", "sect", "--mode", "lexical", "--json", check=True).stdout)
+    hit = found["hits"][0]
+    path = hit["metadata"]["heading_path"]
+    assert len(path) > 1 and " › ".join(path) in hit["citation"]
+    shown = cli("show", str(hit["chunk_id"]), "-n", "sect", check=True).stdout.decode().splitlines()[0]
+    assert "§ " + " › ".join(path) in shown and " > " not in shown
+    # the JSON carries the path as a list, never as one joined string
+    as_json = json.loads(cli("show", str(hit["chunk_id"]), "-n", "sect", "--json", check=True).stdout)
+    assert as_json["heading_path"] == path
