@@ -3,11 +3,14 @@
 Syntax (one filter per ``--filter``):
 
 =============  ================================================================
-``key=value``  equal; for a list value (tags) the list contains ``value``
+``key=value``  equal; for a list value (tags) the list contains ``value``; a value that
+               is a number equals the numbers equal to it (``rating=4.50``: a JSON 4.5
+               and a text ``"4.5"``), ``True``/``TRUE``/``False`` are the booleans too
 ``key!=value`` not equal (and not contained); a chunk without the key is "not equal"
 ``key>=value`` ``>``, ``<=``, ``<`` compare numbers as numbers (a JSON number, or a
                text that is a decimal number: front matter's ``year: "2024"``),
-               ISO dates and datetimes as dates (below), and anything else as text
+               ISO dates and datetimes as dates (below), and anything else as text;
+               for a list, an item of it does (``reviewers>0`` matches ``[1, 2]``)
 ``key~prefix`` starts with ``prefix``; for a list, an item of it does
 ``key in a,b`` equal to (or contains) any of the values
 ``key``        the key has a value: it is there and not null (the empty text is a value)
@@ -26,13 +29,25 @@ begins with ``=``, ``<`` or ``>`` is quoted too (``expr="=a"``): unquoted it is 
 delimit: ``year>="2024"`` compares as ``year>=2024``. ``str(filter)`` writes a filter back this way
 (``quote_value``), so it reads back as the same filter.
 
+Numbers: a value that is a decimal number in ASCII digits (``4.5``, ``+4.50``, ``2024.0``, ``1e3``)
+is read as a number by every operator, and a stored text that is one (no spaces, ``_NUMERIC_TEXT``
+in ``kbctl.store.filters``) as that number: ``=``, ``!=`` and ``in`` match a number or such a text
+numerically equal to it, as well as a text that is the value itself, so ``version=1.1`` matches the
+text ``"1.10"`` as ``version>=1.1`` and ``version<=1.1`` do (a value that is not a number, ``1.1.0``,
+is compared as text). Booleans: ``true``, ``false`` and their case variants (``True``, ``FALSE``)
+match JSON booleans, and a text only when it is the value as written (``active=True`` matches the
+text ``"True"``, not ``"true"``); ``yes``, ``no``, ``1`` and ``0`` are never booleans. A list matches
+any operator when an item of it does; an object, and an item that is a list or an object, matches
+no value (nor its JSON text).
+
 The empty value is written quoted, ``author=""``; ``author=`` with nothing after it is a usage
 error (``-f "author=$NAME"`` with NAME unset would otherwise filter for the empty author). ``null``
 is JSON null as ``true`` and ``false`` are booleans and digits numbers: ``page=null`` matches a
 chunk whose ``page`` is null (or the text ``null``); ``!page`` matches a chunk without a page at all
 too.
 
-A comparison's number must be finite (``1e999``, ``inf`` and ``nan`` are usage errors, not text);
+A comparison's number must be finite (``1e999``, ``inf`` and ``nan`` are usage errors, not text)
+and not so small that a 64-bit float holds it as 0 (``1e-999999``);
 an ``in`` list must have values and no empty one (``key in ,`` is a usage error). Full-width digits
 (``k>=１２``) are read as the ASCII number; a value in digits of another script is compared as text.
 
