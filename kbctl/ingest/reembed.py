@@ -55,6 +55,7 @@ __all__ = [
     "rollback",
     "drop_old",
     "drop_shadow",
+    "discard_empty",
     "generation_of",
     "as_generation",
     "describe",
@@ -433,6 +434,26 @@ def _drop(conn, ns: Namespace, state: str, flag: str) -> dict[str, Any]:
     # there) already running, and the namespace's ingests need not wait with it
     gstore.drop_generation_indexes(conn, [gen.id])
     return {"namespace": ns.name, "dropped": gen.id, "state": state}
+
+
+def discard_empty(conn, ns: Namespace, gen: Generation) -> bool:
+    """Delete ``gen``, the shadow a failed build made, when no vector was written to it (its model
+    failed before the first batch was stored), so the failure leaves nothing behind and another
+    profile's build is not refused for it; whether it did. A shadow holding vectors stays, for the
+    next build to resume, and so does one whose namespace an ingest holds (its dual writes may be
+    filling it). A failure here is logged: it must not hide the build's."""
+    try:
+        if conn.closed:
+            return False
+        with namespace_lock(conn, ns, wait=False), conn.transaction():
+            gone = gstore.delete_empty_shadow(conn, ns.id, gen.id)
+        if gone:
+            gstore.drop_generation_indexes(conn, [gen.id])
+            log.info("dropped the empty shadow generation %d its failed build made", gen.id)
+        return gone
+    except Exception as e:
+        log.info("kept the shadow generation %d of the failed build: %s", gen.id, e)
+        return False
 
 
 def describe(conn, ns: Namespace) -> list[dict[str, Any]]:

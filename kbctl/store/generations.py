@@ -285,6 +285,11 @@ def delete_generation(conn: Conn, ns_id: int, generation_id: int) -> None:
     conn.execute(query("generations/delete"), (ns_id, generation_id))
 
 
+def delete_empty_shadow(conn: Conn, ns_id: int, generation_id: int) -> bool:
+    """Delete a shadow generation if it holds no vector (inside the caller's transaction); whether it did."""
+    return conn.execute(query("generations/delete_empty_shadow"), (ns_id, generation_id)).fetchone() is not None
+
+
 def drop_generation_indexes(conn: Conn, generation_ids: Iterable[int]) -> None:
     """Drop the HNSW indexes of generations that are gone (as the tables' owner), ``CONCURRENTLY``
     outside a transaction: the callers drop after their transaction commits, so the other
