@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ..errors import ConfigError, UsageError
+from ..errors import ConfigError, NamespaceNotFound, UsageError
 from ._boundary import Part, psycopg_boundary
 
 if TYPE_CHECKING:
@@ -313,6 +313,7 @@ class Evals(Part):
             load_dataset,
             parse_gate,
             run_eval,
+            unmatched_metrics,
         )
 
         _check_run(modes, limit, tolerance, k, depth)
@@ -325,10 +326,10 @@ class Evals(Part):
         if namespace:  # only NS's queries (a golden set names each query's namespace), once NS is known to exist
             self.kb.namespaces.get(namespace)
             ds = ds.of_namespace(namespace)
+        self._check_searchable(namespace, ds.limited(limit))
         settings = {"namespace": namespace, "profile": self._searched_profile(ns, generation) if ns else None}
         if ds.kind == "beir":
             settings["split"] = split
-        self._check_searchable(namespace, ds)
         notes = list(ds.notes)
         if base is not None:  # the same dataset, depth and queries, a mode in common: before any query runs
             scored = [q.id for q in ds.limited(limit).queries]
@@ -342,6 +343,8 @@ class Evals(Part):
         fn = search_fn(self.kb, ds, namespace, depth, extra)
         rep = run_eval(ds, fn, list(modes), k=k, depth=depth, limit=limit, settings=settings)
         rows, regressions = compare(rep, base, tolerance, alpha) if base is not None else ([], [])
+        if base is not None:  # a metric only one side computed (another -k) is left out: say so
+            notes += unmatched_metrics(rep, base)
         return EvalRun(rep, parsed, tuple(check_gates(rep, parsed)), tuple(rows), tuple(regressions), tuple(notes))
 
     def _searched_profile(self, name: str, generation: str | None) -> str:
@@ -357,15 +360,27 @@ class Evals(Part):
         return self.kb.namespaces.search_profile(ns).name
 
     def _check_searchable(self, namespace: str | None, ds) -> None:
-        """A ``UsageError`` for a namespace the run would search that holds no document: every
-        query would score 0, and a gate would fail as if quality had dropped."""
+        """Before any query is searched, every namespace the run would search (``namespace``, else
+        each query's own): a query without one, a namespace that does not exist (``NamespaceNotFound``)
+        and one that holds no document (every query would score 0, and a gate would fail as if
+        quality had dropped) are refused, not met when the run reaches their query."""
         from ..store import get_namespace
         from ..store.namespaces import document_count
 
-        names = [namespace] if namespace else sorted({q.namespace for q in ds.queries if q.namespace})
-        for name in names:
+        first: dict[str, str] = {}  # each namespace the run searches, with the first query searching it
+        for q in ds.queries:
+            name = q.namespace or namespace  # as search_fn reads it
+            if not name:
+                raise UsageError(f"query {q.id} has no namespace", hint="pass --namespace, or give it a namespace")
+            first.setdefault(name, q.id)
+        for name, qid in sorted(first.items()):
             ns = get_namespace(self._conn(), name, self.tenant, required=False)
-            if ns is not None and document_count(self._conn(), ns.id) == 0:
+            if ns is None:
+                raise NamespaceNotFound(
+                    f"namespace {name!r} of query {qid} does not exist (tenant {self.tenant!r})",
+                    hint="ingest it first, or evaluate the queries of one namespace: --namespace NAME",
+                )
+            if document_count(self._conn(), ns.id) == 0:
                 raise UsageError(
                     f"namespace {name!r} holds no documents: there is nothing to evaluate",
                     hint=f"ingest it first (kbctl eval import FOLDER -n {name}, or kbctl ingest PATH -n {name})",
@@ -406,6 +421,7 @@ class Evals(Part):
         if namespace:  # only NS's queries, as evaluate
             self.kb.namespaces.get(namespace)
             ds = ds.of_namespace(namespace)
+        self._check_searchable(namespace, ds.limited(limit))  # every namespace, before the first search
         results: list[tuple[dict, float]] = []
         for values in itertools.product(*(grid[n] for n in names)):
             opts = dict(zip(names, values))
@@ -440,7 +456,7 @@ def compare_reports(
     each mode both hold, each metric's delta and paired randomisation p-value, and the regressions
     (a quality metric more than ``tolerance`` below the baseline; with ``alpha``, only if p < alpha).
     Needs no database: an A/B of two configurations, or of two commits, from their saved runs."""
-    from ..evals import check_alpha, check_comparable, compare, report_from_json
+    from ..evals import check_alpha, check_comparable, compare, report_from_json, unmatched_metrics
 
     check_alpha(alpha)
     base, cur = _read_baseline(baseline), _read_baseline(current, "result")
@@ -459,7 +475,8 @@ def compare_reports(
             "the two results share no mode",
             hint=f"baseline: {', '.join(base['modes']) or 'none'}; result: {', '.join(report.mode_names) or 'none'}",
         )
-    return EvalRun(report, comparison=tuple(rows), regressions=tuple(regressions))
+    notes = unmatched_metrics(report, base, this="the result")
+    return EvalRun(report, comparison=tuple(rows), regressions=tuple(regressions), notes=tuple(notes))
 
 
 def _count(items: Sequence[str], one: str, many: str) -> str:

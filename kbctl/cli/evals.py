@@ -206,6 +206,8 @@ def compare(
     from ..api import compare_reports
 
     result = compare_reports(baseline, current, tolerance=tolerance, alpha=alpha)
+    for note in result.notes:
+        warn(note)
     if print_json_:
         data = result.to_json()
         print_json({key: data[key] for key in ("comparison", "regressions")})

@@ -64,7 +64,7 @@ def _cell(v: Any) -> Text:
     if v is None:
         return Text("")
     if isinstance(v, float):
-        return Text(f"{v:.4f}")
+        return Text(f"{v:z.4f}")  # z: a tiny negative delta is 0.0000, not -0.0000
     if isinstance(v, (dict, list)):
         return _text(json.dumps(v, default=str))
     return _text(str(v))

@@ -34,6 +34,7 @@ from .gates import (
     enforce_gates,
     gate_results,
     parse_gate,
+    unmatched_metrics,
     write_junit,
 )
 from .metrics import aggregate, evaluate, paired_randomization
@@ -69,6 +70,7 @@ __all__ = [
     "compare",
     "check_alpha",
     "check_comparable",
+    "unmatched_metrics",
     "write_junit",
     "render_html",
     "paired_randomization",

@@ -214,6 +214,33 @@ def check_comparable(
     return [f"mode {m} is not in the {what}: not compared" for m in modes if m not in base_modes]
 
 
+def unmatched_metrics(
+    report: EvalReport, baseline_json: Mapping[str, Any], what: str = "baseline", this: str = "this run"
+) -> list[str]:
+    """A note naming the metrics of the modes both hold that only one side computed (``compare``
+    leaves them out): a run with another ``-k`` computes ``p@K`` at its own K (and nDCG, recall and
+    MRR at it too), so its p@5 and the baseline's p@10 are not compared. None when they match."""
+    modes = baseline_json.get("modes") if isinstance(baseline_json, Mapping) else None
+    if not isinstance(modes, Mapping):
+        return []
+    ours: dict[str, None] = {}
+    theirs: dict[str, None] = {}
+    for result in report.modes:
+        base_mode = modes.get(result.mode)
+        if not isinstance(base_mode, Mapping):
+            continue
+        base = base_mode.get("metrics") or {}
+        ours.update(dict.fromkeys(m for m in result.metrics if m not in base))
+        theirs.update(dict.fromkeys(m for m in base if m not in result.metrics))
+    if not ours and not theirs:
+        return []
+    parts = [f"{', '.join(ours)} of {this} not in the {what}"] if ours else []
+    parts += [f"{', '.join(theirs)} of the {what} not in {this}"] if theirs else []
+    k = baseline_json.get("k")
+    why = f" (the {what} was scored with -k {k}, {this} with -k {report.k})" if k not in (None, report.k) else ""
+    return [f"metrics {'; '.join(parts)}: not compared{why}"]
+
+
 def compare(
     report: EvalReport, baseline_json: Mapping[str, Any], tolerance: float = 0.01, alpha: float | None = None
 ) -> tuple[list[CompareRow], list[str]]:

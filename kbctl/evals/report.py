@@ -123,7 +123,7 @@ def _top_table(
 ) -> str:
     body = "".join(
         f'<tr><td class="q" title="{escape(texts.get(q, q))}">{_query_label(q, texts)}</td>'
-        f'<td>{va:.3f}</td><td>{vb:.3f}</td><td class="{cls}">{d:+.3f}</td></tr>'
+        f'<td>{va:.3f}</td><td>{vb:.3f}</td><td class="{cls}">{d:+z.3f}</td></tr>'
         for q, va, vb, d in rows
     )
     if not body:
@@ -158,7 +158,7 @@ def _wins_losses(a: ModeResult, b: ModeResult, texts: dict[str, str], metric: st
         f'<div class="stats"><span><b class="win">{len(wins)}</b>{escape(b.mode)} better</span>'
         f"<span><b>{len(diffs) - len(wins) - len(losses)}</b>ties</span>"
         f'<span><b class="loss">{len(losses)}</b>{escape(a.mode)} better</span>'
-        f"<span><b>{mean:+.3f}</b>mean Δ</span>"
+        f"<span><b>{mean:+z.3f}</b>mean Δ</span>"
         f"<span><b>{_p_text(rows)}</b>p (paired randomisation)</span></div>"
     )
     chart = diff_bars([(q, d) for q, _, _, d in diffs], label=f"per-query {metric}: {b.mode} minus {a.mode}")

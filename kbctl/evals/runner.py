@@ -130,7 +130,7 @@ class Versus:
         return format_p(self.p_value)
 
     def __str__(self) -> str:
-        return f"{self.delta:+.4f} ({p_clause(self.p_value)}; {self.better} better, {self.worse} worse)"
+        return f"{self.delta:+z.4f} ({p_clause(self.p_value)}; {self.better} better, {self.worse} worse)"
 
 
 def metric_names(k: int = 10) -> list[str]:

@@ -102,3 +102,42 @@ def test_compare_refuses_results_of_another_dataset_depth_or_queries(cli, saved,
         _refused(p, needle)
     p = run_kbctl(["eval", "compare", str(saved), str(saved)], env=env)
     assert p.returncode == 0, p.stderr.decode()
+
+
+def test_a_baseline_of_another_k_says_which_metrics_it_did_not_compare(cli, saved):
+    """The p@K only one side computed was dropped from the comparison without a word."""
+    p = cli("eval", "run", str(TINY), "-n", "tiny", "--modes", "lexical", "-k", "5", "--baseline", str(saved),
+            "--print-json")  # fmt: skip
+    assert p.returncode == 0, p.stderr.decode()
+    compared = {r["metric"] for r in json.loads(p.stdout)["comparison"]}
+    assert "p@5" not in compared and "p@10" not in compared and "ndcg@10" in compared
+    notes = [line for line in p.stderr.decode().splitlines() if line.startswith("warning:") and "p@5" in line]
+    assert len(notes) == 1 and "p@10" in notes[0] and "not compared" in notes[0], p.stderr.decode()
+    # the same baseline at its own k: nothing to say
+    p = cli("eval", "run", str(TINY), "-n", "tiny", "--modes", "lexical", "--baseline", str(saved), "--print-json")
+    assert "not compared" not in p.stderr.decode()
+
+
+def test_compare_says_which_metrics_only_one_result_holds(cli, saved, tmp_path):
+    data = json.loads(saved.read_text())
+    for m in data["modes"].values():
+        m["metrics"]["p@5"] = m["metrics"].pop("p@10")
+    other = tmp_path / "k5.json"
+    other.write_text(json.dumps(data))
+    env = {"KBCTL_HOME": str(tmp_path / "no-home"), "KBCTL_DSN": None}
+    p = run_kbctl(["eval", "compare", str(saved), str(other)], env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    notes = [line for line in p.stderr.decode().splitlines() if "not compared" in line]
+    assert len(notes) == 1 and "p@5" in notes[0] and "p@10" in notes[0], p.stderr.decode()
+
+
+def test_a_tiny_negative_delta_is_not_printed_as_minus_zero(cli, saved, tmp_path):
+    data = json.loads(saved.read_text())
+    data["modes"]["lexical"]["metrics"]["ndcg@10"] -= 1e-9
+    current = tmp_path / "current.json"
+    current.write_text(json.dumps(data))
+    env = {"KBCTL_HOME": str(tmp_path / "no-home"), "KBCTL_DSN": None}
+    p = run_kbctl(["eval", "compare", str(saved), str(current)], env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    out = p.stdout.decode()
+    assert "ndcg@10" in out and "0.0000" in out and "-0.0000" not in out, out

@@ -113,3 +113,58 @@ def test_k_and_depth_out_of_range_are_refused_naming_their_flag_before_any_searc
         p = cli("eval", "run", str(TINY), "-n", "nosuch", "--modes", "lexical", *args)
         line = _one_error(p, f"{needle} must be", "1..1000")
         assert "nosuch" not in line
+
+
+@pytest.fixture
+def golden_of_two_namespaces(cli, tmp_path):
+    """beir_tiny imported as namespace 'tiny' and a golden set whose first query searches it and
+    whose last searches namespace 'nosuch', which does not exist."""
+    p = cli("-p", "hash-384", "eval", "import", str(TINY), "-n", "tiny")
+    assert p.returncode == 0, p.stderr.decode()
+    golden = tmp_path / "golden.jsonl"
+    rows = [
+        {"id": "q1", "query": "how long do refunds take", "namespace": "tiny", "relevant": ["d1"]},
+        {"id": "q2", "query": "change my annual plan", "namespace": "tiny", "relevant": ["d2"]},
+        {"id": "q3", "query": "change my annual plan", "namespace": "nosuch", "relevant": ["d2"]},
+    ]
+    golden.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return golden
+
+
+@pytest.fixture
+def searches(monkeypatch) -> list[str]:
+    """The namespaces searched in this process."""
+    from kbctl.api.kb import KnowledgeBase
+
+    seen: list[str] = []
+    real = KnowledgeBase.search
+
+    def search(self, query, namespace, *args, **kwargs):
+        seen.append(namespace)
+        return real(self, query, namespace, *args, **kwargs)
+
+    monkeypatch.setattr(KnowledgeBase, "search", search)
+    return seen
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_a_golden_query_naming_a_namespace_that_does_not_exist_is_refused_before_any_search(
+    cli, golden_of_two_namespaces, searches, command
+):
+    p = cli("eval", command, str(golden_of_two_namespaces), *(("--modes", "lexical") if command == "run" else ()))
+    _one_error(p, "'nosuch'", "does not exist")
+    assert searches == []
+    # limited to the queries of namespaces that exist, it runs
+    p = cli("eval", command, str(golden_of_two_namespaces), "--limit", "2",
+            *(("--modes", "lexical") if command == "run" else ("--rrf-k", "60", "--candidates", "50", "--fusion", "rrf")))  # fmt: skip
+    assert p.returncode == 0, p.stderr.decode()
+    assert searches and set(searches) == {"tiny"}
+
+
+def test_a_golden_query_without_a_namespace_is_refused_before_any_search(cli, golden_of_two_namespaces, searches):
+    rows = [json.loads(line) for line in golden_of_two_namespaces.read_text().splitlines()]
+    del rows[2]["namespace"]
+    golden_of_two_namespaces.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = cli("eval", "run", str(golden_of_two_namespaces), "--modes", "lexical")
+    _one_error(p, "q3", "namespace")
+    assert searches == []
