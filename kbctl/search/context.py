@@ -1,11 +1,12 @@
 """Prompt-ready context: numbered passages with citations that fit a token budget.
 
-Tokens are counted with a simple, model-independent estimate (words and punctuation marks, about
-what LLM tokenizers produce for English text, rounded up by 1/3 for sub-word splits), so the block
-fits the budget of any common chat model for English and other Latin text; a word of Greek, Cyrillic
-or Arabic letters counts as one token a word as English does, and a tokenizer splits it into more
-(docs/hardening.md, session 45). Passages are added best-first; one that does not fit is
-cut at a line's or a sentence's end if at least half of it fits (the best passage is always cut to
+Tokens are counted with a model-independent estimate meant to be at or over what a chat model's
+tokenizer spends, in any script (``estimate_tokens``): a word of ASCII letters is a token (English
+is counted as a word a token, rounded up by 1/3 for sub-word splits), and every letter of another
+script a token of its own (Greek, Cyrillic, Arabic, Hebrew, Devanagari… as Han and Thai were), as
+the tokenizers on the machine count them at worst (docs/hardening.md, session 45).
+
+Passages are added best-first; one that does not fit is cut at a line's or a sentence's end if at least half of it fits (the best passage is always cut to
 fit rather than left out), else left out. A cut keeps the passage's own text, line breaks included
 (a table is cut between rows, a code block between lines, never inside a table's row), and a code
 fence a passage leaves open (cut, or stored so) is closed after it, so the next citation is not read
@@ -22,21 +23,46 @@ from ..validate import count
 
 __all__ = ["closed_fences", "context_blocks", "estimate_tokens", "format_context", "prefix_within"]
 
-# Scripts written without spaces (CJK ideographs, kana, hangul, Thai): a tokenizer spends about one
-# token a character, so each is counted as a word.
-_UNSPACED = "\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_TOKEN = re.compile(rf"[{_UNSPACED}]|[^\W{_UNSPACED}]+|[^\w\s]")
-_SENT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")  # CJK full stops need no space after them
-#: A run of word characters longer than this counts one token per this many (a URL, a hash, a run
-#: with no spaces): English words are within it, so English is counted as a word a token.
+# The pieces the estimate counts: a word of ASCII letters (camelCase, HTTPServer and xFFFF cut where
+# a capital starts a word in lower case, as tokenizers cut them), a run of ASCII digits, and every other
+# character but a space (a letter or a mark of any other script, a non-ASCII digit, a punctuation
+# mark or a symbol, "_" too) on its own. The group holds a run that counts more than one (below),
+# so one scan finds both.
+_PIECE = re.compile(r"([A-Z]{5,}(?![a-z])|[A-Z]?[a-z]{9,}|[0-9]{4,})|[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|\S")
+#: A run of ASCII letters longer than this counts one token per this many (a URL's path, a word
+#: glued to others, a hash): English words are within it, so English is counted as a word a token.
 _RUN = 8
+#: A run of digits counts one token per this many: GPT-style tokenizers cut numbers into groups of
+#: up to three digits, WordPiece into pieces as short.
+_DIGITS = 3
+#: A run of more capitals than an acronym's (hex digits, a constant, a shouted word) counts one
+#: token more per this many.
+_CAPS = 4
+# Counted twice: a Hangul syllable (two or three letters, jamo, and tokenizers that do not know it
+# spend one a letter), and a character beyond the first 65,536 (an emoji, a rare Han character: four
+# bytes in UTF-8, on which byte-level tokenizers often spend two tokens or more).
+_TWICE = re.compile("[\uac00-\ud7a3\U00010000-\U0010ffff]")
+_SENT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")  # CJK full stops need no space after them
 
 
 def estimate_tokens(text: str) -> int:
-    """A conservative token estimate for LLM prompts: words, punctuation marks and characters of
-    unspaced scripts, and long runs by their length, rounded up by 1/3 for sub-word splits."""
-    words = sum(-(-len(w) // _RUN) for w in _TOKEN.findall(text))
-    return math.ceil(words * 4 / 3)
+    """A conservative token estimate for LLM prompts: a word of ASCII letters one token (a long one
+    one per 8 letters), a number one per 3 digits, every other character but a space one (a letter
+    of Greek, Cyrillic, Arabic, Devanagari, Han…, an accented letter, a punctuation mark), a Hangul
+    syllable or an emoji two; all rounded up by 1/3 for sub-word splits (README, "--format context").
+    A longer prefix of a text is never estimated lower (cuts search for the longest by halves)."""
+    runs = _PIECE.findall(text)
+    pieces = len(runs) + sum(map(_more, filter(None, runs)))
+    if not text.isascii():
+        pieces += len(_TWICE.findall(text))
+    return math.ceil(pieces * 4 / 3)
+
+
+def _more(run: str) -> int:
+    """The tokens a long run counts beyond its first."""
+    if run[0] <= "9":
+        return (len(run) - 1) // _DIGITS
+    return (len(run) - 1) // (_CAPS if run.isupper() else _RUN)
 
 
 def prefix_within(text: str, tokens: int) -> str:

@@ -16,7 +16,7 @@ from kbctl.types import Hit, SearchResult
 
 IDS = Ids(b"k" * 32)  # the tenant's opaque ids (kbctl.ids)
 
-WORDS = " ".join(f"word{i}" for i in range(150))  # about 150 estimated tokens a passage
+WORDS = " ".join(f"word{i}" for i in range(75))  # 200 estimated tokens a passage (word, number)
 
 
 def _check(supporting: int, n: int = 12):

@@ -69,7 +69,7 @@ def test_a_passage_stored_with_an_open_fence_is_closed_before_the_next_citation(
     assert "Refunds take five business days." in after
 
 
-@pytest.mark.parametrize("budget", [40, 90, 200, 500])
+@pytest.mark.parametrize("budget", [50, 90, 200, 500])
 def test_a_cut_passage_is_the_stored_text_up_to_a_sentence_or_line_end(budget):
     (_, block), *_ = context_blocks(_result(PROSE), budget)
     passage = _passage(block)
