@@ -1,7 +1,7 @@
 """One tool answer within ``[server] max_output_tokens``, counted whole.
 
 An answer's cost is the token estimate (``kbctl.search.context.estimate_tokens``) of its JSON, as
-``json.dumps`` writes it: every field counts, ids, citations (with a PDF passage's line boxes),
+``json.dumps`` writes it with non-ASCII unescaped (as it is sent): every field counts, ids, citations (with a PDF passage's line boxes),
 titles, sources, metadata, the query echoed back, not only the passages' text. A tool builds its
 answer as it always has (its page or context held to the cap); an answer still over the cap is cut,
 each step only while it is over:
@@ -51,8 +51,9 @@ TERMS = frozenset({"key_terms", "matched_terms", "feedback_terms"})
 
 
 def cost(obj: Any) -> int:
-    """The estimated tokens of ``obj`` as JSON (as ``json.dumps`` writes it, non-ASCII escaped)."""
-    return estimate_tokens(json.dumps(obj, default=str))
+    """The estimated tokens of ``obj`` as JSON as the JSON API and MCP send it: UTF-8, not escaped
+    (escaped, a Greek letter is five pieces, ``\\u03b1``, where it is sent as one)."""
+    return estimate_tokens(json.dumps(obj, default=str, ensure_ascii=False))
 
 
 def field_tokens(cap: int) -> int:

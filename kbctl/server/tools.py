@@ -569,7 +569,7 @@ class Toolbox:
         snipped = False
         used = 200  # room for the answer's other fields (``_fit`` measures the whole answer after)
         for item in items[start:end]:
-            cost = estimate_tokens(json.dumps(item, default=str))
+            cost = estimate_tokens(json.dumps(item, default=str, ensure_ascii=False))
             if out and used + cost > self._cap():
                 break
             if used + cost > self._cap():  # the first item alone is past the cap: its text is snipped

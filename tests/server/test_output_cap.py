@@ -8,6 +8,7 @@ value), says ``truncated``, and keeps what it is for (a passage, a chunk)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -19,6 +20,7 @@ from kbctl.server.metrics import Metrics
 from kbctl.server.schemas import OUTPUTS, dump
 from kbctl.server.tools import Toolbox
 from kbctl.types import Hit, SearchResult
+from tests.fixtures.scripts import SENTENCES
 
 CAP = 1000
 TEXT = "Refunds are paid within five days of the request. The card is credited, not the account."
@@ -27,8 +29,9 @@ IDS = Ids(b"k" * 32)  # the tenant's opaque ids (kbctl.ids)
 
 
 def _cost(answer) -> int:
-    """What the agent receives, as ``_page`` counts it: the estimate of the answer's JSON."""
-    return estimate_tokens(json.dumps(dump(answer)))
+    """What the agent receives, as ``_page`` counts it: the estimate of the answer's JSON, as the
+    JSON API and MCP send it (UTF-8, not escaped)."""
+    return estimate_tokens(json.dumps(dump(answer), ensure_ascii=False))
 
 
 def _hit(i: int, *, heading: str = "Refunds", metadata: dict | None = None, title: str = "Billing") -> Hit:
@@ -94,6 +97,19 @@ def test_a_passage_whose_citation_alone_is_past_the_cap_is_cut():
     assert data.get("truncated") is True
     assert answer.passages and answer.passages[0].citation.endswith("[…]")
     assert answer.passages[0].resource == f"kbctl://kb/{IDS.seal('d', 100)}#{IDS.seal('c', 200)}"  # never cut
+
+
+def test_text_in_another_script_is_counted_as_it_is_sent():
+    """The cap counted an answer's JSON with non-ASCII escaped (``\\u03b1``, five pieces a Greek
+    letter), not as the JSON API and MCP send it (UTF-8): an answer of Greek passages that fits was
+    cut to a few."""
+    hits = [dataclasses.replace(_hit(i), text=SENTENCES["greek"]) for i in range(3)]
+    whole = _search_box(hits, cap=8000).search_knowledge("refunds")
+    cap = _cost(whole) + 200  # the room a page keeps for the fields around its passages
+    answer = _search_box(hits, cap=cap).search_knowledge("refunds")
+    data = _valid("search_knowledge", answer)
+    assert "truncated" not in data, _cost(answer)
+    assert [p.text for p in answer.passages] == [SENTENCES["greek"]] * 3
 
 
 def test_a_search_under_the_cap_is_unchanged():
