@@ -47,7 +47,15 @@ from .extract.tables import table_start
 from .types import Block, Chunk, Document, LargeDocument
 from .types import content_hash as _hash
 
-__all__ = ["chunk_document", "chunk_documents", "iter_chunks", "check_length", "split_sentences", "embed_text"]
+__all__ = [
+    "chunk_document",
+    "chunk_documents",
+    "iter_chunks",
+    "check_length",
+    "split_sentences",
+    "embed_text",
+    "moved_since",
+]
 
 # A token is rarely longer than this many characters: a block longer than ``limit`` times this is
 # measured on a prefix, and token windows are cut from pieces this many times ``limit`` long, so a
@@ -76,8 +84,10 @@ _ASCII_MARK_IN_CJK = f"(?<=[!?])(?:(?<=[{CJK_LETTERS}][!?])|(?<=[{CJK_LETTERS}][
 #: name is the sentence splitter's, whose revisions came first: "sentences-2", the unspaced stops
 #: too (session 42); "sentences-3", an ASCII ``?``/``!`` between CJK characters too (session 43);
 #: "cuts-4", a fenced code block longer than a chunk cut between lines, each piece fenced, and a
-#: table under a caption line or without outer bars cut as a table (session 45).
-SENTENCE_ENDS = "cuts-4"
+#: table under a caption line or without outer bars cut as a table (session 45); "cuts-5", the
+#: semantic strategy keeps a code block or table as one unit, or cuts a longer one as the fixed
+#: strategy does (session 45, "Indented code, and code under the semantic strategy").
+SENTENCE_ENDS = "cuts-5"
 #: What a stored chunk holds when this splitter may cut its source otherwise than an earlier
 #: revision did (a PostgreSQL regular expression, a superset of the new ends), by that revision
 #: ("": before session 42). A source stored under an earlier revision's hash none of whose chunks
@@ -89,10 +99,22 @@ _MARK_BEFORE_CJK = f"[!?]\\s*[{CJK_LETTERS}]"
 #: comes out alike (its vector is kept).
 _CODE_OR_TABLE = "(^|\n)(```|~~~)|\\|"
 MOVED_SINCE = {
+    "cuts-4": _CODE_OR_TABLE,
     "sentences-3": _CODE_OR_TABLE,
     "sentences-2": f"{_MARK_BEFORE_CJK}|{_CODE_OR_TABLE}",
     "": f"[{UNSPACED_STOPS}]|{_MARK_BEFORE_CJK}|{_CODE_OR_TABLE}",
 }
+
+
+def moved_since(profile: Profile) -> dict[str, str]:
+    """``MOVED_SINCE`` for ``profile``: since "cuts-4" only the semantic strategy cuts otherwise, so
+    a source of another strategy stored under it is restamped whatever its chunks hold ("": nothing
+    moved, no chunk is looked at)."""
+    if profile.chunk.strategy == "semantic":
+        return MOVED_SINCE
+    return {**MOVED_SINCE, "cuts-4": ""}
+
+
 _SENTENCE_END = re.compile(
     r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}"
     rf"|(?<=[{UNSPACED_STOPS}])(?![{UNSPACED_STOPS}」』）〕】〉》”’\"')\]0-9０-９])\s*"
@@ -397,9 +419,8 @@ def _check_length(doc: Document, limit: int) -> None:
 
 
 def _semantic(doc: Document, profile: Profile, tok: Tokenizer, embed) -> list[Chunk]:
-    """Sentence runs that stay on one topic, within the size limit, never across sections/pages."""
-    import numpy as np
-
+    """Sentence runs that stay on one topic, within the size limit, never across sections/pages; a
+    code block or a table is one unit, or, longer than a chunk, cut on its own as ``_fixed`` cuts it."""
     if embed is None:
         from .embed import get_embedder
 
@@ -409,24 +430,63 @@ def _semantic(doc: Document, profile: Profile, tok: Tokenizer, embed) -> list[Ch
     for heading, page, blocks in _sections(doc.blocks):
         header = _header(doc.title, heading)
         limit = min(size, profile.max_tokens - tok.special_tokens - (tok.count(header) + 2 if header else 0))
-        units = [u for b in blocks for u in _sentence_units(doc.text, b, limit, tok)]
-        if not units:
-            continue
-        vecs = np.asarray(embed([doc.text[u.start : u.end] for u in units]), dtype=np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) + 1e-12
-        sims = (vecs[1:] * vecs[:-1]).sum(axis=1)
-        run: list[_Unit] = [units[0]]
-        spans = []
-        for u, sim in zip(units[1:], sims):
-            if sum(x.tokens for x in run) + u.tokens > limit or sim < threshold:
-                spans.append((run[0].start, run[-1].end))
-                run = []
-            run.append(u)
-        spans.append((run[0].start, run[-1].end))
-        for start, end in spans:
-            text = doc.text[start:end]
-            chunks.append(Chunk(doc.uri, len(chunks), text, tok.count(text), start, end, heading, page, header))
+        for alone, run in groupby(blocks, key=lambda b: _cut_alone(b.text, limit, tok)):
+            pieces: Iterable[tuple[int, int, str]]
+            if alone:  # a code block or table longer than a chunk: cut as the fixed strategy cuts it
+                pieces = chain.from_iterable(_alone_pieces(b, _WholeText(doc.text), limit, tok) for b in run)
+            else:
+                units = [u for b in run for u in _semantic_units(doc.text, b, limit, tok)]
+                pieces = _topic_pieces(doc.text, units, limit, threshold, embed)
+            for start, end, text in pieces:
+                chunks.append(Chunk(doc.uri, len(chunks), text, tok.count(text), start, end, heading, page, header))
     return chunks
+
+
+def _topic_pieces(text: str, units: list[_Unit], limit: int, threshold: float, embed) -> list[tuple[int, int, str]]:
+    """Runs of ``units`` that stay on one topic (the similarity of consecutive units' embeddings at
+    least ``threshold``), within ``limit`` tokens."""
+    import numpy as np
+
+    if not units:
+        return []
+    vecs = np.asarray(embed([text[u.start : u.end] for u in units]), dtype=np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) + 1e-12
+    sims = (vecs[1:] * vecs[:-1]).sum(axis=1)
+    run: list[_Unit] = [units[0]]
+    spans = []
+    for u, sim in zip(units[1:], sims):
+        if sum(x.tokens for x in run) + u.tokens > limit or sim < threshold:
+            spans.append((run[0].start, run[-1].end))
+            run = []
+        run.append(u)
+    spans.append((run[0].start, run[-1].end))
+    return [(s, e, text[s:e]) for s, e in spans]
+
+
+def _is_code_or_table(block_text: str) -> bool:
+    return _fence(block_text) is not None or table_start(block_text) is not None
+
+
+def _cut_alone(block_text: str, limit: int, tok: Tokenizer) -> bool:
+    """A fenced code block or a Markdown table longer than a chunk: cut on its own, between lines or rows."""
+    return _is_code_or_table(block_text) and _count_within(tok, block_text, limit) is None
+
+
+def _alone_pieces(block: Block, text, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, str]]:
+    if table_start(block.text) is not None:
+        return _table_pieces(block, text, limit, tok)
+    return _code_pieces(block, text, limit, tok)
+
+
+def _semantic_units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:
+    """A block's units for the semantic strategy: a code block or table that fits is one, a
+    paragraph its sentences (``_sentence_units``)."""
+    if _is_code_or_table(block.text):
+        n = _count_within(tok, block.text, limit)
+        if n is not None:
+            yield _Unit(block.start, block.start + len(block.text), n, True)
+            return
+    yield from _sentence_units(text, block, limit, tok)
 
 
 def _sentence_units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:

@@ -73,8 +73,16 @@ LARGE_BYTES = 1 << 20
 #: upper-case token kept (``TCP/IP-based``) (session 45, "Document fidelity, continued"); "pdf-5":
 #: pages of three columns, and bands of columns whose gutters lie apart, read column by column; an
 #: unruled table of short cells and a monospaced listing with its comments aligned beside it line by
-#: line (session 45, "PDF columns: several gutters a page").
-REVISIONS: dict[str, str] = {"pdf": "pdf-5", "html": "html-2", "docx": "docx-4", "odt": "odt-4"}
+#: line (session 45, "PDF columns: several gutters a page"). "markdown-1": an indented code block
+#: is a fenced block (session 45, "Indented code, and code under the semantic strategy"); a mail and
+#: an mbox, which read Markdown attachments, move with it.
+REVISIONS: dict[str, str] = {
+    "pdf": "pdf-5",
+    "html": "html-2",
+    "docx": "docx-4",
+    "odt": "odt-4",
+    "markdown": "markdown-1",
+}
 
 _FORMATS = ("text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "odt", "email", "mbox", "feed")
 #: The formats whose extractors hand text to others': a mail its HTML body (``html.html_paragraphs``)

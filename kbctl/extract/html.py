@@ -95,7 +95,7 @@ def extract_html(source: Source) -> list[Document]:
     markup = decode_html(source.content, source.metadata.get("charset"), url=url is not None)
     large = len(markup) > _LARGE_PAGE_CHARS
     meta = _page_metadata(markup[:_LARGE_PAGE_CHARS] if large else markup, url)
-    parts = markdown_blocks((None if large else _main_markdown(markup, url)) or "")
+    parts = markdown_blocks((None if large else _main_markdown(markup, url)) or "", indented_code=False)
     blocks = [_clean_block(b) for b in parts.blocks]
     fallback_title = parts.first_h1
     if not blocks:

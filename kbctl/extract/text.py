@@ -10,6 +10,11 @@ Markdown (``source_type="markdown"``) keeps:
 - headings (ATX ``#``…``######`` and Setext ``===``/``---``) as structure: each block carries the
   ``heading_path`` of the headings above it, the heading lines themselves are not in the text;
 - fenced code blocks (````` ``` ````` or ``~~~``) whole, as one block, fences included;
+- indented code blocks (lines indented by four spaces or a tab, where CommonMark reads them as
+  code: after a blank line, a heading or a fence, not a paragraph's lazy continuation nor a list
+  item's own text) as a fenced block with no info string, their four columns of indent removed, so
+  the chunker cuts them as code; its fence is longer than any backtick fence it shows (the HTML
+  extractor's Markdown, trafilatura's, fences its code and is read without this: ``indented_code``);
 - paragraphs, lists and tables as text, one block per run of non-blank lines;
 
 and drops thematic breaks (``---``, ``***``). Title: front matter ``title``, else the first H1,
@@ -38,6 +43,9 @@ _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _NOT_SETEXT_TEXT = re.compile(r"^\s*(?:[-*+>|]|\d+[.)])\s")
+#: A list item's marker (tabs expanded): its indent, the marker and the spaces after it.
+_LIST_ITEM = re.compile(r"( {0,3})([-*+]|\d{1,9}[.)])( +|$)")
+_LEADING_BACKTICKS = re.compile(r" {0,3}(`*)")
 
 
 def extract_text(source: Source) -> list[Document]:
@@ -86,13 +94,17 @@ class MarkdownParts(NamedTuple):
 class _Splitter:
     """Line-by-line state of ``markdown_blocks``: the open paragraph, fence and heading stack."""
 
-    def __init__(self) -> None:
+    def __init__(self, indented_code: bool = True) -> None:
         self.blocks: list[Block] = []
         self.lines: list[str] = []
         self.headings: list[tuple[int, str]] = []
         self.fence: str | None = None
         self.first_h1: str | None = None
         self.all_headings: list[str] = []
+        self.indented_code = indented_code
+        self.code: list[str] | None = None  # an open indented code block's lines, indent removed
+        self.list_column: int | None = None  # the content column of the open list's outermost item
+        self.after_blank = True
 
     def flush(self) -> None:
         """Close the open paragraph (or code block) as a block under the current headings."""
@@ -118,7 +130,51 @@ class _Splitter:
         """Feed one line."""
         if self.fence is not None:
             self._in_fence(line)
-        elif m := _FENCE_OPEN.match(line):
+            return
+        if self.code is not None:
+            if not line.strip() or _indent(line) >= 4:
+                self.code.append(_dedent(line) if line.strip() else "")
+                return
+            self.close_code()
+        blank = not line.strip()
+        if not blank and self.indented_code:
+            self._follow_list(line)
+        if self.indented_code and not blank and not self.lines and self.list_column is None and _indent(line) >= 4:
+            self.code = [_dedent(line)]
+        else:
+            self._line(line)
+        self.after_blank = blank
+
+    def close_code(self) -> None:
+        """Close an open indented code block as a fenced block (its blank lines at the end left out)."""
+        if self.code is None:
+            return
+        code, self.code = self.code, None
+        while code and not code[-1]:
+            code.pop()
+        ticks = max((len(m.group(1)) for ln in code if (m := _LEADING_BACKTICKS.match(ln))), default=0)
+        fence = "`" * max(3, ticks + 1)
+        self.lines = [fence, *code, fence]
+        self.flush()
+
+    def _follow_list(self, line: str) -> None:
+        """Track whether a list is open (its items' text, indented, is no code): an item opens or
+        continues it; a line indented less than its items' text after a blank line, a heading, a
+        fence or a break ends it."""
+        expanded = line.expandtabs(4)
+        item = _LIST_ITEM.match(expanded)
+        indent = len(expanded) - len(expanded.lstrip(" "))
+        if item and (self.list_column is None or indent < self.list_column) and not _BREAK.match(line):
+            spaces = len(item.group(3))
+            self.list_column = len(item.group(1)) + len(item.group(2)) + (spaces if 1 <= spaces <= 4 else 1)
+        elif self.list_column is not None and indent < self.list_column and self._ends_list(line):
+            self.list_column = None
+
+    def _ends_list(self, line: str) -> bool:
+        return self.after_blank or any(p.match(line) for p in (_ATX, _FENCE_OPEN, _BREAK))
+
+    def _line(self, line: str) -> None:
+        if m := _FENCE_OPEN.match(line):
             self.flush()
             self.fence = m.group(1)
             self.lines.append(line)
@@ -144,19 +200,44 @@ class _Splitter:
         return len(self.lines) == 1 and not _NOT_SETEXT_TEXT.match(self.lines[0])
 
 
-def markdown_blocks(text: str) -> MarkdownParts:
+def markdown_blocks(text: str, *, indented_code: bool = True) -> MarkdownParts:
     """Split Markdown (without front matter) into blocks with heading paths.
 
     A document made of headings only gives one block holding the heading texts, so that it is
-    not taken for an empty one.
+    not taken for an empty one. With ``indented_code``, an indented code block is a fenced block.
     """
-    s = _Splitter()
+    s = _Splitter(indented_code)
     for line in _lines(text):
         s.line(line)
+    s.close_code()
     s.flush()
     if not s.blocks and s.all_headings:
         s.blocks.append(Block("\n".join(s.all_headings)))
     return MarkdownParts(s.blocks, s.first_h1)
+
+
+def _indent(line: str) -> int:
+    """The columns of a line's leading spaces and tabs (a tab to the next multiple of four)."""
+    col = 0
+    for c in line:
+        if c == " ":
+            col += 1
+        elif c == "\t":
+            col = col // 4 * 4 + 4
+        else:
+            break
+    return col
+
+
+def _dedent(line: str) -> str:
+    """A code line without its first four columns of indent (a tab reaches the next multiple of four,
+    so none spans the fourth)."""
+    col = 0
+    for i, c in enumerate(line):
+        if col >= 4 or c not in " \t":
+            return line[i:]
+        col = col + 1 if c == " " else col // 4 * 4 + 4
+    return ""
 
 
 def _lines(text: str) -> Iterator[str]:

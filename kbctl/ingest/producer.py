@@ -20,7 +20,7 @@ import threading
 from typing import Iterable, Iterator
 
 from .. import telemetry
-from ..chunk import MOVED_SINCE, check_length
+from ..chunk import check_length, moved_since
 from ..config import Profile
 from ..embed import get_tokenizer
 from ..errors import KbctlError
@@ -222,7 +222,7 @@ def _refreshed(s: Source) -> dict:
 def _restampable(conn, ns, profile: Profile, shas: dict, extractors: dict, hashes: dict, known: dict) -> dict[str, str]:
     """The sources stored under their hash of an earlier revision of the sentence splitter
     (``steps.previous_source_hash``) none of whose chunks holds what it now ends sentences at since
-    that revision (``kbctl.chunk.MOVED_SINCE``), so their chunks would come out alike: {source URI:
+    that revision (``kbctl.chunk.moved_since`` the profile: "" where nothing moved), so their chunks would come out alike: {source URI:
     that hash}. The others are read and chunked again (what comes out alike is kept, chunk ids and all),
     among them every source stored before its extractor's revision moved (``extractors``: each
     source's now, ``kbctl.extract.source_revision``): its text may differ, whatever its chunks hold."""
@@ -230,13 +230,13 @@ def _restampable(conn, ns, profile: Profile, shas: dict, extractors: dict, hashe
     for uri, (h, _) in known.items():
         if h == hashes[uri]:
             continue
-        for revision, moved_by in MOVED_SINCE.items():
+        for revision, moved_by in moved_since(profile).items():
             if h == previous_source_hash(shas[uri], profile, revision, extractors[uri]):
                 older.setdefault(moved_by, {})[uri] = h
                 break
     kept: dict[str, str] = {}
     for pattern, sources in older.items():  # one statement per earlier revision met in the batch
-        moved = sources_holding(conn, ns, list(sources), pattern)
+        moved = sources_holding(conn, ns, list(sources), pattern) if pattern else set()
         kept.update({uri: h for uri, h in sources.items() if uri not in moved})
     return kept
 

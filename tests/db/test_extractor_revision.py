@@ -1,9 +1,9 @@
 """A source stored before its extractor changed (``kbctl.extract.REVISIONS``, part of its source hash)
 is read again on the next ingest, not skipped as unchanged: the PDF, HTML and mail fixes of session
 43 reach the files already stored. Its documents go through the usual comparison (a chunk whose text
-did not change keeps its vector); a source of a format whose extractor did not change (text,
-Markdown) is still skipped, and one stored under an earlier sentence splitter is restamped only when
-its extractor did not change either."""
+did not change keeps its vector); a source of a format whose extractor did not change (plain
+text; Markdown moved in session 45) is still skipped, and one stored under an earlier sentence
+splitter is restamped only when its extractor did not change either."""
 
 from __future__ import annotations
 
@@ -84,13 +84,13 @@ def test_a_source_whose_extractor_moved_is_read_again_and_its_unchanged_chunks_k
     read = _read(monkeypatch)
     again = kb.ingest([folder], "moved")
     assert again.verify is not None and again.verify["ok"], again.to_json()
-    # read again: the PDF, the page and the mail (an HTML body); not the text and the Markdown
-    assert sorted(read) == ["hosts.eml", "page.html", "report.pdf"], read
+    # read again: the Markdown, the PDF, the page and the mail (an HTML body); not the text
+    assert sorted(read) == ["guide.md", "hosts.eml", "page.html", "report.pdf"], read
     assert again.documents["unchanged"] == 5 and again.documents["changed"] == 0, again.to_json()
     # their text is what it was: every chunk keeps its vector, none is embedded again
     assert again.chunks["embedded"] == 0 and 0 < again.chunks["reused"] < stored, again.to_json()
     after = _hashes(kb, "moved")
-    assert {n for n in after if after[n] != before[n]} == {"hosts.eml", "page.html", "report.pdf"}
+    assert {n for n in after if after[n] != before[n]} == {"guide.md", "hosts.eml", "page.html", "report.pdf"}
 
     read.clear()
     third = kb.ingest([folder], "moved", verify=False)
@@ -131,8 +131,8 @@ def test_a_pdf_stored_under_an_earlier_splitter_is_read_again_not_restamped(kb, 
     read = _read(monkeypatch)
     again = kb.ingest([folder], "older")
     assert again.verify is not None and again.verify["ok"], again.to_json()
-    # the text and the Markdown: restamped (their extractor did not move); the others read again
-    assert sorted(read) == ["hosts.eml", "page.html", "report.pdf"], read
+    # the text: restamped (its extractor did not move); the others read again
+    assert sorted(read) == ["guide.md", "hosts.eml", "page.html", "report.pdf"], read
     after = _hashes(kb, "older")
     assert all(after[n] != before[n] for n in after), (before, after)
     assert again.chunks["embedded"] == 0, again.to_json()
@@ -150,7 +150,7 @@ def _piped(kb, folder: str, name: str, *, revision: bool) -> None:
 
     prof = kb.settings.profile("hash-384")
     records = list(extract_records(source_records(fetch([folder]))))
-    assert any(r.get("extract_revision") for r in records)  # the PDF's, the page's, the mail's
+    assert any(r.get("extract_revision") for r in records)  # the Markdown's, PDF's, page's, mail's
     if not revision:
         records = [{k: v for k, v in r.items() if k != "extract_revision"} for r in records]
     report = kb.store(store_items(embed_records(chunk_records(records, prof), prof), prof), name, verify=False)
@@ -168,7 +168,7 @@ def test_records_of_this_extractor_are_stored_under_its_revision_and_older_ones_
 
     _piped(kb, folder, "older", revision=False)  # records from before the revision was written
     again = kb.ingest([folder], "older", verify=False)
-    assert sorted(read) == ["hosts.eml", "page.html", "report.pdf"], read
+    assert sorted(read) == ["guide.md", "hosts.eml", "page.html", "report.pdf"], read
     assert again.chunks["embedded"] == 0, again.to_json()
 
 

@@ -161,3 +161,33 @@ def test_after_sentences_3_the_next_ingest_fences_every_piece_of_a_long_code_blo
     third = kb.ingest([folder], "code", verify=False)
     assert third.documents["unchanged"] == 4 and third.chunks["embedded"] == 0, third.to_json()
     assert _rows(kb, "code") == after
+
+
+def test_after_cuts_4_a_fixed_namespace_restamps_its_code_and_tables_without_reading_them(kb, tmp_path, monkeypatch):
+    """Session 45 ("cuts-5") moved only the semantic strategy's cuts (a code block or a table is a
+    unit, or cut as the fixed strategy cuts it): a namespace of the fixed strategy chunked under
+    "cuts-4" reads nothing again, code and tables included; each source takes the new hash."""
+    from kbctl.ingest import producer
+
+    docs = {
+        "code.md": "# Code\n\nIntro paragraph.\n\n```python\n" + _CODE + "\n```\n\nAfter the code.\n",
+        "table.md": "# Cities\n\nCity | Rank\n--- | ---\n" + "\n".join(f"City{i:03d} | {i}" for i in range(150)) + "\n",
+        "en.md": DOCS["en.md"],
+    }
+    folder = write_folder(tmp_path, "cuts", docs)
+    with monkeypatch.context() as m:
+        m.setattr(chunk, "SENTENCE_ENDS", "cuts-4")
+        first = kb.ingest([folder], "cuts", verify=False)
+    assert first.documents["new"] == 3, first.to_json()
+    before = _rows(kb, "cuts")
+    read: list[str] = []
+    extract_source = producer.extract_source
+    monkeypatch.setattr(producer, "extract_source", lambda s, *a: read.append(s.uri) or extract_source(s, *a))
+    again = kb.ingest([folder], "cuts")
+    assert again.verify is not None and again.verify["ok"], again.to_json()
+    assert again.documents["unchanged"] == 3 and again.chunks["embedded"] == 0, again.to_json()
+    assert read == []
+    after = _rows(kb, "cuts")
+    for name in docs:
+        assert [r[1:] for r in after[name]] == [r[1:] for r in before[name]], name
+        assert {r[0] for r in after[name]} != {r[0] for r in before[name]}, name

@@ -362,3 +362,67 @@ def test_a_streamed_document_cuts_its_code_blocks_the_same_way():
         (c.text, c.char_start, c.char_end) for c in whole
     ]
     assert sum(c.text.startswith("~~~\n") and c.text.endswith("\n~~~") for c in whole) > 3
+
+
+def test_a_long_indented_code_block_is_cut_between_lines_and_every_piece_is_fenced():
+    """Indented code (four spaces, CommonMark's indented code block) was a paragraph: cut as prose,
+    mid-line, its pieces unfenced. The extractor fences it, so it is cut as a fenced block is."""
+    md = "# Code\n\nIntro paragraph.\n\n" + "\n".join("    " + line for line in _CODE_LINES) + "\n\nAfter the code.\n"
+    for name in ("minilm", "hash-384"):
+        _, chunks = _markdown_chunks(md, name)
+        pieces = _fenced_pieces(chunks, "```", "```")
+        assert len(pieces) > 3, name
+        assert [line for piece in pieces for line in piece] == _CODE_LINES, name
+        assert chunks[0].text == "Intro paragraph." and chunks[-1].text == "After the code."
+
+
+def _semantic_profile(tmp_path, size: int = 200):
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text(
+        '[profiles.sem]\nembedder = "hash"\nmodel = "hash"\n[profiles.sem.chunk]\nstrategy = "semantic"\n'
+        f"semantic_threshold = 0.05\nsize = {size}\noverlap = 0\n"
+    )
+    return load_settings(cfg, env={}).profile("sem")
+
+
+def test_the_semantic_strategy_keeps_a_code_block_or_a_table_whole_or_cuts_it_as_the_default_does(tmp_path):
+    """``strategy = "semantic"`` split a code block into "sentences" (at blank lines, at ``. `` and
+    token windows) and kept apart or joined them by similarity, so a piece began mid-block without
+    its fence; a table was cut mid-row. A code block or table that fits is one unit (never split);
+    a longer one is cut as the default strategy cuts it: between lines, every piece fenced; between
+    rows, every piece under the header."""
+    from kbctl.extract import extract
+    from kbctl.types import Source
+
+    prof = _semantic_profile(tmp_path)
+    short = "```python\nx = load(path). strip()\n\ny = x. split()\n```"
+    long_code = "```python\n" + "\n".join(_CODE_LINES) + "\n```"
+    rows = "\n".join(f"| City{i:03d} | {1000 + i} |" for i in range(150))
+    table = f"| City | Population |\n| --- | --- |\n{rows}"
+    md = f"# Code\n\nIntro paragraph.\n\n{short}\n\n{long_code}\n\nBetween.\n\n{table}\n\nAfter the table.\n"
+    (doc,) = extract(Source("file:///c/code.md", md.encode(), "text/markdown"))
+    chunks = chunk_document(doc, prof)
+    texts = [c.text for c in chunks]
+    assert any(short in t for t in texts)  # whole, in one chunk
+    pieces = _fenced_pieces(chunks, "```python", "```")
+    assert len(pieces) > 3 and [line for p in pieces for line in p] == _CODE_LINES
+    table_chunks = [t for t in texts if "City0" in t]
+    assert len(table_chunks) > 1
+    for t in table_chunks:
+        assert t.startswith("| City | Population |\n| --- | --- |\n| City")
+        assert all(line.startswith("| ") and line.endswith(" |") for line in t.split("\n"))
+    for c in chunks:
+        assert c.token_count <= prof.chunk.size
+        assert doc.text[c.char_start : c.char_end] in c.text
+    assert texts[0].startswith("Intro paragraph.") and texts[-1].endswith("After the table.")
+
+
+def test_since_cuts_4_only_the_semantic_strategy_reads_code_and_tables_again(tmp_path):
+    """What a stored chunk of a "cuts-4" source holds when "cuts-5" may cut it otherwise: a code
+    fence or a ``|`` under the semantic strategy, nothing under the fixed one (its cuts did not move)."""
+    from kbctl.chunk import MOVED_SINCE, moved_since
+
+    semantic = moved_since(_semantic_profile(tmp_path))
+    fixed = moved_since(_profile())
+    assert semantic["cuts-4"] == "(^|\n)(```|~~~)|\\|" and fixed["cuts-4"] == ""
+    assert {k: v for k, v in fixed.items() if k != "cuts-4"} == {k: v for k, v in MOVED_SINCE.items() if k != "cuts-4"}

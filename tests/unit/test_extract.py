@@ -636,12 +636,13 @@ def test_front_matter_datetimes_with_an_offset_are_stored_in_utc():
 
 def test_the_extractor_revision_of_a_source_is_its_formats_and_those_it_hands_text_to(monkeypatch):
     """``kbctl.extract.source_revision``, part of a source's hash: "" for a format whose extractor
-    never moved (text, Markdown: their stored sources are skipped as before); a mail moves with the
-    HTML of its body and the extractors of its attachments, a feed with the HTML of its entries."""
+    never moved (plain text: its stored sources are skipped as before; Markdown moved in session 45,
+    indented code fenced); a mail moves with the HTML of its body and the extractors of its
+    attachments, a feed with the HTML of its entries."""
     import kbctl.extract as ex
 
     assert ex.source_revision(fixture_source("plain.txt")) == ""
-    assert ex.source_revision(fixture_source("guide.md")) == ""
+    assert ex.source_revision(fixture_source("guide.md")) == ex.REVISIONS["markdown"] == "markdown-1"
     assert ex.source_revision(fixture_source("report.pdf")) == ex.REVISIONS["pdf"] != ""
     assert ex.source_revision(fixture_source("page.html")) == ex.REVISIONS["html"] != ""
     for name in ("message.eml", "thread.mbox"):
@@ -663,7 +664,7 @@ def test_the_extract_settings_that_change_a_pdfs_text_are_part_of_the_revision_o
 
     names = ("plain.txt", "guide.md", "report.pdf", "page.html", "message.eml", "thread.mbox", "feed.atom")
     pinned = {n: ex.source_revision(fixture_source(n)) for n in names}
-    assert pinned["report.pdf"] == "pdf-5" and pinned["message.eml"] == "docx-4 html-2 odt-4 pdf-5"
+    assert pinned["report.pdf"] == "pdf-5" and pinned["message.eml"] == "docx-4 html-2 markdown-1 odt-4 pdf-5"
     defaults = ExtractOptions.from_config({"ocr": "auto", "ocr_min_confidence": 0.8, "ocr_dpi": 200, "tables": True})
     for opts in (ExtractOptions(), defaults, ExtractOptions(ocr_min_confidence=0.95)):  # a warning's threshold
         assert {n: ex.source_revision(fixture_source(n), opts) for n in names} == pinned, opts
@@ -678,3 +679,37 @@ def test_the_extract_settings_that_change_a_pdfs_text_are_part_of_the_revision_o
     off = ex.source_revision(fixture_source("report.pdf"), ExtractOptions(ocr="off"))
     assert ex.source_revision(fixture_source("report.pdf"), ExtractOptions(ocr="off", ocr_dpi=300)) == off
     assert len({off, revision, ex.source_revision(fixture_source("report.pdf"), ExtractOptions(tables=False))}) == 3
+
+
+def test_an_indented_code_block_is_a_fenced_block_where_commonmark_reads_code():
+    """Indented code (four spaces or a tab, after a blank line, a heading or a fence; not a list
+    item's text, not a paragraph's lazy continuation) was a paragraph: chunked as prose, its lines
+    joined. It is a fenced block (no info string), its lines without their four columns of indent,
+    the blank lines inside it kept and those after it not; a fence longer than any in it."""
+    md = (
+        "# Setup\n\nRun this:\n\n    pip install kbctl\n    kbctl init\n\n      # indented more\n\n\n"
+        "After.\n    not code: a paragraph goes on\n\n## Tab\n\tfor x in y:\n\t    print(x)\n\n"
+        "- an item\n\n    the item's own paragraph\n\n1. step\n\n       still the step\n\n"
+        "Text again.\n\n    ```\n    a fence shown in code\n    ```\n"
+    )
+    parts = markdown_blocks(md)
+    texts = [(b.heading_path, b.text) for b in parts.blocks]
+    assert texts == [
+        (("Setup",), "Run this:"),
+        (("Setup",), "```\npip install kbctl\nkbctl init\n\n  # indented more\n```"),
+        (("Setup",), "After.\n    not code: a paragraph goes on"),
+        (("Setup", "Tab"), "```\nfor x in y:\n    print(x)\n```"),
+        (("Setup", "Tab"), "- an item"),
+        (("Setup", "Tab"), "    the item's own paragraph"),
+        (("Setup", "Tab"), "1. step"),
+        (("Setup", "Tab"), "       still the step"),
+        (("Setup", "Tab"), "Text again."),
+        (("Setup", "Tab"), "````\n```\na fence shown in code\n```\n````"),
+    ]
+    # an HTML page's Markdown (trafilatura's) is read as before: its code comes fenced
+    from kbctl.extract.text import markdown_blocks as blocks_of
+
+    assert [b.text for b in blocks_of("Intro.\n\n    kept as it was", indented_code=False).blocks] == [
+        "Intro.",
+        "    kept as it was",
+    ]
