@@ -135,15 +135,15 @@ class Ingestion(Part):
         with contextlib.ExitStack() as stack:
             if plan:
                 stack.enter_context(self.session.planning())
+                prof = self.kb.namespaces.profile_for(namespace, profile)
             else:
-                self.session.writing()
-            from ..embed import check as check_model
+                # before the tenant, the namespace and the run are made, and in the coordinator, not in each worker
+                prof = self._checked_profile(namespace, profile, keep=workers is None)
             from ..extract.options import ExtractOptions
             from ..ingest.pipeline import IngestOptions, IngestRun
             from ..sources.options import FetchOptions  # a bad [fetch] table fails here, before the run starts
 
             conn = self._conn()
-            prof = self.kb.namespaces.profile_for(namespace, profile)
             fetch_opts = FetchOptions.from_config(self.settings.fetch, follow_symlinks=follow_symlinks)
             extract_opts = ExtractOptions.from_config(self.settings.extract)
             if plan:  # creates nothing, but refuses what the run would refuse: a profile other than the pin
@@ -152,8 +152,6 @@ class Ingestion(Part):
                 )
                 check_pin(ns, prof, conn)
             else:
-                # before the namespace and the run are made, and in the coordinator, not in each worker
-                check_model(prof, keep=workers is None)
                 made = get_namespace(conn, namespace, self.tenant, required=False) is None
                 ns = ensure_namespace(conn, namespace, self.tenant, prof)
             opts = IngestOptions(tuple(include), tuple(exclude), sync, plan, no_wait, follow_links)
@@ -183,6 +181,20 @@ class Ingestion(Part):
                 notes = report.details.setdefault("notes", [])
                 notes.append(f"tenant {self.tenant!r} does not exist yet: the ingest would create it")
             return report
+
+    def _checked_profile(self, namespace: str, profile: str | None, *, keep: bool = True) -> Profile:
+        """The profile a write of ``namespace`` embeds with (``profile_for``), its model checked
+        (``kbctl.embed.check``; ``keep``: the model loaded by a check stays for this process) before
+        anything is made for it, the tenant included: the profile is looked up as a plan reads
+        (a tenant never made is read as one with no namespace, and not made), and the session says
+        it writes (``Session.writing``) only once the check has passed."""
+        from ..embed import check as check_model
+
+        with self.session.planning():
+            prof = self.kb.namespaces.profile_for(namespace, profile)
+        check_model(prof, keep=keep)
+        self.session.writing()
+        return prof
 
     def _distributed(self, conn, req, workers: int, lease: float, fetch_opts):
         """``req`` stored through the work queue by ``workers`` local worker processes."""
@@ -356,13 +368,10 @@ class Ingestion(Part):
         Each record is a document keyed by its ``id`` and goes through the normal pipeline, so a
         re-import is incremental too.
         """
-        self.session.writing()
-        from ..embed import check as check_model
         from ..ingest.pipeline import IngestRun
 
+        prof = self._checked_profile(namespace, profile)  # before the tenant and the namespace are made
         conn = self._conn()
-        prof = self.kb.namespaces.profile_for(namespace, profile)
-        check_model(prof)  # before the namespace is made
         ns = ensure_namespace(conn, namespace, self.tenant, prof)
         req = IngestRun(
             ns,

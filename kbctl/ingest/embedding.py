@@ -3,7 +3,7 @@
 ``Embedding`` serves one profile: ``cached`` looks chunk hashes up in the embed cache (a vector the
 profile made for the same text in any generation of the tenant), ``held`` only asks which of them it
 holds (no vector read: a plan, the writer's check before the model runs), ``embed`` runs the model,
-loaded on the first text it has to read. ``vectors`` does both. ``DualWrites`` gives the namespace's other
+loaded on the first text it has to read (and, for ``kbctl store``, the profile prepared first). ``vectors`` does both. ``DualWrites`` gives the namespace's other
 generations (a shadow being built, the previous one kept for rollback) their vectors for the
 chunks an ingest writes, each through its own ``Embedding``.
 
@@ -33,8 +33,13 @@ Held = Callable[[Iterable[str]], set[str]]
 class Embedding:
     """The vectors of one profile for chunk texts, from the cache (``lookup``), else from the model."""
 
-    def __init__(self, profile: Profile, lookup: Lookup | None = None, held: Held | None = None) -> None:
+    def __init__(
+        self, profile: Profile, lookup: Lookup | None = None, held: Held | None = None, *, prepare: bool = False
+    ) -> None:
         self.profile, self.lookup, self._held = profile, lookup, held
+        # the profile made ready on this machine (``kbctl.embed.prepare``) before its model loads, when
+        # the caller did not do it ahead (``kbctl store``: most often every vector came from upstream)
+        self._prepare = prepare
         self._model: Any = None  # the Embedder, loaded when a text needs a vector
         self.embedded = 0  # texts the model read
         # One call at a time (the writer calls from a thread while it writes): two calls at once
@@ -56,8 +61,10 @@ class Embedding:
         """``{hash: vector}`` of ``texts`` (``{hash: text}``), from the model."""
         with self._lock:
             if self._model is None:
-                from ..embed import get_embedder
+                from ..embed import get_embedder, prepare
 
+                if self._prepare:
+                    prepare(self.profile)
                 self._model = get_embedder(self.profile)
             vectors = self._model.embed_documents(list(texts.values()))
             self.embedded += len(texts)

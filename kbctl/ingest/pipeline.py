@@ -92,7 +92,9 @@ def _run(conn, req: IngestRun, connect: Callable[[], Any]) -> RunReport:
     with nullcontext() if opts.plan else runs_store.namespace_lock(conn, ns, wait=not opts.no_wait):
         if not opts.plan:
             _same_generation(conn, ns)  # a swap may have held the lock this run waited for
-            # the auto decision and ONNX export, made here once so a first search finds them
+        if not opts.plan and req.items is None:
+            # the auto decision and ONNX export, made here once so a first search finds them; items
+            # embedded upstream (kbctl store) need no model: the writer prepares when one must embed
             from ..embed import prepare
 
             with telemetry.span(

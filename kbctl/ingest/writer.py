@@ -194,8 +194,11 @@ class Writer:
         # batches, the model's call (a Future) and the hashes it embeds (``flush``).
         self.staged: tuple[list, Future | None, set[str]] | None = None
         self.analyzer = get_analyzer(self.profile.lexical.language, self.ns.analyzer)  # the version it holds
-        # the active generation's vectors (and which exist, asked without reading them)
-        self.embedding = Embedding(self.profile, store_lookup(conn, self.ns), store_held(conn, self.ns))
+        # the active generation's vectors (and which exist, asked without reading them); items
+        # embedded upstream prepare the profile only if one of their chunks comes without its vector
+        self.embedding = Embedding(
+            self.profile, store_lookup(conn, self.ns), store_held(conn, self.ns), prepare=run.items is not None
+        )
         self.claimed: dict[str, str] = {}  # document URI -> the source that produced it first in this run
         self.acl = run.acl or AclPolicy()  # the namespace's access settings
         self.dual = DualWrites(conn, self.ns, self.profile)  # a shadow's (and the previous generation's) vectors

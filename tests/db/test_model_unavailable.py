@@ -135,3 +135,60 @@ def test_the_cli_refuses_it_on_one_line_with_a_hint(cli, tmp_path, config):
     lines = p.stderr.decode().strip().splitlines()
     assert p.returncode == 1 and [line.split(":")[0] for line in lines] == ["error", "hint"], p.stderr
     assert "cannot load embedding model '/nonexistent/kbctl-model-dir'" in lines[0]
+
+
+def _tenants(k: kbctl.KnowledgeBase) -> set[str]:
+    return {t["name"] for t in k.tenants()}
+
+
+@pytest.mark.embedded_only  # with a DSN no use makes a tenant
+@pytest.mark.parametrize("how", ["ingest", "ingest-default-profile", "ingest-workers", "records", "beir"])
+def test_a_refused_write_of_a_tenant_never_made_leaves_no_tenant(mkb, config, kb_home, tenant, tmp_path, how):
+    """The model is checked before the tenant is made (embedded, on a write's first use): the
+    refusal of ``kbctl ingest`` or ``kbctl eval import`` into a tenant never made made it first."""
+    newt = "x" + tenant
+    corpus = tmp_path / "beir"
+    corpus.mkdir()
+    (corpus / "corpus.jsonl").write_text('{"_id": "d1", "title": "Gardens", "text": "About gardens and boats."}\n')
+    default = "ghost-path" if how == "ingest-default-profile" else "hash-384"
+    try:
+        with kbctl.open(config=config, home=kb_home, tenant=newt, profile=default) as k:
+            with pytest.raises(EmbeddingError) as e:
+                if how == "ingest":
+                    k.ingest([_docs(tmp_path)], "fresh", profile="ghost-path")
+                elif how == "ingest-default-profile":
+                    k.ingest([_docs(tmp_path)], "fresh")
+                elif how == "ingest-workers":
+                    k.ingest([_docs(tmp_path)], "fresh", profile="ghost-path", workers=2)
+                elif how == "records":
+                    k.ingest_records([{"id": "d1", "title": "t", "text": "gardens"}], "fresh", profile="ghost-path")
+                else:
+                    k.evals.import_beir(corpus, "fresh", profile="ghost-path")
+            _said_cannot_load(e, "/nonexistent/kbctl-model-dir")
+            assert newt not in _tenants(mkb)
+            done = k.ingest([_docs(tmp_path)], "fresh", profile="hash-384", verify=False)  # the same session writes on
+            assert done.run_id is not None and newt in _tenants(mkb)
+    finally:
+        if newt in _tenants(mkb):
+            mkb.delete_tenant(newt)
+
+
+def _stored_record(uri: str) -> dict:
+    from tests.db.test_store_records import _record
+
+    return _record(uri, text=f"a chunk of {uri} about refunds")
+
+
+def test_a_store_of_vectors_made_upstream_loads_no_model(mkb):
+    """``kbctl store`` of embedded items runs no model: with ``precision = "auto"`` not decided yet
+    on this machine, it loaded the profile's model to decide (seconds and hundreds of MB), and so
+    refused a profile whose model is not on this machine, where nothing was to be embedded."""
+    import json
+
+    from kbctl.ingest.stages import read_records, store_items
+
+    prof = mkb.settings.profile("ghost-auto")
+    lines = [json.dumps(_stored_record(f"file:///s{i}.md")) for i in range(2)]
+    report = mkb.store(store_items(read_records(lines), prof), "stored", profile="ghost-auto")
+    assert report.documents["new"] == 2 and report.chunks["embedded"] == 2, report.to_json()
+    assert not report.errors and report.verify["ok"] and mkb.verify("stored").ok
