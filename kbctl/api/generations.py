@@ -71,13 +71,14 @@ class Generations(Part):
         store_as = storage or (shadow.storage if profile is None and shadow else prof.storage)
         if store_as not in ("vector", "halfvec"):
             raise UsageError(f"storage must be vector or halfvec, not {store_as!r}")
-        if plan:
-            gen.check_shadow(conn, ns, prof, store_as, active)  # refused as the build would be
-            return gen.plan(conn, ns, prof, store_as)
         from ..embed import check as check_model
 
         gen.check_shadow(conn, ns, prof, store_as, active)  # a refusal first: it loads nothing
-        check_model(prof)  # a model that cannot load makes no shadow: its files are looked for first
+        # a model that cannot load makes no shadow (its files are looked for first), and a plan
+        # refuses it as the build would, rather than fail measuring its speed
+        check_model(prof)
+        if plan:
+            return gen.plan(conn, ns, prof, store_as)
         target = gen.start_shadow(conn, ns, prof, store_as, active)
         try:
             return gen.build(conn, ns, target, prof, batch=batch, progress=progress)

@@ -192,3 +192,28 @@ def test_a_store_of_vectors_made_upstream_loads_no_model(mkb):
     report = mkb.store(store_items(read_records(lines), prof), "stored", profile="ghost-auto")
     assert report.documents["new"] == 2 and report.chunks["embedded"] == 2, report.to_json()
     assert not report.errors and report.verify["ok"] and mkb.verify("stored").ok
+
+
+@pytest.mark.parametrize("ghost", GHOSTS)
+def test_a_reembed_plan_refuses_a_model_that_cannot_load_as_the_build_does(mkb, tmp_path, ghost):
+    """``reembed --plan`` to a profile whose model cannot load failed measuring its speed, with the
+    load's own error; it now refuses as the build does, with the check's line, and makes nothing."""
+    mkb.ingest([_docs(tmp_path)], "lc")
+    with pytest.raises(EmbeddingError) as planned:
+        mkb.generations.reembed("lc", ghost, plan=True)
+    with pytest.raises(EmbeddingError) as built:
+        mkb.generations.reembed("lc", ghost)
+    assert (planned.value.message, planned.value.hint) == (built.value.message, built.value.hint)
+    _said_cannot_load(planned, mkb.settings.profile(ghost).model)
+    assert [g["state"] for g in mkb.generations("lc")] == ["active"]
+
+
+def test_the_cli_refuses_a_reembed_plan_on_the_line_the_build_refuses_with(cli, tmp_path, config):
+    env = {"KBCTL_CONFIG": config}
+    assert cli("-p", "hash-384", "ingest", _docs(tmp_path), "-n", "lc", env=env).returncode == 0
+    planned = cli("reembed", "lc", "-p", "ghost-path", "--plan", env=env)
+    built = cli("reembed", "lc", "-p", "ghost-path", env=env)
+    assert planned.returncode == built.returncode == 1, planned.stderr
+    assert planned.stderr == built.stderr and planned.stdout == b""
+    lines = planned.stderr.decode().strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["error", "hint"], planned.stderr
