@@ -549,6 +549,9 @@ def test_an_interrupted_run_stops_its_extract_thread_before_closing_its_connecti
 
     def slow_lookup(conn, *args, **kwargs):
         in_statement.set()
+        # the run stops just before the statement reaches the server (a cancel sent then is lost:
+        # CI under load once waited the whole statement out), then while it runs
+        time.sleep(1.0)
         conn.execute("SELECT pg_sleep(20)")  # a statement still running when the run stops
         return looked_up(conn, *args, **kwargs)
 
