@@ -440,15 +440,7 @@ def test_no_more_local_workers_start_than_the_servers_free_connections_hold(kb, 
     import kbctl.api.ingest as api_ingest
     import kbctl.store.admin as admin
 
-    started: list[list[str]] = []
-    real = subprocess.Popen
-
-    def counted(argv, *args, **kwargs):
-        if "worker" in argv:
-            started.append(list(argv))
-        return real(argv, *args, **kwargs)
-
-    monkeypatch.setattr(api_ingest.subprocess, "Popen", counted)
+    started = _worker_starts(monkeypatch)
     free = api_ingest.SPARE_CONNECTIONS + 2 * api_ingest.WORKER_CONNECTIONS + 1  # room for two
     monkeypatch.setattr(admin, "free_connections", lambda conn: (free, 100))
     folder = tmp_path / "six"
@@ -484,15 +476,7 @@ def test_no_more_local_workers_start_than_the_machines_available_memory_holds(kb
     import kbctl.api.ingest as api_ingest
     from kbctl import machine
 
-    started: list[list[str]] = []
-    real = subprocess.Popen
-
-    def counted(argv, *args, **kwargs):
-        if "worker" in argv:
-            started.append(list(argv))
-        return real(argv, *args, **kwargs)
-
-    monkeypatch.setattr(api_ingest.subprocess, "Popen", counted)
+    started = _worker_starts(monkeypatch)
     need = api_ingest.worker_memory(kb.settings.profile("hash-384"))
     monkeypatch.setattr(machine, "available_memory", lambda: need + need // 2)  # room for one
     monkeypatch.setattr(machine, "cpu_count", lambda: 64)
@@ -529,3 +513,19 @@ def test_a_refused_workers_option_leaves_no_namespace_made_for_the_run(kb, tmp_p
     with pytest.raises(UsageError, match="stdin cannot be shared"):
         kb.ingest(["-"], "stdin_ns", workers=2, lease=5, verify=False)
     assert "stdin_ns" not in [n["name"] for n in kb.namespaces()]
+
+
+def _worker_starts(monkeypatch) -> list[list[str]]:
+    """The argv of each ``kbctl worker`` process an ingest starts (the processes still start)."""
+    import kbctl.api.ingest as api_ingest
+
+    started: list[list[str]] = []
+    real = subprocess.Popen
+
+    def counted(argv, *args, **kwargs):
+        if "worker" in argv:
+            started.append(list(argv))
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr(api_ingest.subprocess, "Popen", counted)
+    return started
