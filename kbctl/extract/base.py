@@ -208,8 +208,11 @@ def item_name(uri: str) -> str:
 
 
 def stem_of(uri: str) -> str:
-    """A readable fallback title: the item's file name without its suffix (or the host)."""
+    """A readable fallback title: the item's file name without its suffix (and ``.gz``: ``draft.md.gz``
+    is ``draft``), or the host."""
     name = item_name(uri)
+    if name.lower().endswith(".gz") and "." in name[:-3].lstrip("."):
+        name = name[:-3]
     if "." in name.lstrip("."):
         name = name.rsplit(".", 1)[0]
     return name or uri

@@ -26,6 +26,7 @@ import logging
 import os
 import re
 import stat
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Collection, Iterator, Sequence
@@ -35,6 +36,7 @@ from ..errors import SourceError
 from ..textutil.clean import escape_undecodable
 from ..textutil.dates import iso_utc
 from ..types import ItemError, Source, content_hash
+from .compressed import GZIP_MAGIC, GZIP_WBITS, inflate, is_tar
 from .globs import Pattern, any_match, compile_glob, ignored, load_ignore
 from .options import FetchOptions, guess_media_type, normalise_suffixes
 
@@ -53,6 +55,8 @@ log = logging.getLogger(__name__)
 
 #: How to let kbctl read a larger file (or stdin).
 MAX_FILE_BYTES_HINT = "raise max_file_bytes (in bytes) in the [fetch] table of kbctl.toml"
+#: What to do about a gzip file that does not decompress.
+GZIP_HINT = "test it with `gzip -t FILE`: a file cut short by a copy or a download is read once it is whole"
 
 RuleSets = list[tuple[str, tuple[Pattern, ...]]]
 
@@ -108,7 +112,7 @@ class _Filter:
 
     def wanted(self, rel: str) -> bool:
         """Whether a file that survived the excludes is taken: its suffix, then the include globs."""
-        if os.path.splitext(rel)[1].lower() not in self.suffixes:
+        if _inner_suffix(rel, self.suffixes) not in self.suffixes:
             return False
         if not self.include:
             return True
@@ -116,6 +120,15 @@ class _Filter:
         parts = rel.split("/")
         candidates = [(rel, False)] + [("/".join(parts[:k]), True) for k in range(1, len(parts))]
         return any(any_match(self.include, r, d) for r, d in candidates)
+
+
+def _inner_suffix(name: str, suffixes: frozenset[str]) -> str:
+    """The suffix that says ``name``'s format: ``.md`` for ``notes.md.gz`` (a gzipped file is read as
+    the file it holds), unless ``.gz`` itself is one of ``suffixes``."""
+    suffix = os.path.splitext(name)[1].lower()
+    if suffix == ".gz" and suffix not in suffixes:
+        return os.path.splitext(name[:-3])[1].lower()
+    return suffix
 
 
 def iter_files(
@@ -263,8 +276,36 @@ def read_file(path: Path, rel: str, options: FetchOptions, *, regular_only: bool
     meta = {"path": display_path(rel), "abs_path": shown, "size": len(data), "mtime": iso_utc(st.st_mtime)}
     if shown != abs_path:
         meta["name_not_utf8"] = True
-    return Source(
-        uri=file_uri(abs_path), content=data, media_type=guess_media_type(abs_path), kind="file", metadata=meta
+    name = abs_path
+    if data.startswith(GZIP_MAGIC):  # notes.md.gz: read as the Markdown file it holds
+        data = _gunzipped(data, shown, limit)
+        name = abs_path[:-3] if abs_path.lower().endswith(".gz") else abs_path
+    return Source(uri=file_uri(abs_path), content=data, media_type=guess_media_type(name), kind="file", metadata=meta)
+
+
+def _gunzipped(data: bytes, shown: str, limit: int) -> bytes:
+    """A gzip file's data, at most ``limit`` bytes of it (a bomb stops there); ``SourceError`` for
+    one that is corrupt or cut short, or that holds a tar archive (kbctl reads no archive)."""
+    if shown.lower().endswith((".tgz", ".tar.gz")):
+        raise _archive(shown)
+    try:
+        out = inflate(data, GZIP_WBITS, limit)
+    except zlib.error as e:
+        raise SourceError(f"cannot read {shown}: corrupt gzip file ({e})", hint=GZIP_HINT) from None
+    if out is None:
+        raise SourceError(f"cannot read {shown}: corrupt gzip file (cut short)", hint=GZIP_HINT)
+    if len(out) > limit:
+        message = f"{shown} is larger than the {human_bytes(limit)} limit (max_file_bytes) once decompressed"
+        raise SourceError(message, hint=MAX_FILE_BYTES_HINT)
+    if is_tar(out):
+        raise _archive(shown)
+    return out
+
+
+def _archive(shown: str) -> SourceError:
+    return SourceError(
+        f"cannot read {shown}: a tar archive, which kbctl does not read",
+        hint=f"unpack it (tar -xf {shown} -C DIR) and ingest the folder",
     )
 
 

@@ -58,6 +58,7 @@ from ..errors import SourceError
 from ..textutil.dates import iso_utc
 from ..types import ItemError, Source
 from . import policy
+from .compressed import GZIP_MAGIC, GZIP_WBITS, inflate
 from .folder import human_bytes
 from .options import FetchOptions, guess_media_type
 from .state import FeedState
@@ -78,14 +79,12 @@ log = logging.getLogger(__name__)
 
 _CHUNK = 64 * 1024
 _REDIRECTS = (301, 302, 303, 307, 308)
-_GZIP = 16 + zlib.MAX_WBITS  # zlib's window bits for gzip data
 # the Content-Encodings read (zlib window bits to try: "deflate" is zlib data, or raw from some servers)
 _CODINGS = {
-    "gzip": (_GZIP,),
-    "x-gzip": (_GZIP,),
+    "gzip": (GZIP_WBITS,),
+    "x-gzip": (GZIP_WBITS,),
     "deflate": (zlib.MAX_WBITS, -zlib.MAX_WBITS),
 }
-_GZIP_MAGIC = b"\x1f\x8b"
 #: Content-Types that say no more than "compressed" or "bytes": once such a body is decompressed,
 #: its type is found anew (from the URL without ``.gz``, then from its bytes).
 _CONTAINER_TYPES = frozenset(
@@ -373,7 +372,7 @@ def _answer(url: str, current: str, resp: http.client.HTTPResponse, options: Fet
     if 200 <= resp.status < 300:
         body = _read_capped(resp, final, options.max_bytes)
         body = _decoded(body, resp.getheader("Content-Encoding"), final, options.max_bytes)
-        if body.startswith(_GZIP_MAGIC):  # gzip data sent as such (a .gz file), or a misconfigured server
+        if body.startswith(GZIP_MAGIC):  # gzip data sent as such (a .gz file), or a misconfigured server
             return Response(final, resp.status, resp.msg, _inflated(body, "gzip", final, options.max_bytes), True)
         return Response(final, resp.status, resp.msg, body)
     status = f"HTTP {resp.status} {resp.reason}".rstrip()
@@ -475,7 +474,7 @@ def _inflated(body: bytes, coding: str, url: str, limit: int) -> bytes:
     reason = "cut short"
     for wbits in _CODINGS[coding]:
         try:
-            out = _members(body, wbits, limit)
+            out = inflate(body, wbits, limit)
         except zlib.error as e:
             reason = str(e)
             continue
@@ -487,24 +486,6 @@ def _inflated(body: bytes, coding: str, url: str, limit: int) -> bytes:
         if out is not None:
             return out
     raise SourceError(f"could not fetch {url}: corrupt {coding} body ({reason})")
-
-
-def _members(body: bytes, wbits: int, limit: int) -> bytes | None:
-    """The data of ``body``'s compressed stream, and for gzip of each member after it (a gzip file
-    may hold several, one after another: ``cat a.gz b.gz``), stopping once past ``limit``;
-    ``None`` when the data is cut short."""
-    out = bytearray()
-    rest = body
-    while True:
-        d = zlib.decompressobj(wbits)
-        out += d.decompress(rest, limit + 1 - len(out))
-        if len(out) > limit:
-            return bytes(out)
-        if not d.eof:
-            return None
-        rest = d.unused_data
-        if wbits != _GZIP or not rest.startswith(_GZIP_MAGIC):
-            return bytes(out)
 
 
 # -- the connection ---------------------------------------------------------------------------------

@@ -1007,3 +1007,34 @@ def test_a_documents_own_metadata_named_like_a_fetch_fact_is_part_of_its_version
     changed = kb.ingest_records([{**rec, "metadata": {"size": "L"}}], "records", verify=False)
     assert changed.documents["changed"] == 1, changed.to_json()
     assert kb.search("frobnitz", "records", k=1).hits[0].metadata["size"] == "L"
+
+
+def test_gzipped_files_in_a_folder_are_ingested_and_skipped_when_unchanged(kb, tmp_path):
+    """A folder's ``notes.md.gz`` was never taken, and one named directly was refused as binary:
+    it is read as the Markdown it holds under its own uri, skipped on the next run while its bytes
+    are the same (the source hash is of what it holds), read again once they change; a corrupt one
+    is recorded with its reason while the rest of the batch goes in."""
+    import gzip
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    notes = docs / "notes.md.gz"
+    notes.write_bytes(gzip.compress(b"# Notes\n\nThe frobnitz dial turns left.\n"))
+    (docs / "page.html.gz").write_bytes(gzip.compress(b"<title>Page</title><p>A zorblax lever.</p>"))
+    (docs / "broken.txt.gz").write_bytes(gzip.compress(b"cut " * 100)[:25])
+    first = kb.ingest([str(docs)], "packed", verify=False)
+    assert first.documents["new"] == 2 and first.documents["failed"] == 1, first.to_json()
+    (err,) = first.errors
+    assert err.source == (docs / "broken.txt.gz").as_uri() and "corrupt gzip file (cut short)" in err.message
+    hit = kb.search("frobnitz", "packed", k=1).hits[0]
+    assert hit.metadata["abs_path"] == str(notes) and hit.title == "Notes"
+    assert hit.metadata["source_type"] == "markdown" and hit.metadata["path"] == "notes.md.gz"
+    assert kb.search("zorblax", "packed", k=1).hits[0].title == "Page"
+    again = kb.ingest([str(docs)], "packed", verify=False)
+    assert again.documents["unchanged"] == 2 and again.chunks["embedded"] == again.chunks["reused"] == 0, (
+        again.to_json()
+    )
+    notes.write_bytes(gzip.compress(b"# Notes\n\nThe frobnitz dial turns right.\n"))
+    edit = kb.ingest([str(docs)], "packed", verify=False)
+    assert edit.documents["changed"] == 1 and edit.documents["unchanged"] == 1, edit.to_json()
+    assert "turns right" in kb.search("frobnitz", "packed", k=1).hits[0].text

@@ -223,6 +223,122 @@ def test_a_file_named_directly_is_read_whatever_its_suffix(tmp_path):
     assert src.metadata == {"path": "notes.unknownext", "abs_path": str(p), "size": 5, "mtime": "2023-11-14T22:13:20Z"}
 
 
+def test_a_gzipped_file_is_read_as_the_format_its_name_says_without_gz(tmp_path):
+    """A folder's ``notes.md.gz`` was not taken (``.gz`` is no suffix kbctl reads) and one named
+    directly was refused by extract as "binary file (… application/gzip)". A file that is gzip data
+    is decompressed, its type taken from its name without ``.gz``; its uri stays the file's."""
+    import gzip
+
+    from kbctl.extract import detect_format, extract
+
+    pdf = (Path(__file__).resolve().parent.parent / "fixtures" / "extract" / "report.pdf").read_bytes()
+    html = b"<html><head><title>Packed</title></head><body><p>packed page</p></body></html>"
+    inner = {
+        "notes.md.gz": b"# Notes\n\nThe quaffle switch.\n",
+        "report.txt.gz": b"plain report\n",
+        "draft.md.gz": b"Words without a heading.\n",
+        "page.html.gz": html,
+        "sub/report.pdf.gz": pdf,
+        "server.log.gz": b"not a format kbctl reads\n",  # its inner suffix is none kbctl reads: not taken
+        "backup.tar.gz": b"x",  # nor an archive
+    }
+    for rel, data in inner.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(gzip.compress(data))
+    (tmp_path / "plain.md").write_text("# Plain\n")
+    got = {s.metadata["path"]: s for s in fetch([str(tmp_path)])}
+    assert sorted(got) == [
+        "draft.md.gz",
+        "notes.md.gz",
+        "page.html.gz",
+        "plain.md",
+        "report.txt.gz",
+        "sub/report.pdf.gz",
+    ]
+    assert list_uris([str(tmp_path)]) == {s.uri for s in got.values()}
+    for rel, fmt, media_type in [
+        ("notes.md.gz", "markdown", "text/markdown"),
+        ("report.txt.gz", "text", "text/plain"),
+        ("page.html.gz", "html", "text/html"),
+        ("sub/report.pdf.gz", "pdf", "application/pdf"),
+    ]:
+        src = got[rel]
+        assert src.content == inner[rel] and src.uri == f"file://{tmp_path}/{rel}", rel
+        assert src.media_type == media_type and detect_format(src) == fmt, rel
+        assert src.metadata["size"] == (tmp_path / rel).stat().st_size  # the file's, as it lies on disk
+    (notes,) = extract(got["notes.md.gz"])
+    assert notes.title == "Notes" and "quaffle switch" in notes.text
+    (page,) = extract(got["page.html.gz"])
+    assert page.title == "Packed"
+    (draft,) = extract(got["draft.md.gz"])
+    assert draft.title == "draft"  # the name without its .gz and suffix, as for draft.md
+    assert [d.metadata.get("page") or 1 for d in extract(got["sub/report.pdf.gz"])]
+    # named directly, and gzip data under a name without .gz: read the same way
+    (named,) = fetch([str(tmp_path / "notes.md.gz")])
+    assert named.content == inner["notes.md.gz"] and named.media_type == "text/markdown"
+    (tmp_path / "unnamed.md").write_bytes(gzip.compress(b"# Unnamed\n"))
+    (unnamed,) = fetch([str(tmp_path / "unnamed.md")])
+    assert unnamed.content == b"# Unnamed\n" and unnamed.media_type == "text/markdown"
+
+
+def test_a_gzipped_file_keeps_to_the_size_limit_and_a_corrupt_one_is_recorded(tmp_path):
+    """Decompressed, a file keeps to max_file_bytes (a bomb stops at the limit, never held whole);
+    gzip data that does not decompress is recorded with its reason, and the rest of the batch goes in."""
+    import gzip
+
+    whole = gzip.compress(b"some text " * 100)
+    files = {
+        "a-bomb.md.gz": gzip.compress(b"a" * 5_000_000),
+        "b-members.txt.gz": gzip.compress(b"b" * 60_000) * 2,
+        "c-cut.md.gz": whole[:30],
+        "d-garbage.md.gz": whole[:10] + b"\xff" * 40,
+        "e-good.md.gz": gzip.compress(b"# Good\n"),
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    bomb, members, cut, garbage, good = fetch([str(tmp_path)], options=FetchOptions(max_file_bytes=100_000))
+    hint = "raise max_file_bytes (in bytes) in the [fetch] table of kbctl.toml"
+    for err, name in ((bomb, "a-bomb.md.gz"), (members, "b-members.txt.gz")):
+        assert isinstance(err, ItemError) and err.source == f"file://{tmp_path}/{name}", err
+        assert err.message == (
+            f"{tmp_path}/{name} is larger than the 97.7 KB limit (max_file_bytes) once decompressed; {hint}"
+        )
+    gzip_hint = "test it with `gzip -t FILE`: a file cut short by a copy or a download is read once it is whole"
+    assert isinstance(cut, ItemError) and cut.message == (
+        f"cannot read {tmp_path}/c-cut.md.gz: corrupt gzip file (cut short); {gzip_hint}"
+    )
+    assert isinstance(garbage, ItemError) and re.fullmatch(
+        re.escape(f"cannot read {tmp_path}/d-garbage.md.gz: corrupt gzip file (")
+        + r"Error -3 [^)]+\); "
+        + re.escape(gzip_hint),
+        garbage.message,
+    ), garbage.message
+    assert isinstance(good, Source) and good.content == b"# Good\n"
+
+
+def test_a_gzipped_tar_archive_is_refused_as_an_archive(tmp_path):
+    """kbctl reads no archive: a ``.tgz`` or ``.tar.gz`` named directly (a walk never takes one), or a
+    ``.gz`` that holds a tar, is refused saying so, not read as the tar's bytes."""
+    import gzip
+    import tarfile
+
+    member = tmp_path / "inside.md"
+    member.write_text("# Inside\n")
+    tar = tmp_path / "bundle.tar"
+    with tarfile.open(tar, "w") as t:
+        t.add(member, "inside.md")
+    packed = gzip.compress(tar.read_bytes())
+    for name in ("bundle.tgz", "bundle.tar.gz", "bundle.md.gz"):
+        (tmp_path / name).write_bytes(packed)
+    for name in ("bundle.tgz", "bundle.tar.gz", "bundle.md.gz"):
+        (err,) = fetch([str(tmp_path / name)])
+        assert isinstance(err, ItemError), (name, err)
+        assert err.message == (
+            f"cannot read {tmp_path}/{name}: a tar archive, which kbctl does not read;"
+            f" unpack it (tar -xf {tmp_path}/{name} -C DIR) and ingest the folder"
+        ), err.message
+
+
 def test_relative_targets_give_absolute_normalised_uris(tmp_path, monkeypatch):
     make_tree(tmp_path, {"docs/a.md": "a"})
     monkeypatch.chdir(tmp_path)
