@@ -35,8 +35,8 @@ class FetchOptions:
     ``stdin:<name>`` and its media type is guessed from the name).
 
     URLs: ``timeout`` per request in seconds, ``max_bytes`` caps one response body (as sent, and
-    once decompressed). A request that fails with a connection error, a body cut short, a timeout,
-    429 or 5xx is retried ``retries`` times (so at most
+    once decompressed). A request that fails with a connection error, a body cut short (or stalled
+    or reset midway), a timeout, 429 or 5xx is retried ``retries`` times (so at most
     ``retries + 1`` tries), waiting ``backoff_base * backoff_factor ** n`` seconds plus up to
     ``backoff_jitter`` of that at random, or the server's ``Retry-After``; one longer than
     ``retry_after_cap`` fails the URL at once (a retry before then would be refused again). Feeds: entries whose content is shorter than ``summary_chars`` count as

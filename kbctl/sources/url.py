@@ -17,7 +17,9 @@ feed link. ``get`` raises ``SourceError`` with a readable message when the URL c
     could not fetch http://host/x: HTTP 503 Service Unavailable; the server asks to be asked again in 3600 s (Retry-After), past the 60 s kbctl waits
     could not fetch http://host/x: took longer than the 60 s limit (deadline)
     could not fetch http://host/x: sent 12 bytes/s, slower than the 1024 bytes/s minimum (min_rate)
-    could not fetch http://host/x: the connection closed before the body ended after 4 tries
+    could not fetch http://host/x: the connection closed before the body ended after 4 tries   (hint: --retry-failed)
+    could not fetch http://host/x: the read timed out after 40 of 5000 bytes (nothing came for 20 s) after 4 tries
+    could not fetch http://host/x: the connection was lost after 40 bytes (connection reset by peer) after 4 tries
     http://host/big is 31 MB, larger than the 20 MB limit (max_bytes)      (hint: raise max_bytes…)
     http://host/big is larger than the 20 MB limit (max_bytes); stopped reading
     http://host/big is larger than the 20 MB limit (max_bytes) once decompressed
@@ -29,10 +31,12 @@ Content-Encoding) is decompressed too, and a Content-Type that only said so (``a
 octet-stream) dropped, so that the inner type is found as for any body (the URL without its
 ``.gz``, then the bytes). Decompressed, a body keeps to ``max_bytes`` like any other.
 
-Connection errors, a body cut short (the connection closed before it ended), timeouts, 429 and 5xx are retried (after the server's Retry-After when it
-gives one; one longer than ``retry_after_cap`` fails at once, saying so); other 4xx, refusals, a
-missed deadline or rate, TLS certificate errors and unknown hosts are not. A 304 is an answer, not an error: ``get``
-returns it with an empty body. The ``*_proxy`` environment variables are not used: through a proxy
+Connection errors, a body cut short (the connection closed before it ended) or that stalls or is
+reset midway (said so, with how much of it came: the server was reached), timeouts, 429 and 5xx
+are retried (after the server's Retry-After when it gives one; one longer than
+``retry_after_cap`` fails at once, saying so); other 4xx, refusals, a missed deadline or rate, TLS
+certificate errors and unknown hosts are not. A 304 is an answer, not an error: ``get`` returns it
+with an empty body. The ``*_proxy`` environment variables are not used: through a proxy
 the address policy could not see the address connected to.
 """
 
@@ -102,6 +106,10 @@ _CONTAINER_TYPES = frozenset(
 MAX_REDIRECTS = 10
 #: How to let kbctl read a larger response body.
 MAX_BYTES_HINT = "raise max_bytes (in bytes) in the [fetch] table of kbctl.toml"
+#: What to do about a URL that failed for now (a long Retry-After, a body cut or stalled midway).
+RETRY_LATER_HINT = "run the ingest again later: `kbctl ingest -n NS --retry-failed` fetches what failed"
+#: How to give a slow server longer (before ``RETRY_LATER_HINT``).
+TIMEOUT_HINT = "raise timeout (in seconds) in the [fetch] table of kbctl.toml for a slow server"
 
 Fetched = Source | ItemError
 
@@ -246,9 +254,11 @@ class Response:
 class _Retry(Exception):
     """A failure worth another try; ``verb`` tells connection problems from HTTP statuses."""
 
-    def __init__(self, reason: str, verb: str = "reach", retry_after: float | None = None) -> None:
+    def __init__(
+        self, reason: str, verb: str = "reach", retry_after: float | None = None, hint: str | None = None
+    ) -> None:
         super().__init__(reason)
-        self.reason, self.verb, self.retry_after = reason, verb, retry_after
+        self.reason, self.verb, self.retry_after, self.hint = reason, verb, retry_after, hint
 
 
 def is_http_url(target: str) -> bool:
@@ -277,11 +287,11 @@ def get(
                 raise SourceError(
                     f"could not {e.verb} {url}: {e.reason}; the server asks to be asked again in"
                     f" {e.retry_after:.0f} s (Retry-After), past the {options.retry_after_cap:g} s kbctl waits",
-                    hint="run the ingest again later: `kbctl ingest -n NS --retry-failed` fetches what failed",
+                    hint=RETRY_LATER_HINT,
                 ) from None
             if tries > options.retries:
                 plural = "try" if tries == 1 else "tries"
-                raise SourceError(f"could not {e.verb} {url}: {e.reason} after {tries} {plural}") from None
+                raise SourceError(f"could not {e.verb} {url}: {e.reason} after {tries} {plural}", hint=e.hint) from None
             delay = backoff_delay(tries, options, e.retry_after)
             log.info("%s: %s; try %d of %d in %.2f s", url, e.reason, tries + 1, options.retries + 1, delay)
             sleep(delay)
@@ -331,7 +341,7 @@ def _exchange(
             }
             conn.request("GET", path, headers=sent)
             with closing(conn.getresponse()) as resp:
-                return _answer(url, current, resp, options)
+                return _answer(url, current, resp, options, clock)
     except policy.Refused as e:
         hop = urldefrag(current)[0]
         where = hop if hop == url else f"{hop} (redirected from {url})"
@@ -360,7 +370,9 @@ def _split(url: str, current: str) -> tuple[str, str, int, str]:
     return scheme, parts.hostname, port or (443 if scheme == "https" else 80), path
 
 
-def _answer(url: str, current: str, resp: http.client.HTTPResponse, options: FetchOptions) -> Response | str:
+def _answer(
+    url: str, current: str, resp: http.client.HTTPResponse, options: FetchOptions, clock: policy.Clock
+) -> Response | str:
     """A 2xx (its body read) or a 304 is a ``Response``; a redirect gives its Location; 429 and 5xx
     are retried; anything else is final."""
     final = urldefrag(current)[0]
@@ -370,7 +382,7 @@ def _answer(url: str, current: str, resp: http.client.HTTPResponse, options: Fet
     if resp.status == 304:
         return Response(final, 304, resp.msg, b"")
     if 200 <= resp.status < 300:
-        body = _read_capped(resp, final, options.max_bytes)
+        body = _read_capped(resp, final, options.max_bytes, clock)
         body = _decoded(body, resp.getheader("Content-Encoding"), final, options.max_bytes)
         if body.startswith(GZIP_MAGIC):  # gzip data sent as such (a .gz file), or a misconfigured server
             return Response(final, resp.status, resp.msg, _inflated(body, "gzip", final, options.max_bytes), True)
@@ -419,11 +431,13 @@ def _retry_after(headers: email.message.Message | None) -> float | None:
     return (when - datetime.now(UTC)).total_seconds()
 
 
-def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int) -> bytes:
+def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int, clock: policy.Clock) -> bytes:
     """The body, refusing (by Content-Length, else while reading) anything past ``limit`` bytes.
 
     A body that ends before its Content-Length is a broken transfer, retried: ``read(n)`` returns
     what arrived when the server closes early, and that part stored would replace the document.
+    So is one whose connection stalls (a read that times out) or is reset midway: the server was
+    reached and answered, so the message says how much of the body came, not "could not reach".
     """
     length = (resp.getheader("Content-Length") or "").strip()
     if length.isascii() and length.isdigit() and int(length) > limit:
@@ -433,7 +447,7 @@ def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int) -> bytes:
         )
     chunks, total = [], 0
     try:
-        while chunk := resp.read(_CHUNK):
+        while chunk := resp.read1(_CHUNK):  # read1: what came before a stall or a reset is counted
             total += len(chunk)
             if total > limit:
                 raise SourceError(
@@ -442,10 +456,27 @@ def _read_capped(resp: http.client.HTTPResponse, url: str, limit: int) -> bytes:
                 )
             chunks.append(chunk)
     except http.client.IncompleteRead:  # a chunked body whose connection closed before its last chunk
-        raise _Retry(_CUT_SHORT, verb="fetch") from None
+        raise _Retry(_CUT_SHORT, verb="fetch", hint=RETRY_LATER_HINT) from None
+    except OSError as e:
+        if isinstance(e, TimeoutError) and clock.bounded:
+            raise  # the try's deadline cut the wait short: _exchange says so
+        raise _lost(e, total, resp.length, clock.wait) from None
     if resp.length:  # bytes the Content-Length promised that never came (None without one)
-        raise _Retry(f"{_CUT_SHORT} ({total} of {total + resp.length} bytes)", verb="fetch")
+        raise _Retry(f"{_CUT_SHORT} ({total} of {total + resp.length} bytes)", verb="fetch", hint=RETRY_LATER_HINT)
     return b"".join(chunks)
+
+
+def _lost(e: OSError, got: int, left: int | None, timeout: float) -> _Retry:
+    """The retry of a body whose read timed out, or whose connection was lost, after ``got`` bytes
+    (``left`` more promised by its Content-Length; ``None`` without one)."""
+    came = f"{got} of {got + left} bytes" if left else f"{got} bytes"
+    if isinstance(e, TimeoutError):
+        reason = f"the read timed out after {came} (nothing came for {timeout:g} s)"
+        return _Retry(reason, verb="fetch", hint=f"{TIMEOUT_HINT}, or {RETRY_LATER_HINT}")
+    why = e.strerror or str(e) or type(e).__name__
+    return _Retry(
+        f"the connection was lost after {came} ({why[:1].lower()}{why[1:]})", verb="fetch", hint=RETRY_LATER_HINT
+    )
 
 
 # the server was reached and answered: "could not reach … connection broken (IncompleteRead)" misled

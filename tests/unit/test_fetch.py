@@ -13,6 +13,7 @@ import json
 import os
 import re
 import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -584,7 +585,7 @@ def test_a_body_cut_short_of_its_content_length_is_retried_not_stored(server):
     assert isinstance(err, ItemError)
     assert err.message == (
         f"could not fetch {server.url('/always-cut')}: the connection closed before the body ended (11 of 5000 bytes)"
-        " after 3 tries"
+        f" after 3 tries; {RETRY_HINT}"
     )
 
 
@@ -712,7 +713,7 @@ def test_a_chunked_body_cut_short_says_the_connection_closed_before_it_ended(ser
     (err,) = fetch([server.url("/cut")], options=FAST)
     assert isinstance(err, ItemError)
     assert err.message == (
-        f"could not fetch {server.url('/cut')}: the connection closed before the body ended after 3 tries"
+        f"could not fetch {server.url('/cut')}: the connection closed before the body ended after 3 tries; {RETRY_HINT}"
     )
     assert server.hits["/cut"] == 3
     whole = b"<p>all of it</p>"
@@ -720,6 +721,81 @@ def test_a_chunked_body_cut_short_says_the_connection_closed_before_it_ended(ser
     server.routes["/once"] = lambda handler: next(answers, page(whole))
     (src,) = fetch([server.url("/once")], options=FAST)
     assert isinstance(src, Source) and src.content == whole and server.hits["/once"] == 2
+
+
+def _part_then(then: str, part: bytes, length: int | None = 5000, stall: float = 1.0):
+    """A route that sends its headers and ``part`` of a body (``length`` its Content-Length, chunked
+    when ``None``), then stalls for ``stall`` s (``then="stall"``) or resets the connection."""
+
+    def route(handler):
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/html")
+        if length is None:
+            handler.send_header("Transfer-Encoding", "chunked")
+            body = f"{len(part) + 100:x}\r\n".encode() + part
+        else:
+            handler.send_header("Content-Length", str(length))
+            body = part
+        handler.end_headers()
+        handler.wfile.write(body)
+        if then == "stall":
+            time.sleep(stall)
+        else:
+            time.sleep(0.2)  # the part is read before the reset
+            handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        handler.connection.close()  # with SO_LINGER 0: a reset (RST), not an orderly close
+        raise ConnectionAbortedError("answered by the route")
+
+    return route
+
+
+RETRY_HINT = "run the ingest again later: `kbctl ingest -n NS --retry-failed` fetches what failed"
+
+
+def test_a_body_that_stalls_midway_says_the_read_timed_out_after_what_came(server):
+    """A server that sent its headers and part of the body, then nothing, was reported as "could
+    not reach URL: timed out after N s", the words for a host that never answered. It says how
+    much of the body came, is retried as before, and hints at the timeout and --retry-failed."""
+    part = b"<p>" + b"x" * 37
+    server.routes["/stall"] = _part_then("stall", part)
+    opts = FetchOptions.from_config(
+        {"timeout": 0.3, "retries": 1, "allow_hosts": ["127.0.0.1"]}, backoff_base=0.001, backoff_jitter=0.0
+    )
+    (err,) = fetch([server.url("/stall")], options=opts)
+    assert isinstance(err, ItemError), err
+    assert err.message == (
+        f"could not fetch {server.url('/stall')}: the read timed out after 40 of 5000 bytes"
+        " (nothing came for 0.3 s) after 2 tries;"
+        f" raise timeout (in seconds) in the [fetch] table of kbctl.toml for a slow server, or {RETRY_HINT}"
+    )
+    assert server.hits["/stall"] == 2
+    whole = b"<p>all of it</p>"
+    answers = iter([_part_then("stall", part)])
+    server.routes["/once"] = lambda handler: next(answers, lambda h: page(whole))(handler)
+    (src,) = fetch([server.url("/once")], options=opts)
+    assert isinstance(src, Source) and src.content == whole and server.hits["/once"] == 2
+
+
+def test_a_body_whose_connection_is_reset_midway_says_the_connection_was_lost(server):
+    """A connection reset in the middle of the body was reported as "could not reach URL:
+    Connection reset by peer", though the server had answered. It says so, with how much of the
+    body came (of its Content-Length, or of a chunked body), is retried, and hints at --retry-failed."""
+    part = b"<p>" + b"y" * 37
+    server.routes["/reset"] = _part_then("reset", part)
+    server.routes["/chunked"] = _part_then("reset", part, length=None)
+    reset, chunked = fetch([server.url("/reset"), server.url("/chunked")], options=FAST)
+    assert isinstance(reset, ItemError) and reset.message == (
+        f"could not fetch {server.url('/reset')}: the connection was lost after 40 of 5000 bytes"
+        f" (connection reset by peer) after 3 tries; {RETRY_HINT}"
+    )
+    assert isinstance(chunked, ItemError) and chunked.message == (
+        f"could not fetch {server.url('/chunked')}: the connection was lost after 40 bytes"
+        f" (connection reset by peer) after 3 tries; {RETRY_HINT}"
+    )
+    assert server.hits["/reset"] == server.hits["/chunked"] == 3
+    with pytest.raises(SourceError) as e:
+        get(server.url("/reset"), FAST)
+    assert e.value.hint == RETRY_HINT
 
 
 def test_backoff_is_exponential_and_honours_retry_after_up_to_the_cap():
