@@ -46,14 +46,17 @@ class Generations(Part):
         profile's ``storage``): every chunk gets a vector, from the embed cache or the model. Without
         ``profile``, ``storage`` asks for the namespace's own profile (the one its active generation
         serves) stored so, and neither resumes the shadow being built. ``plan``: what it would embed,
-        and how long; a read, it makes no tenant (nor anything else)."""
+        and how long; a read, it makes no tenant (nor anything else). The namespace is looked up as
+        a plan reads (``Session.planning``): a tenant never made holds none, so it is refused as one
+        (``NamespaceNotFound``) and not made."""
         _check_batch(batch)
-        if not plan:
-            self.session.writing()
         from ..ingest import reembed as gen
 
+        with self.session.planning():
+            ns = self.kb.namespaces.get(namespace)
+        if not plan:
+            self.session.writing()
         conn = self._conn()
-        ns = self.kb.namespaces.get(namespace)
         shadow = gen.generation_of(conn, ns, "shadow")
         active = self.kb.namespaces.search_profile(ns, None)
         if profile is None and storage is None and shadow is None:

@@ -397,21 +397,25 @@ class Ingestion(Part):
 
         The same lock, ledger and writer as ``ingest``: a source whose version is stored already is
         counted unchanged, an ``ItemError`` is recorded in the ledger. No items for a namespace
-        that does not exist create nothing: neither the namespace nor a run (``run_id`` None).
+        that does not exist create nothing: neither the namespace nor a run (``run_id`` None), nor
+        the tenant: the profile and the namespace are looked up as a plan reads
+        (``Session.planning``), and the session says it writes once there is something to store.
         """
-        self.session.writing()
         import itertools
 
         from ..ingest.pipeline import IngestRun, RunReport
 
-        conn = self._conn()
-        prof = self.kb.namespaces.profile_for(namespace, profile)
+        with self.session.planning():
+            prof = self.kb.namespaces.profile_for(namespace, profile)
+            exists = get_namespace(self._conn(), namespace, self.tenant, required=False) is not None
         items = iter(items)
         first = next(items, None)  # a malformed first record fails here, before anything is made
-        if first is None and get_namespace(conn, namespace, self.tenant, required=False) is None:
+        if first is None and not exists:
             return RunReport(run_id=None, namespace=namespace)
         if first is not None:
             items = itertools.chain([first], items)
+        self.session.writing()
+        conn = self._conn()
         ns = ensure_namespace(conn, namespace, self.tenant, prof)
         req = IngestRun(
             ns, prof, items=items, command="store", verify=verify, progress=progress, acl=self._acl_policy(namespace)

@@ -3,6 +3,7 @@ written with, and ``kb.namespaces["billing_kb"]`` (also ``kb["billing_kb"]``), a
 
 from __future__ import annotations
 
+from .. import validate
 from ..config import Profile
 from ..errors import ConfigError, UsageError
 from ..store import (
@@ -51,9 +52,13 @@ class Namespaces(Part):
         return namespace_names(self._conn(), self.tenant)
 
     def create(self, name: str, profile: str | None = None, description: str = "") -> Namespace:
-        """Create ``name`` pinned to a profile (or return it, when it exists with the same pin)."""
+        """Create ``name`` pinned to a profile (or return it, when it exists with the same pin). The
+        profile is looked up as a plan reads (``Session.planning``): a refusal (a profile not
+        configured, a name no namespace can have) makes no tenant."""
+        with self.session.planning():
+            prof = self.profile_for(name, profile)
         self.session.writing()
-        return ensure_namespace(self._conn(), name, self.tenant, self.profile_for(name, profile), description)
+        return ensure_namespace(self._conn(), name, self.tenant, prof, description)
 
     def bind(self, name: str, profile: str) -> Namespace:
         """Pin an existing namespace to another profile.
@@ -70,7 +75,10 @@ class Namespaces(Part):
     # -- the profile a namespace is written and searched with --------------------------------------
 
     def profile_for(self, namespace: str, profile: str | None = None) -> Profile:
-        """The profile to use with ``namespace``: explicit, declared in config, as stored, or the default."""
+        """The profile to use with ``namespace``: explicit, declared in config, as stored, or the
+        default. A name no namespace can have is refused first (``validate.name``), before a write
+        that looks its profile up makes anything."""
+        validate.name("namespace", namespace)
         if profile:
             return self.settings.profile(profile)
         declared = self.settings.namespace_profile(namespace)

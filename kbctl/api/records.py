@@ -81,11 +81,13 @@ class Records(Part):
     def store(
         self, lines: Iterable[str], namespace: str, *, profile: str | None = None, verify: bool = True
     ) -> RunReport:
-        """Write NDJSON ``embedded`` (and ``error``) records into ``namespace``: ``kb.store`` over them as items."""
-        self.session.writing()
+        """Write NDJSON ``embedded`` (and ``error``) records into ``namespace``: ``kb.store`` over them as
+        items. What it refuses before the first item is stored (a profile not configured, a malformed
+        first record), or nothing to store, makes nothing, the tenant included (``Ingestion.store``)."""
         from ..ingest import stages
 
-        prof = self.kb.namespaces.profile_for(namespace, profile)
+        with self._reading():
+            prof = self.kb.namespaces.profile_for(namespace, profile)
         return self.kb.ingestion.store(
             stages.store_items(stages.read_records(lines), prof), namespace, profile=prof.name, verify=verify
         )

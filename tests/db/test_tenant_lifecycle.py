@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 import kbctl
-from kbctl.errors import TenantNotFound
+from kbctl.errors import NamespaceNotFound, TenantNotFound
 from kbctl.store import tenants
 from tests.conftest import TEST_DSN
 
@@ -264,7 +264,8 @@ def test_a_plan_of_a_tenant_never_made_makes_nothing(kb, cli, tenant, tmp_path):
     """``kbctl --tenant NEWT ingest --plan FOLDER -n docs`` registered NEWT (role and all): the plan
     said writing() as the run does. A plan writes nothing: it reads as no tenant (every document
     new), says the tenant would be made, and leaves no tenant, role, namespace or run behind;
-    ``reembed --plan`` of it is refused as a read is. The run itself still makes the tenant."""
+    ``reembed --plan`` of it is refused as the build is (no such namespace). The run itself still
+    makes the tenant."""
     folder = tmp_path / "docs"
     folder.mkdir()
     for name in ("refunds.md", "invoices.md"):
@@ -280,7 +281,9 @@ def test_a_plan_of_a_tenant_never_made_makes_nothing(kb, cli, tenant, tmp_path):
     assert f"tenant {newt!r} does not exist yet" in p.stderr.decode()
     assert newt not in _registered(kb) and _roles(kb, "kbctl_t_" + newt) == 0
     r = cli("reembed", "docs", "--profile", "hash-384", "--plan", tenant_override=newt)
-    assert r.returncode == 2 and r.stderr.decode().startswith(f"error: tenant {newt!r} does not exist"), r.stderr
+    assert r.returncode == 2 and r.stderr.decode().startswith(
+        f"error: namespace 'docs' does not exist (tenant {newt!r})"
+    )
     assert newt not in _registered(kb) and _roles(kb, "kbctl_t_" + newt) == 0
     with kbctl.open(home=kb.settings.database.home, tenant=newt, profile="hash-384") as k:
         planned = k.ingest([str(folder)], "docs", plan=True, verify=False)
@@ -293,6 +296,58 @@ def test_a_plan_of_a_tenant_never_made_makes_nothing(kb, cli, tenant, tmp_path):
     kb.delete_tenant(newt)
     gone = cli("ingest", "--plan", str(folder), "-n", "docs", tenant_override=newt)
     assert gone.returncode == 2 and gone.stderr.decode().startswith(f"error: tenant {newt!r} was deleted"), gone.stderr
+
+
+@pytest.mark.embedded_only  # with a DSN no use makes a tenant: each is refused as a read
+def test_a_refused_reembed_or_store_of_a_tenant_never_made_makes_nothing(kb, cli, tenant):
+    """``kbctl --tenant NEWT reembed docs -p P`` registered NEWT (role and all) before refusing: a
+    tenant never made has no namespace to reembed. ``kbctl store`` registered it before a refusal
+    too (a profile not configured, a malformed first record) or with nothing on stdin. Each now
+    refuses (or does nothing) in one line with a hint and leaves no tenant, role or run; a store of
+    records still makes the tenant, and a session that was refused writes on. So for a name no
+    namespace can have given to ``ingest`` or ``store``, and a refused ``namespaces create``."""
+    from tests.db.test_store_records import _record
+
+    kb.create_namespace("docs")  # the suite's own tenant has a namespace of that name: not read
+    newt = "x" + tenant
+    refused = [
+        ["reembed", "docs", "--profile", "hash-384"],
+        ["reembed", "docs", "--profile", "hash-384", "--plan"],
+        ["reembed", "docs", "--storage", "halfvec"],
+        ["reembed", "docs", "--profile", "hash-384", "--swap"],
+    ]
+    for args in refused:
+        p = cli(*args, tenant_override=newt)
+        lines = p.stderr.decode().strip().splitlines()
+        assert p.returncode == 2 and p.stdout == b"", (args, p.stderr)
+        assert lines == [
+            f"error: namespace 'docs' does not exist (tenant {newt!r})",
+            "hint: ingest something first: kbctl ingest PATH -n NAME",
+        ], (args, p.stderr)
+        assert newt not in _registered(kb) and _roles(kb, "kbctl_t_" + newt) == 0, args
+    others = [
+        (["store", "-n", "docs", "-p", "no-such-profile"], b"", 2),
+        (["store", "-n", "docs", "-p", "hash-384"], b'{"type": "embedded", "source": 1}\n', 2),
+        (["store", "-n", "docs", "-p", "hash-384"], b"", 0),
+        (["store", "-n", "bad name", "-p", "hash-384"], json.dumps(_record("file:///a.md")).encode(), 2),
+        (["ingest", "-", "-n", "bad name", "-p", "hash-384"], b"gardens", 2),
+        (["namespaces", "create", "docs", "-p", "no-such-profile"], b"", 2),
+        (["namespaces", "create", "bad/name", "-p", "hash-384"], b"", 2),
+    ]
+    for args, records, code in others:
+        p = cli(*args, input=records, tenant_override=newt)
+        lines = p.stderr.decode().strip().splitlines()
+        assert p.returncode == code and len(lines) == (1 if code == 0 else 2), (args, records, p.stderr)
+        assert newt not in _registered(kb) and _roles(kb, "kbctl_t_" + newt) == 0, (args, records)
+    with kbctl.open(home=kb.settings.database.home, tenant=newt, profile="hash-384") as k:
+        with pytest.raises(NamespaceNotFound):
+            k.generations.reembed("docs", "hash-384")
+        assert newt not in _registered(kb)
+        line = json.dumps(_record("file:///a.md")).encode()
+        stored = k.store_records([line.decode()], "docs", profile="hash-384", verify=False)
+        assert stored.run_id is not None and stored.documents["new"] == 1 and newt in _registered(kb)
+        assert k.generations.reembed("docs", "hash-384", storage="halfvec").complete
+    kb.delete_tenant(newt)
 
 
 @pytest.mark.embedded_only  # with a DSN no use makes a tenant: a stage of one never made is refused as a read
