@@ -8,6 +8,7 @@ already in the Hugging Face cache; downloads happen only when the profile sets
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -29,7 +30,10 @@ _PACKAGED = {
 
 
 def resolve_model_path(model: str, allow_download: bool = False) -> str:
-    """A local directory for ``model`` if one is installed or given; else the name itself."""
+    """A local directory for ``model`` if one is given, installed (a package's) or in the Hugging
+    Face cache (its snapshot, ``hub_snapshot``); else the name itself. The one lookup of a model's
+    files: the check (``find_model``), every backend and the tokenizer that measures chunks load
+    from what it gives, so what the check finds the tokenizer finds too."""
     if Path(model).expanduser().is_dir():
         return str(Path(model).expanduser().resolve())
     short = model.split("/")[-1].lower()
@@ -41,6 +45,9 @@ def resolve_model_path(model: str, allow_download: bool = False) -> str:
         path = Path(getattr(mod, "MODEL_DIR", None) or Path(str(mod.__file__)).parent / "model")
         if (path / "config.json").exists():
             return str(path)
+    snapshot = hub_snapshot(model)
+    if snapshot is not None:
+        return snapshot
     if not allow_download:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return model
@@ -72,7 +79,7 @@ def find_model(model: str, allow_download: bool = False) -> str:
         return path
     if not _HUB_ID.fullmatch(model):  # a path (/…, ~/…, ./…) that is not a folder here
         raise _cannot_load(model, "no such folder")
-    if allow_download or _in_hub_cache(model):
+    if allow_download or importlib.util.find_spec("huggingface_hub") is None:  # cannot look: loading it will say
         return path
     raise _cannot_load(
         model,
@@ -80,13 +87,22 @@ def find_model(model: str, allow_download: bool = False) -> str:
     )
 
 
-def _in_hub_cache(model: str) -> bool:
+def hub_snapshot(model: str) -> str | None:
+    """The folder of ``model``'s snapshot in the local Hugging Face cache (``HF_HUB_CACHE``, else
+    ``HF_HOME/hub``; the revision ``refs/main`` names), under the names sentence-transformers
+    looks a hub name up by (``name``, and a bare one as ``sentence-transformers/name`` too); None
+    when it is not there (or ``huggingface_hub`` is not installed). Reads no network."""
+    if not _HUB_ID.fullmatch(model):
+        return None
     try:
         from huggingface_hub import try_to_load_from_cache
-    except ImportError:  # cannot look: loading it will say
-        return True
-    names = [model] if "/" in model else [model, f"sentence-transformers/{model}"]
-    return any(isinstance(try_to_load_from_cache(n, "config.json"), str) for n in names)
+    except ImportError:
+        return None
+    for name in [model] if "/" in model else [model, f"sentence-transformers/{model}"]:
+        found = try_to_load_from_cache(name, "config.json")
+        if isinstance(found, str):
+            return str(Path(found).parent)
+    return None
 
 
 def _cannot_load(model: str, why: str) -> EmbeddingError:
