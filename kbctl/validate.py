@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 import os
 import re
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .errors import UsageError, echo
 
-__all__ = ["NAME_PATTERN", "count", "name", "targets", "text", "vector_problem"]
+__all__ = ["NAME_PATTERN", "count", "name", "output_file", "targets", "text", "vector_problem"]
 
 # The namespaces table's own CHECK; tenants follow it too.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
@@ -58,6 +59,27 @@ def targets(value: Any) -> list[str]:
             hint="pass one target as a string, or a list of them: kb.ingest(['docs/', 'https://…'], 'ns')",
         )
     return [os.fsdecode(t) for t in many]
+
+
+def output_file(what: str, path: str | os.PathLike) -> Path:
+    """``path`` as a file a command will write its result to (an eval's result, a dataset),
+    checked before the work that makes the result: not a folder, in a folder that exists. A file
+    where one of its folders should be is named (the write fails under it whoever runs it, root
+    too). Anything else is a UsageError naming ``what`` (a flag: ``--json``)."""
+    out = Path(path)
+    if out.is_dir():
+        raise UsageError(f"{what} {out} is a folder", hint=f"give {what} a file name")
+    if not out.parent.is_dir():
+        found = next((up for up in out.parents if up.exists()), None)
+        if found is not None and not found.is_dir():
+            raise UsageError(
+                f"{what} {out}: {found} is a file, not a folder", hint="write the file in a folder that exists"
+            )
+        raise UsageError(
+            f"{what} {out}: there is no folder {out.parent}",
+            hint="create the folder first, or write the file elsewhere",
+        )
+    return out
 
 
 def text(what: str, value: Any) -> str:

@@ -19,6 +19,7 @@ Modules: ``session`` (connections, the tenant role), ``kb`` (the facade), ``hand
 
 from __future__ import annotations
 
+from ..validate import output_file  # a file a command writes its result to, checked before the work
 from .admin import Admin, DatabaseStatus
 from .agents import Agents
 from .evals import EvalRun, Evals, SweepResults, compare_reports, convert_smart
@@ -40,6 +41,7 @@ __all__ = [
     "open_kb",
     "compare_reports",
     "convert_smart",
+    "output_file",
     "Session",
     "NamespaceHandle",
     "Namespaces",

@@ -8,6 +8,7 @@ import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
+from .. import validate
 from ..errors import ConfigError, UsageError
 from ..ids import Ids
 from ..store import agents as store
@@ -127,11 +128,13 @@ class Agents(Part):
 
     def import_feedback(self, namespace: str, path: str | Path) -> int:
         """Write the judged queries over ``namespace`` as a golden JSONL eval dataset (``kbctl eval
-        run`` reads it); how many queries. A query with no useful document is left out."""
+        run`` reads it); how many queries. A query with no useful document is left out. ``path`` is
+        checked before the store is read (``validate.output_file``)."""
+        out = validate.output_file("path", path)
         queries: dict[int, dict] = {}
         for qid, text, uri, useful in store.judged_queries(self._conn(), self.kb.namespaces.get(namespace).id):
             q = queries.setdefault(qid, {"id": f"fb{qid}", "query": text, "namespace": namespace, "relevant": {}})
             q["relevant"][uri] = 1 if useful else 0
         keep = [q for q in queries.values() if any(g > 0 for g in q["relevant"].values())]
-        Path(path).write_text("".join(json.dumps(q, sort_keys=True) + "\n" for q in keep))
+        out.write_text("".join(json.dumps(q, sort_keys=True) + "\n" for q in keep))
         return len(keep)

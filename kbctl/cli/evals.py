@@ -92,6 +92,7 @@ def import_feedback(
     out: Path = typer.Option(..., "--out", "-o", help="Golden JSONL file to write (kbctl eval run reads it)."),
 ) -> None:
     """Turn the queries agents judged (record_feedback) into a golden eval dataset."""
+    _writable("--out", out)  # before the store opens, as the library checks it before reading
     n = STATE.kb().import_feedback(namespace, out)
     info(f"wrote {n} judged queries to {out}")
 
@@ -302,16 +303,11 @@ def _reads_as(kind: type, text: str) -> bool:
 
 def _writable(flag: str, path: Path | None) -> None:
     """A usage error unless ``path`` names a file that can be written: not a folder, in a folder
-    that exists."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise UsageError(f"{flag} {printable(str(path))} is a folder", hint=f"give {flag} a file name")
-    if not path.parent.is_dir():
-        raise UsageError(
-            f"{flag} {printable(str(path))}: there is no folder {printable(str(path.parent))}",
-            hint="create the folder first, or write the file elsewhere",
-        )
+    that exists (``kbctl.api.output_file``)."""
+    from ..api import output_file
+
+    if path is not None:
+        output_file(flag, path)
 
 
 def _write(path: Path, flag: str, write) -> None:
