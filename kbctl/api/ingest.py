@@ -426,11 +426,14 @@ class Ingestion(Part):
         """``ingest.pipeline.run``, and once more (at most twice) when a swap or rollback moved the
         namespace to another generation while the run waited for its lock: nothing was read from
         the sources nor written yet, so the run goes on with the namespace read again and its new
-        profile (an explicit ``profile`` that is not the new pin is refused as ever)."""
+        profile (an explicit ``profile`` that is not the new pin is refused as ever). A run that
+        ``kb.close()`` cuts short (its statement cancelled) ends ``interrupted``, as Ctrl-C ends it
+        (``_stopped``)."""
         from dataclasses import replace
 
         from ..ingest.pipeline import run
 
+        req = replace(req, stopped=self._stopped)
         for _ in range(2):
             try:
                 return run(conn, req, connect=self.session.tenant_connection)
@@ -440,6 +443,12 @@ class Ingestion(Part):
                 check_pin(ns, prof, conn)
                 req = replace(req, namespace=ns, profile=prof)
         return run(conn, req, connect=self.session.tenant_connection)
+
+    def _stopped(self) -> str | None:
+        """Why a run of this session stopped, when it was from outside: the handle was closed."""
+        if self.session.closing:
+            return "the knowledge base was closed (kb.close()) while the run ran; run it again to go on"
+        return None
 
     def verify(self, namespace: str, sample: int = 20) -> VerifyReport:
         """Check that a namespace's store is whole: counts, orphans, vectors, pin, indexes and

@@ -81,6 +81,10 @@ class IngestRun:
     # called as distribute(conn, run, report, interruptible) under the lock and the ledger's run, it
     # returns the source URIs seen (for --sync).
     distribute: Callable[..., set[str]] | None = None
+    # Why the run was stopped from outside, if it was (the library's handle closed under it: the
+    # caller's ``kb.close()``): a run ending in an exception then ends ``interrupted`` as Ctrl-C
+    # ends it, not ``failed``, with the reason in its counts (``interrupted``).
+    stopped: Callable[[], str | None] | None = None
 
     @property
     def emit(self) -> Progress:
@@ -149,6 +153,8 @@ class RunReport:
         }
         if self.warnings:
             d["warnings"] = [w.to_json() for w in self.warnings]
+        if self.details.get("interrupted"):  # why a run stopped from outside was (``IngestRun.stopped``)
+            d["interrupted"] = self.details["interrupted"]
         if self.details.get("notes"):  # what an import read but did not store (kb.import_beir)
             d["notes"] = list(self.details["notes"])
         if self.plan:

@@ -169,7 +169,7 @@ def _ledgered(conn, req: IngestRun, retried: list[str], connect) -> RunReport:
         except BaseException as e:
             report.seconds = time.perf_counter() - t0
             if run_id is not None:
-                _close_quietly(conn, ns, report, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+                _close_quietly(conn, ns, report, _ending(e, req, report))
             raise
     report.seconds = time.perf_counter() - t0
     if run_id is not None:
@@ -191,7 +191,7 @@ def _verified(conn, req: IngestRun, report: RunReport) -> None:
             report.verify = verify_namespace(conn, req.namespace, req.profile).to_json()
             span.set_attribute("kbctl.ok", bool(report.verify["ok"]))
     except BaseException as e:
-        _close_quietly(conn, req.namespace, report, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+        _close_quietly(conn, req.namespace, report, _ending(e, req, report))
         raise
 
 
@@ -200,6 +200,19 @@ def _status(report: RunReport) -> str:
     if report.verify is not None and not report.verify["ok"]:
         return "failed_verify"
     return "ok" if not report.errors else "partial"
+
+
+def _ending(e: BaseException, req: IngestRun, report: RunReport) -> str:
+    """The status of a run ending in ``e``: ``interrupted`` by Ctrl-C (or SIGTERM), and by what
+    stopped it from outside (``req.stopped``: the library's handle closed, its statement cancelled),
+    the reason then kept in its counts; else ``failed``. Run again, an interrupted run goes on."""
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted"
+    why = req.stopped() if req.stopped is not None else None
+    if why:
+        report.details["interrupted"] = why
+        return "interrupted"
+    return "failed"
 
 
 def _close(conn, ns: Namespace, report: RunReport, status: str) -> None:

@@ -416,3 +416,48 @@ def _caught(call):
         return call()
     except Exception as e:
         return e
+
+
+def test_an_ingest_cut_by_close_ends_its_run_interrupted_and_the_next_one_resumes(
+    kb_home, tenant, tmp_path, monkeypatch
+):
+    """``kb.close()`` from another thread cancels an ingest's statement after its wait: the run was
+    closed ``failed``, as if the ingest had failed; like Ctrl-C, it is ``interrupted`` now, its
+    counts saying why (the handle was closed), and the next ingest (another handle) stores it all."""
+    import kbctl
+    import kbctl.errors as E
+    from kbctl.ingest import pipeline
+
+    folder = write_folder(tmp_path, "billing", BILLING)
+    kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384")
+    kb.create_namespace("cut", "hash-384")
+    real, inside = pipeline.consume, threading.Event()
+
+    def slow(conn, *args, **kwargs):
+        inside.set()
+        conn.execute("SELECT pg_sleep(60)")  # a statement under way when close() is called
+        return real(conn, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "consume", slow)
+    out: list = []
+
+    def ingesting():
+        try:
+            out.append(kb.ingest([folder], "cut", verify=False))
+        except BaseException as e:
+            out.append(e)
+
+    t = threading.Thread(target=ingesting)
+    t.start()
+    assert inside.wait(timeout=60)
+    kb.close(timeout=0.2)
+    t.join(timeout=60)
+    assert not t.is_alive() and isinstance(out[0], E.KnowledgeBaseClosed), out
+    monkeypatch.undo()
+    with kbctl.open(home=kb_home, tenant=tenant, profile="hash-384") as again:
+        (run,) = again.runs("cut")
+        assert run["status"] == "interrupted", run
+        assert "was closed" in (run.get("counts") or {}).get("interrupted", ""), run
+        done = again.ingest([folder], "cut", verify=False)
+        assert done.documents["new"] == len(BILLING) and not done.errors
+        assert [r["status"] for r in again.runs("cut")] == ["ok", "interrupted"]
