@@ -5,7 +5,8 @@ section, paragraphs are packed greedily up to ``chunk.size`` tokens of the profi
 paragraph too long for one chunk is split into sentences, and a sentence too long into token
 windows. A sentence ends at ``.!?`` followed by a space, at a Chinese or Japanese full stop
 (``UNSPACED_STOPS``) with no space needed, or at an ASCII ``?``/``!`` between CJK characters
-(``本当?次``); the rule's revision, ``SENTENCE_ENDS``, is part of every
+(``本当?次``). The chunker's revision, ``SENTENCE_ENDS`` (where it cuts: sentence ends, code blocks,
+tables; named for the sentence splitter, whose revisions came first), is part of every
 source's hash (``kbctl.ingest.steps.source_hash``). Consecutive chunks of one section share up to ``chunk.overlap`` tokens of whole sentences.
 
 A Markdown table (a block that starts with a header row and its ``| --- |`` rule, as the extractors
@@ -38,7 +39,7 @@ import re
 from collections import deque
 from dataclasses import dataclass
 from itertools import chain, groupby
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from .config import Profile
 from .embed.tokens import Tokenizer, get_tokenizer
@@ -88,7 +89,7 @@ _ASCII_MARK_IN_CJK = f"(?<=[!?])(?:(?<=[{CJK_LETTERS}][!?])|(?<=[{CJK_LETTERS}][
 #: semantic strategy keeps a code block or table as one unit, or cuts a longer one as the fixed
 #: strategy does (session 45, "Indented code, and code under the semantic strategy").
 SENTENCE_ENDS = "cuts-5"
-#: What a stored chunk holds when this splitter may cut its source otherwise than an earlier
+#: What a stored chunk holds when this chunker may cut its source otherwise than an earlier
 #: revision did (a PostgreSQL regular expression, a superset of the new ends), by that revision
 #: ("": before session 42). A source stored under an earlier revision's hash none of whose chunks
 #: holds it comes out alike: it takes the new hash without being read again (``kbctl.ingest.producer``).
@@ -301,13 +302,38 @@ def _prose_and_code(
 ) -> Iterator[tuple[int, int, str]]:
     """A section's blocks packed to ``limit`` tokens with ``overlap``, but for a fenced code block
     too long for one chunk: that one is cut on its own, between lines (``_code_pieces``)."""
-    for long_code, run in groupby(blocks, key=lambda b: _is_long_code(b.text, limit, tok)):
-        if long_code:
+    counted: dict[int, int] = {}  # a short code block's tokens, by its start: counted once
+    for is_long, run in groupby(blocks, key=_longer_than(limit, tok, counted, code=True)):
+        if is_long:
             for b in run:
                 yield from _code_pieces(b, text, limit, tok)
         else:
-            units = (u for b in run for u in text.units(b, limit, tok))
+            units = (u for b in run for u in text.units(b, limit, tok, _counted_cut(counted.pop(b.start, None))))
             yield from ((s, e, text.span(s, e)) for s, e in _pack(units, limit, overlap))
+
+
+def _longer_than(limit: int, tok: Tokenizer, counted: dict[int, int], code: bool) -> Callable[[Block], bool]:
+    """Whether a block is a fenced code block (``code``; else a code block or a Markdown table)
+    longer than ``limit`` tokens, to be cut on its own; one that fits leaves its count in
+    ``counted`` (by its start), so its unit is not counted again (``_counted_cut``)."""
+
+    def longer(b: Block) -> bool:
+        if not (_fence(b.text) is not None if code else _is_code_or_table(b.text)):
+            return False
+        n = _count_within(tok, b.text, limit)
+        if n is not None:
+            counted[b.start] = n
+        return n is None
+
+    return longer
+
+
+def _counted_cut(n: int | None):
+    """The units of a block already counted whole (``n`` tokens, within the limit): itself, one
+    unit, not counted again; ``None`` (the default cut) for a block not counted yet."""
+    if n is None:
+        return None
+    return lambda text, block, limit, tok: iter([_Unit(block.start, block.start + len(block.text), n, True)])
 
 
 def _fence(text: str) -> tuple[str, str] | None:
@@ -327,10 +353,6 @@ def _closing_start(text: str, start: int, end: int, fence: str) -> int:
     if last > start and line.startswith(fence) and not line.strip(fence[0]):
         return last
     return end
-
-
-def _is_long_code(block_text: str, limit: int, tok: Tokenizer) -> bool:
-    return _fence(block_text) is not None and _count_within(tok, block_text, limit) is None
 
 
 def _code_pieces(block: Block, text, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, str]]:
@@ -430,12 +452,13 @@ def _semantic(doc: Document, profile: Profile, tok: Tokenizer, embed) -> list[Ch
     for heading, page, blocks in _sections(doc.blocks):
         header = _header(doc.title, heading)
         limit = min(size, profile.max_tokens - tok.special_tokens - (tok.count(header) + 2 if header else 0))
-        for alone, run in groupby(blocks, key=lambda b: _cut_alone(b.text, limit, tok)):
+        counted: dict[int, int] = {}  # a code block or table that fits: its tokens, counted once
+        for alone, run in groupby(blocks, key=_longer_than(limit, tok, counted, code=False)):
             pieces: Iterable[tuple[int, int, str]]
             if alone:  # a code block or table longer than a chunk: cut as the fixed strategy cuts it
                 pieces = chain.from_iterable(_alone_pieces(b, _WholeText(doc.text), limit, tok) for b in run)
             else:
-                units = [u for b in run for u in _semantic_units(doc.text, b, limit, tok)]
+                units = [u for b in run for u in _semantic_units(doc.text, b, limit, tok, counted.pop(b.start, None))]
                 pieces = _topic_pieces(doc.text, units, limit, threshold, embed)
             for start, end, text in pieces:
                 chunks.append(Chunk(doc.uri, len(chunks), text, tok.count(text), start, end, heading, page, header))
@@ -467,25 +490,18 @@ def _is_code_or_table(block_text: str) -> bool:
     return _fence(block_text) is not None or table_start(block_text) is not None
 
 
-def _cut_alone(block_text: str, limit: int, tok: Tokenizer) -> bool:
-    """A fenced code block or a Markdown table longer than a chunk: cut on its own, between lines or rows."""
-    return _is_code_or_table(block_text) and _count_within(tok, block_text, limit) is None
-
-
 def _alone_pieces(block: Block, text, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, str]]:
     if table_start(block.text) is not None:
         return _table_pieces(block, text, limit, tok)
     return _code_pieces(block, text, limit, tok)
 
 
-def _semantic_units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Unit]:
-    """A block's units for the semantic strategy: a code block or table that fits is one, a
-    paragraph its sentences (``_sentence_units``)."""
-    if _is_code_or_table(block.text):
-        n = _count_within(tok, block.text, limit)
-        if n is not None:
-            yield _Unit(block.start, block.start + len(block.text), n, True)
-            return
+def _semantic_units(text: str, block: Block, limit: int, tok: Tokenizer, counted: int | None) -> Iterator[_Unit]:
+    """A block's units for the semantic strategy: a code block or table that fits is one (its
+    tokens ``counted`` already), a paragraph its sentences (``_sentence_units``)."""
+    if counted is not None:
+        yield _Unit(block.start, block.start + len(block.text), counted, True)
+        return
     yield from _sentence_units(text, block, limit, tok)
 
 

@@ -197,7 +197,7 @@ class LargeItem:
 class Restamp:
     """Stored sources of a batch that are unchanged but stored under their source hash of an earlier
     version (``steps.previous_source_hash``), whose chunks this version makes alike (none holds what
-    it ends sentences at since, ``kbctl.chunk.MOVED_SINCE``): they are not read again, their documents take the
+    it cuts otherwise since, ``kbctl.chunk.moved_since``): they are not read again, their documents take the
     current hash. ``sources``: ``(source URI, previous hash, hash, documents)`` each."""
 
     sources: tuple[tuple[str, str, str, int], ...]

@@ -6,7 +6,7 @@ with the corpus. Each source becomes one ``Item`` (its documents and their chunk
 ``ItemError``, an ("unchanged", n, source URI, source hash, facts) marker (its version, which counts
 its extractor's revision, is stored already; the facts that can change without its bytes, for its
 documents' rows: ``kbctl.types.REFRESHED_FACTS``), a ``Restamp``
-of a batch's sources stored under their hash of an earlier revision of the sentence splitter whose
+of a batch's sources stored under their hash of an earlier revision of the chunker whose
 chunks it does not move (and whose extractor did not move) (``steps.previous_source_hash``; those it moves are read again), or, when it is large:
 one ``LargeItem`` for a long text (its chunks made by ``steps.chunk_large`` as the writer reads
 them), or one ``Item`` per entry of a large feed and then a ``SourceDone``.
@@ -226,9 +226,9 @@ def _refreshed(s: Source) -> dict:
 
 
 def _restampable(conn, ns, profile: Profile, shas: dict, extractors: dict, hashes: dict, known: dict) -> dict[str, str]:
-    """The sources stored under their hash of an earlier revision of the sentence splitter
-    (``steps.previous_source_hash``) none of whose chunks holds what it now ends sentences at since
-    that revision (``kbctl.chunk.moved_since`` the profile: "" where nothing moved), so their chunks would come out alike: {source URI:
+    """The sources stored under their hash of an earlier revision of the chunker
+    (``steps.previous_source_hash``) none of whose chunks holds what it now cuts otherwise than
+    that revision did (``kbctl.chunk.moved_since`` the profile: "" where nothing moved), so their chunks would come out alike: {source URI:
     that hash}. The others are read and chunked again (what comes out alike is kept, chunk ids and all),
     among them every source stored before its extractor's revision moved (``extractors``: each
     source's now, ``kbctl.extract.source_revision``): its text may differ, whatever its chunks hold."""

@@ -41,11 +41,12 @@ def source_hash(sha: str, profile: Profile, extractor: str = "") -> str:
     ``max_document_chars`` is a limit, not a chunking setting: changing it (or adding it, as an
     upgrade did) must not make every stored source look changed. What a profile measured in words
     counts (``kbctl.embed.tokens.WORD_COUNT``) is one, added only for such a profile (``hash``), so a
-    model's profile hashes as it always did (its tokenizer is its pinned model's). What the sentence
-    splitter takes for a sentence's end (``kbctl.chunk.SENTENCE_ENDS``) is one for every profile; a
-    source stored under the hash of an earlier revision (``previous_source_hash``) is read again only
-    when its chunks hold what the splitter now ends sentences at (``kbctl.chunk.MOVED_SINCE``,
-    ``kbctl.ingest.producer``). The extractor's revision (``kbctl.extract.REVISIONS``) is added only
+    model's profile hashes as it always did (its tokenizer is its pinned model's). The chunker's
+    revision, which names where it cuts (``kbctl.chunk.SENTENCE_ENDS``: at sentence ends, in code blocks
+    and tables; the name is the sentence splitter's, whose revisions came first), is one for
+    every profile; a source stored under the hash of an earlier revision (``previous_source_hash``)
+    is read again only when its chunks hold what the chunker now cuts otherwise
+    (``kbctl.chunk.moved_since`` the profile, ``kbctl.ingest.producer``). The extractor's revision (``kbctl.extract.REVISIONS``) is added only
     when it is not "": a format whose extractor never moved hashes as before; a source stored before
     its extractor moved is read again (its unchanged chunks keep their vectors).
     """
@@ -53,21 +54,21 @@ def source_hash(sha: str, profile: Profile, extractor: str = "") -> str:
 
 
 def previous_source_hash(sha: str, profile: Profile, revision: str = "", extractor: str = "") -> str:
-    """``source_hash`` as it was under an earlier revision of the sentence splitter
-    (``kbctl.chunk.MOVED_SINCE`` names them): "sentences-2" (session 42), or "" before the revision
-    was part of it, when sentences ended only before a space; with the extractor's revision of now
+    """``source_hash`` as it was under an earlier revision of the chunker (``kbctl.chunk.MOVED_SINCE``
+    names them: "sentences-2" (session 42) … "cuts-5" (session 45)), or "" before the revision was
+    part of it, when sentences ended only before a space; with the extractor's revision of now
     (``extractor``), so a source stored before its extractor moved matches none (it is read again)."""
     return _hash_of(sha, profile, revision, extractor)
 
 
-def _hash_of(sha: str, profile: Profile, sentence_ends: str, extractor: str = "") -> str:
+def _hash_of(sha: str, profile: Profile, chunker: str, extractor: str = "") -> str:
     chunk = {k: v for k, v in asdict(profile.chunk).items() if k != "max_document_chars"}
     parts: list[Any] = [chunk, profile.max_tokens, profile.fingerprint]
     if count := chunk_count_revision(profile):
         parts.append(count)
-    if sentence_ends:
-        parts.append(sentence_ends)
-    if extractor:  # an object: never taken for a sentence splitter's revision
+    if chunker:
+        parts.append(chunker)
+    if extractor:  # an object: never taken for the chunker's revision
         parts.append({"extract": extractor})
     settings = json.dumps(parts, sort_keys=True)
     return content_hash(f"{sha}\x00{settings}")

@@ -135,7 +135,7 @@ def test_after_sentences_3_the_next_ingest_fences_every_piece_of_a_long_code_blo
     }
     folder = write_folder(tmp_path, "code", docs)
     with monkeypatch.context() as m:  # the chunker and the source hash of session 43
-        m.setattr(chunk, "_is_long_code", lambda *a: False)
+        m.setattr(chunk, "_fence", lambda t: None)  # no block is code
         m.setattr(chunk, "table_start", lambda t: (0, head) if (head := table_header(t)) else None)
         m.setattr(chunk, "SENTENCE_ENDS", "sentences-3")
         first = kb.ingest([folder], "code", verify=False)

@@ -426,3 +426,30 @@ def test_since_cuts_4_only_the_semantic_strategy_reads_code_and_tables_again(tmp
     fixed = moved_since(_profile())
     assert semantic["cuts-4"] == "(^|\n)(```|~~~)|\\|" and fixed["cuts-4"] == ""
     assert {k: v for k, v in fixed.items() if k != "cuts-4"} == {k: v for k, v in MOVED_SINCE.items() if k != "cuts-4"}
+
+
+class _CountingTokenizer:
+    """The profile's tokenizer, recording every text it is asked to count."""
+
+    def __init__(self, tok) -> None:
+        self.tok, self.counted = tok, []
+        self.special_tokens = tok.special_tokens
+
+    def count(self, text: str) -> int:
+        self.counted.append(text)
+        return self.tok.count(text)
+
+    def spans(self, text: str):
+        return self.tok.spans(text)
+
+
+def test_a_short_code_block_is_counted_once(tmp_path):
+    """A fenced code block that fits in a chunk was counted twice: once to see it is not long
+    (cut on its own), once more as the unit it is packed as. Once, under either strategy."""
+    blocks = [f"```sh\nkbctl ingest docs/part_{i}/ --namespace handbook_{i}\n```" for i in range(40)]
+    md = "# Code\n\n" + "\n\n".join(f"Step {i} runs this.\n\n{b}" for i, b in enumerate(blocks)) + "\n"
+    for prof in (_profile(), _profile("hash-384"), _semantic_profile(tmp_path)):
+        doc, _ = _markdown_chunks(md)
+        tok = _CountingTokenizer(get_tokenizer(prof))
+        chunk_document(doc, prof, tok, embed=lambda texts: [[1.0, float(len(t))] for t in texts])
+        assert {b: tok.counted.count(b) for b in blocks} == {b: 1 for b in blocks}, prof.name

@@ -1,5 +1,5 @@
 -- The stored sources (of those given) a chunk of which matches a pattern: those whose chunks a new
--- sentence end may move (kbctl.chunk.MOVED_SINCE, kbctl.ingest.producer).
+-- revision of the chunker may cut otherwise (kbctl.chunk.MOVED_SINCE, kbctl.ingest.producer).
 -- Parameters: namespace id, source URIs, a regular expression.
 SELECT DISTINCT d.source_uri
 FROM kbctl.documents d
