@@ -2,8 +2,9 @@
 
 Structure first: a chunk never spans two sections (heading paths) or two PDF pages. Inside a
 section, paragraphs are packed greedily up to ``chunk.size`` tokens of the profile's tokenizer; a
-paragraph too long for one chunk is split into sentences, and a sentence too long into token
-windows. A sentence ends at ``.!?`` followed by a space, at a Chinese or Japanese full stop
+paragraph too long for one chunk is split into sentences, and a sentence too long into windows cut
+at a line end, after a list's ``,`` or ``;``, else between words (a word longer than half a chunk
+at token boundaries); a piece that goes on a line cut mid-line opens with ``CUT_MARK`` (``…``). A sentence ends at ``.!?`` followed by a space, at a Chinese or Japanese full stop
 (``UNSPACED_STOPS``) with no space needed, or at an ASCII ``?``/``!`` between CJK characters
 (``本当?次``). The chunker's revision, ``SENTENCE_ENDS`` (where it cuts: sentence ends, code blocks,
 tables; named for the sentence splitter, whose revisions came first), is part of every
@@ -12,7 +13,8 @@ source's hash (``kbctl.ingest.steps.source_hash``). Consecutive chunks of one se
 A Markdown table (a block that starts with a header row and its ``| --- |`` rule, as the extractors
 write tables, or as GitHub reads them: without the outer bars, or under a caption line of the same
 block: ``kbctl.extract.tables.table_start``) is a section of its own, cut only between rows; every
-piece after the first starts with the table's header lines, so it reads alone.
+piece after the first starts with the table's header lines, so it reads alone, and with its caption
+lines marked ``(continued)`` when it is under one (``Table 3: Prices (continued)``).
 
 A fenced code block (a block that opens with three or more backticks or tildes: the Markdown
 extractor keeps one whole, fences included) that fits in a chunk is packed like any paragraph; a
@@ -22,7 +24,7 @@ longer than a piece is cut where a name ends (a space, else the edge of a run of
 and ``_``), a name longer than half a piece at the tokenizer's token boundaries.
 
 Every chunk is an exact span of its document's text (``char_start:char_end``), but for those
-repeated header lines and fences, and carries its heading path, page, a content hash and, for a PDF, the
+repeated header and caption lines, fences and the ``…`` of a piece going on a cut line, and carries its heading path, page, a content hash and, for a PDF, the
 boxes of its lines on the page (``boxes``: one ``(page, x0, top, x1, bottom)`` per line). Its ``header`` (title and headings) is read by the model
 too, and the whole (header + text + special tokens) never exceeds ``max_tokens``: nothing is
 silently truncated.
@@ -87,8 +89,11 @@ _ASCII_MARK_IN_CJK = f"(?<=[!?])(?:(?<=[{CJK_LETTERS}][!?])|(?<=[{CJK_LETTERS}][
 #: "cuts-4", a fenced code block longer than a chunk cut between lines, each piece fenced, and a
 #: table under a caption line or without outer bars cut as a table (session 45); "cuts-5", the
 #: semantic strategy keeps a code block or table as one unit, or cuts a longer one as the fixed
-#: strategy does (session 45, "Indented code, and code under the semantic strategy").
-SENTENCE_ENDS = "cuts-5"
+#: strategy does (session 45, "Indented code, and code under the semantic strategy"); "cuts-6", a
+#: table's caption repeated, marked continued, on its pieces after the first, and a sentence longer
+#: than a chunk cut at a line end, after a list's separator or between words, the piece going on a
+#: line cut mid-line opened with ``CUT_MARK`` (session 46, "Chunker leftovers").
+SENTENCE_ENDS = "cuts-6"
 #: What a stored chunk holds when this chunker may cut its source otherwise than an earlier
 #: revision did (a PostgreSQL regular expression, a superset of the new ends), by that revision
 #: ("": before session 42). A source stored under an earlier revision's hash none of whose chunks
@@ -99,21 +104,39 @@ _MARK_BEFORE_CJK = f"[!?]\\s*[{CJK_LETTERS}]"
 #: bars being a table now. A chunk of a code block that fits, or of a table read as one before,
 #: comes out alike (its vector is kept).
 _CODE_OR_TABLE = "(^|\n)(```|~~~)|\\|"
+#: Since "cuts-5": a table under a caption line (a chunk opens with one or two lines, then a row
+#: holding a ``|`` and a rule: the first piece of such a table; one that fits comes out alike)...
+_CAPTIONED_TABLE = "^[^\n]*\n([^\n]*\n)?[^\n]*\\|[^\n]*\n[ \t]*\\|?[ \t]*:?-{3,}"
+#: ...and a sentence longer than a chunk, cut into windows: the chunk of its first window holds no
+#: sentence end and at least 8 characters (a window is as many tokens as the section's limit,
+#: never under 8 with ``chunk.size`` at least 16, a token at least a character). What it tests for
+#: a sentence's end is narrower than the splitter's (``_SENTENCE_END``), so it misses no such chunk:
+#: ``.!?…`` and a space before a capital or digit, a blank line, a list item's line, a CJK stop
+#: before what goes on. Not a piece of a code block (it opens with its fence) nor of a table cut as
+#: one (its rule in its first four lines): neither moved, but for one whose opening line or header
+#: is too long to repeat (cut as prose: its later pieces match, a last one under 8 characters
+#: alone does not). A chunk of one sentence that fits matches too and comes out alike (its vector
+#: is kept). (``(?:.|\n)``: PostgreSQL allows no ``\S`` in brackets.)
+_LONG_LINE = (
+    "^(?!```|~~~)(?!([^\n]*\n){1,3}[ \t]*\\|?[ \t]*:?-{3,})(?!(?:.|\n)*([.!?…][\"')\\]]*\\s+[\"'(\\[]?[A-Z0-9]|\n\\s*[-*•]\\s|\n\n"
+    f"|[{UNSPACED_STOPS}][^{UNSPACED_STOPS}」』）〕】〉》”’\"')\\]0-9０-９]))(?:.|\n){{8}}"
+)
 MOVED_SINCE = {
-    "cuts-4": _CODE_OR_TABLE,
-    "sentences-3": _CODE_OR_TABLE,
-    "sentences-2": f"{_MARK_BEFORE_CJK}|{_CODE_OR_TABLE}",
-    "": f"[{UNSPACED_STOPS}]|{_MARK_BEFORE_CJK}|{_CODE_OR_TABLE}",
+    "cuts-5": f"{_CAPTIONED_TABLE}|{_LONG_LINE}",
+    "cuts-4": f"{_CODE_OR_TABLE}|{_LONG_LINE}",
+    "sentences-3": f"{_CODE_OR_TABLE}|{_LONG_LINE}",
+    "sentences-2": f"{_MARK_BEFORE_CJK}|{_CODE_OR_TABLE}|{_LONG_LINE}",
+    "": f"[{UNSPACED_STOPS}]|{_MARK_BEFORE_CJK}|{_CODE_OR_TABLE}|{_LONG_LINE}",
 }
 
 
 def moved_since(profile: Profile) -> dict[str, str]:
-    """``MOVED_SINCE`` for ``profile``: since "cuts-4" only the semantic strategy cuts otherwise, so
-    a source of another strategy stored under it is restamped whatever its chunks hold ("": nothing
-    moved, no chunk is looked at)."""
+    """``MOVED_SINCE`` for ``profile``: "cuts-5" moved only the semantic strategy's code blocks and
+    tables, so a source of another strategy stored under "cuts-4" is read again only for what
+    "cuts-6" moved (a caption, a long line), as one stored under "cuts-5"."""
     if profile.chunk.strategy == "semantic":
         return MOVED_SINCE
-    return {**MOVED_SINCE, "cuts-4": ""}
+    return {**MOVED_SINCE, "cuts-4": MOVED_SINCE["cuts-5"]}
 
 
 _SENTENCE_END = re.compile(
@@ -134,6 +157,14 @@ class _Unit:
     end: int
     tokens: int
     paragraph_start: bool
+    continues: bool = False  # goes on a line cut mid-line: a piece it opens starts with CUT_MARK
+
+
+#: What opens a piece that goes on a line of prose cut mid-line (a sentence longer than a chunk).
+CUT_MARK = "…"
+#: A list's separator (a comma or semicolon before a space; the ideographic comma and the
+#: fullwidth ones with none): a window of a long line is cut after the last in its second half.
+_SEPARATOR = re.compile(r"[,;](?=\s)|[、，；]")
 
 
 def chunk_documents(docs: Iterable[Document], profile: Profile) -> Iterator[tuple[Document, list[Chunk]]]:
@@ -205,7 +236,7 @@ class _WindowText:
     def units(self, block: Block, limit: int, tok: Tokenizer, cut=None) -> Iterator[_Unit]:
         self.blocks.append(block)
         for u in (cut or _units)(block.text, Block(block.text), limit, tok):
-            yield _Unit(block.start + u.start, block.start + u.end, u.tokens, u.paragraph_start)
+            yield _Unit(block.start + u.start, block.start + u.end, u.tokens, u.paragraph_start, u.continues)
 
     def span(self, start: int, end: int) -> str:
         parts, pos = [], start
@@ -285,16 +316,33 @@ def _section_key(b: Block) -> tuple[tuple[str, ...], int | None, int | None]:
 
 def _table_pieces(block: Block, text, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, str]]:
     """A Markdown table cut between rows into pieces of at most ``limit`` tokens, each piece after
-    the first preceded by the table's header lines (so it reads alone), with its span in the text."""
-    head = (table_start(block.text) or (0, ""))[1]
-    room = limit - tok.count(head) - 1
+    the first preceded by the table's header lines (so it reads alone), and by its caption marked
+    ``(continued)`` when it is under one (``_continued_head``), with its span in the text."""
+    offset, head = table_start(block.text) or (0, "")
+    head, room = _continued_head(block.text[:offset].rstrip(), head, limit, tok)
     if room < limit // 2:  # a header too long to repeat: cut the table like any paragraph
-        units = text.units(block, limit, tok)
-        yield from ((s, e, text.span(s, e)) for s, e in _pack(units, limit, 0))
+        yield from _prose_pieces(text.units(block, limit, tok), text, limit, 0)
         return
     for s, e in _pack(text.units(block, room, tok, _row_units), room, 0):
         body = text.span(s, e)
         yield s, e, (body if s == block.start else f"{head}\n{body}")
+
+
+#: What follows a table's caption repeated over a piece after the first.
+CONTINUED = " (continued)"
+
+
+def _continued_head(caption: str, head: str, limit: int, tok: Tokenizer) -> tuple[str, int]:
+    """What opens a table's piece after the first, and the tokens left for its rows: the caption
+    lines above the table (``table_start``'s) with ``CONTINUED`` after them, then the header lines;
+    the header alone when there is no caption or the caption would leave less than half a piece."""
+    room = limit - tok.count(head) - 1
+    if caption:
+        marked = f"{caption}{CONTINUED}\n{head}"
+        with_caption = limit - tok.count(marked) - 1
+        if with_caption >= limit // 2:
+            return marked, with_caption
+    return head, room
 
 
 def _prose_and_code(
@@ -309,7 +357,22 @@ def _prose_and_code(
                 yield from _code_pieces(b, text, limit, tok)
         else:
             units = (u for b in run for u in text.units(b, limit, tok, _counted_cut(counted.pop(b.start, None))))
-            yield from ((s, e, text.span(s, e)) for s, e in _pack(units, limit, overlap))
+            yield from _prose_pieces(units, text, limit, overlap)
+
+
+def _prose_pieces(units: Iterable[_Unit], text, limit: int, overlap: int) -> Iterator[tuple[int, int, str]]:
+    """``units`` packed to ``limit`` tokens with ``overlap``; a piece that opens with a unit going on
+    a line cut mid-line (``_line_windows``) starts with ``CUT_MARK``."""
+    marked: set[int] = set()  # where such a unit starts
+
+    def noted() -> Iterator[_Unit]:
+        for u in units:
+            if u.continues:
+                marked.add(u.start)
+            yield u
+
+    for s, e in _pack(noted(), limit, overlap):
+        yield s, e, (CUT_MARK if s in marked else "") + text.span(s, e)
 
 
 def _longer_than(limit: int, tok: Tokenizer, counted: dict[int, int], code: bool) -> Callable[[Block], bool]:
@@ -363,7 +426,7 @@ def _code_pieces(block: Block, text, limit: int, tok: Tokenizer) -> Iterator[tup
     opening, fence = _fence(block.text) or ("", "")
     room = limit - tok.count(opening) - tok.count(fence) - 2
     if room < limit // 2:  # an opening line too long to repeat: cut the block like any paragraph
-        yield from ((s, e, text.span(s, e)) for s, e in _pack(text.units(block, limit, tok), limit, 0))
+        yield from _prose_pieces(text.units(block, limit, tok), text, limit, 0)
         return
     end = block.start + len(block.text)
     closed = _closing_start(block.text, 0, len(block.text), fence) < len(block.text)
@@ -472,18 +535,22 @@ def _topic_pieces(text: str, units: list[_Unit], limit: int, threshold: float, e
 
     if not units:
         return []
-    vecs = np.asarray(embed([text[u.start : u.end] for u in units]), dtype=np.float32)
+    vecs = np.asarray(embed([_marked(text, u) for u in units]), dtype=np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) + 1e-12
     sims = (vecs[1:] * vecs[:-1]).sum(axis=1)
     run: list[_Unit] = [units[0]]
-    spans = []
+    runs = []
     for u, sim in zip(units[1:], sims):
         if sum(x.tokens for x in run) + u.tokens > limit or sim < threshold:
-            spans.append((run[0].start, run[-1].end))
+            runs.append(run)
             run = []
         run.append(u)
-    spans.append((run[0].start, run[-1].end))
-    return [(s, e, text[s:e]) for s, e in spans]
+    runs.append(run)
+    return [(r[0].start, r[-1].end, (CUT_MARK if r[0].continues else "") + text[r[0].start : r[-1].end]) for r in runs]
+
+
+def _marked(text: str, u: _Unit) -> str:
+    return (CUT_MARK if u.continues else "") + text[u.start : u.end]
 
 
 def _is_code_or_table(block_text: str) -> bool:
@@ -511,8 +578,8 @@ def _sentence_units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iter
         if n <= limit:
             yield _Unit(s, e, n, False)
         else:
-            for ws, we, wm in _windows(text, s, e, limit, tok):
-                yield _Unit(ws, we, wm, False)
+            for ws, we, wm, goes_on in _line_windows(text, s, e, limit, tok):
+                yield _Unit(ws, we, wm, False, goes_on)
 
 
 def embed_text(text: str, title: str = "", heading: Iterable[str] = (), content_hash: str | None = None) -> str:
@@ -568,8 +635,8 @@ def _units(text: str, block: Block, limit: int, tok: Tokenizer) -> Iterator[_Uni
         if m is not None:
             yield _Unit(s, e, m, first)
         else:
-            for ws, we, wm in _windows(text, s, e, limit, tok):
-                yield _Unit(ws, we, wm, first)
+            for ws, we, wm, goes_on in _line_windows(text, s, e, limit, tok):
+                yield _Unit(ws, we, wm, first, goes_on)
                 first = False
         first = False
 
@@ -631,6 +698,42 @@ def _trimmed(text: str, s: int, e: int) -> Iterator[tuple[int, int]]:
         e -= 1
     if e > s:
         yield s, e
+
+
+def _line_windows(text: str, start: int, end: int, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, int, bool]]:
+    """Windows of a sentence of prose longer than ``limit`` tokens (a line with no sentence end:
+    a list of names), ``(start, end, tokens, goes_on)``: a window is cut back to the last line end
+    in its second half, else after the last ``,`` or ``;`` there (``_SEPARATOR``), else, when it ends
+    inside a word, to the last space or a name's edge there (``_name_edge``); only a word longer
+    than half a window is cut at token boundaries. A window after one cut mid-line goes on that
+    line (``goes_on``): its piece opens with ``CUT_MARK``, so it leaves room for it, and its tokens
+    are counted with it; one after a line end starts a line, unmarked, as a code block's piece does."""
+    mark = tok.count(CUT_MARK) + 1  # and one for a tokenizer that reads the word after it otherwise
+    pos, goes_on = start, False
+    while pos < end:
+        room = limit - mark if goes_on else limit
+        w = next(_windows(text, pos, end, room, tok), None)
+        if w is None:
+            return
+        ws, we, n = w
+        at_line_end = text.startswith("\n", we)
+        if we < end and not at_line_end:
+            half = ws + (we - ws) // 2
+            line_end = text.rfind("\n", half, we)
+            cut: int | None
+            if line_end > ws:
+                cut, at_line_end = line_end, True
+            else:
+                seps = [m.end() for m in _SEPARATOR.finditer(text, half, we)]
+                cut = seps[-1] if seps else (_name_edge(text, half, we) if _inside_name(text, we) else None)
+            if cut is not None and cut > ws:
+                m = tok.count(text[ws:cut])
+                if m <= room:
+                    we, n = cut, m
+                else:
+                    at_line_end = False
+        yield ws, we, (n if not goes_on else tok.count(CUT_MARK + text[ws:we])), goes_on
+        pos, goes_on = we, not at_line_end
 
 
 def _windows(text: str, start: int, end: int, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, int]]:

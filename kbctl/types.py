@@ -285,7 +285,9 @@ class Chunk:
     """A piece of a document sized for the embedding model.
 
     ``text`` is exactly ``Document.text[char_start:char_end]``, but for a piece of a Markdown table
-    after its first, which is preceded by the table's header lines (so that it reads alone);
+    after its first, which is preceded by the table's header lines (and its caption, marked
+    continued), a piece of a long code block (its fences) and a piece going on a line cut mid-line
+    (``…`` before it): ``kbctl.chunk``;
     ``header`` (the document title and the heading path) is put before it when embedding and
     indexing, but is not part of the cited text.
     """

@@ -29,6 +29,11 @@ DOCS = {
 }
 
 
+def _windows_before_cuts_6(*args):
+    """Session 45's cut of a sentence longer than a chunk: token windows, none marked."""
+    return ((*w, False) for w in chunk._windows(*args))
+
+
 def _rows(kb, name: str) -> dict[str, list[tuple]]:
     """Per document (its file name): its chunks' ids, spans, texts and hashes, in order, and its source hash."""
     ns = kb.namespace(name)
@@ -47,6 +52,7 @@ def test_the_next_ingest_cuts_chinese_at_its_full_stops_and_keeps_latin_chunks_a
     folder = write_folder(tmp_path, "zh", DOCS)
     with monkeypatch.context() as m:  # the splitter and the source hash before session 42
         m.setattr(chunk, "_SENTENCE_END", _SPACED_END)
+        m.setattr(chunk, "_line_windows", _windows_before_cuts_6)
         m.setattr(chunk, "SENTENCE_ENDS", "", raising=False)
         first = kb.ingest([folder], "zh", verify=False)
     assert first.documents["new"] == 2, first.to_json()
@@ -93,6 +99,7 @@ def test_after_sentences_2_the_next_ingest_cuts_at_ascii_marks_between_cjk_and_r
     folder = write_folder(tmp_path, "ask", docs)
     with monkeypatch.context() as m:  # the splitter and the source hash of session 42
         m.setattr(chunk, "_SENTENCE_END", _SENTENCES_2)
+        m.setattr(chunk, "_line_windows", _windows_before_cuts_6)
         m.setattr(chunk, "SENTENCE_ENDS", "sentences-2")
         first = kb.ingest([folder], "ask", verify=False)
     assert first.documents["new"] == 3, first.to_json()
@@ -166,7 +173,10 @@ def test_after_sentences_3_the_next_ingest_fences_every_piece_of_a_long_code_blo
 def test_after_cuts_4_a_fixed_namespace_restamps_its_code_and_tables_without_reading_them(kb, tmp_path, monkeypatch):
     """Session 45 ("cuts-5") moved only the semantic strategy's cuts (a code block or a table is a
     unit, or cut as the fixed strategy cuts it): a namespace of the fixed strategy chunked under
-    "cuts-4" reads nothing again, code and tables included; each source takes the new hash."""
+    "cuts-4" reads none of its code and tables again; each source takes the new hash. Since
+    "cuts-6" (session 46) it is read again for what that moved, as one stored under "cuts-5": here
+    code.md, for its paragraphs of one sentence (no sentence end inside, as a long line's window),
+    which come out alike (nothing embedded)."""
     from kbctl.ingest import producer
 
     docs = {
@@ -186,8 +196,59 @@ def test_after_cuts_4_a_fixed_namespace_restamps_its_code_and_tables_without_rea
     again = kb.ingest([folder], "cuts")
     assert again.verify is not None and again.verify["ok"], again.to_json()
     assert again.documents["unchanged"] == 3 and again.chunks["embedded"] == 0, again.to_json()
-    assert read == []
+    assert [u.rsplit("/", 1)[-1] for u in read] == ["code.md"]
     after = _rows(kb, "cuts")
     for name in docs:
         assert [r[1:] for r in after[name]] == [r[1:] for r in before[name]], name
         assert {r[0] for r in after[name]} != {r[0] for r in before[name]}, name
+
+
+def test_after_cuts_5_the_next_ingest_reads_again_captioned_tables_and_long_lines_and_restamps_the_rest(
+    kb, tmp_path, monkeypatch
+):
+    """Session 46 ("cuts-6"): a table's caption is repeated, marked continued, on its pieces after
+    the first; a sentence longer than a chunk is cut between names, the piece going on the line
+    opened with ``…``. A namespace chunked under "cuts-5" reads again the sources a chunk of which
+    opens with a caption over a table's header or holds no sentence end (``MOVED_SINCE["cuts-5"]``;
+    not a table's piece: its rule near its top); a table without caption and prose of whole
+    sentences are restamped."""
+    from kbctl.ingest import producer
+
+    names = ", ".join(f"Person{i} Surname{i * 7 % 13}" for i in range(300))
+    rows = "\n".join(f"| City{i:03d} | {i} |" for i in range(150))
+    docs = {
+        "names.md": "# People\n\nContributors: " + names + "\n",
+        "caption.md": "# Cities\n\nTable 3: Cities by rank\n| City | Rank |\n| --- | --- |\n" + rows + "\n",
+        "table.md": "# Cities\n\n| City | Rank |\n| --- | --- |\n" + rows + "\n",
+        "en.md": DOCS["en.md"],
+    }
+    folder = write_folder(tmp_path, "lines", docs)
+    with monkeypatch.context() as m:  # the chunker and the source hash of session 45
+        m.setattr(chunk, "_line_windows", _windows_before_cuts_6)
+        m.setattr(chunk, "_continued_head", lambda caption, head, limit, tok: (head, limit - tok.count(head) - 1))
+        m.setattr(chunk, "SENTENCE_ENDS", "cuts-5")
+        first = kb.ingest([folder], "lines", verify=False)
+    assert first.documents["new"] == 4, first.to_json()
+    before = _rows(kb, "lines")
+    read: list[str] = []
+    extract_source = producer.extract_source
+    monkeypatch.setattr(producer, "extract_source", lambda s, *a: read.append(s.uri) or extract_source(s, *a))
+
+    again = kb.ingest([folder], "lines")
+    assert again.verify is not None and again.verify["ok"], again.to_json()
+    assert again.documents["unchanged"] == 4 and again.documents["changed"] == 0, again.to_json()
+    assert sorted(u.rsplit("/", 1)[-1] for u in read) == ["caption.md", "names.md"]
+    after = _rows(kb, "lines")
+    for name in ("en.md", "table.md"):  # restamped: rows kept, chunk ids and all
+        assert [r[1:] for r in after[name]] == [r[1:] for r in before[name]], name
+        assert {r[0] for r in after[name]} != {r[0] for r in before[name]}, name
+    people = [t for _, _, _, _, t, _ in after["names.md"]]
+    assert len(people) > 2 and all(t.startswith(chunk.CUT_MARK) for t in people[1:])
+    assert not any(t.startswith(chunk.CUT_MARK) for _, _, _, _, t, _ in before["names.md"])
+    cities = [t for _, _, _, _, t, _ in after["caption.md"]]
+    assert len(cities) > 1 and all(t.startswith("Table 3: Cities by rank (continued)\n| City |") for t in cities[1:])
+    assert 0 < again.chunks["embedded"] <= len(people) + len(cities), again.to_json()
+
+    third = kb.ingest([folder], "lines", verify=False)
+    assert third.documents["unchanged"] == 4 and third.chunks["embedded"] == 0, third.to_json()
+    assert _rows(kb, "lines") == after

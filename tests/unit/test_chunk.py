@@ -54,7 +54,8 @@ def test_a_giant_word_is_split_by_tokens():
     doc = Document.from_blocks("mem://g", "", [Block(blob)], "text")
     chunks = chunk_document(doc, prof)
     assert len(chunks) > 1 and all(c.token_count <= prof.chunk.size for c in chunks)
-    assert "".join(c.text for c in chunks) == blob.rstrip("-") or "".join(c.text for c in chunks) == blob
+    joined = "".join(c.text.removeprefix("…") for c in chunks)  # a piece going on the line is marked
+    assert joined == blob.rstrip("-") or joined == blob
 
 
 def test_content_hash_changes_with_header():
@@ -419,12 +420,14 @@ def test_the_semantic_strategy_keeps_a_code_block_or_a_table_whole_or_cuts_it_as
 
 def test_since_cuts_4_only_the_semantic_strategy_reads_code_and_tables_again(tmp_path):
     """What a stored chunk of a "cuts-4" source holds when "cuts-5" may cut it otherwise: a code
-    fence or a ``|`` under the semantic strategy, nothing under the fixed one (its cuts did not move)."""
-    from kbctl.chunk import MOVED_SINCE, moved_since
+    fence or a ``|`` under the semantic strategy, nothing under the fixed one (its cuts did not move);
+    since "cuts-6", under both, what that moved (a caption over a table, a long line)."""
+    from kbctl.chunk import _CAPTIONED_TABLE, _LONG_LINE, MOVED_SINCE, moved_since
 
     semantic = moved_since(_semantic_profile(tmp_path))
     fixed = moved_since(_profile())
-    assert semantic["cuts-4"] == "(^|\n)(```|~~~)|\\|" and fixed["cuts-4"] == ""
+    assert semantic["cuts-4"] == "(^|\n)(```|~~~)|\\|" + "|" + _LONG_LINE
+    assert fixed["cuts-4"] == fixed["cuts-5"] == MOVED_SINCE["cuts-5"] == f"{_CAPTIONED_TABLE}|{_LONG_LINE}"
     assert {k: v for k, v in fixed.items() if k != "cuts-4"} == {k: v for k, v in MOVED_SINCE.items() if k != "cuts-4"}
 
 
@@ -453,3 +456,53 @@ def test_a_short_code_block_is_counted_once(tmp_path):
         tok = _CountingTokenizer(get_tokenizer(prof))
         chunk_document(doc, prof, tok, embed=lambda texts: [[1.0, float(len(t))] for t in texts])
         assert {b: tok.counted.count(b) for b in blocks} == {b: 1 for b in blocks}, prof.name
+
+
+_FIRST = ["Alice", "Bob", "Carol", "Dmitri", "Eleanor", "Fyodor", "Gwendolyn", "Hiroshi"]
+_LAST = ["Smith", "Jones", "Okonkwo", "Van der Berg", "Nakamura", "Zhou", "Fitzgerald"]
+NAMES = [f"{_FIRST[i * 5 % 8]} {_LAST[i * 3 % 7]}" for i in range(400)]
+
+
+def test_a_line_longer_than_a_chunk_is_cut_after_a_name_and_the_next_piece_is_marked(tmp_path):
+    """A sentence longer than a chunk with no sentence end (a list of names) was cut into token
+    windows: inside a name (``Okonk`` | ``wo``, ``F`` | ``yodor``), and the next piece began
+    mid-line with no mark. It is cut after a ``,`` or ``;`` (else at a space, else at a name's
+    edge), and every piece that goes on a cut line opens with ``…`` (``kbctl.chunk.CUT_MARK``)."""
+    from kbctl.chunk import CUT_MARK, iter_chunks
+    from kbctl.types import LargeDocument
+
+    for sep in (", ", "; "):
+        line = "Contributors: " + sep.join(NAMES)
+        doc = Document.from_blocks("mem://n", "N", [Block("Intro."), Block(line), Block("After.")], "text")
+        for prof in (_profile(), _profile("hash-384"), _semantic_profile(tmp_path)):
+            tok = get_tokenizer(prof)
+            chunks = chunk_document(doc, prof, tok, embed=lambda texts: [[1.0, 0.0] for _ in texts])
+            pieces = [c for c in chunks if "Smith" in c.text]
+            assert len(pieces) > 3, prof.name
+            assert not pieces[0].text.startswith(CUT_MARK)
+            for c in pieces[1:]:
+                assert c.text.startswith(CUT_MARK), (prof.name, c.text[:40])
+            for c in pieces:
+                body = c.text.removeprefix(CUT_MARK)
+                assert doc.text[c.char_start : c.char_end] == body
+                assert c.token_count <= prof.chunk.size
+                assert tok.count(c.embed_text) + tok.special_tokens <= prof.max_tokens
+                body = body.removeprefix("Intro.\n\n").removesuffix("\n\nAfter.")
+                names = body.removeprefix("Contributors: ").rstrip(sep.strip()).split(sep)
+                assert set(names) <= set(NAMES), (prof.name, body[:40], body[-40:])  # every name whole
+            spans = "".join(doc.text[c.char_start : c.char_end] + " " for c in pieces).rstrip()
+            assert spans.removeprefix("Intro.\n\n").removesuffix("\n\nAfter.") == line
+        large = LargeDocument(head=doc, chars=len(doc.text), blocks=lambda d=doc: iter(d.blocks))
+        assert [c.text for c in iter_chunks(large, _profile())] == [c.text for c in chunk_document(doc, _profile())]
+
+
+def test_a_sentence_that_fits_and_code_lines_carry_no_mark():
+    """Only a piece that goes on a line cut mid-line is marked: not one that starts a sentence, and
+    not a piece of a code block (its fence says it goes on; a ``…`` would be read as code)."""
+    from kbctl.chunk import CUT_MARK
+
+    chunks = chunk_document(Document.from_blocks("mem://l", "", [Block(LONG)], "text"), _profile())
+    assert len(chunks) > 5 and not any(CUT_MARK in c.text for c in chunks)
+    call = "x = f(" + ", ".join(f"argument_number_{i}=value_{i}" for i in range(300)) + ")"
+    _, chunks = _markdown_chunks("```python\n" + call + "\n```\n")
+    assert len(chunks) > 3 and all(c.text.startswith("```python\n") for c in chunks)

@@ -125,10 +125,56 @@ def test_a_long_markdown_table_under_a_caption_line_or_without_outer_bars_repeat
         assert len(chunks) > 3
         head = "\n".join(lines[:2])
         seen: list[list[str]] = []
+        continued = f"{lead[:-1]} (continued)\n" if lead else ""  # the caption repeated (session 46)
         for i, c in enumerate(chunks):
-            assert c.text.startswith((lead if i == 0 else "") + head + "\n"), c.text[:80]
+            above = lead if i == 0 else continued
+            assert c.text.startswith(above + head + "\n"), c.text[:80]
             assert doc.text[c.char_start : c.char_end] in c.text
-            got = _cells(c.text[len(lead) :] if i == 0 else c.text)
+            got = _cells(c.text[len(above) :])
             assert got[0] == COLUMNS
             seen += got[1:]
         assert seen == rows[1:], lead  # every row whole, once, in order
+
+
+def test_a_long_table_under_a_caption_line_repeats_its_caption_marked_continued_on_every_piece():
+    """A table under a caption line (``Table 3: …``, or a bold line) was cut with its header on
+    every piece but its caption on the first only. Every later piece opens with the caption and
+    ``(continued)``, then the header lines; within the chunk size and the model's limit."""
+    from kbctl.extract import extract
+    from kbctl.types import Source
+
+    rows = _rows(150)
+    table = markdown_table(rows)
+    head = "\n".join(table.split("\n")[:2])
+    for name in ("minilm", "hash-384"):
+        prof = _profile(name)
+        tok = get_tokenizer(prof)
+        for caption in ("Table 3: Prices by region", "**Prices by region**", "Prices by region,\nin euros:"):
+            md = f"# Prices\n\nIntro text.\n\n{caption}\n{table}\n\nAfter the table.\n"
+            (doc,) = extract(Source("file:///c/prices.md", md.encode(), "text/markdown"))
+            chunks = [c for c in chunk_document(doc, prof) if "City" in c.text]
+            assert len(chunks) > 3, name
+            assert chunks[0].text.startswith(f"{caption}\n{head}\n")
+            seen: list[list[str]] = []
+            for c in chunks[1:]:
+                assert c.text.startswith(f"{caption} (continued)\n{head}\n"), (name, c.text[:80])
+                assert doc.text[c.char_start : c.char_end] in c.text
+                assert c.token_count <= prof.chunk.size
+                assert tok.count(c.embed_text) + tok.special_tokens <= prof.max_tokens
+                seen += _cells(c.text.split("\n", caption.count("\n") + 1)[-1])[1:]
+            first = _cells(chunks[0].text.split("\n", caption.count("\n") + 1)[-1])[1:]
+            assert first + seen == rows[1:], (name, caption)  # every row whole, once, in order
+
+
+def test_a_caption_too_long_to_repeat_leaves_the_header_alone_on_later_pieces():
+    """A caption that would take more than half a piece is not repeated: the header alone, as before."""
+    from kbctl.extract import extract
+    from kbctl.types import Source
+
+    table = markdown_table(_rows(150))
+    head = "\n".join(table.split("\n")[:2])
+    caption = "Table 9: " + " ".join(f"word{i}" for i in range(55))
+    (doc,) = extract(Source("file:///c/p.md", f"{caption}\n{table}\n".encode(), "text/markdown"))
+    chunks = chunk_document(doc, _profile())
+    assert len(chunks) > 3 and chunks[0].text.startswith(caption)
+    assert all(c.text.startswith(f"{head}\n") for c in chunks[1:])
