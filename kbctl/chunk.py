@@ -2,9 +2,9 @@
 
 Structure first: a chunk never spans two sections (heading paths) or two PDF pages. Inside a
 section, paragraphs are packed greedily up to ``chunk.size`` tokens of the profile's tokenizer; a
-paragraph too long for one chunk is split into sentences, and a sentence too long into windows cut
-at a line end, after a list's ``,`` or ``;``, else between words (a word longer than half a chunk
-at token boundaries); a piece that goes on a line cut mid-line opens with ``CUT_MARK`` (``…``). A sentence ends at ``.!?`` followed by a space, at a Chinese or Japanese full stop
+paragraph too long for one chunk is split into sentences, and a sentence too long into token
+windows cut back to a line end in their second half, else, when a window ends inside a word, to
+that word's start (a word longer than half a chunk at token boundaries); a piece that goes on a line cut mid-line opens with ``CUT_MARK`` (``…``). A sentence ends at ``.!?`` followed by a space, at a Chinese or Japanese full stop
 (``UNSPACED_STOPS``) with no space needed, or at an ASCII ``?``/``!`` between CJK characters
 (``本当?次``). The chunker's revision, ``SENTENCE_ENDS`` (where it cuts: sentence ends, code blocks,
 tables; named for the sentence splitter, whose revisions came first), is part of every
@@ -91,8 +91,9 @@ _ASCII_MARK_IN_CJK = f"(?<=[!?])(?:(?<=[{CJK_LETTERS}][!?])|(?<=[{CJK_LETTERS}][
 #: semantic strategy keeps a code block or table as one unit, or cuts a longer one as the fixed
 #: strategy does (session 45, "Indented code, and code under the semantic strategy"); "cuts-6", a
 #: table's caption repeated, marked continued, on its pieces after the first, and a sentence longer
-#: than a chunk cut at a line end, after a list's separator or between words, the piece going on a
-#: line cut mid-line opened with ``CUT_MARK`` (session 46, "Chunker leftovers").
+#: than a chunk cut at a line end or between words, never inside one, the piece going on a line cut
+#: mid-line opened with ``CUT_MARK`` (session 46, "Chunker leftovers"; cutting back to a list's
+#: last ``,``/``;`` was measured and dropped: it shortened Cranfield's chunks, nDCG@10 down 0.006).
 SENTENCE_ENDS = "cuts-6"
 #: What a stored chunk holds when this chunker may cut its source otherwise than an earlier
 #: revision did (a PostgreSQL regular expression, a superset of the new ends), by that revision
@@ -162,9 +163,6 @@ class _Unit:
 
 #: What opens a piece that goes on a line of prose cut mid-line (a sentence longer than a chunk).
 CUT_MARK = "…"
-#: A list's separator (a comma or semicolon before a space; the ideographic comma and the
-#: fullwidth ones with none): a window of a long line is cut after the last in its second half.
-_SEPARATOR = re.compile(r"[,;](?=\s)|[、，；]")
 
 
 def chunk_documents(docs: Iterable[Document], profile: Profile) -> Iterator[tuple[Document, list[Chunk]]]:
@@ -703,8 +701,8 @@ def _trimmed(text: str, s: int, e: int) -> Iterator[tuple[int, int]]:
 def _line_windows(text: str, start: int, end: int, limit: int, tok: Tokenizer) -> Iterator[tuple[int, int, int, bool]]:
     """Windows of a sentence of prose longer than ``limit`` tokens (a line with no sentence end:
     a list of names), ``(start, end, tokens, goes_on)``: a window is cut back to the last line end
-    in its second half, else after the last ``,`` or ``;`` there (``_SEPARATOR``), else, when it ends
-    inside a word, to the last space or a name's edge there (``_name_edge``); only a word longer
+    in its second half, else, when it ends inside a word, to the last space or a name's edge there
+    (``_name_edge``), never back to a list's ``,`` (docs/hardening.md, "Chunker leftovers"); only a word longer
     than half a window is cut at token boundaries. A window after one cut mid-line goes on that
     line (``goes_on``): its piece opens with ``CUT_MARK``, so it leaves room for it, and its tokens
     are counted with it; one after a line end starts a line, unmarked, as a code block's piece does."""
@@ -724,8 +722,7 @@ def _line_windows(text: str, start: int, end: int, limit: int, tok: Tokenizer) -
             if line_end > ws:
                 cut, at_line_end = line_end, True
             else:
-                seps = [m.end() for m in _SEPARATOR.finditer(text, half, we)]
-                cut = seps[-1] if seps else (_name_edge(text, half, we) if _inside_name(text, we) else None)
+                cut = _name_edge(text, half, we) if _inside_name(text, we) else None
             if cut is not None and cut > ws:
                 m = tok.count(text[ws:cut])
                 if m <= room:
