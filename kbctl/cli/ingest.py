@@ -7,7 +7,7 @@ import sys
 import typer
 
 from .render import print_json
-from .state import STATE, err, warn
+from .state import STATE, err, verify_held, warn
 from .terminal import printable
 
 
@@ -82,10 +82,7 @@ def ingest(
         warn(f"{len(report.errors)} item(s) failed; see `kbctl errors -n {namespace}`")
     for w in (report.verify or {}).get("warnings", []):
         warn(w)
-    if report.verify is not None and not report.verify["ok"]:  # the run is recorded failed_verify
-        failed = [c["name"] for c in report.verify["checks"] if not c["ok"] and c["severity"] == "error"]
-        err.print(f"verify failed: {', '.join(failed)}", highlight=False)
-        raise typer.Exit(3)
+    verify_held(report.verify)  # the run is recorded failed_verify when it did not
     if report.errors and strict:
         raise typer.Exit(1)
 

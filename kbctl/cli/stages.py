@@ -7,7 +7,7 @@ import sys
 import typer
 
 from .render import print_json, print_jsonl
-from .state import STATE, info, warn
+from .state import STATE, info, verify_held, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -81,5 +81,4 @@ def store(
         warn(f"{len(report.errors)} item(s) failed; see `kbctl errors -n {namespace}`")
     for w in (report.verify or {}).get("warnings", []):
         warn(w)
-    if report.verify is not None and not report.verify["ok"]:  # the run is recorded failed_verify
-        raise typer.Exit(3)
+    verify_held(report.verify)  # the run is recorded failed_verify when it did not

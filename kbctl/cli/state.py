@@ -119,6 +119,21 @@ def confirm_delete(kind: str, name: str, question: str) -> None:
         )
 
 
+def verify_held(verify: dict | None) -> None:
+    """After an ingest's or a store's run summary: a verify stage that did not hold ends the command
+    as ``kbctl verify`` does, exit 3 with one ``error:`` line naming the checks that failed (the run
+    is recorded ``failed_verify``)."""
+    if verify is None or verify["ok"]:
+        return
+    from ..errors import CheckFailed
+
+    failed = [c["name"] for c in verify["checks"] if not c["ok"] and c["severity"] == "error"]
+    raise CheckFailed(
+        f"verify of namespace {verify['namespace']!r} failed: {', '.join(failed)}",
+        hint="each check's detail is in the run summary on stdout (--json: verify.checks); `kbctl verify -n NS` runs it again",
+    )
+
+
 def warn(msg: str) -> None:
     """A warning line on stderr; ``msg`` is data (a file name, a stored title): printed inert, no markup read."""
     if not STATE.quiet:

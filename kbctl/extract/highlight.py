@@ -11,7 +11,7 @@ import io
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import ExtractError
+from ..errors import ExtractError, UsageError
 
 __all__ = ["render_highlight"]
 
@@ -44,5 +44,11 @@ def render_highlight(pdf: bytes, boxes: Sequence[Sequence[float]], out: Path, *,
     x0, top = min(b[0] for b in mine), min(b[1] for b in mine)
     x1, bottom = max(b[2] for b in mine), max(b[3] for b in mine)
     draw.rectangle((x0 - 5, top - 5, x1 + 5, bottom + 5), outline=(220, 0, 0, 255), width=3)
-    Image.alpha_composite(image, layer).convert("RGB").save(out, "PNG")
+    try:
+        Image.alpha_composite(image, layer).convert("RGB").save(out, "PNG")
+    except OSError as e:  # a folder that is not there, a folder given as the file, no permission
+        raise UsageError(
+            f"--highlight {out}: cannot write ({e.strerror or e})",
+            hint="give a PNG file's path in a folder that exists and may be written",
+        ) from None
     return {"page": page_no, "width": image.width, "height": image.height, "boxes": len(mine), "path": str(out)}

@@ -140,3 +140,25 @@ def test_show_writes_a_section_path_as_the_citation_does(cli, tmp_path):
     # the JSON carries the path as a list, never as one joined string
     as_json = json.loads(cli("show", str(hit["chunk_id"]), "-n", "sect", "--json", check=True).stdout)
     assert as_json["heading_path"] == path
+
+
+def test_show_highlight_to_a_path_it_cannot_write_is_one_line_not_a_traceback(cli, tmp_path):
+    """``kbctl show CHUNK --highlight /no/such/dir/x.png`` (or a folder, or a file it may not write)
+    ended in PIL's ``FileNotFoundError`` traceback, after the page was rendered."""
+    import json
+
+    from tests.unit.test_citations import _pdf
+
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(_pdf())
+    cli("-p", "hash-384", "ingest", str(pdf), "-n", "cite", check=True)
+    found = json.loads(cli("search", "ARC-2291", "-n", "cite", "--mode", "lexical", "--json", check=True).stdout)
+    chunk = str(found["hits"][0]["chunk_id"])
+    for out in (tmp_path / "no" / "such" / "hit.png", tmp_path):
+        p = cli("show", chunk, "-n", "cite", "--highlight", str(out))
+        err = p.stderr.decode()
+        assert p.returncode == 2 and "Traceback" not in err, err
+        lines = err.splitlines()
+        assert len(lines) == 2 and lines[0].startswith("error: --highlight ") and str(out) in lines[0], err
+        assert "cannot write" in lines[0] and lines[1].startswith("hint: "), err
+        assert p.stdout == b""

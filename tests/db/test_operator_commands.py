@@ -226,3 +226,36 @@ def test_runs_shows_the_counts_in_the_order_every_other_output_has(docs, cli):
     counts = _json(cli("runs", "-n", "docs", "--json"))[0]["counts"]
     assert list(counts["documents"]) == ["new", "changed", "unchanged", "removed", "failed"]
     assert list(counts["chunks"]) == ["embedded", "reused", "deleted"]
+
+
+def test_an_ingest_whose_verify_fails_says_why_as_kbctl_verify_does(docs, cli, kb, tmp_path):
+    """An ingest whose verify stage failed ended with ``verify failed: counts`` on stderr and exit
+    3: no ``error:`` line (README: "one `error:` line on stderr says which checks failed"), so a
+    cron job's log grepped for errors missed it. It now ends as ``kbctl verify`` does: its summary
+    on stdout, then the same ``error:`` line and hint."""
+    conn = kb.connection()
+    with conn.transaction():  # a document now declares a chunk it does not have
+        conn.execute("UPDATE kbctl.documents SET chunk_count = chunk_count + 1")
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "billing.md").write_text("# Billing\n\nInvoices are sent on the first of the month.\n")
+    p = cli("ingest", str(more), "-n", "docs", "--json")
+    err = p.stderr.decode()
+    assert p.returncode == 3 and "Traceback" not in err, err
+    assert json.loads(p.stdout)["verify"]["ok"] is False  # the summary stays on stdout
+    assert [ln for ln in err.splitlines() if ln.startswith("error: ")] == [
+        "error: verify of namespace 'docs' failed: counts"
+    ], err
+    assert err.splitlines()[-1].startswith("hint: "), err
+    assert _json(cli("runs", "-n", "docs", "--json"))[0]["status"] == "failed_verify"
+    # `kbctl store` at the end of the pipe exited 3 with nothing said at all
+    (more / "billing.md").write_text("# Billing\n\nInvoices are sent on the second of the month.\n")
+    records = cli("fetch", str(more), check=True).stdout
+    for stage in (("extract",), ("chunk", "-n", "docs"), ("embed", "-n", "docs")):
+        records = cli(*stage, input=records, check=True).stdout
+    p = cli("store", "-n", "docs", input=records)
+    err = p.stderr.decode()
+    assert p.returncode == 3 and json.loads(p.stdout)["verify"]["ok"] is False, err
+    assert [ln for ln in err.splitlines() if ln.startswith("error: ")] == [
+        "error: verify of namespace 'docs' failed: counts"
+    ], err
