@@ -4,7 +4,7 @@ With ``[server] url`` (or ``KBCTL_SERVER``) set, ``kbctl search`` asks the runni
 (``kbctl.server.client``, urllib only) and prints what the CLI would print, without importing
 typer, ``kbctl.api``, psycopg or numpy: the process costs the interpreter, ``kbctl.config`` and one
 request. Only a search whose every argument is understood here takes this path; anything else
-(``--help``, ``--as``, ``--format context``, ``--explain`` as a table, an option typer would reject,
+(``--help``, ``--as``, ``--format context``, two output formats, ``--explain`` as a table, an option typer would reject,
 a store named by ``--dsn`` or ``--home``, no server configured, a server that cannot answer) runs the normal CLI (``kbctl.cli.main``), which
 searches in-process exactly as it would have (with a warning when a configured server is down).
 """
@@ -15,7 +15,7 @@ import contextlib
 import sys
 from typing import Any
 
-from .search_spec import SEARCH_OPTIONS, render, search_arguments, unused_options
+from .search_spec import SEARCH_OPTIONS, output_formats, render, search_arguments, unused_options
 from .terminal import fit_stdout, flush_stdout
 
 __all__ = ["main", "parse_search"]
@@ -143,8 +143,11 @@ def parse_search(argv: list[str]) -> dict[str, Any]:
         raise _Declined
     if any(opts.get(o) is not None and opts[o] < 1 for o in ("ef_search", "budget")):  # typer's range errors
         raise _Declined
-    fmt = "json" if opts["json"] else ("jsonl" if opts["jsonl"] else opts.get("format", "table"))
-    if fmt not in _FORMATS or (fmt == "table" and opts["explain"]):  # the lanes table: kbctl.cli.search
+    formats = output_formats(opts)
+    fmt = formats[0]
+    if (
+        len(formats) > 1 or fmt not in _FORMATS or (fmt == "table" and opts["explain"])
+    ):  # the lanes table: kbctl.cli.search
         raise _Declined
     return {
         "config": glob.get("config"),

@@ -7,7 +7,15 @@ from typing import Any
 
 import typer
 
-from .search_spec import DEFAULT_BUDGET, FORMATS, SEARCH_OPTIONS, render, search_arguments, unused_options
+from .search_spec import (
+    DEFAULT_BUDGET,
+    FORMATS,
+    SEARCH_OPTIONS,
+    output_formats,
+    render,
+    search_arguments,
+    unused_options,
+)
 from .state import STATE
 
 
@@ -20,10 +28,20 @@ def search(**params: Any) -> None:
     from ..server.client import forward_search
 
     p = params
-    if p["fmt"] not in FORMATS:  # before the store opens or a model loads
+    if p["fmt"] is not None and p["fmt"] not in FORMATS:  # before the store opens or a model loads
         from ..errors import UsageError
 
         raise UsageError(f"unknown --format {p['fmt']!r}", hint="use one of: " + ", ".join(FORMATS))
+    formats = output_formats({"json": p["json_"], "jsonl": p["jsonl"], "format": p["fmt"]})
+    if len(formats) > 1:
+        from ..errors import UsageError
+
+        flags = {"json": p["json_"], "jsonl": p["jsonl"]}
+        asked = [f"--{f}" if flags.get(f) else f"--format {f}" for f in formats]
+        raise UsageError(
+            f"{' and '.join(asked)} ask for two outputs",
+            hint="give one: --json, --jsonl or --format " + "|".join(FORMATS),
+        )
     kb = STATE.kb()
     options = search_arguments(p, kb.principal(p["as_"], p["group"]))
     # the running server at [server] url answers when there is one (a warm process: no model load);
@@ -33,7 +51,7 @@ def search(**params: Any) -> None:
     result = None if named_store else forward_search(kb.settings, p["query"], p["namespace"], options)
     if result is None:
         result = kb.search(p["query"], p["namespace"], **options)
-    fmt = "json" if p["json_"] else ("jsonl" if p["jsonl"] else p["fmt"])
+    fmt = formats[0]
     budget = DEFAULT_BUDGET if p["budget"] is None else p["budget"]
     render(
         result,

@@ -20,6 +20,7 @@ __all__ = [
     "FORMATS",
     "DEFAULT_BUDGET",
     "search_arguments",
+    "output_formats",
     "unused_options",
     "render",
 ]
@@ -90,7 +91,7 @@ SEARCH_OPTIONS: tuple[SearchOption, ...] = (
     SearchOption("explain", ("--explain",), bool, False, "Show each hit's rank and score in every lane."),
     SearchOption("json_", ("--json",), bool, False, "One JSON object on stdout.", key="json"),
     SearchOption("jsonl", ("--jsonl",), bool, False, "One JSON object per hit on stdout."),
-    SearchOption("fmt", ("--format",), str, "table", " | ".join(FORMATS) + ".", key="format"),
+    SearchOption("fmt", ("--format",), str | None, None, " | ".join(FORMATS) + " (default: table).", key="format"),
     SearchOption(
         "budget",
         ("--budget",),
@@ -134,12 +135,28 @@ def search_arguments(values: dict[str, Any], principal: Any = None) -> dict[str,
     return {arg: values.get(name, defaults[name]) for name, arg in _ARGUMENTS.items()} | {"principal": principal}
 
 
+def output_formats(values: dict[str, Any]) -> list[str]:
+    """The output formats asked for (by option name: ``--json``, ``--jsonl``, ``--format``), each
+    once, in that order; none asked is the table. More than one disagree (``--json --jsonl``):
+    both paths refuse that rather than drop one without a word."""
+    asked = [f for f in ("json", "jsonl") if values.get(f)]
+    if values.get("format") is not None:
+        asked.append(values["format"])
+    return list(dict.fromkeys(asked)) or ["table"]
+
+
 def unused_options(values: dict[str, Any], fmt: str) -> list[str]:
     """Notes on options given (by option name) that the output ``fmt`` does not use: dropped
     without a word, they looked as if they had applied (``--budget 300 --json``)."""
+    notes = []
     if values.get("budget") is not None and fmt != "context":
-        return [f"--budget applies to --format context only; the {fmt} output took none"]
-    return []
+        notes.append(f"--budget applies to --format context only; the {fmt} output took none")
+    if values.get("explain") and fmt in ("markdown", "context"):
+        notes.append(
+            f"--explain shows each lane's rank and score in the table; the {fmt} output took none"
+            " (--json and --jsonl hold them in each hit's lanes)"
+        )
+    return notes
 
 
 def render(

@@ -166,6 +166,45 @@ def test_a_budget_without_the_context_format_is_noted(billing, fmt):
         assert plain.stdout == p.stdout
 
 
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        ("--json", "--jsonl"),
+        ("--json", "--format", "markdown"),
+        ("--jsonl", "--format", "context"),
+        ("--format", "table", "--json"),
+    ],
+)
+def test_two_output_formats_that_disagree_are_a_usage_error(billing, fmt):
+    """``--json --jsonl`` or ``--json --format markdown``: one of them was dropped without a word
+    (``--json`` won), so a script that asked for JSON lines got one JSON object. Two formats that
+    disagree are now a usage error naming both (exit 2, nothing on stdout); ones that agree
+    (``--json --format json``) are one format, as before."""
+    p = billing("search", "refund policy", "-n", "bill", *fmt)
+    err = p.stderr.decode()
+    assert p.returncode == 2 and p.stdout == b"" and "Traceback" not in err, err
+    lines = err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), err
+    assert all(f in lines[0] for f in fmt if f.startswith("--json")), err
+    p = billing("search", "refund policy", "-n", "bill", "--json", "--format", "json")
+    assert p.returncode == 0 and json.loads(p.stdout)["hits"], p.stderr.decode()
+    p = billing("search", "refund policy", "-n", "bill", "--jsonl", "--format", "jsonl")
+    assert p.returncode == 0 and all(json.loads(ln)["chunk_id"] for ln in p.stdout.splitlines()), p.stderr.decode()
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "context"])
+def test_explain_with_an_output_that_cannot_show_lanes_is_noted(billing, fmt):
+    """``--explain --format markdown`` (or context) printed what the format prints without the
+    lanes, and not a word (as ``--budget`` with another format was): now a note says where the
+    lanes are, and the output is unchanged."""
+    p = billing("search", "refund policy", "-n", "bill", "--format", fmt, "--explain")
+    assert p.returncode == 0, p.stderr.decode()
+    notes = [ln for ln in p.stderr.decode().splitlines() if "--explain" in ln]
+    assert len(notes) == 1 and notes[0].startswith("note: ") and fmt in notes[0], p.stderr.decode()
+    plain = billing("search", "refund policy", "-n", "bill", "--format", fmt)
+    assert plain.stdout == p.stdout and b"--explain" not in plain.stderr
+
+
 def test_a_rerank_without_a_reranker_is_said_once(support):
     """``--rerank`` on a profile with no reranker model: a WARNING log line and the note said the
     same thing twice on stderr; the note (also in --json's ``notes``) is enough."""

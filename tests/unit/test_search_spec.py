@@ -46,6 +46,23 @@ def test_the_fast_path_takes_or_declines_each_declared_option(o):
         assert parsed["query"] == "q" and parsed["namespace"] == ["ns"] + (["json"] if o.name == "namespace" else [])
 
 
+@pytest.mark.parametrize(
+    "fmt", [["--json", "--jsonl"], ["--json", "--format", "markdown"], ["--jsonl", "--format", "json"]]
+)
+def test_the_fast_path_leaves_two_output_formats_that_disagree_to_the_cli(fmt):
+    """The CLI refuses them with a usage error; the fast path took ``--json`` and dropped the other."""
+    with pytest.raises(_Declined):
+        parse_search(["search", "q", "-n", "ns", *fmt])
+    assert parse_search(["search", "q", "-n", "ns", "--json", "--format", "json"])["format"] == "json"
+
+
+def test_the_fast_path_notes_explain_in_markdown():
+    assert any(
+        "--explain" in n
+        for n in parse_search(["search", "q", "-n", "ns", "--explain", "--format", "markdown"])["notes"]
+    )
+
+
 def test_both_paths_pass_the_same_search_arguments():
     parsed = parse_search(["search", "q", "-n", "ns", "-k", "3", "-f", "a=b", "--no-rerank", "--prf", "off"])
     typer_values = {o.param: o.default for o in SEARCH_OPTIONS if o.default is not ...}
