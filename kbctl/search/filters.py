@@ -76,6 +76,7 @@ from ..types import Filter, quote_value
 __all__ = ["Filter", "check_text", "parse_filter", "parse_filters", "quote_value"]
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+_KEY_HINT = "a key starts with a letter or _, then ASCII letters, digits, _ . - (64 characters at most)"
 # What a comparison reads as a number (``kbctl.store.filters`` compares it as one): it must be finite.
 _NUMERIC = re.compile(r"^[+-]?((\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?|nan|inf|infinity)$", re.IGNORECASE | re.ASCII)
 _FORM = re.compile(r"^\s*(?P<key>[^\s=!<>~]+)\s*(?P<op>!=|>=|<=|=|>|<|~|\s+in\s+)\s*(?P<value>.*?)\s*$")
@@ -113,14 +114,14 @@ def parse_filter(text: str) -> Filter:
     bare = _BARE.match(text)
     if bare:
         if not _KEY.match(bare.group("key")):
-            raise UsageError(f"invalid filter key {echo(bare.group('key'))}", hint="keys are letters, digits, _ . -")
+            raise UsageError(f"invalid filter key {echo(bare.group('key'))}", hint=_KEY_HINT)
         return Filter(bare.group("key"), "!exists" if bare.group("not") else "exists", "")
     m = _FORM.match(text)
     if not m:
         raise UsageError(f"cannot read filter {echo(text)}", hint=_SYNTAX)
     key, op, value = m.group("key"), m.group("op").strip(), m.group("value")
     if not _KEY.match(key):
-        raise UsageError(f"invalid filter key {echo(key)}", hint="keys are letters, digits, _ . -")
+        raise UsageError(f"invalid filter key {echo(key)}", hint=_KEY_HINT)
     if op == "in":
         items = _items(text, value)
         if not items or any(v is None for v in items):

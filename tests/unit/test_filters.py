@@ -75,6 +75,16 @@ def test_a_malformed_filter_says_how_to_write_it(text, hint):
     assert hint in (e.value.hint or ""), (text, e.value.message, e.value.hint)
 
 
+@pytest.mark.parametrize("text", ["1st=x", "1st", "!9lives", "a" * 65 + "=x", "título=x", "-x>=1"])
+def test_a_key_refused_says_what_a_key_is(text):
+    """``-f 1st=x`` was refused with the hint "keys are letters, digits, _ . -", which ``1st`` is:
+    a key also starts with a letter or ``_`` and holds 64 characters at most, and the hint says so."""
+    with pytest.raises(UsageError) as e:
+        parse_filter(text)
+    assert e.value.message.startswith("invalid filter key"), e.value.message
+    assert "starts with a letter or _" in (e.value.hint or "") and "64" in (e.value.hint or ""), e.value.hint
+
+
 @pytest.mark.parametrize(
     "text, meant",
     [
