@@ -87,6 +87,28 @@ def local_workers(
     return n, warnings
 
 
+def queue_options(
+    *, workers: int | None = None, lease: float | None = None, poll: float | None = None, batch: int | None = None
+) -> None:
+    """The work queue's options (``kbctl ingest --workers``, ``kbctl worker``), each checked on its
+    own: the first out of range is a UsageError naming it and its value."""
+    if workers is not None and workers < 0:
+        raise UsageError(
+            f"--workers must be 0 or more, got {workers}",
+            hint="--workers N starts N local workers; --workers 0 queues the run for `kbctl worker`s started elsewhere",
+        )
+    for flag, seconds in (("--lease", lease), ("--poll", poll)):
+        if seconds is not None and not 0 < seconds <= MAX_LEASE:
+            raise UsageError(
+                f"{flag} must be in (0, {MAX_LEASE:g}] seconds, got {seconds:g}",
+                hint=f"give {flag} a number of seconds above 0, at most {MAX_LEASE:g} (a day)",
+            )
+    if batch is not None and batch < 1:
+        raise UsageError(
+            f"--batch must be at least 1, got {batch}", hint="--batch is how many items a worker claims at a time"
+        )
+
+
 def _mb(n: int) -> str:
     return f"{n / 2**20:,.0f} MB"
 
@@ -211,8 +233,7 @@ class Ingestion(Part):
             )
         if "-" in req.targets:
             raise UsageError("stdin cannot be shared by workers", hint="ingest stdin without --workers")
-        if workers < 0 or not 0 < lease <= MAX_LEASE:
-            raise UsageError(f"--workers must be 0 or more and --lease in (0, {MAX_LEASE:g}] seconds")
+        queue_options(workers=workers, lease=lease)
 
         if workers:  # refused before the run opens when not even one fits
             free, limit = free_connections(conn)
@@ -291,8 +312,7 @@ class Ingestion(Part):
         from ..sources.options import FetchOptions
         from ..store import queue
 
-        if not (0 < lease <= MAX_LEASE and 0 < poll <= MAX_LEASE) or batch < 1:
-            raise UsageError(f"--lease and --poll must be in (0, {MAX_LEASE:g}] seconds and --batch at least 1")
+        queue_options(lease=lease, poll=poll, batch=batch)
         conn = self._conn()
         fetch_opts = FetchOptions.from_config(self.settings.fetch)
         extract_opts = ExtractOptions.from_config(self.settings.extract)

@@ -189,6 +189,30 @@ def test_a_lease_that_is_not_a_sane_number_of_seconds_is_a_usage_error(docs, cli
     assert "--lease" in line, line
 
 
+@pytest.mark.parametrize(
+    "args, named, value",
+    [
+        (("ingest", "{d}", "-n", "docs", "--workers", "-1"), "--workers", "-1"),
+        (("ingest", "{d}", "-n", "docs", "--workers", "1", "--lease", "0"), "--lease", "0"),
+        (("worker", "-n", "docs", "--lease", "0", "--exit-idle"), "--lease", "0"),
+        (("worker", "-n", "docs", "--poll", "-2", "--exit-idle"), "--poll", "-2"),
+        (("worker", "-n", "docs", "--batch", "0", "--exit-idle"), "--batch", "0"),
+    ],
+)
+def test_a_work_queue_option_out_of_range_is_named_with_its_value_and_a_hint(docs, cli, tmp_path, args, named, value):
+    """``--workers -1`` said "--workers must be 0 or more and --lease in (0, 86400] seconds" and
+    ``kbctl worker --batch 0`` "--lease and --poll must be in … and --batch at least 1": every bound
+    at once, not which option was out of range nor its value, and no hint line."""
+    d = tmp_path / "more"
+    d.mkdir()
+    (d / "a.md").write_text("# A\n\nA file for the workers.\n")
+    error, hint = _refusal_with_hint(cli(*(a.format(d=d) for a in args)))
+    assert error.startswith(f"error: {named} ") and error.endswith(f"got {value}"), error
+    others = {"--workers", "--lease", "--poll", "--batch"} - {named}
+    assert not [o for o in others if o in error], error
+    assert named in hint, hint
+
+
 def test_an_extractors_own_complaint_about_a_recorded_item_stays_off_stderr(cli_process, tmp_path):
     """A page of scripts only is a recorded item ("empty document"); trafilatura also logged
     "WARNING trafilatura.core: discarding data: None" for it, a second line of its own on stderr
