@@ -9,6 +9,7 @@ import typer
 from ..types import place
 from .render import print_json
 from .state import STATE, info
+from .terminal import printable
 
 
 def register(app: typer.Typer) -> None:
@@ -31,9 +32,10 @@ def show(
         print_json(c)
         return
     where = place(c["page"], c["heading_path"])  # as the hit's citation writes it (kbctl.types.place)
-    typer.echo(f"{c['title']} — {c['uri']}" + (f" ({where})" if where else ""))
+    # stored text is data: its control characters are shown as escapes, never acted on (as search does)
+    typer.echo(printable(f"{c['title']} — {c['uri']}" + (f" ({where})" if where else ""), keep=""))
     typer.echo("")
-    typer.echo(c["text"])
+    typer.echo(printable(c["text"]))
     if c.get("highlight"):
         h = c["highlight"]
         info(f"wrote {h['path']}: page {h['page']}, {h['boxes']} line(s) boxed")

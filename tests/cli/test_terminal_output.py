@@ -66,6 +66,22 @@ def test_ingest_runs_errors_and_namespaces_print_inert(hostile, cli):
     assert "empty" in p.stdout.decode()
 
 
+def test_show_prints_stored_text_inert_and_its_json_exact(hostile, cli):
+    """``kbctl show CHUNK`` wrote the chunk's title, section and text as stored: a terminal acted
+    on their escape sequences (a window title set, colours, text reversed by U+202E), where
+    ``search`` prints them inert. ``--json`` keeps them exact."""
+    hit = json.loads(cli("search", "platypus", "-n", "evil", "--json", env=hostile["env"], check=True).stdout)["hits"][
+        0
+    ]
+    p = cli("show", str(hit["chunk_id"]), "-n", "evil", env=hostile["env"], check=True)
+    text = _inert(p)
+    assert "platypus body" in text and "[red]boom[/red]" in text
+    p = cli("show", str(hit["chunk_id"]), "-n", "evil", "--json", env=hostile["env"], check=True)
+    _inert(p)
+    shown = json.loads(p.stdout)
+    assert shown["title"] == f"Title {EVIL}" and EVIL in shown["text"] and shown["heading_path"] == [f"Heading {EVIL}"]
+
+
 @pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
 def test_a_terminal_that_is_not_utf8_gets_every_output_without_a_traceback(cli_process, tmp_path, encoding):
     """A locale of another encoding (``LANG=en_US.ISO-8859-1``; ``PYTHONIOENCODING`` says the same
