@@ -304,6 +304,10 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     run = _Lanes(depth=_lane_depth(plan))
     if opts.prf in ("hybrid", "rescore") and mode != "hybrid":  # asked for, not the profile's default
         run.notes.append(f"--prf {opts.prf} applies to hybrid searches only; this {mode} search took no feedback")
+    if opts.fusion is not None and mode != "hybrid":  # one lane: nothing to fuse
+        run.notes.append(f"--fusion {opts.fusion} applies to hybrid searches only; this {mode} search fused nothing")
+    if opts.ef_search is not None and mode == "lexical":
+        run.notes.append("--ef-search applies to the dense lane; this lexical search took none")
     # In hybrid mode the dense lane starts on a worker thread (the model releases the GIL; the
     # HNSW scan runs on the side connection) while the lexical lane runs here.
     pending = (

@@ -146,6 +146,26 @@ def test_feedback_asked_of_a_one_lane_search_is_noted(billing, mode):
     assert "prf" in json.loads(p.stdout)["details"]
 
 
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (("--mode", "lexical", "--fusion", "rrf"), "--fusion"),
+        (("--mode", "dense", "--fusion", "convex"), "--fusion"),
+        (("--mode", "lexical", "--ef-search", "300"), "--ef-search"),
+    ],
+)
+def test_an_option_of_a_lane_the_search_did_not_run_is_noted(billing, args, option):
+    """``--fusion rrf --mode lexical`` (one lane: nothing to fuse) or ``--ef-search 300 --mode
+    lexical`` (no dense lane) were dropped without a word, as ``--prf`` on one lane was: now a
+    note says so; a hybrid search takes them with no such note."""
+    p = billing("search", "refund policy", "-n", "bill", *args, "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    notes = [n for n in json.loads(p.stdout)["notes"] if option in n]
+    assert len(notes) == 1 and args[1] in notes[0], json.loads(p.stdout)["notes"]
+    p = billing("search", "refund policy", "-n", "bill", "--mode", "hybrid", *args[2:], "--json")
+    assert not [n for n in json.loads(p.stdout)["notes"] if option in n], json.loads(p.stdout)["notes"]
+
+
 @pytest.mark.parametrize("fmt", [(), ("--json",), ("--jsonl",), ("--format", "markdown")])
 def test_a_budget_without_the_context_format_is_noted(billing, fmt):
     """``--budget 300`` without ``--format context`` was dropped without a word (as ``--prf`` on one
