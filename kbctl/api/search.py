@@ -208,7 +208,8 @@ class Retriever:
 
 
 def _names(namespaces: Any) -> list[str]:
-    """One namespace's name, or a list of them; anything else is a UsageError (a string is one name)."""
+    """One namespace's name, or a list of them, each once (in the order first given: ``-n a -n a`` is
+    ``a``); anything else is a UsageError (a string is one name)."""
     names = [namespaces] if isinstance(namespaces, str) else namespaces
     if isinstance(names, (bytes, bytearray, Mapping)) or not isinstance(names, Iterable):
         names = None
@@ -218,7 +219,7 @@ def _names(namespaces: Any) -> list[str]:
             f"a namespace is given by its name (a string, or a list of them), got {echo(namespaces)}",
             hint="pass namespace='billing_kb' or ['billing_kb', 'tech_kb']",
         )
-    return names
+    return list(dict.fromkeys(names))
 
 
 def _id(kind: str, value: Any) -> int:

@@ -53,3 +53,15 @@ def test_a_document_read_takes_one_namespace_as_a_string(kb, tmp_path):
     kb.ingest([write_folder(tmp_path, "billing", DOCS)], "billing", verify=False)
     hit = kb.search("refunds", "billing").hits[0]
     assert kb.document(hit.doc_id, "billing")["doc_id"] == hit.doc_id == kb.document(hit.doc_id, ["billing"])["doc_id"]
+
+
+def test_a_namespace_named_twice_is_searched_and_reported_once(kb, tmp_path):
+    """``kbctl search -n a -n a`` (``kb.search(q, ["a", "a"])``) searched ``a`` once but reported
+    ``"namespace": ["a", "a"]``: a name given twice is one namespace, in the order first given."""
+    kb.ingest([write_folder(tmp_path, "a", {"x.md": "# Refunds\n\nRefunds take five days."})], "a", verify=False)
+    kb.ingest([write_folder(tmp_path, "b", {"y.md": "# Shipping\n\nShipping takes two days."})], "b", verify=False)
+    twice = kb.search("refunds", ["a", "a"])
+    assert twice.namespaces == ("a",) and [h.chunk_id for h in twice.hits] == [
+        h.chunk_id for h in kb.search("refunds", "a").hits
+    ]
+    assert kb.search("days", ["b", "a", "b"]).namespaces == ("b", "a")
