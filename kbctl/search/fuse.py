@@ -96,7 +96,11 @@ def _rrf(lanes: Mapping[str, Sequence[LaneHit]], k: int, *, by_document: bool) -
 
 
 def _convex(lanes: Mapping[str, Sequence[LaneHit]], w: float) -> dict[str, dict[Key, float]]:
-    """The lane's weight times its min-max normalised score."""
+    """The lane's weight times its min-max normalised score.
+
+    A lane whose hits all score alike (one hit, or a tie) has no worst: each is its best (1), not
+    its worst (0), which would weigh a lane's only find like a lane that missed it.
+    """
     weights = {"dense": w, "lexical": 1.0 - w}
     out: dict[str, dict[Key, float]] = {}
     for name, hits in lanes.items():
@@ -104,7 +108,7 @@ def _convex(lanes: Mapping[str, Sequence[LaneHit]], w: float) -> dict[str, dict[
         if not hits:
             continue
         lo, hi = min(h.score for h in hits), max(h.score for h in hits)
-        span = (hi - lo) or 1.0
+        weight = weights.get(name, 0.5)
         for h in hits:
-            lane[(h.namespace_id, h.chunk_id)] = weights.get(name, 0.5) * (h.score - lo) / span
+            lane[(h.namespace_id, h.chunk_id)] = weight * ((h.score - lo) / (hi - lo) if hi > lo else 1.0)
     return out

@@ -82,3 +82,19 @@ def test_convex_weights_the_lanes():
 def test_unknown_fusion_is_a_usage_error():
     with pytest.raises(UsageError):
         fuse({"lexical": lane((1, 1, 1.0)), "dense": lane((1, 1, 1.0))}, method="borda")
+
+
+def test_a_lane_with_one_hit_counts_it_as_its_best():
+    # Only document 20 holds the query's word: the lexical lane's one hit is its best, not its worst
+    # (min-max over one score used to give it 0, as if the lane had missed it).
+    lexical = lane((2, 20, 4.2))
+    dense = lane((1, 10, 0.9), (2, 20, 0.5), (3, 30, 0.1))
+    fused = fuse({"lexical": lexical, "dense": dense}, method="convex", dense_weight=0.5)
+    assert order(fused)[0] == 2
+    assert dict(fused)[(NS, 2)] == pytest.approx(0.5 + 0.5 * 0.5)
+
+
+def test_convex_hits_tied_in_a_lane_all_count_as_its_best():
+    lexical = lane((1, 10, 2.0), (2, 20, 2.0))
+    dense = lane((1, 10, 0.7), (2, 20, 0.7))
+    assert dict(fuse({"lexical": lexical, "dense": dense}, method="convex")) == {(NS, 1): 1.0, (NS, 2): 1.0}
