@@ -31,6 +31,7 @@ from .sections import (
     ACL_DEFAULTS,
     ACL_ENTRY,
     AGENT_KEYS,
+    AGENT_TOOLS,
     NAMESPACE_KEYS,
     AccessSettings,
     AgentSettings,
@@ -79,5 +80,6 @@ __all__ = [
     "ACL_DEFAULTS",
     "ACL_ENTRY",
     "AGENT_KEYS",
+    "AGENT_TOOLS",
     "NAMESPACE_KEYS",
 ]

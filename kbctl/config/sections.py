@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..errors import ConfigError
+from .. import validate
+from ..errors import ConfigError, KbctlError
+from ..types import Principal
 from .tables import check_positive, check_range, one_of, suggest
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "AgentSettings",
     "NAMESPACE_KEYS",
     "AGENT_KEYS",
+    "AGENT_TOOLS",
     "ACL_DEFAULTS",
     "ACL_ENTRY",
 ]
@@ -269,6 +272,15 @@ class NamespaceSettings:
 # ``[agents.NAME]``: what an agent reaching kbctl through ``kbctl mcp`` / ``kbctl serve`` may use
 # (``kbctl.server.agents``): its namespaces and tools (empty: all), default k and token budget
 # (0: the server's), the tenant it searches (empty: the server's) and who it searches as.
+AGENT_TOOLS = (
+    "search_knowledge",
+    "verify_claim",
+    "research_topic",
+    "get_document",
+    "list_namespaces",
+    "record_feedback",
+)
+
 AGENT_KEYS: dict[str, type] = {
     "namespaces": list,
     "tools": list,
@@ -295,8 +307,9 @@ class AgentSettings:
     description: str = ""
 
     @classmethod
-    def from_table(cls, where: str, dotted: str, value: Any) -> AgentSettings:
-        """The agent table ``dotted`` (``agents.NAME``) of ``where``; a ConfigError naming what is wrong."""
+    def from_table(cls, where: str, dotted: str, value: Any, server: ServerSettings | None = None) -> AgentSettings:
+        """The agent table ``dotted`` (``agents.NAME``) of ``where``; a ConfigError naming what is
+        wrong. With ``server`` (the merged settings'), its values too, within the server's limits."""
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: [{dotted}] must be a table", key=dotted)
         for k, v in value.items():
@@ -315,4 +328,55 @@ class AgentSettings:
                     key=f"{dotted}.{k}",
                 )
         values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
-        return cls(**values)
+        agent = cls(**values)
+        if server is not None:
+            agent._check(where, dotted, server)
+        return agent
+
+    def _check(self, where: str, dotted: str, server: ServerSettings) -> None:
+        """What the server would refuse on every request of the agent, refused when the file is read."""
+        unknown = [t for t in self.tools if t not in AGENT_TOOLS]
+        if unknown:
+            raise ConfigError(
+                f"{where}: {dotted}.tools: unknown tool {unknown[0]!r}",
+                hint=f"tools: {', '.join(AGENT_TOOLS)}",
+                key=f"{dotted}.tools",
+            )
+        for key, value, most, limit in (
+            ("k", self.k, server.max_k, "max_k"),
+            ("budget", self.budget, server.max_budget, "max_budget"),
+        ):
+            if not 0 <= value <= most:
+                raise ConfigError(
+                    f"{where}: {dotted}.{key} must be in 0..{most}, got {value}",
+                    hint=f"0 (or no {key}): the default; at most [server] {limit} ({most})",
+                    key=f"{dotted}.{key}",
+                )
+        try:
+            Principal.parse(self.principal or None, self.groups)
+        except ValueError as e:
+            key = "principal" if self.principal and not _principal_ok(self.principal) else "groups"
+            raise ConfigError(
+                f"{where}: {dotted}.{key}: {e}",
+                hint='principal = "user:ID" (or "ID"), groups = ["NAME", …] (or "group:NAME")',
+                key=f"{dotted}.{key}",
+            ) from None
+        for key, names, kind in (
+            ("tenant", (self.tenant,) if self.tenant else (), "tenant"),
+            ("namespaces", self.namespaces, "namespace"),
+        ):
+            for name in names:
+                try:
+                    validate.name(kind, name)
+                except KbctlError as e:
+                    raise ConfigError(
+                        f"{where}: {dotted}.{key}: {e.message}", hint=e.hint, key=f"{dotted}.{key}"
+                    ) from None
+
+
+def _principal_ok(principal: str) -> bool:
+    try:
+        Principal.parse(principal)
+    except ValueError:
+        return False
+    return True

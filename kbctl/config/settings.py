@@ -81,7 +81,9 @@ class Settings:
         )
         agents = _tables(self.data, "agents")
         object.__setattr__(
-            self, "agents", {n: AgentSettings.from_table(_WHERE, f"agents.{n}", t) for n, t in agents.items()}
+            self,
+            "agents",
+            {n: AgentSettings.from_table(_WHERE, f"agents.{n}", t, self.server) for n, t in agents.items()},
         )
 
     @property

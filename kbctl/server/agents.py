@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..config import Settings
+from ..config import AGENT_TOOLS, Settings
 from ..errors import ConfigError, UsageError, echo
 from ..ids import Ids
 from ..types import Principal
 
 __all__ = ["Agent", "TOOLS", "agent_from_settings", "unavailable", "UNSCOPED"]
 
-TOOLS = ("search_knowledge", "verify_claim", "research_topic", "get_document", "list_namespaces", "record_feedback")
+TOOLS = AGENT_TOOLS  # the tools an [agents.NAME] table may name (checked when the settings are read)
 UNSCOPED = "default"
 
 

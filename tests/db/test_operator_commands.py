@@ -142,7 +142,7 @@ def test_agents_list_names_each_agent_with_its_tenant_scopes_and_live_tokens(cli
     cfg = tmp_path / "kbctl.toml"
     pinned = tenant + "_p"
     cfg.write_text(
-        '[agents.writer]\nnamespaces = ["docs"]\ntools = ["search"]\n'
+        '[agents.writer]\nnamespaces = ["docs"]\ntools = ["search_knowledge"]\n'
         f'[agents.reader]\n[agents.elsewhere]\ntenant = "{pinned}"\n'
     )
     for _ in range(2):
@@ -160,7 +160,7 @@ def test_agents_list_names_each_agent_with_its_tenant_scopes_and_live_tokens(cli
             "agent": "writer",
             "tenant": tenant,
             "namespaces": ["docs"],
-            "tools": ["search"],
+            "tools": ["search_knowledge"],
             "tokens": 2,
             "configured": True,
         },
@@ -176,7 +176,7 @@ def test_agents_list_names_each_agent_with_its_tenant_scopes_and_live_tokens(cli
     assert cells[1:] == [
         ["elsewhere", pinned, "(all)", "(all)", "0", "yes"],
         ["reader", tenant, "(all)", "(all)", "1", "yes"],
-        ["writer", tenant, "docs", "search", "2", "yes"],
+        ["writer", tenant, "docs", "search_knowledge", "2", "yes"],
         ["gone", tenant, "(all)", "(all)", "1", "no"],
     ]
 

@@ -211,3 +211,40 @@ def test_a_bad_acl_rule_names_its_line(tmp_path, text, line):
     e = _error(p)
     assert e.message.startswith(f"{p}:{line}: "), e.message
     assert "namespaces.hr.acl_rules[" in e.message and e.hint
+
+
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        ('tools = ["search_knowledge", "search"]', "agents.bot.tools"),
+        ("k = -3", "agents.bot.k"),
+        ("k = 500", "agents.bot.k"),  # above [server] max_k (100): every default search refused
+        ("budget = -1", "agents.bot.budget"),
+        ("budget = 20000", "agents.bot.budget"),  # above [server] max_budget (16000)
+        ('principal = "group:hr"', "agents.bot.principal"),
+        ('principal = "user:a b"', "agents.bot.principal"),
+        ('groups = ["a b"]', "agents.bot.groups"),
+        ('tenant = "Bad Name"', "agents.bot.tenant"),
+        ('namespaces = ["no such"]', "agents.bot.namespaces"),
+    ],
+)
+def test_an_agent_its_server_would_refuse_is_refused_when_the_file_is_read(tmp_path, body, key):
+    """An agent table was checked for its keys and types only: a tool that does not exist, a
+    principal that cannot be parsed, a k or budget the server refuses passed `kbctl config check`
+    and `agents token create`, then every request of the agent failed (503 'authentication failed'
+    for a tool or a principal, 400 'k must be at most 100' for a search without k, an empty answer
+    for a negative budget)."""
+    p = _user(tmp_path, f"# agents\n[agents.bot]\n{body}\n")
+    e = _error(p)
+    assert e.message.startswith(f"{p}:3: "), e.message
+    assert key in e.message and e.hint, (e.message, e.hint)
+
+
+def test_an_agent_within_the_servers_limits_loads(tmp_path):
+    p = _user(
+        tmp_path,
+        '[server]\nmax_k = 20\n[agents.bot]\ntools = ["search_knowledge"]\nk = 20\nbudget = 16000\n'
+        'principal = "bot-1"\ngroups = ["group:eng", "ops"]\ntenant = "acme"\nnamespaces = ["billing_kb"]\n',
+    )
+    bot = load_settings(p, env={}).agents["bot"]
+    assert (bot.k, bot.budget, bot.tools, bot.principal) == (20, 16000, ("search_knowledge",), "bot-1")
