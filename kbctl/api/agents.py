@@ -75,9 +75,19 @@ class Agents(Part):
 
     def revoke_tokens(self, agent: str) -> int:
         """Revoke every token of ``agent``; how many were valid. A name that is neither configured
-        nor had a valid token is a ``UsageError`` (a typo in an incident's revoke is not "0 revoked");
-        an agent removed from the config keeps its tokens revocable."""
+        nor had a valid token is a ``UsageError`` (a typo in an incident's revoke is not "0 revoked"),
+        and so is an agent pinned to another tenant (``[agents.AGENT] tenant``) with none here: its
+        tokens are there. An agent removed from the config keeps its tokens revocable."""
         n = store.revoke_tokens(self._conn(), self.tenant, agent)
+        table = self.settings.agents.get(agent)
+        if n == 0 and table is not None and table.tenant and table.tenant != self.tenant:
+            # its tokens are made (and served) in the tenant it is pinned to: "revoked 0" here would
+            # leave them working while the operator believes them gone
+            raise UsageError(
+                f"agent {agent!r} searches tenant {table.tenant!r} ([agents.{agent}] tenant): its tokens"
+                f" are there, not in {self.tenant!r}",
+                hint=f"revoke them there: kbctl --tenant {table.tenant} agents token revoke {agent}",
+            )
         if n == 0 and agent not in self.settings.agents:
             known = ", ".join(sorted(self.settings.agents)) or "none"
             raise UsageError(

@@ -127,6 +127,28 @@ def test_revoking_the_tokens_of_an_agent_that_is_neither_configured_nor_has_toke
     assert p.returncode == 0 and "revoked 1 token(s)" in p.stderr.decode(), p.stderr.decode()
 
 
+def test_revoking_a_pinned_agents_tokens_from_another_tenant_names_the_tenant_they_are_in(
+    cli, kb_home, tenant, tmp_path
+):
+    """``[agents.acme] tenant = "acme"``: ``kbctl agents token create acme`` from another tenant is
+    refused with the command to run there, but ``kbctl agents token revoke acme`` from it said
+    "revoked 0 token(s) of 'acme'" and exited 0 while the agent's token in tenant acme kept working:
+    an incident response believed it revoked. It is refused the same way (exit 2) and nothing changes."""
+    from tests.conftest import TEST_DSN, _create_tenant
+
+    pinned = tenant + "_p"
+    _create_tenant(pinned, None if TEST_DSN else kb_home)
+    cfg = tmp_path / "kbctl.toml"
+    cfg.write_text(f'[agents.acme]\ntenant = "{pinned}"\n')
+    cli("--config", str(cfg), "agents", "token", "create", "acme", tenant_override=pinned, check=True)
+    lines = _one_line_error(cli("--config", str(cfg), "agents", "token", "revoke", "acme"), 2)
+    assert pinned in lines[0] and f"kbctl --tenant {pinned} agents token revoke acme" in lines[1], lines
+    rows = _json(cli("--config", str(cfg), "agents", "list", "--json"))
+    assert [(r["agent"], r["tenant"], r["tokens"]) for r in rows] == [("acme", pinned, 1)]
+    p = cli("--config", str(cfg), "agents", "token", "revoke", "acme", tenant_override=pinned)
+    assert p.returncode == 0 and "revoked 1 token(s)" in p.stderr.decode(), p.stderr.decode()
+
+
 def test_show_of_a_chunk_not_in_the_namespaces_says_where_to_find_one(docs, cli):
     """``kbctl show 999 -n docs`` said "chunk 999 is not available" and nothing else: no hint."""
     lines = _one_line_error(cli("show", "987654321", "-n", "docs"), 2)
