@@ -147,6 +147,8 @@ class ServerSettings:
     evidence_min_terms: float
 
     def _check(self, where: str) -> None:
+        if self.url.strip():
+            _check_server_url(where, self.url)
         check_range(where, "server.port", self.port, 0, 65535)
         check_range(where, "server.workers", self.workers, 1)
         for key in ("header_timeout", "body_timeout", "keep_alive_timeout"):
@@ -156,6 +158,26 @@ class ServerSettings:
         check_range(where, "server.drain_seconds", self.drain_seconds, 0)
         check_range(where, "server.evidence_min_similarity", self.evidence_min_similarity, -1, 1)
         check_range(where, "server.evidence_min_terms", self.evidence_min_terms, 0, 1)
+
+
+def _check_server_url(where: str, url: str) -> None:
+    """``[server] url`` is where ``kbctl search`` sends its request: an http(s) URL with a host.
+    Anything else failed in urllib at the first search (a traceback), or went to a host named by
+    accident (``localhost:8765`` has the scheme ``localhost``)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 0) >= 0
+    except ValueError:  # a port that is not a number or out of range, a bracketed host that is not one
+        ok = False
+    if not ok:
+        shown = re.sub(r"//[^/@]*@", "//***@", url)  # never a password in the message
+        raise ConfigError(
+            f"{where}: server.url must be an http:// or https:// URL with a host, got {shown!r}",
+            hint="the address of a running kbctl serve: http://HOST:PORT (http://127.0.0.1:8765), or empty for none",
+            key="server.url",
+        )
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,7 @@ def test_a_profile_not_in_use_is_checked_when_the_file_is_loaded(tmp_path):
         ("[database]\n\nconnect_timeout = 2.5\n", 3, "database.connect_timeout"),
         ('[fetch]\nallow_hosts = ["a", 1]\n', 2, "fetch.allow_hosts"),
         ("[profile.hnsw]\nm = 1\n", 2, "hnsw.m"),
+        ('[server]\n\nurl = "ftp://kb.internal"\n', 3, "server.url"),
     ],
 )
 def test_a_value_out_of_range_or_of_another_type_names_the_file_and_line(tmp_path, text, line, key):
@@ -124,6 +125,12 @@ def test_a_profile_of_a_plugin_not_installed_here_loads_and_fails_when_used(tmp_
         ("KBCTL_TENANT", "bad name", "letters, digits"),
         ("KBCTL_PROFILE", "hash384", "did you mean 'hash-384'?"),
         ("KBCTL_PROFILE", "", None),  # empty: not set
+        ("KBCTL_SERVER", "notaurl", "http://HOST:PORT"),
+        ("KBCTL_SERVER", "localhost:8765", "http://HOST:PORT"),  # no scheme: urllib read 'localhost' as one
+        ("KBCTL_SERVER", "http://", "http://HOST:PORT"),
+        ("KBCTL_SERVER", "http://127.0.0.1:port", "http://HOST:PORT"),
+        ("KBCTL_SERVER", "", None),
+        ("KBCTL_SERVER", "https://kb.internal/", None),
     ],
 )
 def test_an_environment_variable_s_bad_value_names_the_variable(var, value, hint):
