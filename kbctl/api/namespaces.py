@@ -77,8 +77,19 @@ class Namespaces(Part):
     def profile_for(self, namespace: str, profile: str | None = None) -> Profile:
         """The profile to use with ``namespace``: explicit, declared in config, as stored, or the
         default. A name no namespace can have is refused first (``validate.name``), before a write
-        that looks its profile up makes anything."""
+        that looks its profile up makes anything.
+
+        Every write that may make a namespace asks it first, so a namespace declared for another
+        tenant (``[namespaces.NAME] tenant``) is refused here: it is not made in, or written from,
+        this one."""
         validate.name("namespace", namespace)
+        declared_tenant = self.settings.namespaces[namespace].tenant if namespace in self.settings.namespaces else ""
+        if declared_tenant and declared_tenant != self.tenant:
+            raise ConfigError(
+                f"namespace {namespace!r} is declared for tenant {declared_tenant!r} ([namespaces.{namespace}]"
+                f" tenant), not {self.tenant!r}",
+                hint=f"write it as its tenant: kbctl --tenant {declared_tenant} …, or change the declaration",
+            )
         if profile:
             return self.settings.profile(profile)
         declared = self.settings.namespace_profile(namespace)

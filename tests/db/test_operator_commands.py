@@ -149,6 +149,27 @@ def test_revoking_a_pinned_agents_tokens_from_another_tenant_names_the_tenant_th
     assert p.returncode == 0 and "revoked 1 token(s)" in p.stderr.decode(), p.stderr.decode()
 
 
+def test_a_namespace_declared_for_another_tenant_is_not_written_from_this_one(cli, tenant, tmp_path):
+    """``[namespaces.NAME] tenant`` is documented to bind a namespace to a tenant, but nothing read
+    it: ``kbctl ingest DIR -n NAME`` made NAME in whatever tenant the command ran as. A write of it
+    from another tenant is refused (exit 2, the command to run as its tenant) and nothing is made;
+    from its own tenant it is written as before."""
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "a.md").write_text("# Refunds\n\nRefunds take five days.\n")
+    elsewhere = tmp_path / "elsewhere.toml"
+    elsewhere.write_text(f'[namespaces.docs]\ntenant = "{tenant}_p"\nprofile = "hash-384"\n')
+    for args in (["ingest", str(d), "-n", "docs", "--no-verify"], ["namespaces", "create", "docs"]):
+        lines = _one_line_error(cli("--config", str(elsewhere), *args), 2)
+        assert f"'{tenant}_p'" in lines[0] and "[namespaces.docs] tenant" in lines[0], lines
+        assert f"kbctl --tenant {tenant}_p" in lines[1], lines
+    assert _json(cli("namespaces", "--json")) == []
+    own = tmp_path / "own.toml"
+    own.write_text(f'[namespaces.docs]\ntenant = "{tenant}"\nprofile = "hash-384"\n')
+    cli("--config", str(own), "ingest", str(d), "-n", "docs", "--no-verify", check=True)
+    assert [n["name"] for n in _json(cli("namespaces", "--json"))] == ["docs"]
+
+
 def test_show_of_a_chunk_not_in_the_namespaces_says_where_to_find_one(docs, cli):
     """``kbctl show 999 -n docs`` said "chunk 999 is not available" and nothing else: no hint."""
     lines = _one_line_error(cli("show", "987654321", "-n", "docs"), 2)
