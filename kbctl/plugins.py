@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["EMBEDDERS", "BUILTIN", "names", "known", "load", "unknown_message"]
+__all__ = ["EMBEDDERS", "BUILTIN", "names", "known", "load", "unknown_message", "unknown_hint"]
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def load(group: str, name: str) -> Any:
         return _LOADED[key]
     target = BUILTIN.get(group, {}).get(name) or _installed(group).get(name)
     if target is None:
-        raise ConfigError(unknown_message(group, name))
+        raise ConfigError(unknown_message(group, name), hint=unknown_hint(group, name))
     module, _, attr = target.partition(":")
     try:
         obj: Any = importlib.import_module(module)
@@ -101,3 +101,13 @@ def unknown_message(group: str, name: str) -> str:
     """``unknown embedder 'x' (known: a, b, c)``: the one line said for a name nobody registered."""
     kind = group.rsplit(".", 1)[-1].removesuffix("s")
     return f"unknown {kind} {name!r} (known: {', '.join(names(group))})"
+
+
+def unknown_hint(group: str, name: str) -> str:
+    """The name meant (``did you mean 'hash'?``), else where a plugin registers a name."""
+    import difflib
+
+    close = difflib.get_close_matches(name, names(group), n=1, cutoff=0.75)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return f"a plugin registers its name in the entry-point group {group}: install its package here"

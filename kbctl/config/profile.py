@@ -279,7 +279,11 @@ class Profile:
         here (the loader checks every profile of a file, some of which may be used elsewhere only)."""
         where = f"profile {self.name!r}"
         if embedder and not plugins.known(plugins.EMBEDDERS, self.embedder):  # names only: nothing imported
-            raise ConfigError(f"{where}: {plugins.unknown_message(plugins.EMBEDDERS, self.embedder)}", key="embedder")
+            raise ConfigError(
+                f"{where}: {plugins.unknown_message(plugins.EMBEDDERS, self.embedder)}",
+                hint=plugins.unknown_hint(plugins.EMBEDDERS, self.embedder),
+                key="embedder",
+            )
         if not 1 <= self.dimension <= 16000:
             raise ConfigError(f"{where}: dimension {self.dimension} is out of range 1..16000", key="dimension")
         one_of(where, "distance", self.distance, ("cosine", "l2", "ip"))

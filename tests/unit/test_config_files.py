@@ -115,8 +115,24 @@ def test_an_unknown_default_profile_names_where_it_was_set(tmp_path):
 def test_a_profile_of_a_plugin_not_installed_here_loads_and_fails_when_used(tmp_path):
     """A team file may name an embedder installed on some machines only: only its use is refused."""
     s = load_settings(_user(tmp_path, '[profiles.mine]\nembedder = "not-installed"\n'), env={})
-    with pytest.raises(ConfigError, match="not-installed"):
+    with pytest.raises(ConfigError, match="not-installed") as e:
         s.profile("mine")
+    assert "kbctl.embedders" in e.value.hint, e.value.hint  # where a plugin registers its name
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [("sentence-transformer", "did you mean 'sentence-transformers'?"), ("my-model", "kbctl.embedders")],
+)
+def test_an_unknown_embedder_hints_at_the_name_meant_or_the_plugin_to_install(tmp_path, name, hint):
+    """``kbctl config check`` said 'hint: the default is "sentence-transformers"' for an embedder
+    nobody registered: the packaged default, as if the key's value were out of range."""
+    from kbctl.config.loading import check_settings
+
+    p = _user(tmp_path, f'[profiles.mine]\nembedder = "{name}"\n')
+    e = check_settings(p, env={}).error
+    assert e is not None and e.message.startswith(f"{p}:2: ") and name in e.message, e
+    assert hint in e.hint and "the default is" not in e.hint, e.hint
 
 
 @pytest.mark.parametrize(
