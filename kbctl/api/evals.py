@@ -19,6 +19,7 @@ from ..errors import ConfigError, NamespaceNotFound, UsageError
 from ._boundary import Part, psycopg_boundary
 
 if TYPE_CHECKING:
+    from ..config import Profile
     from ..evals import CompareRow, EvalDataset, EvalReport, Gate
     from ..ingest.pipeline import Progress, RunReport
     from ..types import Principal
@@ -327,6 +328,8 @@ class Evals(Part):
             self.kb.namespaces.get(namespace)
             ds = ds.of_namespace(namespace)
         self._check_searchable(namespace, ds.limited(limit))
+        if "rerank" in modes:
+            self._check_reranker(namespace, ds.limited(limit), generation)
         settings = {"namespace": namespace, "profile": self._searched_profile(ns, generation) if ns else None}
         if ds.kind == "beir":
             settings["split"] = split
@@ -350,14 +353,30 @@ class Evals(Part):
     def _searched_profile(self, name: str, generation: str | None) -> str:
         """The name of the profile a search of namespace ``name`` (its ``generation``) embeds with,
         as a run's settings record it: a shadow's, not the active generation's."""
+        return self._searched(name, generation).name
+
+    def _searched(self, name: str, generation: str | None) -> Profile:
         from ..store import get_namespace
 
         ns = get_namespace(self._conn(), name, self.tenant, required=False)
         if ns is None:  # the search says it does not exist
-            return self.kb.namespaces.profile_for(name).name
+            return self.kb.namespaces.profile_for(name)
         if generation in ("shadow", "previous"):
             ns = self.kb.namespaces.at_generation(ns, generation)
-        return self.kb.namespaces.search_profile(ns).name
+        return self.kb.namespaces.search_profile(ns)
+
+    def _check_reranker(self, namespace: str | None, ds, generation: str | None) -> None:
+        """Mode ``rerank`` needs a reranker in the profile of every namespace it searches: without
+        one each search keeps the fused order (a note), and the row would measure plain hybrid
+        under the name rerank."""
+        for name in dict.fromkeys(q.namespace or namespace for q in ds.queries):
+            prof = self._searched(name, generation)
+            if (prof.rerank.kind or "cross-encoder") == "cross-encoder" and not prof.rerank.model:
+                raise UsageError(
+                    f"eval mode 'rerank' needs a reranker, and profile {prof.name!r} (namespace {name!r}) has none",
+                    hint=f'set [profiles.{prof.name}.rerank] kind = "cross-encoder" and model = "/path/to/model",'
+                    " or leave rerank out of --modes",
+                )
 
     def _check_searchable(self, namespace: str | None, ds) -> None:
         """Before any query is searched, every namespace the run would search (``namespace``, else

@@ -168,3 +168,14 @@ def test_a_golden_query_without_a_namespace_is_refused_before_any_search(cli, go
     p = cli("eval", "run", str(golden_of_two_namespaces), "--modes", "lexical")
     _one_error(p, "q3", "namespace")
     assert searches == []
+
+
+def test_a_rerank_mode_without_a_reranker_is_refused_before_any_search(cli, golden_of_two_namespaces, searches):
+    """``--modes hybrid,rerank`` with no cross-encoder configured ran 'rerank' as plain hybrid (each
+    search noted 'reranker unavailable', the eval said nothing): a row named rerank that measured
+    no reranking, and a CI gate on it that held or failed for hybrid's reasons."""
+    p = cli("eval", "run", str(golden_of_two_namespaces), "--limit", "2", "--modes", "hybrid,rerank")
+    line = _one_error(p, "'rerank'", "reranker")
+    assert "hash-384" in line, line  # the profile searched, which has none
+    assert "[profile.rerank]" in p.stderr.decode() or "rerank]" in p.stderr.decode()
+    assert searches == []
