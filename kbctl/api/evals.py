@@ -369,7 +369,8 @@ class Evals(Part):
         """Mode ``rerank`` needs a reranker in the profile of every namespace it searches: without
         one each search keeps the fused order (a note), and the row would measure plain hybrid
         under the name rerank."""
-        for name in dict.fromkeys(q.namespace or namespace for q in ds.queries):
+        names: dict[str, None] = dict.fromkeys(str(q.namespace or namespace) for q in ds.queries)
+        for name in names:  # each has a namespace: _check_searchable refused a query without one
             prof = self._searched(name, generation)
             if (prof.rerank.kind or "cross-encoder") == "cross-encoder" and not prof.rerank.model:
                 raise UsageError(
