@@ -148,7 +148,12 @@ class ServerSettings:
 
     def _check(self, where: str) -> None:
         if self.url.strip():
-            _check_server_url(where, self.url)
+            _check_url(
+                where,
+                "server.url",
+                self.url,
+                "the address of a running kbctl serve: http://HOST:PORT (http://127.0.0.1:8765)",
+            )
         check_range(where, "server.port", self.port, 0, 65535)
         check_range(where, "server.workers", self.workers, 1)
         for key in ("header_timeout", "body_timeout", "keep_alive_timeout"):
@@ -160,10 +165,10 @@ class ServerSettings:
         check_range(where, "server.evidence_min_terms", self.evidence_min_terms, 0, 1)
 
 
-def _check_server_url(where: str, url: str) -> None:
-    """``[server] url`` is where ``kbctl search`` sends its request: an http(s) URL with a host.
-    Anything else failed in urllib at the first search (a traceback), or went to a host named by
-    accident (``localhost:8765`` has the scheme ``localhost``)."""
+def _check_url(where: str, key: str, url: str, what: str) -> None:
+    """An http(s) URL with a host (``[server] url``, ``[telemetry] endpoint``). Anything else failed
+    at its first use: a urllib traceback in ``kbctl search``, an exporter's error after every
+    command; ``localhost:8765`` even parses, with the scheme ``localhost``."""
     from urllib.parse import urlsplit
 
     try:
@@ -174,9 +179,9 @@ def _check_server_url(where: str, url: str) -> None:
     if not ok:
         shown = re.sub(r"//[^/@]*@", "//***@", url)  # never a password in the message
         raise ConfigError(
-            f"{where}: server.url must be an http:// or https:// URL with a host, got {shown!r}",
-            hint="the address of a running kbctl serve: http://HOST:PORT (http://127.0.0.1:8765), or empty for none",
-            key="server.url",
+            f"{where}: {key} must be an http:// or https:// URL with a host, got {shown!r}",
+            hint=f"{what}, or empty for none",
+            key=key,
         )
 
 
@@ -192,6 +197,8 @@ class TelemetrySettings:
 
     def _check(self, where: str) -> None:
         one_of(where, "telemetry.exporter", self.exporter, ("otlp", "console"))
+        if self.endpoint.strip():
+            _check_url(where, "telemetry.endpoint", self.endpoint, "an OTLP/HTTP collector: http://HOST:4318")
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ def test_a_profile_not_in_use_is_checked_when_the_file_is_loaded(tmp_path):
         ('[fetch]\nallow_hosts = ["a", 1]\n', 2, "fetch.allow_hosts"),
         ("[profile.hnsw]\nm = 1\n", 2, "hnsw.m"),
         ('[server]\n\nurl = "ftp://kb.internal"\n', 3, "server.url"),
+        ('[telemetry]\nendpoint = "collector:4318"\n', 2, "telemetry.endpoint"),
     ],
 )
 def test_a_value_out_of_range_or_of_another_type_names_the_file_and_line(tmp_path, text, line, key):
