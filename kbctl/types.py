@@ -501,6 +501,9 @@ class SearchResult:
     # Hits the access gate withheld (a count only: nothing of them is in the result; ``kbctl.acl``).
     # 0 for a query with filters, whatever was withheld: that count would reveal their metadata.
     withheld: int = 0
+    # An opaque mark per withheld hit (``kbctl.search.access.withheld_marks``): several searches'
+    # marks count the hits they withheld together once each (``kb.research``). Never shown.
+    withheld_marks: frozenset[bytes] = field(default=frozenset(), repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -22,18 +22,33 @@ unfiltered.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
-from typing import Any, Callable, Mapping, Sequence
+import secrets
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..acl import Gate
 
 log = logging.getLogger(__name__)
 
-__all__ = ["anonymous_gate", "gate_lanes", "gated_page", "viewable", "ACL_COLUMN"]
+__all__ = ["anonymous_gate", "gate_lanes", "gated_page", "viewable", "withheld_marks", "ACL_COLUMN"]
 
 ACL_COLUMN = 11  # the document ACL's place in a hit row (sql/queries/search/hits.sql)
 
 Key = tuple[int, int]
+
+
+#: The key of ``withheld_marks``, new in each process: a mark is no chunk id, not even by trying them all.
+_MARK_KEY = secrets.token_bytes(16)
+
+
+def withheld_marks(keys: Iterable[Key]) -> frozenset[bytes]:
+    """An opaque mark per withheld hit: the same chunk's is the same within this process, so the
+    marks of several searches tell how many distinct hits they withheld together (``kb.research``),
+    and nothing of which (a keyed hash, its key never leaves the process)."""
+    return frozenset(
+        hashlib.blake2b(f"{ns}:{chunk}".encode(), key=_MARK_KEY, digest_size=16).digest() for ns, chunk in keys
+    )
 
 
 def anonymous_gate(namespace_ids: Sequence[int]) -> Gate:
@@ -89,8 +104,8 @@ def gated_page(
     shape: Callable[[int], list[tuple[Key, float]]],
     rerank: Callable[[list], tuple[list, bool]],
     fetch: Callable[[list[Key]], dict[Key, tuple]],
-) -> tuple[list[tuple[Key, float]], bool, int]:
-    """The first k viewable hits of ``fused``: (hits, reranked, withheld ahead of the k-th kept).
+) -> tuple[list[tuple[Key, float]], bool, set[Key]]:
+    """The first k viewable hits of ``fused``: (hits, reranked, the keys withheld ahead of the k-th kept).
 
     ``shape(window)`` shapes the first ``window`` hits from ``rows`` (which ``fetch`` extends with
     more candidates' rows when needed), ``rerank`` reorders a shaped page.
@@ -105,11 +120,11 @@ def gated_page(
         window *= 4
 
 
-def _first_k(gate: Gate, ordered: list[tuple[Key, float]], rows: dict[Key, tuple], k: int) -> tuple[list, int]:
-    """The first k viewable of ``ordered``, and how many hits ranked above the last of them were withheld."""
+def _first_k(gate: Gate, ordered: list[tuple[Key, float]], rows: dict[Key, tuple], k: int) -> tuple[list, set[Key]]:
+    """The first k viewable of ``ordered``, and the hits ranked above the last of them that were withheld."""
     acls = {key: rows[key][ACL_COLUMN] for key, _ in ordered if key in rows}
     kept: list[tuple[Key, float]] = []
-    withheld = 0
+    withheld: set[Key] = set()
     for key, score in ordered:
         ok, _ = viewable(gate, [(key, score)], acls)
         if ok:
@@ -117,7 +132,7 @@ def _first_k(gate: Gate, ordered: list[tuple[Key, float]], rows: dict[Key, tuple
             if len(kept) >= k:
                 break
         else:
-            withheld += 1
+            withheld.add(key)
     return kept, withheld
 
 

@@ -18,7 +18,7 @@ from ..store.namespaces import Namespace, check_pin
 from ..textutil.analyze import ANALYZER_VERSION, has_cjk, query_analyzer
 from ..types import Hit, SearchResult
 from ..validate import count
-from .access import ACL_COLUMN, anonymous_gate, gate_lanes, gated_page, viewable
+from .access import ACL_COLUMN, anonymous_gate, gate_lanes, gated_page, viewable, withheld_marks
 from .cite import cited_hit, relevance_scale
 from .feedback import rescore, second_round
 from .filters import Filter
@@ -266,7 +266,8 @@ def _noted(result: SearchResult, gate: Gate, namespaces, filtered: bool) -> Sear
     if withheld:
         notes.append(f"withheld {withheld} hit(s) this principal may not view")
     details = {a: b for a, b in result.details.items() if a != "saturated"}
-    return dataclasses.replace(result, notes=tuple(notes), details=details, withheld=withheld)
+    marks = frozenset() if filtered else result.withheld_marks
+    return dataclasses.replace(result, notes=tuple(notes), details=details, withheld=withheld, withheld_marks=marks)
 
 
 @dataclass
@@ -380,7 +381,7 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     details["generations"] = {n.name: n.generation_id for n in plan.namespaces}
     return SearchResult(
         plan.query, plan.names, mode, plan.strategy, hits, degraded=run.degraded, notes=tuple(run.notes),
-        details=details, withheld=withheld,
+        details=details, withheld=len(withheld), withheld_marks=withheld_marks(withheld),
     )  # fmt: skip
 
 
@@ -489,9 +490,9 @@ def _dense_lane(conn, plan: SearchPlan, run: _Lanes, pending, t0: float, span) -
         run.timings["dense_ms"] = (time.perf_counter() - t0) * 1000
 
 
-def _page(conn, plan: SearchPlan, run: _Lanes, fused, fusion: dict[str, Any]) -> tuple[tuple[Hit, ...], int]:
+def _page(conn, plan: SearchPlan, run: _Lanes, fused, fusion: dict[str, Any]) -> tuple[tuple[Hit, ...], set]:
     """The first ``k`` fused hits the principal may view (shaped, reranked), as cited ``Hit``s; and
-    how many were withheld."""
+    the keys of those withheld (counted and marked only, never shown: ``_ranked``)."""
     profile, opts, k, s = plan.profile, plan.opts, plan.k, plan.profile.search
     per_doc = opts.per_doc if opts.per_doc is not None else s.per_doc
     rows = _fetch(conn, [key for key, _ in fused[: max(run.depth, k)]])
@@ -509,7 +510,7 @@ def _page(conn, plan: SearchPlan, run: _Lanes, fused, fusion: dict[str, Any]) ->
     )
     if run.hidden and not opts.filters:  # a filtered query reports no count (_noted): not worth a read
         shown = [key for key, _ in ordered[:k]]
-        withheld += _withheld_ahead(conn, run.raw, run.hidden, fusion, shown, k, rows, per_doc, s.dedupe_threshold)
+        withheld |= _withheld_ahead(conn, run.raw, run.hidden, fusion, shown, k, rows, per_doc, s.dedupe_threshold)
     run.details["saturated"] = bool(run.hidden or withheld) and any(len(v) >= run.depth for v in run.raw.values())
     if reranked:
         run.details["reranked"] = True
@@ -521,10 +522,10 @@ def _page(conn, plan: SearchPlan, run: _Lanes, fused, fusion: dict[str, Any]) ->
 
 def _withheld_ahead(
     conn, raw, hidden: set, fusion: dict, shown: list, k: int, rows, per_doc: int, dedupe: float
-) -> int:
-    """How many withheld hits the page would have held: in the fusion of the ungated ``raw`` lanes,
+) -> set:
+    """The withheld hits the page would have held: in the fusion of the ungated ``raw`` lanes,
     shaped as a page is (per-document limit, near-duplicates), the withheld ones ranked above the
-    last hit shown (all of them when the page is not full). Counted only, never shown."""
+    last hit shown (all of them when the page is not full). Counted and marked only, never shown."""
     order = fuse(raw, **fusion)
     if len(shown) >= k:  # shaping only drops hits: nothing after the last one shown can count
         pos = {key: i for i, (key, _) in enumerate(order)}
@@ -535,7 +536,7 @@ def _withheld_ahead(
     if len(shown) >= k:
         place = {key: i for i, key in enumerate(keys)}
         keys = keys[: max((place[key] for key in shown if key in place), default=len(keys))]
-    return sum(1 for key in keys if key in hidden)
+    return {key for key in keys if key in hidden}
 
 
 def _query_terms(

@@ -64,6 +64,14 @@ class Research:
     feedback_terms: list[str]
     documents: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def withheld(self) -> int:
+        """The hits the access gate withheld over all of the searches, each counted once (a hit
+        withheld from the topic's search and a sub-query's is one); 0 when they were filtered."""
+        searches = [self.result, *self.sub_results]
+        marks = frozenset().union(*(r.withheld_marks for r in searches))
+        return max(len(marks), *(r.withheld for r in searches))
+
 
 def key_terms(text: str, analyzer: Analyzer) -> list[str]:
     """The content words of ``text`` (lowercase, no stopwords, one per stem), in order."""

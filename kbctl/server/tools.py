@@ -556,7 +556,7 @@ class Toolbox:
             "sub_queries": list(found.sub_queries),
             "feedback_terms": list(found.feedback_terms),
             "documents": without_server_paths(documents),
-            "withheld": found.result.withheld + sum(more.withheld for more in found.sub_results),
+            "withheld": found.withheld,
         }
         return self._fit(answer, drop=self._drop_research, echo=_cut_topic)
 

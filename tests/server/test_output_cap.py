@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from kbctl.config import load_settings
 from kbctl.ids import Ids
 from kbctl.search.context import estimate_tokens
+from kbctl.search.evidence import Research
 from kbctl.server.agents import Agent
 from kbctl.server.metrics import Metrics
 from kbctl.server.schemas import OUTPUTS, dump
@@ -126,10 +127,7 @@ def test_a_search_under_the_cap_is_unchanged():
 def _research(topic: str, documents: list[dict], terms=("card", "account", "days")):
     def research(t, scope, **o):
         result = SearchResult(t, ("kb",), "hybrid", "hybrid", ())
-        return SimpleNamespace(
-            result=result, sub_results=(), sub_queries=[f"{t} {term}" for term in terms],
-            feedback_terms=list(terms), documents=documents,
-        )  # fmt: skip
+        return Research(t, result, [f"{t} {term}" for term in terms], [], list(terms), documents)
 
     return research
 

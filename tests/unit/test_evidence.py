@@ -71,3 +71,24 @@ def test_a_snippet_of_english_is_its_first_sentences():
     assert s.startswith("Refunds take five days. They go back to the card. A longer sentence")
     assert s.endswith("invoices.") and len(s.split()) <= 45
     assert snip("Short. Text.") == "Short. Text."
+
+
+def test_research_counts_the_hits_its_searches_withheld_once_each():
+    """A hit withheld from the topic's search and a sub-query's is one hit: the union of the
+    searches' marks (3 distinct here), neither their sum (5) nor the largest count (2); the marks
+    are opaque (a chunk id is not in them) and equal for a chunk within the process."""
+    from kbctl.search.access import withheld_marks
+    from kbctl.search.evidence import Research
+    from kbctl.types import SearchResult
+
+    def searched(*keys):
+        return SearchResult(
+            "q", ("ns",), "hybrid", "hybrid", (), withheld=len(keys), withheld_marks=withheld_marks(keys)
+        )
+
+    first, sub_a, sub_b = searched((1, 10), (1, 11)), searched((1, 11), (1, 12)), searched((1, 10))
+    assert Research("t", first, ["a", "b"], [sub_a, sub_b], []).withheld == 3
+    assert Research("t", searched(), [], [], []).withheld == 0
+    assert withheld_marks([(1, 10)]) == withheld_marks([(1, 10)]) != withheld_marks([(1, 11)])
+    assert all(b"10" not in m and len(m) == 16 for m in withheld_marks([(1, 10)]))
+    assert "withheld_marks" not in repr(first) and "withheld_marks" not in first.to_json()
