@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -46,8 +47,40 @@ class Searching(Part):
         fusion (nothing returned is computed from them) and counted in ``result.withheld`` when the
         query has no filters (0 with any filter: ``kbctl.acl``). Without one the search is
         anonymous: ``public`` documents, and documents without an ACL in namespaces whose
-        ``acl_default`` is ``public``. ``unrestricted=True`` (library only) skips the gate.
+        ``acl_default`` is ``public``. ``unrestricted=True`` (library only) skips the gate. With
+        ``[audit] enabled``, a search made as a principal is audited (one row).
         """
+        result, nss = self._searched(
+            query, namespace, profile=profile, mode=mode, k=k, filters=filters, principal=principal,
+            unrestricted=unrestricted, **options,
+        )  # fmt: skip
+        audit = self.settings.audit
+        if principal is not None and audit.enabled:
+            audit_store.record_search(self._conn(), self.tenant, nss, principal, query, result, audit.retention_days)
+        return result
+
+    def timed(self, query: str, namespace: str | Sequence[str], **options: Any) -> float:
+        """How long ``search(query, namespace, **options)`` takes, in milliseconds; its hits are not
+        returned. Nothing of them is read, so it writes no audit row (an eval's latency, which the
+        search whose hits it scores follows: ``kbctl.api.evals.search_fn``)."""
+        t0 = time.perf_counter()
+        self._searched(query, namespace, **options)
+        return (time.perf_counter() - t0) * 1000.0
+
+    def _searched(
+        self,
+        query: str,
+        namespace: str | Sequence[str],
+        *,
+        profile: str | None = None,
+        mode: str = "auto",
+        k: int | None = None,
+        filters: Sequence[str] = (),
+        principal: Principal | None = None,
+        unrestricted: bool = False,
+        **options: Any,
+    ) -> tuple[SearchResult, list[Namespace]]:
+        """``search`` without its audit: the result and the namespaces searched."""
         names = _names(namespace)
         if not names:
             raise UsageError("no namespace given", hint="pass --namespace NAME (repeat it to search several)")
@@ -64,10 +97,7 @@ class Searching(Part):
         gate = self.gate(nss, principal, unrestricted)
         side = self.session.sides_of_caller()  # the worker threads open this thread's side connections
         result = read_retried(lambda: run_search(conn, nss, prof, query, opts, side=side, gate=gate))
-        audit = self.settings.audit
-        if principal is not None and audit.enabled:
-            audit_store.record_search(conn, self.tenant, nss, principal, query, result, audit.retention_days)
-        return result
+        return result, nss
 
     def principal(self, user: str | None, groups: Sequence[str] = ()) -> Principal | None:
         """Who is searching, from ``user:u1042`` (or ``u1042``) and group names (``eng`` or

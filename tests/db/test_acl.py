@@ -284,3 +284,29 @@ def test_eval_run_as_principal(tmp_path, acl_kb):
     as_user = acl_kb.evaluate(golden, modes=["lexical"], k=10, principal=Principal("u1042"))
     assert anon.to_json()["modes"]["lexical"]["metrics"]["ndcg@10"] == 0
     assert as_user.to_json()["modes"]["lexical"]["metrics"]["ndcg@10"] > 0
+
+
+def test_eval_run_as_a_principal_audits_each_query_and_mode_once(tmp_path, cli, kb_home, tenant):
+    """``kbctl eval run --as`` wrote two audit rows per query and mode: the search timed for its
+    latency (as ``kbctl search`` makes it) and the search at ``--depth`` the metrics are computed
+    from. The second is what the run reads (its hits are scored); the first's hits are discarded.
+    One row per query and mode, as the ``--depth`` search returned them."""
+    cfg = _config(tmp_path, "\n[audit]\nenabled = true\n")
+    env = {"KBCTL_CONFIG": str(cfg), "KBCTL_PROFILE": "hash-384"}
+    cli("ingest", str(_corpus(tmp_path / "docs")), "-n", "closed", env=env, check=True)
+    golden = tmp_path / "q.jsonl"
+    golden.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "query": q, "namespace": "closed", "relevant": {"docs/userdoc.md": 2}}) + "\n"
+            for i, q in enumerate(("handbook zirconuser", "travel expenses", "staff handbook"))
+        )
+    )
+    p = cli("eval", "run", str(golden), "--modes", "lexical,hybrid", "--as", "u1042", env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    with kbctl.open(config=cfg, home=kb_home, tenant=tenant) as kb:
+        rows = kb.audit()
+    assert len(rows) == 3 * 2, [(r["query_hash"][:8], r["returned"]) for r in rows]
+    assert {r["principal"] for r in rows} == {"user:u1042"}
+    assert len({r["query_hash"] for r in rows}) == 3
+    # the rows are the scored searches' (--depth 100: every viewable chunk), 3 withheld each
+    assert {(r["returned"], r["withheld"]) for r in rows} == {(2, 3)}
