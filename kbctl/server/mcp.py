@@ -23,20 +23,30 @@ is a JSON-RPC error (``-32602``) with that message, logged the same way.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import logging
 import typing
-from typing import Any
+from typing import Any, AsyncIterator
 
 import anyio
 import pydantic_core
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.caching import CacheHint
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedResourceError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, TextContent
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    TextContent,
+)
 from mcp_types import ResourceTemplate as MCPResourceTemplate
 from mcp_types.methods import CacheableMethod
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
@@ -90,6 +100,21 @@ class _KbctlMCP(MCPServer):
             if isinstance(e.__cause__, ValidationError):
                 return _refused(name, validation_message(e.__cause__))
             raise
+
+    async def run_stdio_async(self) -> None:
+        """Serve stdin/stdout until stdin closes, then answer the requests still in flight before
+        returning (``answered_before_eof``, within ``[server] drain_seconds``). The SDK's loop
+        cancels them at EOF, so a client that writes its requests and closes stdin at once
+        (``printf … | kbctl mcp``) got the answers of ``initialize`` and ``tools/list`` only."""
+        from mcp.server.stdio import stdio_server
+
+        drain = self.toolbox.limits.drain_seconds if self.toolbox is not None else 0
+        lowlevel = self._lowlevel_server
+        async with (
+            stdio_server() as (read_stream, write_stream),
+            answered_before_eof(read_stream, write_stream, drain) as (requests, answers),
+        ):
+            await lowlevel.run(requests, answers, lowlevel.create_initialization_options())
 
     async def _call_as_sent(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         """Tool ``name`` called with ``arguments`` as they were sent, as the JSON API calls it
@@ -198,6 +223,57 @@ def _refusal(kind: str, name: str, message: str) -> MCPError:
 
 def _error_result(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+@contextlib.asynccontextmanager
+async def answered_before_eof(
+    read_stream: Any, write_stream: Any, drain_seconds: float
+) -> AsyncIterator[tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]]:
+    """A server's streams over a transport's (``read_stream``, ``write_stream``) that hold back the
+    transport's end of input until every request read before it has its answer written (an error
+    or a cancellation by the client counts), or ``drain_seconds`` have passed: the server's loop
+    then sees the end, with nothing (or only what outlived the wait) still in flight."""
+    requests_in, requests = anyio.create_memory_object_stream[Any](0)
+    answers, answers_out = anyio.create_memory_object_stream[Any](0)
+    pending: set[Any] = set()  # the ids of the requests read and not answered yet
+    settled = anyio.Event()
+
+    def done(request_id: Any) -> None:
+        nonlocal settled
+        pending.discard(request_id)
+        if not pending:
+            settled.set()
+            settled = anyio.Event()
+
+    async def relay_requests() -> None:
+        async with requests_in:
+            async for item in read_stream:
+                message = getattr(item, "message", None)
+                if isinstance(message, JSONRPCRequest):
+                    pending.add(message.id)
+                elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+                    done((message.params or {}).get("requestId"))  # never answered, as the protocol says
+                await requests_in.send(item)
+            with anyio.move_on_after(drain_seconds):
+                while pending:
+                    await settled.wait()
+            if pending:
+                log.warning("stdin closed: %d request(s) unanswered after %s s", len(pending), drain_seconds)
+
+    async def relay_answers() -> None:
+        async with answers_out, write_stream:
+            async for item in answers_out:
+                await write_stream.send(item)
+                if isinstance(item.message, (JSONRPCResponse, JSONRPCError)):
+                    done(item.message.id)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(relay_answers)
+        async with anyio.create_task_group() as reading:
+            reading.start_soon(relay_requests)
+            yield requests, answers
+            reading.cancel_scope.cancel()  # the server is done: whatever stdin still holds is not read
+        await answers.aclose()  # the server closed it; if not, relay_answers still writes what it sent
 
 
 def mcp_server(toolbox: Toolbox) -> MCPServer:
