@@ -579,12 +579,17 @@ def test_vectors_stay_in_the_row_when_the_text_is_long(kb):
     conn = kb.connection()
     rows = conn.execute(
         "SELECT pg_column_toast_chunk_id(v.embedding) IS NULL, pg_column_size(v.embedding),"
-        " pg_column_size(c.text) < length(c.text)"
+        " pg_column_size(c.text) < length(c.text), octet_length(c.text)"
         " FROM kbctl.chunks c JOIN kbctl.vectors v ON v.namespace_id = c.namespace_id AND v.chunk_id = c.id"
         " WHERE c.namespace_id = %s",
         (ns.id,),
     ).fetchall()
-    assert rows and all(inline and size >= 384 * 4 and squeezed for inline, size, squeezed in rows)
+    # every vector inline, whatever its text
+    assert rows and all(inline and size >= 384 * 4 for inline, size, _, _ in rows)
+    # a chunk's text past the 2 kB threshold is compressed or moved out (the chunker may leave a
+    # short last piece of the long line, which PostgreSQL has no reason to squeeze)
+    long_rows = [squeezed for _, _, squeezed, n in rows if n > 2048]
+    assert long_rows and all(long_rows), rows
 
 
 class _Recording:
