@@ -24,6 +24,8 @@ from ._boundary import Part, psycopg_boundary
 # day is past any need; ``inf`` or ``1e300`` passed a mere "positive" check (``nan`` any check) and
 # reached PostgreSQL as an interval out of range, failing the run.
 MAX_LEASE = 86400.0
+#: The lease of an item a worker claims, in seconds, when none is given (``--lease``).
+LEASE_SECONDS = 60.0
 #: The connections a local worker may hold at once (its own, its producer thread's, one reopened
 #: after a lost one) and those the coordinator keeps in hand beside its own, when the server's
 #: free connections bound how many workers start.
@@ -139,7 +141,7 @@ class Ingestion(Part):
         stdin: BinaryIO | None = None,
         progress: Progress | None = None,
         workers: int | None = None,
-        lease: float = 60.0,
+        lease: float | None = None,
     ) -> RunReport:
         """Run fetch → extract → chunk → embed → store (→ verify) over ``targets`` into ``namespace``.
 
@@ -147,13 +149,21 @@ class Ingestion(Part):
         symlinks that lead out of the folders given (skipped and recorded otherwise). With
         ``workers``, the items go to the run's work queue and ``workers`` local ``kbctl worker``
         processes (0: none, only workers started elsewhere) store them, each item leased for
-        ``lease`` seconds (``kbctl.ingest.workers``); this call waits and closes the run.
+        ``lease`` seconds (default ``LEASE_SECONDS``; ``kbctl.ingest.workers``); this call waits and
+        closes the run. A ``lease`` without ``workers`` is a ``UsageError``: this process stores the
+        items itself, and nothing would be leased.
 
         A ``plan`` writes nothing and makes nothing, not even the tenant a run would make (embedded,
         on its first write): it reads such a tenant as one with no rows, and its report's notes say
         that the run would make it (``Session.planning``).
         """
         targets = validate.targets(targets)  # before anything is made: a string is one target
+        if lease is not None and workers is None:  # it was ignored without a word
+            raise UsageError(
+                "--lease needs --workers",
+                hint="a lease is how long a worker holds the items it claimed: give --workers N "
+                "(0: workers started elsewhere), or leave --lease out to store in this process",
+            )
         with contextlib.ExitStack() as stack:
             if plan:
                 stack.enter_context(self.session.planning())
@@ -193,7 +203,7 @@ class Ingestion(Part):
             )
             try:  # a refusal of the workers' options leaves no namespace made for the run behind either
                 if workers is not None:
-                    req = self._distributed(conn, req, workers, lease, fetch_opts)
+                    req = self._distributed(conn, req, workers, LEASE_SECONDS if lease is None else lease, fetch_opts)
                 report = self._run(conn, req, profile)
             except BaseException:
                 if not plan and made:

@@ -45,8 +45,10 @@ def ingest(
         "--workers",
         help="Share the run through a work queue: start N local `kbctl worker` processes (0: only workers started elsewhere).",
     ),
-    lease: float = typer.Option(
-        60.0, "--lease", help="With --workers: seconds a claimed item is leased before another worker may take it."
+    lease: float | None = typer.Option(
+        None,
+        "--lease",
+        help="With --workers: seconds a claimed item is leased before another worker may take it (default 60).",
     ),
 ) -> None:
     """Fetch, extract, chunk, embed and store documents into a namespace."""

@@ -213,6 +213,19 @@ def test_a_work_queue_option_out_of_range_is_named_with_its_value_and_a_hint(doc
     assert named in hint, hint
 
 
+@pytest.mark.parametrize("lease", ["30", "0"])
+def test_a_lease_without_workers_is_refused_before_anything_is_made(docs, cli, tmp_path, lease):
+    """``kbctl ingest … --lease 30`` without ``--workers`` ran in this process as if ``--lease`` had
+    not been given (``--lease 0``, out of range, too): an option that did nothing, without a word."""
+    d = tmp_path / "more"
+    d.mkdir()
+    (d / "a.md").write_text("# A\n\nA file for the workers.\n")
+    line, hint = _refusal_with_hint(cli("ingest", str(d), "-n", "leased", "--lease", lease))
+    assert line == "error: --lease needs --workers", line
+    assert "--workers" in hint, hint
+    assert "leased" not in [n["name"] for n in docs.namespaces()]
+
+
 def test_an_extractors_own_complaint_about_a_recorded_item_stays_off_stderr(cli_process, tmp_path):
     """A page of scripts only is a recorded item ("empty document"); trafilatura also logged
     "WARNING trafilatura.core: discarding data: None" for it, a second line of its own on stderr
