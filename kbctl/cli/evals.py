@@ -9,7 +9,7 @@ import typer
 
 from ..errors import CheckFailed, UsageError
 from .render import print_json, table
-from .state import STATE, err, info, warn
+from .state import STATE, err, info, name_value, warn
 from .terminal import printable
 
 app = typer.Typer(help="Measure retrieval quality: import, run, sweep.", no_args_is_help=True)
@@ -129,9 +129,14 @@ def run(
     report: Path | None = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
     print_json_: bool = typer.Option(False, "--print-json", help="Print the result JSON on stdout instead of a table."),
     as_: str | None = typer.Option(
-        None, "--as", help="Search as this user (user:ID); hits they may not view are withheld."
+        None,
+        "--as",
+        help="Search as this user (user:ID); hits they may not view are withheld.",
+        callback=name_value,
     ),
-    group: list[str] = typer.Option([], "--group", "-g", help="A group the principal belongs to (repeatable)."),
+    group: list[str] = typer.Option(
+        [], "--group", "-g", help="A group the principal belongs to (repeatable).", callback=name_value
+    ),
     generation: str = typer.Option(
         None, "--generation", help="Search the namespace's shadow (or previous) generation, not the active one."
     ),

@@ -16,7 +16,7 @@ from .search_spec import (
     search_arguments,
     unused_options,
 )
-from .state import STATE
+from .state import NAME_PREFIXES, STATE, name_value
 
 
 def register(app: typer.Typer) -> None:
@@ -67,7 +67,8 @@ def _parameter(o) -> inspect.Parameter:
     if o.argument:
         default = typer.Argument(o.default, help=o.help)
     else:
-        default = typer.Option(o.default, *o.flags, help=o.help, min=o.min)
+        callback = name_value if o.flags[0] in NAME_PREFIXES else None  # --as, --group
+        default = typer.Option(o.default, *o.flags, help=o.help, min=o.min, callback=callback)
     return inspect.Parameter(o.param, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=o.annotation)
 
 

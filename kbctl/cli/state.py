@@ -74,6 +74,29 @@ class State:
 STATE = State()
 
 
+#: The options whose values are free names (a principal's: ``[^\s:]{1,256}``, a leading ``-``
+#: allowed), and the prefix that writes such a name whole. click reads the word after an option as
+#: its value, whatever it is: ``-g --json`` searched as a member of the group ``--json``. Other
+#: names (namespace, tenant, profile, agent) cannot begin with ``-`` and are refused where they are read.
+NAME_PREFIXES = {"--as": "user:", "--group": "group:"}
+
+
+def name_value(ctx, param, value):
+    """The callback of a ``NAME_PREFIXES`` option (typer passes ``ctx``, ``param``, ``value``): a
+    value that begins with ``-`` is a UsageError, the option missing its value; a name that does
+    begin with ``-`` is written with its prefix (``group:-ops``)."""
+    flag = max(param.opts, key=len)
+    for v in [value] if isinstance(value, str) else value or ():
+        if v.startswith("-"):
+            from ..errors import UsageError, echo
+
+            raise UsageError(
+                f"{flag} needs a value; {echo(v)} begins with '-', as an option does",
+                hint=f"put a name after {flag} (one that begins with '-' is written {NAME_PREFIXES[flag]}{v})",
+            )
+    return value
+
+
 def setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.WARNING if verbose == 0 else (logging.INFO if verbose == 1 else logging.DEBUG)
     if quiet:

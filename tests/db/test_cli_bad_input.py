@@ -226,6 +226,32 @@ def test_a_lease_without_workers_is_refused_before_anything_is_made(docs, cli, t
     assert "leased" not in [n["name"] for n in docs.namespaces()]
 
 
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (("search", "refunds", "-n", "docs", "-g", "--json"), "--group"),
+        (("search", "refunds", "-n", "docs", "--as", "user:u1", "--group", "--json"), "--group"),
+        (("search", "refunds", "-n", "docs", "--group=-k"), "--group"),
+        (("search", "refunds", "-n", "docs", "--as", "--json"), "--as"),
+        (("eval", "run", "golden.jsonl", "-n", "docs", "--as", "user:u1", "-g", "--json"), "--group"),
+        (("eval", "run", "golden.jsonl", "-n", "docs", "--as", "-v"), "--as"),
+    ],
+)
+def test_a_principal_option_given_no_value_is_refused_not_read_as_the_next_option(docs, cli, args, flag):
+    """``kbctl search q -n docs -g --json`` searched as a member of the group ``--json`` and printed
+    a table (click reads the word after an option as its value): no such group, and no JSON."""
+    line, hint = _refusal_with_hint(cli(*args))
+    assert line.startswith(f"error: {flag} needs a value; "), line
+    prefix = "group:" if flag == "--group" else "user:"
+    assert flag in hint and f"{prefix}-" in hint, hint  # how to name one that does begin with '-'
+
+
+def test_a_group_whose_name_begins_with_a_dash_is_written_with_its_prefix(docs, cli):
+    p = cli("search", "refunds", "-n", "docs", "--as", "user:-u1", "-g", "group:-ops", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout)["hits"], p.stdout  # public documents: anyone sees them
+
+
 def test_an_extractors_own_complaint_about_a_recorded_item_stays_off_stderr(cli_process, tmp_path):
     """A page of scripts only is a recorded item ("empty document"); trafilatura also logged
     "WARNING trafilatura.core: discarding data: None" for it, a second line of its own on stderr
