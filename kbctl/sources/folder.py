@@ -303,9 +303,10 @@ def _gunzipped(data: bytes, shown: str, limit: int) -> bytes:
 
 
 def _archive(shown: str) -> SourceError:
+    unpack = "… | tar -xz -C DIR" if shown == "stdin" else f"tar -xf {shown} -C DIR"
     return SourceError(
         f"cannot read {shown}: a tar archive, which kbctl does not read",
-        hint=f"unpack it (tar -xf {shown} -C DIR) and ingest the folder",
+        hint=f"unpack it ({unpack}) and ingest the folder",
     )
 
 
@@ -324,18 +325,26 @@ def read_stdin(stream: BinaryIO, options: FetchOptions) -> Source:
     """Read stdin into a ``Source`` (raises ``SourceError`` beyond ``options.max_file_bytes``).
 
     The uri is ``stdin:<stdin_name>`` when the options name it, else ``stdin:`` + the first 16 hex
-    digits of the content's sha256, so the same text piped twice is the same source.
+    digits of the content's sha256, so the same text piped twice is the same source. Gzip data is
+    read as the data it holds, as a file's is (``read_file``): within the same limit decompressed,
+    an archive refused, its type from the name without ``.gz``; piped gzipped or not, one text is
+    one source (``size`` is what was read).
     """
     limit = options.max_file_bytes
     data = stream.read(limit + 1)
     if len(data) > limit:
         raise _too_large("stdin", len(data), limit)
-    digest = content_hash(data)
+    size = len(data)
     name = options.stdin_name
-    meta = {"size": len(data), "sha256": digest, "fetched_at": iso_utc()}
+    typed = name
+    if data.startswith(GZIP_MAGIC):
+        data = _gunzipped(data, "stdin", limit)
+        typed = name[:-3] if name and name.lower().endswith(".gz") else name
+    digest = content_hash(data)
+    meta = {"size": size, "sha256": digest, "fetched_at": iso_utc()}
     if name:
         meta["name"] = name
     uri = f"stdin:{name}" if name else f"stdin:{digest[:16]}"
     return Source(
-        uri=uri, content=data, media_type=guess_media_type(name) if name else None, kind="stdin", metadata=meta
+        uri=uri, content=data, media_type=guess_media_type(typed) if typed else None, kind="stdin", metadata=meta
     )

@@ -427,6 +427,36 @@ def test_stdin_name_gives_the_uri_and_media_type():
     assert (src.uri, src.media_type, src.metadata["name"]) == ("stdin:notes.md", "text/markdown", "notes.md")
 
 
+def test_gzip_data_on_stdin_is_read_as_a_gzipped_file_is(tmp_path):
+    """``gzip -c notes.md | kbctl ingest -`` kept the gzip bytes (extract refused them as a binary
+    file, application/gzip) where ``kbctl ingest notes.md.gz`` reads the file it holds: stdin is
+    sniffed the same way, within the same limit, with the same refusals."""
+    import gzip
+    import tarfile
+
+    text = b"# Notes\n\npiped in, gzipped"
+    packed = gzip.compress(text)
+    (src,) = fetch(["-"], stdin=io.BytesIO(packed))
+    digest = hashlib.sha256(text).hexdigest()
+    assert src.content == text and src.uri == f"stdin:{digest[:16]}", src  # the source the text piped plain is
+    assert src.metadata["sha256"] == digest and src.metadata["size"] == len(packed), src.metadata
+    (named,) = fetch(["-"], stdin=io.BytesIO(packed), options=FetchOptions(stdin_name="notes.md.gz"))
+    assert (named.content, named.media_type, named.uri) == (text, "text/markdown", "stdin:notes.md.gz")
+
+    (bomb,) = fetch(["-"], stdin=io.BytesIO(gzip.compress(b"a" * 5000)), options=FetchOptions(max_file_bytes=1000))
+    assert isinstance(bomb, ItemError) and bomb.source == "stdin:", bomb
+    assert "stdin is larger than" in bomb.message and "once decompressed" in bomb.message, bomb.message
+    (cut,) = fetch(["-"], stdin=io.BytesIO(packed[:-8]))
+    assert isinstance(cut, ItemError) and "cannot read stdin: corrupt gzip file (cut short)" in cut.message, cut
+
+    (tmp_path / "a.md").write_text("# A\n")
+    with tarfile.open(tmp_path / "a.tar", "w") as tar:
+        tar.add(tmp_path / "a.md", arcname="a.md")
+    (archive,) = fetch(["-"], stdin=io.BytesIO(gzip.compress((tmp_path / "a.tar").read_bytes())))
+    assert isinstance(archive, ItemError) and "cannot read stdin: a tar archive" in archive.message, archive
+    assert "tar -xz" in archive.message, archive.message  # its hint, for a stream
+
+
 def test_stdin_over_the_size_limit():
     (err,) = fetch(["-"], stdin=io.BytesIO(b"x" * 100), options=FetchOptions(max_file_bytes=10))
     assert isinstance(err, ItemError) and err.source == "stdin:" and "max_file_bytes" in err.message
