@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 
 from .. import telemetry
 from ..config import Settings
+from ..errors import KbctlError
 
 __all__ = ["serve_http", "serve_stdio"]
 
@@ -91,19 +92,22 @@ def _sigterm_ends_cleanly() -> Iterator[None]:
 def _check_address(host: str, port: int) -> None:
     """Bind what uvicorn will bind, and let it go, before anything starts.
 
-    uvicorn logs a bind error and exits 3, which for kbctl means a check did not hold; a port in
-    use (exit 1) and an address that is not this machine's (exit 2) are one line with a hint."""
-    import errno
+    uvicorn logs a bind error and exits 3, which for kbctl means a check did not hold. Here each
+    is one line with a hint: a bind this machine refuses (the port in use, an address that is not
+    this machine's, a port it may not take) is a runtime failure (exit 1, ``KbctlError``), a host
+    name that does not resolve a name that does not exist (exit 2, ``UsageError``)."""
     import socket
 
-    from ..errors import KbctlError, UsageError
+    from ..errors import UsageError
 
     where = f"{host}:{port}"
-    hint = "listen on an address of this machine: --host, or [server] host"
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
-        raise UsageError(f"cannot listen on {where}: {e.strerror}", hint=hint) from None
+        raise UsageError(
+            f"cannot listen on {where}: {e.strerror}",
+            hint="--host (or [server] host) names an address or a host name of this machine",
+        ) from None
     for family, kind, proto, _, address in addresses:
         with socket.socket(family, kind, proto) as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server does
@@ -112,13 +116,27 @@ def _check_address(host: str, port: int) -> None:
             try:
                 s.bind(address)
             except OSError as e:
-                if e.errno == errno.EADDRINUSE:
-                    raise KbctlError(
-                        f"cannot listen on {where}: the port is in use",
-                        hint="another process listens there (a kbctl serve already running?): "
-                        "stop it, or choose another port with --port or [server] port",
-                    ) from None
-                raise UsageError(f"cannot listen on {where}: {e.strerror}", hint=hint) from None
+                raise _bind_refused(where, port, e.errno, e.strerror) from None
+
+
+def _bind_refused(where: str, port: int, code: int | None, reason: str | None) -> KbctlError:
+    """The one-line error of a bind the machine refused (``_check_address``): exit 1, a hint by cause."""
+    import errno
+
+    another = f"choose another port with --port or [server] port (now {port})"
+    if code == errno.EADDRINUSE:
+        why = "the port is in use"
+        hint = f"another process listens there (another kbctl serve?): stop it, or {another}"
+    elif code == errno.EADDRNOTAVAIL:
+        why = "not an address of this machine"
+        hint = "listen on one of this machine's addresses (`ip addr` lists them): --host, or [server] host"
+    elif code == errno.EACCES:
+        why = "permission denied"
+        hint = f"a port below 1024 needs privileges: {another}"
+    else:
+        why = reason or "the system refused to bind it"
+        hint = f"check --host and --port ([server] host and port): {another}"
+    return KbctlError(f"cannot listen on {where}: {why}", hint=hint)
 
 
 def serve_stdio(settings: Settings, open_kb: Callable[[Settings], Any] | None = None, agent: str | None = None) -> None:

@@ -112,10 +112,31 @@ def test_a_port_out_of_range_is_a_usage_error(cli_process):
         assert err.startswith("error: invalid value for '--port'") and "\nhint: " in err, err
 
 
+def test_every_bind_the_machine_refuses_is_a_runtime_failure_with_a_hint_by_cause():
+    """The causes a test cannot make here (a port below 1024 binds for root): each is exit 1, one
+    line naming the address, a hint that says what to change."""
+    import errno
+
+    from kbctl.server import _bind_refused
+
+    for code, why, hinted in [
+        (errno.EADDRINUSE, "the port is in use", "another kbctl serve?"),
+        (errno.EADDRNOTAVAIL, "not an address of this machine", "--host"),
+        (errno.EACCES, "permission denied", "below 1024"),
+        (errno.EPERM, "Operation not permitted", "--port"),
+    ]:
+        e = _bind_refused("0.0.0.0:80", 80, code, "Operation not permitted")
+        assert e.exit_code == 1 and e.message == f"cannot listen on 0.0.0.0:80: {why}", e.message
+        assert hinted in e.hint and ("--port" in e.hint or "--host" in e.hint), e.hint
+
+
 def test_a_port_in_use_or_an_address_not_of_this_machine_is_one_line(cli_process):
     """uvicorn logged its bind error ("ERROR: [Errno 98] …") and exited 3, which for kbctl means
     a check did not hold; a cron job or a supervisor read it as a failed verify. The address is
-    now tried before the server starts: one line with a hint, exit 1 (in use) or 2 (not ours)."""
+    now tried before the server starts: one line with a hint. A bind this machine refuses (the port
+    in use, an address not of this machine) is a runtime failure, exit 1, as README's table has
+    it (the address not ours was exit 2, a usage error, while the port in use was 1); a host name
+    that does not resolve is a name that does not exist, exit 2."""
     import socket
 
     with socket.socket() as held:
@@ -130,10 +151,10 @@ def test_a_port_in_use_or_an_address_not_of_this_machine_is_one_line(cli_process
     assert len(lines) == 2 and lines[0].startswith("error:") and lines[1].startswith("hint:"), err
     assert f"127.0.0.1:{port}" in lines[0] and "in use" in lines[0] and "--port" in lines[1], err
 
-    for host in ("192.0.2.1", "no-such-host.invalid"):  # TEST-NET-1: never an address of this machine
+    for host, code in (("192.0.2.1", 1), ("no-such-host.invalid", 2)):  # TEST-NET-1: never this machine's
         p = cli_process("serve", "--host", host, "--port", "0")
         err = p.stderr.decode()
-        assert p.returncode == 2, err
+        assert p.returncode == code, err
         lines = [ln for ln in err.splitlines() if ln.strip()]
         assert len(lines) == 2 and lines[0].startswith("error:") and host in lines[0], err
         assert lines[1].startswith("hint:") and "--host" in lines[1], err
