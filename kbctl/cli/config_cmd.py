@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import typer
 
 from .render import print_json
-from .state import STATE, err, out
+from .state import STATE, err, info, out
+from .terminal import printable
 
 app = typer.Typer(help="Show the resolved configuration, or check it.", no_args_is_help=True)
 
@@ -17,19 +19,25 @@ def check(
     file: str = typer.Argument(None, help="The file to check (default: --config, KBCTL_CONFIG, else ./kbctl.toml)."),
     json_: bool = typer.Option(False, "--json", help="The result, ok or the error, as JSON on stdout (for CI)."),
 ) -> None:
-    """Load and check the configuration and every profile, opening nothing: one 'ok' line on stderr
-    and exit 0, else the error (FILE:LINE: key …) and its exit code."""
+    """Load and check the configuration and every profile, its model found (not loaded), opening
+    nothing: one 'ok' line on stderr and exit 0, else each error (FILE:LINE: key …) and its exit
+    code; notes on what it could not check."""
     from ..config import check_settings
 
     result = check_settings(file or STATE.config, STATE.overrides())
     if json_:
         print_json(result.to_json())
-    elif result.error is not None:
-        raise result.error  # one line and a hint, by the CLI's error boundary
-    else:
-        err.print(result.summary(), markup=False, highlight=False)
-    if result.exit_code:
-        raise typer.Exit(result.exit_code)
+        if result.exit_code:
+            raise typer.Exit(result.exit_code)
+        return
+    for note in result.notes:
+        info(f"note: {note}")
+    if result.errors:  # one when the settings do not load; each profile whose model is missing
+        for e in result.errors[:-1]:
+            for line in [f"error: {e.message}"] + ([f"hint: {e.hint}"] if e.hint else []):
+                print(printable(line, keep=""), file=sys.stderr)
+        raise result.errors[-1]  # its line, the hint and the exit code, by the CLI's error boundary
+    err.print(result.summary(), markup=False, highlight=False)
 
 
 @app.command("show")

