@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 from kbctl.config import load_settings
 from kbctl.ids import Ids
+from kbctl.search.evidence import Research
 from kbctl.server.agents import Agent
 from kbctl.server.metrics import Metrics
 from kbctl.server.tools import Toolbox
@@ -80,7 +81,7 @@ class _ResearchService:
         def research(topic, scope, **o):
             self.calls.append(o)
             result = SearchResult(topic, ("kb",), "hybrid", "hybrid", ())
-            return SimpleNamespace(result=result, sub_results=(), sub_queries=[], feedback_terms=[], documents=[])
+            return Research(topic, result, [], [], [], [])
 
         yield SimpleNamespace(namespace_names=lambda: ["kb"], research=research)
 
