@@ -84,8 +84,9 @@ class Evidence(Part):
             more.append(self.kb.searching.search(q, namespace, k=10, mode="hybrid", principal=principal, **options))
             for h in more[-1].hits:
                 pool.setdefault((h.namespace, h.chunk_id), h)
-        vectors = self.kb.searching.passage_vectors(list(pool.values()))
-        picked = mmr(list(pool.values()), vectors, lambda_=0.7, n=len(pool))  # the budget decides how many fit
+        vectors, profiles = self.kb.searching.passage_vectors_and_profiles(list(pool.values()))
+        spaces = {name: prof.fingerprint for name, prof in profiles.items()}  # namespaces of several profiles
+        picked = mmr(list(pool.values()), vectors, lambda_=0.7, n=len(pool), spaces=spaces)  # the budget: how many fit
         return Research(topic, first, subs, more, terms, group_by_document(picked, budget))
 
     def _analyzer(self, namespaces: Sequence[str]) -> Analyzer:

@@ -144,8 +144,18 @@ def _feedback_word(w: str) -> bool:
     return len(w) > 1 if has_cjk(w) else len(w) > 3
 
 
-def mmr(hits: list[Hit], vectors: Mapping[tuple[str, int | str], Any], lambda_: float, n: int) -> list[Hit]:
-    """Maximal marginal relevance: each next hit the most relevant and least like those picked."""
+def mmr(
+    hits: list[Hit],
+    vectors: Mapping[tuple[str, int | str], Any],
+    lambda_: float,
+    n: int,
+    spaces: Mapping[str, Any] | None = None,
+) -> list[Hit]:
+    """Maximal marginal relevance: each next hit the most relevant and least like those picked.
+
+    ``spaces`` (namespace → its profile's fingerprint), when given: two hits are compared only when
+    their vectors are of one profile; a hit is not like one whose vector another model made (its
+    similarity to it unknown, 0), and no two models' vectors are multiplied."""
     import numpy as np
 
     def rel(h: Hit) -> float:
@@ -155,13 +165,18 @@ def mmr(hits: list[Hit], vectors: Mapping[tuple[str, int | str], Any], lambda_: 
         v = vectors.get((h.namespace, h.chunk_id))
         return None if v is None else v / (np.linalg.norm(v) or 1.0)
 
+    def same(a: Hit, b: Hit) -> bool:
+        return spaces is None or spaces.get(a.namespace) == spaces.get(b.namespace)
+
     units = {id(h): unit(h) for h in hits}
     left, picked = sorted(hits, key=rel, reverse=True), list[Hit]()
     while left and len(picked) < n:
 
         def score(h: Hit) -> float:
             u = units[id(h)]
-            sims = [float(u @ units[id(p)]) for p in picked if u is not None and units[id(p)] is not None]
+            sims = [
+                float(u @ units[id(p)]) for p in picked if u is not None and units[id(p)] is not None and same(h, p)
+            ]
             return lambda_ * rel(h) - (1 - lambda_) * max(sims, default=0.0)
 
         best = max(left, key=score)

@@ -92,3 +92,23 @@ def test_research_counts_the_hits_its_searches_withheld_once_each():
     assert withheld_marks([(1, 10)]) == withheld_marks([(1, 10)]) != withheld_marks([(1, 11)])
     assert all(b"10" not in m and len(m) == 16 for m in withheld_marks([(1, 10)]))
     assert "withheld_marks" not in repr(first) and "withheld_marks" not in first.to_json()
+
+
+def test_mmr_compares_passages_only_within_one_profile():
+    """research_topic over namespaces of two profiles pooled 384-d and 768-d vectors and multiplied
+    them (a ValueError, a 500): passages of different profiles are never compared (session 47)."""
+    import dataclasses
+
+    import numpy as np
+    import pytest
+
+    from kbctl.search.evidence import mmr
+
+    a, b, c = _hits("one", "two", "three")
+    c = dataclasses.replace(c, namespace="wide")
+    vectors = {("ns", 0): np.ones(384), ("ns", 1): np.ones(384), ("wide", 2): np.ones(768)}
+    with pytest.raises(ValueError):
+        mmr([a, b, c], vectors, lambda_=0.7, n=3)
+    picked = mmr([a, b, c], vectors, lambda_=0.7, n=3, spaces={"ns": "fp384", "wide": "fp768"})
+    # b is a's duplicate (similarity 1), c is like neither: c comes before b
+    assert [h.text for h in picked] == ["one", "three", "two"]
