@@ -12,7 +12,7 @@ from .. import validate
 from ..acl import Gate
 from ..config import Profile
 from ..errors import UsageError, echo
-from ..search import SearchOptions, check_text, parse_filters, run_search
+from ..search import SearchOptions, check_text, parse_filters, run_grouped, run_search
 from ..search.context import format_context
 from ..store import Namespace, get_namespace
 from ..store import audit as audit_store
@@ -41,7 +41,9 @@ class Searching(Part):
         unrestricted: bool = False,
         **options: Any,
     ) -> SearchResult:
-        """Search one namespace, or several listed explicitly (they must share a profile).
+        """Search one namespace, or several listed explicitly. Namespaces pinned to different profiles
+        are searched apart, each profile's with it, and their hits merged by rank
+        (``kbctl.search.engine.run_grouped``); with ``profile`` given they must all be pinned to it.
 
         ``principal`` is who is searching: hits of documents they may not view are withheld before
         fusion (nothing returned is computed from them) and counted in ``result.withheld`` when the
@@ -92,10 +94,18 @@ class Searching(Part):
             nss = [self.kb.namespaces.at_generation(ns, generation) for ns in nss]
         # Each namespace and its generation are read once: the whole search (lanes, feedback, query
         # embedding) uses them, so a swap meanwhile cannot mix two generations' vectors.
-        prof = self.kb.namespaces.search_profile(nss[0], profile)
         opts = search_options(mode=mode, k=k, filters=filters, **options)
         gate = self.gate(nss, principal, unrestricted)
         side = self.session.sides_of_caller()  # the worker threads open this thread's side connections
+        pins: dict[str, list[Namespace]] = {}
+        for ns in nss:
+            pins.setdefault(ns.fingerprint, []).append(ns)
+        if profile is None and len(pins) > 1:
+            # namespaces of several profiles: each profile's searched with it, merged by rank
+            groups = [(group, self.kb.namespaces.search_profile(group[0], None)) for group in pins.values()]
+            result = read_retried(lambda: run_grouped(conn, groups, query, opts, side=side, gate=gate))
+            return result, nss
+        prof = self.kb.namespaces.search_profile(nss[0], profile)
         result = read_retried(lambda: run_search(conn, nss, prof, query, opts, side=side, gate=gate))
         return result, nss
 

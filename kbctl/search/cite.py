@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 from ..types import Hit, place
 from .lanes import LaneHit
 
-__all__ = ["relevance_scale", "cited_hit", "citation"]
+__all__ = ["relevance_scale", "cited_hit", "citation", "clamp01"]
 
 
 def relevance_scale(
@@ -55,7 +55,7 @@ def cited_hit(
         metadata=_with_link(meta, uri, text),
         citation=citation(title, _display_source(uri, meta), page, heading),
         lanes=lane_info,
-        relevance=None if score is None or scale is None else _clamp01(scale(float(score))),
+        relevance=None if score is None or scale is None else clamp01(scale(float(score))),
     )
 
 
@@ -71,7 +71,7 @@ def _with_link(meta: dict, uri: str, text: str) -> dict:
     return out
 
 
-def _clamp01(x: float | None) -> float | None:
+def clamp01(x: float | None) -> float | None:
     return None if x is None else round(min(1.0, max(0.0, x)), 3)
 
 

@@ -19,10 +19,10 @@ from ..textutil.analyze import ANALYZER_VERSION, has_cjk, query_analyzer
 from ..types import Hit, SearchResult
 from ..validate import count
 from .access import ACL_COLUMN, anonymous_gate, gate_lanes, gated_page, viewable, withheld_marks
-from .cite import cited_hit, relevance_scale
+from .cite import cited_hit, clamp01, relevance_scale
 from .feedback import rescore, second_round
 from .filters import Filter
-from .fuse import fuse
+from .fuse import fuse, merge_by_rank
 from .lanes import (
     LaneHit,
     correct_terms,
@@ -40,7 +40,7 @@ from .shape import shape
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SearchOptions", "SearchPlan", "run_search"]
+__all__ = ["SearchOptions", "SearchPlan", "run_grouped", "run_search"]
 
 MODES = ("auto", "dense", "lexical", "hybrid")
 
@@ -154,8 +154,11 @@ def run_search(
     return result
 
 
-def _routed(conn, namespaces, profile: Profile, query: str, opts: SearchOptions, side, gate) -> SearchResult:
-    """``run_search`` without its span: route the query, then answer it by its strategy."""
+def _routed(
+    conn, namespaces, profile: Profile, query: str, opts: SearchOptions, side, gate, routed: str | None = None
+) -> SearchResult:
+    """``run_search`` without its span: route the query (unless ``routed`` gives its strategy: one
+    group of a search over several profiles, ``run_grouped``), then answer it by its strategy."""
     if opts.mode not in MODES:
         raise UsageError(f"unknown mode {echo(opts.mode)}", hint=f"use one of: {', '.join(MODES)}")
     if len({ns.fingerprint for ns in namespaces}) > 1:
@@ -163,9 +166,10 @@ def _routed(conn, namespaces, profile: Profile, query: str, opts: SearchOptions,
 
         pins = " and ".join(f"{ns.name!r} ({ns.profile_name})" for ns in namespaces)
         raise ProfileMismatchError(
-            f"namespaces {pins} are pinned to different profiles; a search of several namespaces"
-            " ranks them with one profile (one query vector, one analyzer)",
-            hint="search them one at a time",
+            f"namespaces {pins} are pinned to different profiles; a search with one profile ranks them"
+            " with one query vector and one analyzer",
+            hint="leave out the profile: namespaces of different profiles are then searched apart, each with"
+            " its own, and merged by rank",
         )
     for ns in namespaces:
         check_pin(ns, profile, conn)
@@ -173,7 +177,7 @@ def _routed(conn, namespaces, profile: Profile, query: str, opts: SearchOptions,
     # each namespace's postings were made by its recorded analyzer version: the query's terms are
     # that version's (the union of them over namespaces made before and after a version change)
     analyzer = query_analyzer(profile.lexical.language, {ns.analyzer for ns in namespaces})
-    strategy = route(query, bool(opts.filters), analyzer)
+    strategy = routed or route(query, bool(opts.filters), analyzer)
     names = tuple(n.name for n in namespaces)
     if strategy == "no_match":
         return SearchResult(query, names, "none", strategy, (), notes=("nothing searchable in the query",))
@@ -201,6 +205,142 @@ def _routed(conn, namespaces, profile: Profile, query: str, opts: SearchOptions,
     if mode != "dense" and has_cjk(query):
         result = dataclasses.replace(result, notes=(*result.notes, *_older_analyzer(namespaces)))
     return _noted(result, gate, namespaces, bool(opts.filters))
+
+
+#: RRF's constant in the merge of a search over namespaces of several profiles (``run_grouped``).
+GROUPS_RRF_K = 60
+
+
+def run_grouped(
+    conn,
+    groups: Sequence[tuple[Sequence[Namespace], Profile]],
+    query: str,
+    opts: SearchOptions,
+    side: Callable[[str], Any] | None = None,
+    gate: Gate | None = None,
+) -> SearchResult:
+    """Answer one query over namespaces pinned to several profiles: ``groups`` holds each profile's
+    namespaces (in the order first given) and the profile that searches them.
+
+    A search ranks with one profile (one query vector, one analyzer), and two models' vectors or
+    scores are never compared: each group is searched as ``run_search`` searches it, with its own
+    profile, its first ``k`` hits; the groups' ranked hits are then merged by reciprocal rank fusion
+    over their ranks (``fuse.merge_by_rank``, rrf_k 60) and the first ``k`` kept. A hit's ``score``
+    is that fused score and its ``relevance`` the score over the best one (rank 1: ``1 / 61``), as
+    for a fused search; its rank and score in its group are its ``lanes["group"]``. ``k`` is the
+    query's, else the first group's profile's. The query is routed once, by the first group's
+    analyzer (the first namespace given): every group takes that strategy, and a note says so when
+    another group's analyzer routes it otherwise. A query answered without ranking (nothing
+    searchable, too vague, filters only) is answered as ``run_search`` answers it: the metadata
+    strategy reads no vector, so it reads all the namespaces at once.
+
+    The result notes ``namespaces of N profiles searched apart, merged by rank``; ``details["groups"]``
+    has each group's profile, namespaces, strategy, hits, withheld count and its own details
+    (``generations`` of all of them at the top, as ``run_search`` puts them). Withheld counts add up
+    (the namespaces are disjoint). Traced as ``kbctl.search``, each group's steps as its children.
+    """
+    namespaces = [ns for nss, _ in groups for ns in nss]
+    profiles = [prof for _, prof in groups]
+    attrs = {
+        "kbctl.namespaces": [n.name for n in namespaces],
+        "kbctl.profile": [p.name for p in profiles],
+        "kbctl.mode": opts.mode,
+        "kbctl.k": opts.k or profiles[0].search.k,
+        "kbctl.filters": len(opts.filters),
+        **telemetry.query_attributes(query),
+    }
+    with telemetry.span("kbctl.search", attrs, root=True) as span, jobs():
+        result = _grouped(conn, groups, namespaces, query, opts, side, gate)
+        span.set_attributes(
+            {
+                "kbctl.strategy": result.strategy,
+                "kbctl.lanes": result.mode,
+                "kbctl.hits": len(result.hits),
+                "kbctl.withheld": result.withheld,
+                "kbctl.degraded": result.degraded,
+            }
+        )
+    return result
+
+
+def _grouped(conn, groups, namespaces, query: str, opts: SearchOptions, side, gate) -> SearchResult:
+    """``run_grouped`` without its span."""
+    if opts.mode not in MODES:
+        raise UsageError(f"unknown mode {echo(opts.mode)}", hint=f"use one of: {', '.join(MODES)}")
+    for nss, prof in groups:
+        for ns in nss:
+            check_pin(ns, prof, conn)
+    k = opts.k or groups[0][1].search.k
+    names = tuple(n.name for n in namespaces)
+    routes = [
+        route(query, bool(opts.filters), query_analyzer(prof.lexical.language, {ns.analyzer for ns in nss}))
+        for nss, prof in groups
+    ]
+    strategy = routes[0]
+    # nothing ranked (no query vector, no analyzer's ranking): answered as ``_routed`` answers it
+    if strategy == "no_match":
+        return SearchResult(query, names, "none", strategy, (), notes=("nothing searchable in the query",))
+    if strategy == "needs_clarification" and opts.mode == "auto":
+        return SearchResult(
+            query, names, "none", strategy, (), notes=("the query is too vague to search; ask what it is about",)
+        )
+    gate = gate or anonymous_gate([n.id for n in namespaces])
+    if strategy == "metadata":  # filters only: one stable order over all the namespaces
+        return _noted(_metadata(conn, namespaces, query, opts.filters, k, names, gate), gate, namespaces, True)
+    notes = [f"namespaces of {len(groups)} profiles searched apart, merged by rank"]
+    if len(set(routes)) > 1:
+        notes.append(
+            f"the query routes to {strategy} by the first namespace's profile ({groups[0][1].name}) and"
+            f" otherwise by another's ({', '.join(sorted(set(routes) - {strategy}))}): every group took {strategy}"
+        )
+    results = [
+        _routed(conn, nss, prof, query, dataclasses.replace(opts, k=k), side, gate, routed=strategy)
+        for nss, prof in groups
+    ]
+    merged = merge_by_rank([[(h.namespace, h.doc_id) for h in r.hits] for r in results], GROUPS_RRF_K)[:k]
+    best = 1.0 / (GROUPS_RRF_K + 1)
+    hits = tuple(
+        dataclasses.replace(
+            h,
+            rank=i + 1,
+            score=round(score, 6),
+            relevance=clamp01(score / best),
+            lanes={**h.lanes, "group": {"rank": h.rank, "score": h.score}},
+        )
+        for i, (g, pos, score) in enumerate(merged)
+        for h in (results[g].hits[pos],)
+    )
+    withheld = sum(r.withheld for r in results)
+    for r in results:
+        own = f"withheld {r.withheld} hit(s) this principal may not view"
+        notes.extend(n for n in r.notes if n not in notes and n != own)
+    if withheld:
+        notes.append(f"withheld {withheld} hit(s) this principal may not view")
+    details: dict[str, Any] = {
+        "groups": [
+            {
+                "profile": prof.name,
+                "fingerprint": prof.fingerprint,
+                "model": prof.model,
+                "dimension": prof.dimension,
+                "namespaces": [ns.name for ns in nss],
+                "mode": r.mode,
+                "strategy": r.strategy,
+                "hits": len(r.hits),
+                "withheld": r.withheld,
+                "details": {a: b for a, b in r.details.items() if a != "generations"},
+            }
+            for (nss, prof), r in zip(groups, results)
+        ],
+        "merge": {"method": "rrf", "rrf_k": GROUPS_RRF_K, "over": "rank in each group"},
+        "generations": {n.name: n.generation_id for n in namespaces},
+    }
+    modes = list(dict.fromkeys(r.mode for r in results))
+    return SearchResult(
+        query, names, modes[0] if len(modes) == 1 else "+".join(modes), results[0].strategy, hits,
+        degraded=any(r.degraded for r in results), notes=tuple(notes), details=details, withheld=withheld,
+        withheld_marks=frozenset[bytes]().union(*(r.withheld_marks for r in results)),
+    )  # fmt: skip
 
 
 def _older_analyzer(namespaces) -> list[str]:

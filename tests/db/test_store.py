@@ -680,13 +680,17 @@ def test_an_ingest_run_leaves_no_unused_terms(kb, tmp_path):
 
 
 def test_a_search_of_namespaces_of_two_profiles_says_so(kb):
-    """Several namespaces are searched with one profile; when their pins differ no --profile can
-    help, so the refusal names each namespace's profile instead of hinting at one of them."""
+    """Namespaces pinned to different profiles are searched apart and merged by rank (session 47:
+    tests/db/test_mixed_profiles.py); with one profile named, no profile can rank them all, so the
+    refusal names each namespace's profile and says to leave the profile out."""
     _write(kb, "one", DOCS[:1])
     kb.create_namespace("other", profile="minilm")
+    result = kb.search("refunds", ["one", "other"], mode="lexical")
+    assert result.hits and {h.namespace for h in result.hits} == {"one"}
+    assert "namespaces of 2 profiles searched apart, merged by rank" in result.notes
     with pytest.raises(ProfileMismatchError, match=r"'one' \(hash-384\) and 'other' \(minilm\)") as e:
-        kb.search("refunds", ["one", "other"], mode="lexical")
-    assert "--profile" not in (e.value.hint or "") and "one at a time" in (e.value.hint or "")
+        kb.search("refunds", ["one", "other"], mode="lexical", profile="hash-384")
+    assert "leave out the profile" in (e.value.hint or "")
 
 
 def test_a_profile_changed_under_its_own_name_gets_a_hint_that_can_work(kb, tmp_path):
