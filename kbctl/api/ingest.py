@@ -164,6 +164,7 @@ class Ingestion(Part):
                 hint="a lease is how long a worker holds the items it claimed: give --workers N "
                 "(0: workers started elsewhere), or leave --lease out to store in this process",
             )
+        self._refuse_only_missing_paths(targets, namespace)
         with contextlib.ExitStack() as stack:
             if plan:
                 stack.enter_context(self.session.planning())
@@ -451,6 +452,24 @@ class Ingestion(Part):
             ns, prof, items=items, command="store", verify=verify, progress=progress, acl=self._acl_policy(namespace)
         )
         return self._run(conn, req, profile)
+
+    def _refuse_only_missing_paths(self, targets: Sequence[str], namespace: str) -> None:
+        """Every target a local path where nothing is, into a namespace not made yet: a mistyped
+        command, refused before anything is made (the tenant, the namespace, a run). Into a
+        namespace that exists, or with one target there, the batch rule holds: each missing path is
+        a failed item (a folder of a cron job's that is not mounted keeps its documents)."""
+        from ..ingest.fetch import missing_paths
+
+        missing = missing_paths(targets)
+        if not targets or len(missing) < len(targets):
+            return
+        with self.session.planning():  # read as a plan reads: nothing made, the tenant neither
+            if get_namespace(self._conn(), namespace, self.tenant, required=False) is not None:
+                return
+        raise UsageError(
+            f"no such file or folder: {', '.join(missing)}",
+            hint=f"check the path; nothing was made (namespace {namespace!r} does not exist yet)",
+        )
 
     def _run(self, conn, req, profile: str | None) -> RunReport:
         """``ingest.pipeline.run``, and once more (at most twice) when a swap or rollback moved the

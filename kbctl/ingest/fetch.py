@@ -201,6 +201,18 @@ def _guarded(target: str, items: Iterator[Fetched]) -> Iterator[Fetched]:
         yield ItemError("fetch", target, type(e).__name__, str(e) or type(e).__name__)
 
 
+def missing_paths(targets: Iterable[str]) -> list[str]:
+    """The targets that name a local path (a path or a ``file://`` URI; not ``-``, not another URL)
+    where nothing is: ``fetch`` would make each an ``ItemError`` "no such file or directory"."""
+    out = []
+    for target in targets:
+        if target == "-" or is_http_url(target) or ("://" in target and not target.startswith("file://")):
+            continue
+        if not os.path.lexists(_local_path(target)):
+            out.append(target)
+    return out
+
+
 def _local_path(target: str) -> Path:
     # kbctl's file uris are "file://" + the absolute path with only "%" and "#" percent-encoded
     return Path(file_path(target) if target.startswith("file://") else target)

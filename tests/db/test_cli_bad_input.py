@@ -226,6 +226,31 @@ def test_a_lease_without_workers_is_refused_before_anything_is_made(docs, cli, t
     assert "leased" not in [n["name"] for n in docs.namespaces()]
 
 
+def test_an_ingest_of_paths_that_do_not_exist_into_a_new_namespace_makes_nothing(docs, cli, tmp_path):
+    """``kbctl ingest typo/ -n new`` (every target a local path that is not there) made the namespace
+    ``new``, recorded a run of one failed item and exited 0 with a warning: a mistyped command left
+    an empty namespace behind and a cron job saw success. Refused before anything is made (exit 2),
+    the path named; a namespace that exists keeps the batch rule (a row, a warning, its documents)."""
+    typo = tmp_path / "dcos"
+    line, hint = _refusal_with_hint(cli("ingest", str(typo), "-n", "fresh"))
+    assert line == f"error: no such file or folder: {typo}", line
+    assert "nothing was made" in hint and "fresh" in hint, hint
+    assert "fresh" not in [n["name"] for n in docs.namespaces()]
+    # two targets, neither there: both named
+    line, _ = _refusal_with_hint(cli("ingest", str(typo), str(tmp_path / "nope.md"), "-n", "fresh"))
+    assert str(typo) in line and "nope.md" in line, line
+    # one there, one not: the batch rule (the missing one is a failed item, the rest goes in)
+    d = tmp_path / "real"
+    d.mkdir()
+    (d / "a.md").write_text("# A\n\nA real file.\n")
+    p = cli("ingest", str(d), str(typo), "-n", "fresh")
+    assert p.returncode == 0, p.stderr.decode()
+    assert "fresh" in [n["name"] for n in docs.namespaces()]
+    # into a namespace that exists: the batch rule too (its documents are kept, exit 0 with a warning)
+    p = cli("ingest", str(typo), "-n", "fresh")
+    assert p.returncode == 0 and "1 item(s) failed" in p.stderr.decode(), p.stderr.decode()
+
+
 @pytest.mark.parametrize(
     "args, flag",
     [
