@@ -130,18 +130,28 @@ def run_search(
 
     Traced as ``kbctl.search`` (``kbctl.telemetry``, docs/telemetry.md), its steps as children.
     """
+    return _traced(
+        query, namespaces, profile.name, opts.k or profile.search.k, opts,
+        lambda: _routed(conn, namespaces, profile, query, opts, side, gate),
+    )  # fmt: skip
+
+
+def _traced(
+    query: str, namespaces, profile: str | list[str], k: int, opts: SearchOptions, answer: Callable[[], SearchResult]
+) -> SearchResult:
+    """``answer()`` traced as ``kbctl.search`` (``run_search``, ``run_grouped``), its steps as children."""
     attrs = {
         "kbctl.namespaces": [n.name for n in namespaces],
-        "kbctl.profile": profile.name,
+        "kbctl.profile": profile,
         "kbctl.mode": opts.mode,
-        "kbctl.k": opts.k or profile.search.k,
+        "kbctl.k": k,
         "kbctl.filters": len(opts.filters),
         **telemetry.query_attributes(query),
     }
     # ``jobs``: the lanes' worker-thread jobs on the side connections end before the search returns
     # or raises, so the next search on this session (a retry, a server's next request) finds them free.
     with telemetry.span("kbctl.search", attrs, root=True) as span, jobs():
-        result = _routed(conn, namespaces, profile, query, opts, side, gate)
+        result = answer()
         span.set_attributes(
             {
                 "kbctl.strategy": result.strategy,
@@ -179,12 +189,9 @@ def _routed(
     analyzer = query_analyzer(profile.lexical.language, {ns.analyzer for ns in namespaces})
     strategy = routed or route(query, bool(opts.filters), analyzer)
     names = tuple(n.name for n in namespaces)
-    if strategy == "no_match":
-        return SearchResult(query, names, "none", strategy, (), notes=("nothing searchable in the query",))
-    if strategy == "needs_clarification" and opts.mode == "auto":
-        return SearchResult(
-            query, names, "none", strategy, (), notes=("the query is too vague to search; ask what it is about",)
-        )
+    unranked = _unranked(query, names, strategy, opts)
+    if unranked is not None:
+        return unranked
     gate = gate or anonymous_gate([n.id for n in namespaces])
     if strategy == "metadata":
         return _noted(_metadata(conn, namespaces, query, opts.filters, k, names, gate), gate, namespaces, True)
@@ -205,6 +212,18 @@ def _routed(
     if mode != "dense" and has_cjk(query):
         result = dataclasses.replace(result, notes=(*result.notes, *_older_analyzer(namespaces)))
     return _noted(result, gate, namespaces, bool(opts.filters))
+
+
+def _unranked(query: str, names: tuple[str, ...], strategy: str, opts: SearchOptions) -> SearchResult | None:
+    """The answer of a query routed to nothing to rank (nothing searchable; too vague, in mode
+    auto), else None: ``_routed``'s and ``_grouped``'s alike."""
+    if strategy == "no_match":
+        return SearchResult(query, names, "none", strategy, (), notes=("nothing searchable in the query",))
+    if strategy == "needs_clarification" and opts.mode == "auto":
+        return SearchResult(
+            query, names, "none", strategy, (), notes=("the query is too vague to search; ask what it is about",)
+        )
+    return None
 
 
 #: RRF's constant in the merge of a search over namespaces of several profiles (``run_grouped``).
@@ -240,27 +259,10 @@ def run_grouped(
     (the namespaces are disjoint). Traced as ``kbctl.search``, each group's steps as its children.
     """
     namespaces = [ns for nss, _ in groups for ns in nss]
-    profiles = [prof for _, prof in groups]
-    attrs = {
-        "kbctl.namespaces": [n.name for n in namespaces],
-        "kbctl.profile": [p.name for p in profiles],
-        "kbctl.mode": opts.mode,
-        "kbctl.k": opts.k or profiles[0].search.k,
-        "kbctl.filters": len(opts.filters),
-        **telemetry.query_attributes(query),
-    }
-    with telemetry.span("kbctl.search", attrs, root=True) as span, jobs():
-        result = _grouped(conn, groups, namespaces, query, opts, side, gate)
-        span.set_attributes(
-            {
-                "kbctl.strategy": result.strategy,
-                "kbctl.lanes": result.mode,
-                "kbctl.hits": len(result.hits),
-                "kbctl.withheld": result.withheld,
-                "kbctl.degraded": result.degraded,
-            }
-        )
-    return result
+    return _traced(
+        query, namespaces, [prof.name for _, prof in groups], opts.k or groups[0][1].search.k, opts,
+        lambda: _grouped(conn, groups, namespaces, query, opts, side, gate),
+    )  # fmt: skip
 
 
 def _grouped(conn, groups, namespaces, query: str, opts: SearchOptions, side, gate) -> SearchResult:
@@ -277,13 +279,9 @@ def _grouped(conn, groups, namespaces, query: str, opts: SearchOptions, side, ga
         for nss, prof in groups
     ]
     strategy = routes[0]
-    # nothing ranked (no query vector, no analyzer's ranking): answered as ``_routed`` answers it
-    if strategy == "no_match":
-        return SearchResult(query, names, "none", strategy, (), notes=("nothing searchable in the query",))
-    if strategy == "needs_clarification" and opts.mode == "auto":
-        return SearchResult(
-            query, names, "none", strategy, (), notes=("the query is too vague to search; ask what it is about",)
-        )
+    unranked = _unranked(query, names, strategy, opts)  # no query vector, no analyzer's ranking
+    if unranked is not None:
+        return unranked
     gate = gate or anonymous_gate([n.id for n in namespaces])
     if strategy == "metadata":  # filters only: one stable order over all the namespaces
         return _noted(_metadata(conn, namespaces, query, opts.filters, k, names, gate), gate, namespaces, True)
