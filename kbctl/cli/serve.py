@@ -39,12 +39,15 @@ def serve(
         help="Address to listen on (default: server.host, 127.0.0.1). Requests must name it, a loopback name "
         "or one of server.allowed_hosts in their Host header (on 0.0.0.0: any IP address too).",
     ),
-    port: int | None = typer.Option(None, "--port", min=0, max=65535, help="Port (default: server.port, 8765)."),
+    port: int | None = typer.Option(
+        None, "--port", min=0, max=65535, help="Port (default: server.port, 8765); 0: a free port the system picks."
+    ),
 ) -> None:
-    """Serve MCP over streamable HTTP at /mcp, the JSON API under /v1, /healthz and /metrics."""
+    """Serve MCP over streamable HTTP at /mcp, the JSON API under /v1, /healthz and /metrics; once it
+    listens, says where on stderr (listening on http://HOST:PORT, the port the real one)."""
     from ..server import serve_http
 
-    serve_http(STATE.kb().settings, host=host, port=port)
+    serve_http(STATE.kb().settings, host=host, port=port, on_listening=lambda url: info(f"listening on {url}"))
 
 
 @agents_app.command("list")

@@ -4,8 +4,17 @@ tokens, stats and the feedback dataset."""
 from __future__ import annotations
 
 import json
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import httpx
+
+from tests.conftest import ROOT
+from tests.server.conftest import env_for, stop
 
 
 def env(served, **more):
@@ -137,7 +146,6 @@ def test_a_port_in_use_or_an_address_not_of_this_machine_is_one_line(cli_process
     in use, an address not of this machine) is a runtime failure, exit 1, as README's table has
     it (the address not ours was exit 2, a usage error, while the port in use was 1); a host name
     that does not resolve is a name that does not exist, exit 2."""
-    import socket
 
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
@@ -158,3 +166,57 @@ def test_a_port_in_use_or_an_address_not_of_this_machine_is_one_line(cli_process
         lines = [ln for ln in err.splitlines() if ln.strip()]
         assert len(lines) == 2 and lines[0].startswith("error:") and host in lines[0], err
         assert lines[1].startswith("hint:") and "--host" in lines[1], err
+
+
+def _serve_until_listening(home: Path, tenant: str, config: Path, *args: str) -> tuple[subprocess.Popen, str, int]:
+    """``kbctl serve ARGS`` as a supervisor starts it: the line it prints once it listens, read off
+    stderr; the process, the URL and the port that line says."""
+    import queue
+    import threading
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kbctl", "serve", *args],
+        cwd=ROOT,
+        env=env_for(home, tenant, config),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stderr or ()], daemon=True).start()
+    deadline = time.monotonic() + 60
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=0.5)
+        except queue.Empty:
+            if proc.poll() is not None:
+                break
+            continue
+        seen.append(line)
+        found = re.fullmatch(r"listening on (http://127\.0\.0\.1:(\d+))", line.strip())
+        if found:
+            return proc, found[1], int(found[2])
+    stop(proc)
+    raise AssertionError(f"kbctl serve {' '.join(args)} said no listening line (exit {proc.returncode}): {seen}")
+
+
+def test_port_0_listens_on_a_port_the_system_picks_and_says_which(cli_process, kb_home, tenant, tmp_path):
+    """``--port 0`` (and ``[server] port = 0``) is what it is to every server: the system picks a
+    free port. It listened on 8765 (``port or srv.port`` read 0 as "not given"), and nothing said
+    where it listened; the line kbctl prints once it listens names the real port, so a supervisor
+    or a test can read it. ``--port 0`` wins over a ``[server] port`` as any ``--port`` does."""
+    with socket.socket() as held:  # a [server] port in use: --port 0 must not go there
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        configured = held.getsockname()[1]
+        for args, port_key in ((("--port", "0"), configured), ((), 0)):
+            config = tmp_path / f"serve-{port_key}.toml"
+            config.write_text(f'[defaults]\nprofile = "hash-384"\n\n[server]\nport = {port_key}\n')
+            proc, url, port = _serve_until_listening(kb_home, tenant, config, *args)
+            try:
+                assert port not in (0, 8765, configured), (args, port)
+                assert httpx.get(url + "/healthz", timeout=10).status_code == 200
+            finally:
+                stop(proc)
+            assert proc.returncode == 0, (args, proc.returncode)
