@@ -11,7 +11,16 @@ from __future__ import annotations
 import mimetypes
 import re
 
-__all__ = ["MEDIA_TYPES", "SUFFIXES", "OFFICE_SUFFIXES", "guess_media_type", "is_feed_xml", "HTML_TYPES"]
+__all__ = [
+    "MEDIA_TYPES",
+    "SUFFIXES",
+    "OFFICE_SUFFIXES",
+    "COMPRESSED_SUFFIXES",
+    "guess_media_type",
+    "inner_name",
+    "is_feed_xml",
+    "HTML_TYPES",
+]
 
 #: Suffix (lower case, with the dot) → media type, for every suffix an extractor reads.
 MEDIA_TYPES: dict[str, str] = {
@@ -40,6 +49,23 @@ OFFICE_SUFFIXES: frozenset[str] = frozenset({".docx", ".pptx", ".xlsx", ".odt"})
 
 #: The suffixes of ``MEDIA_TYPES``.
 SUFFIXES: frozenset[str] = frozenset(MEDIA_TYPES)
+
+
+#: The suffixes of compressed files kbctl reads as the file they hold (gzip, bzip2, xz:
+#: ``kbctl.sources.compressed``): ``notes.md.bz2`` is Markdown.
+COMPRESSED_SUFFIXES: tuple[str, ...] = (".gz", ".bz2", ".xz")
+
+
+def inner_name(name: str) -> str:
+    """``name`` without a compressed file's suffix when a suffix is left under it (``notes.md.xz`` is
+    ``notes.md``; ``notes.gz`` and ``.gz`` stay as they are)."""
+    lowered = name.lower()
+    for suffix in COMPRESSED_SUFFIXES:
+        if lowered.endswith(suffix):
+            stem = name[: -len(suffix)]
+            base = stem.rsplit("/", 1)[-1]
+            return stem if "." in base.lstrip(".") else name
+    return name
 
 
 def guess_media_type(name: str) -> str | None:

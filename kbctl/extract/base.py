@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import unquote_to_bytes, urldefrag, urlsplit
 
 from ..errors import ExtractError
+from ..mediatypes import inner_name
 from ..textutil.dates import iso_datetime
 from ..types import FETCH_FACTS, Block, Document, Source
 
@@ -208,11 +209,9 @@ def item_name(uri: str) -> str:
 
 
 def stem_of(uri: str) -> str:
-    """A readable fallback title: the item's file name without its suffix (and ``.gz``: ``draft.md.gz``
-    is ``draft``), or the host."""
-    name = item_name(uri)
-    if name.lower().endswith(".gz") and "." in name[:-3].lstrip("."):
-        name = name[:-3]
+    """A readable fallback title: the item's file name without its suffix (and ``.gz``, ``.bz2``,
+    ``.xz``: ``draft.md.gz`` is ``draft``), or the host."""
+    name = inner_name(item_name(uri))
     if "." in name.lstrip("."):
         name = name.rsplit(".", 1)[0]
     return name or uri

@@ -26,17 +26,17 @@ import logging
 import os
 import re
 import stat
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Collection, Iterator, Sequence
 from urllib.parse import unquote_to_bytes
 
 from ..errors import SourceError
+from ..mediatypes import COMPRESSED_SUFFIXES, inner_name
 from ..textutil.clean import escape_undecodable
 from ..textutil.dates import iso_utc
 from ..types import ItemError, Source, content_hash
-from .compressed import GZIP_MAGIC, GZIP_WBITS, inflate, is_tar
+from .compressed import Compression, CorruptData, decompress, is_tar, is_zstd, sniff
 from .globs import Pattern, any_match, compile_glob, ignored, load_ignore
 from .options import FetchOptions, guess_media_type, normalise_suffixes
 
@@ -55,8 +55,8 @@ log = logging.getLogger(__name__)
 
 #: How to let kbctl read a larger file (or stdin).
 MAX_FILE_BYTES_HINT = "raise max_file_bytes (in bytes) in the [fetch] table of kbctl.toml"
-#: What to do about a gzip file that does not decompress.
-GZIP_HINT = "test it with `gzip -t FILE`: a file cut short by a copy or a download is read once it is whole"
+#: What to do about a compressed file that does not decompress (``{test}``: ``gzip -t``, ``xz -t``…).
+CORRUPT_HINT = "test it with `{test} FILE`: a file cut short by a copy or a download is read once it is whole"
 
 RuleSets = list[tuple[str, tuple[Pattern, ...]]]
 
@@ -123,11 +123,11 @@ class _Filter:
 
 
 def _inner_suffix(name: str, suffixes: frozenset[str]) -> str:
-    """The suffix that says ``name``'s format: ``.md`` for ``notes.md.gz`` (a gzipped file is read as
-    the file it holds), unless ``.gz`` itself is one of ``suffixes``."""
+    """The suffix that says ``name``'s format: ``.md`` for ``notes.md.gz`` (``.bz2``, ``.xz``: a
+    compressed file is read as the file it holds), unless its suffix itself is one of ``suffixes``."""
     suffix = os.path.splitext(name)[1].lower()
-    if suffix == ".gz" and suffix not in suffixes:
-        return os.path.splitext(name[:-3])[1].lower()
+    if suffix in COMPRESSED_SUFFIXES and suffix not in suffixes:
+        return os.path.splitext(name[: -len(suffix)])[1].lower()
     return suffix
 
 
@@ -277,33 +277,47 @@ def read_file(path: Path, rel: str, options: FetchOptions, *, regular_only: bool
     if shown != abs_path:
         meta["name_not_utf8"] = True
     name = abs_path
-    if data.startswith(GZIP_MAGIC):  # notes.md.gz: read as the Markdown file it holds
-        data = _gunzipped(data, shown, limit)
-        name = abs_path[:-3] if abs_path.lower().endswith(".gz") else abs_path
+    kind = _compressed(data, shown)
+    if kind is not None:  # notes.md.gz, notes.md.xz: read as the Markdown file it holds
+        data = _decompressed(data, kind, shown, limit)
+        name = inner_name(abs_path)
     return Source(uri=file_uri(abs_path), content=data, media_type=guess_media_type(name), kind="file", metadata=meta)
 
 
-def _gunzipped(data: bytes, shown: str, limit: int) -> bytes:
-    """A gzip file's data, at most ``limit`` bytes of it (a bomb stops there); ``SourceError`` for
-    one that is corrupt or cut short, or that holds a tar archive (kbctl reads no archive)."""
-    if shown.lower().endswith((".tgz", ".tar.gz")):
-        raise _archive(shown)
+def _compressed(data: bytes, shown: str) -> Compression | None:
+    """The compressed format ``data`` is in (gzip, bzip2, xz), ``None`` for data that is not
+    compressed; ``SourceError`` for zstd, which kbctl does not read."""
+    if is_zstd(data):
+        decompress_it = "zstd -dc FILE | kbctl ingest -" if shown == "stdin" else f"zstd -d {shown}"
+        raise SourceError(
+            f"cannot read {shown}: zstd data, which kbctl does not read",
+            hint=f"decompress it ({decompress_it}) and ingest the file it holds",
+        )
+    return sniff(data)
+
+
+def _decompressed(data: bytes, kind: Compression, shown: str, limit: int) -> bytes:
+    """A compressed file's data, at most ``limit`` bytes of it (a bomb stops there); ``SourceError``
+    for one that is corrupt or cut short, or that holds a tar archive (kbctl reads no archive)."""
+    if shown.lower().endswith(kind.tar_suffixes):
+        raise _archive(shown, kind)
+    hint = CORRUPT_HINT.format(test=kind.test)
     try:
-        out = inflate(data, GZIP_WBITS, limit)
-    except zlib.error as e:
-        raise SourceError(f"cannot read {shown}: corrupt gzip file ({e})", hint=GZIP_HINT) from None
+        out = decompress(data, kind, limit)
+    except CorruptData as e:
+        raise SourceError(f"cannot read {shown}: corrupt {kind.name} file ({e})", hint=hint) from None
     if out is None:
-        raise SourceError(f"cannot read {shown}: corrupt gzip file (cut short)", hint=GZIP_HINT)
+        raise SourceError(f"cannot read {shown}: corrupt {kind.name} file (cut short)", hint=hint)
     if len(out) > limit:
         message = f"{shown} is larger than the {human_bytes(limit)} limit (max_file_bytes) once decompressed"
         raise SourceError(message, hint=MAX_FILE_BYTES_HINT)
     if is_tar(out):
-        raise _archive(shown)
+        raise _archive(shown, kind)
     return out
 
 
-def _archive(shown: str) -> SourceError:
-    unpack = "… | tar -xz -C DIR" if shown == "stdin" else f"tar -xf {shown} -C DIR"
+def _archive(shown: str, kind: Compression) -> SourceError:
+    unpack = f"… | tar {kind.tar_flag} -C DIR" if shown == "stdin" else f"tar -xf {shown} -C DIR"
     return SourceError(
         f"cannot read {shown}: a tar archive, which kbctl does not read",
         hint=f"unpack it ({unpack}) and ingest the folder",
@@ -325,10 +339,10 @@ def read_stdin(stream: BinaryIO, options: FetchOptions) -> Source:
     """Read stdin into a ``Source`` (raises ``SourceError`` beyond ``options.max_file_bytes``).
 
     The uri is ``stdin:<stdin_name>`` when the options name it, else ``stdin:`` + the first 16 hex
-    digits of the content's sha256, so the same text piped twice is the same source. Gzip data is
-    read as the data it holds, as a file's is (``read_file``): within the same limit decompressed,
-    an archive refused, its type from the name without ``.gz``; piped gzipped or not, one text is
-    one source (``size`` is what was read).
+    digits of the content's sha256, so the same text piped twice is the same source. Gzip, bzip2 and
+    xz data is read as the data it holds, as a file's is (``read_file``): within the same limit
+    decompressed, an archive refused, zstd refused, its type from the name without ``.gz`` (``.bz2``,
+    ``.xz``); piped compressed or not, one text is one source (``size`` is what was read).
     """
     limit = options.max_file_bytes
     data = stream.read(limit + 1)
@@ -337,9 +351,10 @@ def read_stdin(stream: BinaryIO, options: FetchOptions) -> Source:
     size = len(data)
     name = options.stdin_name
     typed = name
-    if data.startswith(GZIP_MAGIC):
-        data = _gunzipped(data, "stdin", limit)
-        typed = name[:-3] if name and name.lower().endswith(".gz") else name
+    kind = _compressed(data, "stdin")
+    if kind is not None:
+        data = _decompressed(data, kind, "stdin", limit)
+        typed = inner_name(name) if name else name
     digest = content_hash(data)
     meta = {"size": size, "sha256": digest, "fetched_at": iso_utc()}
     if name:

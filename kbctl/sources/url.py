@@ -24,12 +24,15 @@ feed link. ``get`` raises ``SourceError`` with a readable message when the URL c
     http://host/big is larger than the 20 MB limit (max_bytes); stopped reading
     http://host/big is larger than the 20 MB limit (max_bytes) once decompressed
     could not fetch http://host/x.gz: corrupt gzip body (cut short)
+    could not fetch http://host/x.zst: zstd data, which kbctl does not read      (hint: zstd -d)
 
-A body is read without its Content-Encoding (gzip, deflate); a body that is gzip data all the same
-(its magic bytes: a ``.gz`` file, or a feed gzipped by a misconfigured server, sent without
-Content-Encoding) is decompressed too, and a Content-Type that only said so (``application/gzip``,
-octet-stream) dropped, so that the inner type is found as for any body (the URL without its
-``.gz``, then the bytes). Decompressed, a body keeps to ``max_bytes`` like any other.
+A body is read without its Content-Encoding (gzip, deflate); a body that is gzip, bzip2 or xz data
+all the same (its magic bytes: a ``.gz``, ``.bz2`` or ``.xz`` file, or a feed gzipped by a
+misconfigured server, sent without Content-Encoding) is decompressed too, and a Content-Type that
+only said so (``application/gzip``, ``application/x-bzip2``, ``application/x-xz``, octet-stream)
+dropped, so that the inner type is found as for any body (the URL without its ``.gz``, ``.bz2`` or
+``.xz``, then the bytes). Decompressed, a body keeps to ``max_bytes`` like any other. zstd data is
+refused (reading it takes a package kbctl does not depend on).
 
 Connection errors, a body cut short (the connection closed before it ended) or that stalls or is
 reset midway (said so, with how much of it came: the server was reached), timeouts, 429 and 5xx
@@ -59,10 +62,11 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
 from ..errors import SourceError
+from ..mediatypes import inner_name
 from ..textutil.dates import iso_utc
 from ..types import ItemError, Source
 from . import policy
-from .compressed import GZIP_MAGIC, GZIP_WBITS, inflate
+from .compressed import GZIP_WBITS, Compression, CorruptData, decompress, inflate, is_zstd, sniff
 from .folder import human_bytes
 from .options import FetchOptions, guess_media_type
 from .state import FeedState
@@ -90,7 +94,7 @@ _CODINGS = {
     "deflate": (zlib.MAX_WBITS, -zlib.MAX_WBITS),
 }
 #: Content-Types that say no more than "compressed" or "bytes": once such a body is decompressed,
-#: its type is found anew (from the URL without ``.gz``, then from its bytes).
+#: its type is found anew (from the URL without ``.gz``, ``.bz2`` or ``.xz``, then from its bytes).
 _CONTAINER_TYPES = frozenset(
     {
         "application/gzip",
@@ -98,6 +102,9 @@ _CONTAINER_TYPES = frozenset(
         "application/gzip-compressed",
         "application/x-gzip-compressed",
         "application/x-compressed",
+        "application/x-bzip2",
+        "application/x-bzip",
+        "application/x-xz",
         "application/octet-stream",
         "binary/octet-stream",
     }
@@ -196,8 +203,8 @@ def _url_source(requested: str, resp: Response, kind: str, extra: dict[str, Any]
         **(extra or {}),
     }
     path = resp.url.split("?", 1)[0]
-    if resp.gunzipped and path.lower().endswith(".gz"):
-        path = path[:-3]  # "feed.xml.gz": the type of what it held
+    if resp.decompressed:
+        path = inner_name(path)  # "feed.xml.gz": the type of what it held
     media_type = resp.media_type or guess_media_type(path)
     return Source(uri=canonical_url(resp.url), content=resp.body, media_type=media_type, kind=kind, metadata=meta)
 
@@ -229,13 +236,13 @@ def canonical_url(url: str) -> str:
 @dataclass(frozen=True)
 class Response:
     """What a GET answered: the final URL (after redirects, without fragment), status, headers, body
-    (without its Content-Encoding; ``gunzipped`` when it was gzip data without one, decompressed)."""
+    (without its Content-Encoding; ``decompressed`` when it was gzip, bzip2 or xz data without one)."""
 
     url: str
     status: int
     headers: email.message.Message
     body: bytes
-    gunzipped: bool = False
+    decompressed: bool = False
 
     @property
     def media_type(self) -> str | None:
@@ -243,7 +250,7 @@ class Response:
         only said "gzip" or "bytes" of a body since decompressed)."""
         ct = self.headers.get("Content-Type")
         media_type = ct.split(";", 1)[0].strip().lower() or None if ct else None
-        return None if self.gunzipped and media_type in _CONTAINER_TYPES else media_type
+        return None if self.decompressed and media_type in _CONTAINER_TYPES else media_type
 
     @property
     def charset(self) -> str | None:
@@ -384,8 +391,14 @@ def _answer(
     if 200 <= resp.status < 300:
         body = _read_capped(resp, final, options.max_bytes, clock)
         body = _decoded(body, resp.getheader("Content-Encoding"), final, options.max_bytes)
-        if body.startswith(GZIP_MAGIC):  # gzip data sent as such (a .gz file), or a misconfigured server
-            return Response(final, resp.status, resp.msg, _inflated(body, "gzip", final, options.max_bytes), True)
+        kind = sniff(body)
+        if kind is not None:  # gzip, bzip2 or xz data sent as such (a .gz file), or a misconfigured server
+            return Response(final, resp.status, resp.msg, _unpacked(body, kind, final, options.max_bytes), True)
+        if is_zstd(body):
+            raise SourceError(
+                f"could not fetch {final}: zstd data, which kbctl does not read",
+                hint="download it, decompress it (zstd -d FILE) and ingest the file it holds",
+            )
         return Response(final, resp.status, resp.msg, body)
     status = f"HTTP {resp.status} {resp.reason}".rstrip()
     if resp.status == 429 or 500 <= resp.status < 600:
@@ -497,6 +510,22 @@ def _decoded(body: bytes, coding: str | None, url: str, limit: int) -> bytes:
     if coding not in _CODINGS:
         raise SourceError(f"could not fetch {url}: the body is compressed as {coding!r}, which kbctl does not read")
     return _inflated(body, coding, url, limit)
+
+
+def _unpacked(body: bytes, kind: Compression, url: str, limit: int) -> bytes:
+    """A body of compressed data (gzip, bzip2, xz by its magic bytes) decompressed, refused past
+    ``limit`` bytes as ``_inflated`` refuses a Content-Encoding's."""
+    try:
+        out = decompress(body, kind, limit)
+    except CorruptData as e:
+        raise SourceError(f"could not fetch {url}: corrupt {kind.name} body ({e})") from None
+    if out is None:
+        raise SourceError(f"could not fetch {url}: corrupt {kind.name} body (cut short)")
+    if len(out) > limit:
+        raise SourceError(
+            f"{url} is larger than the {human_bytes(limit)} limit (max_bytes) once decompressed", hint=MAX_BYTES_HINT
+        )
+    return out
 
 
 def _inflated(body: bytes, coding: str, url: str, limit: int) -> bytes:

@@ -1003,3 +1003,208 @@ def test_file_feed_state_round_trips_and_survives_a_corrupt_file(tmp_path):
     assert broken.get("http://h/feed") is None
     broken.set("http://h/feed", None, "x")
     assert FileFeedState(path).get("http://h/feed") == (None, "x")
+
+
+# -- bzip2, xz and zstd: read as gzip is, or refused naming the type ---------------------------------
+
+
+def _bz2(data: bytes) -> bytes:
+    import bz2
+
+    return bz2.compress(data)
+
+
+def _xz(data: bytes) -> bytes:
+    import lzma
+
+    return lzma.compress(data)
+
+
+#: suffix, compress, the word in messages, the command that tests such a file, tar's flag for a stream
+_PACKERS = {".bz2": (_bz2, "bz2", "bzip2 -t", "-xj"), ".xz": (_xz, "xz", "xz -t", "-xJ")}
+
+
+@pytest.mark.parametrize("suffix", sorted(_PACKERS))
+def test_a_bzip2_or_xz_file_is_read_as_the_format_its_name_says_without_its_suffix(tmp_path, suffix):
+    """``notes.md.bz2`` and ``notes.md.xz`` were not taken by a folder walk and, named directly, were
+    refused by extract as "binary file (no text extractor for application/x-bzip2)" (``x-xz``): read
+    as gzip is, by their magic bytes, their type the name's without the suffix."""
+    from kbctl.extract import detect_format, extract
+
+    pack = _PACKERS[suffix][0]
+    pdf = (Path(__file__).resolve().parent.parent / "fixtures" / "extract" / "report.pdf").read_bytes()
+    inner = {
+        f"notes.md{suffix}": b"# Notes\n\nThe quaffle switch.\n",
+        f"draft.md{suffix}": b"Words without a heading.\n",
+        f"sub/report.pdf{suffix}": pdf,
+        f"server.log{suffix}": b"not a format kbctl reads\n",  # its inner suffix is none kbctl reads: not taken
+        f"backup.tar{suffix}": b"x",  # nor an archive
+    }
+    for rel, data in inner.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(pack(data))
+    got = {s.metadata["path"]: s for s in fetch([str(tmp_path)])}
+    assert sorted(got) == [f"draft.md{suffix}", f"notes.md{suffix}", f"sub/report.pdf{suffix}"], got
+    assert list_uris([str(tmp_path)]) == {s.uri for s in got.values()}
+    for rel, fmt, media_type in [
+        (f"notes.md{suffix}", "markdown", "text/markdown"),
+        (f"sub/report.pdf{suffix}", "pdf", "application/pdf"),
+    ]:
+        src = got[rel]
+        assert isinstance(src, Source) and src.content == inner[rel] and src.uri == f"file://{tmp_path}/{rel}", rel
+        assert src.media_type == media_type and detect_format(src) == fmt, rel
+        assert src.metadata["size"] == (tmp_path / rel).stat().st_size
+    (notes,) = extract(got[f"notes.md{suffix}"])
+    assert notes.title == "Notes" and "quaffle switch" in notes.text
+    (draft,) = extract(got[f"draft.md{suffix}"])
+    assert draft.title == "draft"  # the fallback title drops the suffix, as for .gz
+    (named,) = fetch([str(tmp_path / f"notes.md{suffix}")])
+    assert isinstance(named, Source) and named.content == inner[f"notes.md{suffix}"]
+    (tmp_path / "unnamed.md").write_bytes(pack(b"# Unnamed\n"))  # by its magic bytes under any name
+    (unnamed,) = fetch([str(tmp_path / "unnamed.md")])
+    assert isinstance(unnamed, Source) and unnamed.content == b"# Unnamed\n" and unnamed.media_type == "text/markdown"
+
+
+@pytest.mark.parametrize("suffix", sorted(_PACKERS))
+def test_a_bzip2_or_xz_file_keeps_to_the_size_limit_and_a_corrupt_one_is_recorded(tmp_path, suffix):
+    """A bomb stops at max_file_bytes with gzip's message (in one stream or in two); a file cut short
+    or corrupt is one line naming its format with the command that tests it; the batch goes on."""
+    pack, word, test, _ = _PACKERS[suffix]
+    whole = pack(b"some text, " * 2000)
+    files = {
+        f"a-bomb.md{suffix}": pack(b"a" * 5_000_000),
+        f"b-streams.txt{suffix}": pack(b"b" * 60_000) * 2,
+        f"c-cut.md{suffix}": whole[: len(whole) // 2],
+        f"d-garbage.md{suffix}": whole[:40] + b"\xa5" * 200,
+        f"e-good.md{suffix}": pack(b"# Good\n") * 2,  # two streams, one after another
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    bomb, streams, cut, garbage, good = fetch([str(tmp_path)], options=FetchOptions(max_file_bytes=100_000))
+    hint = "raise max_file_bytes (in bytes) in the [fetch] table of kbctl.toml"
+    for err, name in ((bomb, f"a-bomb.md{suffix}"), (streams, f"b-streams.txt{suffix}")):
+        assert isinstance(err, ItemError) and err.source == f"file://{tmp_path}/{name}", err
+        assert err.message == (
+            f"{tmp_path}/{name} is larger than the 97.7 KB limit (max_file_bytes) once decompressed; {hint}"
+        )
+    test_hint = f"test it with `{test} FILE`: a file cut short by a copy or a download is read once it is whole"
+    assert isinstance(cut, ItemError) and cut.message == (
+        f"cannot read {tmp_path}/c-cut.md{suffix}: corrupt {word} file (cut short); {test_hint}"
+    ), cut
+    assert isinstance(garbage, ItemError) and re.fullmatch(
+        re.escape(f"cannot read {tmp_path}/d-garbage.md{suffix}: corrupt {word} file (")
+        + r"(?!cut short)[^)]+\); "
+        + re.escape(test_hint),
+        garbage.message,
+    ), garbage
+    assert isinstance(good, Source) and good.content == b"# Good\n# Good\n", good
+
+
+@pytest.mark.parametrize("suffix", sorted(_PACKERS))
+def test_a_tar_in_bzip2_or_xz_is_refused_as_an_archive(tmp_path, suffix):
+    """As a gzipped tar is: named as a tar (``.tbz2``, ``.tar.bz2``, ``.txz``, ``.tar.xz``) or not
+    (``ustar`` at offset 257 of what it holds)."""
+    import tarfile
+
+    member = tmp_path / "inside.md"
+    member.write_text("# Inside\n")
+    tar = tmp_path / "bundle.tar"
+    with tarfile.open(tar, "w") as t:
+        t.add(member, "inside.md")
+    packed = _PACKERS[suffix][0](tar.read_bytes())
+    names = {".bz2": ("bundle.tbz2", "bundle.tbz", "bundle.tar.bz2"), ".xz": ("bundle.txz", "bundle.tar.xz")}[suffix]
+    for name in (*names, f"bundle.md{suffix}"):
+        (tmp_path / name).write_bytes(packed)
+        (err,) = fetch([str(tmp_path / name)])
+        assert isinstance(err, ItemError), (name, err)
+        assert err.message == (
+            f"cannot read {tmp_path}/{name}: a tar archive, which kbctl does not read;"
+            f" unpack it (tar -xf {tmp_path}/{name} -C DIR) and ingest the folder"
+        ), err.message
+
+
+@pytest.mark.parametrize("suffix", sorted(_PACKERS))
+def test_bzip2_or_xz_data_on_stdin_is_read_as_such_a_file_is(tmp_path, suffix):
+    """``bzip2 -c notes.md | kbctl ingest -`` (``xz -c``) kept the compressed bytes, as gzip did
+    before session 47: sniffed, within the limit, the type from ``--stdin-name`` without its suffix."""
+    import tarfile
+
+    pack, word, _, flag = _PACKERS[suffix]
+    text = b"# Notes\n\npiped in, packed"
+    packed = pack(text)
+    (src,) = fetch(["-"], stdin=io.BytesIO(packed))
+    digest = hashlib.sha256(text).hexdigest()
+    assert isinstance(src, Source) and src.content == text and src.uri == f"stdin:{digest[:16]}", src
+    assert src.metadata["sha256"] == digest and src.metadata["size"] == len(packed), src.metadata
+    (named,) = fetch(["-"], stdin=io.BytesIO(packed), options=FetchOptions(stdin_name=f"notes.md{suffix}"))
+    assert (named.content, named.media_type, named.uri) == (text, "text/markdown", f"stdin:notes.md{suffix}")
+    (bomb,) = fetch(["-"], stdin=io.BytesIO(pack(b"a" * 5000)), options=FetchOptions(max_file_bytes=1000))
+    assert isinstance(bomb, ItemError) and "stdin is larger than" in bomb.message, bomb
+    assert "once decompressed" in bomb.message, bomb.message
+    (cut,) = fetch(["-"], stdin=io.BytesIO(packed[:-8]))
+    assert isinstance(cut, ItemError) and f"cannot read stdin: corrupt {word} file (cut short)" in cut.message, cut
+    with tarfile.open(tmp_path / "a.tar", "w") as tar:
+        (tmp_path / "a.md").write_text("# A\n")
+        tar.add(tmp_path / "a.md", arcname="a.md")
+    (archive,) = fetch(["-"], stdin=io.BytesIO(pack((tmp_path / "a.tar").read_bytes())))
+    assert isinstance(archive, ItemError) and "cannot read stdin: a tar archive" in archive.message, archive
+    assert f"tar {flag} -C DIR" in archive.message, archive.message  # its hint, for a stream of this format
+
+
+def test_zstd_data_is_refused_naming_its_type_with_a_hint_to_decompress_it(tmp_path, server):
+    """zstd needs a package kbctl does not depend on: a file, stdin or a body of zstd data was kept
+    as its bytes and refused by extract as "binary file (… application/zstd)", which says nothing
+    of what to do. It is refused where it is read, naming the type, the hint ``zstd -d``."""
+    frame = b"\x28\xb5\x2f\xfd" + bytes(range(40))  # a zstd frame's magic, then what follows
+    (tmp_path / "notes.md.zst").write_bytes(frame)
+    (on_disk,) = fetch([str(tmp_path / "notes.md.zst")])
+    assert isinstance(on_disk, ItemError), on_disk
+    assert on_disk.message == (
+        f"cannot read {tmp_path}/notes.md.zst: zstd data, which kbctl does not read;"
+        f" decompress it (zstd -d {tmp_path}/notes.md.zst) and ingest the file it holds"
+    ), on_disk.message
+    assert list(fetch([str(tmp_path)])) == []  # a walk takes no .zst (no suffix kbctl reads)
+    (piped,) = fetch(["-"], stdin=io.BytesIO(frame))
+    assert isinstance(piped, ItemError) and piped.message.startswith("cannot read stdin: zstd data, "), piped
+    assert "zstd -dc FILE | kbctl ingest -" in piped.message, piped.message
+    server.routes["/notes.md.zst"] = page(frame, "application/zstd")
+    (body,) = fetch([server.url("/notes.md.zst")], options=FAST)
+    assert isinstance(body, ItemError) and body.message.startswith(
+        f"could not fetch {server.url('/notes.md.zst')}: zstd data, which kbctl does not read; "
+    ), body
+    assert "zstd -d" in body.message, body.message
+
+
+def test_a_bzip2_or_xz_body_is_decompressed_within_the_size_limit(server):
+    """A ``.bz2`` or ``.xz`` URL (``application/x-bzip2``, ``application/x-xz``, octet-stream or its
+    own type) was kept as its compressed bytes: read as a gzip body is, by its magic bytes, the type
+    from the URL without the suffix; a bomb stops at max_bytes, a body cut short is one line."""
+    from kbctl.extract import detect_format
+
+    html = b"<html><head><title>Packed</title></head><body><p>" + b"packed words " * 50 + b"</p></body></html>"
+    server.routes["/feed.xml.bz2"] = page(_bz2(_RSS), "application/x-bzip2")
+    server.routes["/notes.txt.xz"] = page(_xz(b"plain notes\n"), "application/x-xz")
+    server.routes["/download"] = page(_xz(html), "application/octet-stream")
+    server.routes["/page"] = page(_bz2(html), "text/html")  # its own type, packed
+    feed, notes, download, html_page = fetch(
+        [server.url(p) for p in ("/feed.xml.bz2", "/notes.txt.xz", "/download", "/page")], options=FAST
+    )
+    assert isinstance(feed, Source) and feed.kind == "feed" and feed.content == _RSS, feed
+    assert feed.media_type == "application/xml" and feed.metadata["content_type"] == "application/x-bzip2"
+    assert isinstance(notes, Source) and notes.content == b"plain notes\n" and notes.media_type == "text/plain"
+    assert isinstance(download, Source) and download.content == html and detect_format(download) == "html"
+    assert isinstance(html_page, Source) and html_page.content == html and html_page.media_type == "text/html"
+
+    server.routes["/bomb.xz"] = page(_xz(b"a" * 5_000_000), "application/x-xz")
+    server.routes["/bomb.bz2"] = page(_bz2(b"a" * 5_000_000), "application/x-bzip2")
+    cut = _bz2(b"some text, " * 2000)
+    server.routes["/cut.bz2"] = page(cut[: len(cut) // 2], "application/x-bzip2")
+    opts = FetchOptions(max_bytes=100_000, retries=0, allow_private=True)
+    bomb_xz, bomb_bz2, short = fetch([server.url(p) for p in ("/bomb.xz", "/bomb.bz2", "/cut.bz2")], options=opts)
+    for err, path in ((bomb_xz, "/bomb.xz"), (bomb_bz2, "/bomb.bz2")):
+        assert isinstance(err, ItemError) and err.message.startswith(
+            f"{server.url(path)} is larger than the 97.7 KB limit (max_bytes) once decompressed; "
+        ), err
+    assert isinstance(short, ItemError) and short.message == (
+        f"could not fetch {server.url('/cut.bz2')}: corrupt bz2 body (cut short)"
+    ), short
