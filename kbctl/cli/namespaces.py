@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .render import print_json, table
+from .render import human_size, print_json, table
 from .state import STATE, confirm_delete, info
 
 app = typer.Typer(help="List, create, bind and delete namespaces.", no_args_is_help=False, invoke_without_command=True)
@@ -36,7 +36,7 @@ def namespaces(
 def _generations(row: dict) -> str:
     """A namespace's generations on one line: id, state, profile/storage, vectors, size on disk."""
     return "; ".join(
-        f"{g['id']} {g['state']} {g['profile']}/{g['storage']} {g['vectors']} ({g['bytes'] / 2**20:.1f} MB)"
+        f"{g['id']} {g['state']} {g['profile']}/{g['storage']} {g['vectors']} ({human_size(g['bytes'])})"
         for g in row.get("generations") or []
     )
 

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from ..errors import CheckFailed
-from .render import print_json, table
+from .render import human_size, print_json, table
 from .state import STATE, err, info, warn
 
 
@@ -93,8 +93,8 @@ def reembed(
             _done(out, json_, f"dropped the {out['state']} generation {out['dropped']} of {namespace}")
         elif status:
             rows = kb.generations(namespace)
-            columns = ["id", "state", "profile", "model", "dimension", "storage", "vectors", "bytes"]
-            print_json(rows) if json_ else table(rows, columns)
+            columns = ["id", "state", "profile", "model", "dimension", "storage", "vectors", "size"]
+            print_json(rows) if json_ else table([{**r, "size": human_size(r["bytes"])} for r in rows], columns)
         elif eval_:
             side = kb.compare_generations(namespace, eval_, limit=limit, require=require)
             for note in side["notes"]:  # what the dataset held that was not evaluated
@@ -165,7 +165,7 @@ def _side_by_side(side: dict, as_json: bool) -> None:
                     f"recall@{side['k']}": m.get(f"recall@{side['k']}"),
                     "p50 ms": m.get("latency_ms_p50"),
                     "p95 ms": m.get("latency_ms_p95"),
-                    "MB": round(g["bytes"] / 2**20, 1),
+                    "size": human_size(g["bytes"]),
                 }
             )
     table(rows)

@@ -44,6 +44,22 @@ def table(rows: list[dict], columns: list[str] | None = None, title: str | None 
     out.print(t)
 
 
+def human_size(n: int) -> str:
+    """A size in bytes as it reads: ``0 B``, ``999 B``, ``12.3 kB``, ``172 kB``, ``5.3 MB``, ``2.15 GB``
+    (SI units, three significant figures at most; ``--json`` gives the exact bytes)."""
+    if n < 1000:
+        return f"{n} B"
+    size = float(n)
+    for unit in ("kB", "MB", "GB"):
+        size /= 1000
+        shown = f"{size:.3g}"
+        if unit == "GB":
+            return f"{size:.3g} GB" if size < 1000 else f"{size:.0f} GB"
+        if "e" not in shown and float(shown) < 1000:
+            return f"{shown} {unit}"
+    raise AssertionError("unreachable")
+
+
 def dead_runs(rows: list[dict]) -> list[str]:
     """For a table of runs (``kbctl runs``, ``kbctl progress``): a ``running`` run no process runs
     (``alive`` false: killed) reads ``running (no process)``; the lines that say what that means,

@@ -473,6 +473,7 @@ def describe(conn, ns: Namespace) -> list[dict[str, Any]]:
                 "storage": g.storage,
                 "vectors": s.get("vectors", 0),
                 "bytes": s.get("vector_bytes", 0) + s.get("index_bytes", 0),
+                "vector_bytes": s.get("vector_bytes", 0),
                 "index_bytes": s.get("index_bytes", 0),
                 "created_at": g.created_at.isoformat() if g.created_at else None,
                 "activated_at": g.activated_at.isoformat() if g.activated_at else None,

@@ -921,3 +921,54 @@ def test_every_reembed_eval_variant_refuses_a_bad_dataset_at_once_on_one_line(cl
     p = cli("reembed", "cliev", "--swap", "--eval", good)
     assert p.returncode == 0 and "shadow" in p.stdout.decode() and "ndcg@10" in p.stdout.decode(), p.stderr.decode()
     assert states() == ["active", "previous"]
+
+
+def test_reembed_shows_sizes_in_a_human_unit_and_its_json_keeps_the_bytes(cli, kb, tmp_path):
+    """``reembed --status`` printed a column of raw bytes (``bytes 172032``) and the side-by-side
+    table of ``--eval`` megabytes rounded to 0.1, so a small namespace's generations read ``0.0``
+    and ``0.2``; ``kbctl namespaces`` likewise (``(0.0 MB)``). Sizes are shown in a unit that
+    suits them (B, kB, MB, GB: SI, three significant figures); ``--json`` keeps exact bytes."""
+    from kbctl.cli.render import human_size
+
+    assert [human_size(n) for n in (0, 999, 1000, 12_345, 172_032, 999_499, 999_500, 5_300_000, 2**31, 10**13)] == [
+        "0 B",
+        "999 B",
+        "1 kB",
+        "12.3 kB",
+        "172 kB",
+        "999 kB",
+        "1 MB",
+        "5.3 MB",
+        "2.15 GB",
+        "10000 GB",
+    ]
+    kb.ingest_records(_records(10), "sizes", verify=False)
+    assert cli("reembed", "sizes", "--storage", "halfvec").returncode == 0
+    p = cli("reembed", "sizes", "--status", "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    rows = json.loads(p.stdout)
+    for g in rows:
+        assert isinstance(g["bytes"], int) and g["bytes"] == g["vector_bytes"] + g["index_bytes"] > 0, g
+    p = cli("reembed", "sizes", "--status")
+    table = p.stdout.decode()
+    assert p.returncode == 0 and "size" in table and "bytes" not in table, table
+    for g in rows:
+        assert human_size(g["bytes"]) in table and str(g["bytes"]) not in table, (g, table)
+
+    qs = _golden(tmp_path / "golden.jsonl", "sizes")
+    p = cli("reembed", "sizes", "--eval", str(qs), "--json")
+    assert p.returncode == 0, p.stderr.decode()
+    side = json.loads(p.stdout)
+    sizes = {state: side[state]["generation"]["bytes"] for state in ("active", "shadow")}
+    assert all(isinstance(b, int) and b > 0 for b in sizes.values()), sizes
+    p = cli("reembed", "sizes", "--eval", str(qs))
+    table = p.stdout.decode()
+    assert p.returncode == 0 and "MB" not in table.splitlines()[1], table  # the column is "size", not "MB"
+    for b in sizes.values():
+        assert human_size(b) in table, (b, table)
+
+    p = cli("namespaces", "--json")
+    (ns,) = [r for r in json.loads(p.stdout) if r["name"] == "sizes"]
+    listed = cli("namespaces").stdout.decode()
+    for g in ns["generations"]:
+        assert f"({human_size(g['bytes'])})" in " ".join(listed.split()), (g, listed)
