@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conftest import ROOT
 from tests.server.conftest import env_for, stop
@@ -220,3 +221,30 @@ def test_port_0_listens_on_a_port_the_system_picks_and_says_which(cli_process, k
             finally:
                 stop(proc)
             assert proc.returncode == 0, (args, proc.returncode)
+
+
+def test_port_0_on_a_name_of_two_addresses_is_one_port_for_both(monkeypatch):
+    """A name of an IPv4 and an IPv6 address (``localhost`` on many machines) is bound on both, as
+    asyncio's server binds it; with port 0 on one port, the one the line says, not one port each."""
+    import socket as socket_mod
+
+    import kbctl.server as server
+
+    if not socket_mod.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    both = [
+        (socket_mod.AF_INET6, socket_mod.SOCK_STREAM, 6, "", ("::1", 0, 0, 0)),
+        (socket_mod.AF_INET, socket_mod.SOCK_STREAM, 6, "", ("127.0.0.1", 0)),
+    ]
+    monkeypatch.setattr(server.socket, "getaddrinfo", lambda *a, **k: both)
+    try:
+        bound = server._bind("localhost", 0)
+    except server.KbctlError as e:  # a machine whose loopback has no ::1
+        pytest.skip(e.message)
+    try:
+        names = [s.getsockname() for s in bound]
+        assert [n[0] for n in names] == ["::1", "127.0.0.1"], names
+        assert names[0][1] == names[1][1] != 0, names
+    finally:
+        for s in bound:
+            s.close()
