@@ -1038,3 +1038,27 @@ def test_gzipped_files_in_a_folder_are_ingested_and_skipped_when_unchanged(kb, t
     edit = kb.ingest([str(docs)], "packed", verify=False)
     assert edit.documents["changed"] == 1 and edit.documents["unchanged"] == 1, edit.to_json()
     assert "turns right" in kb.search("frobnitz", "packed", k=1).hits[0].text
+
+
+def test_bzip2_and_xz_files_in_a_folder_are_ingested_and_skipped_when_unchanged(kb, tmp_path):
+    """As gzipped files are: a folder's ``notes.md.bz2`` and ``page.html.xz`` were never taken (and,
+    named, refused as binary); read as what they hold, skipped while unchanged, a cut one recorded."""
+    import bz2
+    import lzma
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md.bz2").write_bytes(bz2.compress(b"# Notes\n\nThe frobnitz dial turns left.\n"))
+    (docs / "page.html.xz").write_bytes(lzma.compress(b"<title>Page</title><p>A zorblax lever.</p>"))
+    (docs / "broken.txt.xz").write_bytes(lzma.compress(b"cut " * 100)[:30])
+    first = kb.ingest([str(docs)], "packed", verify=False)
+    assert first.documents["new"] == 2 and first.documents["failed"] == 1, first.to_json()
+    (err,) = first.errors
+    assert err.source == (docs / "broken.txt.xz").as_uri() and "corrupt xz file (cut short)" in err.message
+    assert "xz -t" in err.message, err.message
+    hit = kb.search("frobnitz", "packed", k=1).hits[0]
+    assert hit.title == "Notes" and hit.metadata["source_type"] == "markdown", hit.metadata
+    assert hit.metadata["path"] == "notes.md.bz2"
+    assert kb.search("zorblax", "packed", k=1).hits[0].title == "Page"
+    again = kb.ingest([str(docs)], "packed", verify=False)
+    assert again.documents["unchanged"] == 2, again.to_json()
