@@ -291,11 +291,9 @@ class Toolbox:
             k=min(20, self.limits.max_k),
             call=lambda kb, scope, **o: kb.research(topic, scope, budget=cap, **o),
             shown=shown,
+            withheld=lambda found: found.withheld,  # its searches' withheld passages, each once
         )
         labels.update(mode=found.result.mode, strategy=found.result.strategy)
-        for more in found.sub_results:
-            if more.withheld:
-                self.metrics.withheld.labels(tool="search", tenant=self.agent.tenant or "").inc(more.withheld)
         answer = made.get("answer") or self._research_answer(topic, found, query_id)
         return ResearchAnswer.model_validate({**answer, "query_id": query_id})
 
@@ -462,13 +460,16 @@ class Toolbox:
         namespaces: list[str] | None,
         call: Callable[..., Any] | None = None,
         shown: Callable[[Any], list[tuple[str, int]]] | None = None,
+        withheld: Callable[[Any], int] | None = None,
         **options: Any,
     ) -> tuple[Any, str | None]:
         """``kb.search`` (or ``call(kb, scope, k=, filters=, principal=)``, a library verb whose answer
         has the ``result``) within the agent's scope and limits; the answer and its logged query's
         opaque id.
         ``shown(answer)``: the (namespace, doc_id) pairs the tool will show, when not every hit: the
-        query log keeps those, and feedback is taken on them only."""
+        query log keeps those, and feedback is taken on them only.
+        ``withheld(answer)``: the passages the call withheld, added once to ``kbctl_hits_withheld``
+        (default: the result's count; a research's several searches count each passage once)."""
         if not isinstance(query, str) or len(query) > self.limits.max_query_chars:
             raise UsageError(f"query is longer than {self.limits.max_query_chars} characters")
         k = options.pop("k", None) or self.agent.k
@@ -494,10 +495,9 @@ class Toolbox:
                 if tool_name and self.limits.log_queries
                 else None
             )
-        if result.withheld:
-            self.metrics.withheld.labels(tool=tool_name or "search", tenant=self.agent.tenant or "").inc(
-                result.withheld
-            )
+        counted = result.withheld if withheld is None else withheld(answer)
+        if counted:
+            self.metrics.withheld.labels(tool=tool_name or "search", tenant=self.agent.tenant or "").inc(counted)
         telemetry.after("kbctl.search.render", {"kbctl.hits": len(result.hits)})  # until the tool returns
         return answer, None if query_id is None else self.ids.seal("q", query_id)
 

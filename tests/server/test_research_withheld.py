@@ -74,3 +74,30 @@ def test_research_with_a_filter_reports_no_withheld_count(kb_home, tenant, tmp_p
         kb.ingest([str(_corpus(tmp_path / "docs"))], "staff_kb", verify=False)
         found = kb.research("travel expenses", "staff_kb", principal=Principal("u7", ("eng",)), filters=["title~Tr"])
     assert found.result.hits and found.withheld == 0
+
+
+def test_research_topic_adds_its_withheld_passages_to_the_metric_once(kb_home, tenant, tmp_path):
+    """``kbctl_hits_withheld`` counted each of research_topic's searches: 3 passages withheld from
+    all four added 3 under ``tool="research_topic"`` and 9 more under ``tool="search"`` for one
+    call. The call adds what its answer's ``withheld`` says, once, under its own tool."""
+    from prometheus_client.parser import text_string_to_metric_families
+    from starlette.testclient import TestClient
+
+    config = tmp_path / "kbctl.toml"
+    config.write_text(CONFIG + "\n[server]\nmetrics_open = true\n")  # the operator's scrape
+    with kbctl.open(config=config, home=kb_home, tenant=tenant) as kb:
+        kb.ingest([str(_corpus(tmp_path / "docs"))], "staff_kb", verify=False)
+        token = kb.create_agent_token("staff")
+    headers = {"Authorization": f"Bearer {token}"}
+    with TestClient(app_for(kb_home, config, tenant), base_url="http://127.0.0.1:8765") as client:
+        r = client.post("/v1/tools/research_topic", json={"topic": "travel expenses"}, headers=headers)
+        assert r.status_code == 200 and r.json()["withheld"] == 3, r.text
+        scrape = client.get("/metrics")
+    assert scrape.status_code == 200, scrape.text
+    counted = {
+        s.labels["tool"]: s.value
+        for family in text_string_to_metric_families(scrape.text)
+        for s in family.samples
+        if s.name == "kbctl_hits_withheld_total"
+    }
+    assert counted == {"research_topic": 3}, counted
