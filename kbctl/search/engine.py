@@ -36,7 +36,7 @@ from .lanes import (
 )
 from .prf import lane_agreement
 from .route import route
-from .shape import shape
+from .shape import Distinct, shape
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,8 @@ def run_grouped(
     A search ranks with one profile (one query vector, one analyzer), and two models' vectors or
     scores are never compared: each group is searched as ``run_search`` searches it, with its own
     profile, its first ``k`` hits; the groups' ranked hits are then merged by reciprocal rank fusion
-    over their ranks (``fuse.merge_by_rank``, rrf_k 60) and the first ``k`` kept. A hit's ``score``
+    over their ranks (``fuse.merge_by_rank``, rrf_k 60) and the first ``k`` kept that are not
+    near-duplicates of a better-ranked one (a group's page's rule, across groups). A hit's ``score``
     is that fused score and its ``relevance`` the score over the best one (rank 1: ``1 / 61``), as
     for a fused search; its rank and score in its group are its ``lanes["group"]``. ``k`` is the
     query's, else the first group's profile's. The query is routed once, by the first group's
@@ -295,17 +296,16 @@ def _grouped(conn, groups, namespaces, query: str, opts: SearchOptions, side, ga
         _routed(conn, nss, prof, query, dataclasses.replace(opts, k=k), side, gate, routed=strategy)
         for nss, prof in groups
     ]
-    merged = merge_by_rank([[(h.namespace, h.doc_id) for h in r.hits] for r in results], GROUPS_RRF_K)[:k]
-    best = 1.0 / (GROUPS_RRF_K + 1)
+    page = _merged_page(results, k, groups[0][1].search.dedupe_threshold)
     hits = tuple(
         dataclasses.replace(
             h,
             rank=i + 1,
             score=round(score, 6),
-            relevance=clamp01(score / best),
+            relevance=clamp01(score / (1.0 / (GROUPS_RRF_K + 1))),
             lanes={**h.lanes, "group": {"rank": h.rank, "score": h.score}},
         )
-        for i, (g, pos, score) in enumerate(merged)
+        for i, (g, pos, _, score) in enumerate(page)
         for h in (results[g].hits[pos],)
     )
     withheld = sum(r.withheld for r in results)
@@ -339,6 +339,22 @@ def _grouped(conn, groups, namespaces, query: str, opts: SearchOptions, side, ga
         degraded=any(r.degraded for r in results), notes=tuple(notes), details=details, withheld=withheld,
         withheld_marks=frozenset[bytes]().union(*(r.withheld_marks for r in results)),
     )  # fmt: skip
+
+
+def _merged_page(results: Sequence[SearchResult], k: int, dedupe: float) -> list[tuple[int, int, int, float]]:
+    """The groups' hits merged by rank (``merge_by_rank``: (group, position, rank in documents,
+    score)), the first ``k`` of them that are not near-duplicates of a better-ranked one: the rule a
+    group's page applies to its own hits (``shape.Distinct``, the first group's ``dedupe_threshold``),
+    so the same passage in namespaces of two profiles shows once."""
+    merged = merge_by_rank([[(h.namespace, h.doc_id) for h in r.hits] for r in results], GROUPS_RRF_K)
+    distinct = Distinct(dedupe)
+    page: list[tuple[int, int, int, float]] = []
+    for g, pos, rank, score in merged:
+        if len(page) >= k:
+            break
+        if distinct.keep(results[g].hits[pos].text):
+            page.append((g, pos, rank, score))
+    return page
 
 
 def _older_analyzer(namespaces) -> list[str]:

@@ -114,18 +114,18 @@ def _convex(lanes: Mapping[str, Sequence[LaneHit]], w: float) -> dict[str, dict[
     return out
 
 
-def merge_by_rank(groups: Sequence[Sequence[tuple]], rrf_k: int = 60) -> list[tuple[int, int, float]]:
+def merge_by_rank(groups: Sequence[Sequence[tuple]], rrf_k: int = 60) -> list[tuple[int, int, int, float]]:
     """Ranked lists of disjoint hits (one per group of namespaces searched with its own profile:
     their scores are of different models, never compared) merged by reciprocal rank fusion: each
     hit's ``1 / (rrf_k + rank)``, its rank counted in documents as ``fuse`` counts a lane's (one
     plus the number of other documents ranked above it in its group). ``groups[i]`` lists each hit's
     document (any hashable; None: a document of its own), best first. Returns (group, position in
-    it, score), best first: ties by position, then group, so equal ranks alternate between groups
-    and each group's own order is kept (its scores never rise down its list)."""
+    it, rank, score), best first: ties by position, then group, so equal ranks alternate between
+    groups and each group's own order is kept (its scores never rise down its list)."""
     out = []
     for g, docs in enumerate(groups):
         seen: set = set()
         for i, doc in enumerate(docs):
             seen.add(("chunk", i) if doc is None else doc)
-            out.append((g, i, 1.0 / (rrf_k + len(seen))))
-    return sorted(out, key=lambda t: (-t[2], t[1], t[0]))
+            out.append((g, i, len(seen), 1.0 / (rrf_k + len(seen))))
+    return sorted(out, key=lambda t: (-t[3], t[1], t[0]))

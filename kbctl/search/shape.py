@@ -10,7 +10,7 @@ from typing import Any
 
 from ..textutil.analyze import plain_words
 
-__all__ = ["shape", "shingles", "near_duplicate", "ShingleIndex"]
+__all__ = ["shape", "shingles", "near_duplicate", "Distinct", "ShingleIndex"]
 
 
 def shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
@@ -21,8 +21,7 @@ def shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
     """
     out: list[tuple[Any, float]] = []
     per: dict[tuple, int] = {}
-    seen = ShingleIndex(dedupe)
-    exact: set[int] = set()
+    distinct = Distinct(dedupe)
     for key, score in fused:
         if limit is not None and len(out) >= limit:
             break
@@ -32,19 +31,38 @@ def shape(fused, rows, per_doc: int, dedupe: float, limit: int | None = None):
         doc = (r[0], r[2])
         if per_doc and per.get(doc, 0) >= per_doc:
             continue
-        if dedupe < 1.0:
-            words = plain_words(r[3])
-            same = hash(tuple(words))  # an exact copy (up to case and punctuation) needs no shingles
-            if same in exact:
-                continue
-            sh = shingles(words)
-            if seen.has_near_duplicate(sh):
-                continue
-            exact.add(same)
-            seen.add(sh)
+        if not distinct.keep(r[3]):
+            continue
         per[doc] = per.get(doc, 0) + 1
         out.append((key, score))
     return out
+
+
+class Distinct:
+    """The near-duplicate rule of a page, walked best first: ``keep(text)`` is False for an exact
+    copy (up to case and punctuation) or a near-duplicate (shingles' Jaccard ≥ ``threshold``) of a
+    text kept before, else True, and the text is kept. A threshold of 1 keeps every text.
+    ``shape`` applies it to one search's page, the merge of a search over several profiles to the
+    merged page (``kbctl.search.engine.run_grouped``)."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self.index = ShingleIndex(threshold)
+        self.exact: set[int] = set()
+
+    def keep(self, text: str) -> bool:
+        if self.threshold >= 1.0:
+            return True
+        words = plain_words(text)
+        same = hash(tuple(words))  # an exact copy (up to case and punctuation) needs no shingles
+        if same in self.exact:
+            return False
+        sh = shingles(words)
+        if self.index.has_near_duplicate(sh):
+            return False
+        self.exact.add(same)
+        self.index.add(sh)
+        return True
 
 
 class ShingleIndex:

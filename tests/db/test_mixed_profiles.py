@@ -178,3 +178,38 @@ def test_an_agent_scoped_to_namespaces_of_two_profiles_is_answered(kb_home, tena
     # the generations are sealed, as for one profile's search: no raw id inside the groups either
     assert all(isinstance(g, str) for g in body["details"]["generations"].values())
     assert all("generations" not in g["details"] for g in body["details"]["groups"])
+
+
+def _two_profiles(tmp_path: Path, kb_home, tenant, small: dict[str, str], wide: dict[str, str]) -> Path:
+    """``small_kb`` ingested with hash-384 and ``wide_kb`` with hash-768, from the given files."""
+    config = tmp_path / "kbctl.toml"
+    config.write_text(CONFIG)
+    with kbctl.open(config=config, home=kb_home, tenant=tenant) as kb:
+        kb.ingest([write_folder(tmp_path, "small", small)], "small_kb", verify=False)
+        kb.ingest([write_folder(tmp_path, "wide", wide)], "wide_kb", profile="hash-768", verify=False)
+    return config
+
+
+def test_the_same_passage_in_namespaces_of_two_profiles_shows_once(kb_home, tenant, tmp_path):
+    """Near-duplicates were removed within a group only: the same text in both namespaces showed
+    twice. The merged page drops them as a group's page does, the better-ranked one kept."""
+    same = "Crevasse rescue uses a pulley system, a prusik knot and two ice screws as the anchor."
+    config = _two_profiles(
+        tmp_path,
+        kb_home,
+        tenant,
+        {"rescue.md": _doc("eng", "Rescue", same), "tents.md": _doc("eng", "Tents", "crevasse camp tents and stoves")},
+        {
+            "copy.md": _doc("eng", "Rescue copy", same.upper().replace(",", ";")),
+            "boots.md": _doc("eng", "Boots", "crampons for crevasse fields and ice screws in a rack"),
+        },
+    )
+    with kbctl.open(config=config, home=kb_home, tenant=tenant) as kb:
+        eng = Principal("u7", ("eng",))
+        result = kb.search("crevasse rescue pulley", ["small_kb", "wide_kb"], k=3, mode="lexical", principal=eng)
+        alone = kb.search("crevasse rescue pulley", "wide_kb", k=3, mode="lexical", principal=eng)
+    assert alone.hits[0].title == "Rescue copy"  # first in its own group too
+    titles = [h.title for h in result.hits]
+    assert titles[0] == "Rescue" and "Rescue copy" not in titles, titles  # the better-ranked one kept
+    assert len(result.hits) == 3 and {"Tents", "Boots"} <= set(titles)  # the page is filled from below
+    assert [h.rank for h in result.hits] == [1, 2, 3]
