@@ -104,8 +104,9 @@ def gated_page(
     shape: Callable[[int], list[tuple[Key, float]]],
     rerank: Callable[[list], tuple[list, bool]],
     fetch: Callable[[list[Key]], dict[Key, tuple]],
-) -> tuple[list[tuple[Key, float]], bool, set[Key]]:
-    """The first k viewable hits of ``fused``: (hits, reranked, the keys withheld ahead of the k-th kept).
+) -> tuple[list[tuple[Key, float]], bool, dict[Key, int]]:
+    """The first k viewable hits of ``fused``: (hits, reranked, the keys withheld ahead of the k-th
+    kept, each with its place: how many kept hits rank above it).
 
     ``shape(window)`` shapes the first ``window`` hits from ``rows`` (which ``fetch`` extends with
     more candidates' rows when needed), ``rerank`` reorders a shaped page.
@@ -120,11 +121,14 @@ def gated_page(
         window *= 4
 
 
-def _first_k(gate: Gate, ordered: list[tuple[Key, float]], rows: dict[Key, tuple], k: int) -> tuple[list, set[Key]]:
-    """The first k viewable of ``ordered``, and the hits ranked above the last of them that were withheld."""
+def _first_k(
+    gate: Gate, ordered: list[tuple[Key, float]], rows: dict[Key, tuple], k: int
+) -> tuple[list, dict[Key, int]]:
+    """The first k viewable of ``ordered``, and the hits ranked above the last of them that were
+    withheld, each with how many kept ones rank above it."""
     acls = {key: rows[key][ACL_COLUMN] for key, _ in ordered if key in rows}
     kept: list[tuple[Key, float]] = []
-    withheld: set[Key] = set()
+    withheld: dict[Key, int] = {}
     for key, score in ordered:
         ok, _ = viewable(gate, [(key, score)], acls)
         if ok:
@@ -132,7 +136,7 @@ def _first_k(gate: Gate, ordered: list[tuple[Key, float]], rows: dict[Key, tuple
             if len(kept) >= k:
                 break
         else:
-            withheld.add(key)
+            withheld[key] = len(kept)
     return kept, withheld
 
 

@@ -165,10 +165,19 @@ def _traced(
 
 
 def _routed(
-    conn, namespaces, profile: Profile, query: str, opts: SearchOptions, side, gate, routed: str | None = None
+    conn,
+    namespaces,
+    profile: Profile,
+    query: str,
+    opts: SearchOptions,
+    side,
+    gate,
+    routed: str | None = None,
+    places: dict[bytes, int] | None = None,
 ) -> SearchResult:
     """``run_search`` without its span: route the query (unless ``routed`` gives its strategy: one
-    group of a search over several profiles, ``run_grouped``), then answer it by its strategy."""
+    group of a search over several profiles, ``run_grouped``), then answer it by its strategy.
+    ``places`` gets each withheld hit's mark and place in the page (``_ranked``; ``run_grouped``)."""
     if opts.mode not in MODES:
         raise UsageError(f"unknown mode {echo(opts.mode)}", hint=f"use one of: {', '.join(MODES)}")
     if len({ns.fingerprint for ns in namespaces}) > 1:
@@ -200,13 +209,13 @@ def _routed(
     mode = "hybrid" if opts.mode == "auto" else opts.mode
     plan = SearchPlan(tuple(namespaces), profile, query, opts, mode, strategy, k, analyzer, names, gate, side)
     first = plan
-    result = _ranked(conn, plan)
+    result = _ranked(conn, plan, places)
     depth = max(opts.candidates or profile.search.candidates, k)
     while result.details.get("saturated") and len(result.hits) < k and depth < MAX_EF_SEARCH:
         # Withheld hits left the page short and the lanes were full: ask them for more candidates.
         depth = min(depth * 4, MAX_EF_SEARCH)
         plan = dataclasses.replace(plan, opts=dataclasses.replace(plan.opts, candidates=depth))
-        result = _ranked(conn, plan)
+        result = _ranked(conn, plan, places)
     if opts.filters and plan is not first:
         result = dataclasses.replace(result, details=_as_asked(result.details, first))
     if mode != "dense" and has_cjk(query):
@@ -256,8 +265,10 @@ def run_grouped(
 
     The result notes ``namespaces of N profiles searched apart, merged by rank``; ``details["groups"]``
     has each group's profile, namespaces, strategy, hits, withheld count and its own details
-    (``generations`` of all of them at the top, as ``run_search`` puts them). Withheld counts add up
-    (the namespaces are disjoint). Traced as ``kbctl.search``, each group's steps as its children.
+    (``generations`` of all of them at the top, as ``run_search`` puts them). The withheld count is
+    of the hits each group withheld that rank above the merged page's last hit (``_counted``; the
+    namespaces are disjoint, so the groups' add up). Traced as ``kbctl.search``, each group's steps
+    as its children.
     """
     namespaces = [ns for nss, _ in groups for ns in nss]
     return _traced(
@@ -292,9 +303,10 @@ def _grouped(conn, groups, namespaces, query: str, opts: SearchOptions, side, ga
             f"the query routes to {strategy} by the first namespace's profile ({groups[0][1].name}) and"
             f" otherwise by another's ({', '.join(sorted(set(routes) - {strategy}))}): every group took {strategy}"
         )
+    places: list[dict[bytes, int]] = [{} for _ in groups]
     results = [
-        _routed(conn, nss, prof, query, dataclasses.replace(opts, k=k), side, gate, routed=strategy)
-        for nss, prof in groups
+        _routed(conn, nss, prof, query, dataclasses.replace(opts, k=k), side, gate, routed=strategy, places=p)
+        for (nss, prof), p in zip(groups, places)
     ]
     page = _merged_page(results, k, groups[0][1].search.dedupe_threshold)
     hits = tuple(
@@ -308,7 +320,8 @@ def _grouped(conn, groups, namespaces, query: str, opts: SearchOptions, side, ga
         for i, (g, pos, _, score) in enumerate(page)
         for h in (results[g].hits[pos],)
     )
-    withheld = sum(r.withheld for r in results)
+    counted = _counted(results, places, page, k)
+    withheld = sum(len(c) for c in counted)
     for r in results:
         own = f"withheld {r.withheld} hit(s) this principal may not view"
         notes.extend(n for n in r.notes if n not in notes and n != own)
@@ -325,10 +338,10 @@ def _grouped(conn, groups, namespaces, query: str, opts: SearchOptions, side, ga
                 "mode": r.mode,
                 "strategy": r.strategy,
                 "hits": len(r.hits),
-                "withheld": r.withheld,
+                "withheld": len(c),
                 "details": {a: b for a, b in r.details.items() if a != "generations"},
             }
-            for (nss, prof), r in zip(groups, results)
+            for (nss, prof), r, c in zip(groups, results, counted)
         ],
         "merge": {"method": "rrf", "rrf_k": GROUPS_RRF_K, "over": "rank in each group"},
         "generations": {n.name: n.generation_id for n in namespaces},
@@ -337,7 +350,7 @@ def _grouped(conn, groups, namespaces, query: str, opts: SearchOptions, side, ga
     return SearchResult(
         query, names, modes[0] if len(modes) == 1 else "+".join(modes), results[0].strategy, hits,
         degraded=any(r.degraded for r in results), notes=tuple(notes), details=details, withheld=withheld,
-        withheld_marks=frozenset[bytes]().union(*(r.withheld_marks for r in results)),
+        withheld_marks=frozenset[bytes]().union(*counted),
     )  # fmt: skip
 
 
@@ -355,6 +368,35 @@ def _merged_page(results: Sequence[SearchResult], k: int, dedupe: float) -> list
         if distinct.keep(results[g].hits[pos].text):
             page.append((g, pos, rank, score))
     return page
+
+
+def _counted(
+    results: Sequence[SearchResult], places: Sequence[Mapping[bytes, int]], page, k: int
+) -> list[frozenset[bytes]]:
+    """Each group's withheld hits that rank above the last hit of the merged page (all of them when
+    the page is not full, as a search's page counts them). A group's own count is of those ahead of
+    its own last hit, which the merge may cut away; so a withheld hit is placed in the merge where
+    its group ranks it (``places``: below that many of its group's hits), and counted when it ranks
+    above a hit of its group that the page shows, or when, as a document of its own at that place
+    (``merge_by_rank``'s rank and score, ties by position, then group), it lands above the page's
+    last hit. The marks of those counted; none for a filtered query (``_noted`` kept none)."""
+    own = [{m: a for m, a in p.items() if m in r.withheld_marks} for r, p in zip(results, places)]
+    if len(page) < k:
+        return [frozenset(o) for o in own]
+    last_g, last_pos, _, last_score = page[-1]
+    shown: dict[int, int] = {}  # each group's last position on the page
+    for g, pos, _, _ in page:
+        shown[g] = max(shown.get(g, pos), pos)
+    out = []
+    for g, (r, marks) in enumerate(zip(results, own)):
+        docs = [(h.namespace, h.doc_id) for h in r.hits]
+        kept = set()
+        for mark, above in marks.items():
+            score = 1.0 / (GROUPS_RRF_K + len(set(docs[:above])) + 1)
+            if above <= shown.get(g, -1) or (-score, above, g) < (-last_score, last_pos, last_g):
+                kept.add(mark)
+        out.append(frozenset(kept))
+    return out
 
 
 def _older_analyzer(namespaces) -> list[str]:
@@ -449,8 +491,9 @@ def _lane_depth(plan: SearchPlan) -> int:
     return max(opts.candidates or (s.prf_candidates if deep else s.candidates), plan.k)
 
 
-def _ranked(conn, plan: SearchPlan) -> SearchResult:
-    """Run the plan's lanes, fuse them (with a feedback round), then page, gate and cite the hits."""
+def _ranked(conn, plan: SearchPlan, places: dict[bytes, int] | None = None) -> SearchResult:
+    """Run the plan's lanes, fuse them (with a feedback round), then page, gate and cite the hits.
+    ``places``, when given, gets each withheld hit's mark and place (``_page``): ``run_grouped``'s."""
     profile, opts, mode, s = plan.profile, plan.opts, plan.mode, plan.profile.search
     prf = opts.prf or s.prf
     if prf not in PRF_MODES:
@@ -533,6 +576,9 @@ def _ranked(conn, plan: SearchPlan) -> SearchResult:
     # Which generation answered (each namespace's, read once when the search began): a swap while
     # the search ran does not change it (docs/lifecycle.md).
     details["generations"] = {n.name: n.generation_id for n in plan.namespaces}
+    if places is not None:
+        places.clear()
+        places.update((mark, place) for key, place in withheld.items() for mark in withheld_marks([key]))
     return SearchResult(
         plan.query, plan.names, mode, plan.strategy, hits, degraded=run.degraded, notes=tuple(run.notes),
         details=details, withheld=len(withheld), withheld_marks=withheld_marks(withheld),
@@ -644,9 +690,12 @@ def _dense_lane(conn, plan: SearchPlan, run: _Lanes, pending, t0: float, span) -
         run.timings["dense_ms"] = (time.perf_counter() - t0) * 1000
 
 
-def _page(conn, plan: SearchPlan, run: _Lanes, fused, fusion: dict[str, Any]) -> tuple[tuple[Hit, ...], set]:
+def _page(
+    conn, plan: SearchPlan, run: _Lanes, fused, fusion: dict[str, Any]
+) -> tuple[tuple[Hit, ...], dict[tuple[int, int], int]]:
     """The first ``k`` fused hits the principal may view (shaped, reranked), as cited ``Hit``s; and
-    the keys of those withheld (counted and marked only, never shown: ``_ranked``)."""
+    the keys of those withheld (counted and marked only, never shown: ``_ranked``), each with its
+    place: how many of the hits shown rank above it."""
     profile, opts, k, s = plan.profile, plan.opts, plan.k, plan.profile.search
     per_doc = opts.per_doc if opts.per_doc is not None else s.per_doc
     rows = _fetch(conn, [key for key, _ in fused[: max(run.depth, k)]])
@@ -676,10 +725,12 @@ def _page(conn, plan: SearchPlan, run: _Lanes, fused, fusion: dict[str, Any]) ->
 
 def _withheld_ahead(
     conn, raw, hidden: set, fusion: dict, shown: list, k: int, rows, per_doc: int, dedupe: float
-) -> set:
+) -> dict[tuple[int, int], int]:
     """The withheld hits the page would have held: in the fusion of the ungated ``raw`` lanes,
     shaped as a page is (per-document limit, near-duplicates), the withheld ones ranked above the
-    last hit shown (all of them when the page is not full). Counted and marked only, never shown."""
+    last hit shown (all of them when the page is not full), each with how many hits shown rank
+    above it there (its place, for the merge of several profiles' pages: ``_counted``). Counted
+    and marked only, never shown."""
     order = fuse(raw, **fusion)
     if len(shown) >= k:  # shaping only drops hits: nothing after the last one shown can count
         pos = {key: i for i, (key, _) in enumerate(order)}
@@ -690,7 +741,12 @@ def _withheld_ahead(
     if len(shown) >= k:
         place = {key: i for i, key in enumerate(keys)}
         keys = keys[: max((place[key] for key in shown if key in place), default=len(keys))]
-    return {key for key in keys if key in hidden}
+    out, above, on_page = {}, 0, set(shown)
+    for key in keys:
+        if key in hidden:
+            out[key] = above
+        above += key in on_page
+    return out
 
 
 def _query_terms(

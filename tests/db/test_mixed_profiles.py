@@ -213,3 +213,43 @@ def test_the_same_passage_in_namespaces_of_two_profiles_shows_once(kb_home, tena
     assert titles[0] == "Rescue" and "Rescue copy" not in titles, titles  # the better-ranked one kept
     assert len(result.hits) == 3 and {"Tents", "Boots"} <= set(titles)  # the page is filled from below
     assert [h.rank for h in result.hits] == [1, 2, 3]
+
+
+def _zeta(group: str, title: str, text: str) -> str:
+    return _doc(group, title, text)
+
+
+def test_a_groups_withheld_hit_below_the_merged_page_is_not_counted(kb_home, tenant, tmp_path):
+    """A group's withheld count was of the hits withheld ahead of its own last hit; the merge may
+    cut the group's page shorter, and the sum then counted a withheld hit ranked below the last
+    hit the merged page shows. Now a withheld hit counts when it ranks above that hit."""
+    config = _two_profiles(
+        tmp_path,
+        kb_home,
+        tenant,
+        {
+            "a1.md": _zeta("eng", "A1", "zeta zeta zeta zeta alpha"),
+            "a2.md": _zeta("eng", "A2", "zeta alpha beta gamma delta"),
+        },
+        {
+            "b1.md": _zeta("eng", "B1", "zeta zeta zeta zeta omega"),
+            "w.md": _zeta("hr", "W", "zeta zeta zeta omega psi"),  # between B1 and B2 in its group
+            "b2.md": _zeta("eng", "B2", "zeta omega psi chi phi"),
+        },
+    )
+    eng = Principal("u7", ("eng",))
+    with kbctl.open(config=config, home=kb_home, tenant=tenant) as kb:
+        group = kb.search("zeta", "wide_kb", k=2, mode="lexical", principal=eng)
+        found = {
+            k: kb.search("zeta", ["small_kb", "wide_kb"], k=k, mode="lexical", principal=eng) for k in (2, 3, 4, 10)
+        }
+        research = kb.research("zeta", ["small_kb", "wide_kb"], principal=eng)
+    assert [h.title for h in group.hits] == ["B1", "B2"] and group.withheld == 1  # W ranks above B2
+    assert [h.title for h in found[2].hits] == ["A1", "B1"]
+    assert found[2].withheld == 0, found[2].notes  # W ranks below B1, the last hit shown
+    assert not any("withheld" in n for n in found[2].notes)
+    assert [h.title for h in found[3].hits] == ["A1", "B1", "A2"] and found[3].withheld == 0
+    assert [h.title for h in found[4].hits] == ["A1", "B1", "A2", "B2"] and found[4].withheld == 1
+    assert len(found[10].hits) == 4 and found[10].withheld == 1  # a page not full: every one
+    assert found[2].details["groups"][1]["withheld"] == 0  # the group's count is of the same hits
+    assert research.withheld == 1
