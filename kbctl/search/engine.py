@@ -256,7 +256,9 @@ def run_grouped(
     over their ranks (``fuse.merge_by_rank``, rrf_k 60) and the first ``k`` kept that are not
     near-duplicates of a better-ranked one (a group's page's rule, across groups). A hit's ``score``
     is that fused score and its ``relevance`` the score over the best one (rank 1: ``1 / 61``), as
-    for a fused search; its rank and score in its group are its ``lanes["group"]``. ``k`` is the
+    for a fused search. Its ``lanes["group"]`` holds its rank in its group as the merge counts it
+    (in documents), its score in the merge (``1 / (60 + rank)``) and its own score in its group
+    (``fused``; what made it is the group's ``scored_by``). ``k`` is the
     query's, else the first group's profile's. The query is routed once, by the first group's
     analyzer (the first namespace given): every group takes that strategy, and a note says so when
     another group's analyzer routes it otherwise. A query answered without ranking (nothing
@@ -264,7 +266,7 @@ def run_grouped(
     strategy reads no vector, so it reads all the namespaces at once.
 
     The result notes ``namespaces of N profiles searched apart, merged by rank``; ``details["groups"]``
-    has each group's profile, namespaces, strategy, hits, withheld count and its own details
+    has each group's profile, namespaces, strategy, hits, what scored them, withheld count and its own details
     (``generations`` of all of them at the top, as ``run_search`` puts them). The withheld count is
     of the hits each group withheld that rank above the merged page's last hit (``_counted``; the
     namespaces are disjoint, so the groups' add up). Traced as ``kbctl.search``, each group's steps
@@ -315,9 +317,9 @@ def _grouped(conn, groups, namespaces, query: str, opts: SearchOptions, side, ga
             rank=i + 1,
             score=round(score, 6),
             relevance=clamp01(score / (1.0 / (GROUPS_RRF_K + 1))),
-            lanes={**h.lanes, "group": {"rank": h.rank, "score": h.score}},
+            lanes={**h.lanes, "group": {"rank": rank, "score": round(score, 6), "fused": h.score}},
         )
-        for i, (g, pos, _, score) in enumerate(page)
+        for i, (g, pos, rank, score) in enumerate(page)
         for h in (results[g].hits[pos],)
     )
     counted = _counted(results, places, page, k)
@@ -338,6 +340,7 @@ def _grouped(conn, groups, namespaces, query: str, opts: SearchOptions, side, ga
                 "mode": r.mode,
                 "strategy": r.strategy,
                 "hits": len(r.hits),
+                "scored_by": _scored_by(r, prof, opts),
                 "withheld": len(c),
                 "details": {a: b for a, b in r.details.items() if a != "generations"},
             }
@@ -397,6 +400,17 @@ def _counted(
                 kept.add(mark)
         out.append(frozenset(kept))
     return out
+
+
+def _scored_by(r: SearchResult, profile: Profile, opts: SearchOptions) -> str:
+    """What made a group's own scores (its hits' ``lanes["group"]["fused"]``): its fusion (``convex``:
+    min-max normalised within the group, 1.0 and 0.0 at its ends; ``rrf``), its one lane
+    (``dense``, ``lexical``) or ``rerank``. No group's is comparable with another's."""
+    if r.details.get("reranked"):
+        return "rerank"
+    if r.mode == "hybrid" and not r.degraded:
+        return opts.fusion or profile.search.fusion
+    return "lexical" if r.degraded else r.mode
 
 
 def _older_analyzer(namespaces) -> list[str]:

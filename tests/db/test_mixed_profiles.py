@@ -253,3 +253,29 @@ def test_a_groups_withheld_hit_below_the_merged_page_is_not_counted(kb_home, ten
     assert len(found[10].hits) == 4 and found[10].withheld == 1  # a page not full: every one
     assert found[2].details["groups"][1]["withheld"] == 0  # the group's count is of the same hits
     assert research.withheld == 1
+
+
+def test_a_hits_group_lane_holds_the_rank_and_score_the_merge_used(kb_home, tenant, tmp_path, cli):
+    """``--explain``'s "group score" was the hit's fused score in its group: under convex fusion a
+    min-max normalised score, 1.0 at the top of each group and 0.0 at the bottom, read as if it
+    said how relevant the hit is across groups. It is the merge's RRF contribution now (the group
+    rank, counted in documents, is what the merge ranks by); the group's own score is ``fused``, and
+    what made it its group's ``scored_by``."""
+    config = _setup(tmp_path, kb_home, tenant)
+    with kbctl.open(config=config, home=kb_home, tenant=tenant) as kb:
+        eng = Principal("u7", ("eng",))
+        result = kb.search("glacier rope", ["small_kb", "wide_kb"], k=10, principal=eng)
+        alone = {ns: kb.search("glacier rope", ns, k=10, principal=eng) for ns in ("small_kb", "wide_kb")}
+    assert result.details["groups"][0]["details"].get("dense_path")  # hybrid: both lanes, convex fusion
+    for h in result.hits:
+        group = h.lanes["group"]
+        own = next(o for o in alone[h.namespace].hits if (o.doc_id, o.chunk_id) == (h.doc_id, h.chunk_id))
+        assert group["score"] == h.score == pytest.approx(1 / (60 + group["rank"]), abs=1e-6)
+        assert group["rank"] == own.rank  # one chunk per document: its rank in documents is its rank
+        assert group["fused"] == own.score
+    assert {h.lanes["group"]["fused"] for h in result.hits} >= {0.0}  # the group's own min-max end
+    assert [g["scored_by"] for g in result.details["groups"]] == ["convex", "convex"]
+    env = {"KBCTL_CONFIG": str(config)}
+    p = cli("search", "glacier rope", "-n", "small_kb", "-n", "wide_kb", "--explain", "--group", "eng", env=env)
+    shown = p.stdout.decode()
+    assert p.returncode == 0 and "group score" in shown and "0.0000" not in shown, shown
