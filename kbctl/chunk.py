@@ -99,8 +99,12 @@ _ASCII_MARK_IN_CJK = f"(?<=[!?])(?:(?<=[{CJK_LETTERS}][!?])|(?<=[{CJK_LETTERS}][
 #: table's caption repeated, marked continued, on its pieces after the first, and a sentence longer
 #: than a chunk cut at a line end or between words, never inside one, the piece going on a line cut
 #: mid-line opened with ``CUT_MARK`` (session 46, "Chunker leftovers"; cutting back to a list's
-#: last ``,``/``;`` was measured and dropped: it shortened Cranfield's chunks, nDCG@10 down 0.006).
-SENTENCE_ENDS = "cuts-6"
+#: last ``,``/``;`` was measured and dropped: it shortened Cranfield's chunks, nDCG@10 down 0.006);
+#: "cuts-7", a table's row longer than a piece cut between cells, else between words, its pieces
+#: after the first under the header and opened with ``CUT_MARK``, and a table whose header is too
+#: long to repeat cut as a table, under what of its header fits (session 48, "Long table rows and
+#: long headers").
+SENTENCE_ENDS = "cuts-7"
 #: What a stored chunk holds when this chunker may cut its source otherwise than an earlier
 #: revision did (a PostgreSQL regular expression, a superset of the new ends), by that revision
 #: ("": before session 42). A source stored under an earlier revision's hash none of whose chunks
@@ -128,8 +132,21 @@ _LONG_LINE = (
     "^(?!```|~~~)(?!([^\n]*\n){1,3}[ \t]*\\|?[ \t]*:?-{3,})(?!(?:.|\n)*([.!?…][\"')\\]]*\\s+[\"'(\\[]?[A-Z0-9]|\n\\s*[-*•]\\s|\n\n"
     f"|[{UNSPACED_STOPS}][^{UNSPACED_STOPS}」』）〕】〉》”’\"')\\]0-9０-９]))(?:.|\n){{8}}"
 )
+#: Since "cuts-6": a table's rule line (it holds a ``|``)...
+_RULE = "[ \t]*\\|?[ \t]*:?-{3,}:?[ \t]*\\|"
+#: ...followed by at most one line to the chunk's end: the piece of a row longer than a piece (its
+#: first window is alone under the header) or of a first row cut after the header lines; or a rule
+#: twice, the header lines cut by a window and repeated; or, not a code block's piece and with no
+#: rule in its first four lines, a first line holding a ``|``: a later piece of a table cut as prose,
+#: its header too long to repeat (it starts at a row, or with ``…`` mid-row). A table of one row,
+#: or of a row that fills a piece alone, matches too and comes out alike (its vectors are kept).
+_TABLE_CUT = (
+    f"\n{_RULE}[^\n]*(\n[^\n]*)?$|\n{_RULE}(?:.|\n)*\n{_RULE}"
+    "|^(?!```|~~~)(?!([^\n]*\n){0,3}[ \t]*\\|?[ \t]*:?-{3,})[^\n]*\\|"
+)
 MOVED_SINCE = {
-    "cuts-5": f"{_CAPTIONED_TABLE}|{_LONG_LINE}",
+    "cuts-6": _TABLE_CUT,
+    "cuts-5": f"{_CAPTIONED_TABLE}|{_LONG_LINE}|{_TABLE_CUT}",
     "cuts-4": f"{_CODE_OR_TABLE}|{_LONG_LINE}",
     "sentences-3": f"{_CODE_OR_TABLE}|{_LONG_LINE}",
     "sentences-2": f"{_MARK_BEFORE_CJK}|{_CODE_OR_TABLE}|{_LONG_LINE}",
@@ -140,7 +157,8 @@ MOVED_SINCE = {
 def moved_since(profile: Profile) -> dict[str, str]:
     """``MOVED_SINCE`` for ``profile``: "cuts-5" moved only the semantic strategy's code blocks and
     tables, so a source of another strategy stored under "cuts-4" is read again only for what
-    "cuts-6" moved (a caption, a long line), as one stored under "cuts-5"."""
+    "cuts-6" and "cuts-7" moved (a caption, a long line, a long row, a long header), as one stored
+    under "cuts-5"."""
     if profile.chunk.strategy == "semantic":
         return MOVED_SINCE
     return {**MOVED_SINCE, "cuts-4": MOVED_SINCE["cuts-5"]}

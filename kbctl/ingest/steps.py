@@ -55,7 +55,7 @@ def source_hash(sha: str, profile: Profile, extractor: str = "") -> str:
 
 def previous_source_hash(sha: str, profile: Profile, revision: str = "", extractor: str = "") -> str:
     """``source_hash`` as it was under an earlier revision of the chunker (``kbctl.chunk.MOVED_SINCE``
-    names them: "sentences-2" (session 42) … "cuts-5" (session 45)), or "" before the revision was
+    names them: "sentences-2" (session 42) … "cuts-6" (session 46)), or "" before the revision was
     part of it, when sentences ended only before a space; with the extractor's revision of now
     (``extractor``), so a source stored before its extractor moved matches none (it is read again)."""
     return _hash_of(sha, profile, revision, extractor)

@@ -252,3 +252,91 @@ def test_after_cuts_5_the_next_ingest_reads_again_captioned_tables_and_long_line
     third = kb.ingest([folder], "lines", verify=False)
     assert third.documents["unchanged"] == 4 and third.chunks["embedded"] == 0, third.to_json()
     assert _rows(kb, "lines") == after
+
+
+def _table_pieces_before_cuts_7(block, text, limit, tok):
+    """Session 46's cut of a table: a row longer than a piece in token windows, unmarked; a header
+    too long to repeat, the table cut as prose, its later pieces with no header."""
+    offset, head = chunk.table_start(block.text) or (0, "")
+    head, room = chunk._continued_head(block.text[:offset].rstrip(), head, limit, tok)
+    if room < limit // 2:
+        yield from chunk._prose_pieces(text.units(block, limit, tok), text, limit, 0)
+        return
+
+    def rows(t, b, lim, tk):
+        start, end = b.start, b.start + len(b.text)
+        body = start + offset + len(chunk.table_start(b.text)[1])
+        unit_start, first = start, True
+        while body < end:
+            stop = t.find("\n", body + 1, end)
+            stop = end if stop < 0 else stop
+            body += t[body] == "\n"
+            n = chunk._count_within(tk, t[unit_start:stop], lim)
+            if n is not None:
+                yield chunk._Unit(unit_start, stop, n, first)
+            else:
+                for ws, we, wm in chunk._windows(t, unit_start, stop, lim, tk):
+                    yield chunk._Unit(ws, we, wm, first)
+            unit_start, body, first = stop + 1, stop, False
+
+    for s, e in chunk._pack(text.units(block, room, tok, rows), room, 0):
+        body = text.span(s, e)
+        yield s, e, (body if s == block.start else f"{head}\n{body}")
+
+
+def test_after_cuts_6_the_next_ingest_reads_again_tables_with_a_long_row_or_header_and_restamps_the_rest(
+    kb, tmp_path, monkeypatch
+):
+    """Session 48 ("cuts-7"): a table's row longer than a piece is cut between cells, else words,
+    its later pieces opened with ``…`` under the header; a table whose header is too long to repeat
+    is cut as a table under what of its header fits. A namespace chunked under "cuts-6" reads again
+    the sources a chunk of which is a rule and one line, or a run of rows with no header
+    (``MOVED_SINCE["cuts-6"]``); a table of short rows and prose are restamped."""
+    from kbctl.ingest import producer
+
+    words = " ".join(f"word{i % 50}" for i in range(400))
+    wide = [f"Measured quantity {j}" for j in range(14)]
+    docs = {
+        "row.md": "# Notes\n\n| Key | Note |\n| --- | --- |\n| a | short |\n| b | " + words + " |\n| c | end |\n",
+        "header.md": "# M\n\n| "
+        + " | ".join(wide)
+        + " |\n|"
+        + " --- |" * 14
+        + "\n"
+        + "\n".join("| " + " | ".join(f"r{i}" for _ in wide) + " |" for i in range(40))
+        + "\n",
+        "table.md": "# Cities\n\n| City | Rank |\n| --- | --- |\n"
+        + "\n".join(f"| City{i:03d} | {i} |" for i in range(140))
+        + "\n",
+        "en.md": DOCS["en.md"],
+    }
+    folder = write_folder(tmp_path, "rows", docs)
+    with monkeypatch.context() as m:  # the chunker and the source hash of session 46
+        m.setattr(chunk, "_table_pieces", _table_pieces_before_cuts_7)
+        m.setattr(chunk, "SENTENCE_ENDS", "cuts-6")
+        first = kb.ingest([folder], "rows", verify=False)
+    assert first.documents["new"] == 4, first.to_json()
+    before = _rows(kb, "rows")
+    read: list[str] = []
+    extract_source = producer.extract_source
+    monkeypatch.setattr(producer, "extract_source", lambda s, *a: read.append(s.uri) or extract_source(s, *a))
+
+    again = kb.ingest([folder], "rows")
+    assert again.verify is not None and again.verify["ok"], again.to_json()
+    assert again.documents["unchanged"] == 4 and again.documents["changed"] == 0, again.to_json()
+    assert sorted(u.rsplit("/", 1)[-1] for u in read) == ["header.md", "row.md"]
+    after = _rows(kb, "rows")
+    for name in ("en.md", "table.md"):  # restamped: rows kept, chunk ids and all
+        assert [r[1:] for r in after[name]] == [r[1:] for r in before[name]], name
+        assert {r[0] for r in after[name]} != {r[0] for r in before[name]}, name
+    notes = [t for _, _, _, _, t, _ in after["row.md"]]
+    assert len(notes) > 3 and all(t.startswith("| Key | Note |\n| --- | --- |\n") for t in notes)
+    assert all(t.startswith("| Key | Note |\n| --- | --- |\n" + chunk.CUT_MARK) for t in notes[2:])
+    measured = [t for _, _, _, _, t, _ in after["header.md"]]
+    assert len(measured) > 2 and all(t.startswith("| Measured quantity 0 |") and " | … |\n" in t for t in measured[1:])
+    assert not any(t.startswith("| Measured") for _, _, _, _, t, _ in before["header.md"][1:])
+    assert 0 < again.chunks["embedded"] <= len(notes) + len(measured), again.to_json()
+
+    third = kb.ingest([folder], "rows", verify=False)
+    assert third.documents["unchanged"] == 4 and third.chunks["embedded"] == 0, third.to_json()
+    assert _rows(kb, "rows") == after

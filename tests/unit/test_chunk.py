@@ -421,13 +421,17 @@ def test_the_semantic_strategy_keeps_a_code_block_or_a_table_whole_or_cuts_it_as
 def test_since_cuts_4_only_the_semantic_strategy_reads_code_and_tables_again(tmp_path):
     """What a stored chunk of a "cuts-4" source holds when "cuts-5" may cut it otherwise: a code
     fence or a ``|`` under the semantic strategy, nothing under the fixed one (its cuts did not move);
-    since "cuts-6", under both, what that moved (a caption over a table, a long line)."""
-    from kbctl.chunk import _CAPTIONED_TABLE, _LONG_LINE, MOVED_SINCE, moved_since
+    since "cuts-6", under both, what that moved (a caption over a table, a long line), and since
+    "cuts-7" what that moved (a table's long row, a header too long to repeat)."""
+    from kbctl.chunk import _CAPTIONED_TABLE, _LONG_LINE, _TABLE_CUT, MOVED_SINCE, moved_since
 
     semantic = moved_since(_semantic_profile(tmp_path))
     fixed = moved_since(_profile())
     assert semantic["cuts-4"] == "(^|\n)(```|~~~)|\\|" + "|" + _LONG_LINE
-    assert fixed["cuts-4"] == fixed["cuts-5"] == MOVED_SINCE["cuts-5"] == f"{_CAPTIONED_TABLE}|{_LONG_LINE}"
+    assert (
+        fixed["cuts-4"] == fixed["cuts-5"] == MOVED_SINCE["cuts-5"] == f"{_CAPTIONED_TABLE}|{_LONG_LINE}|{_TABLE_CUT}"
+    )
+    assert MOVED_SINCE["cuts-6"] == _TABLE_CUT
     assert {k: v for k, v in fixed.items() if k != "cuts-4"} == {k: v for k, v in MOVED_SINCE.items() if k != "cuts-4"}
 
 
