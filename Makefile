@@ -60,7 +60,7 @@ unit: install
 	$(BIN)/python -m pytest -q -m "not db" tests/unit
 
 test: install lint
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=20
 
 # A PostgreSQL of its own (the wheel's binaries, its own data directory, a free port on 127.0.0.1),
 # a login that is not a superuser; stopped and deleted on exit, whatever the tests did.
