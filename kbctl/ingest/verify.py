@@ -133,7 +133,7 @@ def _pin(ns: Namespace, profile: Profile | None) -> Check:
 
 def _index(conn, ns: Namespace) -> Check:
     names = store_checks.index_names(conn)
-    need = {hnsw_index_name(ns.generation_id), "lexical_postings_pkey", "chunks_metadata", "chunks_content_hash"}
+    need = {hnsw_index_name(ns.generation_id), "lexical_postings_pkey", "metadata_values_pkey", "chunks_content_hash"}
     missing = sorted(need - names)
     return Check(
         "indexes",

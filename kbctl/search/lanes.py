@@ -97,20 +97,21 @@ def dense_lane(
         return _ranked(merged), "+".join(sorted({p for _, p in parts}))
     ns_ids = [n.id for n in namespaces]
     threshold = profile.hnsw.exact_threshold if exact_threshold is None else exact_threshold
-    size = _filtered_size(conn, ns_ids, filters, threshold)
+    size, narrow = _filtered_size(conn, ns_ids, filters, threshold)
     exact = size <= threshold
     path = "exact" if exact else "hnsw"
-    rows = _dense_rows(conn, namespaces, qvec, k, filters, profile, exact, ef_search)
+    rows = _dense_rows(conn, namespaces, qvec, k, filters, profile, exact, ef_search, narrow)
     if not exact and len(rows) < min(k, size):
         # The iterative scan gave up (hnsw.max_scan_tuples) before finding k rows that exist: the
         # namespace or filter keeps too small a part of the index. Finish with the exact scan.
-        rows, path = _dense_rows(conn, namespaces, qvec, k, filters, profile, True, None), "hnsw+exact"
+        rows = _dense_rows(conn, namespaces, qvec, k, filters, profile, True, None, narrow)
+        path = "hnsw+exact"
     return _ranked([(ns, cid, similarity(profile.distance, d), did) for ns, cid, d, did in rows]), path
 
 
-def _dense_rows(conn, namespaces, qvec, k, filters, profile, exact: bool, ef_search) -> list[tuple]:
+def _dense_rows(conn, namespaces, qvec, k, filters, profile, exact: bool, ef_search, narrow=None) -> list[tuple]:
     return store.dense_rows(
-        conn, dense_statement(namespaces, qvec, k, filters, profile, exact=exact, ef_search=ef_search)
+        conn, dense_statement(namespaces, qvec, k, filters, profile, exact=exact, ef_search=ef_search, narrow=narrow)
     )
 
 
@@ -123,9 +124,11 @@ def dense_statement(
     *,
     exact: bool,
     ef_search: int | None = None,
+    narrow: int | None = None,
 ) -> tuple[Any, list, list[Any]]:
     """The dense query, its parameters and the ``SET LOCAL`` statements to run before it (the
-    profile's ``[hnsw]`` settings; ``kbctl.store.search.dense_statement``)."""
+    profile's ``[hnsw]`` settings; ``kbctl.store.search.dense_statement``; ``narrow`` the filter
+    the exact path looks its chunks up by, ``kbctl.store.search.filtered_count``'s)."""
     return store.dense_statement(
         namespaces,
         qvec,
@@ -135,6 +138,7 @@ def dense_statement(
         exact=exact,
         ef_search=effective_ef_search(profile, ef_search, k),
         max_scan_tuples=profile.hnsw.max_scan_tuples,
+        narrow=narrow,
     )
 
 
@@ -153,11 +157,12 @@ def similarity(distance: str, d: float) -> float:
     return 1.0 - d if distance == "cosine" else -d
 
 
-def _filtered_size(conn, ns_ids: list[int], filters: tuple[Filter, ...], threshold: int) -> int:
-    """How many rows the namespaces and filters leave, counted up to threshold + 1."""
+def _filtered_size(conn, ns_ids: list[int], filters: tuple[Filter, ...], threshold: int) -> tuple[int, int | None]:
+    """How many rows the namespaces and filters leave, counted up to threshold + 1, and the filter
+    the exact path narrows by (``kbctl.store.search.filtered_count``)."""
     if not filters:
-        return store.chunk_total(conn, ns_ids)
-    return store.filtered_size(conn, ns_ids, filters, threshold + 1)
+        return store.chunk_total(conn, ns_ids), None
+    return store.filtered_count(conn, ns_ids, filters, threshold + 1)
 
 
 def vocabulary_df(conn, ns_ids: list[int], terms: Sequence[str]) -> dict[str, int]:

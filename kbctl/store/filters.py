@@ -17,7 +17,7 @@ from psycopg import sql
 from ..errors import UsageError
 from ..types import FETCH_FACTS, Filter
 
-__all__ = ["filter_sql"]
+__all__ = ["filter_sql", "narrowable", "lookup_of"]
 
 # ASCII digits only: PostgreSQL's numeric reads no others (kbctl.search.filters turns full-width
 # digits into ASCII ones; digits of other scripts are compared as text).
@@ -35,20 +35,54 @@ _OF_DOCUMENT = sql.SQL(
 )
 
 
-def filter_sql(filters: tuple[Filter, ...], alias: str = "c") -> tuple[sql.Composable, list]:
+# The chunks of a filter's entries in kbctl.metadata_values (migration 024): a superset of what its
+# exact condition keeps, looked up by the leakproof text equality the tenants' policy lets an index
+# serve. The exact condition always follows it.
+_OF_ENTRIES = sql.SQL(
+    "EXISTS (SELECT FROM kbctl.metadata_values mv WHERE mv.namespace_id = {a}.namespace_id AND mv.chunk_id = {a}.id"
+    " AND mv.key = left(%s, 200) AND mv.value = ANY(kbctl.metadata_lookup(%s::text[], %s::text[])))"
+)
+
+
+def narrowable(f: Filter) -> bool:
+    """Whether ``f`` can be narrowed through kbctl.metadata_values: ``=`` and ``in`` on a key of the
+    chunk's metadata (``!=`` keeps what the entries do not hold; a fetch fact is the document's)."""
+    return f.op in ("=", "in") and f.key not in FETCH_FACTS
+
+
+def lookup_of(f: Filter) -> list:
+    """The parameters of ``f``'s lookup in kbctl.metadata_values: its key, the texts (each value, and
+    ``true`` / ``false`` for a value that is a boolean in any case) and the numbers (the values that
+    read as one, whose canonical numeric text is looked up)."""
+    vals = list(f.value) if isinstance(f.value, tuple) else [f.value]
+    assert all(isinstance(v, str) for v in vals)
+    texts = sorted({*vals, *(v.lower() for v in vals if v.lower() in ("true", "false"))})
+    numbers = sorted({n for n in (_numeric(v) for v in vals) if n is not None})
+    return [f.key, texts, numbers]
+
+
+def filter_sql(filters: tuple[Filter, ...], alias: str = "c", narrow: int | None = None) -> tuple[sql.Composable, list]:
     """``AND``-joined SQL conditions on the metadata of the chunks ``<alias>`` and their parameters
     (``TRUE`` for none). A fetch fact (``kbctl.types.FETCH_FACTS``: ``size``, ``mtime``,
     ``fetched_at``…) is read from the chunk's document's row, where it is kept (a chunk carries
-    none of its source's), and any other key from the chunk's own metadata."""
+    none of its source's), and any other key from the chunk's own metadata.
+
+    ``narrow``: the index of a ``narrowable`` filter whose condition first looks its chunks up in
+    kbctl.metadata_values (index-only, under the tenant's policy), then keeps its exact condition:
+    the same rows, read through the index (``kbctl.store.search`` decides when)."""
     parts: list[sql.Composable] = []
     params: list = []
     col = sql.SQL("{}.metadata").format(sql.Identifier(alias))
-    for f in filters:
+    for i, f in enumerate(filters):
         if f.key in FETCH_FACTS:
             cond, p = _one(sql.SQL("fd.metadata"), f)
             cond = _OF_DOCUMENT.format(a=sql.Identifier(alias), f=cond)
         else:
             cond, p = _one(col, f)
+        if i == narrow:
+            assert narrowable(f), f"filter {f} cannot be narrowed"
+            cond = sql.SQL("({e} AND {c})").format(e=_OF_ENTRIES.format(a=sql.Identifier(alias)), c=cond)
+            p = [*lookup_of(f), *p]
         parts.append(cond)
         params.extend(p)
     if not parts:

@@ -7,7 +7,7 @@ Dense statements come with the ``SET LOCAL`` settings they run under, in one tra
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from psycopg import sql
@@ -15,7 +15,7 @@ from psycopg import sql
 from ..types import FETCH_FACTS, Filter
 from . import capabilities
 from .connection import Conn, one, scalar
-from .filters import filter_sql
+from .filters import filter_sql, lookup_of, narrowable
 from .generations import column_of
 from .namespaces import Namespace
 from .queries import query, template
@@ -26,6 +26,7 @@ __all__ = [
     "lexical_stats",
     "chunk_total",
     "filtered_size",
+    "filtered_count",
     "vocabulary_df",
     "correction_candidates",
     "term_acls",
@@ -68,11 +69,96 @@ def chunk_total(conn: Conn, ns_ids: list[int]) -> int:
     return int(scalar(conn.execute(query("search/chunk_total"), (ns_ids,))))
 
 
+# Equality filters through kbctl.metadata_values (migration 024). Under the tenants' policy every
+# other reading of a filter is a sequential scan of the namespace, cheap for a broad filter (its
+# limit is soon reached) and dear for a rare one; through the index it is the other way round (the
+# lookup reads every entry of the filter). So a statement first reads at most PROBE times its limit
+# of chunks plainly: a filter that reaches its limit there is broad and answered as it always was,
+# at no more cost; only another is looked up through the index, by the filter with the fewest
+# entries. The exact condition always runs after the lookup: the rows are the same either way.
+# NARROWING "always" and "never" are for the tests, which compare the two.
+NARROWING = "auto"
+PROBE = 4  # chunks read plainly per row of the limit, at most
+# What the lookup costs, in chunks read plainly (measured at 100k chunks, docs/hardening.md session
+# 48): an entry read (and made unique), a chunk looked up by its key and its exact condition tested.
+ENTRY, LOOKUP = 0.3, 3.0
+METADATA_PROBE = 256  # the least limit the metadata-only search probes with (it orders every match)
+
+
 def filtered_size(conn: Conn, ns_ids: list[int], filters: tuple[Filter, ...], limit: int) -> int:
     """How many chunks of the namespaces the (non-empty) filters keep, counted up to ``limit``."""
-    fsql, fparams = filter_sql(filters)
+    return filtered_count(conn, ns_ids, filters, limit)[0]
+
+
+def filtered_count(conn: Conn, ns_ids: list[int], filters: tuple[Filter, ...], limit: int) -> tuple[int, int | None]:
+    """``filtered_size``, and the filter the dense lane's exact path narrows by (its index in
+    ``filters``; None: none can be). That path is taken only when the count is within its
+    threshold, so selective: it narrows whenever a filter can, by the one with the fewest entries."""
+
+    def costs(entries: float, s: float, n: int) -> tuple[float, float]:
+        # the lookup reads every entry, then tests chunks by their key until the limit is reached;
+        # the plain count reads on until the limit (at the probe's rate) or the namespace's end
+        tested = min(entries, limit * entries / (s * n))
+        return ENTRY * entries + LOOKUP * tested, min(n, limit / s) - PROBE * limit
+
+    use, best = _narrowing(conn, ns_ids, filters, limit, costs)
+    if use == -1:
+        return limit, None  # not the exact path's either: it is taken for a selective filter
+    fsql, fparams = filter_sql(filters, narrow=use)
     q = template("search/filtered_size", f=fsql)
-    return int(scalar(conn.execute(q, [ns_ids, *fparams, limit])))
+    return int(scalar(conn.execute(q, [ns_ids, *fparams, limit]))), best
+
+
+def _narrowing(
+    conn: Conn,
+    ns_ids: list[int],
+    filters: tuple[Filter, ...],
+    limit: int,
+    costs: Callable[[float, float, int], tuple[float, float]],
+) -> tuple[int | None, int | None]:
+    """(the filter a statement whose answer needs ``limit`` matches narrows by: its index, None to
+    read plainly, -1 when the plain probe found the filters broad (``limit`` matches within the
+    first ``PROBE * limit`` chunks); the narrowable filter with the fewest entries).
+
+    From the probe's share of matches ``s``, ``costs(entries, s, chunks)`` gives the lookup's cost
+    and the plain reading's still to come (in chunks read plainly): the statement narrows when the
+    lookup costs less. Of several filters, by the one with the fewest entries (counted up to what
+    the plain reading costs). Never while the planner takes kbctl.chunks for smaller than the
+    namespaces (no statistics yet: ``search/narrowing_figures``), nor in namespaces of no more
+    than ``PROBE * limit`` chunks, which the plain reading reads at that cost at most."""
+    candidates = [i for i, f in enumerate(filters) if narrowable(f)]
+    if not candidates or NARROWING == "never":
+        return None, None
+    single = candidates[0] if len(candidates) == 1 else None
+    if NARROWING == "always":
+        if single is not None:
+            return single, single
+        best = min((entry_count(conn, ns_ids, filters[i], 2**62), i) for i in candidates)[1]
+        return best, best
+    total, planned = one(conn.execute(query("search/narrowing_figures"), (ns_ids,)))
+    n = int(total)
+    if planned < n / 2:
+        return None, None
+    if n <= PROBE * limit:  # the plain reading never reads more than the probe would
+        return None, single
+    fsql, fparams = filter_sql(filters)
+    q = template("search/filtered_probe", f=fsql)
+    matches = int(scalar(conn.execute(q, [ns_ids, PROBE * limit, *fparams, limit])))
+    if matches >= limit:
+        return -1, None
+    s = max(matches, 0.5) / (PROBE * limit)  # none in the probe: under one in PROBE * limit
+    if single is not None:
+        lookup, plain = costs(s * n, s, n)
+        return (single if lookup < plain else None), single
+    plain = costs(0, s, n)[1]
+    cap = int(plain / ENTRY) + 1  # more entries than this cost more than the plain reading
+    entries, best = min((entry_count(conn, ns_ids, filters[i], cap), i) for i in candidates)
+    return (best if entries < cap and costs(entries, s, n)[0] < plain else None), best
+
+
+def entry_count(conn: Conn, ns_ids: list[int], f: Filter, cap: int) -> int:
+    """How many entries of kbctl.metadata_values the equality filter ``f`` looks up, up to ``cap``."""
+    return int(scalar(conn.execute(query("search/metadata_entries"), [ns_ids, *lookup_of(f), cap])))
 
 
 def vocabulary_df(conn: Conn, ns_ids: list[int], terms: Sequence[str]) -> dict[str, int]:
@@ -190,6 +276,7 @@ def dense_statement(
     exact: bool,
     ef_search: int,
     max_scan_tuples: int,
+    narrow: int | None = None,
 ) -> tuple[sql.Composed, list, list[sql.Composable]]:
     """The dense query over one generation (the namespaces', all the same), its parameters and the
     ``SET LOCAL`` statements to run before it.
@@ -197,12 +284,14 @@ def dense_statement(
     ``exact`` orders by the bare column, which the HNSW index (on ``embedding::vector(dim)``, or
     ``half::halfvec(dim)``) cannot serve, so the exact path really scans only the rows the WHERE
     clause leaves. The generation id is a literal: the planner matches it to the generation's
-    partial index whatever the plan cache does with parameters.
+    partial index whatever the plan cache does with parameters. ``narrow``: the filter the exact
+    path looks its chunks up by in kbctl.metadata_values (``filtered_count``'s; the HNSW path tests
+    each vector's chunk by its key and never narrows).
     """
     ns = namespaces[0]
     gid, dim = ns.generation_id, ns.dimension
     col, typ = column_of(ns.storage)
-    fsql, fparams = filter_sql(filters)
+    fsql, fparams = filter_sql(filters, narrow=narrow if exact else None)
     bare = sql.SQL("v.{}").format(sql.Identifier(col))
     vec = bare if exact else sql.SQL("{}::{}({})").format(bare, sql.SQL(typ), sql.Literal(dim))
     q = template(
@@ -279,7 +368,15 @@ def feedback_vectors(
 
 
 def metadata_keys(conn: Conn, ns_ids: list[int], filters: tuple[Filter, ...], k: int) -> list[tuple[int, int]]:
-    """The first k chunks the filters keep, by document URI and position."""
-    fsql, fparams = filter_sql(filters)
+    """The first k chunks the filters keep, by document URI and position. It reads every match (to
+    order them): plainly, the whole namespace; through kbctl.metadata_values, every match by its
+    key, unless the probe finds the filters broad (``_narrowing``)."""
+    limit = max(k, METADATA_PROBE)
+
+    def costs(entries: float, s: float, n: int) -> tuple[float, float]:
+        return (ENTRY + LOOKUP) * entries, n - PROBE * limit
+
+    narrow, _ = _narrowing(conn, ns_ids, filters, limit, costs)
+    fsql, fparams = filter_sql(filters, narrow=None if narrow == -1 else narrow)
     q = template("search/metadata_matches", f=fsql)
     return [(a, b) for a, b in conn.execute(q, [ns_ids, *fparams, k])]

@@ -42,6 +42,7 @@ DISTRIBUTED = {
     "feed_state",
     "generations",
     "vectors",
+    "metadata_values",
 }
 REFERENCE = {"profiles", "namespaces", "tenants", "deleted_tenants", "schema_migrations"}
 COORDINATOR = {"search_audit", "agent_tokens", "query_log", "query_feedback"}
