@@ -1,0 +1,197 @@
+"""Equality filters through kbctl.metadata_values (migration 024) against the plain scan, as the tenant.
+
+A scratch home (embedded server, the ``hash-384`` profile: no model) gets three small documents,
+then ``CHUNKS`` synthetic chunks inserted as the tenant with ``INSERT … SELECT`` (20 per document,
+as the bench's loaders do; the triggers fill the index): ``source_type`` feed for 1%, file for 99%;
+``tags`` a list (refund in 2%), ``year`` a number (2024 in 4%), ``rating`` 4.5 as a number or as
+numeric text (10%), ``active`` a boolean (50%). Then ``VACUUM ANALYZE``, and per filter the median
+of ``ROUNDS`` of: ``filtered_size`` at limit 1,001 (a search's), ``metadata_keys`` k=10 (the
+metadata-only search), whole searches (``kb.search``: metadata-only, dense, hybrid), with
+``kbctl.store.search.NARROWING = "never"`` (the plain reading, as before 024) and ``"auto"``
+alternated round by round.
+
+Then what migration 024's fill costs for the namespace (``fill_figures``), and ingest throughput: ``INGEST`` small records (hash profile) into fresh namespaces, runs
+alternated with the insert trigger enabled and disabled (``ALTER TABLE … DISABLE TRIGGER``, as
+the owner), chunks a second.
+
+    .venv/bin/python bench/metadata_filters.py [CHUNKS] [HOME]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import kbctl
+from kbctl.search import parse_filters
+from kbctl.store import search as store_search
+
+ROUNDS = 9
+INGEST = int(os.environ.get("KBCTL_BENCH_INGEST", "3000"))
+FILTERS = ["source_type=feed", "tags=refund", "year=2024", "rating=4.5", "active=true", "source_type=file"]
+
+
+def load(kb, n: int) -> int:
+    kb.ingest_records(
+        [
+            {"id": f"seed{i}", "title": f"Seed {i}", "text": f"Notes on refunds and invoices, seed {i}."}
+            for i in range(3)
+        ],
+        "metafilters",
+    )
+    conn = kb.connection()
+    ns_id = conn.execute("SELECT id FROM kbctl.namespaces WHERE name = 'metafilters'").fetchone()[0]
+    with conn.transaction():
+        conn.execute(
+            "INSERT INTO kbctl.documents (namespace_id, uri, source_uri, source_hash, title, source_type, content_hash,"
+            " metadata, char_count, chunk_count)"
+            " SELECT d.namespace_id, d.uri || '#' || g, d.source_uri || '#' || g, d.source_hash, d.title, d.source_type,"
+            " d.content_hash, d.metadata, d.char_count, 20"
+            " FROM (SELECT * FROM kbctl.documents WHERE namespace_id = %s ORDER BY id LIMIT 1) d"
+            " CROSS JOIN generate_series(1, %s) g",
+            (ns_id, n // 20),
+        )
+        conn.execute(
+            "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start, char_end,"
+            " heading_path, page, content_hash, metadata, lex_length)"
+            " SELECT s.namespace_id, d.id, p, s.text, s.token_count, s.char_start, s.char_end, s.heading_path, s.page,"
+            " s.content_hash || ':' || d.id || ':' || p,"
+            " s.metadata || jsonb_build_object("
+            "   'source_type', CASE WHEN (d.id * 20 + p) %% 100 = 0 THEN 'feed' ELSE 'file' END,"
+            "   'tags', CASE WHEN (d.id * 20 + p) %% 50 = 1 THEN '[\"refund\", \"billing\"]'::jsonb"
+            '               ELSE \'["billing", "other"]\'::jsonb END,'
+            "   'year', 2000 + (d.id * 20 + p) %% 25,"
+            "   'rating', CASE (d.id * 20 + p) %% 20 WHEN 0 THEN to_jsonb(4.5) WHEN 1 THEN to_jsonb('4.50'::text)"
+            "             ELSE to_jsonb(((d.id * 20 + p) %% 9)::numeric / 2 + 0.25) END,"
+            "   'active', (d.id + p) %% 2 = 0)"
+            " || CASE WHEN s.heading_path <> '{}' THEN '{}'::jsonb ELSE jsonb_build_object('heading_path', '[\"A\"]'::jsonb) END,"
+            " s.lex_length"
+            " FROM kbctl.documents d CROSS JOIN generate_series(0, 19) p"
+            " CROSS JOIN (SELECT * FROM kbctl.chunks WHERE namespace_id = %s ORDER BY id LIMIT 1) s"
+            " WHERE d.namespace_id = %s AND d.uri LIKE '%%#%%'",
+            (ns_id, ns_id),
+        )
+        conn.execute(
+            "UPDATE kbctl.lexical_stats SET chunk_count = (SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s)"
+            " WHERE namespace_id = %s",
+            (ns_id, ns_id),
+        )
+    kb.optimize()
+    return ns_id
+
+
+def filters_figures(kb, ns_id: int) -> list[dict]:
+    """Per filter, the median of ``ROUNDS`` of each statement, plain and ``auto`` alternated."""
+    conn = kb.connection()
+    rows = []
+    for flt in FILTERS:
+        filters = parse_filters([flt])
+        row: dict = {"filter": flt, "matches": store_search.filtered_size(conn, [ns_id], filters, 10**9)}
+        runs = {
+            "count": (store_search.filtered_size, conn, [ns_id], filters, 1001),
+            "keys": (store_search.metadata_keys, conn, [ns_id], filters, 10),
+            "metadata": (kb.search, "", "metafilters"),
+            "dense": (kb.search, "refunds invoices", "metafilters"),
+            "hybrid": (kb.search, "refunds invoices", "metafilters"),
+        }
+        ms: dict[str, list[float]] = {}
+        for _ in range(ROUNDS + 1):  # the first round warms up
+            for narrowing in ("never", "auto"):
+                store_search.NARROWING = narrowing
+                for name, (fn, *args) in runs.items():
+                    opts = {} if fn is not kb.search else {"filters": [flt], "k": 10, "prf": "off"}
+                    if name in ("dense", "hybrid"):
+                        opts["mode"] = name
+                    t0 = time.perf_counter()
+                    fn(*args, **opts)
+                    ms.setdefault(f"{name}_{narrowing}", []).append((time.perf_counter() - t0) * 1000)
+        store_search.NARROWING = "auto"
+        row.update({k: round(statistics.median(v[1:]), 1) for k, v in ms.items()})
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def ingest_figures(kb) -> list[dict]:
+    from kbctl.store.db import Database
+
+    owner = Database(kb.settings)
+    out = []
+    for i, enabled in enumerate((True, False, True, False)):
+        with owner.connect() as c:
+            c.execute(f"ALTER TABLE kbctl.chunks {'ENABLE' if enabled else 'DISABLE'} TRIGGER metadata_values_insert")
+            c.commit()
+        records = [
+            {
+                "id": f"r{i}-{j}",
+                "title": f"Record {j}",
+                "text": f"Record {j} of run {i}: refunds, invoices and accounts, line {j % 17}.",
+                "metadata": {"team": ["red", "blue"][j % 2], "year": 2000 + j % 25, "tags": ["a", f"t{j % 7}"]},
+            }
+            for j in range(INGEST)
+        ]
+        t0 = time.perf_counter()
+        kb.ingest_records(records, f"ingest{i}")
+        s = time.perf_counter() - t0
+        conn = kb.connection()
+        n = conn.execute(
+            "SELECT count(*) FROM kbctl.chunks c JOIN kbctl.namespaces n ON n.id = c.namespace_id WHERE n.name = %s",
+            (f"ingest{i}",),
+        ).fetchone()[0]
+        row = {"triggers": enabled, "chunks": n, "seconds": round(s, 2), "chunks_per_s": round(n / s, 1)}
+        out.append(row)
+        print(json.dumps(row), flush=True)
+    with owner.connect() as c:
+        c.execute("ALTER TABLE kbctl.chunks ENABLE TRIGGER metadata_values_insert")
+        c.commit()
+    return out
+
+
+def fill_figures(kb, ns_id: int) -> dict:
+    """What migration 024's fill costs for the namespace: its entries made into a temporary table
+    as the owner, then the table's two indexes (rolled back)."""
+    from kbctl.store.db import Database
+
+    with Database(kb.settings).connect() as c:
+        t0 = time.perf_counter()
+        c.execute(
+            "CREATE TEMP TABLE fill AS SELECT c.namespace_id, e.key, e.value, c.id AS chunk_id FROM kbctl.chunks c"
+            " CROSS JOIN LATERAL kbctl.metadata_entries(c.metadata) e WHERE c.namespace_id = %s",
+            (ns_id,),
+        )
+        made = time.perf_counter() - t0
+        c.execute("ALTER TABLE fill ADD PRIMARY KEY (namespace_id, key, value, chunk_id)")
+        c.execute("CREATE INDEX ON fill (namespace_id, chunk_id)")
+        row = {
+            "entries": c.execute("SELECT count(*) FROM fill").fetchone()[0],
+            "made_s": round(made, 1),
+            "indexed_s": round(time.perf_counter() - t0 - made, 1),
+            "table_mb": c.execute("SELECT pg_total_relation_size('kbctl.metadata_values') / 1e6").fetchone()[0],
+            "chunks_mb": c.execute("SELECT pg_total_relation_size('kbctl.chunks') / 1e6").fetchone()[0],
+        }
+        c.rollback()
+    print(json.dumps(row, default=float), flush=True)
+    return row
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    home = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="kbctl-metafilters-")
+    kb = kbctl.open(home=home, profile="hash-384")
+    try:
+        t0 = time.perf_counter()
+        ns_id = load(kb, n)
+        print(json.dumps({"loaded_s": round(time.perf_counter() - t0, 1)}), flush=True)
+        filters_figures(kb, ns_id)
+        fill_figures(kb, ns_id)
+        ingest_figures(kb)
+    finally:
+        kb.close()
+
+
+if __name__ == "__main__":
+    main()
