@@ -219,12 +219,11 @@ def _numeric(value: str) -> str | None:
 
 
 def _contains_any(col: sql.Composable, key: str, values: list[str]) -> tuple[sql.Composable, list]:
-    """``metadata @> …`` alternatives that the GIN (jsonb_path_ops) index answers.
-
-    They find the rows whose ``key`` is the value as a string, number or boolean, or an array that
-    holds it: a superset of what ``=`` / ``in`` match, which the exact condition next to them then
-    narrows. Without them an equality filter reads every chunk of the namespace (figures in
-    docs/benchmarks.md).
+    """``metadata @> …`` alternatives: the rows whose ``key`` is the value as a string, number or
+    boolean, or an array that holds it, a superset of what ``=`` / ``in`` match, which the exact
+    condition next to them then narrows. They were for the GIN (jsonb_path_ops) index, which no
+    search as a tenant could use (``@>`` is not leakproof) and migration 024 dropped; they stay as
+    the first test of a row. The index a search uses is kbctl.metadata_values (``_OF_ENTRIES``).
     """
     docs = []
     for v in values:
