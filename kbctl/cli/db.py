@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .render import print_json, table
+from .render import human_size, print_json, table
 from .state import STATE, info
 
 app = typer.Typer(help="The database: migrate, status, optimize, start, stop, url.", no_args_is_help=True)
@@ -56,14 +56,22 @@ def optimize(
         return
     for p in packed:
         info(f"packed {p['namespace']}: {p['chunks']:,} chunks, {p['postings']:,} postings in one segment")
-    mb = lambda b: f"{b / 2**20:,.1f}"  # noqa: E731
     table(
-        [{"table": r["table"], "MB before": mb(r["bytes_before"]), "MB after": mb(r["bytes_after"])} for r in rows],
-        ["table", "MB before", "MB after"],
+        [
+            {
+                "table": r["table"],
+                "size before": human_size(r["bytes_before"]),
+                "size after": human_size(r["bytes_after"]),
+            }
+            for r in rows
+        ],
+        ["table", "size before", "size after"],
     )
     saved = sum(r["bytes_before"] - r["bytes_after"] for r in rows)
     done = "rewrote" if full else ("vacuumed, analyzed and reindexed" if reindex else "vacuumed and analyzed")
-    info(f"{done} {len(rows)} tables; {saved / 2**20:,.1f} MB freed")
+    info(
+        f"{done} {len(rows)} tables; " + (f"{human_size(saved)} freed" if saved >= 0 else f"grew {human_size(-saved)}")
+    )
 
 
 @app.command("start")

@@ -494,3 +494,30 @@ def test_an_empty_tenant_name_is_refused_by_create_as_by_delete(cli, tenant):
         lines = _assert_one_line_error(cli(*args), 2)
         assert "tenant name: empty" in lines[0], lines
     assert cli("tenants", "create").returncode == 0  # not given: this tenant, as documented
+
+
+def test_db_optimize_shows_sizes_in_a_human_unit_and_its_json_keeps_the_bytes(cli):
+    """``kbctl db optimize`` printed its tables' sizes in MB to one decimal (``MB before 0.0``) and
+    ``0.0 MB freed``: a small store's tables all read alike. They read in a unit that suits them
+    (``kbctl.cli.render.human_size``, as reembed's); ``--json`` keeps the exact bytes."""
+    import re
+
+    size = r"\d+(\.\d+)? (B|kB|MB|GB)"
+    assert (
+        cli("-p", "hash-384", "ingest", str(SAMPLE / "engineering/releases"), "-n", "rel", "--no-verify").returncode
+        == 0
+    )
+    opt = _json(cli("db", "optimize", "--json"))
+    assert all(isinstance(t["bytes_before"], int) and isinstance(t["bytes_after"], int) for t in opt["tables"]), opt
+    p = cli("db", "optimize")
+    out, err = p.stdout.decode(), p.stderr.decode()
+    assert p.returncode == 0, err
+    cells = [[c.strip() for c in re.split("[│┃]", line)[1:-1]] for line in out.splitlines()]
+    assert ["table", "size before", "size after"] in cells and "MB" not in out.split("\n", 3)[1], out
+    rows = [c for c in cells if c and c[0] in {t["table"] for t in opt["tables"]}]
+    assert len(rows) == len(opt["tables"]), out
+    for row in rows:
+        assert all(re.fullmatch(size, c) for c in row[1:]) and len(row) == 3, row
+    freed = [line for line in err.splitlines() if "tables;" in line]
+    assert len(freed) == 1 and re.search(rf"tables; ({size} freed|grew {size})$", freed[0]), err
+    assert "0.0 MB" not in err, err
