@@ -45,10 +45,9 @@ def server(kb_home, tmp_path_factory):
     tokens = {a: kb.create_agent_token(a) for a in ("billing", "ops")}
     ids = kb.ids()  # the server's answers name documents and chunks by these opaque ids (kbctl.ids)
     kb.close()
-    port = free_port()
-    proc = start_server(kb_home, TENANT, config, port)
-    yield {"url": f"http://127.0.0.1:{port}", "config": config, "home": kb_home, "tokens": tokens, "ids": ids}
-    stop(proc)
+    run = start_server(kb_home, TENANT, config)
+    yield {"url": run.url, "config": config, "home": kb_home, "tokens": tokens, "ids": ids}
+    stop(run.proc)
 
 
 def _env(server, **more: str) -> dict[str, str]:

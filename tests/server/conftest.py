@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +84,8 @@ def app_for(kb_home: Path, config: Path, tenant: str, **server):
 
 
 def free_port() -> int:
+    """A port nothing listens on now (a URL that must not answer). Never a port to start a server
+    on: released here, another process can take it before the server binds it (start_server)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -93,27 +97,66 @@ def env_for(home: Path, tenant: str, config: Path) -> dict[str, str]:
     )
 
 
-def start_server(home: Path, tenant: str, config: Path, port: int) -> subprocess.Popen:
+LISTENING = re.compile(r"^listening on (http://\S+:(\d+))[ \t]*$", re.MULTILINE)
+
+
+@dataclass
+class Running:
+    """A ``kbctl serve`` started on ``--port 0``: the URL and port its line said, its stderr so far."""
+
+    proc: subprocess.Popen
+    url: str
+    port: int
+    stderr: Callable[[], str]
+
+
+def wait_listening(proc: subprocess.Popen, stderr: Callable[[], str], timeout: float = 60) -> tuple[str, int]:
+    """The URL and port of ``listening on URL``, the line ``kbctl serve`` prints on stderr once it
+    takes connections; a server that exits or says nothing within ``timeout`` seconds is an error
+    with its stderr (and is killed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = LISTENING.search(stderr())
+        if found:
+            return found[1], int(found[2])
+        if proc.poll() is not None:
+            raise RuntimeError(f"kbctl serve exited {proc.returncode} before it listened: {stderr()[-2000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"kbctl serve did not say it listens within {timeout:g} s: {stderr()[-2000:]}")
+        time.sleep(0.05)
+
+
+def start_server(home: Path, tenant: str, config: Path, *args: str, timeout: float = 60) -> Running:
+    """``kbctl serve --port 0 ARGS``: the system picks a free port as the server binds it (a port
+    picked here and released could be taken by another process before the server bound it), read
+    off the line it prints once it listens. Its stderr is read all along (a full pipe would stall
+    the server) and kept: ``Running.stderr()``, whole once the process has exited."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kbctl", "serve", "--port", str(port)],
+        [sys.executable, "-m", "kbctl", "serve", "--port", "0", *args],
         cwd=ROOT,
         env=env_for(home, tenant, config),
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        text=True,
     )
-    import httpx
+    lines: list[str] = []
 
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def read() -> None:
+        for line in proc.stderr or ():
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def stderr() -> str:
         if proc.poll() is not None:
-            raise RuntimeError(f"kbctl serve exited {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("kbctl serve did not start")
+            reader.join(10)  # the rest of what it wrote before it exited
+        return "".join(lines)
+
+    url, port = wait_listening(proc, stderr, timeout)
+    return Running(proc, url, port, stderr)
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -139,7 +182,6 @@ def served(kb_home, tmp_path_factory):
         assert report.documents["new"] + report.documents["unchanged"] > 0
     tokens = {a: kb.create_agent_token(a) for a in ("billing", "reader", "ops")}
     kb.close()
-    port = free_port()
-    proc = start_server(kb_home, tenant, config, port)
-    yield Server(f"http://127.0.0.1:{port}", config, kb_home, tenant, proc, tokens)
-    stop(proc)
+    run = start_server(kb_home, tenant, config)
+    yield Server(run.url, config, kb_home, tenant, run.proc, tokens)
+    stop(run.proc)

@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import ROOT, SAMPLE
 
-from .conftest import CONFIG, env_for, free_port, stop
+from .conftest import CONFIG, Running, env_for, stop, wait_listening
 
 HEADER_TIMEOUT = 3
 BODY_TIMEOUT = 3
@@ -53,27 +53,23 @@ class Edge:
         return self.log.read_text(errors="replace")
 
 
-def start_logged(home: Path, tenant: str, config: Path, port: int, log: Path, *extra: str) -> subprocess.Popen:
-    """``kbctl -v serve`` with its stderr in ``log``; returns once /healthz answers."""
-    out = log.open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kbctl", "-v", "serve", "--port", str(port), *extra],
-        cwd=ROOT,
-        env=env_for(home, tenant, config),
-        stdout=out,
-        stderr=out,
-    )
-    host = extra[extra.index("--host") + 1] if "--host" in extra else "127.0.0.1"
-    for _ in range(600):
-        if proc.poll() is not None:
-            raise RuntimeError(f"kbctl serve exited {proc.returncode}: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"http://{host}:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("kbctl serve did not start")
+def start_logged(home: Path, tenant: str, config: Path, log: Path, *extra: str) -> Running:
+    """``kbctl -v serve --port 0`` with its stderr in ``log``; returns once it says where it listens
+    (the system picked the port: tests.server.conftest.start_server)."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kbctl", "-v", "serve", "--port", "0", *extra],
+            cwd=ROOT,
+            env=env_for(home, tenant, config),
+            stdout=out,
+            stderr=out,
+        )
+
+    def stderr() -> str:
+        return log.read_text(errors="replace")
+
+    url, port = wait_listening(proc, stderr)
+    return Running(proc, url, port, stderr)
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +77,9 @@ def edge(served, tmp_path_factory):
     folder = tmp_path_factory.mktemp("edge")
     config = folder / "kbctl.toml"
     config.write_text(CONFIG.replace("[server]\n", "[server]\n" + EDGE_SERVER))
-    port = free_port()
-    proc = start_logged(served.home, served.tenant, config, port, folder / "serve.log")
-    yield Edge(f"http://127.0.0.1:{port}", port, folder / "serve.log", served.tokens)
-    stop(proc)
+    run = start_logged(served.home, served.tenant, config, folder / "serve.log")
+    yield Edge(run.url, run.port, folder / "serve.log", served.tokens)
+    stop(run.proc)
 
 
 @pytest.fixture(scope="module")
@@ -93,10 +88,9 @@ def open_server(served, tmp_path_factory):
     folder = tmp_path_factory.mktemp("open")
     config = folder / "kbctl.toml"
     config.write_text(CONFIG.replace("[server]\n", "[server]\nrequire_token = false\n"))
-    port = free_port()
-    proc = start_logged(served.home, served.tenant, config, port, folder / "serve.log")
-    yield Edge(f"http://127.0.0.1:{port}", port, folder / "serve.log", served.tokens)
-    stop(proc)
+    run = start_logged(served.home, served.tenant, config, folder / "serve.log")
+    yield Edge(run.url, run.port, folder / "serve.log", served.tokens)
+    stop(run.proc)
 
 
 HOSTILE = {"Host": "attacker.example:8765", "Origin": "http://attacker.example:8765"}
@@ -160,10 +154,10 @@ def test_the_host_rule():
 def test_host_flag_is_honoured_by_v1_and_mcp(served, tmp_path):
     """``serve --host 127.0.0.2`` (a loopback address other than 127.0.0.1): both /v1 and /mcp
     accept ``Host: 127.0.0.2:PORT``; on f9966c7 /mcp refused every Host but the loopback names."""
-    port = free_port()
-    proc = start_logged(served.home, served.tenant, served.config, port, tmp_path / "log", "--host", "127.0.0.2")
+    run = start_logged(served.home, served.tenant, served.config, tmp_path / "log", "--host", "127.0.0.2")
+    port, url = run.port, run.url
     try:
-        url = f"http://127.0.0.2:{port}"
+        assert url == f"http://127.0.0.2:{port}"
         v1 = httpx.get(url + "/v1/namespaces", headers=served.headers("ops"), timeout=30)
         assert v1.status_code == 200, v1.text
         init = {
@@ -187,7 +181,7 @@ def test_host_flag_is_honoured_by_v1_and_mcp(served, tmp_path):
             hostile = httpx.get(url + path, headers={**served.headers("ops"), **HOSTILE}, timeout=30)
             assert hostile.status_code == 421
     finally:
-        stop(proc)
+        stop(run.proc)
 
 
 # -- defect 7: MCP errors ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from kbctl.search.context import estimate_tokens
 
-from .conftest import free_port, start_server
+from .conftest import start_server
 
 
 def post(served, path, body, agent="ops", **kw):
@@ -221,20 +221,19 @@ def test_a_tool_outside_the_agents_tools_is_unavailable(served):
 def test_sigterm_is_a_clean_shutdown_that_exits_0(served, kb_home):
     """uvicorn drains, then raises the SIGTERM it caught again, so ``kbctl serve`` died of it (143
     in a shell): a supervisor or systemd read every ordinary stop as a failure."""
-    port = free_port()
-    proc = start_server(kb_home, served.tenant, served.config, port)
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(60)
-    err = proc.stderr.read().decode()
-    assert proc.returncode == 0, err[-2000:]
+    run = start_server(kb_home, served.tenant, served.config)
+    run.proc.send_signal(signal.SIGTERM)
+    run.proc.wait(60)
+    err = run.stderr()
+    assert run.proc.returncode == 0, err[-2000:]
     assert "Traceback" not in err, err[-2000:]
 
 
 def test_sigterm_drains_requests_in_flight(served, kb_home):
     """Six requests are in flight when SIGTERM arrives (their bodies half sent, so none can finish
     before it, however fast the machine); each is still answered, then the server exits."""
-    port = free_port()
-    proc = start_server(kb_home, served.tenant, served.config, port)
+    run = start_server(kb_home, served.tenant, served.config)
+    proc, port = run.proc, run.port
     body = json.dumps({"topic": "payments and invoices", "budget": 3000}).encode()
     head = (
         "POST /v1/tools/research_topic HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
@@ -270,7 +269,7 @@ def test_sigterm_drains_requests_in_flight(served, kb_home):
     for t in threads:
         t.join(60)
     proc.wait(60)
-    assert proc.returncode == 0, proc.stderr.read().decode()[-2000:]  # drained: a clean shutdown
+    assert proc.returncode == 0, run.stderr()[-2000:]  # drained: a clean shutdown
     assert results == [200] * 6, results  # started before SIGTERM: all answered
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)

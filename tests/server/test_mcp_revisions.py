@@ -22,7 +22,7 @@ import pytest
 from kbctl.server.schemas import OUTPUTS, parse_resource_uri, resource_uri
 from tests.conftest import ROOT
 
-from .conftest import env_for, free_port, stop
+from .conftest import env_for, stop
 from .test_edges import start_logged
 
 MODERN, HANDSHAKE = "2026-07-28", "2025-11-25"
@@ -41,10 +41,9 @@ class Logged:
 def logged(served, tmp_path_factory):
     """A second ``kbctl -v serve`` over the session's data (tokens required), its log in a file."""
     log = tmp_path_factory.mktemp("revisions") / "serve.log"
-    port = free_port()
-    proc = start_logged(served.home, served.tenant, served.config, port, log)
-    yield Logged(f"http://127.0.0.1:{port}", log, served.tokens)
-    stop(proc)
+    run = start_logged(served.home, served.tenant, served.config, log)
+    yield Logged(run.url, log, served.tokens)
+    stop(run.proc)
 
 
 @pytest.fixture(scope="module")
