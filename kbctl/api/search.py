@@ -263,8 +263,9 @@ def _names(namespaces: Any) -> list[str]:
 
 
 def _id(kind: str, value: Any) -> int:
-    """A document's or chunk's id: a whole number (its digits as a string too, as a URL gives them)."""
-    if isinstance(value, str) and value.strip().isdigit():
+    """A document's or chunk's id: a whole number (its ASCII digits as a string too, as a URL gives
+    them; '٣' and '²' are digits to ``str.isdigit``, and int('٣') is 3)."""
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise UsageError(

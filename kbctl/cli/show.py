@@ -42,14 +42,25 @@ def show(
 
 
 def _raw(chunk_id: str) -> int:
-    """A chunk's row id: a number as given, else the opaque id of this tenant's chunk it opens to."""
+    """A chunk's row id: a number as given, else the opaque id of this tenant's chunk it opens to.
+
+    What is neither (a person's typo: ``abc``, ``28.0``, ``٣``) is told so, with the forms taken;
+    what is shaped as an opaque id (a lowercase kind, ``_``) is told as one that did not open."""
     from ..errors import UsageError
 
-    if chunk_id.strip().isdecimal():
-        return int(chunk_id)
+    typed = chunk_id.strip()
+    if typed.isascii() and typed.isdecimal():
+        return int(typed)
+    if not (len(typed) > 2 and typed[0] in "abcdefghijklmnopqrstuvwxyz" and typed[1] == "_"):
+        raise UsageError(
+            f"{chunk_id[:100]!r} is not a chunk id: kbctl show takes a chunk's number or its opaque id (c_…)",
+            hint="a hit's chunk_id in `kbctl search QUERY -n NS --json` is one (the number; the c_… id of a search "
+            "forwarded to a server)",
+        )
     found = STATE.kb().open_id(chunk_id)
     if found["kind"] != "chunk":
         raise UsageError(
-            f"{chunk_id[:100]!r} is a {found['kind']}'s id, not a chunk's", hint="kbctl show takes a chunk_id"
+            f"{chunk_id[:100]!r} is a {found['kind']}'s id, not a chunk's",
+            hint="kbctl show takes a chunk_id (a search hit's chunk_id, not its doc_id)",
         )
     return int(found["id"])

@@ -338,6 +338,44 @@ def test_show_in_a_namespace_that_does_not_exist_says_so(docs, cli):
     assert p.returncode == 2 and b"chunk 99999999 is not available" in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize("typed", ["abc", "28.0", "0x1c", "", " ", "C_" + "A" * 22, "\u0663", "\u00b2", "c-12"])
+def test_show_of_a_mistyped_chunk_id_says_which_ids_it_takes(docs, cli, typed):
+    """``kbctl show abc`` (a person typed a chunk id wrong) said "'abc' is not an id tenant 'default'
+    gave out", with a hint about an agent's opaque ids: a number or a ``c_…`` id is what it takes,
+    and the chunk_id of a search hit is where one is found. '٣' (an Arabic-Indic 3) was chunk 3."""
+    line, hint = _refusal_with_hint(cli("show", typed, "-n", "docs"))
+    assert line == f"error: {typed!r} is not a chunk id: kbctl show takes a chunk's number or its opaque id (c_…)", line
+    assert "chunk_id" in hint and "kbctl search" in hint and "--json" in hint, hint
+    assert "tenant" not in line + hint and "agent sent" not in hint, (line, hint)
+
+
+def test_show_of_an_opaque_id_that_does_not_open_keeps_the_opaque_wording(docs, cli):
+    """An input shaped like an opaque id (another tenant's, cut, or mistyped) is still told as one:
+    it opens only under the tenant that gave it; a document's id is not a chunk's."""
+    ids = docs.ids()
+    for token in ("c_" + "A" * 22, "c_abc"):
+        line, hint = _refusal_with_hint(cli("show", token, "-n", "docs"))
+        assert f"{token!r} is not an id tenant" in line and "--tenant" in hint, (line, hint)
+    line, hint = _refusal_with_hint(cli("show", ids.seal("d", 5), "-n", "docs"))
+    assert "is a document's id, not a chunk's" in line and "chunk_id" in hint, (line, hint)
+    hit = json.loads(cli("search", "refunds", "-n", "docs", "--json").stdout)["hits"][0]
+    number = cli("show", str(hit["chunk_id"]), "-n", "docs", "--json")
+    opaque = cli("show", ids.seal("c", hit["chunk_id"]), "-n", "docs", "--json")
+    assert number.returncode == opaque.returncode == 0, (number.stderr, opaque.stderr)
+    assert json.loads(number.stdout) == json.loads(opaque.stdout)
+
+
+@pytest.mark.parametrize("typed", ["\u0663", "\u00b2", "28.0"])
+def test_the_library_takes_only_ascii_digits_for_an_id(docs, typed):
+    """``kb.chunk("٣")`` read chunk 3 ('٣'.isdigit(), int('٣') == 3) and ``kb.chunk("²")`` raised
+    int's ValueError: an id given as a string is its ASCII digits, else the UsageError."""
+    from kbctl.errors import UsageError
+
+    for read in (docs.chunk, docs.document):
+        with pytest.raises(UsageError, match="id is a whole number"):
+            read(typed, ["docs"])
+
+
 def test_an_eval_of_a_generation_the_namespace_lacks_says_what_to_run_instead(docs, cli, tmp_path):
     """``eval run --generation shadow`` and ``reembed --eval`` with no shadow generation said so with no hint."""
     golden = tmp_path / "golden.jsonl"
