@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -969,6 +970,11 @@ def test_reembed_shows_sizes_in_a_human_unit_and_its_json_keeps_the_bytes(cli, k
 
     p = cli("namespaces", "--json")
     (ns,) = [r for r in json.loads(p.stdout) if r["name"] == "sizes"]
-    listed = cli("namespaces").stdout.decode()
+    listed = " ".join(cli("namespaces").stdout.decode().split())
+    # two calls, two measurements: autovacuum may add a table's visibility map in between (CI saw
+    # 32.3 kB in --json and more in the table), so each size is matched within a page or two
+    unit = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+    shown = [float(n) * unit[u] for n, u in re.findall(r"\((\d+(?:\.\d+)?) (B|kB|MB|GB)\)", listed)]
+    assert len(shown) == len(ns["generations"]), (shown, listed)
     for g in ns["generations"]:
-        assert f"({human_size(g['bytes'])})" in " ".join(listed.split()), (g, listed)
+        assert any(abs(b - g["bytes"]) <= max(24_576, 0.1 * g["bytes"]) for b in shown), (g, listed)
