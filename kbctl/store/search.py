@@ -157,13 +157,13 @@ def _narrowing(
         return None, single, None
     fsql, fparams = filter_sql(filters)
     q = template("search/filtered_probe", f=fsql)
-    row = conn.execute(q, [*fparams, ns_ids, PROBE * limit, limit, PROBE * limit]).fetchone()
-    if row is None:  # the namespaces ended within the probe, short of the limit: read them plainly
-        return None, single, None
-    matches = int(row[0])
+    matches = int(scalar(conn.execute(q, [ns_ids, PROBE * limit, *fparams, limit])))
     if matches >= limit:
         return -1, None, None
-    probe = (matches, int(row[1]), int(row[2]))
+    end = conn.execute(query("search/filtered_probe_end"), (ns_ids, PROBE * limit - 1)).fetchone()
+    if end is None:  # the namespaces ended within the probe (stale figures): read them plainly
+        return None, single, None
+    probe = (matches, int(end[0]), int(end[1]))
     s = max(matches, 0.5) / (PROBE * limit)  # none in the probe: under one in PROBE * limit
     if single is not None:
         lookup, plain = costs(s * n, s, n)
