@@ -103,7 +103,8 @@ def filters_figures(kb, ns_id: int) -> list[dict]:
             for narrowing in ("never", "auto"):
                 store_search.NARROWING = narrowing
                 for name, (fn, *args) in runs.items():
-                    opts = {} if fn is not kb.search else {"filters": [flt], "k": 10, "prf": "off"}
+                    # a bound method is a new object at each access: `is not` ran every search unfiltered
+                    opts = {} if fn != kb.search else {"filters": [flt], "k": 10, "prf": "off"}
                     if name in ("dense", "hybrid"):
                         opts["mode"] = name
                     t0 = time.perf_counter()
