@@ -14,15 +14,17 @@ Then what migration 024's fill costs for the namespace (``fill_figures``), and i
 alternated with the insert trigger enabled and disabled (``ALTER TABLE … DISABLE TRIGGER``, as
 the owner), chunks a second.
 
-    .venv/bin/python bench/metadata_filters.py [CHUNKS] [HOME]
+    .venv/bin/python bench/run.py --only filters       # part "filters": docs/benchmarks.md
+    .venv/bin/python bench/metadata_filters.py [CHUNKS] [HOME]   # the same, figures as JSON lines
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import shutil
 import statistics
-import sys
 import tempfile
 import time
 
@@ -179,13 +181,56 @@ def fill_figures(kb, ns_id: int) -> dict:
     return row
 
 
+def run(env) -> str:
+    """Part ``filters`` of ``bench/run.py``: the table for docs/benchmarks.md (100,000 chunks; a
+    smoke pass 2,000, two rounds, 100 records an ingest run)."""
+    from common import kbctl as kbctl_cli
+    from common import md_table
+
+    global ROUNDS, INGEST
+    ROUNDS, INGEST = env.pick(ROUNDS, 2), env.pick(INGEST, 100)
+    home = env.home.parent / (env.home.name + "-filters")
+    if home.exists():
+        kbctl_cli(env, "db", "stop", home=home, check=False)
+        shutil.rmtree(home)
+    kb = kbctl.open(home=home, profile="hash-384")
+    try:
+        ns_id = load(kb, env.pick(100_000, 2_000))
+        rows = filters_figures(kb, ns_id)
+        fill = fill_figures(kb, ns_id)
+        ingest = ingest_figures(kb)
+    finally:
+        kb.close()
+        kbctl_cli(env, "db", "stop", home=home, check=False)
+    columns = ["filter", "matches"]
+    for name in ("count", "keys", "metadata", "dense", "hybrid"):
+        columns += [f"{name}_never", f"{name}_auto"]
+    on = [r["chunks_per_s"] for r in ingest if r["triggers"]]
+    off = [r["chunks_per_s"] for r in ingest if not r["triggers"]]
+    return (
+        md_table(rows, columns, digits=1)
+        + f"\nms, medians of {ROUNDS} rounds; `never`: the plain reading (as before migration 024), `auto`:"
+        " through `kbctl.metadata_values` where the rule chooses it. `count`: `filtered_size` at limit 1,001;"
+        " `keys`: the metadata-only search's statement (k = 10); `metadata`, `dense`, `hybrid`: whole"
+        " `kb.search` calls with the filter.\n\n"
+        f"Migration 024's fill of this namespace: {fill['entries']:,} entries made in {fill['made_s']} s,"
+        f" indexed in {fill['indexed_s']} s; `metadata_values` {float(fill['table_mb']):.0f} MB against"
+        f" {float(fill['chunks_mb']):.0f} MB of chunks. Ingest of {INGEST:,} small records (hash profile),"
+        f" runs alternated: {' / '.join(f'{x:.0f}' for x in on)} chunks/s with the insert trigger,"
+        f" {' / '.join(f'{x:.0f}' for x in off)} without.\n"
+    )
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    home = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="kbctl-metafilters-")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("chunks", nargs="?", type=int, default=100_000, help="synthetic chunks (default 100000)")
+    ap.add_argument("home", nargs="?", default=None, help="KBCTL_HOME (default a new temporary folder)")
+    args = ap.parse_args()
+    home = args.home or tempfile.mkdtemp(prefix="kbctl-metafilters-")
     kb = kbctl.open(home=home, profile="hash-384")
     try:
         t0 = time.perf_counter()
-        ns_id = load(kb, n)
+        ns_id = load(kb, args.chunks)
         print(json.dumps({"loaded_s": round(time.perf_counter() - t0, 1)}), flush=True)
         filters_figures(kb, ns_id)
         fill_figures(kb, ns_id)

@@ -83,6 +83,7 @@ PARTS = (
     "lexical",
     "workers",
     "changed",
+    "filters",
 )
 # Where each part's figures go (between <!-- bench:PART --> markers); quality is in the README too.
 DOCS = {
@@ -104,6 +105,7 @@ DOCS = {
     "lexical": ("docs/benchmarks.md",),
     "workers": ("docs/benchmarks.md",),
     "changed": ("docs/benchmarks.md",),
+    "filters": ("docs/benchmarks.md",),
 }
 
 
@@ -115,6 +117,7 @@ def _part(name: str):
     import latency
     import lexical
     import memory
+    import metadata_filters
     import million
     import parity
     import quality
@@ -143,6 +146,7 @@ def _part(name: str):
         "lexical": lexical.run,
         "workers": workers.run,
         "changed": changed.run,
+        "filters": metadata_filters.run,
     }[name]
 
 
@@ -247,7 +251,10 @@ def _run(env: Env, parts: list[str], *, write: bool, keep: bool) -> int:
         if not keep:  # the parts' own homes too: a part that failed may have left its server up
             for home in (
                 env.home,
-                *(env.home.parent / (env.home.name + s) for s in ("-cold", "-ingest", "-memory", "-changed")),
+                *(
+                    env.home.parent / (env.home.name + s)
+                    for s in ("-cold", "-ingest", "-memory", "-changed", "-filters")
+                ),
             ):
                 if home.exists():
                     kbctl(env, "db", "stop", home=home, check=False)
