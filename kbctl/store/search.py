@@ -101,18 +101,9 @@ def filtered_count(conn: Conn, ns_ids: list[int], filters: tuple[Filter, ...], l
         tested = min(entries, limit * entries / (s * n))
         return ENTRY * entries + LOOKUP * tested, min(n, limit / s) - PROBE * limit
 
-    use, best, probe = _narrowing(conn, ns_ids, filters, limit, costs)
+    use, best = _narrowing(conn, ns_ids, filters, limit, costs)
     if use == -1:
         return limit, None  # not the exact path's either: it is taken for a selective filter
-    if use is None and probe is not None:
-        # read on after the chunk the probe stopped at: its chunks are not read (and tested) again
-        matches, last_ns, last_id = probe
-        fsql, fparams = filter_sql(filters)
-        q = template("search/filtered_rest", f=fsql)
-        with conn.transaction():
-            conn.execute(query("search/filtered_rest_settings"))
-            rest = scalar(conn.execute(q, [ns_ids, last_ns, last_id, *fparams, limit - matches]))
-        return matches + int(rest), best
     fsql, fparams = filter_sql(filters, narrow=use)
     q = template("search/filtered_size", f=fsql)
     return int(scalar(conn.execute(q, [ns_ids, *fparams, limit]))), best
@@ -124,54 +115,45 @@ def _narrowing(
     filters: tuple[Filter, ...],
     limit: int,
     costs: Callable[[float, float, int], tuple[float, float]],
-) -> tuple[int | None, int | None, tuple[int, int, int] | None]:
+) -> tuple[int | None, int | None]:
     """(the filter a statement whose answer needs ``limit`` matches narrows by: its index, None to
     read plainly, -1 when the plain probe found the filters broad (``limit`` matches within the
-    first ``PROBE * limit`` chunks); the narrowable filter with the fewest entries; what the probe
-    read when it found the filters not broad: its matches and the key (namespace_id, id) of the
-    chunk it stopped at, None when it did not run or the namespaces ended within it).
+    first ``PROBE * limit`` chunks); the narrowable filter with the fewest entries).
 
     From the probe's share of matches ``s``, ``costs(entries, s, chunks)`` gives the lookup's cost
     and the plain reading's still to come (in chunks read plainly): the statement narrows when the
     lookup costs less. Of several filters, by the one with the fewest entries (counted up to what
     the plain reading costs). Never while the planner takes kbctl.chunks for smaller than the
     namespaces (no statistics yet: ``search/narrowing_figures``), nor in namespaces of no more
-    than ``PROBE * limit`` chunks, which the plain reading reads at that cost at most.
-
-    The probe reads the chunks in key order (chunks_pkey), so a plain count goes on after the key
-    it stopped at (``filtered_count``) instead of reading its chunks again."""
+    than ``PROBE * limit`` chunks, which the plain reading reads at that cost at most."""
     candidates = [i for i, f in enumerate(filters) if narrowable(f)]
     if not candidates or NARROWING == "never":
-        return None, None, None
+        return None, None
     single = candidates[0] if len(candidates) == 1 else None
     if NARROWING == "always":
         if single is not None:
-            return single, single, None
+            return single, single
         best = min((entry_count(conn, ns_ids, filters[i], 2**62), i) for i in candidates)[1]
-        return best, best, None
+        return best, best
     total, planned = one(conn.execute(query("search/narrowing_figures"), (ns_ids,)))
     n = int(total)
     if planned < n / 2:
-        return None, None, None
+        return None, None
     if n <= PROBE * limit:  # the plain reading never reads more than the probe would
-        return None, single, None
+        return None, single
     fsql, fparams = filter_sql(filters)
     q = template("search/filtered_probe", f=fsql)
     matches = int(scalar(conn.execute(q, [ns_ids, PROBE * limit, *fparams, limit])))
     if matches >= limit:
-        return -1, None, None
-    end = conn.execute(query("search/filtered_probe_end"), (ns_ids, PROBE * limit - 1)).fetchone()
-    if end is None:  # the namespaces ended within the probe (stale figures): read them plainly
-        return None, single, None
-    probe = (matches, int(end[0]), int(end[1]))
+        return -1, None
     s = max(matches, 0.5) / (PROBE * limit)  # none in the probe: under one in PROBE * limit
     if single is not None:
         lookup, plain = costs(s * n, s, n)
-        return (single if lookup < plain else None), single, probe
+        return (single if lookup < plain else None), single
     plain = costs(0, s, n)[1]
     cap = int(plain / ENTRY) + 1  # more entries than this cost more than the plain reading
     entries, best = min((entry_count(conn, ns_ids, filters[i], cap), i) for i in candidates)
-    return (best if entries < cap and costs(entries, s, n)[0] < plain else None), best, probe
+    return (best if entries < cap and costs(entries, s, n)[0] < plain else None), best
 
 
 def entry_count(conn: Conn, ns_ids: list[int], f: Filter, cap: int) -> int:
@@ -394,7 +376,7 @@ def metadata_keys(conn: Conn, ns_ids: list[int], filters: tuple[Filter, ...], k:
     def costs(entries: float, s: float, n: int) -> tuple[float, float]:
         return (ENTRY + LOOKUP) * entries, n - PROBE * limit
 
-    narrow, _, _ = _narrowing(conn, ns_ids, filters, limit, costs)
+    narrow, _ = _narrowing(conn, ns_ids, filters, limit, costs)
     fsql, fparams = filter_sql(filters, narrow=None if narrow == -1 else narrow)
     q = template("search/metadata_matches", f=fsql)
     return [(a, b) for a, b in conn.execute(q, [ns_ids, *fparams, k])]

@@ -924,7 +924,7 @@ def test_every_reembed_eval_variant_refuses_a_bad_dataset_at_once_on_one_line(cl
     assert states() == ["active", "previous"]
 
 
-def test_reembed_shows_sizes_in_a_human_unit_and_its_json_keeps_the_bytes(cli, kb, tmp_path):
+def test_reembed_shows_sizes_in_a_human_unit_and_its_json_keeps_the_bytes(cli, cli_process, kb, tmp_path):
     """``reembed --status`` printed a column of raw bytes (``bytes 172032``) and the side-by-side
     table of ``--eval`` megabytes rounded to 0.1, so a small namespace's generations read ``0.0``
     and ``0.2``; ``kbctl namespaces`` likewise (``(0.0 MB)``). Sizes are shown in a unit that
@@ -970,7 +970,9 @@ def test_reembed_shows_sizes_in_a_human_unit_and_its_json_keeps_the_bytes(cli, k
 
     p = cli("namespaces", "--json")
     (ns,) = [r for r in json.loads(p.stdout) if r["name"] == "sizes"]
-    listed = " ".join(cli("namespaces").stdout.decode().split())
+    # a process of its own, 400 columns wide: off a terminal the table is 200 wide, and the test
+    # tenant's long name made the generations cell wrap inside "(48.2" / "kB)" (CI)
+    listed = " ".join(cli_process("namespaces", env={"COLUMNS": "400"}).stdout.decode().split())
     # two calls, two measurements: autovacuum may add a table's visibility map in between (CI saw
     # 32.3 kB in --json and more in the table), so each size is matched within a page or two
     unit = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
