@@ -193,6 +193,7 @@ def run(env) -> str:
     if home.exists():
         kbctl_cli(env, "db", "stop", home=home, check=False)
         shutil.rmtree(home)
+    load_before = os.getloadavg()
     kb = kbctl.open(home=home, profile="hash-384")
     try:
         ns_id = load(kb, env.pick(100_000, 2_000))
@@ -202,6 +203,7 @@ def run(env) -> str:
     finally:
         kb.close()
         kbctl_cli(env, "db", "stop", home=home, check=False)
+    load_after = os.getloadavg()
     columns = ["filter", "matches"]
     for name in ("count", "keys", "metadata", "dense", "hybrid"):
         columns += [f"{name}_never", f"{name}_auto"]
@@ -217,7 +219,11 @@ def run(env) -> str:
         f" indexed in {fill['indexed_s']} s; `metadata_values` {float(fill['table_mb']):.0f} MB against"
         f" {float(fill['chunks_mb']):.0f} MB of chunks. Ingest of {INGEST:,} small records (hash profile),"
         f" runs alternated: {' / '.join(f'{x:.0f}' for x in on)} chunks/s with the insert trigger,"
-        f" {' / '.join(f'{x:.0f}' for x in off)} without.\n"
+        f" {' / '.join(f'{x:.0f}' for x in off)} without.\n\n"
+        f"Load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_before)} before the part,"
+        f" {', '.join(f'{x:.2f}' for x in load_after)} after: the machine's {os.cpu_count()} cores"
+        " may be shared, so compare `never` with `auto` in a row, measured alternately, rather than with"
+        " another day's figures.\n"
     )
 
 

@@ -48,6 +48,13 @@ bench-smoke``, run by ``.ci/run``. The store is a dedicated home (``--home``, de
   → docs/benchmarks.md
 - ``changed``: an mbox of 10,000 messages imported, then imported again after each of three appended
   messages: what a changed source writes → docs/benchmarks.md (inputs made at run time)
+- ``filters``: metadata equality filters through ``kbctl.metadata_values`` against the plain reading
+  at 100,000 synthetic chunks, the migration's fill, ingest with the index's trigger and without
+  (bench/metadata_filters.py) → docs/benchmarks.md (inputs made at run time)
+
+Parts that read no collection (``NO_COLLECTION``) run without ``--evaldata``; a run stops the
+embedded servers of the homes its parts used only (parts with a home of their own, ``OWN_HOME``,
+leave ``--home``'s alone).
 """
 
 from __future__ import annotations
@@ -106,6 +113,18 @@ DOCS = {
     "workers": ("docs/benchmarks.md",),
     "changed": ("docs/benchmarks.md",),
     "filters": ("docs/benchmarks.md",),
+}
+# Parts that read no research collection (their inputs are made at run time or are the sample
+# corpus): they run from a fresh clone, with nothing under --evaldata.
+NO_COLLECTION = frozenset({"cold", "memory", "serve", "million", "workers", "changed", "filters"})
+# Parts that keep their store in a home of their own (--home with this suffix), not in --home itself.
+OWN_HOME = {
+    "cold": "-cold",
+    "ingest": "-ingest",
+    "memory": "-memory",
+    "changed": "-changed",
+    "workers": "-workers",
+    "filters": "-filters",
 }
 
 
@@ -200,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         scale = (small, large)
     queries = args.queries or (SMOKE_QUERIES if args.smoke else None)
     if not args.smoke:
-        if not (args.evaldata / "scifact" / "corpus.jsonl").exists():
+        if not NO_COLLECTION.issuperset(parts) and not (args.evaldata / "scifact" / "corpus.jsonl").exists():
             ap.error(f"no collections under {args.evaldata} (pass --evaldata, or --smoke)")
         env = Env(
             args.evaldata.resolve(),
@@ -248,14 +267,10 @@ def _run(env: Env, parts: list[str], *, write: bool, keep: bool) -> int:
                 for doc in DOCS[name]:
                     write_section(REPO / doc, name, stamp + body)
     finally:
-        if not keep:  # the parts' own homes too: a part that failed may have left its server up
-            for home in (
-                env.home,
-                *(
-                    env.home.parent / (env.home.name + s)
-                    for s in ("-cold", "-ingest", "-memory", "-changed", "-filters")
-                ),
-            ):
+        if not keep:  # the homes of the parts run (one that failed may have left its server up), no other:
+            # another run may be using the main home while a part of its own home runs alone
+            homes = {env.home.parent / (env.home.name + OWN_HOME[p]) if p in OWN_HOME else env.home for p in parts}
+            for home in sorted(homes):
                 if home.exists():
                     kbctl(env, "db", "stop", home=home, check=False)
     if env.smoke:
