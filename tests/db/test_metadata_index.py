@@ -284,3 +284,80 @@ def test_the_migration_fills_the_index_from_the_chunks_stored_before_it(fresh_ds
                     assert {s.rsplit("/", 1)[-1] for s in got} == want, (narrowing, flt, mode)
     finally:
         kb.close()
+
+
+# -- a store whose chunks the planner has no figures of ---------------------------------------------
+
+
+def test_without_statistics_of_the_chunks_filters_are_read_plainly_with_the_same_answers(fresh_dsn, monkeypatch):  # noqa: F811
+    """Right after a bulk load into a new database (kbctl.chunks never analyzed, no autovacuum round
+    yet) the planner would look each entry's chunk up through chunks_document, reading the namespace
+    once per entry, so the rule reads plainly (``search/narrowing_figures``): the plain statements'
+    answers, by the plain statements; once the chunks have statistics the rare filter is looked up."""
+    from kbctl.api.kb import KnowledgeBase
+    from kbctl.config import load_settings
+
+    _db(fresh_dsn).migrate()
+    with psycopg.connect(fresh_dsn, autocommit=True) as owner:  # no autovacuum analyzes them meanwhile
+        for table in ("chunks", "metadata_values"):
+            owner.execute(
+                sql.SQL("ALTER TABLE kbctl.{} SET (autovacuum_enabled = false)").format(sql.Identifier(table))
+            )
+    kb = KnowledgeBase(load_settings(overrides={"database.dsn": fresh_dsn, "database.auto_migrate": False}))
+    try:
+        ns = _write(kb, "fresh", EQUALS)
+        conn = kb.connection()
+        with conn.transaction():
+            conn.execute(
+                "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start, char_end,"
+                " heading_path, page, content_hash, metadata, lex_length)"
+                " SELECT s.namespace_id, s.document_id, 1000 + g, s.text, s.token_count, s.char_start, s.char_end,"
+                " s.heading_path, s.page, s.content_hash || ':' || g,"
+                " s.metadata || jsonb_build_object('source_type', CASE WHEN g %% 200 = 0 THEN 'feed' ELSE 'file' END),"
+                " s.lex_length"
+                " FROM (SELECT * FROM kbctl.chunks WHERE namespace_id = %s ORDER BY id LIMIT 1) s"
+                " CROSS JOIN generate_series(1, 6000) g",
+                (ns.id,),
+            )
+            conn.execute(
+                "UPDATE kbctl.lexical_stats SET chunk_count = (SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s)"
+                " WHERE namespace_id = %s",
+                (ns.id, ns.id),
+            )
+        total, planned = conn.execute(store_search.query("search/narrowing_figures"), ([ns.id],)).fetchone()
+        assert total == 6004 and planned <= 0  # never analyzed: 0 or -1
+        feed, file = parse_filters(["source_type=feed"]), parse_filters(["source_type=file"])
+        both = parse_filters(["tags=zeta", "source_type=feed"])  # the copies are all of mem://a
+
+        def answers() -> list:
+            return [
+                store_search.filtered_size(conn, [ns.id], feed, 1001),
+                store_search.filtered_size(conn, [ns.id], file, 1001),
+                store_search.filtered_size(conn, [ns.id], file, 10_000),
+                store_search.filtered_size(conn, [ns.id], both, 1001),
+                store_search.metadata_keys(conn, [ns.id], feed, 100),
+                store_search.metadata_keys(conn, [ns.id], both, 10),
+                [h.chunk_id for h in kb.search("", "fresh", filters=["source_type=feed"], k=50).hits],
+                [h.chunk_id for h in kb.search("refunds", "fresh", mode="dense", filters=["source_type=feed"]).hits],
+            ]
+
+        monkeypatch.setattr(store_search, "NARROWING", "never")
+        plain = answers()
+        assert plain[:4] == [30, 1001, 5970, 30] and len(plain[4]) == 30 and len(plain[6]) == 30
+        monkeypatch.setattr(store_search, "NARROWING", "auto")
+        assert answers() == plain
+        # which statement "auto" ran: with the feeds' entries gone a lookup finds none of them
+        assert store_search.filtered_count(conn, [ns.id], feed, 1001) == (30, None)  # the dense lane's too
+        with conn.transaction(force_rollback=True):
+            conn.execute("DELETE FROM kbctl.metadata_values WHERE namespace_id = %s AND value = 'feed'", (ns.id,))
+            assert store_search.filtered_size(conn, [ns.id], feed, 1001) == 30
+            assert len(store_search.metadata_keys(conn, [ns.id], feed, 100)) == 30
+        _analyze(conn)  # the chunks' statistics: the same rare filter is looked up now, answers unchanged
+        assert store_search.filtered_count(conn, [ns.id], feed, 1001) == (30, 0)
+        assert answers() == plain
+        with conn.transaction(force_rollback=True):
+            conn.execute("DELETE FROM kbctl.metadata_values WHERE namespace_id = %s AND value = 'feed'", (ns.id,))
+            assert store_search.filtered_size(conn, [ns.id], feed, 1001) == 0
+            assert store_search.metadata_keys(conn, [ns.id], feed, 100) == []
+    finally:
+        kb.close()
