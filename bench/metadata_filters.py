@@ -10,7 +10,8 @@ metadata-only search), whole searches (``kb.search``: metadata-only, dense, hybr
 ``kbctl.store.search.NARROWING = "never"`` (the plain reading, as before 024) and ``"auto"``
 alternated round by round.
 
-Then what migration 024's fill costs for the namespace (``fill_figures``), and ingest throughput: ``INGEST`` small records (hash profile) into fresh namespaces, runs
+Then what migration 024's fill costs for the namespace (``fill_figures``), what the entries' cascade
+costs its deletes (``delete_figures``), and ingest throughput: ``INGEST`` small records (hash profile) into fresh namespaces, runs
 alternated with the insert trigger enabled and disabled (``ALTER TABLE … DISABLE TRIGGER``, as
 the owner), chunks a second.
 
@@ -181,6 +182,50 @@ def fill_figures(kb, ns_id: int) -> dict:
     return row
 
 
+def delete_figures(kb, ns_id: int, rounds: int) -> dict:
+    """What the cascade to the namespace's entries costs its deletes, as the tenant: every document
+    (``kbctl namespaces delete``'s statement) and the document of the most chunks (a replacement's),
+    with the foreign key of kbctl.metadata_values (the entries cascade, one index scan of
+    metadata_values_chunk a chunk) and with it dropped in the same transaction (as before 024),
+    alternated, each rolled back; and the entries deleted alone. Medians, ms."""
+    from psycopg import sql
+
+    conn = kb.connection()
+    role = conn.execute("SELECT current_user").fetchone()[0]
+    fk = conn.execute(
+        "SELECT conname FROM pg_constraint WHERE conrelid = 'kbctl.metadata_values'::regclass AND contype = 'f'"
+    ).fetchone()[0]
+    doc, doc_chunks = conn.execute(
+        "SELECT document_id, count(*) FROM kbctl.chunks WHERE namespace_id = %s GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1",
+        (ns_id,),
+    ).fetchone()
+    cases = {
+        "namespace": ("DELETE FROM kbctl.documents WHERE namespace_id = %s", (ns_id,)),
+        "document": ("DELETE FROM kbctl.documents WHERE namespace_id = %s AND id = %s", (ns_id, doc)),
+        "entries": ("DELETE FROM kbctl.metadata_values WHERE namespace_id = %s", (ns_id,)),
+    }
+    ms: dict[str, list[float]] = {}
+    for r in range(rounds + 1):  # the first round warms up
+        for case, (stmt, params) in cases.items():
+            for cascade in (True,) if case == "entries" else (True, False):
+                with conn.transaction(force_rollback=True):
+                    if not cascade:
+                        conn.execute("RESET ROLE")  # the table's owner drops its key
+                        conn.execute(
+                            sql.SQL("ALTER TABLE kbctl.metadata_values DROP CONSTRAINT {}").format(sql.Identifier(fk))
+                        )
+                        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+                    t0 = time.perf_counter()
+                    conn.execute(stmt, params)
+                    if r:
+                        ms.setdefault(f"{case}_{'with' if cascade else 'without'}", []).append(
+                            (time.perf_counter() - t0) * 1000
+                        )
+    row = {"doc_chunks": doc_chunks, **{k: round(statistics.median(v), 1) for k, v in ms.items()}}
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def run(env) -> str:
     """Part ``filters`` of ``bench/run.py``: the table for docs/benchmarks.md (100,000 chunks; a
     smoke pass 2,000, two rounds, 100 records an ingest run)."""
@@ -199,6 +244,7 @@ def run(env) -> str:
         ns_id = load(kb, env.pick(100_000, 2_000))
         rows = filters_figures(kb, ns_id)
         fill = fill_figures(kb, ns_id)
+        deletes = delete_figures(kb, ns_id, env.pick(3, 1))
         ingest = ingest_figures(kb)
     finally:
         kb.close()
@@ -217,7 +263,12 @@ def run(env) -> str:
         " `kb.search` calls with the filter.\n\n"
         f"Migration 024's fill of this namespace: {fill['entries']:,} entries made in {fill['made_s']} s,"
         f" indexed in {fill['indexed_s']} s; `metadata_values` {float(fill['table_mb']):.0f} MB against"
-        f" {float(fill['chunks_mb']):.0f} MB of chunks. Ingest of {INGEST:,} small records (hash profile),"
+        f" {float(fill['chunks_mb']):.0f} MB of chunks. Deletes, with the entries' cascade against without it"
+        f" (the key dropped in the same transaction, as before 024; medians of {env.pick(3, 1)}, ms): every"
+        f" document of the namespace (`kbctl namespaces delete`) {deletes['namespace_with']:,.0f} against"
+        f" {deletes['namespace_without']:,.0f} (its entries deleted alone: {deletes['entries_with']:,.0f}); one"
+        f" document of {deletes['doc_chunks']} chunks (a replacement's delete) {deletes['document_with']} against"
+        f" {deletes['document_without']}. Ingest of {INGEST:,} small records (hash profile),"
         f" runs alternated: {' / '.join(f'{x:.0f}' for x in on)} chunks/s with the insert trigger,"
         f" {' / '.join(f'{x:.0f}' for x in off)} without.\n\n"
         f"Load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_before)} before the part,"
@@ -240,6 +291,7 @@ def main() -> None:
         print(json.dumps({"loaded_s": round(time.perf_counter() - t0, 1)}), flush=True)
         filters_figures(kb, ns_id)
         fill_figures(kb, ns_id)
+        delete_figures(kb, ns_id, 3)
         ingest_figures(kb)
     finally:
         kb.close()
