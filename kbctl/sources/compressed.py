@@ -80,24 +80,6 @@ def is_zstd(data: bytes) -> bool:
     return data.startswith(ZSTD_MAGIC)
 
 
-def inflate(data: bytes, wbits: int, limit: int) -> bytes | None:
-    """The data of ``data``'s compressed stream, and for gzip of each member after it (a gzip file
-    may hold several, one after another: ``cat a.gz b.gz``), stopping once past ``limit``;
-    ``None`` when the data is cut short (``zlib.error`` when it is corrupt)."""
-    out = bytearray()
-    rest = data
-    while True:
-        d = zlib.decompressobj(wbits)
-        out += d.decompress(rest, limit + 1 - len(out))
-        if len(out) > limit:
-            return bytes(out)
-        if not d.eof:
-            return None
-        rest = d.unused_data
-        if wbits != GZIP_WBITS or not rest.startswith(GZIP_MAGIC):
-            return bytes(out)
-
-
 class _Decompressor(Protocol):
     @property
     def eof(self) -> bool: ...
@@ -105,7 +87,36 @@ class _Decompressor(Protocol):
     @property
     def unused_data(self) -> bytes: ...
 
-    def decompress(self, data: bytes, max_length: int = ...) -> bytes: ...
+    def decompress(self, data: bytes, /, max_length: int = ...) -> bytes: ...
+
+
+def _streams(
+    data: bytes, make_decompressor: Callable[[], _Decompressor], same_kind: Callable[[bytes], bool], limit: int
+) -> bytes | None:
+    """The data of ``data``'s streams one after another, a decompressor each, for as long as what
+    follows a stream is ``same_kind`` (a next stream's magic bytes; anything else after the streams
+    is left unread), stopping once past ``limit``: the output never grows past ``limit + 1`` bytes.
+    ``None`` when a stream is cut short; a decompressor's own error when one is corrupt."""
+    out = bytearray()
+    rest = data
+    while True:
+        d = make_decompressor()
+        out += d.decompress(rest, limit + 1 - len(out))
+        if len(out) > limit:
+            return bytes(out)
+        if not d.eof:
+            return None
+        rest = d.unused_data
+        if not same_kind(rest):
+            return bytes(out)
+
+
+def inflate(data: bytes, wbits: int, limit: int) -> bytes | None:
+    """The data of ``data``'s compressed stream, and for gzip of each member after it (a gzip file
+    may hold several, one after another: ``cat a.gz b.gz``), stopping once past ``limit``;
+    ``None`` when the data is cut short (``zlib.error`` when it is corrupt)."""
+    gzip = wbits == GZIP_WBITS
+    return _streams(data, lambda: zlib.decompressobj(wbits), lambda rest: gzip and rest.startswith(GZIP_MAGIC), limit)
 
 
 _DECOMPRESSORS: dict[str, Callable[[], _Decompressor]] = {
@@ -121,18 +132,7 @@ def decompress(data: bytes, kind: Compression, limit: int) -> bytes | None:
     try:
         if kind is GZIP:
             return inflate(data, GZIP_WBITS, limit)
-        out = bytearray()
-        rest = data
-        while True:
-            d = _DECOMPRESSORS[kind.name]()
-            out += d.decompress(rest, limit + 1 - len(out))
-            if len(out) > limit:
-                return bytes(out)
-            if not d.eof:
-                return None
-            rest = d.unused_data
-            if sniff(rest) is not kind:
-                return bytes(out)
+        return _streams(data, _DECOMPRESSORS[kind.name], lambda rest: sniff(rest) is kind, limit)
     except (zlib.error, OSError, lzma.LZMAError, EOFError) as e:
         raise CorruptData(str(e) or type(e).__name__) from None
 
