@@ -14,9 +14,7 @@ from psycopg import sql
 from kbctl.search import parse_filters
 from kbctl.store import search as store_search
 from tests.conftest import write_folder
-from tests.db.test_store import EQUALS, _doc, _write
-
-MODES = ("lexical", "dense", "hybrid")
+from tests.db.test_store import EQUALS, MODES, _doc, _sources, _write
 
 # (filter, the sources it keeps) over test_store's EQUALS, plus lists' items and text values.
 CASES = [
@@ -48,12 +46,6 @@ CASES = [
     ("label=true", set()),
     ("nothing=here", set()),
 ]
-
-
-def _sources(kb, ns: str, flt: str, mode: str | None) -> set[str]:
-    if mode is None:
-        return {h.source for h in kb.search("", ns, filters=[flt], k=10).hits}
-    return {h.source for h in kb.search("notes refunds", ns, mode=mode, filters=[flt], k=10).hits}
 
 
 def _entries_exact(conn, ns_id: int) -> tuple[int, int]:

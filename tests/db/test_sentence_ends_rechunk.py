@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from kbctl import chunk
 from kbctl.extract.tables import table_header
 from tests.conftest import write_folder
@@ -46,6 +48,42 @@ def _rows(kb, name: str) -> dict[str, list[tuple]]:
     ):
         out.setdefault(uri.rsplit("/", 1)[-1], []).append((sh, cid, s, e, text, h))
     return out
+
+
+def _rechunked(kb, tmp_path, name: str, docs: dict[str, str], old_chunker: dict, read_again: list[str], restamped):
+    """``docs`` (file name: text) in a folder, ingested into ``name`` by an older chunker
+    (``old_chunker``: ``kbctl.chunk``'s attributes as they were, its ``SENTENCE_ENDS`` among them),
+    then by this one: every document unchanged and verified, ``read_again`` (file names) the only
+    ones extracted again, ``restamped`` kept row for row, chunk ids and all, under a new source
+    hash; a third ingest finds all unchanged and embeds nothing. Returns ``_rows`` before and
+    after, and the second ingest's report."""
+    from kbctl.ingest import producer
+
+    folder = write_folder(tmp_path, name, docs)
+    with pytest.MonkeyPatch.context() as m:
+        for attr, value in old_chunker.items():
+            m.setattr(chunk, attr, value)
+        first = kb.ingest([folder], name, verify=False)
+    n = len(docs)
+    assert first.documents["new"] == n, first.to_json()
+    before = _rows(kb, name)
+    read: list[str] = []
+    extract_source = producer.extract_source
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(producer, "extract_source", lambda s, *a: read.append(s.uri) or extract_source(s, *a))
+        again = kb.ingest([folder], name)
+    assert again.verify is not None and again.verify["ok"], again.to_json()
+    assert again.documents["unchanged"] == n and again.documents["changed"] == 0, again.to_json()
+    assert sorted(u.rsplit("/", 1)[-1] for u in read) == sorted(read_again)
+    after = _rows(kb, name)
+    for doc in restamped:  # restamped: rows kept, chunk ids and all
+        assert [r[1:] for r in after[doc]] == [r[1:] for r in before[doc]], doc
+        assert {r[0] for r in after[doc]} != {r[0] for r in before[doc]}, doc
+
+    third = kb.ingest([folder], name, verify=False)
+    assert third.documents["unchanged"] == n and third.chunks["embedded"] == 0, third.to_json()
+    assert _rows(kb, name) == after
+    return before, after, again
 
 
 def test_the_next_ingest_cuts_chinese_at_its_full_stops_and_keeps_latin_chunks_as_they_are(kb, tmp_path, monkeypatch):
@@ -203,17 +241,13 @@ def test_after_cuts_4_a_fixed_namespace_restamps_its_code_and_tables_without_rea
         assert {r[0] for r in after[name]} != {r[0] for r in before[name]}, name
 
 
-def test_after_cuts_5_the_next_ingest_reads_again_captioned_tables_and_long_lines_and_restamps_the_rest(
-    kb, tmp_path, monkeypatch
-):
+def test_after_cuts_5_the_next_ingest_reads_again_captioned_tables_and_long_lines_and_restamps_the_rest(kb, tmp_path):
     """Session 46 ("cuts-6"): a table's caption is repeated, marked continued, on its pieces after
     the first; a sentence longer than a chunk is cut between names, the piece going on the line
     opened with ``…``. A namespace chunked under "cuts-5" reads again the sources a chunk of which
     opens with a caption over a table's header or holds no sentence end (``MOVED_SINCE["cuts-5"]``;
     not a table's piece: its rule near its top); a table without caption and prose of whole
     sentences are restamped."""
-    from kbctl.ingest import producer
-
     names = ", ".join(f"Person{i} Surname{i * 7 % 13}" for i in range(300))
     rows = "\n".join(f"| City{i:03d} | {i} |" for i in range(150))
     docs = {
@@ -222,36 +256,20 @@ def test_after_cuts_5_the_next_ingest_reads_again_captioned_tables_and_long_line
         "table.md": "# Cities\n\n| City | Rank |\n| --- | --- |\n" + rows + "\n",
         "en.md": DOCS["en.md"],
     }
-    folder = write_folder(tmp_path, "lines", docs)
-    with monkeypatch.context() as m:  # the chunker and the source hash of session 45
-        m.setattr(chunk, "_line_windows", _windows_before_cuts_6)
-        m.setattr(chunk, "_continued_head", lambda caption, head, limit, tok: (head, limit - tok.count(head) - 1))
-        m.setattr(chunk, "SENTENCE_ENDS", "cuts-5")
-        first = kb.ingest([folder], "lines", verify=False)
-    assert first.documents["new"] == 4, first.to_json()
-    before = _rows(kb, "lines")
-    read: list[str] = []
-    extract_source = producer.extract_source
-    monkeypatch.setattr(producer, "extract_source", lambda s, *a: read.append(s.uri) or extract_source(s, *a))
-
-    again = kb.ingest([folder], "lines")
-    assert again.verify is not None and again.verify["ok"], again.to_json()
-    assert again.documents["unchanged"] == 4 and again.documents["changed"] == 0, again.to_json()
-    assert sorted(u.rsplit("/", 1)[-1] for u in read) == ["caption.md", "names.md"]
-    after = _rows(kb, "lines")
-    for name in ("en.md", "table.md"):  # restamped: rows kept, chunk ids and all
-        assert [r[1:] for r in after[name]] == [r[1:] for r in before[name]], name
-        assert {r[0] for r in after[name]} != {r[0] for r in before[name]}, name
+    session_45 = {  # the chunker and the source hash of session 45
+        "_line_windows": _windows_before_cuts_6,
+        "_continued_head": lambda caption, head, limit, tok: (head, limit - tok.count(head) - 1),
+        "SENTENCE_ENDS": "cuts-5",
+    }
+    before, after, again = _rechunked(
+        kb, tmp_path, "lines", docs, session_45, ["caption.md", "names.md"], ("en.md", "table.md")
+    )
     people = [t for _, _, _, _, t, _ in after["names.md"]]
     assert len(people) > 2 and all(t.startswith(chunk.CUT_MARK) for t in people[1:])
     assert not any(t.startswith(chunk.CUT_MARK) for _, _, _, _, t, _ in before["names.md"])
     cities = [t for _, _, _, _, t, _ in after["caption.md"]]
     assert len(cities) > 1 and all(t.startswith("Table 3: Cities by rank (continued)\n| City |") for t in cities[1:])
     assert 0 < again.chunks["embedded"] <= len(people) + len(cities), again.to_json()
-
-    third = kb.ingest([folder], "lines", verify=False)
-    assert third.documents["unchanged"] == 4 and third.chunks["embedded"] == 0, third.to_json()
-    assert _rows(kb, "lines") == after
 
 
 def _table_pieces_before_cuts_7(block, text, limit, tok):
@@ -284,16 +302,12 @@ def _table_pieces_before_cuts_7(block, text, limit, tok):
         yield s, e, (body if s == block.start else f"{head}\n{body}")
 
 
-def test_after_cuts_6_the_next_ingest_reads_again_tables_with_a_long_row_or_header_and_restamps_the_rest(
-    kb, tmp_path, monkeypatch
-):
+def test_after_cuts_6_the_next_ingest_reads_again_tables_with_a_long_row_or_header_and_restamps_the_rest(kb, tmp_path):
     """Session 48 ("cuts-7"): a table's row longer than a piece is cut between cells, else words,
     its later pieces opened with ``…`` under the header; a table whose header is too long to repeat
     is cut as a table under what of its header fits. A namespace chunked under "cuts-6" reads again
     the sources a chunk of which is a rule and one line, or a run of rows with no header
     (``MOVED_SINCE["cuts-6"]``); a table of short rows and prose are restamped."""
-    from kbctl.ingest import producer
-
     words = " ".join(f"word{i % 50}" for i in range(400))
     wide = [f"Measured quantity {j}" for j in range(14)]
     docs = {
@@ -310,25 +324,10 @@ def test_after_cuts_6_the_next_ingest_reads_again_tables_with_a_long_row_or_head
         + "\n",
         "en.md": DOCS["en.md"],
     }
-    folder = write_folder(tmp_path, "rows", docs)
-    with monkeypatch.context() as m:  # the chunker and the source hash of session 46
-        m.setattr(chunk, "_table_pieces", _table_pieces_before_cuts_7)
-        m.setattr(chunk, "SENTENCE_ENDS", "cuts-6")
-        first = kb.ingest([folder], "rows", verify=False)
-    assert first.documents["new"] == 4, first.to_json()
-    before = _rows(kb, "rows")
-    read: list[str] = []
-    extract_source = producer.extract_source
-    monkeypatch.setattr(producer, "extract_source", lambda s, *a: read.append(s.uri) or extract_source(s, *a))
-
-    again = kb.ingest([folder], "rows")
-    assert again.verify is not None and again.verify["ok"], again.to_json()
-    assert again.documents["unchanged"] == 4 and again.documents["changed"] == 0, again.to_json()
-    assert sorted(u.rsplit("/", 1)[-1] for u in read) == ["header.md", "row.md"]
-    after = _rows(kb, "rows")
-    for name in ("en.md", "table.md"):  # restamped: rows kept, chunk ids and all
-        assert [r[1:] for r in after[name]] == [r[1:] for r in before[name]], name
-        assert {r[0] for r in after[name]} != {r[0] for r in before[name]}, name
+    session_46 = {"_table_pieces": _table_pieces_before_cuts_7, "SENTENCE_ENDS": "cuts-6"}
+    before, after, again = _rechunked(
+        kb, tmp_path, "rows", docs, session_46, ["header.md", "row.md"], ("en.md", "table.md")
+    )
     notes = [t for _, _, _, _, t, _ in after["row.md"]]
     assert len(notes) > 3 and all(t.startswith("| Key | Note |\n| --- | --- |\n") for t in notes)
     assert all(t.startswith("| Key | Note |\n| --- | --- |\n" + chunk.CUT_MARK) for t in notes[2:])
@@ -336,7 +335,3 @@ def test_after_cuts_6_the_next_ingest_reads_again_tables_with_a_long_row_or_head
     assert len(measured) > 2 and all(t.startswith("| Measured quantity 0 |") and " | … |\n" in t for t in measured[1:])
     assert not any(t.startswith("| Measured") for _, _, _, _, t, _ in before["header.md"][1:])
     assert 0 < again.chunks["embedded"] <= len(notes) + len(measured), again.to_json()
-
-    third = kb.ingest([folder], "rows", verify=False)
-    assert third.documents["unchanged"] == 4 and third.chunks["embedded"] == 0, third.to_json()
-    assert _rows(kb, "rows") == after

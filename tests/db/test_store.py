@@ -32,6 +32,17 @@ def _write(kb, ns_name, docs, profile="hash-384", vectors=None):
     return ns
 
 
+MODES = ("lexical", "dense", "hybrid")
+
+
+def _sources(kb, ns: str, flt: str, mode: str | None) -> set[str]:
+    """The sources a search of ``ns`` filtered by ``flt`` keeps: "notes refunds" in ``mode``, or the
+    metadata-only search (an empty query) when ``mode`` is None; at most 10 hits."""
+    if mode is None:
+        return {h.source for h in kb.search("", ns, filters=[flt], k=10).hits}
+    return {h.source for h in kb.search("notes refunds", ns, mode=mode, filters=[flt], k=10).hits}
+
+
 DOCS = [
     _doc(
         "mem://refunds",
@@ -247,10 +258,8 @@ _ALL = {"mem://priya", "mem://comma", "mem://quoted", "mem://empty", "mem://null
 )
 def test_quoted_empty_and_missing_values_in_every_mode(kb, flt, expected):
     _write(kb, "authors", AUTHORS)
-    for mode in ("lexical", "dense", "hybrid"):
-        r = kb.search("notes refunds", "authors", mode=mode, filters=[flt], k=10)
-        assert {h.source for h in r.hits} == expected, (mode, flt)
-    assert {h.source for h in kb.search("", "authors", filters=[flt], k=10).hits} == expected, ("metadata", flt)
+    for mode in (*MODES, None):
+        assert _sources(kb, "authors", flt, mode) == expected, (mode or "metadata", flt)
 
 
 LISTS = [
@@ -281,10 +290,8 @@ _LISTS = _LISTED | {"mem://other", "mem://bare"}
 )
 def test_a_list_matches_null_as_it_matches_its_other_items(kb, flt, expected):
     _write(kb, "lists", LISTS)
-    for mode in ("lexical", "dense", "hybrid"):
-        r = kb.search("notes refunds", "lists", mode=mode, filters=[flt], k=10)
-        assert {h.source for h in r.hits} == expected, (mode, flt)
-    assert {h.source for h in kb.search("", "lists", filters=[flt], k=10).hits} == expected, ("metadata", flt)
+    for mode in (*MODES, None):
+        assert _sources(kb, "lists", flt, mode) == expected, (mode or "metadata", flt)
 
 
 NUMBERS = [
@@ -311,10 +318,8 @@ NUMBERS = [
 )
 def test_a_number_written_as_text_compares_as_a_number(kb, flt, expected):
     _write(kb, "numtext", NUMBERS)
-    for mode in ("lexical", "dense", "hybrid"):
-        r = kb.search("notes refunds", "numtext", mode=mode, filters=[flt], k=10)
-        assert {h.source for h in r.hits} == expected, (mode, flt)
-    assert {h.source for h in kb.search("", "numtext", filters=[flt], k=10).hits} == expected, ("metadata", flt)
+    for mode in (*MODES, None):
+        assert _sources(kb, "numtext", flt, mode) == expected, (mode or "metadata", flt)
 
 
 EQUALS = [
@@ -374,10 +379,8 @@ _EQUALS = {"mem://a", "mem://b", "mem://c", "mem://d"}
 )
 def test_equality_reads_numbers_and_booleans_and_comparisons_read_lists(kb, flt, expected):
     _write(kb, "equals", EQUALS)
-    for mode in ("lexical", "dense", "hybrid"):
-        r = kb.search("notes refunds", "equals", mode=mode, filters=[flt], k=10)
-        assert {h.source for h in r.hits} == expected, (mode, flt)
-    assert {h.source for h in kb.search("", "equals", filters=[flt], k=10).hits} == expected, ("metadata", flt)
+    for mode in (*MODES, None):
+        assert _sources(kb, "equals", flt, mode) == expected, (mode or "metadata", flt)
 
 
 def test_an_impossible_date_in_a_filter_is_a_usage_error(kb):
