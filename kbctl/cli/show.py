@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
+from typer.core import TyperCommand
 
 from ..types import place
 from .render import print_json
@@ -13,7 +15,35 @@ from .terminal import printable
 
 
 def register(app: typer.Typer) -> None:
-    app.command("show")(show)
+    app.command("show", cls=_Command)(show)
+
+
+# what the parser took for short options: "-1" of "-1", "-12" or "-1.5" (a negative number)
+_NUMBER_AS_OPTION = re.compile(r"-\d")
+
+
+class _Command(TyperCommand):
+    """``kbctl show``'s command: a negative number where the chunk id goes (``kbctl show -1``) is a
+    chunk id typed wrong, refused as ``abc`` is, where the parser said ``no such option: -1``."""
+
+    def parse_args(self, ctx, args):
+        try:  # typer vendors its own click (typer._click); an older typer runs on click
+            from typer._click.exceptions import NoSuchOption
+        except ImportError:
+            from click.exceptions import NoSuchOption
+
+        given = list(args)  # the parser consumes its list
+        try:
+            return super().parse_args(ctx, args)
+        except NoSuchOption as e:
+            # the word it was cut from: "-12" for "-1" (the parser reads -12 as -1 and -2); none when
+            # the digit followed other letters (-h1): that stays the parser's error
+            words = (
+                [a for a in given if a.startswith(e.option_name)] if _NUMBER_AS_OPTION.fullmatch(e.option_name) else []
+            )
+            if not words:
+                raise
+            raise _not_a_chunk_id(e.option_name if e.option_name in words else words[0]) from None
 
 
 def show(
@@ -52,11 +82,7 @@ def _raw(chunk_id: str) -> int:
     if typed.isascii() and typed.isdecimal():
         return int(typed)
     if not (len(typed) > 2 and typed[0] in "abcdefghijklmnopqrstuvwxyz" and typed[1] == "_"):
-        raise UsageError(
-            f"{chunk_id[:100]!r} is not a chunk id: kbctl show takes a chunk's number or its opaque id (c_…)",
-            hint="a hit's chunk_id in `kbctl search QUERY -n NS --json` is one (the number; the c_… id of a search "
-            "forwarded to a server)",
-        )
+        raise _not_a_chunk_id(chunk_id)
     found = STATE.kb().open_id(chunk_id)
     if found["kind"] != "chunk":
         raise UsageError(
@@ -64,3 +90,14 @@ def _raw(chunk_id: str) -> int:
             hint="kbctl show takes a chunk_id (a search hit's chunk_id, not its doc_id)",
         )
     return int(found["id"])
+
+
+def _not_a_chunk_id(typed: str) -> Exception:
+    """The refusal of what is neither a chunk's number nor shaped as an opaque id."""
+    from ..errors import UsageError
+
+    return UsageError(
+        f"{typed[:100]!r} is not a chunk id: kbctl show takes a chunk's number or its opaque id (c_…)",
+        hint="a hit's chunk_id in `kbctl search QUERY -n NS --json` is one (the number; the c_… id of a search "
+        "forwarded to a server)",
+    )

@@ -349,6 +349,26 @@ def test_show_of_a_mistyped_chunk_id_says_which_ids_it_takes(docs, cli, typed):
     assert "tenant" not in line + hint and "agent sent" not in hint, (line, hint)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [("-1", "-n", "docs"), ("-n", "docs", "-28"), ("-n", "docs", "--json", "-1.5"), ("-n", "docs", "--", "-1")],
+)
+def test_show_of_a_negative_number_says_which_ids_it_takes(docs, cli, args):
+    """``kbctl show -1`` was read as an option (``no such option: -1``, hint ``see 'kbctl show -h'``):
+    a negative number where the chunk id goes is a chunk id typed wrong, told as ``abc`` is, with its
+    exit code; a namespace named like one is still the option's value, an unknown option unknown."""
+    typed = args[-1] if args[-1] != "docs" else args[0]
+    p = cli("show", *args)
+    line, hint = _refusal_with_hint(p)
+    assert line == f"error: {typed!r} is not a chunk id: kbctl show takes a chunk's number or its opaque id (c_…)", line
+    assert "chunk_id" in hint and "kbctl search" in hint, hint
+    assert p.returncode == cli("show", "abc", "-n", "docs").returncode == 2
+    named = cli("show", "1", "-n", "-1")
+    assert named.returncode == 2 and b"error: namespace name: '-1' is not a valid name" in named.stderr, named.stderr
+    line, _ = _refusal_with_hint(cli("show", "1", "-x", "-n", "docs"))
+    assert line == "error: no such option: -x", line
+
+
 def test_show_of_an_opaque_id_that_does_not_open_keeps_the_opaque_wording(docs, cli):
     """An input shaped like an opaque id (another tenant's, cut, or mistyped) is still told as one:
     it opens only under the tenant that gave it; a document's id is not a chunk's."""
