@@ -85,7 +85,12 @@ def _global(
         None, "--profile", "-p", help="Embedding profile for new namespaces (default: defaults.profile)."
     ),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output on stderr (-vv for debug)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr."),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="Only errors on stderr (and serve's listening line when the system picked its port).",
+    ),
 ) -> None:
     """Global options: where the store is and which tenant/profile to use.
 

@@ -44,10 +44,14 @@ def serve(
     ),
 ) -> None:
     """Serve MCP over streamable HTTP at /mcp, the JSON API under /v1, /healthz and /metrics; once it
-    listens, says where on stderr (listening on http://HOST:PORT, the port the real one)."""
+    listens, says where on stderr (listening on http://HOST:PORT, the port the real one; under
+    --quiet too when the port was 0)."""
     from ..server import serve_http
 
-    serve_http(STATE.kb().settings, host=host, port=port, on_listening=lambda url: info(f"listening on {url}"))
+    settings = STATE.kb().settings
+    # the port the system picks is learnt from this line alone: a message (stderr), printed under -q too
+    picked = (settings.server.port if port is None else port) == 0
+    serve_http(settings, host=host, port=port, on_listening=lambda url: info(f"listening on {url}", even_quiet=picked))
 
 
 @agents_app.command("list")

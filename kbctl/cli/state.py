@@ -167,9 +167,10 @@ def warn(msg: str) -> None:
         err.print(f"[yellow]warning:[/] {escape(printable(msg))}", highlight=False)
 
 
-def info(msg: str) -> None:
-    """A message on stderr, printed inert (control characters escaped, no markup read)."""
-    if not STATE.quiet:
+def info(msg: str, *, even_quiet: bool = False) -> None:
+    """A message on stderr, printed inert (control characters escaped, no markup read); not under
+    ``--quiet`` unless ``even_quiet`` (what a caller learns nowhere else)."""
+    if even_quiet or not STATE.quiet:
         from .terminal import printable
 
         err.print(printable(msg), highlight=False, markup=False)

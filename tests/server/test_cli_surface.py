@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT
-from tests.server.conftest import env_for, stop
+from tests.server.conftest import env_for, free_port, start_server, stop, wait_listening
 
 
 def env(served, **more):
@@ -221,6 +221,62 @@ def test_port_0_listens_on_a_port_the_system_picks_and_says_which(cli_process, k
             finally:
                 stop(proc)
             assert proc.returncode == 0, (args, proc.returncode)
+
+
+def test_port_0_says_where_it_listens_under_quiet_too(cli_process, kb_home, tenant, tmp_path):
+    """``kbctl -q serve --port 0`` printed nothing, and the line is the only way a script learns the
+    port the system picked: it is printed under ``-q`` too, on stderr as without it, and nothing
+    else is. With a port given (the caller knows it) ``-q`` keeps the server silent."""
+    config = tmp_path / "kbctl.toml"
+    config.write_text('[defaults]\nprofile = "hash-384"\n')
+    run = start_server(kb_home, tenant, config, options=("-q",), timeout=30)
+    try:
+        assert run.port != 0 and httpx.get(run.url + "/healthz", timeout=10).status_code == 200
+    finally:
+        stop(run.proc)
+    assert run.proc.returncode == 0 and run.stderr() == f"listening on {run.url}\n", run.stderr()
+    zero = tmp_path / "port-0.toml"  # [server] port = 0: the same
+    zero.write_text('[defaults]\nprofile = "hash-384"\n\n[server]\nport = 0\n')
+    log = tmp_path / "port-0.stderr"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kbctl", "-q", "serve"], cwd=ROOT, env=env_for(kb_home, tenant, zero), stderr=stderr
+        )
+    try:
+        url, port = wait_listening(proc, log.read_text, timeout=30)
+    finally:
+        stop(proc)
+    assert port != 0 and log.read_text() == f"listening on {url}\n", log.read_text()
+
+    for _ in range(3):  # a port picked and released: another process may take it first, then pick again
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kbctl", "-q", "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=env_for(kb_home, tenant, config),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+            else:
+                if proc.poll() is not None and "in use" in (proc.stderr.read() if proc.stderr else ""):
+                    continue
+                raise AssertionError(f"kbctl -q serve --port {port} did not answer (exit {proc.returncode})")
+        finally:
+            stop(proc)
+        out, err = proc.communicate()
+        assert proc.returncode == 0 and (out, err) == ("", ""), (proc.returncode, out, err)
+        break
+    else:
+        raise AssertionError("three ports picked were taken before the server bound them")
 
 
 def test_port_0_on_a_name_of_two_addresses_is_one_port_for_both(monkeypatch):
