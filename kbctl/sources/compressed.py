@@ -138,5 +138,13 @@ def decompress(data: bytes, kind: Compression, limit: int) -> bytes | None:
 
 
 def is_tar(data: bytes) -> bool:
-    """Whether ``data`` is a tar archive (POSIX or GNU: ``ustar`` at offset 257)."""
-    return data[257:262] == b"ustar"
+    """Whether ``data`` is a tar archive (POSIX or GNU: ``ustar`` at offset 257, and the first
+    header's checksum holds, so a text with the word there is not one)."""
+    if len(data) < 512 or data[257:262] != b"ustar":
+        return False
+    try:
+        kept = int(data[148:156].replace(b"\x00", b" ").strip() or b"-1", 8)
+    except ValueError:
+        return False
+    # the sum of the header's bytes with its checksum field read as spaces (unsigned, as tar writes it)
+    return kept == sum(data[:148]) + 8 * 32 + sum(data[156:512])

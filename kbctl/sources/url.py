@@ -25,6 +25,7 @@ feed link. ``get`` raises ``SourceError`` with a readable message when the URL c
     http://host/big is larger than the 20 MB limit (max_bytes) once decompressed
     could not fetch http://host/x.gz: corrupt gzip body (cut short)
     could not fetch http://host/x.zst: zstd data, which kbctl does not read      (hint: zstd -d)
+    could not fetch http://host/x.tar.gz: a tar archive, which kbctl does not read   (hint: tar -xf)
 
 A body is read without its Content-Encoding (gzip, deflate); a body that is gzip, bzip2 or xz data
 all the same (its magic bytes: a ``.gz``, ``.bz2`` or ``.xz`` file, or a feed gzipped by a
@@ -32,7 +33,8 @@ misconfigured server, sent without Content-Encoding) is decompressed too, and a 
 only said so (``application/gzip``, ``application/x-bzip2``, ``application/x-xz``, octet-stream)
 dropped, so that the inner type is found as for any body (the URL without its ``.gz``, ``.bz2`` or
 ``.xz``, then the bytes). Decompressed, a body keeps to ``max_bytes`` like any other. zstd data is
-refused (reading it takes a package kbctl does not depend on).
+refused (reading it takes a package kbctl does not depend on), and so is a tar archive, compressed
+or not (kbctl reads no archive: unpacked, its folder is ingested).
 
 Connection errors, a body cut short (the connection closed before it ended) or that stalls or is
 reset midway (said so, with how much of it came: the server was reached), timeouts, 429 and 5xx
@@ -66,7 +68,7 @@ from ..mediatypes import inner_name
 from ..textutil.dates import iso_utc
 from ..types import ItemError, Source
 from . import policy
-from .compressed import GZIP_WBITS, Compression, CorruptData, decompress, inflate, is_zstd, sniff
+from .compressed import GZIP_WBITS, Compression, CorruptData, decompress, inflate, is_tar, is_zstd, sniff
 from .folder import human_bytes
 from .options import FetchOptions, guess_media_type
 from .state import FeedState
@@ -393,13 +395,18 @@ def _answer(
         body = _decoded(body, resp.getheader("Content-Encoding"), final, options.max_bytes)
         kind = sniff(body)
         if kind is not None:  # gzip, bzip2 or xz data sent as such (a .gz file), or a misconfigured server
-            return Response(final, resp.status, resp.msg, _unpacked(body, kind, final, options.max_bytes), True)
-        if is_zstd(body):
+            body = _unpacked(body, kind, final, options.max_bytes)
+        elif is_zstd(body):
             raise SourceError(
                 f"could not fetch {final}: zstd data, which kbctl does not read",
                 hint="download it, decompress it (zstd -d FILE) and ingest the file it holds",
             )
-        return Response(final, resp.status, resp.msg, body)
+        if is_tar(body):  # extract called it a "binary file", hint "exclude other files"
+            raise SourceError(
+                f"could not fetch {final}: a tar archive, which kbctl does not read",
+                hint="download it, unpack it (tar -xf FILE -C DIR) and ingest the folder",
+            )
+        return Response(final, resp.status, resp.msg, body, kind is not None)
     status = f"HTTP {resp.status} {resp.reason}".rstrip()
     if resp.status == 429 or 500 <= resp.status < 600:
         raise _Retry(status, verb="fetch", retry_after=_retry_after(resp.msg))

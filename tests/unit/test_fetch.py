@@ -1151,6 +1151,64 @@ def test_bzip2_or_xz_data_on_stdin_is_read_as_such_a_file_is(tmp_path, suffix):
     assert f"tar {flag} -C DIR" in archive.message, archive.message  # its hint, for a stream of this format
 
 
+def _tar_of(text: bytes) -> bytes:
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        member = tarfile.TarInfo("inside.md")
+        member.size = len(text)
+        tar.addfile(member, io.BytesIO(text))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("path", "pack", "content_type"),
+    [
+        ("/bundle.tar.gz", "gzip", "application/gzip"),
+        ("/bundle.tgz", "gzip", "application/x-gtar"),
+        ("/bundle.tar.bz2", "bz2", "application/x-bzip2"),
+        ("/bundle.tar.xz", "xz", "application/x-xz"),
+        ("/bundle.tar", None, "application/x-tar"),
+        ("/download", None, "application/octet-stream"),
+        ("/notes.md.gz", "gzip", "application/gzip"),  # named as a file, holding a tar
+        ("/encoded.tar", "encoding", "application/x-tar"),  # Content-Encoding: gzip
+    ],
+)
+def test_a_tar_archive_by_url_is_refused_as_an_archive_with_a_hint_to_unpack_it(server, path, pack, content_type):
+    """A tar by URL (gzipped, bzip2, xz or plain) was fetched and refused by extract as "binary file
+    (no text extractor for application/x-tar)", hint "… exclude other files" (a .md.gz holding one:
+    "no text extractor for text/markdown"): nothing said it is an archive nor what to do. It is
+    refused where it is fetched, as a file is: an archive kbctl does not read, unpack and ingest."""
+    import bz2
+    import gzip
+    import lzma
+
+    tar = _tar_of(b"# Inside\n\nsome words\n")
+    body = {"gzip": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}.get(pack or "", lambda b: b)(tar)
+    headers = {}
+    if pack == "encoding":
+        body, headers = gzip.compress(tar), {"Content-Encoding": "gzip"}
+    server.routes[path] = page(body, content_type, **headers)
+    (err,) = fetch([server.url(path)], options=FAST)
+    assert isinstance(err, ItemError) and err.stage == "fetch", err
+    assert err.message == (
+        f"could not fetch {server.url(path)}: a tar archive, which kbctl does not read;"
+        " download it, unpack it (tar -xf FILE -C DIR) and ingest the folder"
+    ), err.message
+
+
+def test_a_page_with_ustar_where_a_tar_has_it_is_still_a_page(server):
+    """A tar is told by its header (``ustar`` at 257 and the header's checksum), not by the word:
+    a page that has it at that offset is read as a page."""
+    head = b"<html><body><p>" + b"x" * (148 - 15) + b"0001234 "  # octal digits where a tar's checksum is
+    text = head + b"x" * (257 - len(head)) + b"ustar archives " + b"y" * 300 + b"</p></body></html>"
+    assert text[257:262] == b"ustar" and len(text) >= 512
+    server.routes["/about-tar.html"] = page(text)
+    (src,) = fetch([server.url("/about-tar.html")], options=FAST)
+    assert isinstance(src, Source) and src.content == text, src
+
+
 def test_zstd_data_is_refused_naming_its_type_with_a_hint_to_decompress_it(tmp_path, server):
     """zstd needs a package kbctl does not depend on: a file, stdin or a body of zstd data was kept
     as its bytes and refused by extract as "binary file (… application/zstd)", which says nothing
