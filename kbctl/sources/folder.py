@@ -281,6 +281,8 @@ def read_file(path: Path, rel: str, options: FetchOptions, *, regular_only: bool
     if kind is not None:  # notes.md.gz, notes.md.xz: read as the Markdown file it holds
         data = _decompressed(data, kind, shown, limit)
         name = inner_name(abs_path)
+    elif is_tar(data):  # extract called it a "binary file", hint "exclude other files"
+        raise _archive(shown, None)
     return Source(uri=file_uri(abs_path), content=data, media_type=guess_media_type(name), kind="file", metadata=meta)
 
 
@@ -316,8 +318,9 @@ def _decompressed(data: bytes, kind: Compression, shown: str, limit: int) -> byt
     return out
 
 
-def _archive(shown: str, kind: Compression) -> SourceError:
-    unpack = f"… | tar {kind.tar_flag} -C DIR" if shown == "stdin" else f"tar -xf {shown} -C DIR"
+def _archive(shown: str, kind: Compression | None) -> SourceError:
+    """A tar archive's refusal (``kind``: how it was compressed, ``None`` for a plain one)."""
+    unpack = f"… | tar {kind.tar_flag if kind else '-x'} -C DIR" if shown == "stdin" else f"tar -xf {shown} -C DIR"
     return SourceError(
         f"cannot read {shown}: a tar archive, which kbctl does not read",
         hint=f"unpack it ({unpack}) and ingest the folder",
@@ -355,6 +358,8 @@ def read_stdin(stream: BinaryIO, options: FetchOptions) -> Source:
     if kind is not None:
         data = _decompressed(data, kind, "stdin", limit)
         typed = inner_name(name) if name else name
+    elif is_tar(data):
+        raise _archive("stdin", None)
     digest = content_hash(data)
     meta = {"size": size, "sha256": digest, "fetched_at": iso_utc()}
     if name:

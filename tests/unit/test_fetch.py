@@ -340,6 +340,24 @@ def test_a_gzipped_tar_archive_is_refused_as_an_archive(tmp_path):
         ), err.message
 
 
+def test_a_plain_tar_archive_named_or_piped_is_refused_as_an_archive(tmp_path):
+    """An uncompressed tar named directly or on stdin was read and refused by extract as "binary file
+    (no text extractor for application/x-tar)" (on stdin "… application/octet-stream"), hint "…
+    exclude other files", where a compressed one says it is an archive and how to unpack it."""
+    (tmp_path / "bundle.tar").write_bytes(_tar_of(b"# Inside\n"))
+    (tmp_path / "bundle.md").write_bytes(_tar_of(b"# Inside\n"))  # a tar, whatever its name says
+    for name in ("bundle.tar", "bundle.md"):
+        (err,) = fetch([str(tmp_path / name)])
+        assert isinstance(err, ItemError) and err.message == (
+            f"cannot read {tmp_path}/{name}: a tar archive, which kbctl does not read;"
+            f" unpack it (tar -xf {tmp_path}/{name} -C DIR) and ingest the folder"
+        ), err
+    (piped,) = fetch(["-"], stdin=io.BytesIO(_tar_of(b"# Inside\n")))
+    assert isinstance(piped, ItemError) and piped.message == (
+        "cannot read stdin: a tar archive, which kbctl does not read; unpack it (… | tar -x -C DIR) and ingest the folder"
+    ), piped
+
+
 def test_relative_targets_give_absolute_normalised_uris(tmp_path, monkeypatch):
     make_tree(tmp_path, {"docs/a.md": "a"})
     monkeypatch.chdir(tmp_path)
