@@ -87,9 +87,18 @@ def _measure(kb, ns, prof, qvecs, truth=None) -> dict:
     return out, exact_ids
 
 
-def main() -> None:
-    home, source = Path(sys.argv[1]), sys.argv[2]
-    target = int(sys.argv[sys.argv.index("--target") + 1]) if "--target" in sys.argv else 100_000
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="bench/lifecycle.py",
+        description="halfvec against vector storage (docs/benchmarks.md, 'Profile lifecycle').",
+    )
+    ap.add_argument("home", type=Path, help="the benchmark home holding SOURCE_NAMESPACE")
+    ap.add_argument("source", metavar="SOURCE_NAMESPACE", help="a SciFact import under the hash-384 profile")
+    ap.add_argument("--target", type=int, default=100_000, help="chunks to scale the source to (default 100000)")
+    args = ap.parse_args(argv)
+    home, source, target = args.home, args.source, args.target
     from scale import make_scaled
 
     kb = kbctl.open(home=home, config=_config(home), profile="hash-384")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -42,9 +41,22 @@ def measure(kb, pairs: list[tuple[str, str]], mode: str) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="bench/rls.py",
+        description="The cost of row-level security on lexical and hybrid search (KBCTL_HOME: the benchmark home "
+        "holding scifact; default /tmp/kbctl-bench).",
+    )
+    ap.add_argument(
+        "sample_home",
+        nargs="?",
+        default="/tmp/kbctl-rls-sample",
+        help="scratch home for the sample corpus's namespaces",
+    )
+    sample_home = ap.parse_args(argv).sample_home
     bench_home = os.environ.get("KBCTL_HOME", "/tmp/kbctl-bench")
-    sample_home = sys.argv[1] if len(sys.argv) > 1 else "/tmp/kbctl-rls-sample"
     evals = [json.loads(x) for x in (REPO / "sample_corpus/eval/queries.jsonl").read_text().splitlines() if x.strip()]
     out = []
     with kbctl.open(home=sample_home, profile="minilm") as kb:

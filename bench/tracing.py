@@ -196,4 +196,9 @@ def run(env: Env) -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover - run through bench/run.py
+    import argparse
+
+    argparse.ArgumentParser(
+        prog="bench/tracing.py", description="A part of bench/run.py: run it as python bench/run.py --only tracing."
+    ).parse_args()
     raise SystemExit("run: python bench/run.py --only tracing")
