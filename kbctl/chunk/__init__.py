@@ -49,12 +49,12 @@ from dataclasses import dataclass
 from itertools import chain, groupby
 from typing import Callable, Iterable, Iterator
 
-from .config import Profile
-from .embed.tokens import Tokenizer, get_tokenizer
-from .errors import ExtractError
-from .extract.tables import table_start
-from .types import Block, Chunk, Document, LargeDocument
-from .types import content_hash as _hash
+from ..config import Profile
+from ..embed.tokens import Tokenizer, get_tokenizer
+from ..errors import ExtractError
+from ..extract.tables import table_start
+from ..types import Block, Chunk, Document, LargeDocument
+from ..types import content_hash as _hash
 
 __all__ = [
     "chunk_document",
@@ -600,7 +600,7 @@ def _semantic(doc: Document, profile: Profile, tok: Tokenizer, embed) -> list[Ch
     """Sentence runs that stay on one topic, within the size limit, never across sections/pages; a
     code block or a table is one unit, or, longer than a chunk, cut on its own as ``_fixed`` cuts it."""
     if embed is None:
-        from .embed import get_embedder
+        from ..embed import get_embedder
 
         embed = get_embedder(profile).embed_documents
     size, threshold = profile.chunk.size, profile.chunk.semantic_threshold
