@@ -155,6 +155,23 @@ def write_folder(parent: Path, name: str, files: Mapping[str, str]) -> str:
     return str(d)
 
 
+def set_in_chunker(m: pytest.MonkeyPatch, attr: str, value) -> None:
+    """Set ``attr`` of the chunker to ``value`` (undone with ``m``), to emulate an earlier revision:
+    in ``kbctl.chunk`` and in every module of the package that binds the name, since a module reads
+    what it imports from a sibling in its own namespace (``kbctl.chunk.sentences._line_windows`` is
+    not ``kbctl.chunk.semantic._line_windows`` once one is set). A name no module binds is an error."""
+    import importlib
+    import pkgutil
+
+    import kbctl.chunk as chunk
+
+    modules = [chunk, *(importlib.import_module(f"kbctl.chunk.{i.name}") for i in pkgutil.iter_modules(chunk.__path__))]
+    bound = [module for module in modules if hasattr(module, attr)]
+    assert bound, f"no module of kbctl.chunk binds {attr}"
+    for module in bound:
+        m.setattr(module, attr, value)
+
+
 @dataclass(frozen=True)
 class CliResult:
     """What a ``kbctl`` command did: the fields of ``subprocess.CompletedProcess`` the tests read."""

@@ -13,7 +13,7 @@ import pytest
 
 from kbctl import chunk
 from kbctl.extract.tables import table_header
-from tests.conftest import write_folder
+from tests.conftest import set_in_chunker, write_folder
 
 _SPACED_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n(?=\s*[-*•]\s)|\n{2,}")
 # Session 42's sentence ends ("sentences-2"): those and the unspaced stops, with no space needed.
@@ -52,7 +52,8 @@ def _rows(kb, name: str) -> dict[str, list[tuple]]:
 
 def _rechunked(kb, tmp_path, name: str, docs: dict[str, str], old_chunker: dict, read_again: list[str], restamped):
     """``docs`` (file name: text) in a folder, ingested into ``name`` by an older chunker
-    (``old_chunker``: ``kbctl.chunk``'s attributes as they were, its ``SENTENCE_ENDS`` among them),
+    (``old_chunker``: ``kbctl.chunk``'s attributes as they were, its ``SENTENCE_ENDS`` among them:
+    ``set_in_chunker``),
     then by this one: every document unchanged and verified, ``read_again`` (file names) the only
     ones extracted again, ``restamped`` kept row for row, chunk ids and all, under a new source
     hash; a third ingest finds all unchanged and embeds nothing. Returns ``_rows`` before and
@@ -62,7 +63,7 @@ def _rechunked(kb, tmp_path, name: str, docs: dict[str, str], old_chunker: dict,
     folder = write_folder(tmp_path, name, docs)
     with pytest.MonkeyPatch.context() as m:
         for attr, value in old_chunker.items():
-            m.setattr(chunk, attr, value)
+            set_in_chunker(m, attr, value)
         first = kb.ingest([folder], name, verify=False)
     n = len(docs)
     assert first.documents["new"] == n, first.to_json()
@@ -89,9 +90,9 @@ def _rechunked(kb, tmp_path, name: str, docs: dict[str, str], old_chunker: dict,
 def test_the_next_ingest_cuts_chinese_at_its_full_stops_and_keeps_latin_chunks_as_they_are(kb, tmp_path, monkeypatch):
     folder = write_folder(tmp_path, "zh", DOCS)
     with monkeypatch.context() as m:  # the splitter and the source hash before session 42
-        m.setattr(chunk, "_SENTENCE_END", _SPACED_END)
-        m.setattr(chunk, "_line_windows", _windows_before_cuts_6)
-        m.setattr(chunk, "SENTENCE_ENDS", "", raising=False)
+        set_in_chunker(m, "_SENTENCE_END", _SPACED_END)
+        set_in_chunker(m, "_line_windows", _windows_before_cuts_6)
+        set_in_chunker(m, "SENTENCE_ENDS", "")
         first = kb.ingest([folder], "zh", verify=False)
     assert first.documents["new"] == 2, first.to_json()
     before = _rows(kb, "zh")
@@ -122,7 +123,7 @@ def test_the_next_ingest_cuts_chinese_at_its_full_stops_and_keeps_latin_chunks_a
 def test_a_plan_restamps_nothing(kb, tmp_path, monkeypatch):
     folder = write_folder(tmp_path, "en", {"en.md": DOCS["en.md"]})
     with monkeypatch.context() as m:
-        m.setattr(chunk, "SENTENCE_ENDS", "", raising=False)
+        set_in_chunker(m, "SENTENCE_ENDS", "")
         kb.ingest([folder], "en", verify=False)
     before = _rows(kb, "en")
     plan = kb.ingest([folder], "en", plan=True)
@@ -136,9 +137,9 @@ def test_after_sentences_2_the_next_ingest_cuts_at_ascii_marks_between_cjk_and_r
     docs = {"ask.md": "# 質問\n\n" + "".join(ASCII_MARKED) + "\n", **DOCS}
     folder = write_folder(tmp_path, "ask", docs)
     with monkeypatch.context() as m:  # the splitter and the source hash of session 42
-        m.setattr(chunk, "_SENTENCE_END", _SENTENCES_2)
-        m.setattr(chunk, "_line_windows", _windows_before_cuts_6)
-        m.setattr(chunk, "SENTENCE_ENDS", "sentences-2")
+        set_in_chunker(m, "_SENTENCE_END", _SENTENCES_2)
+        set_in_chunker(m, "_line_windows", _windows_before_cuts_6)
+        set_in_chunker(m, "SENTENCE_ENDS", "sentences-2")
         first = kb.ingest([folder], "ask", verify=False)
     assert first.documents["new"] == 3, first.to_json()
     before = _rows(kb, "ask")
@@ -180,9 +181,9 @@ def test_after_sentences_3_the_next_ingest_fences_every_piece_of_a_long_code_blo
     }
     folder = write_folder(tmp_path, "code", docs)
     with monkeypatch.context() as m:  # the chunker and the source hash of session 43
-        m.setattr(chunk, "_fence", lambda t: None)  # no block is code
-        m.setattr(chunk, "table_start", lambda t: (0, head) if (head := table_header(t)) else None)
-        m.setattr(chunk, "SENTENCE_ENDS", "sentences-3")
+        set_in_chunker(m, "_fence", lambda t: None)  # no block is code
+        set_in_chunker(m, "table_start", lambda t: (0, head) if (head := table_header(t)) else None)
+        set_in_chunker(m, "SENTENCE_ENDS", "sentences-3")
         first = kb.ingest([folder], "code", verify=False)
     assert first.documents["new"] == 4, first.to_json()
     before = _rows(kb, "code")
@@ -224,7 +225,7 @@ def test_after_cuts_4_a_fixed_namespace_restamps_its_code_and_tables_without_rea
     }
     folder = write_folder(tmp_path, "cuts", docs)
     with monkeypatch.context() as m:
-        m.setattr(chunk, "SENTENCE_ENDS", "cuts-4")
+        set_in_chunker(m, "SENTENCE_ENDS", "cuts-4")
         first = kb.ingest([folder], "cuts", verify=False)
     assert first.documents["new"] == 3, first.to_json()
     before = _rows(kb, "cuts")

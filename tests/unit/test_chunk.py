@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -7,6 +8,7 @@ from kbctl.chunk import chunk_document, split_sentences
 from kbctl.config import load_settings
 from kbctl.embed import get_tokenizer
 from kbctl.types import Block, Document
+from tests.conftest import set_in_chunker
 
 LONG = " ".join(f"Sentence number {i} talks about refunds and invoices in some detail." for i in range(200))
 
@@ -172,16 +174,11 @@ _MARK_BEFORE_CJK = r"[!?]\s*[\u3041-\u30ff\u4e00-\u9fff\uac00-\ud7a3]"
 def test_text_without_a_cjk_sentence_end_is_split_as_before(text):
     import re
 
-    import kbctl.chunk as chunk
-
     assume(not re.search(_MARK_BEFORE_CJK, text))
     new = split_sentences(text)
-    old = chunk._SENTENCE_END
-    try:
-        chunk._SENTENCE_END = re.compile(_SPACED_END)
+    with pytest.MonkeyPatch.context() as m:
+        set_in_chunker(m, "_SENTENCE_END", re.compile(_SPACED_END))
         assert split_sentences(text) == new
-    finally:
-        chunk._SENTENCE_END = old
 
 
 def test_latin_script_chunks_are_byte_identical_to_the_spaced_rule(monkeypatch):
@@ -190,7 +187,6 @@ def test_latin_script_chunks_are_byte_identical_to_the_spaced_rule(monkeypatch):
     import re
     from pathlib import Path
 
-    import kbctl.chunk as chunk
     from kbctl.extract import extract
     from kbctl.types import Source
 
@@ -207,7 +203,7 @@ def test_latin_script_chunks_are_byte_identical_to_the_spaced_rule(monkeypatch):
         ]
 
     now = {name: chunks(name) for name in ("minilm", "hash-384")}
-    monkeypatch.setattr(chunk, "_SENTENCE_END", re.compile(_SPACED_END))
+    set_in_chunker(monkeypatch, "_SENTENCE_END", re.compile(_SPACED_END))
     assert {name: chunks(name) for name in now} == now
     assert all(len(v) > 20 for v in now.values())
 
@@ -245,16 +241,11 @@ def test_text_without_an_ascii_mark_before_cjk_is_split_as_sentences_2_split_it(
     text without one is split as session 42's splitter split it (so its stored chunks are kept)."""
     import re
 
-    import kbctl.chunk as chunk
-
     assume(not re.search(_MARK_BEFORE_CJK, text))
     new = split_sentences(text)
-    old = chunk._SENTENCE_END
-    try:
-        chunk._SENTENCE_END = re.compile(_SENTENCES_2)
+    with pytest.MonkeyPatch.context() as m:
+        set_in_chunker(m, "_SENTENCE_END", re.compile(_SENTENCES_2))
         assert split_sentences(text) == new
-    finally:
-        chunk._SENTENCE_END = old
 
 
 # A code block of 120 lines, each one statement: far longer than a chunk of any profile.
@@ -514,3 +505,33 @@ def test_a_sentence_that_fits_and_code_lines_carry_no_mark():
     call = "x = f(" + ", ".join(f"argument_number_{i}=value_{i}" for i in range(300)) + ")"
     _, chunks = _markdown_chunks("```python\n" + call + "\n```\n")
     assert len(chunks) > 3 and all(c.text.startswith("```python\n") for c in chunks)
+
+
+def test_a_name_set_in_the_chunker_reaches_every_module_that_reads_it(tmp_path):
+    """``set_in_chunker``, with which the tests emulate an earlier revision, sets a name wherever the
+    modules of ``kbctl.chunk`` read it: ``_line_windows`` in the structure strategy's cut and the
+    semantic one's, ``_fence`` in the strategy and the code cut. Set on ``kbctl.chunk`` alone (a
+    package), it would reach neither, and the emulation would test nothing."""
+    import re
+
+    def refused(*args):
+        raise LookupError("the emulated cut")
+
+    line = "Contributors: " + ", ".join(f"Person{i} Surname{i * 7 % 13}" for i in range(300))
+    doc = Document.from_blocks("mem://d", "A title", [Block(line)], "markdown")
+    for prof in (_profile("hash-384"), _semantic_profile(tmp_path)):
+        with pytest.MonkeyPatch.context() as m:
+            set_in_chunker(m, "_line_windows", refused)
+            with pytest.raises(LookupError):
+                chunk_document(doc, prof)
+        assert len(chunk_document(doc, prof)) > 1  # undone
+    with pytest.MonkeyPatch.context() as m:
+        set_in_chunker(m, "_SENTENCE_END", re.compile("(?!)"))
+        assert split_sentences("One here. Two there.") == [(0, 20)]
+    long_code = "# Code\n\n```python\n" + "\n".join(_CODE_LINES) + "\n```\n"
+    with pytest.MonkeyPatch.context() as m:
+        set_in_chunker(m, "_fence", lambda text: None)
+        _, chunks = _markdown_chunks(long_code, "hash-384")
+    assert len(chunks) > 3 and not all(c.text.startswith("```python\n") for c in chunks)
+    with pytest.raises(AssertionError, match="binds"):
+        set_in_chunker(pytest.MonkeyPatch(), "_no_such_name", None)
