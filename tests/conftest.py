@@ -52,6 +52,7 @@ TEST_DSN = os.environ.get("KBCTL_TEST_DSN", "")
 @pytest.fixture(scope="session")
 def kb_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("kbctl-home")
+    _seed_models(home, tmp_path_factory)
     old = os.environ.get("KBCTL_HOME")
     os.environ["KBCTL_HOME"] = str(home)
     with _dsn_server():
@@ -64,6 +65,44 @@ def kb_home(tmp_path_factory):
         os.environ.pop("KBCTL_HOME", None)
     else:
         os.environ["KBCTL_HOME"] = old
+
+
+# The real profile's ``auto`` decision and ONNX export (``kbctl.embed.prepare``: a minute and more
+# of torch on 2 cores), made once for the session's xdist workers, not once in each worker's home.
+_PREPARE = (
+    "import sys; from kbctl.config import load_settings; from kbctl.embed import prepare;"
+    "prepare(load_settings(overrides={'database.home': sys.argv[1]}).profile('minilm'))"
+)
+
+
+def _seed_models(home: Path, tmp_path_factory) -> None:
+    """Under pytest-xdist, fill ``home/models`` with what the first use of the real profile would
+    measure and export there (``kbctl.embed.prepare``), made once for the session by whichever worker
+    comes first (a lock: the other waits for it) in a process of its own, so no worker holds models it
+    would not have loaded; each home gets its own copy. One process (``PYTEST_WORKERS=0``,
+    a single test file) seeds nothing: the home's first use measures and exports, as it always did."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import fcntl
+    import shutil
+
+    shared = tmp_path_factory.getbasetemp().parent / "kbctl-models-seed"  # this session's, both workers'
+    shared.mkdir(exist_ok=True)
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ready = shared / "home" / "models"
+        if not (shared / "ready").exists():
+            # a machine without the model: nothing seeded, the tests that need it say so themselves
+            subprocess.run(
+                [sys.executable, "-c", _PREPARE, str(shared / "home")],
+                env=dict(os.environ, PYTHONWARNINGS="ignore"),
+                cwd=ROOT,
+                capture_output=True,
+                timeout=1200,
+            )
+            (shared / "ready").touch()
+    if ready.is_dir():
+        shutil.copytree(ready, home / "models")
 
 
 @contextlib.contextmanager
