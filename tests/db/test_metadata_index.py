@@ -60,13 +60,27 @@ def _entries_exact(conn, ns_id: int) -> tuple[int, int]:
     return missing, extra
 
 
+@pytest.fixture(scope="module")
+def narrow_kb(kb_home):
+    """EQUALS written once in a tenant of this module's: the cases below only search it."""
+    import kbctl
+    from tests.conftest import TEST_DSN, _create_tenant
+
+    tenant = "t_metadata_index_narrow"
+    if TEST_DSN:
+        _create_tenant(tenant)
+    k = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384")
+    _write(k, "narrow", EQUALS)
+    yield k
+    k.close()
+
+
 @pytest.mark.parametrize("flt, expected", CASES)
-def test_narrowed_and_plain_searches_keep_the_same_chunks(kb, monkeypatch, flt, expected):
-    _write(kb, "narrow", EQUALS)
+def test_narrowed_and_plain_searches_keep_the_same_chunks(narrow_kb, monkeypatch, flt, expected):
     for narrowing in ("never", "always", "auto"):
         monkeypatch.setattr(store_search, "NARROWING", narrowing)
         for mode in (*MODES, None):
-            assert _sources(kb, "narrow", flt, mode) == expected, (narrowing, mode, flt)
+            assert _sources(narrow_kb, "narrow", flt, mode) == expected, (narrowing, mode, flt)
 
 
 def test_a_narrowed_search_reads_the_index(kb, monkeypatch):
