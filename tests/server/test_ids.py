@@ -26,6 +26,11 @@ def _records(prefix: str, n: int) -> list[dict]:
 @pytest.fixture
 def two_tenants(kb_home, tenant, tmp_path):
     """Tenant A ingests a document, tenant B three, then A another: A's app (JSON API) and toolbox."""
+    return make_two_tenants(kb_home, tenant, tmp_path)
+
+
+def make_two_tenants(kb_home, tenant: str, tmp_path):
+    """``two_tenants``'s stores and settings for ``tenant`` (and ``tenant_b``), config under ``tmp_path``."""
     import kbctl
     from kbctl.config import load_settings
 

@@ -10,10 +10,19 @@ import logging
 import anyio
 import pytest
 
-from tests.server import test_ids
-from tests.server.test_ids import _client
+from tests.conftest import TEST_DSN, _create_tenant
+from tests.server.test_ids import _client, make_two_tenants
 
-two_tenants = test_ids.two_tenants  # the fixture: tenant A's app and token, tenant B beside it
+
+@pytest.fixture(scope="module")
+def two_tenants(kb_home, tmp_path_factory):
+    """test_ids' two_tenants (tenant A's app and token, tenant B beside it), made once for this
+    module: its tests only send input to A's routes and read what they answer."""
+    tenant = "t_input_checks"
+    if TEST_DSN:
+        _create_tenant(tenant)
+    return make_two_tenants(kb_home, tenant, tmp_path_factory.mktemp("input-checks"))
+
 
 LONG = "x" * 60_000  # within [server] max_body_bytes (65536): the server reads it, and must not echo it
 ECHO = 80  # what an error shows of a value sent, at most (kbctl.errors.echo)
