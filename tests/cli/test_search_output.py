@@ -10,13 +10,16 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, TEST_DSN, _create_tenant
 
 
-@pytest.fixture
-def support(kb_home, tenant):
-    """The sample corpus's support articles (hash-384) in this test's tenant, and a shell
-    environment that reaches them."""
+@pytest.fixture(scope="module")
+def support(kb_home):
+    """The sample corpus's support articles (hash-384) in a tenant of this module's, ingested once
+    (the tests only search them), and a shell environment that reaches them."""
+    tenant = "t_search_output_support"
+    if TEST_DSN:
+        _create_tenant(tenant)
     env = dict(os.environ, KBCTL_HOME=str(kb_home), KBCTL_TENANT=tenant, PYTHONWARNINGS="ignore")
     env.pop("PYTHONUNBUFFERED", None)  # buffered, as a cron job's stdout is
     p = subprocess.run(
