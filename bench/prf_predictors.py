@@ -128,21 +128,13 @@ def _rm3_variant(state: dict):
 
     import numpy as np
 
+    from kbctl.search import prf
+
     def rm3(query_terms, feedback, postings, n_terms, query_weight):
         kind, x = state["variant"]
-        total_q = sum(query_terms.values()) or 1.0
-        orig = {t: w / total_q for t, w in query_terms.items()}
         if not feedback or not postings:
-            return orig
-        raw = {key: max(sc, 0.0) + 1e-9 for key, sc in feedback}
-        z = sum(raw.values())
-        pdq = {key: v / z for key, v in raw.items()}
-        rel: dict[str, float] = {}
-        for ns, cid, term, tf, dl in postings:
-            w = pdq.get((ns, cid))
-            if w is None or not dl:
-                continue
-            rel[term] = rel.get(term, 0.0) + w * float(tf) / float(dl)
+            return prf.rm3_terms(query_terms, feedback, postings, n_terms, query_weight)
+        rel = prf.relevance_model(feedback, postings)
         pool = sorted(rel.items(), key=lambda kv: (-kv[1], kv[0]))[:POOL]
         words = [t for t, _ in pool]
         cache, timings = state["cache"], state["timings"]
@@ -161,11 +153,7 @@ def _rm3_variant(state: dict):
             top = [(t, v) for t, v in pool if cos[t] >= x][:n_terms]
         else:
             top = sorted(((t, v * max(cos[t], 0.0) ** x) for t, v in pool), key=lambda kv: (-kv[1], kv[0]))[:n_terms]
-        zr = sum(v for _, v in top) or 1.0
-        out = {t: query_weight * w for t, w in orig.items()}
-        for t, v in top:
-            out[t] = out.get(t, 0.0) + (1.0 - query_weight) * v / zr
-        return out
+        return prf.rm3_mix(query_terms, top, query_weight)
 
     return rm3
 

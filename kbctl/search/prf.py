@@ -46,11 +46,18 @@ def rm3_terms(
     query_weight: float,
 ) -> dict[str, float]:
     """The RM3 query: term → weight (summing to 1), original terms included."""
-    total_q = sum(query_terms.values()) or 1.0
-    orig = {t: w / total_q for t, w in query_terms.items()}
     if not feedback or not postings:
-        return orig
-    # P(d|q) from the fused scores (positive in both fusions), normalised to sum to 1.
+        total_q = sum(query_terms.values()) or 1.0
+        return {t: w / total_q for t, w in query_terms.items()}
+    top = sorted(relevance_model(feedback, postings).items(), key=lambda kv: (-kv[1], kv[0]))[:n_terms]
+    return rm3_mix(query_terms, top, query_weight)
+
+
+def relevance_model(
+    feedback: Sequence[tuple[Key, float]], postings: Sequence[tuple[int, int, str, float, float]]
+) -> dict[str, float]:
+    """RM1's P(w|R) up to a constant: each feedback chunk's term frequencies over its length,
+    weighted by P(d|q) from the fused scores (positive in both fusions), normalised to sum to 1."""
     raw = {key: max(s, 0.0) + 1e-9 for key, s in feedback}
     z = sum(raw.values())
     pdq = {key: v / z for key, v in raw.items()}
@@ -60,9 +67,17 @@ def rm3_terms(
         if w is None or not dl:
             continue
         rel[term] = rel.get(term, 0.0) + w * float(tf) / float(dl)
-    top = sorted(rel.items(), key=lambda kv: (-kv[1], kv[0]))[:n_terms]
+    return rel
+
+
+def rm3_mix(
+    query_terms: Mapping[str, float], top: Sequence[tuple[str, float]], query_weight: float
+) -> dict[str, float]:
+    """The original query (normalised) at ``query_weight``, the expansion ``top`` (term, weight),
+    normalised, at the rest."""
+    total_q = sum(query_terms.values()) or 1.0
     zr = sum(v for _, v in top) or 1.0
-    out = {t: query_weight * w for t, w in orig.items()}
+    out = {t: query_weight * (w / total_q) for t, w in query_terms.items()}
     for t, v in top:
         out[t] = out.get(t, 0.0) + (1.0 - query_weight) * v / zr
     return out

@@ -100,9 +100,10 @@ def test_a_narrowed_search_reads_the_index(kb, monkeypatch):
         assert _sources(kb, "reads", "tags=beta", mode) == {"mem://a"}, mode
 
 
-def _synthetic(conn, ns_id: int, n: int, every: int) -> None:
+def _synthetic(conn, ns_id: int, n: int, every: int, *, analyze: bool = True) -> None:
     """``n`` chunks more, copies of the namespace's first chunk: source_type feed for one in
-    ``every``, file for the others (as the tenant, as the bench's loaders insert them)."""
+    ``every``, file for the others (as the tenant, as the bench's loaders insert them); then
+    ANALYZE unless ``analyze`` is false."""
     with conn.transaction():
         conn.execute(
             "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start, char_end,"
@@ -121,7 +122,8 @@ def _synthetic(conn, ns_id: int, n: int, every: int) -> None:
             " WHERE namespace_id = %s",
             (ns_id, ns_id),
         )
-    _analyze(conn)
+    if analyze:
+        _analyze(conn)
 
 
 def _analyze(conn) -> None:
@@ -313,23 +315,7 @@ def test_without_statistics_of_the_chunks_filters_are_read_plainly_with_the_same
     try:
         ns = _write(kb, "fresh", EQUALS)
         conn = kb.connection()
-        with conn.transaction():
-            conn.execute(
-                "INSERT INTO kbctl.chunks (namespace_id, document_id, position, text, token_count, char_start, char_end,"
-                " heading_path, page, content_hash, metadata, lex_length)"
-                " SELECT s.namespace_id, s.document_id, 1000 + g, s.text, s.token_count, s.char_start, s.char_end,"
-                " s.heading_path, s.page, s.content_hash || ':' || g,"
-                " s.metadata || jsonb_build_object('source_type', CASE WHEN g %% 200 = 0 THEN 'feed' ELSE 'file' END),"
-                " s.lex_length"
-                " FROM (SELECT * FROM kbctl.chunks WHERE namespace_id = %s ORDER BY id LIMIT 1) s"
-                " CROSS JOIN generate_series(1, 6000) g",
-                (ns.id,),
-            )
-            conn.execute(
-                "UPDATE kbctl.lexical_stats SET chunk_count = (SELECT count(*) FROM kbctl.chunks WHERE namespace_id = %s)"
-                " WHERE namespace_id = %s",
-                (ns.id, ns.id),
-            )
+        _synthetic(conn, ns.id, 6000, 200, analyze=False)
         total, planned = conn.execute(store_search.query("search/narrowing_figures"), ([ns.id],)).fetchone()
         assert total == 6004 and planned <= 0  # never analyzed: 0 or -1
         feed, file = parse_filters(["source_type=feed"]), parse_filters(["source_type=file"])
