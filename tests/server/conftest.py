@@ -129,15 +129,21 @@ def wait_listening(proc: subprocess.Popen, stderr: Callable[[], str], timeout: f
 
 
 def start_server(
-    home: Path, tenant: str, config: Path, *args: str, options: tuple[str, ...] = (), timeout: float = 60
+    home: Path,
+    tenant: str,
+    config: Path,
+    *args: str,
+    options: tuple[str, ...] = (),
+    timeout: float = 60,
+    port_0: bool = True,
 ) -> Running:
     """``kbctl OPTIONS serve --port 0 ARGS`` (``OPTIONS``: kbctl's own, ``-q``): the system picks a
     free port as the server binds it (a port picked here and released could be taken by another
     process before the server bound it), read off the line it prints once it listens. Its stderr is
     read all along (a full pipe would stall the server) and kept: ``Running.stderr()``, whole once
-    the process has exited."""
+    the process has exited. ``port_0=False`` leaves ``--port 0`` out (ARGS or the config say the port)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kbctl", *options, "serve", "--port", "0", *args],
+        [sys.executable, "-m", "kbctl", *options, "serve", *(("--port", "0") if port_0 else ()), *args],
         cwd=ROOT,
         env=env_for(home, tenant, config),
         stdout=subprocess.DEVNULL,

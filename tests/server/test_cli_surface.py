@@ -4,12 +4,10 @@ tokens, stats and the feedback dataset."""
 from __future__ import annotations
 
 import json
-import re
 import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -169,39 +167,6 @@ def test_a_port_in_use_or_an_address_not_of_this_machine_is_one_line(cli_process
         assert lines[1].startswith("hint:") and "--host" in lines[1], err
 
 
-def _serve_until_listening(home: Path, tenant: str, config: Path, *args: str) -> tuple[subprocess.Popen, str, int]:
-    """``kbctl serve ARGS`` as a supervisor starts it: the line it prints once it listens, read off
-    stderr; the process, the URL and the port that line says."""
-    import queue
-    import threading
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kbctl", "serve", *args],
-        cwd=ROOT,
-        env=env_for(home, tenant, config),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stderr or ()], daemon=True).start()
-    deadline = time.monotonic() + 60
-    seen: list[str] = []
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=0.5)
-        except queue.Empty:
-            if proc.poll() is not None:
-                break
-            continue
-        seen.append(line)
-        found = re.fullmatch(r"listening on (http://127\.0\.0\.1:(\d+))", line.strip())
-        if found:
-            return proc, found[1], int(found[2])
-    stop(proc)
-    raise AssertionError(f"kbctl serve {' '.join(args)} said no listening line (exit {proc.returncode}): {seen}")
-
-
 def test_port_0_listens_on_a_port_the_system_picks_and_says_which(cli_process, kb_home, tenant, tmp_path):
     """``--port 0`` (and ``[server] port = 0``) is what it is to every server: the system picks a
     free port. It listened on 8765 (``port or srv.port`` read 0 as "not given"), and nothing said
@@ -214,13 +179,14 @@ def test_port_0_listens_on_a_port_the_system_picks_and_says_which(cli_process, k
         for args, port_key in ((("--port", "0"), configured), ((), 0)):
             config = tmp_path / f"serve-{port_key}.toml"
             config.write_text(f'[defaults]\nprofile = "hash-384"\n\n[server]\nport = {port_key}\n')
-            proc, url, port = _serve_until_listening(kb_home, tenant, config, *args)
+            run = start_server(kb_home, tenant, config, *args, port_0=False)
             try:
-                assert port not in (0, 8765, configured), (args, port)
-                assert httpx.get(url + "/healthz", timeout=10).status_code == 200
+                assert run.port not in (0, 8765, configured), (args, run.port)
+                assert run.url == f"http://127.0.0.1:{run.port}", run.url
+                assert httpx.get(run.url + "/healthz", timeout=10).status_code == 200
             finally:
-                stop(proc)
-            assert proc.returncode == 0, (args, proc.returncode)
+                stop(run.proc)
+            assert run.proc.returncode == 0, (args, run.proc.returncode)
 
 
 def test_port_0_says_where_it_listens_under_quiet_too(cli_process, kb_home, tenant, tmp_path):
