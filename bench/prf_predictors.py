@@ -2,6 +2,9 @@
 
     python bench/prf_predictors.py record --home /tmp/kbctl-bench --evaldata DIR --out RECORDS_DIR
     python bench/prf_predictors.py simulate RECORDS_DIR [--top 15]
+    python bench/prf_predictors.py terms RECORDS_DIR [--table]
+    python bench/prf_predictors.py depth record --out DEPTH_DIR
+    python bench/prf_predictors.py depth simulate DEPTH_DIR [--check]
 
 ``record`` searches every judged query of each collection (SciFact test and train, Cranfield, CISI,
 ADI: the benchmark home's namespaces ``scifact``, ``cranfield``, ``cisi``, ``adi``, only read) twice,
@@ -19,6 +22,11 @@ result depends only on its own decision). It first prints the shipped default (t
 so it can be checked against ``kbctl eval run``, then the grid's best cells by the dev objective
 (the mean of SciFact's pooled and Cranfield's means), each with its paired randomisation test
 against the shipped default on the pooled dev queries and the held-out collections' figures.
+
+``terms`` is the twelfth lever (expansion terms against the query vector), ``depth`` the
+thirteenth (feedback reorders only the first round's top N documents): its ``record`` is
+``record`` keeping both runs' ranked document keys, its ``simulate`` scores each N's ranking with
+``evaluate``, after checking that N = all and plain hybrid give back the recorded figures.
 """
 
 from __future__ import annotations
@@ -59,7 +67,9 @@ def _lane_scores(hits) -> dict:
     return {"top": top, "mean": sum(scores) / len(scores) if scores else 0.0, "chunks": len(scores)}
 
 
-def record(home: str, evaldata: Path, out: Path, only: list[str] | None) -> None:
+def record(home: str, evaldata: Path, out: Path, only: list[str] | None, rankings: bool = False) -> None:
+    """The two runs of every query (module docstring); with ``rankings``, each run's ranked
+    document keys too (``plain_docs``, ``feedback_docs``: the run ``evaluate`` scored, best first)."""
     from kbctl.api.evals import _KeyResolver
     from kbctl.api.kb import open_kb
     from kbctl.evals.datasets import load_beir
@@ -96,6 +106,8 @@ def record(home: str, evaldata: Path, out: Path, only: list[str] | None) -> None
                 docs = [(resolve(h.metadata.get("uri") or h.source), 0.0) for h in res.hits]
                 run = {q.id: rank_to_run(docs, 100)}
                 row[label] = evaluate(run, {q.id: ds.qrels.get(q.id, {})}, ["ndcg@10"])[q.id]["ndcg@10"]
+                if rankings:
+                    row[f"{label}_docs"] = list(run[q.id])
                 if label == "feedback":
                     row["agreement"] = captured.get("agreement")
                     row["lanes"] = captured.get("lanes")
@@ -383,6 +395,96 @@ def terms_table(folder: Path) -> None:
         print(f"embedding the pool per query (uncached): {json.loads(cost.read_text())}")
 
 
+# --- lever 13: feedback reorders only the first round's head -----------------------------------
+
+DEPTHS = (10, 15, 20, 30, 50, None)  # None: every document (the feedback ranking as shipped)
+
+
+def head_reordered(first: list[str], feedback: list[str], n: int | None) -> list[str]:
+    """The first round's top ``n`` documents in the feedback ranking's order, then the first
+    round's documents below ``n`` in its own order. A head document the feedback ranking does not
+    include (it ranked it below its last) follows the head documents it includes, in the first
+    round's order. ``n`` None: the feedback ranking unchanged."""
+    if n is None:
+        return list(feedback)
+    head = first[:n]
+    inside = set(head)
+    ranked = [d for d in feedback if d in inside]
+    placed = set(ranked)
+    return ranked + [d for d in head if d not in placed] + first[n:]
+
+
+def _ndcg10(rankings: dict[str, list[str]], qrels: dict) -> dict[str, float]:
+    """Each query's nDCG@10 of its ranking, as ``record`` scores a search."""
+    from kbctl.evals.metrics import evaluate
+    from kbctl.evals.runner import rank_to_run
+
+    run = {qid: rank_to_run([(d, 0.0) for d in docs], 100) for qid, docs in rankings.items()}
+    scored = evaluate(run, {qid: qrels.get(qid, {}) for qid in rankings}, ["ndcg@10"])
+    return {qid: v["ndcg@10"] for qid, v in scored.items()}
+
+
+def depth_table(folder: Path, evaldata: Path, check_only: bool) -> None:
+    """Lever 13's cells from ``depth record``'s folder: inside the shipped band each query's
+    ranking is ``head_reordered`` at N, outside it plain hybrid; every cell against the shipped
+    default. The check first: plain hybrid and N = all scored again from the recorded rankings
+    must give every query's recorded nDCG@10 back, and their means are printed."""
+    from kbctl.evals.datasets import load_beir
+    from kbctl.evals.metrics import format_p, paired_randomization
+
+    records = {name: json.loads((folder / f"{name}.json").read_text()) for name, *_ in COLLECTIONS}
+    qrels = {name: load_beir(evaldata / fold, split=split).qrels for name, fold, _ns, split in COLLECTIONS}
+    cells: dict[int | None, dict] = {}
+    missing: dict[int | None, int] = {}
+    for n in DEPTHS:
+        cells[n], missing[n] = {}, 0
+        for name, rows in records.items():
+            ranked = {r["id"]: head_reordered(r["plain_docs"], r["feedback_docs"], n) for r in rows}
+            cells[n][name] = _ndcg10(ranked, qrels[name])
+            if n is not None:
+                missing[n] += sum(not set(r["plain_docs"][:n]) <= set(r["feedback_docs"]) for r in rows if in_band(r))
+    plain_again = {
+        name: _ndcg10({r["id"]: r["plain_docs"] for r in rows}, qrels[name]) for name, rows in records.items()
+    }
+    wrong = [
+        (name, r["id"])
+        for name, rows in records.items()
+        for r in rows
+        if abs(plain_again[name][r["id"]] - r["plain"]) > 1e-12
+        or abs(cells[None][name][r["id"]] - r["feedback"]) > 1e-12
+    ]
+    cols = ("scifact-test", "scifact-train", "cranfield", "cisi", "adi")
+    shipped_per = outcome(records, in_band)
+    shipped = figures(shipped_per)
+    plain = figures(outcome(records, lambda r: False))
+    print(f"check: queries whose recorded nDCG@10 the rankings do not give back: {len(wrong)} {wrong[:5]}")
+    print("| check | objective | " + " | ".join(cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    for label, fig in (("plain hybrid", plain), ("shipped (band 0.1–0.5, N = all)", shipped)):
+        print(f"| {label} | {fig['objective']:.5f} | " + " | ".join(f"{fig[c]:.4f}" for c in cols) + " |")
+    if check_only:
+        return
+    base = dev_pooled(shipped_per)
+    print("\n| N | objective (Δ, p; better/worse) | " + " | ".join(cols) + " | ADI changed | dev changed | head cut |")
+    print("|---|---|" + "---|" * (len(cols) + 3))
+    for n in DEPTHS:
+        got = {name: [{**r, "feedback": cells[n][name][r["id"]]} for r in rows] for name, rows in records.items()}
+        per = outcome(got, in_band)
+        fig = figures(per)
+        p = paired_randomization(base, dev_pooled(per))
+        diff = [b - a for a, b in zip(base, dev_pooled(per))]
+        changed = {name: sum(abs(a - b) > 1e-12 for a, b in zip(shipped_per[name], per[name])) for name in per}
+        dev_changed = changed["scifact-test"] + changed["scifact-train"] + changed["cranfield"]
+        print(
+            f"| {n or 'all'} | {fig['objective']:.5f} ({fig['objective'] - shipped['objective']:+.5f}, p {format_p(p)};"
+            f" {sum(d > 1e-12 for d in diff)}/{sum(d < -1e-12 for d in diff)}) | "
+            + " | ".join(f"{fig[c]:.4f}" for c in cols)
+            + f" | {changed['adi']} | {dev_changed} | {missing[n] if n else '–'} |"
+        )
+    print("(changed: queries whose nDCG@10 differs from the shipped default's; head cut: queries in the band")
+    print(" with a head document outside the feedback ranking's 100, placed after the others)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -404,11 +506,26 @@ def main(argv: list[str] | None = None) -> int:
         "--variants", default="filter:0.2,filter:0.3,weight:1,weight:2", help="KIND:X,… (filter θ, weight γ)"
     )
     terms.add_argument("--table", action="store_true", help="only print the table of the variants recorded")
+    depth = sub.add_parser("depth", help="lever 13: feedback reorders only the first round's top N documents")
+    steps = depth.add_subparsers(dest="step", required=True)
+    drec = steps.add_parser("record", help="record, keeping both runs' ranked document keys")
+    drec.add_argument("--home", default="/tmp/kbctl-bench")
+    drec.add_argument("--evaldata", type=Path, default=Path("../shared/evaldata"))
+    drec.add_argument("--out", type=Path, required=True, help="a folder outside the repository")
+    drec.add_argument("--only", help="comma-separated record names")
+    dsim = steps.add_parser("simulate", help="every N from the records, after the check")
+    dsim.add_argument("records", type=Path, help="the folder ``depth record`` wrote")
+    dsim.add_argument("--evaldata", type=Path, default=Path("../shared/evaldata"))
+    dsim.add_argument("--check", action="store_true", help="only the check (plain hybrid and N = all)")
     args = ap.parse_args(argv)
     if args.cmd == "record":
         record(args.home, args.evaldata, args.out, args.only.split(",") if args.only else None)
     elif args.cmd == "simulate":
         simulate(args.records, args.top)
+    elif args.cmd == "depth" and args.step == "record":
+        record(args.home, args.evaldata, args.out, args.only.split(",") if args.only else None, rankings=True)
+    elif args.cmd == "depth":
+        depth_table(args.records, args.evaldata, args.check)
     else:
         if not args.table:
             variants = [(v.split(":")[0], float(v.split(":")[1])) for v in args.variants.split(",")]
