@@ -263,6 +263,11 @@ def percentile(values: list[float], p: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def load_records(folder: Path) -> dict[str, list[dict]]:
+    """``record``'s rows, per collection."""
+    return {name: json.loads((folder / f"{name}.json").read_text()) for name, *_ in COLLECTIONS}
+
+
 def outcome(records: dict, decide) -> dict[str, list[float]]:
     """Per collection, each query's nDCG@10 under the decision ``decide(row) -> bool``."""
     return {
@@ -291,7 +296,7 @@ def dev_pooled(per: dict[str, list[float]]) -> list[float]:
 def simulate(folder: Path, top: int) -> None:
     from kbctl.evals.metrics import format_p, paired_randomization
 
-    records = {name: json.loads((folder / f"{name}.json").read_text()) for name, *_ in COLLECTIONS}
+    records = load_records(folder)
     plain = figures(outcome(records, lambda r: False))
     every = figures(outcome(records, lambda r: True))
     shipped_per = outcome(records, in_band)
@@ -365,7 +370,7 @@ def terms_table(folder: Path) -> None:
     inside it, against the shipped default."""
     from kbctl.evals.metrics import format_p, paired_randomization
 
-    records = {name: json.loads((folder / f"{name}.json").read_text()) for name, *_ in COLLECTIONS}
+    records = load_records(folder)
     shipped_per = outcome(records, in_band)
     shipped = figures(shipped_per)
     base = dev_pooled(shipped_per)
@@ -432,7 +437,7 @@ def depth_table(folder: Path, evaldata: Path, check_only: bool) -> None:
     from kbctl.evals.datasets import load_beir
     from kbctl.evals.metrics import format_p, paired_randomization
 
-    records = {name: json.loads((folder / f"{name}.json").read_text()) for name, *_ in COLLECTIONS}
+    records = load_records(folder)
     qrels = {name: load_beir(evaldata / fold, split=split).qrels for name, fold, _ns, split in COLLECTIONS}
     cells: dict[int | None, dict] = {}
     missing: dict[int | None, int] = {}
@@ -485,34 +490,36 @@ def depth_table(folder: Path, evaldata: Path, check_only: bool) -> None:
     print(" with a head document outside the feedback ranking's 100, placed after the others)")
 
 
+def _sources(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--home", default="/tmp/kbctl-bench")
+    parser.add_argument("--evaldata", type=Path, default=Path("../shared/evaldata"))
+
+
+def _recording(parser: argparse.ArgumentParser) -> None:
+    _sources(parser)
+    parser.add_argument("--out", type=Path, required=True, help="a folder outside the repository")
+    parser.add_argument("--only", help="comma-separated record names (" + ", ".join(c[0] for c in COLLECTIONS) + ")")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
-    rec = sub.add_parser("record", help="search every query twice and keep what the rules need")
-    rec.add_argument("--home", default="/tmp/kbctl-bench")
-    rec.add_argument("--evaldata", type=Path, default=Path("../shared/evaldata"))
-    rec.add_argument("--out", type=Path, required=True, help="a folder outside the repository")
-    rec.add_argument("--only", help="comma-separated record names (" + ", ".join(c[0] for c in COLLECTIONS) + ")")
+    _recording(sub.add_parser("record", help="search every query twice and keep what the rules need"))
     sim = sub.add_parser("simulate", help="every rule of the grid from the records")
     sim.add_argument("records", type=Path)
     sim.add_argument("--top", type=int, default=15)
     terms = sub.add_parser("terms", help="lever 12: expansion terms chosen by their similarity to the query vector")
     terms.add_argument("records", type=Path, help="the folder ``record`` wrote")
-    terms.add_argument("--home", default="/tmp/kbctl-bench")
-    terms.add_argument("--evaldata", type=Path, default=Path("../shared/evaldata"))
+    _sources(terms)
     terms.add_argument(
         "--variants", default="filter:0.2,filter:0.3,weight:1,weight:2", help="KIND:X,… (filter θ, weight γ)"
     )
     terms.add_argument("--table", action="store_true", help="only print the table of the variants recorded")
     depth = sub.add_parser("depth", help="lever 13: feedback reorders only the first round's top N documents")
     steps = depth.add_subparsers(dest="step", required=True)
-    drec = steps.add_parser("record", help="record, keeping both runs' ranked document keys")
-    drec.add_argument("--home", default="/tmp/kbctl-bench")
-    drec.add_argument("--evaldata", type=Path, default=Path("../shared/evaldata"))
-    drec.add_argument("--out", type=Path, required=True, help="a folder outside the repository")
-    drec.add_argument("--only", help="comma-separated record names")
+    _recording(steps.add_parser("record", help="record, keeping both runs' ranked document keys"))
     dsim = steps.add_parser("simulate", help="every N from the records, after the check")
     dsim.add_argument("records", type=Path, help="the folder ``depth record`` wrote")
     dsim.add_argument("--evaldata", type=Path, default=Path("../shared/evaldata"))
