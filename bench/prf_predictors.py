@@ -431,37 +431,37 @@ def _ndcg10(rankings: dict[str, list[str]], qrels: dict) -> dict[str, float]:
 
 def depth_table(folder: Path, evaldata: Path, check_only: bool) -> None:
     """Lever 13's cells from ``depth record``'s folder: inside the shipped band each query's
-    ranking is ``head_reordered`` at N, outside it plain hybrid; every cell against the shipped
-    default. The check first: plain hybrid and N = all scored again from the recorded rankings
-    must give every query's recorded nDCG@10 back, and their means are printed."""
+    ranking is ``head_reordered`` at N, outside it plain hybrid (every figure scored again from the
+    recorded rankings); every cell against the shipped default. The check first, before any cell
+    is computed: plain hybrid and N = all must give every query's recorded nDCG@10 back, and their
+    means are printed."""
     from kbctl.evals.datasets import load_beir
     from kbctl.evals.metrics import format_p, paired_randomization
 
     records = load_records(folder)
     qrels = {name: load_beir(evaldata / fold, split=split).qrels for name, fold, _ns, split in COLLECTIONS}
-    cells: dict[int | None, dict] = {}
-    missing: dict[int | None, int] = {}
-    for n in DEPTHS:
-        cells[n], missing[n] = {}, 0
+
+    def at(n: int | None) -> dict[str, list[dict]]:
+        """The rows with ``plain`` and ``feedback`` scored from the rankings, feedback's at N."""
+        out = {}
         for name, rows in records.items():
+            plain = _ndcg10({r["id"]: r["plain_docs"] for r in rows}, qrels[name])
             ranked = {r["id"]: head_reordered(r["plain_docs"], r["feedback_docs"], n) for r in rows}
-            cells[n][name] = _ndcg10(ranked, qrels[name])
-            if n is not None:
-                missing[n] += sum(not set(r["plain_docs"][:n]) <= set(r["feedback_docs"]) for r in rows if in_band(r))
-    plain_again = {
-        name: _ndcg10({r["id"]: r["plain_docs"] for r in rows}, qrels[name]) for name, rows in records.items()
-    }
+            fb = _ndcg10(ranked, qrels[name])
+            out[name] = [{**r, "plain": plain[r["id"]], "feedback": fb[r["id"]]} for r in rows]
+        return out
+
+    shipped_rows = at(None)
     wrong = [
         (name, r["id"])
         for name, rows in records.items()
-        for r in rows
-        if abs(plain_again[name][r["id"]] - r["plain"]) > 1e-12
-        or abs(cells[None][name][r["id"]] - r["feedback"]) > 1e-12
+        for r, again in zip(rows, shipped_rows[name])
+        if abs(again["plain"] - r["plain"]) > 1e-12 or abs(again["feedback"] - r["feedback"]) > 1e-12
     ]
     cols = ("scifact-test", "scifact-train", "cranfield", "cisi", "adi")
-    shipped_per = outcome(records, in_band)
+    shipped_per = outcome(shipped_rows, in_band)
     shipped = figures(shipped_per)
-    plain = figures(outcome(records, lambda r: False))
+    plain = figures(outcome(shipped_rows, lambda r: False))
     print(f"check: queries whose recorded nDCG@10 the rankings do not give back: {len(wrong)} {wrong[:5]}")
     print("| check | objective | " + " | ".join(cols) + " |")
     print("|---|---|" + "---|" * len(cols))
@@ -472,19 +472,24 @@ def depth_table(folder: Path, evaldata: Path, check_only: bool) -> None:
     base = dev_pooled(shipped_per)
     print("\n| N | objective (Δ, p; better/worse) | " + " | ".join(cols) + " | ADI changed | dev changed | head cut |")
     print("|---|---|" + "---|" * (len(cols) + 3))
+    dev_names = ("scifact-test", "scifact-train", "cranfield")
     for n in DEPTHS:
-        got = {name: [{**r, "feedback": cells[n][name][r["id"]]} for r in rows] for name, rows in records.items()}
-        per = outcome(got, in_band)
+        per = outcome(at(n), in_band)
         fig = figures(per)
         p = paired_randomization(base, dev_pooled(per))
         diff = [b - a for a, b in zip(base, dev_pooled(per))]
         changed = {name: sum(abs(a - b) > 1e-12 for a, b in zip(shipped_per[name], per[name])) for name in per}
-        dev_changed = changed["scifact-test"] + changed["scifact-train"] + changed["cranfield"]
+        cut = sum(
+            not set(r["plain_docs"][:n]) <= set(r["feedback_docs"])
+            for name in dev_names + HELD_OUT
+            for r in records[name]
+            if n and in_band(r)
+        )
         print(
             f"| {n or 'all'} | {fig['objective']:.5f} ({fig['objective'] - shipped['objective']:+.5f}, p {format_p(p)};"
             f" {sum(d > 1e-12 for d in diff)}/{sum(d < -1e-12 for d in diff)}) | "
             + " | ".join(f"{fig[c]:.4f}" for c in cols)
-            + f" | {changed['adi']} | {dev_changed} | {missing[n] if n else '–'} |"
+            + f" | {changed['adi']} | {sum(changed[c] for c in dev_names)} | {cut if n else '–'} |"
         )
     print("(changed: queries whose nDCG@10 differs from the shipped default's; head cut: queries in the band")
     print(" with a head document outside the feedback ranking's 100, placed after the others)")
