@@ -13,7 +13,7 @@ from psycopg import sql
 
 from kbctl.search import parse_filters
 from kbctl.store import search as store_search
-from tests.conftest import write_folder
+from tests.conftest import TEST_DSN, _create_tenant, write_folder
 from tests.db.test_store import EQUALS, MODES, _doc, _sources, _write
 
 # (filter, the sources it keeps) over test_store's EQUALS, plus lists' items and text values.
@@ -64,7 +64,6 @@ def _entries_exact(conn, ns_id: int) -> tuple[int, int]:
 def narrow_kb(kb_home):
     """EQUALS written once in a tenant of this module's: the cases below only search it."""
     import kbctl
-    from tests.conftest import TEST_DSN, _create_tenant
 
     tenant = "t_metadata_index_narrow"
     if TEST_DSN:
@@ -218,6 +217,63 @@ def test_documents_removed_by_sync_leave_no_entries(kb, tmp_path):
     assert conn.execute(count, (ns_id, "blue")).fetchone()[0] == 0
     assert conn.execute(count, (ns_id, "red")).fetchone()[0] >= 1
     assert _entries_exact(conn, ns_id) == (0, 0)
+
+
+def _entries_of(conn, ns_ids: list[int]) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM kbctl.metadata_values WHERE namespace_id = ANY(%s)", (ns_ids,)
+    ).fetchone()[0]
+
+
+def _deleted_entries(conn) -> int:
+    """The rows of kbctl.metadata_values this transaction deleted, its cascades' too (by any role)."""
+    return conn.execute(
+        "SELECT coalesce(sum(n_tup_del), 0)::bigint FROM pg_stat_xact_user_tables WHERE relid = 'kbctl.metadata_values'::regclass"
+    ).fetchone()[0]
+
+
+def test_a_deleted_namespace_leaves_no_entries_and_the_others_keep_theirs(kb):
+    """Every whole-namespace delete (``kbctl namespaces delete``, a tenant's delete, an ingest's
+    new namespace left empty) is ``remove_namespace``: as the tenant, in its transaction, it deletes
+    exactly the namespace's entries (counted in the transaction: afterwards no role held to the
+    policies sees a gone namespace's rows, and by DSN the login is one)."""
+    from kbctl.store.generations import drop_generation_indexes
+    from kbctl.store.namespaces import remove_namespace
+
+    gone, kept = _write(kb, "gone", EQUALS), _write(kb, "kept", EQUALS)
+    conn = kb.connection()
+    entries = _entries_of(conn, [gone.id])
+    assert entries == _entries_of(conn, [kept.id]) > 0
+    with conn.transaction():
+        removed, gens = remove_namespace(conn, "gone", kb.tenant)
+        assert (removed, _deleted_entries(conn)) == (len(EQUALS), entries)
+    drop_generation_indexes(conn, gens)
+    assert _entries_of(conn, [kept.id]) == entries
+    assert _entries_exact(conn, kept.id) == (0, 0)
+
+
+def test_a_deleted_tenant_leaves_no_entries_and_other_tenants_keep_theirs(kb_home, kb, tenant):
+    """Read as the login where it reads past the policies (embedded: a superuser); by DSN it does
+    not, and only the other tenant's entries are checked (the previous test counts the rows)."""
+    import kbctl
+
+    other = tenant + "_gone"
+    if TEST_DSN:
+        _create_tenant(other)
+    kept = _write(kb, "kept", EQUALS)
+    entries = _entries_of(kb.connection(), [kept.id])
+    with kbctl.open(home=kb_home, tenant=other, profile="hash-384") as k:
+        ids = [_write(k, name, EQUALS).id for name in ("one", "two")]
+        assert _entries_of(k.connection(), ids) == 2 * entries > 0
+    with psycopg.connect(kb.dsn(), autocommit=True) as login:
+        every_row = login.execute(
+            "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()[0]
+        assert not every_row or _entries_of(login, ids) == 2 * entries
+        assert kb.delete_tenant(other)["namespaces"] == 2
+        assert not every_row or _entries_of(login, ids) == 0
+    assert _entries_of(kb.connection(), [kept.id]) == entries
+    assert _entries_exact(kb.connection(), kept.id) == (0, 0)
 
 
 def test_long_values_are_cut_and_still_found_exactly(kb, monkeypatch):
