@@ -113,15 +113,7 @@ def list_uris(
             continue
         path = _local_path(target)
         if path.is_dir():
-            files = iter_files(
-                path,
-                include,
-                exclude,
-                opts.suffixes,
-                include_hidden=opts.include_hidden,
-                follow_symlinks=opts.follow_symlinks,
-            )
-            uris.update(file_uri(p) for p in files if isinstance(p, Path))
+            uris.update(file_uri(p) for p in _walk(path, include, exclude, opts) if isinstance(p, Path))
         elif os.path.exists(path):
             uris.add(file_uri(path))
     return uris
@@ -155,15 +147,7 @@ def list_items(
                 yield (os.path.abspath(path), None)
                 continue
             root = os.path.abspath(path)
-            walk = iter_files(
-                path,
-                include,
-                exclude,
-                opts.suffixes,
-                include_hidden=opts.include_hidden,
-                follow_symlinks=opts.follow_symlinks,
-            )
-            for item in walk:
+            for item in _walk(path, include, exclude, opts):
                 if isinstance(item, ItemError):
                     yield item
                     continue
@@ -238,14 +222,19 @@ def _fetch_path(path: Path, include: Sequence[str], exclude: Sequence[str], opts
         yield _read(path, path.name, opts, regular_only=False)
         return
     root = os.path.abspath(path)
-    walk = iter_files(
-        path, include, exclude, opts.suffixes, include_hidden=opts.include_hidden, follow_symlinks=opts.follow_symlinks
-    )
-    for item in walk:
+    for item in _walk(path, include, exclude, opts):
         if isinstance(item, ItemError):
             yield item
         else:
             yield _read(item, os.path.relpath(os.path.abspath(item), root).replace(os.sep, "/"), opts)
+
+
+def _walk(path: Path, include: Sequence[str], exclude: Sequence[str], opts: FetchOptions) -> Iterator[Path | ItemError]:
+    """The folder ``path``'s files as ``fetch``, ``list_uris`` and ``list_items`` all walk it (the
+    suffixes, hidden names and symlinks of ``opts``), with what the walk refuses."""
+    return iter_files(
+        path, include, exclude, opts.suffixes, include_hidden=opts.include_hidden, follow_symlinks=opts.follow_symlinks
+    )
 
 
 def _read(path: Path, rel: str, opts: FetchOptions, *, regular_only: bool = True) -> Fetched:
