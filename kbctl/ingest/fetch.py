@@ -89,8 +89,7 @@ def fetch(
         elif is_http_url(target):
             yield from _guarded(target, fetch_url(target, opts, state, follow_links))
         elif "://" in target and not target.startswith("file://"):
-            scheme = target.split("://", 1)[0]
-            yield ItemError("fetch", target, "SourceError", f"cannot fetch {target}: unsupported scheme {scheme!r}")
+            yield _unsupported(target)
         else:
             yield from _guarded(target, _fetch_path(_local_path(target), include, exclude, opts))
 
@@ -136,8 +135,7 @@ def list_items(
         if is_http_url(target):
             yield (target, None)
         elif "://" in target and not target.startswith("file://"):
-            scheme = target.split("://", 1)[0]
-            yield ItemError("fetch", target, "SourceError", f"cannot fetch {target}: unsupported scheme {scheme!r}")
+            yield _unsupported(target)
         else:
             path = _local_path(target)
             if not os.path.lexists(path):
@@ -227,6 +225,12 @@ def _fetch_path(path: Path, include: Sequence[str], exclude: Sequence[str], opts
             yield item
         else:
             yield _read(item, os.path.relpath(os.path.abspath(item), root).replace(os.sep, "/"), opts)
+
+
+def _unsupported(target: str) -> ItemError:
+    """A target with a scheme neither ``fetch`` nor ``list_items`` reads (not http(s), not file)."""
+    scheme = target.split("://", 1)[0]
+    return ItemError("fetch", target, "SourceError", f"cannot fetch {target}: unsupported scheme {scheme!r}")
 
 
 def _walk(path: Path, include: Sequence[str], exclude: Sequence[str], opts: FetchOptions) -> Iterator[Path | ItemError]:

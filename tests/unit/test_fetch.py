@@ -23,7 +23,15 @@ from pathlib import Path
 import pytest
 
 from kbctl.errors import SourceError
-from kbctl.ingest.fetch import FetchOptions, FileFeedState, MemoryFeedState, fetch, iter_files, list_uris
+from kbctl.ingest.fetch import (
+    FetchOptions,
+    FileFeedState,
+    MemoryFeedState,
+    fetch,
+    iter_files,
+    list_items,
+    list_uris,
+)
 from kbctl.sources import folder as folder_mod
 from kbctl.sources.globs import compile_glob, parse_ignore
 from kbctl.sources.options import guess_media_type
@@ -373,6 +381,17 @@ def test_missing_target_and_unsupported_scheme_are_item_errors(tmp_path):
     assert got[0] == ItemError("fetch", f"file://{missing}", "SourceError", f"no such file or directory: {missing}")
     assert got[1].source == "ftp://example.org/x" and "unsupported scheme 'ftp'" in got[1].message
     assert isinstance(got[2], Source)
+
+
+def test_a_shared_run_lists_the_missing_target_and_unsupported_scheme_as_fetch_does(tmp_path):
+    missing, ok = tmp_path / "nope", make_tree(tmp_path / "ok", {"a.md": "a"})
+    targets = [str(missing), "ftp://example.org/x", str(ok)]
+    listed = list(list_items(targets))
+    assert listed[:2] == list(fetch(targets))[:2]
+    assert listed[1] == ItemError(
+        "fetch", "ftp://example.org/x", "SourceError", "cannot fetch ftp://example.org/x: unsupported scheme 'ftp'"
+    )
+    assert listed[2] == (str(ok / "a.md"), "a.md")
 
 
 def test_fetch_is_lazy(tmp_path, monkeypatch):
