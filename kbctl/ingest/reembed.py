@@ -151,9 +151,7 @@ def check_shadow(conn, ns: Namespace, profile: Profile, storage: str, active: Pr
     ``UsageError``: when it is what the namespace serves, when another shadow is being built, or when
     ``profile`` chunks differently from ``active`` (re-chunking is not built yet). A plan is refused
     as its build would be."""
-    gens = {g.state: g for g in gstore.generations(conn, ns.id)}
-    if "active" not in gens:  # every namespace has one: it was deleted since the caller read it
-        _present(conn, ns)
+    gens = _by_state(conn, ns)
     cur = gens["active"]
     if cur.fingerprint == profile.fingerprint and cur.storage == storage:
         raise UsageError(
@@ -299,6 +297,15 @@ def build(
     )  # fmt: skip
 
 
+def _by_state(conn, ns: Namespace) -> dict[str, Generation]:
+    """The namespace's generations by state (``active``, ``shadow``, ``previous``); a namespace
+    without an active one was deleted since the caller read it, and is refused as ``_present`` does."""
+    gens = {g.state: g for g in gstore.generations(conn, ns.id)}
+    if "active" not in gens:  # every namespace has one
+        _present(conn, ns)
+    return gens
+
+
 def _present(conn, ns: Namespace) -> None:
     """Refuse a build whose namespace was deleted under it (``kbctl namespaces delete``, or its
     tenant's delete) in one line that says so: a ``NamespaceNotFound`` (or ``TenantNotFound``)."""
@@ -335,9 +342,7 @@ def swap(conn, ns: Namespace, like: Profile, *, progress: Progress | None = None
     finishes first; then what it wrote without dual writes is filled in). The active generation
     becomes the previous one (an older previous one is deleted)."""
     with namespace_lock(conn, ns):
-        gens = {g.state: g for g in gstore.generations(conn, ns.id)}
-        if "active" not in gens:
-            _present(conn, ns)
+        gens = _by_state(conn, ns)
         shadow = gens.get("shadow")
         if shadow is None:
             raise UsageError(
@@ -361,9 +366,7 @@ def rollback(conn, ns: Namespace, like: Profile, *, progress: Progress | None = 
     """Make the previous generation active again (and the active one previous), under the lock,
     after filling in what it lacks (dual writes keep it whole while it is kept)."""
     with namespace_lock(conn, ns):
-        gens = {g.state: g for g in gstore.generations(conn, ns.id)}
-        if "active" not in gens:
-            _present(conn, ns)
+        gens = _by_state(conn, ns)
         prev = gens.get("previous")
         if prev is None:
             raise UsageError(
