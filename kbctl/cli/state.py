@@ -143,9 +143,11 @@ def confirm_delete(kind: str, name: str, question: str) -> None:
 
 
 def verify_held(verify: dict | None) -> None:
-    """After an ingest's or a store's run summary: a verify stage that did not hold ends the command
-    as ``kbctl verify`` does, exit 3 with one ``error:`` line naming the checks that failed (the run
-    is recorded ``failed_verify``)."""
+    """After an ingest's or a store's run summary: the verify stage's warnings, one line each on
+    stderr; then a verify stage that did not hold ends the command as ``kbctl verify`` does, exit 3
+    with one ``error:`` line naming the checks that failed (the run is recorded ``failed_verify``)."""
+    for w in (verify or {}).get("warnings", []):
+        warn(w)
     if verify is None or verify["ok"]:
         return
     from ..errors import CheckFailed

@@ -117,6 +117,8 @@ def test_hnsw_misses_are_a_recall_warning_not_a_failure(sparse, replaced, run_ma
 
     code, out, err = run_main("ingest", str(replaced), "-n", "rep", "--json")
     assert code == 0, err
+    assert json.loads(out)["verify"]["ok"], out  # its warning is said on stderr, as verify's is
+    assert "hnsw-recall: " in err, err
     code, out, _ = run_main("runs", "-n", "rep", "--json")
     assert json.loads(out)[0]["status"] == "ok"
 
