@@ -20,6 +20,7 @@ from kbctl.config import load_settings
 from kbctl.errors import ExtractError
 from kbctl.extract import extract
 from kbctl.types import Source
+from tests.fixtures import adversarial as A
 
 REPO = Path(__file__).resolve().parents[2]
 # Peak growth for one document, in multiples of its file size (hash-384's word tokenizer).
@@ -252,32 +253,9 @@ def test_one_line_multi_megabyte_html_gives_its_text_with_a_note():
     assert doc.metadata["extract_note"].startswith("page too large for trafilatura")
 
 
-def _encrypted_pdf() -> bytes:
-    """A one-page PDF under the standard security handler whose user password is not empty."""
-    objs = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>",
-        b"<< /Filter /Standard /V 1 /R 2 /O <" + b"11" * 32 + b"> /U <" + b"22" * 32 + b"> /P -4 >>",
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for n, body in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R /Encrypt 4 0 R /ID [<%s> <%s>] >>\n" % (
-        len(objs) + 1,
-        b"ab" * 16,
-        b"ab" * 16,
-    )
-    return bytes(out + b"startxref\n%d\n%%%%EOF\n" % xref)
-
-
 def test_encrypted_pdf_says_a_password_is_required():
     with pytest.raises(ExtractError, match=r"^encrypted PDF \(password required\)$") as e:
-        extract(Source("file:///locked.pdf", _encrypted_pdf()))
+        extract(Source("file:///locked.pdf", A.encrypted_pdf()))
     assert "decrypt" in (e.value.hint or "")
 
 
