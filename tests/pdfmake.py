@@ -47,10 +47,12 @@ def text_pdf(pages: Sequence[Sequence[Item]], size: tuple[float, float] = A4) ->
         )
         kids.append(len(objects))
     objects[1] = f"<< /Type /Pages /Kids [{' '.join(f'{k} 0 R' for k in kids)}] /Count {len(kids)} >>".encode()
-    return _assemble(objects)
+    return assemble(objects)
 
 
-def _assemble(objects: list[bytes]) -> bytes:
+def assemble(objects: list[bytes], trailer: bytes = b"") -> bytes:
+    """A PDF file of ``objects`` (object 1 the catalog) with its cross-reference table; ``trailer``
+    adds entries to the trailer's dictionary (`` /Encrypt 4 0 R``)."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for i, body in enumerate(objects, 1):
@@ -59,7 +61,7 @@ def _assemble(objects: list[bytes]) -> bytes:
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, trailer, xref)
     return bytes(out)
 
 
