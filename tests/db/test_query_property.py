@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kbctl.errors import KbctlError
+from tests.filetree import make_tree
 
 DOCS = {
     "left": {
@@ -27,11 +28,7 @@ MODES = ("auto", "dense", "lexical", "hybrid")
 @pytest.fixture
 def two(kb, tmp_path):
     for ns, files in DOCS.items():
-        d = tmp_path / ns
-        d.mkdir()
-        for name, text in files.items():
-            (d / name).write_text(text)
-        kb.ingest([str(d)], namespace=ns, verify=False)
+        kb.ingest([str(make_tree(tmp_path / ns, files))], namespace=ns, verify=False)
     return kb
 
 

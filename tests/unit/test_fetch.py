@@ -37,19 +37,12 @@ from kbctl.sources.globs import compile_glob, parse_ignore
 from kbctl.sources.options import guess_media_type
 from kbctl.sources.url import _retry_after, backoff_delay, get
 from kbctl.types import ItemError, Source
+from tests.filetree import make_tree
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fetch"
 FAST = FetchOptions(
     timeout=5, retries=2, backoff_base=0.001, backoff_jitter=0.0, retry_after_cap=0.01, allow_hosts=("127.0.0.1",)
 )
-
-
-def make_tree(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    return root
 
 
 def rels(items) -> list[str]:

@@ -7,20 +7,12 @@ import os
 import socket
 import stat
 import threading
-from pathlib import Path
 
 import pytest
 
 from kbctl.ingest.fetch import FetchOptions, fetch, iter_files, list_uris
 from kbctl.types import ItemError, Source
-
-
-def make_tree(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    return root
+from tests.filetree import make_tree
 
 
 @pytest.fixture

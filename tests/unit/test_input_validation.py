@@ -15,6 +15,7 @@ from kbctl.config import load_settings
 from kbctl.errors import ConfigError, UsageError
 from kbctl.search import parse_filters
 from kbctl.types import Filter
+from tests.filetree import make_tree
 
 DOCS = {
     "a": {
@@ -29,11 +30,7 @@ DOCS = {
 def two(kb, tmp_path):
     """Two namespaces of one tenant, ``a`` and ``b``."""
     for ns, files in DOCS.items():
-        d = tmp_path / ns
-        d.mkdir()
-        for name, text in files.items():
-            (d / name).write_text(text)
-        kb.ingest([str(d)], namespace=ns, verify=False)
+        kb.ingest([str(make_tree(tmp_path / ns, files))], namespace=ns, verify=False)
     return kb
 
 
