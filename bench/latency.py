@@ -31,7 +31,9 @@ MODES = ("lexical", "dense", "hybrid", "default", "hybrid+prf")
 TARGET_P95_MS = 100.0
 
 
-def _measure(kb, namespace: str, queries: list[str], label: str) -> list[float]:
+def measure(kb, namespace: str, queries: list[str], label: str) -> list[float]:
+    """Each query's ``kb.search`` wall time in ms, after one warm-up query, for a mode of ``MODES``
+    (``hybrid+prf``: two rounds; ``default``: the profile's own feedback; any other: without it)."""
     mode, opts = {
         "hybrid+prf": ("hybrid", {"prf": "hybrid"}),
         "default": ("hybrid", {}),  # the profile's own prf
@@ -43,6 +45,16 @@ def _measure(kb, namespace: str, queries: list[str], label: str) -> list[float]:
         kb.search(q, namespace, mode=mode, k=10, **opts)
         out.append((time.perf_counter() - t0) * 1000)
     return out
+
+
+def summary(lat: list[float]) -> dict:
+    """A latency table's columns of ``lat`` (ms): queries, p50, p95 and mean."""
+    return {
+        "queries": len(lat),
+        "p50 ms": percentile(lat, 50),
+        "p95 ms": percentile(lat, 95),
+        "mean ms": statistics.fmean(lat),
+    }
 
 
 def warm_page_cache(kb) -> dict:
@@ -122,18 +134,9 @@ def run(env: Env) -> str:
         for name, size in sizes(env).items():
             print(name, warm_page_cache(kb), flush=True)
             for mode in MODES:
-                lat = _measure(kb, name, queries, mode)
+                lat = measure(kb, name, queries, mode)
                 raw[f"{name}/{mode}"] = lat
-                rows.append(
-                    {
-                        "chunks": f"{size:,}",
-                        "mode": mode,
-                        "queries": len(lat),
-                        "p50 ms": percentile(lat, 50),
-                        "p95 ms": percentile(lat, 95),
-                        "mean ms": statistics.fmean(lat),
-                    }
-                )
+                rows.append({"chunks": f"{size:,}", "mode": mode, **summary(lat)})
                 print(rows[-1], flush=True)
     finally:
         kb.close()

@@ -22,12 +22,12 @@ from __future__ import annotations
 import json
 import os
 import resource
-import statistics
 import time
 
 import numpy as np
 import synth
 from common import Env, md_table, results_dir, save_json
+from latency import measure, summary
 
 from kbctl.evals.metrics import percentile
 
@@ -375,17 +375,6 @@ def _recall(kb, name: str, qvecs, storage: str, efs=(100, 200, 400), kind: str =
     return out
 
 
-def _measure(kb, name: str, queries: list[str], label: str) -> list[float]:
-    mode, opts = ("hybrid", {"prf": "hybrid"}) if label == "hybrid+prf" else (label, {"prf": "off"})
-    kb.search(queries[0], name, mode=mode, k=10, **opts)
-    out = []
-    for q in queries:
-        t0 = time.perf_counter()
-        kb.search(q, name, mode=mode, k=10, **opts)
-        out.append((time.perf_counter() - t0) * 1000)
-    return out
-
-
 def _swap(kb, name: str, storage: str) -> None:
     """Make the generation of ``storage`` the one that answers (the other becomes the shadow)."""
     conn = kb.connection()
@@ -428,18 +417,8 @@ def run(env: Env) -> str:
             if storage == "halfvec":
                 recall += _recall(kb, name, topical, "halfvec", kind="topical")
             for mode in MODES if storage == "vector" else ("dense", "hybrid"):
-                lat = _measure(kb, name, qs, mode)
-                rows.append(
-                    {
-                        "chunks": f"{size:,}",
-                        "vectors": storage,
-                        "mode": mode,
-                        "queries": len(lat),
-                        "p50 ms": percentile(lat, 50),
-                        "p95 ms": percentile(lat, 95),
-                        "mean ms": statistics.fmean(lat),
-                    }
-                )
+                lat = measure(kb, name, qs, mode)
+                rows.append({"chunks": f"{size:,}", "vectors": storage, "mode": mode, **summary(lat)})
                 print(rows[-1], flush=True)
         _swap(kb, name, "vector")
     finally:
