@@ -21,7 +21,7 @@ import shutil
 import time
 from pathlib import Path
 
-from common import Env, kbctl, md_table
+from common import Env, fresh_home, kbctl, md_table
 
 NAMESPACE = "changed"
 
@@ -46,10 +46,7 @@ def _ingest(env: Env, home: Path, folder: Path) -> dict:
 def run(env: Env) -> str:
     """The changed-source table for docs/benchmarks.md."""
     n = env.pick(10_000, 200)
-    home = env.home.parent / (env.home.name + "-changed")
-    if home.exists():
-        kbctl(env, "db", "stop", home=home, check=False)
-        shutil.rmtree(home)
+    home = fresh_home(env, "-changed")
     kbctl(env, "db", "migrate", home=home)
     folder = home.parent / (home.name + "-mail")
     if folder.exists():

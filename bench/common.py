@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -65,6 +66,16 @@ def kbctl(env: Env, *args: str, home: Path | None = None, check: bool = True) ->
     cmd = [KBCTL, "--home", str(home or env.home), *args]
     print("$ " + " ".join(_short(a) for a in cmd[1:]), file=sys.stderr, flush=True)
     return subprocess.run(cmd, check=check, stdout=subprocess.PIPE, text=True)
+
+
+def fresh_home(env: Env, suffix: str) -> Path:
+    """A part's own home beside the benchmark's (``<home><suffix>``), empty: the server a past run
+    left there is stopped and its files removed."""
+    home = env.home.parent / (env.home.name + suffix)
+    if home.exists():
+        kbctl(env, "db", "stop", home=home, check=False)
+        shutil.rmtree(home)
+    return home
 
 
 def _short(a: str) -> str:

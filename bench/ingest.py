@@ -31,7 +31,7 @@ import shutil
 import time
 from pathlib import Path
 
-from common import Env, kbctl, md_table, save_json, verdict
+from common import Env, fresh_home, kbctl, md_table, save_json, verdict
 
 NAMESPACE = "scifact"
 TARGET = 0.9  # end to end / model only, on a quiet machine (issue 22 part 6)
@@ -171,10 +171,7 @@ def _delete_namespace(home: Path) -> None:
 
 def run(env: Env) -> str:
     """The ingest table for docs/benchmarks.md."""
-    home = env.home.parent / (env.home.name + "-ingest")
-    if home.exists():
-        kbctl(env, "db", "stop", home=home, check=False)
-        shutil.rmtree(home)
+    home = fresh_home(env, "-ingest")
     kbctl(env, "db", "migrate", home=home)
     path = _subset(env, home)
     _prepare(home)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import tempfile
 import time
@@ -235,15 +234,12 @@ def delete_figures(kb, ns_id: int, rounds: int) -> dict:
 def run(env) -> str:
     """Part ``filters`` of ``bench/run.py``: the table for docs/benchmarks.md (100,000 chunks; a
     smoke pass 2,000, two rounds, 100 records an ingest run)."""
+    from common import fresh_home, md_table
     from common import kbctl as kbctl_cli
-    from common import md_table
 
     global ROUNDS, INGEST
     ROUNDS, INGEST = env.pick(ROUNDS, 2), env.pick(INGEST, 100)
-    home = env.home.parent / (env.home.name + "-filters")
-    if home.exists():
-        kbctl_cli(env, "db", "stop", home=home, check=False)
-        shutil.rmtree(home)
+    home = fresh_home(env, "-filters")
     load_before = os.getloadavg()
     kb = kbctl.open(home=home, profile="hash-384")
     try:

@@ -28,7 +28,7 @@ import shutil
 import time
 from pathlib import Path
 
-from common import REPO, Env, kbctl, md_table, save_json
+from common import REPO, Env, fresh_home, kbctl, md_table, save_json
 
 FILES = 300
 SMOKE_FILES = 12
@@ -159,10 +159,7 @@ def _table_stats(kb, conn, vacuum: bool = False) -> tuple[int, int, int, int]:
 
 def run(env: Env) -> str:
     """The workers section of docs/benchmarks.md."""
-    home = env.home.parent / (env.home.name + "-workers")
-    if home.exists():
-        kbctl(env, "db", "stop", home=home, check=False)
-        shutil.rmtree(home)
+    home = fresh_home(env, "-workers")
     kbctl(env, "db", "migrate", home=home)
     try:
         corpus = _corpus(home.parent / (home.name + "-corpus"), env.pick(FILES, SMOKE_FILES))
