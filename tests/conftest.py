@@ -249,6 +249,24 @@ def run_kbctl(args, *, input: bytes | None = None, env: Mapping[str, str | None]
         )
 
 
+def main_in_process(capsys, argv: list[str]) -> tuple[int | str | None, str, str]:
+    """``kbctl.cli.main.main(argv)`` in this process, so a test's monkeypatches apply: (exit code,
+    stdout, stderr) as ``capsys`` caught them. The CLI's handle is dropped before and after, so each
+    call opens its own with its own options."""
+    from kbctl.cli.main import main
+    from kbctl.cli.state import STATE
+
+    STATE._kb = None
+    capsys.readouterr()
+    try:
+        with pytest.raises(SystemExit) as ex:
+            main(argv)
+    finally:
+        STATE._kb = None
+    out, err = capsys.readouterr()
+    return ex.value.code, out, err
+
+
 @pytest.fixture
 def cli(kb_home, tenant):
     """Run ``kbctl`` in this process against the session's server and this test's tenant."""

@@ -19,7 +19,7 @@ import pytest
 
 from kbctl import errors as E
 
-from ..conftest import ROOT
+from ..conftest import ROOT, main_in_process
 
 DOCS = {
     "refunds.md": "# Refunds\n\nRefunds take five business days to reach the card.\n",
@@ -237,20 +237,11 @@ def test_an_open_handle_outlives_the_embedded_server_stopped_under_it(own_home, 
 @pytest.fixture
 def run_main(kb_home, tenant, capsys):
     """The CLI's main() in this process (so monkeypatches apply): returns (exit code, stdout, stderr)."""
-    from kbctl.cli.main import main
-    from kbctl.cli.state import STATE
 
     def run(*args):
-        STATE._kb = None
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as ex:
-            main(["--home", str(kb_home), "--tenant", tenant, "--profile", "hash-384", *args])
-        STATE._kb = None
-        out, err = capsys.readouterr()
-        return ex.value.code, out, err
+        return main_in_process(capsys, ["--home", str(kb_home), "--tenant", tenant, "--profile", "hash-384", *args])
 
-    yield run
-    STATE._kb = None
+    return run
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import random
 import pytest
 
 import kbctl
+from tests.conftest import main_in_process
 
 SPARSE = """
 [profiles.hash-384-sparse]
@@ -48,32 +49,11 @@ def sparse(kb_home, tenant, config):
 
 @pytest.fixture
 def run_main(kb_home, tenant, config, capsys):
-    from kbctl.cli.main import main
-    from kbctl.cli.state import STATE
-
     def run(*args):
-        STATE._kb = None
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as ex:
-            main(
-                [
-                    "--home",
-                    str(kb_home),
-                    "--tenant",
-                    tenant,
-                    "--config",
-                    str(config),
-                    "--profile",
-                    "hash-384-sparse",
-                    *args,
-                ]
-            )
-        STATE._kb = None
-        out, err = capsys.readouterr()
-        return ex.value.code, out, err
+        options = ["--home", str(kb_home), "--tenant", tenant, "--config", str(config), "--profile", "hash-384-sparse"]
+        return main_in_process(capsys, [*options, *args])
 
-    yield run
-    STATE._kb = None
+    return run
 
 
 def _corpus(path, seed: int, n: int = 150):

@@ -15,6 +15,7 @@ from kbctl.config import load_settings
 from kbctl.errors import ConfigError, UsageError
 from kbctl.search import parse_filters
 from kbctl.types import Filter
+from tests.conftest import main_in_process
 from tests.filetree import make_tree
 
 DOCS = {
@@ -37,20 +38,11 @@ def two(kb, tmp_path):
 @pytest.fixture
 def run_main(kb_home, tenant, capsys):
     """The CLI's main() in this process: (exit code, stdout, stderr)."""
-    from kbctl.cli.main import main
-    from kbctl.cli.state import STATE
 
     def run(*args, tenant_=tenant):
-        STATE._kb = None
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as ex:
-            main(["--home", str(kb_home), "--tenant", tenant_, "--profile", "hash-384", *args])
-        STATE._kb = None
-        out, err = capsys.readouterr()
-        return ex.value.code, out, err
+        return main_in_process(capsys, ["--home", str(kb_home), "--tenant", tenant_, "--profile", "hash-384", *args])
 
-    yield run
-    STATE._kb = None
+    return run
 
 
 def _usage(run, *args, **kw) -> str:
