@@ -79,8 +79,9 @@ def test_bad_config_is_one_line(docs, cli, tmp_path, content):
 
 def test_a_loopback_url_is_refused_and_recorded(kb, cli, tmp_path):
     """SSRF: a URL on this machine is not fetched by default; the refusal is one ledger row."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.httpserve import serving
 
     class Page(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -94,14 +95,8 @@ def test_a_loopback_url_is_refused_and_recorded(kb, cli, tmp_path):
         def log_message(self, *a):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/admin"
-        p = cli("-p", "hash-384", "ingest", url, "-n", "web", "--json", "--no-verify")
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Page) as url:
+        p = cli("-p", "hash-384", "ingest", f"{url}/admin", "-n", "web", "--json", "--no-verify")
     assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr.decode()
     report = json.loads(p.stdout)
     assert report["documents"]["new"] == 0 and report["documents"]["failed"] == 1, report

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ import pytest
 
 from kbctl.store.runs import LOCK_CLASS
 from tests.conftest import ROOT, SAMPLE, run_kbctl
+from tests.httpserve import serving
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ingest"
 BILLING = SAMPLE / "support" / "billing"
@@ -253,7 +254,6 @@ def test_the_model_reads_the_next_group_while_the_last_one_is_written(small_batc
     waits for a write of the group before it: done in turn, the run would wait for ever. The model
     still reads one group at a time: the next group's call starts once the last one's ends."""
     kb = small_batches_kb
-    import threading
 
     from kbctl.embed import GROUP_BATCHES
     from kbctl.embed.hashing import HashEmbedder
@@ -540,7 +540,6 @@ def test_an_interrupted_run_stops_its_extract_thread_before_closing_its_connecti
     that connection under the statement, and the process died of a segmentation fault in libpq
     (seen once in CI, on the test above) instead of closing the run ``interrupted``. The thread is
     stopped (its statement cancelled) and waited for first."""
-    import threading
 
     from kbctl.ingest import pipeline, producer
 
@@ -600,11 +599,8 @@ class _Quiet404(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def http_404():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Quiet404)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/missing.html"
-    server.shutdown()
-    server.server_close()
+    with serving(_Quiet404) as url:
+        yield f"{url}/missing.html"
 
 
 def _closed_port_url() -> str:

@@ -4,13 +4,13 @@ through ``[fetch] allow_hosts``."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import ClassVar
 
 import pytest
 
 import kbctl
+from tests.httpserve import serving
 
 
 class _Server(BaseHTTPRequestHandler):
@@ -45,11 +45,8 @@ class _Server(BaseHTTPRequestHandler):
 @pytest.fixture
 def site():
     _Server.pages, _Server.asked = {}, []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Server)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_Server) as url:
+        yield url
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ its stage and reason), and whether a valid file is stored never depends on the o
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kbctl.sources.folder import file_uri
+from tests.httpserve import serving
 
 
 def _rss(*items: str, title: str = "Feed") -> str:
@@ -213,11 +213,8 @@ class _Site(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def site():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_Site) as url:
+        yield url
 
 
 def test_follow_links_with_guid_equal_to_the_link(kb_home, tenant, tmp_path, site):
