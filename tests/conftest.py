@@ -53,6 +53,8 @@ TEST_DSN = os.environ.get("KBCTL_TEST_DSN", "")
 def kb_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("kbctl-home")
     _seed_models(home, tmp_path_factory)
+    if not TEST_DSN:
+        _no_fsync(home)
     old = os.environ.get("KBCTL_HOME")
     os.environ["KBCTL_HOME"] = str(home)
     with _dsn_server():
@@ -103,6 +105,23 @@ def _seed_models(home: Path, tmp_path_factory) -> None:
             (shared / "ready").touch()
     if ready.is_dir():
         shutil.copytree(ready, home / "models")
+
+
+def _no_fsync(home: Path) -> None:
+    """The session's embedded server writes without ``fsync`` (``full_page_writes`` off too), as
+    ``make test-dsn``'s server does (``tests/pgserver_tcp.py``): its data directory is the session's,
+    thrown away at the end, and only a crash of the machine, not of PostgreSQL or of a kbctl process,
+    loses what was not flushed. Every commit waited for the disk (~4 ms a commit here, more with the
+    disk shared) for a durability no test reads; ``synchronous_commit`` stays on, so a commit still
+    survives a PostgreSQL killed under it."""
+    from kbctl.config import load_settings
+    from kbctl.store.db import Database
+
+    db = Database(load_settings(overrides={"database.home": str(home)}))
+    with db.connect(register=False) as conn:
+        conn.execute("ALTER SYSTEM SET fsync = off")
+        conn.execute("ALTER SYSTEM SET full_page_writes = off")
+        conn.execute("SELECT pg_reload_conf()")
 
 
 @contextlib.contextmanager
