@@ -11,10 +11,20 @@ import logging
 import anyio
 import pytest
 
-from tests.server import test_ids
-from tests.server.test_ids import _client
+from tests.conftest import TEST_DSN, _create_tenant
+from tests.server.test_ids import _client, make_two_tenants
 
-two_tenants = test_ids.two_tenants  # the fixture: tenant A's app and token, tenant B beside it
+
+@pytest.fixture(scope="module")
+def two_tenants(kb_home, tmp_path_factory):
+    """test_ids' two_tenants (tenant A's app and token, tenant B beside it), made once for this
+    module: its tests send A's routes requests they refuse (or MCP's ``tools/list``) and read the
+    answers and the log; none writes."""
+    tenant = "t_error_answers"
+    if TEST_DSN:
+        _create_tenant(tenant)
+    return make_two_tenants(kb_home, tenant, tmp_path_factory.mktemp("error-answers"))
+
 
 JSON = {"Content-Type": "application/json"}
 
