@@ -22,6 +22,7 @@ from kbctl.search.lanes import lexical_lane
 from kbctl.store import lexical as packed
 from kbctl.store import search as store
 from kbctl.textutil.analyze import Analyzer
+from tests.conftest import TEST_DSN, _create_tenant
 
 VOCAB = [f"w{i:03d}" for i in range(300)]
 NS = "packed"
@@ -38,8 +39,9 @@ def _records(ids, seed: int) -> list[dict]:
     return [{"id": f"r{i}", "title": VOCAB[i % 40] if i % 9 == 0 else "", "text": _text(rng)} for i in ids]
 
 
-@pytest.fixture
-def corpus(kb_home, tenant, tmp_path):
+def _build(kb_home, tenant: str, tmp_path):
+    """The namespace (a KnowledgeBase, its connection, the namespace): two segments, a tail, and
+    documents replaced since the first pack."""
     import kbctl
 
     cfg = tmp_path / "kbctl.toml"
@@ -54,8 +56,45 @@ def corpus(kb_home, tenant, tmp_path):
     kb.ingest_records(_records(range(800, 900), 3), NS, verify=False)  # the tail
     kb.ingest_records(_records(range(0, 500, 7), 4), NS, verify=False)  # replaced: dead chunks in segment 1
     assert first["segment"] == 1 and second["segment"] == 2 and first["chunks"] >= 500
+    return kb, conn, ns
+
+
+@pytest.fixture
+def corpus(kb_home, tenant, tmp_path):
+    """The namespace, made for this test in its tenant: for the tests that write to it (a repack, an ingest)."""
+    kb, conn, ns = _build(kb_home, tenant, tmp_path)
     yield kb, conn, ns
     kb.close()
+
+
+@pytest.fixture(scope="module")
+def _read_only(kb_home, tmp_path_factory):
+    tenant = "t_blockmax_read"
+    if TEST_DSN:
+        _create_tenant(tenant)
+    kb, conn, ns = _build(kb_home, tenant, tmp_path_factory.mktemp("blockmax"))
+    made = _state(conn, ns)
+    yield kb, conn, ns
+    assert _state(conn, ns) == made, "a test given read_corpus wrote to it: give it corpus"
+    kb.close()
+
+
+def _state(conn, ns) -> tuple:
+    """What a write to the namespace would change: its segments, its chunks, its postings."""
+    return (
+        [s.segment for s in packed.segments(conn, [ns.id])],
+        conn.execute("SELECT count(*), max(id) FROM kbctl.chunks WHERE namespace_id = %s", (ns.id,)).fetchone(),
+        conn.execute("SELECT count(*) FROM kbctl.lexical_postings WHERE namespace_id = %s", (ns.id,)).fetchone(),
+    )
+
+
+@pytest.fixture
+def read_corpus(_read_only):
+    """The namespace, made once for the module in a tenant of its own, for the tests that only query
+    it (none packs, ingests or deletes); nothing of it held in memory from an earlier test, as for a
+    namespace made for the test."""
+    termarrays.clear_cache()
+    return _read_only
 
 
 def _exhaustive(conn, ns, terms: dict[str, float], k: int, profile) -> list[tuple[int, float]]:
@@ -92,8 +131,8 @@ def _same(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> None:
     cold=st.booleans(),
     prune=st.booleans(),
 )
-def test_the_packed_lane_ranks_exactly_as_every_posting(corpus, monkeypatch, words, weights, k, cold, prune):
-    kb, conn, ns = corpus
+def test_the_packed_lane_ranks_exactly_as_every_posting(read_corpus, monkeypatch, words, weights, k, cold, prune):
+    kb, conn, ns = read_corpus
     if cold:  # the segments' chunk ids and lengths read again, not kept from an earlier query
         termarrays.clear_cache()
     if prune:  # MaxScore at this corpus's size: θ estimated before every term (its real floor is 4096 postings)
@@ -107,8 +146,8 @@ def test_the_packed_lane_ranks_exactly_as_every_posting(corpus, monkeypatch, wor
     _same([(h.chunk_id, h.score) for h in hits], _exhaustive(conn, ns, terms, k, profile))
 
 
-def test_the_lane_reads_each_term_once_and_never_returns_a_deleted_chunk(corpus):
-    kb, conn, ns = corpus
+def test_the_lane_reads_each_term_once_and_never_returns_a_deleted_chunk(read_corpus):
+    kb, conn, ns = read_corpus
     profile = kb.namespaces.profile_for(NS, None)
     terms = {"w000": 1.0, "w001": 1.0, "w150": 1.0}  # two of the commonest terms and a rare one
     info: dict = {}
@@ -132,8 +171,8 @@ def test_the_lane_reads_each_term_once_and_never_returns_a_deleted_chunk(corpus)
     _same([(h.chunk_id, h.score) for h in hits], _exhaustive(conn, ns, terms, 200, profile))
 
 
-def test_maxscore_skips_the_common_terms_postings_and_stays_exact(corpus, monkeypatch):
-    kb, conn, ns = corpus
+def test_maxscore_skips_the_common_terms_postings_and_stays_exact(read_corpus, monkeypatch):
+    kb, conn, ns = read_corpus
     monkeypatch.setattr(termarrays, "ESTIMATE_AT", 1)
     monkeypatch.setattr(termarrays, "_SAMPLE", 4)
     profile = kb.namespaces.profile_for(NS, None)
@@ -145,10 +184,10 @@ def test_maxscore_skips_the_common_terms_postings_and_stays_exact(corpus, monkey
     _same([(h.chunk_id, h.score) for h in hits], _exhaustive(conn, ns, terms, 3, profile))
 
 
-def test_a_threshold_set_too_high_is_noticed_and_the_segment_scored_again(corpus, monkeypatch):
+def test_a_threshold_set_too_high_is_noticed_and_the_segment_scored_again(read_corpus, monkeypatch):
     # The pruning's θ is an estimate. One that fewer than k chunks reach would skip chunks of the
     # top k: the segment is scored again with every posting, and the result is still exact.
-    kb, conn, ns = corpus
+    kb, conn, ns = read_corpus
     monkeypatch.setattr(termarrays, "ESTIMATE_AT", 1)
     monkeypatch.setattr(termarrays, "_estimate", lambda acc, k: 1e9)
     profile = kb.namespaces.profile_for(NS, None)
@@ -182,8 +221,8 @@ def test_common_terms_rows_are_held_in_memory_and_a_repack_is_noticed(corpus, mo
     _same(got, _exhaustive(conn, ns, terms, 20, profile))
 
 
-def test_every_chunk_of_a_small_namespace_is_found_when_k_exceeds_it(corpus):
-    kb, conn, ns = corpus
+def test_every_chunk_of_a_small_namespace_is_found_when_k_exceeds_it(read_corpus):
+    kb, conn, ns = read_corpus
     profile = kb.namespaces.profile_for(NS, None)
     terms = {VOCAB[-1]: 1.0, VOCAB[-2]: 1.0}
     hits = lexical_lane(conn, [ns], terms, 10_000, (), profile)
