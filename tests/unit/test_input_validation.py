@@ -15,7 +15,7 @@ from kbctl.config import load_settings
 from kbctl.errors import ConfigError, UsageError
 from kbctl.search import parse_filters
 from kbctl.types import Filter
-from tests.conftest import main_in_process
+from tests.conftest import TEST_DSN, _create_tenant, main_in_process
 from tests.filetree import make_tree
 
 DOCS = {
@@ -27,19 +27,49 @@ DOCS = {
 }
 
 
-@pytest.fixture
-def two(kb, tmp_path):
-    """Two namespaces of one tenant, ``a`` and ``b``."""
+#: The tenant of ``two``'s namespaces, made once for the module.
+TWO = "t_input_validation_two"
+
+
+@pytest.fixture(scope="module")
+def _two(kb_home, tmp_path_factory):
+    import kbctl
+
+    if TEST_DSN:
+        _create_tenant(TWO)
+    kb = kbctl.open(home=kb_home, tenant=TWO, profile="hash-384")
+    root = tmp_path_factory.mktemp("two")
     for ns, files in DOCS.items():
-        kb.ingest([str(make_tree(tmp_path / ns, files))], namespace=ns, verify=False)
-    return kb
+        kb.ingest([str(make_tree(root / ns, files))], namespace=ns, verify=False)
+    made = _stored(kb)
+    yield kb
+    assert _stored(kb) == made, "a test given two wrote to its namespaces: give it a kb of its own"
+    kb.close()
+
+
+def _stored(kb) -> tuple:
+    conn = kb.connection()  # the tenant's role: its own rows
+    return (
+        conn.execute("SELECT count(*), max(id), max(updated_at) FROM kbctl.documents").fetchone(),
+        conn.execute("SELECT count(*), max(id) FROM kbctl.chunks").fetchone(),
+    )
 
 
 @pytest.fixture
-def run_main(kb_home, tenant, capsys):
-    """The CLI's main() in this process: (exit code, stdout, stderr)."""
+def two(_two):
+    """Two namespaces of one tenant, ``a`` and ``b``: made once for the module, in a tenant of its
+    own (``run_main`` runs in it for the tests given ``two``); its tests only search them or are
+    refused (its teardown asserts the documents and chunks unchanged)."""
+    return _two
 
-    def run(*args, tenant_=tenant):
+
+@pytest.fixture
+def run_main(kb_home, tenant, capsys, request):
+    """The CLI's main() in this process: (exit code, stdout, stderr); in ``two``'s tenant for a
+    test given ``two``, else in the test's own."""
+    default = TWO if "two" in request.fixturenames else tenant
+
+    def run(*args, tenant_=default):
         return main_in_process(capsys, ["--home", str(kb_home), "--tenant", tenant_, "--profile", "hash-384", *args])
 
     return run
