@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from tests.conftest import TEST_DSN, _create_tenant
+
 
 def test_a_negative_k_in_the_profile_is_one_line_not_an_empty_result(kb, cli, tmp_path):
     """``[profile.search] k = -3`` once made every search of an existing namespace return nothing, exit 0."""
@@ -31,14 +33,66 @@ DOCS = {
 }
 
 
-@pytest.fixture
-def docs(kb, tmp_path):
-    d = tmp_path / "docs"
+#: The tenant of ``docs``, made once for the module.
+DOCS_TENANT = "t_cli_bad_input_docs"
+
+
+def _ingest_docs(kb, root) -> None:
+    d = root / "docs"
     d.mkdir()
     for name, text in DOCS.items():
         (d / name).write_text(text)
     kb.ingest([str(d)], namespace="docs", verify=False)
+
+
+@pytest.fixture(scope="module")
+def _docs(kb_home, tmp_path_factory):
+    import kbctl
+
+    if TEST_DSN:
+        _create_tenant(DOCS_TENANT)
+    kb = kbctl.open(home=kb_home, tenant=DOCS_TENANT, profile="hash-384")
+    _ingest_docs(kb, tmp_path_factory.mktemp("cli-bad-input"))
+    made = _stored(kb)
+    yield kb
+    assert _stored(kb) == made, "a test given docs wrote to its tenant: give it own_docs"
+    kb.close()
+
+
+def _stored(kb) -> tuple:
+    conn = kb.connection()  # the tenant's role: its own rows
+    return (
+        conn.execute("SELECT count(*), max(id) FROM kbctl.namespaces").fetchone(),
+        conn.execute("SELECT count(*), max(id), max(updated_at) FROM kbctl.documents").fetchone(),
+        conn.execute("SELECT count(*), max(id) FROM kbctl.chunks").fetchone(),
+    )
+
+
+@pytest.fixture
+def docs(_docs):
+    """The namespace ``docs``, made once for the module in a tenant of its own (``cli`` runs there
+    for the tests given it): they are refused, search or show; none writes (its teardown asserts the
+    namespaces, documents and chunks unchanged)."""
+    return _docs
+
+
+@pytest.fixture
+def own_docs(kb, tmp_path):
+    """The namespace ``docs`` in this test's own tenant, for a test that writes beside it."""
+    _ingest_docs(kb, tmp_path)
     return kb
+
+
+@pytest.fixture
+def cli(cli, request):
+    """conftest's ``cli``, in ``docs``'s tenant for a test given ``docs``."""
+    if "docs" not in request.fixturenames:
+        return cli
+
+    def run(*args: str, tenant_override: str | None = None, **kw):
+        return cli(*args, tenant_override=tenant_override or DOCS_TENANT, **kw)
+
+    return run
 
 
 def _one_line_usage(p) -> str:
@@ -221,7 +275,7 @@ def test_a_lease_without_workers_is_refused_before_anything_is_made(docs, cli, t
     assert "leased" not in [n["name"] for n in docs.namespaces()]
 
 
-def test_an_ingest_of_paths_that_do_not_exist_into_a_new_namespace_makes_nothing(docs, cli, tmp_path):
+def test_an_ingest_of_paths_that_do_not_exist_into_a_new_namespace_makes_nothing(own_docs, cli, tmp_path):
     """``kbctl ingest typo/ -n new`` (every target a local path that is not there) made the namespace
     ``new``, recorded a run of one failed item and exited 0 with a warning: a mistyped command left
     an empty namespace behind and a cron job saw success. Refused before anything is made (exit 2),
@@ -230,7 +284,7 @@ def test_an_ingest_of_paths_that_do_not_exist_into_a_new_namespace_makes_nothing
     line, hint = _refusal_with_hint(cli("ingest", str(typo), "-n", "fresh"))
     assert line == f"error: no such file or folder: {typo}", line
     assert "nothing was made" in hint and "fresh" in hint, hint
-    assert "fresh" not in [n["name"] for n in docs.namespaces()]
+    assert "fresh" not in [n["name"] for n in own_docs.namespaces()]
     # two targets, neither there: both named
     line, _ = _refusal_with_hint(cli("ingest", str(typo), str(tmp_path / "nope.md"), "-n", "fresh"))
     assert str(typo) in line and "nope.md" in line, line
@@ -240,7 +294,7 @@ def test_an_ingest_of_paths_that_do_not_exist_into_a_new_namespace_makes_nothing
     (d / "a.md").write_text("# A\n\nA real file.\n")
     p = cli("ingest", str(d), str(typo), "-n", "fresh")
     assert p.returncode == 0, p.stderr.decode()
-    assert "fresh" in [n["name"] for n in docs.namespaces()]
+    assert "fresh" in [n["name"] for n in own_docs.namespaces()]
     # into a namespace that exists: the batch rule too (its documents are kept, exit 0 with a warning)
     p = cli("ingest", str(typo), "-n", "fresh")
     assert p.returncode == 0 and "1 item(s) failed" in p.stderr.decode(), p.stderr.decode()
