@@ -173,6 +173,18 @@ def _create_tenant(tenant: str, home: Path | None = None) -> None:
         tenants.create_tenant(conn, tenant)
 
 
+def tenant_rows(kb) -> tuple:
+    """What a write to ``kb``'s tenant would change: its namespaces', documents' and chunks' counts
+    and last ids (read as the tenant's role: its own rows). A fixture made once for a module, that
+    its tests only read, asserts it unchanged in its teardown (STYLE.md, tests)."""
+    conn = kb.connection()
+    return (
+        conn.execute("SELECT count(*), max(id) FROM kbctl.namespaces").fetchone(),
+        conn.execute("SELECT count(*), max(id), max(updated_at) FROM kbctl.documents").fetchone(),
+        conn.execute("SELECT count(*), max(id) FROM kbctl.chunks").fetchone(),
+    )
+
+
 @pytest.fixture
 def tenant(request) -> str:
     slug = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import TEST_DSN, _create_tenant
+from tests.conftest import TEST_DSN, _create_tenant, tenant_rows
 
 
 def test_a_negative_k_in_the_profile_is_one_line_not_an_empty_result(kb, cli, tmp_path):
@@ -53,19 +53,10 @@ def _docs(kb_home, tmp_path_factory):
         _create_tenant(DOCS_TENANT)
     kb = kbctl.open(home=kb_home, tenant=DOCS_TENANT, profile="hash-384")
     _ingest_docs(kb, tmp_path_factory.mktemp("cli-bad-input"))
-    made = _stored(kb)
+    made = tenant_rows(kb)
     yield kb
-    assert _stored(kb) == made, "a test given docs wrote to its tenant: give it own_docs"
+    assert tenant_rows(kb) == made, "a test given docs wrote to its tenant: give it own_docs"
     kb.close()
-
-
-def _stored(kb) -> tuple:
-    conn = kb.connection()  # the tenant's role: its own rows
-    return (
-        conn.execute("SELECT count(*), max(id) FROM kbctl.namespaces").fetchone(),
-        conn.execute("SELECT count(*), max(id), max(updated_at) FROM kbctl.documents").fetchone(),
-        conn.execute("SELECT count(*), max(id) FROM kbctl.chunks").fetchone(),
-    )
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from kbctl.config import load_settings
 from kbctl.errors import ConfigError, UsageError
 from kbctl.search import parse_filters
 from kbctl.types import Filter
-from tests.conftest import TEST_DSN, _create_tenant, main_in_process
+from tests.conftest import TEST_DSN, _create_tenant, main_in_process, tenant_rows
 from tests.filetree import make_tree
 
 DOCS = {
@@ -41,18 +41,10 @@ def _two(kb_home, tmp_path_factory):
     root = tmp_path_factory.mktemp("two")
     for ns, files in DOCS.items():
         kb.ingest([str(make_tree(root / ns, files))], namespace=ns, verify=False)
-    made = _stored(kb)
+    made = tenant_rows(kb)
     yield kb
-    assert _stored(kb) == made, "a test given two wrote to its namespaces: give it a kb of its own"
+    assert tenant_rows(kb) == made, "a test given two wrote to its tenant: give it a kb of its own"
     kb.close()
-
-
-def _stored(kb) -> tuple:
-    conn = kb.connection()  # the tenant's role: its own rows
-    return (
-        conn.execute("SELECT count(*), max(id), max(updated_at) FROM kbctl.documents").fetchone(),
-        conn.execute("SELECT count(*), max(id) FROM kbctl.chunks").fetchone(),
-    )
 
 
 @pytest.fixture
