@@ -185,6 +185,22 @@ def tenant_rows(kb) -> tuple:
     )
 
 
+def read_only_kb(kb_home, tenant: str, fill, hint: str):
+    """A module fixture's knowledge base in a tenant of the module's (registered under
+    ``KBCTL_TEST_DSN``), filled once by ``fill(kb)``; yields it, then asserts ``tenant_rows``
+    unchanged (``hint``: what a test that writes should take instead) and closes it."""
+    import kbctl
+
+    if TEST_DSN:
+        _create_tenant(tenant)
+    kb = kbctl.open(home=kb_home, tenant=tenant, profile="hash-384")
+    fill(kb)
+    made = tenant_rows(kb)
+    yield kb
+    assert tenant_rows(kb) == made, f"a test wrote to {tenant}'s read-only fixture: {hint}"
+    kb.close()
+
+
 @pytest.fixture
 def tenant(request) -> str:
     slug = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())

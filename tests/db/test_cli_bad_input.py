@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import TEST_DSN, _create_tenant, tenant_rows
+from tests.conftest import read_only_kb
 
 
 def test_a_negative_k_in_the_profile_is_one_line_not_an_empty_result(kb, cli, tmp_path):
@@ -47,16 +47,8 @@ def _ingest_docs(kb, root) -> None:
 
 @pytest.fixture(scope="module")
 def _docs(kb_home, tmp_path_factory):
-    import kbctl
-
-    if TEST_DSN:
-        _create_tenant(DOCS_TENANT)
-    kb = kbctl.open(home=kb_home, tenant=DOCS_TENANT, profile="hash-384")
-    _ingest_docs(kb, tmp_path_factory.mktemp("cli-bad-input"))
-    made = tenant_rows(kb)
-    yield kb
-    assert tenant_rows(kb) == made, "a test given docs wrote to its tenant: give it own_docs"
-    kb.close()
+    root = tmp_path_factory.mktemp("cli-bad-input")
+    yield from read_only_kb(kb_home, DOCS_TENANT, lambda kb: _ingest_docs(kb, root), "give it own_docs")
 
 
 @pytest.fixture

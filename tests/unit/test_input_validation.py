@@ -15,7 +15,7 @@ from kbctl.config import load_settings
 from kbctl.errors import ConfigError, UsageError
 from kbctl.search import parse_filters
 from kbctl.types import Filter
-from tests.conftest import TEST_DSN, _create_tenant, main_in_process, tenant_rows
+from tests.conftest import main_in_process, read_only_kb
 from tests.filetree import make_tree
 
 DOCS = {
@@ -33,18 +33,13 @@ TWO = "t_input_validation_two"
 
 @pytest.fixture(scope="module")
 def _two(kb_home, tmp_path_factory):
-    import kbctl
-
-    if TEST_DSN:
-        _create_tenant(TWO)
-    kb = kbctl.open(home=kb_home, tenant=TWO, profile="hash-384")
     root = tmp_path_factory.mktemp("two")
-    for ns, files in DOCS.items():
-        kb.ingest([str(make_tree(root / ns, files))], namespace=ns, verify=False)
-    made = tenant_rows(kb)
-    yield kb
-    assert tenant_rows(kb) == made, "a test given two wrote to its tenant: give it a kb of its own"
-    kb.close()
+
+    def fill(kb) -> None:
+        for ns, files in DOCS.items():
+            kb.ingest([str(make_tree(root / ns, files))], namespace=ns, verify=False)
+
+    yield from read_only_kb(kb_home, TWO, fill, "give it a kb of its own")
 
 
 @pytest.fixture
